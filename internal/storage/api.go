@@ -1,0 +1,79 @@
+package storage
+
+// THIS FILE IS THE CONTRACT between storage and its callers (replica, broker).
+// Signatures here are fixed; bodies are filled in by the storage work.
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Errors callers branch on.
+var (
+	// ErrOffsetOutOfRange: a read below the log start offset or above the log
+	// end offset (Kafka OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrClosed: the log was closed or deleted.
+	ErrClosed = errors.New("storage: log closed")
+)
+
+// Config is one partition log's configuration. The zero value of each field
+// means Kafka's default.
+type Config struct {
+	// SegmentBytes rolls the active segment past this size (log.segment.bytes,
+	// topic segment.bytes; default 1 GiB).
+	SegmentBytes int64
+	// SegmentMs rolls the active segment once its first batch is this old
+	// (log.roll.ms / log.roll.hours, topic segment.ms; default 7 days).
+	SegmentMs time.Duration
+	// IndexIntervalBytes is the bytes of batches between two entries of the
+	// sparse offset and time indexes (log.index.interval.bytes, topic
+	// index.interval.bytes; default 4096).
+	IndexIntervalBytes int32
+	// SegmentIndexBytes is the maximum size of an offset or time index file;
+	// a full index rolls the segment (log.index.size.max.bytes, topic
+	// segment.index.bytes; default 10 MiB).
+	SegmentIndexBytes int32
+	// FlushIntervalMessages fsyncs after this many messages
+	// (log.flush.interval.messages; zero means never: leave it to the OS).
+	FlushIntervalMessages int64
+}
+
+// OpenOptions are the arguments of Open.
+type OpenOptions struct {
+	// Dir is the partition directory, <log.dir>/<topic>-<partition>. It is
+	// created when missing.
+	Dir    string
+	Config Config
+	// RecoveryPoint is the offset up to which the log is known flushed
+	// (from recovery-point-offset-checkpoint); batches from it on are
+	// re-checked on open and a torn or corrupt tail is truncated. Zero
+	// re-checks everything. Negative means the log was closed cleanly
+	// (treated like the log end offset).
+	RecoveryPoint int64
+	// LogStartOffset from log-start-offset-checkpoint; zero means the base
+	// offset of the first segment.
+	LogStartOffset int64
+	Logger         *slog.Logger // nil discards
+	Now            func() time.Time
+}
+
+// AppendResult describes a successful Append.
+type AppendResult struct {
+	BaseOffset   int64 // offset of the first record appended
+	LastOffset   int64 // offset of the last record appended
+	MaxTimestamp int64 // largest batch max timestamp appended, milliseconds
+	// OffsetOfMaxTimestamp is the offset of the batch holding MaxTimestamp.
+	OffsetOfMaxTimestamp int64
+}
+
+// ReadResult is the outcome of Read.
+type ReadResult struct {
+	// Records holds whole batches, in offset order, copied out of the
+	// segment files. Empty when nothing is readable at the offset.
+	Records []byte
+	// LogStartOffset and LogEndOffset at the time of the read.
+	LogStartOffset int64
+	LogEndOffset   int64
+}
