@@ -1,0 +1,67 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseDefaults(t *testing.T) {
+	n, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.NodeID != 1 || n.NumPartitions != 1 || !n.AutoCreateTopicsEnable || n.MessageMaxBytes != 1048588 {
+		t.Fatalf("defaults: %+v", n)
+	}
+	if len(n.Listeners) != 2 || n.Listeners[0].String() != "PLAINTEXT://localhost:9092" || n.Listeners[1].Name != "CONTROLLER" {
+		t.Fatalf("listeners: %v", n.Listeners)
+	}
+	if got := n.LogDirs; len(got) != 1 || got[0] != "./samsa-data" {
+		t.Fatalf("log dirs: %v", got)
+	}
+	if n.Topic["segment.bytes"] != "1073741824" || n.Topic["retention.ms"] != "604800000" {
+		t.Fatalf("topic defaults: %v", n.Topic)
+	}
+}
+
+func TestParseSynonyms(t *testing.T) {
+	n, err := Parse(map[string]string{"log.retention.hours": "2", "log.segment.bytes": "1024", "log.roll.ms": "5000", "log.dir": "/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Topic["retention.ms"] != "7200000" || n.Topic["segment.bytes"] != "1024" || n.Topic["segment.ms"] != "5000" {
+		t.Fatalf("topic: %v", n.Topic)
+	}
+	if n.LogDirs[0] != "/x" || n.BrokerSource("retention.ms") != "log.retention.hours" {
+		t.Fatalf("dirs %v source %q", n.LogDirs, n.BrokerSource("retention.ms"))
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct {
+		props map[string]string
+		want  string
+	}{
+		{map[string]string{"log.segmnt.bytes": "1"}, "unknown config log.segmnt.bytes"},
+		{map[string]string{"node.id": "x"}, "node.id"},
+		{map[string]string{"listeners": "PLAINTEXT:/localhost:1"}, "listeners"},
+		{map[string]string{"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"},
+		{map[string]string{"log.segment.bytes": "-5"}, "log.segment.bytes"},
+		{map[string]string{"listeners": "CONTROLLER://localhost:1"}, "no broker listener"},
+	} {
+		_, err := Parse(tc.props)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%v) = %v, want error with %q", tc.props, err, tc.want)
+		}
+	}
+}
+
+func TestReadProperties(t *testing.T) {
+	p, err := ReadProperties(strings.NewReader("# c\n! c\nnode.id=3\nlisteners = PLAINTEXT://a:1,\\\n  CONTROLLER://a:2\nlog.dirs: /d\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p["node.id"] != "3" || p["listeners"] != "PLAINTEXT://a:1,CONTROLLER://a:2" || p["log.dirs"] != "/d" {
+		t.Fatalf("%q", p)
+	}
+}

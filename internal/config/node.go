@@ -1,0 +1,444 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Listener is one entry of `listeners`: NAME://host:port.
+type Listener struct {
+	Name string // listener name, e.g. PLAINTEXT, CONTROLLER
+	Host string // empty means all interfaces
+	Port int    // 0 picks a free port
+}
+
+// Addr is host:port for net.Listen.
+func (l Listener) Addr() string { return net.JoinHostPort(l.Host, strconv.Itoa(l.Port)) }
+
+func (l Listener) String() string { return l.Name + "://" + l.Addr() }
+
+// Node is the configuration of one Samsa node (Kafka's server.properties).
+// Build it with Parse; the zero value is not meaningful.
+type Node struct {
+	// NodeID is node.id (default 1).
+	NodeID int32
+	// ProcessRoles is process.roles (default broker,controller).
+	ProcessRoles []string
+	// Listeners is listeners (default
+	// PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093).
+	Listeners []Listener
+	// AdvertisedListeners is advertised.listeners; empty means the
+	// listeners, with the port each one actually bound.
+	AdvertisedListeners []Listener
+	// ControllerListenerNames is controller.listener.names (default CONTROLLER).
+	ControllerListenerNames []string
+	// LogDirs is log.dirs, falling back to log.dir (Samsa's default
+	// ./samsa-data; Kafka's is /tmp/kafka-logs).
+	LogDirs []string
+	// NumPartitions is num.partitions (default 1).
+	NumPartitions int32
+	// DefaultReplicationFactor is default.replication.factor (default 1).
+	DefaultReplicationFactor int16
+	// AutoCreateTopicsEnable is auto.create.topics.enable (default true).
+	AutoCreateTopicsEnable bool
+	// DeleteTopicEnable is delete.topic.enable (default true).
+	DeleteTopicEnable bool
+	// MessageMaxBytes is message.max.bytes, the largest record batch
+	// accepted (default 1048588).
+	MessageMaxBytes int32
+	// SocketRequestMaxBytes is socket.request.max.bytes, the largest request
+	// frame (default 104857600); a larger one closes the connection.
+	SocketRequestMaxBytes int32
+	// LogFlushIntervalMessages is log.flush.interval.messages (default
+	// Long.MAX_VALUE, i.e. leave flushing to the OS).
+	LogFlushIntervalMessages int64
+	// LogFlushIntervalMs is log.flush.interval.ms (default: none, i.e.
+	// log.flush.scheduler.interval.ms which is Long.MAX_VALUE).
+	LogFlushIntervalMs int64
+	// LogFlushOffsetCheckpointIntervalMs is
+	// log.flush.offset.checkpoint.interval.ms (default 60000).
+	LogFlushOffsetCheckpointIntervalMs int64
+	// OffsetsTopicNumPartitions is offsets.topic.num.partitions (default 50).
+	OffsetsTopicNumPartitions int32
+	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
+	// (default 3, capped by the number of brokers).
+	OffsetsTopicReplicationFactor int16
+	// TransactionStateLogNumPartitions is
+	// transaction.state.log.num.partitions (default 50).
+	TransactionStateLogNumPartitions int32
+	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms
+	// (default 3 s).
+	GroupInitialRebalanceDelay time.Duration
+	// GroupMinSessionTimeout is group.min.session.timeout.ms (default 6 s).
+	GroupMinSessionTimeout time.Duration
+	// GroupMaxSessionTimeout is group.max.session.timeout.ms (default 30 min).
+	GroupMaxSessionTimeout time.Duration
+	// GroupMaxSize is group.max.size (default Int.MAX).
+	GroupMaxSize int32
+	// OffsetsRetention is offsets.retention.minutes (default 7 days).
+	OffsetsRetention time.Duration
+	// FetchMaxBytes is fetch.max.bytes, the cap on a Fetch response
+	// (default 57671680).
+	FetchMaxBytes int32
+	// ClusterID is the cluster id used when formatting a fresh log dir
+	// (Samsa: cluster.id; Kafka passes it to kafka-storage format).
+	// Empty generates one.
+	ClusterID string
+
+	// Topic holds the broker-level defaults of topic configs, keyed by the
+	// topic config name (segment.bytes, retention.ms, ...), after applying
+	// their broker synonyms (log.segment.bytes, log.retention.hours, ...).
+	Topic map[string]string
+	// Set lists the properties given explicitly (file or overrides), for
+	// DescribeConfigs sources.
+	Set map[string]string
+}
+
+type nodeProp struct {
+	def string
+	set func(n *Node, v string) error
+	// doc is a one-line description for documentation.
+	doc string
+}
+
+var errBadValue = errors.New("invalid value")
+
+func parseInt32(v string) (int32, error) {
+	i, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	return int32(i), err
+}
+
+func parseInt64(v string) (int64, error) { return strconv.ParseInt(strings.TrimSpace(v), 10, 64) }
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, errBadValue
+}
+
+func parseList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ParseListeners parses a listeners value: NAME://host:port[,...].
+func ParseListeners(v string) ([]Listener, error) {
+	var out []Listener
+	seen := map[string]bool{}
+	for _, s := range parseList(v) {
+		name, hp, ok := strings.Cut(s, "://")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("listener %q is not NAME://host:port", s)
+		}
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q: %v", s, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p > 65535 {
+			return nil, fmt.Errorf("listener %q: bad port", s)
+		}
+		name = strings.ToUpper(name)
+		if seen[name] {
+			return nil, fmt.Errorf("listener name %s used twice", name)
+		}
+		seen[name] = true
+		out = append(out, Listener{Name: name, Host: host, Port: p})
+	}
+	return out, nil
+}
+
+func i32(dst func(*Node) *int32, min int32) func(*Node, string) error {
+	return func(n *Node, v string) error {
+		i, err := parseInt32(v)
+		if err != nil || i < min {
+			return fmt.Errorf("%w %q (an integer >= %d)", errBadValue, v, min)
+		}
+		*dst(n) = i
+		return nil
+	}
+}
+
+func i64(dst func(*Node) *int64, min int64) func(*Node, string) error {
+	return func(n *Node, v string) error {
+		i, err := parseInt64(v)
+		if err != nil || i < min {
+			return fmt.Errorf("%w %q (an integer >= %d)", errBadValue, v, min)
+		}
+		*dst(n) = i
+		return nil
+	}
+}
+
+func millis(dst func(*Node) *time.Duration, unit time.Duration) func(*Node, string) error {
+	return func(n *Node, v string) error {
+		i, err := parseInt64(v)
+		if err != nil || i < 0 {
+			return fmt.Errorf("%w %q (a non-negative integer)", errBadValue, v)
+		}
+		*dst(n) = time.Duration(i) * unit
+		return nil
+	}
+}
+
+func boolean(dst func(*Node) *bool) func(*Node, string) error {
+	return func(n *Node, v string) error {
+		b, err := parseBool(v)
+		if err != nil {
+			return fmt.Errorf("%w %q (true or false)", errBadValue, v)
+		}
+		*dst(n) = b
+		return nil
+	}
+}
+
+func ignored(*Node, string) error { return nil }
+
+// nodeProps are the node-level properties Samsa reads. Topic config
+// defaults (log.segment.bytes and friends) are in topicConfigs.
+var nodeProps = map[string]nodeProp{
+	"node.id": {"1", i32(func(n *Node) *int32 { return &n.NodeID }, 0), "this node's id"},
+	"broker.id": {"", func(n *Node, v string) error {
+		return i32(func(n *Node) *int32 { return &n.NodeID }, 0)(n, v)
+	}, "alias of node.id"},
+	"process.roles": {"broker,controller", func(n *Node, v string) error {
+		n.ProcessRoles = parseList(v)
+		for _, r := range n.ProcessRoles {
+			if r != "broker" && r != "controller" {
+				return fmt.Errorf("%w %q (broker, controller or both)", errBadValue, v)
+			}
+		}
+		if len(n.ProcessRoles) == 0 {
+			return fmt.Errorf("%w: empty", errBadValue)
+		}
+		return nil
+	}, "broker, controller or broker,controller"},
+	"listeners": {"PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093", func(n *Node, v string) (err error) {
+		n.Listeners, err = ParseListeners(v)
+		if err == nil && len(n.Listeners) == 0 {
+			err = fmt.Errorf("%w: no listener", errBadValue)
+		}
+		return err
+	}, "listeners to bind"},
+	"advertised.listeners": {"", func(n *Node, v string) (err error) {
+		n.AdvertisedListeners, err = ParseListeners(v)
+		return err
+	}, "addresses given to clients"},
+	"controller.listener.names": {"CONTROLLER", func(n *Node, v string) error {
+		n.ControllerListenerNames = parseList(strings.ToUpper(v))
+		return nil
+	}, "listeners used by controllers"},
+	"listener.security.protocol.map": {"", func(n *Node, v string) error {
+		for _, kv := range parseList(v) {
+			_, proto, ok := strings.Cut(kv, ":")
+			if !ok {
+				return fmt.Errorf("%w %q", errBadValue, kv)
+			}
+			if strings.ToUpper(proto) != "PLAINTEXT" {
+				return fmt.Errorf("security protocol %s is not supported yet (PLAINTEXT only)", proto)
+			}
+		}
+		return nil
+	}, "listener name to security protocol (PLAINTEXT only for now)"},
+	"inter.broker.listener.name":          {"", ignored, "single node: unused"},
+	"controller.quorum.voters":            {"", ignored, "single node: unused until the quorum lands"},
+	"controller.quorum.bootstrap.servers": {"", ignored, "single node: unused until the quorum lands"},
+	"log.dirs": {"", func(n *Node, v string) error {
+		n.LogDirs = parseList(v)
+		return nil
+	}, "data directories"},
+	"log.dir": {"./samsa-data", func(n *Node, v string) error {
+		if len(n.LogDirs) == 0 {
+			n.LogDirs = parseList(v)
+		}
+		return nil
+	}, "data directory when log.dirs is unset"},
+	"num.partitions": {"1", i32(func(n *Node) *int32 { return &n.NumPartitions }, 1), "default partitions of a new topic"},
+	"default.replication.factor": {"1", func(n *Node, v string) error {
+		i, err := parseInt32(v)
+		if err != nil || i < 1 || i > 32767 {
+			return fmt.Errorf("%w %q", errBadValue, v)
+		}
+		n.DefaultReplicationFactor = int16(i)
+		return nil
+	}, "default replication factor"},
+	"auto.create.topics.enable":   {"true", boolean(func(n *Node) *bool { return &n.AutoCreateTopicsEnable }), "create topics on Metadata and Produce"},
+	"delete.topic.enable":         {"true", boolean(func(n *Node) *bool { return &n.DeleteTopicEnable }), "allow DeleteTopics"},
+	"message.max.bytes":           {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
+	"socket.request.max.bytes":    {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"log.flush.interval.messages": {"9223372036854775807", i64(func(n *Node) *int64 { return &n.LogFlushIntervalMessages }, 1), "fsync after this many messages"},
+	"log.flush.interval.ms": {"", func(n *Node, v string) error {
+		return i64(func(n *Node) *int64 { return &n.LogFlushIntervalMs }, 0)(n, v)
+	}, "fsync interval"},
+	"log.flush.offset.checkpoint.interval.ms": {"60000", i64(func(n *Node) *int64 { return &n.LogFlushOffsetCheckpointIntervalMs }, 0), "recovery point checkpoint interval"},
+	"offsets.topic.num.partitions":            {"50", i32(func(n *Node) *int32 { return &n.OffsetsTopicNumPartitions }, 1), "partitions of __consumer_offsets"},
+	"offsets.topic.replication.factor": {"3", func(n *Node, v string) error {
+		i, err := parseInt32(v)
+		if err != nil || i < 1 || i > 32767 {
+			return fmt.Errorf("%w %q", errBadValue, v)
+		}
+		n.OffsetsTopicReplicationFactor = int16(i)
+		return nil
+	}, "replication factor of __consumer_offsets"},
+	"transaction.state.log.num.partitions": {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
+	"group.initial.rebalance.delay.ms":     {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
+	"group.min.session.timeout.ms":         {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
+	"group.max.session.timeout.ms":         {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
+	"group.max.size":                       {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
+	"offsets.retention.minutes":            {"10080", millis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
+	"fetch.max.bytes":                      {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
+	"cluster.id":                           {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
+	// Accepted for compatibility with existing server.properties files;
+	// Samsa has no thread pools to size.
+	"num.network.threads":                              {"3", ignored, "accepted, unused"},
+	"num.io.threads":                                   {"8", ignored, "accepted, unused"},
+	"num.recovery.threads.per.data.dir":                {"1", ignored, "accepted, unused"},
+	"socket.send.buffer.bytes":                         {"102400", ignored, "accepted, unused"},
+	"socket.receive.buffer.bytes":                      {"102400", ignored, "accepted, unused"},
+	"log.retention.check.interval.ms":                  {"300000", ignored, "retention check interval"},
+	"transaction.state.log.replication.factor":         {"3", ignored, "capped by cluster size"},
+	"transaction.state.log.min.isr":                    {"2", ignored, "capped by cluster size"},
+	"share.coordinator.state.topic.replication.factor": {"3", ignored, "accepted, unused"},
+	"share.coordinator.state.topic.min.isr":            {"2", ignored, "accepted, unused"},
+}
+
+// Parse builds a Node from properties (file contents with overrides
+// applied). Every key must be a known node property or a broker-level
+// topic default (log.segment.bytes, ...); an unknown key or invalid value is
+// an error naming it.
+func Parse(props map[string]string) (*Node, error) {
+	n := &Node{Topic: map[string]string{}, Set: map[string]string{}}
+	for k, v := range props {
+		n.Set[k] = v
+	}
+	// Defaults first, in a fixed order, then the given values.
+	names := make([]string, 0, len(nodeProps))
+	for k := range nodeProps {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	apply := func(k, v string) error {
+		if err := nodeProps[k].set(n, v); err != nil {
+			return fmt.Errorf("config %s=%q: %w", k, v, err)
+		}
+		return nil
+	}
+	for _, k := range names {
+		if _, given := props[k]; given || nodeProps[k].def == "" || k == "log.dir" {
+			continue
+		}
+		if err := apply(k, nodeProps[k].def); err != nil {
+			return nil, err
+		}
+	}
+	var unknown []string
+	given := make([]string, 0, len(props))
+	for k := range props {
+		given = append(given, k)
+	}
+	sort.Strings(given)
+	for _, k := range given {
+		if _, ok := nodeProps[k]; ok {
+			if k == "log.dir" {
+				continue
+			}
+			if err := apply(k, props[k]); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if _, ok := brokerSynonyms[k]; ok {
+			continue
+		}
+		unknown = append(unknown, k)
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("unknown config %s", strings.Join(unknown, ", "))
+	}
+	if len(n.LogDirs) == 0 {
+		dir := props["log.dir"]
+		if dir == "" {
+			dir = nodeProps["log.dir"].def
+		}
+		n.LogDirs = parseList(dir)
+	}
+	topic, err := brokerTopicDefaults(props)
+	if err != nil {
+		return nil, err
+	}
+	n.Topic = topic
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Validate checks relations between properties.
+func (n *Node) Validate() error {
+	if len(n.LogDirs) == 0 {
+		return errors.New("config log.dirs: no directory")
+	}
+	if n.HasRole("broker") {
+		if _, ok := n.BrokerListener(); !ok {
+			return errors.New("config listeners: no broker listener (one not named in controller.listener.names)")
+		}
+	}
+	if n.GroupMinSessionTimeout > n.GroupMaxSessionTimeout {
+		return errors.New("config group.min.session.timeout.ms is above group.max.session.timeout.ms")
+	}
+	if !n.HasRole("broker") {
+		return errors.New("config process.roles: a controller-only node is not supported yet")
+	}
+	return nil
+}
+
+// HasRole reports whether process.roles holds role.
+func (n *Node) HasRole(role string) bool {
+	for _, r := range n.ProcessRoles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// IsControllerListener reports whether name is in controller.listener.names.
+func (n *Node) IsControllerListener(name string) bool {
+	for _, c := range n.ControllerListenerNames {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// BrokerListener is the first listener that is not a controller listener.
+func (n *Node) BrokerListener() (Listener, bool) {
+	for _, l := range n.Listeners {
+		if !n.IsControllerListener(l.Name) {
+			return l, true
+		}
+	}
+	return Listener{}, false
+}
+
+// NodeDefault returns the default of a node property as a string, and
+// whether the property is known.
+func NodeDefault(name string) (string, bool) {
+	p, ok := nodeProps[name]
+	return p.def, ok
+}

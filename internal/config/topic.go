@@ -1,0 +1,214 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ConfigType is DescribeConfigs' config type (v3+).
+type ConfigType int8
+
+// Config types as DescribeConfigs numbers them.
+const (
+	TypeBoolean ConfigType = 1
+	TypeString  ConfigType = 2
+	TypeInt     ConfigType = 3
+	TypeLong    ConfigType = 5
+	TypeDouble  ConfigType = 6
+	TypeList    ConfigType = 7
+)
+
+// TopicConfig describes one topic-level config.
+type TopicConfig struct {
+	Name string
+	Type ConfigType
+	// Default is Kafka's default when neither the topic nor the broker sets it.
+	Default string
+	// Synonym is the broker property that sets the default for all topics,
+	// with Scale to convert its unit (log.retention.hours → retention.ms);
+	// further synonyms in Alt are consulted in order when it is unset.
+	Synonym string
+	Scale   int64
+	Alt     []synonym
+	// Valid checks a value; nil means any value of Type.
+	Valid func(string) error
+}
+
+type synonym struct {
+	name  string
+	scale int64
+}
+
+func oneOf(vals ...string) func(string) error {
+	return func(v string) error {
+		for _, x := range vals {
+			if v == x {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(vals, ", "))
+	}
+}
+
+func cleanupPolicy(v string) error {
+	parts := parseList(v)
+	if len(parts) == 0 {
+		return fmt.Errorf("must be delete, compact or both")
+	}
+	for _, p := range parts {
+		if p != "delete" && p != "compact" {
+			return fmt.Errorf("must be delete, compact or both")
+		}
+	}
+	return nil
+}
+
+func atLeast(min int64) func(string) error {
+	return func(v string) error {
+		i, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || i < min {
+			return fmt.Errorf("must be an integer >= %d", min)
+		}
+		return nil
+	}
+}
+
+const longMax = "9223372036854775807"
+
+var topicConfigs = map[string]TopicConfig{}
+
+func init() {
+	for _, c := range []TopicConfig{
+		{Name: "cleanup.policy", Type: TypeList, Default: "delete", Synonym: "log.cleanup.policy", Valid: cleanupPolicy},
+		{Name: "compression.type", Type: TypeString, Default: "producer", Synonym: "compression.type", Valid: oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
+		{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Synonym: "log.cleaner.delete.retention.ms", Valid: atLeast(0)},
+		{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Synonym: "log.segment.delete.delay.ms", Valid: atLeast(0)},
+		{Name: "flush.messages", Type: TypeLong, Default: longMax, Synonym: "log.flush.interval.messages", Valid: atLeast(1)},
+		{Name: "flush.ms", Type: TypeLong, Default: longMax, Synonym: "log.flush.interval.ms", Valid: atLeast(0)},
+		{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Synonym: "log.index.interval.bytes", Valid: atLeast(0)},
+		{Name: "max.compaction.lag.ms", Type: TypeLong, Default: longMax, Synonym: "log.cleaner.max.compaction.lag.ms", Valid: atLeast(1)},
+		{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Synonym: "message.max.bytes", Valid: atLeast(0)},
+		{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", Synonym: "log.message.timestamp.type", Valid: oneOf("CreateTime", "LogAppendTime")},
+		{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: longMax, Synonym: "log.message.timestamp.before.max.ms", Valid: atLeast(0)},
+		{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: longMax, Synonym: "log.message.timestamp.after.max.ms", Valid: atLeast(0)},
+		{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", Synonym: "log.message.downconversion.enable", Valid: oneOf("true", "false")},
+		{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Synonym: "log.cleaner.min.cleanable.ratio", Valid: func(v string) error {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 || f > 1 {
+				return fmt.Errorf("must be a number in [0, 1]")
+			}
+			return nil
+		}},
+		{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Synonym: "log.cleaner.min.compaction.lag.ms", Valid: atLeast(0)},
+		{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Synonym: "min.insync.replicas", Valid: atLeast(1)},
+		{Name: "preallocate", Type: TypeBoolean, Default: "false", Synonym: "log.preallocate", Valid: oneOf("true", "false")},
+		{Name: "retention.bytes", Type: TypeLong, Default: "-1", Synonym: "log.retention.bytes", Valid: atLeast(-1)},
+		{Name: "retention.ms", Type: TypeLong, Default: "604800000", Synonym: "log.retention.ms", Scale: 1,
+			Alt: []synonym{{"log.retention.minutes", 60000}, {"log.retention.hours", 3600000}}, Valid: atLeast(-1)},
+		{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Synonym: "log.segment.bytes", Valid: atLeast(14)},
+		{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", Synonym: "log.index.size.max.bytes", Valid: atLeast(4)},
+		{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Synonym: "log.roll.jitter.ms", Alt: []synonym{{"log.roll.jitter.hours", 3600000}}, Valid: atLeast(0)},
+		{Name: "segment.ms", Type: TypeLong, Default: "604800000", Synonym: "log.roll.ms", Alt: []synonym{{"log.roll.hours", 3600000}}, Valid: atLeast(1)},
+		{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Synonym: "unclean.leader.election.enable", Valid: oneOf("true", "false")},
+		{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: ""},
+		{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: ""},
+	} {
+		if c.Scale == 0 {
+			c.Scale = 1
+		}
+		topicConfigs[c.Name] = c
+		brokerSynonyms[c.Synonym] = c.Name
+		for _, a := range c.Alt {
+			brokerSynonyms[a.name] = c.Name
+		}
+	}
+}
+
+// brokerSynonyms maps a broker property to the topic config it defaults.
+var brokerSynonyms = map[string]string{}
+
+// LookupTopicConfig returns the description of a topic config name.
+func LookupTopicConfig(name string) (TopicConfig, bool) {
+	c, ok := topicConfigs[name]
+	return c, ok
+}
+
+// TopicConfigNames lists every topic config name, sorted.
+func TopicConfigNames() []string {
+	out := make([]string, 0, len(topicConfigs))
+	for k := range topicConfigs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ValidateTopicConfig checks one topic config; the error is for
+// INVALID_CONFIG's message.
+func ValidateTopicConfig(name, value string) error {
+	c, ok := topicConfigs[name]
+	if !ok {
+		return fmt.Errorf("unknown topic config %s", name)
+	}
+	if c.Valid != nil {
+		if err := c.Valid(value); err != nil {
+			return fmt.Errorf("invalid value %q for %s: %v", value, name, err)
+		}
+	}
+	return nil
+}
+
+// brokerTopicDefaults resolves every topic config's broker-level value from
+// the node properties, scaling units, and validates them.
+func brokerTopicDefaults(props map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(topicConfigs))
+	for name, c := range topicConfigs {
+		v, src, ok := c.Default, "", false
+		if s, given := props[c.Synonym]; given && c.Synonym != "" {
+			v, src, ok = s, c.Synonym, true
+		}
+		for _, a := range c.Alt {
+			if ok {
+				break
+			}
+			if s, given := props[a.name]; given {
+				i, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("config %s=%q: not an integer", a.name, s)
+				}
+				if i >= 0 {
+					i *= a.scale
+				}
+				v, src, ok = strconv.FormatInt(i, 10), a.name, true
+			}
+		}
+		v = strings.TrimSpace(v)
+		if ok && c.Valid != nil {
+			if err := c.Valid(v); err != nil {
+				return nil, fmt.Errorf("config %s=%q: %v", src, v, err)
+			}
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// BrokerSource reports which broker property set the broker-level default
+// of a topic config, or "" when it is Kafka's default.
+func (n *Node) BrokerSource(topicConfig string) string {
+	c, ok := topicConfigs[topicConfig]
+	if !ok {
+		return ""
+	}
+	if _, ok := n.Set[c.Synonym]; ok && c.Synonym != "" {
+		return c.Synonym
+	}
+	for _, a := range c.Alt {
+		if _, ok := n.Set[a.name]; ok {
+			return a.name
+		}
+	}
+	return ""
+}
