@@ -1,0 +1,183 @@
+package metadata
+
+import (
+	"maps"
+	"slices"
+	"sort"
+)
+
+// Image is the cluster metadata after applying the log up to Offset.
+type Image struct {
+	// Offset is the metadata log offset of the last record applied, -1 for
+	// an empty log.
+	Offset    int64
+	ClusterID string
+	topics    map[string]*Topic
+	byID      map[UUID]*Topic
+	brokers   map[int32]*Broker
+	// brokerConfigs are dynamic broker configs; "" is the cluster default.
+	brokerConfigs map[string]map[string]string
+	// NextProducerID is the first producer id not yet reserved.
+	NextProducerID int64
+}
+
+// Topic is one topic's metadata. Shared between images: never modify.
+type Topic struct {
+	Name       string
+	ID         UUID
+	Partitions []Partition // index is the partition id
+	// Configs holds the topic-level overrides (DYNAMIC_TOPIC_CONFIG).
+	Configs map[string]string
+}
+
+// Partition is a partition's replica placement and leadership.
+type Partition struct {
+	Replicas       []int32
+	ISR            []int32
+	Leader         int32 // -1 when leaderless
+	LeaderEpoch    int32
+	PartitionEpoch int32
+}
+
+// Broker is a registered broker.
+type Broker struct {
+	ID        int32
+	Epoch     int64
+	Endpoints []Endpoint
+	Rack      *string
+	Fenced    bool
+}
+
+// Empty returns the image of an empty metadata log.
+func Empty(clusterID string) *Image {
+	return &Image{
+		Offset:        -1,
+		ClusterID:     clusterID,
+		topics:        map[string]*Topic{},
+		byID:          map[UUID]*Topic{},
+		brokers:       map[int32]*Broker{},
+		brokerConfigs: map[string]map[string]string{},
+	}
+}
+
+// Topic returns the named topic or nil.
+func (im *Image) Topic(name string) *Topic { return im.topics[name] }
+
+// TopicByID returns the topic with id or nil.
+func (im *Image) TopicByID(id UUID) *Topic { return im.byID[id] }
+
+// TopicNames returns every topic name, sorted.
+func (im *Image) TopicNames() []string {
+	names := slices.Collect(maps.Keys(im.topics))
+	sort.Strings(names)
+	return names
+}
+
+// Broker returns the broker with id or nil.
+func (im *Image) Broker(id int32) *Broker { return im.brokers[id] }
+
+// Brokers returns the registered brokers ordered by id.
+func (im *Image) Brokers() []*Broker {
+	out := slices.Collect(maps.Values(im.brokers))
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// BrokerConfigs returns the dynamic configs of broker name ("" = cluster
+// default). The map must not be modified.
+func (im *Image) BrokerConfigs(name string) map[string]string { return im.brokerConfigs[name] }
+
+// Apply returns a new image with recs applied at offsets starting at
+// offset. The receiver is unchanged.
+func (im *Image) Apply(offset int64, recs []Record) *Image {
+	next := &Image{
+		Offset:         offset + int64(len(recs)) - 1,
+		ClusterID:      im.ClusterID,
+		topics:         maps.Clone(im.topics),
+		byID:           maps.Clone(im.byID),
+		brokers:        maps.Clone(im.brokers),
+		brokerConfigs:  maps.Clone(im.brokerConfigs),
+		NextProducerID: im.NextProducerID,
+	}
+	if len(recs) == 0 {
+		next.Offset = im.Offset
+	}
+	owned := map[UUID]bool{} // topics already copied for this Apply
+	mutable := func(id UUID) *Topic {
+		t := next.byID[id]
+		if t == nil {
+			return nil
+		}
+		if !owned[id] {
+			c := *t
+			c.Partitions = slices.Clone(t.Partitions)
+			c.Configs = maps.Clone(t.Configs)
+			t = &c
+			next.byID[id] = t
+			next.topics[t.Name] = t
+			owned[id] = true
+		}
+		return t
+	}
+	for _, r := range recs {
+		switch r := r.(type) {
+		case TopicRecord:
+			t := &Topic{Name: r.Name, ID: r.ID, Configs: map[string]string{}}
+			next.topics[r.Name] = t
+			next.byID[r.ID] = t
+			owned[r.ID] = true
+		case PartitionRecord:
+			t := mutable(r.TopicID)
+			if t == nil || r.Partition < 0 {
+				continue
+			}
+			for int(r.Partition) >= len(t.Partitions) {
+				t.Partitions = append(t.Partitions, Partition{Leader: -1})
+			}
+			t.Partitions[r.Partition] = Partition{
+				Replicas:       slices.Clone(r.Replicas),
+				ISR:            slices.Clone(r.ISR),
+				Leader:         r.Leader,
+				LeaderEpoch:    r.LeaderEpoch,
+				PartitionEpoch: r.PartitionEpoch,
+			}
+		case RemoveTopicRecord:
+			if t := next.byID[r.ID]; t != nil {
+				delete(next.byID, r.ID)
+				delete(next.topics, t.Name)
+			}
+		case ConfigRecord:
+			switch r.ResourceType {
+			case ResourceTopic:
+				t := next.topics[r.ResourceName]
+				if t == nil {
+					continue
+				}
+				t = mutable(t.ID)
+				if r.Value == nil {
+					delete(t.Configs, r.Name)
+				} else {
+					t.Configs[r.Name] = *r.Value
+				}
+			case ResourceBroker:
+				m := maps.Clone(next.brokerConfigs[r.ResourceName])
+				if m == nil {
+					m = map[string]string{}
+				}
+				if r.Value == nil {
+					delete(m, r.Name)
+				} else {
+					m[r.Name] = *r.Value
+				}
+				next.brokerConfigs[r.ResourceName] = m
+			}
+		case RegisterBrokerRecord:
+			next.brokers[r.BrokerID] = &Broker{ID: r.BrokerID, Epoch: r.Epoch, Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced}
+		case ProducerIDsRecord:
+			if r.NextProducerID > next.NextProducerID {
+				next.NextProducerID = r.NextProducerID
+			}
+		}
+	}
+	return next
+}

@@ -1,0 +1,138 @@
+package metadata
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// UUID is a Kafka UUID (topic id, directory id), as kmsg carries it.
+type UUID = [16]byte
+
+// Record is one metadata record; its Type names it on disk.
+type Record interface {
+	Type() string
+}
+
+// TopicRecord creates a topic (Kafka's TopicRecord).
+type TopicRecord struct {
+	Name string `json:"name"`
+	ID   UUID   `json:"id"`
+}
+
+// PartitionRecord creates a partition or replaces its state (Kafka's
+// PartitionRecord and PartitionChangeRecord).
+type PartitionRecord struct {
+	TopicID        UUID    `json:"topic_id"`
+	Partition      int32   `json:"partition"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	PartitionEpoch int32   `json:"partition_epoch"`
+}
+
+// RemoveTopicRecord deletes a topic and its partitions.
+type RemoveTopicRecord struct {
+	ID UUID `json:"id"`
+}
+
+// Config resource types, as DescribeConfigs numbers them.
+const (
+	ResourceTopic  int8 = 2
+	ResourceBroker int8 = 4
+)
+
+// ConfigRecord sets (Value non-nil) or removes (nil) one config of a
+// resource (Kafka's ConfigRecord).
+type ConfigRecord struct {
+	ResourceType int8    `json:"resource_type"`
+	ResourceName string  `json:"resource_name"`
+	Name         string  `json:"name"`
+	Value        *string `json:"value"`
+}
+
+// Endpoint is an advertised listener of a broker.
+type Endpoint struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+}
+
+// RegisterBrokerRecord registers a broker and its endpoints.
+type RegisterBrokerRecord struct {
+	BrokerID      int32      `json:"broker_id"`
+	Epoch         int64      `json:"epoch"`
+	IncarnationID UUID       `json:"incarnation_id"`
+	Endpoints     []Endpoint `json:"endpoints"`
+	Rack          *string    `json:"rack,omitempty"`
+	Fenced        bool       `json:"fenced"`
+}
+
+// ProducerIDsRecord reserves producer ids [previous NextProducerID,
+// NextProducerID) for BrokerID (Kafka's ProducerIdsRecord, KIP-730).
+type ProducerIDsRecord struct {
+	BrokerID       int32 `json:"broker_id"`
+	BrokerEpoch    int64 `json:"broker_epoch"`
+	NextProducerID int64 `json:"next_producer_id"`
+}
+
+// Type implementations.
+func (TopicRecord) Type() string          { return "topic" }
+func (PartitionRecord) Type() string      { return "partition" }
+func (RemoveTopicRecord) Type() string    { return "remove_topic" }
+func (ConfigRecord) Type() string         { return "config" }
+func (RegisterBrokerRecord) Type() string { return "register_broker" }
+func (ProducerIDsRecord) Type() string    { return "producer_ids" }
+
+// ErrUnknownRecord is returned by Decode for a type it does not know.
+var ErrUnknownRecord = errors.New("metadata: unknown record type")
+
+// Encode returns the key and value of r as stored in the metadata log.
+func Encode(r Record) (key, value []byte, err error) {
+	value, err = json.Marshal(r)
+	return []byte(r.Type()), value, err
+}
+
+// Decode parses a record from its key and value.
+func Decode(key, value []byte) (Record, error) {
+	var r Record
+	switch string(key) {
+	case "topic":
+		r = new(TopicRecord)
+	case "partition":
+		r = new(PartitionRecord)
+	case "remove_topic":
+		r = new(RemoveTopicRecord)
+	case "config":
+		r = new(ConfigRecord)
+	case "register_broker":
+		r = new(RegisterBrokerRecord)
+	case "producer_ids":
+		r = new(ProducerIDsRecord)
+	default:
+		return nil, fmt.Errorf("%w %q", ErrUnknownRecord, key)
+	}
+	if err := json.Unmarshal(value, r); err != nil {
+		return nil, fmt.Errorf("metadata: %s record: %w", key, err)
+	}
+	return deref(r), nil
+}
+
+func deref(r Record) Record {
+	switch v := r.(type) {
+	case *TopicRecord:
+		return *v
+	case *PartitionRecord:
+		return *v
+	case *RemoveTopicRecord:
+		return *v
+	case *ConfigRecord:
+		return *v
+	case *RegisterBrokerRecord:
+		return *v
+	case *ProducerIDsRecord:
+		return *v
+	}
+	return r
+}
