@@ -22,5 +22,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

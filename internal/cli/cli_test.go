@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startFake starts franz-go's in-memory Kafka (kfake) on 127.0.0.1 with
+// free ports and returns its bootstrap list; the cluster stops with the test.
+func startFake(t *testing.T, opts ...kfake.Opt) string {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatalf("kfake: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return strings.Join(c.ListenAddrs(), ",")
+}
+
+// result is what one run of the samsa command line printed.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// run executes the samsa command line in-process with args, stdin as its
+// standard input, and a one-minute limit.
+func run(t *testing.T, stdin io.Reader, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return runCtx(ctx, stdin, args...)
+}
+
+func runCtx(ctx context.Context, stdin io.Reader, args ...string) result {
+	var out, errOut bytes.Buffer
+	root := newRoot()
+	root.SetArgs(args)
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	root.SetIn(stdin)
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.ExecuteContext(ctx)
+	return result{stdout: out.String(), stderr: errOut.String(), err: err}
+}
+
+// mustRun is run that fails the test on an error.
+func mustRun(t *testing.T, stdin io.Reader, args ...string) result {
+	t.Helper()
+	r := run(t, stdin, args...)
+	if r.err != nil {
+		t.Fatalf("samsa %s: %v\nstderr: %s", strings.Join(args, " "), r.err, r.stderr)
+	}
+	return r
+}
