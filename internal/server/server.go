@@ -1,0 +1,203 @@
+// Package server accepts Kafka connections on a listener and runs each
+// connection's request loop: read a frame, decode it, hand it to the
+// Handler, write the response. Responses go back in request order, as
+// clients require; a connection reads ahead a few requests while the
+// current one is handled. A request larger than socket.request.max.bytes or
+// a malformed frame closes that connection only, and a panic in a handler
+// is recovered, logged and closes the connection.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// Conn describes the client side of a connection, for handlers.
+type Conn struct {
+	Listener   string // listener name, e.g. PLAINTEXT
+	RemoteAddr string
+}
+
+// Handler answers requests. It is called from one goroutine per connection,
+// for that connection's requests in order; it must be safe for concurrent
+// use across connections.
+type Handler interface {
+	// Handle answers req. A nil response with a nil error sends nothing
+	// (Produce with acks=0). An error closes the connection. req.Body is
+	// nil when the key or version is unsupported.
+	Handle(ctx context.Context, c *Conn, req *wire.Request) (kmsg.Response, error)
+}
+
+// Config of a Server.
+type Config struct {
+	Name     string // listener name
+	Addr     string // host:port to bind
+	Handler  Handler
+	Versions *wire.Versions
+	// MaxRequestBytes is socket.request.max.bytes.
+	MaxRequestBytes int32
+	Logger          *slog.Logger // nil discards
+}
+
+// Server is one listener and its connections.
+type Server struct {
+	cfg    Config
+	ln     net.Listener
+	logger *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex // guards conns and closed
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// Listen binds cfg.Addr and starts accepting connections.
+func Listen(cfg Config) (*Server, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", cfg.Name, err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, ln: ln, logger: logger.With("listener", cfg.Name), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr is the bound address (with the real port when 0 was asked).
+func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	err := s.ln.Close()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.logger.Warn("accept failed", "err", err)
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serve(c)
+	}
+}
+
+// readAhead is how many decoded requests wait while one is handled.
+const readAhead = 4
+
+func (s *Server) serve(nc net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		nc.Close()
+		s.mu.Lock()
+		delete(s.conns, nc)
+		s.mu.Unlock()
+	}()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String()}
+	log := s.logger.With("remote", conn.RemoteAddr)
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+
+	reqs := make(chan *wire.Request, readAhead)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer close(reqs)
+		for {
+			frame, err := wire.ReadFrame(nc, nil, s.cfg.MaxRequestBytes)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+					log.Info("closing connection", "err", err)
+				}
+				return
+			}
+			req, err := wire.ParseRequest(frame, s.cfg.Versions)
+			if err != nil {
+				log.Info("closing connection", "err", err)
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		nc.Close()
+		cancel()
+		<-readerDone
+	}()
+
+	var out []byte
+	for req := range reqs {
+		resp, err := s.handle(ctx, conn, req)
+		if err != nil {
+			log.Info("closing connection", "api", kmsg.NameForKey(req.Key), "version", req.Version, "err", err)
+			return
+		}
+		if resp == nil {
+			continue
+		}
+		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
+		if _, err := nc.Write(out); err != nil {
+			return
+		}
+		if cap(out) > 1<<20 {
+			out = nil // do not pin large buffers on idle connections
+		}
+	}
+}
+
+func (s *Server) handle(ctx context.Context, c *Conn, req *wire.Request) (resp kmsg.Response, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logger.Error("panic in handler", "api", kmsg.NameForKey(req.Key), "version", req.Version, "panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return s.cfg.Handler.Handle(ctx, c, req)
+}
