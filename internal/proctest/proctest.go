@@ -1,0 +1,170 @@
+// Package proctest builds the samsa binary and runs it as a real process
+// for tests that need one: SIGKILL and restart, clients from other
+// languages. Servers listen on 127.0.0.1 with free ports.
+package proctest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds ./cmd/samsa once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "samsa-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "samsa")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/samsa")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Server is a running samsa server process.
+type Server struct {
+	Addr string // bootstrap host:port
+	Dir  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	logs strings.Builder
+}
+
+var bootstrapRE = regexp.MustCompile(`bootstrap=(\S+)`)
+
+// Start runs `samsa server` on dir with free loopback ports and the given
+// extra overrides, waits until it reports its address, and stops it with
+// SIGKILL at test cleanup if it is still running.
+func Start(t testing.TB, dir string, overrides ...string) *Server {
+	t.Helper()
+	args := []string{"server",
+		"--override", "log.dirs=" + dir,
+		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+	}
+	for _, o := range overrides {
+		args = append(args, "--override", o)
+	}
+	return StartArgs(t, dir, args...)
+}
+
+// StartArgs runs the samsa binary with args, as Start does.
+func StartArgs(t testing.TB, dir string, args ...string) *Server {
+	t.Helper()
+	s := &Server{Dir: dir, done: make(chan struct{})}
+	s.cmd = exec.Command(Binary(t), args...)
+	s.cmd.Env = append(os.Environ(), "SAMSA_BROKERS=")
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.logs.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := bootstrapRE.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() { s.Kill() })
+	select {
+	case s.Addr = <-addr:
+	case <-s.done:
+		t.Fatalf("samsa server exited at startup:\n%s", s.Logs())
+	case <-time.After(30 * time.Second):
+		s.Kill()
+		t.Fatalf("samsa server did not start:\n%s", s.Logs())
+	}
+	return s
+}
+
+// Logs returns what the server wrote to stderr so far.
+func (s *Server) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (s *Server) Kill() {
+	if s.cmd.Process != nil {
+		s.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-s.done
+}
+
+// Stop sends SIGTERM and waits up to timeout for a clean exit; it returns
+// the process's exit error.
+func (s *Server) Stop(timeout time.Duration) error {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		if st := s.cmd.ProcessState; st != nil && !st.Success() {
+			return fmt.Errorf("server exited: %s", st)
+		}
+		return nil
+	case <-time.After(timeout):
+		s.Kill()
+		return fmt.Errorf("server did not stop within %v", timeout)
+	}
+}
+
+// Run runs a command with a timeout, returning stdout and failing the test
+// on error.
+func Run(t testing.TB, ctx context.Context, stdin io.Reader, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdin = stdin
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
