@@ -1,0 +1,103 @@
+// Package storage keeps one partition's log in Kafka's on-disk format, so
+// that Kafka's tools (kafka-dump-log) read our segments and we read theirs,
+// and the Manager that holds every partition log of a broker's log dirs.
+//
+// # Directory layout
+//
+//	<log.dir>/meta.properties                      node.id, cluster.id, directory.id (KRaft, version=1)
+//	<log.dir>/recovery-point-offset-checkpoint     per partition: offset below which the log is flushed
+//	<log.dir>/log-start-offset-checkpoint          per partition: log start offset
+//	<log.dir>/replication-offset-checkpoint        per partition: high-watermark (written by replica)
+//	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown
+//	<log.dir>/<topic>-<partition>/                 one partition's log
+//	<log.dir>/<topic>-<partition>.<uuid>-delete/   a deleted partition, removed in the background
+//
+// A partition directory holds segments, each named by its base offset (the
+// offset of its first batch) written as 20 decimal digits, zero-padded:
+//
+//	00000000000000000000.log        record batches
+//	00000000000000000000.index      offset index
+//	00000000000000000000.timeindex  time index
+//	00000000000000001234.log        next segment: first offset 1234
+//	…
+//
+// Files ending in .deleted (scheduled for deletion), .cleaned (an
+// unfinished log cleaner output) and index files ending in .swap are
+// removed on open. A complete NNN.log.swap (finished cleaner output)
+// replaces the segments whose base offsets it covers and becomes NNN.log.
+//
+// # .log
+//
+// Record batches (magic 2, see package record) exactly as appended, back to
+// back, with the base offset and partition leader epoch stamped by Append.
+// Offsets increase strictly from batch to batch (gaps are allowed: a
+// compacted log has them); every offset of a segment lies in
+// [base, base+MaxInt32]. A segment is rolled (a new one started at the log
+// end offset) when appending would take it past segment.bytes, when its
+// first batch is older than segment.ms, when an index is full, or when an
+// offset would not fit 32 bits relative to the base.
+//
+// # .index (offset index)
+//
+// 8-byte entries, big-endian, no header:
+//
+//	offset  size  field
+//	     0     4  relativeOffset  last offset of the batch minus the segment's base offset
+//	     4     4  position        byte position of that batch in the .log
+//
+// Entries are sparse: one for the first batch appended after more than
+// index.interval.bytes of batches since the previous entry (Kafka's
+// LogSegment rule). Both fields increase strictly. Any prefix of the
+// entries is a valid (sparser) index. At most segment.index.bytes/8
+// entries; a full index rolls the segment. Kafka preallocates the file to
+// segment.index.bytes and trims it on roll and close; we append entries,
+// so the file is always exactly its entries, as Kafka leaves it after a
+// clean shutdown.
+//
+// # .timeindex (time index)
+//
+// 12-byte entries, big-endian, no header:
+//
+//	offset  size  field
+//	     0     8  timestamp       milliseconds since the epoch
+//	     8     4  relativeOffset  last offset of the first batch with that max timestamp, minus the base offset
+//
+// An entry is added with each offset index entry when the segment's max
+// timestamp grew since the last time entry, and once more when the segment
+// is rolled or closed, so the last entry holds the segment's max
+// timestamp. Timestamps increase strictly, offsets never decrease.
+//
+// # Checkpoint files
+//
+// Text, one item a line, lines ending in "\n":
+//
+//	0                     version
+//	2                     number of entries
+//	my-topic 0 1234       topic, partition, offset separated by one space
+//	other 3 0
+//
+// They are replaced atomically: written to <name>.tmp, fsynced, renamed
+// over <name>, and the directory fsynced.
+//
+// # Recovery
+//
+// Open re-checks, batch by batch, every segment from the one holding the
+// recovery point to the end: whole batch present, batch length sane, magic
+// 2, CRC-32C, base offset not below the previous batch's next offset. The
+// first failure cuts the segment there (logged with the reason and the
+// bytes cut) and removes every later segment; index files of re-checked
+// segments are rebuilt. Segments before the recovery point keep their
+// index files if they pass a sanity check (whole entries, increasing, the
+// last offset entry naming a batch that is there); otherwise those are
+// rebuilt too. Batches written before a crash of the process are in the
+// page cache and survive; only fsync (Flush, flush.messages, the flush
+// after a roll) makes them survive a crash of the machine.
+//
+// # Concurrency
+//
+// Log serializes appends, rolls and truncation with one mutex. Reads load
+// an immutable snapshot of the segment list and the offsets, and hold only
+// the shared side of the segment's own lock while they read its files with
+// pread (never a shared file position); truncation and close take that lock
+// exclusively. Lock order: Log.flushMu, Log.mu, segment.rw, index.mu.
+package storage

@@ -1,0 +1,726 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsahq/samsa/internal/record"
+)
+
+// More errors callers branch on.
+var (
+	// ErrOutOfOrderOffsets: AppendAsFollower got batches whose offsets do not
+	// increase past the log end offset.
+	ErrOutOfOrderOffsets = errors.New("storage: offsets out of order")
+	// ErrRecordSetTooLarge: one Append is larger than a segment can hold
+	// (index positions are int32), or spans more than MaxInt32 offsets.
+	ErrRecordSetTooLarge = errors.New("storage: record set too large")
+)
+
+// readRetries bounds how often Read starts over after losing a race with a
+// truncation that closed the segment it was reading.
+const readRetries = 16
+
+// Log is one partition's log: its segments, indexes and offsets. Safe for
+// concurrent use: one lock serializes appends, rolls and truncation; reads
+// take a snapshot of the segment list and no log-wide lock.
+//
+// Lock order: flushMu, then mu, then a segment's rw, then an index's mu.
+type Log struct {
+	dir    string
+	logger *slog.Logger
+	now    func() time.Time
+
+	// segs is the current segment list, sorted by base offset, never
+	// modified in place: writers under mu publish a new slice.
+	segs           atomic.Pointer[[]*segment]
+	logStartOffset atomic.Int64
+	logEndOffset   atomic.Int64
+	recoveryPoint  atomic.Int64
+	closed         atomic.Bool // files closed; reads give ErrClosed
+
+	flushMu sync.Mutex // serializes flushes
+
+	mu          sync.Mutex // guards the fields below; serializes writes
+	cfg         Config
+	closing     bool   // Close or Delete began; writes give ErrClosed
+	truncations uint64 // bumped by every truncation, so a flush racing one does not advance the recovery point past it
+	dirDirty    bool   // files were created or removed since the last directory fsync
+	flusherOn   bool
+
+	flushTarget atomic.Int64  // highest offset the background flusher was asked to reach
+	flushKick   chan struct{} // wakes the background flusher
+	done        chan struct{} // closed by Close to stop it
+	wg          sync.WaitGroup
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Config returns the configuration in force, defaults filled in.
+func (l *Log) Config() Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg
+}
+
+// SetConfig changes the configuration (a topic config change). It applies
+// to the next append or roll; index files already created keep their size
+// limit. It returns the error of Config.Validate and changes nothing then.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg = cfg.WithDefaults()
+	return nil
+}
+
+func (l *Log) segments() []*segment {
+	if p := l.segs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// activeLocked returns the active (last) segment, creating one at the log
+// end offset if an earlier failure left the log without segments.
+func (l *Log) activeLocked() (*segment, error) {
+	segs := l.segments()
+	if len(segs) > 0 {
+		return segs[len(segs)-1], nil
+	}
+	s, err := createSegment(l.dir, l.logEndOffset.Load(), l.cfg, l.now())
+	if err != nil {
+		return nil, err
+	}
+	l.segs.Store(&[]*segment{s})
+	l.dirDirty = true
+	return s, nil
+}
+
+// LogStartOffset is the first offset the log holds (or will hold).
+func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
+
+// LogEndOffset is the offset the next appended record will get.
+func (l *Log) LogEndOffset() int64 { return l.logEndOffset.Load() }
+
+// RecoveryPoint is the offset below which the log is known to be on disk.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// SetLogStartOffset raises the log start offset to offset (DeleteRecords,
+// retention; Kafka's maybeIncrementLogStartOffset). A lower offset is
+// ignored; one above the log end offset gives ErrOffsetOutOfRange. Segments
+// wholly below it stay on disk until retention removes them.
+func (l *Log) SetLogStartOffset(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return ErrClosed
+	}
+	if leo := l.logEndOffset.Load(); offset > leo {
+		return fmt.Errorf("%w: log start offset %d past log end offset %d", ErrOffsetOutOfRange, offset, leo)
+	}
+	if offset > l.logStartOffset.Load() {
+		l.logStartOffset.Store(offset)
+	}
+	return nil
+}
+
+// Append writes batches, a concatenation of whole v2 batches already checked
+// by record.Validate, at the log end: it stamps each batch's base offset and
+// the given partition leader epoch in place (the caller's slice is
+// modified), rolls segments as Config asks, and adds index entries.
+// Returns the offsets assigned. Errors: ErrClosed, record.ErrCorrupt or
+// record.ErrTruncated (wrapped) when batches is not whole batches,
+// ErrRecordSetTooLarge, or an I/O error. When FlushIntervalMessages is
+// reached the log is flushed before Append returns.
+func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendResult, error) {
+	return l.append(batches, true, leaderEpoch)
+}
+
+// AppendAsFollower writes batches a leader sent, keeping their base offsets
+// and partition leader epochs. The first batch's base offset must be at
+// least the log end offset and offsets must increase (gaps, left by
+// compaction, are kept); otherwise it returns ErrOutOfOrderOffsets and
+// writes nothing. Other errors as Append.
+func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
+	return l.append(batches, false, 0)
+}
+
+func (l *Log) append(batches []byte, assign bool, epoch int32) (AppendResult, error) {
+	l.mu.Lock()
+	res, flush, err := l.appendLocked(batches, assign, epoch)
+	l.mu.Unlock()
+	if err == nil && flush {
+		err = l.Flush()
+	}
+	return res, err
+}
+
+func (l *Log) appendLocked(batches []byte, assign bool, epoch int32) (res AppendResult, flush bool, err error) {
+	if l.closing {
+		return res, false, ErrClosed
+	}
+	leo := l.logEndOffset.Load()
+	res = AppendResult{BaseOffset: leo, LastOffset: leo - 1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1}
+	hs := make([]record.Header, 0, 1)
+	next := leo
+	_, err = record.Batches(batches, func(b []byte, h record.Header) error {
+		if h.LastOffsetDelta < 0 {
+			return fmt.Errorf("%w: last offset delta %d", record.ErrCorrupt, h.LastOffsetDelta)
+		}
+		if assign {
+			record.SetBaseOffset(b, next)
+			record.SetPartitionLeaderEpoch(b, epoch)
+			h.BaseOffset, h.PartitionLeaderEpoch = next, epoch
+		} else if h.BaseOffset < next || h.LastOffset() < h.BaseOffset {
+			return fmt.Errorf("%w: batch at offset %d, log end offset %d", ErrOutOfOrderOffsets, h.BaseOffset, next)
+		}
+		next = h.NextOffset()
+		hs = append(hs, h)
+		return nil
+	})
+	if err != nil {
+		return res, false, err
+	}
+	if len(hs) == 0 {
+		return res, false, nil
+	}
+	first, last := hs[0].BaseOffset, hs[len(hs)-1].LastOffset()
+	if last-first > math.MaxInt32 || int64(len(batches)) > math.MaxInt32 {
+		return res, false, fmt.Errorf("%w: %d bytes, offsets %d to %d", ErrRecordSetTooLarge, len(batches), first, last)
+	}
+	res.BaseOffset, res.LastOffset = first, last
+	for i := range hs {
+		if hs[i].MaxTimestamp > res.MaxTimestamp {
+			res.MaxTimestamp, res.OffsetOfMaxTimestamp = hs[i].MaxTimestamp, hs[i].LastOffset()
+		}
+	}
+
+	seg, err := l.activeLocked()
+	if err != nil {
+		return res, false, err
+	}
+	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, last, l.now()) {
+		if seg, err = l.rollLocked(first); err != nil {
+			return res, false, err
+		}
+	}
+	if seg.size.Load()+int64(len(batches)) > math.MaxInt32 {
+		return res, false, fmt.Errorf("%w: %d bytes", ErrRecordSetTooLarge, len(batches))
+	}
+	pos := seg.size.Load()
+	if err := seg.writeBatches(batches); err != nil {
+		return res, false, err
+	}
+	if err := seg.indexBatches(pos, hs, int64(l.cfg.IndexIntervalBytes)); err != nil {
+		// The batches are in the log; an index missing entries still
+		// works (it is sparse) and is rebuilt by recovery.
+		l.logger.Error("index append failed", "segment", seg.String(), "err", err)
+	}
+	l.logEndOffset.Store(next)
+	flush = l.cfg.FlushIntervalMessages > 0 && next-l.recoveryPoint.Load() >= l.cfg.FlushIntervalMessages
+	return res, flush, nil
+}
+
+// shouldRollLocked is Kafka's LogSegment.shouldRoll: the segment is full
+// (bytes or index), too old, or cannot hold offset last relative to its base.
+func (l *Log) shouldRollLocked(s *segment, size, maxTs, last int64, now time.Time) bool {
+	if s.size.Load() == 0 {
+		return !s.canHold(last)
+	}
+	return s.size.Load() > l.cfg.SegmentBytes-size ||
+		s.index.isFull() || s.timeIndex.isFull() ||
+		!s.canHold(last) ||
+		l.timeWaitedLocked(s, maxTs, now) > l.cfg.SegmentMs
+}
+
+// timeWaitedLocked is how old the segment is for segment.ms: the
+// timestamp of the incoming batches minus the max timestamp of its first
+// append, or, when those are unknown, wall time since it was created.
+func (l *Log) timeWaitedLocked(s *segment, msgTs int64, now time.Time) time.Duration {
+	if s.rollingBasedTimestamp >= 0 && msgTs >= 0 {
+		return time.Duration(msgTs-s.rollingBasedTimestamp) * time.Millisecond
+	}
+	return now.Sub(s.created)
+}
+
+// MaybeRoll rolls the active segment if it is older than Config.SegmentMs
+// (wall time minus the max timestamp of its first batch, or since it was
+// created when that is unknown). An empty segment never rolls.
+func (l *Log) MaybeRoll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return ErrClosed
+	}
+	s, err := l.activeLocked()
+	if err != nil {
+		return err
+	}
+	now := l.now()
+	if s.size.Load() == 0 || l.timeWaitedLocked(s, now.UnixMilli(), now) <= l.cfg.SegmentMs {
+		return nil
+	}
+	_, err = l.rollLocked(l.logEndOffset.Load())
+	return err
+}
+
+// rollLocked starts a new active segment at newBase and asks the
+// background flusher to sync the previous ones (Kafka flushes up to the new
+// segment after a roll). An empty active segment is replaced, not kept.
+func (l *Log) rollLocked(newBase int64) (*segment, error) {
+	old, err := l.activeLocked()
+	if err != nil {
+		return nil, err
+	}
+	segs := l.segments()
+	if old.size.Load() == 0 && old.baseOffset == newBase {
+		return old, nil
+	}
+	if err := old.onBecomeInactive(); err != nil {
+		l.logger.Warn("final time index entry failed", "segment", old.String(), "err", err)
+	}
+	s, err := createSegment(l.dir, newBase, l.cfg, l.now())
+	if err != nil {
+		return nil, err
+	}
+	next := make([]*segment, 0, len(segs)+1)
+	next = append(next, segs...)
+	if old.size.Load() == 0 {
+		next = next[:len(next)-1]
+	}
+	next = append(next, s)
+	l.segs.Store(&next)
+	l.dirDirty = true
+	if old.size.Load() == 0 {
+		if err := old.remove(); err != nil {
+			l.logger.Warn("removing empty segment failed", "segment", old.String(), "err", err)
+		}
+	}
+	l.logger.Info("rolled segment", "base_offset", newBase, "previous_bytes", old.size.Load())
+	l.requestFlushLocked(newBase)
+	return s, nil
+}
+
+// requestFlushLocked asks the background flusher to flush below offset.
+func (l *Log) requestFlushLocked(offset int64) {
+	if offset > l.flushTarget.Load() {
+		l.flushTarget.Store(offset)
+	}
+	if !l.flusherOn {
+		l.flusherOn = true
+		l.wg.Add(1)
+		go l.flusher()
+	}
+	select {
+	case l.flushKick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Log) flusher() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-l.flushKick:
+			if err := l.flushTo(l.flushTarget.Load(), false); err != nil && !errors.Is(err, ErrClosed) {
+				l.logger.Error("background flush failed", "err", err)
+			}
+		}
+	}
+}
+
+// Flush fsyncs every segment up to the log end and advances the recovery
+// point. Errors: ErrClosed, or the I/O error of fsync.
+func (l *Log) Flush() error {
+	return l.flushTo(l.logEndOffset.Load(), false)
+}
+
+// flushTo fsyncs the segments holding offsets in [recovery point, offset)
+// (and the active one if force) and then raises the recovery point to
+// offset, unless a truncation happened meanwhile.
+func (l *Log) flushTo(offset int64, force bool) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	l.mu.Lock()
+	rp := l.recoveryPoint.Load()
+	gen := l.truncations
+	segs := l.segments()
+	dirDirty := l.dirDirty
+	l.dirDirty = false
+	l.mu.Unlock()
+	if offset <= rp && !force && !dirDirty {
+		return nil
+	}
+	start := time.Now()
+	for i, s := range segs {
+		last := i == len(segs)-1
+		if !last && segs[i+1].baseOffset <= rp && !force {
+			continue
+		}
+		if s.baseOffset >= offset && !(force && last) {
+			continue
+		}
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	if dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			l.mu.Lock()
+			l.dirDirty = true
+			l.mu.Unlock()
+			return err
+		}
+	}
+	if d := time.Since(start); d > slowFlush {
+		l.logger.Warn("slow flush", "duration", d, "up_to_offset", offset)
+	}
+	l.mu.Lock()
+	if gen == l.truncations && offset > l.recoveryPoint.Load() && offset <= l.logEndOffset.Load() {
+		l.recoveryPoint.Store(offset)
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// slowFlush is the fsync duration past which a flush is logged.
+const slowFlush = time.Second
+
+// Read returns whole batches starting with the batch holding offset, up to
+// maxBytes in all, never including a batch whose last offset is at or past
+// maxOffset (the high-watermark for consumers). When minOneBatch is set the
+// first batch is returned whole even if larger than maxBytes (KIP-74).
+// An offset below the log start offset or above the log end offset gives
+// ErrOffsetOutOfRange; offset == log end offset gives no records. Batches
+// come from one segment: a read at the end of a segment returns what that
+// segment has, and the next read continues in the next one. Errors:
+// ErrClosed, ErrOffsetOutOfRange, ErrCorruptSegment, I/O errors. Safe for
+// concurrent use with appends and other reads; takes no log-wide lock.
+func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (ReadResult, error) {
+	for range readRetries {
+		if l.closed.Load() {
+			return ReadResult{}, ErrClosed
+		}
+		leo := l.logEndOffset.Load()
+		lso := l.logStartOffset.Load()
+		segs := l.segments()
+		res := ReadResult{LogStartOffset: lso, LogEndOffset: leo}
+		if offset < lso || offset > leo {
+			return res, fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, offset, lso, leo)
+		}
+		maxOffset = min(maxOffset, leo)
+		if offset >= maxOffset {
+			return res, nil
+		}
+		for i := floorSegment(segs, offset); i < len(segs); i++ {
+			data, found, err := segs[i].read(offset, maxBytes, maxOffset, minOneBatch)
+			if errors.Is(err, errSegmentClosed) {
+				break // retry on a fresh snapshot
+			}
+			if err != nil || found {
+				res.Records = data
+				return res, err
+			}
+			if i == len(segs)-1 {
+				return res, nil
+			}
+		}
+		if len(segs) == 0 {
+			return res, nil
+		}
+	}
+	return ReadResult{}, fmt.Errorf("storage: read at %d kept racing with truncation", offset)
+}
+
+// floorSegment returns the index of the last segment whose base offset is
+// at most offset, or 0.
+func floorSegment(segs []*segment, offset int64) int {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].baseOffset > offset })
+	return max(i-1, 0)
+}
+
+// OffsetForTimestamp finds the first batch whose max timestamp is >= ts
+// (ListOffsets by timestamp) and returns the offset of the first record in
+// it with timestamp >= ts and that record's timestamp. ok is false when no
+// record has such a timestamp. Records below the log start offset are
+// skipped. Errors: ErrClosed, ErrCorruptSegment, record decoding errors.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool, err error) {
+	for range readRetries {
+		if l.closed.Load() {
+			return 0, 0, false, ErrClosed
+		}
+		lso := l.logStartOffset.Load()
+		segs := l.segments()
+		retry := false
+		for _, s := range segs {
+			if s.maxTimestamp.Load() < ts {
+				continue
+			}
+			offset, timestamp, ok, err = s.findOffsetByTimestamp(ts, lso)
+			if errors.Is(err, errSegmentClosed) {
+				retry = true
+				break
+			}
+			if err != nil || ok {
+				return offset, timestamp, ok, err
+			}
+		}
+		if !retry {
+			return 0, 0, false, nil
+		}
+	}
+	return 0, 0, false, fmt.Errorf("storage: timestamp lookup kept racing with truncation")
+}
+
+// findOffsetByTimestamp is OffsetForTimestamp within the segment.
+func (s *segment) findOffsetByTimestamp(ts, startOffset int64) (offset, timestamp int64, ok bool, err error) {
+	s.rw.RLock()
+	defer s.rw.RUnlock()
+	if s.closed {
+		return 0, 0, false, errSegmentClosed
+	}
+	size := s.size.Load()
+	var pos int64
+	if te, found := s.timeIndex.lookup(ts); found {
+		rel := max(int64(te.RelativeOffset), startOffset-s.baseOffset)
+		pos = int64(s.index.lookup(rel).Position)
+	}
+	for pos < size {
+		h, err := s.readHeaderAt(pos, size)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if h.MaxTimestamp >= ts && h.LastOffset() >= startOffset {
+			batch, err := s.readBatchAt(pos, h)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			err = record.Records(batch, func(r record.Record) error {
+				if r.Offset >= startOffset && r.Timestamp >= ts {
+					offset, timestamp, ok = r.Offset, r.Timestamp, true
+					return errStop
+				}
+				return nil
+			})
+			if ok {
+				return offset, timestamp, true, nil
+			}
+			if err != nil {
+				return 0, 0, false, fmt.Errorf("storage: %s at position %d: %w", s, pos, err)
+			}
+		}
+		pos += int64(h.Size())
+	}
+	return 0, 0, false, nil
+}
+
+// errStop ends a record iteration early.
+var errStop = errors.New("stop")
+
+// MaxTimestamp returns the largest timestamp in the log and the offset of
+// the record holding it (ListOffsets MAX_TIMESTAMP, KIP-734); ok is false for
+// an empty log or one whose records carry no timestamp. When the record
+// cannot be decoded the offset is the last offset of its batch.
+func (l *Log) MaxTimestamp() (timestamp, offset int64, ok bool) {
+	l.mu.Lock()
+	var seg *segment
+	timestamp = noTimestamp
+	for _, s := range l.segments() {
+		if ts := s.maxTimestamp.Load(); ts > timestamp {
+			timestamp, offset, seg = ts, s.offsetOfMaxTimestamp.Load(), s
+		}
+	}
+	l.mu.Unlock()
+	if seg == nil {
+		return noTimestamp, -1, false
+	}
+	if exact, err := seg.offsetOfTimestamp(offset, timestamp); err == nil {
+		offset = exact
+	}
+	return timestamp, offset, true
+}
+
+// offsetOfTimestamp returns the offset of the first record with timestamp
+// ts in the batch holding offset.
+func (s *segment) offsetOfTimestamp(offset, ts int64) (int64, error) {
+	s.rw.RLock()
+	defer s.rw.RUnlock()
+	if s.closed {
+		return 0, errSegmentClosed
+	}
+	pos, h, found, err := s.findBatchLocked(offset, s.size.Load())
+	if err != nil || !found {
+		return 0, errors.Join(err, io.ErrUnexpectedEOF)
+	}
+	batch, err := s.readBatchAt(pos, h)
+	if err != nil {
+		return 0, err
+	}
+	exact := int64(-1)
+	err = record.Records(batch, func(r record.Record) error {
+		if r.Timestamp == ts {
+			exact = r.Offset
+			return errStop
+		}
+		return nil
+	})
+	if exact < 0 {
+		return 0, errors.Join(err, io.ErrUnexpectedEOF)
+	}
+	return exact, nil
+}
+
+// Truncate removes every record at or above offset (a follower truncating
+// to its leader's history). Used by replication. A batch holding offset is
+// removed whole, so the log end offset becomes offset or the base offset of
+// that batch, whichever is lower. An offset at or past the log end does
+// nothing; one below the log start offset empties the log and restarts it
+// there (TruncateFullyAndStartAt). Errors: ErrClosed, I/O errors.
+func (l *Log) Truncate(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return ErrClosed
+	}
+	leo := l.logEndOffset.Load()
+	if offset >= leo {
+		return nil
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: truncate to %d", ErrOffsetOutOfRange, offset)
+	}
+	segs := l.segments()
+	keep := sort.Search(len(segs), func(i int) bool { return segs[i].baseOffset > offset })
+	if offset < l.logStartOffset.Load() || keep == 0 {
+		return l.truncateFullyLocked(offset, min(offset, l.logStartOffset.Load()))
+	}
+	kept := append([]*segment(nil), segs[:keep]...)
+	l.truncations++
+	l.segs.Store(&kept)
+	for _, s := range segs[keep:] {
+		l.dirDirty = true
+		if err := s.remove(); err != nil {
+			l.logger.Error("removing truncated segment failed", "segment", s.String(), "err", err)
+		}
+	}
+	next, err := kept[len(kept)-1].truncateTo(offset)
+	if err != nil {
+		return err
+	}
+	l.logEndOffset.Store(next)
+	if l.recoveryPoint.Load() > next {
+		l.recoveryPoint.Store(next)
+	}
+	l.logger.Info("truncated log", "to_offset", offset, "log_end_offset", next, "previous_log_end_offset", leo, "segments_removed", len(segs)-keep)
+	return nil
+}
+
+// TruncateFullyAndStartAt removes every segment and restarts the log empty
+// at offset, which becomes the log start, log end and recovery point (a
+// follower whose fetch offset fell below the leader's log start offset).
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return ErrClosed
+	}
+	return l.truncateFullyLocked(offset, offset)
+}
+
+func (l *Log) truncateFullyLocked(offset, logStart int64) error {
+	segs := l.segments()
+	l.truncations++
+	empty := []*segment{}
+	l.segs.Store(&empty)
+	l.dirDirty = true
+	for _, s := range segs {
+		if err := s.remove(); err != nil {
+			l.logger.Error("removing segment failed", "segment", s.String(), "err", err)
+		}
+	}
+	s, err := createSegment(l.dir, offset, l.cfg, l.now())
+	if err != nil {
+		return err
+	}
+	l.segs.Store(&[]*segment{s})
+	l.logStartOffset.Store(logStart)
+	l.logEndOffset.Store(offset)
+	l.recoveryPoint.Store(offset)
+	l.logger.Info("truncated log fully", "start_offset", offset, "segments_removed", len(segs))
+	return nil
+}
+
+// Close flushes and closes the files; later calls give ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.closing = true
+	var err error
+	if segs := l.segments(); len(segs) > 0 {
+		err = segs[len(segs)-1].onBecomeInactive()
+	}
+	l.mu.Unlock()
+
+	close(l.done)
+	l.wg.Wait()
+	err = errors.Join(err, l.flushTo(l.logEndOffset.Load(), true))
+
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.closed.Store(true)
+	for _, s := range l.segments() {
+		err = errors.Join(err, s.close())
+	}
+	return err
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		l.logger.Warn("close before delete failed", "err", err)
+	}
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("storage: delete %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that file creations, renames and removals
+// in it are durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("storage: fsync dir %s: %w", dir, err)
+	}
+	return nil
+}

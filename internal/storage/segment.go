@@ -1,0 +1,466 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsahq/samsa/internal/record"
+)
+
+// File name suffixes of a segment (see the package doc).
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+	txnIndexSuffix  = ".txnindex"
+	cleanedSuffix   = ".cleaned"
+	swapSuffix      = ".swap"
+	deletedSuffix   = ".deleted"
+)
+
+// noTimestamp is Kafka's RecordBatch.NO_TIMESTAMP.
+const noTimestamp = -1
+
+// errSegmentClosed is returned by segment reads that lost a race with a
+// truncation or deletion; Log retries them on a fresh snapshot.
+var errSegmentClosed = errors.New("storage: segment closed")
+
+// ErrCorruptSegment reports a .log file whose bytes are not whole valid
+// batches where they should be (outside recovery, which truncates them).
+var ErrCorruptSegment = errors.New("storage: corrupt segment")
+
+// segmentName returns the 20-digit zero-padded base offset Kafka names
+// segment files with.
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+// segment is one .log file with its .index and .timeindex.
+//
+// Locking: rw is held shared by readers (Read, flush, OffsetForTimestamp)
+// for the duration of their file I/O and exclusively by truncation and
+// close, so a reader sees either the whole segment or errSegmentClosed.
+// Appends take neither: they write past size and publish the new size
+// after the bytes are written. The writer fields are guarded by Log.mu.
+type segment struct {
+	baseOffset int64
+	dir        string
+	log        *os.File
+	index      *offsetIndex
+	timeIndex  *timeIndex
+
+	// size is the number of bytes of whole batches in the .log file.
+	size atomic.Int64
+	// maxTimestamp is the largest batch max timestamp (noTimestamp when
+	// none) and offsetOfMaxTimestamp the last offset of the first batch
+	// that had it.
+	maxTimestamp         atomic.Int64
+	offsetOfMaxTimestamp atomic.Int64
+
+	rw     sync.RWMutex
+	closed bool // guarded by rw
+
+	// Writer state, guarded by Log.mu.
+	bytesSinceLastIndexEntry int64
+	rollingBasedTimestamp    int64 // max timestamp of the first append, noTimestamp if none
+	created                  time.Time
+	nextOffset               int64 // offset after the last batch
+}
+
+func (s *segment) path(suffix string) string {
+	return filepath.Join(s.dir, segmentName(s.baseOffset)+suffix)
+}
+
+func (s *segment) String() string { return s.path(logSuffix) }
+
+// openSegmentFiles opens (creating when missing) the three files of the
+// segment at base, with empty in-memory indexes.
+func openSegmentFiles(dir string, base int64, cfg Config, now time.Time) (*segment, error) {
+	s := &segment{baseOffset: base, dir: dir, created: now, nextOffset: base, rollingBasedTimestamp: noTimestamp}
+	s.maxTimestamp.Store(noTimestamp)
+	s.offsetOfMaxTimestamp.Store(base)
+	var err error
+	if s.log, err = os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		return nil, fmt.Errorf("storage: open segment: %w", err)
+	}
+	idx, err := os.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		s.log.Close()
+		return nil, fmt.Errorf("storage: open index: %w", err)
+	}
+	tidx, err := os.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		s.log.Close()
+		idx.Close()
+		return nil, fmt.Errorf("storage: open time index: %w", err)
+	}
+	s.index = newOffsetIndex(s.path(indexSuffix), idx, nil, cfg.maxIndexEntries(offsetEntrySize))
+	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), tidx, nil, cfg.maxIndexEntries(timeEntrySize))
+	return s, nil
+}
+
+// createSegment creates a new, empty segment at base. Stale files of that
+// name (an index left without its log) are overwritten; a non-empty .log is
+// an error.
+func createSegment(dir string, base int64, cfg Config, now time.Time) (*segment, error) {
+	s, err := openSegmentFiles(dir, base, cfg, now)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := s.log.Stat()
+	if err == nil && fi.Size() != 0 {
+		err = fmt.Errorf("storage: segment %s already exists with %d bytes", s, fi.Size())
+	}
+	if err == nil {
+		err = s.index.replace(nil)
+	}
+	if err == nil {
+		err = s.timeIndex.replace(nil)
+	}
+	if err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	return s, nil
+}
+
+// relative returns offset - base, which the caller guarantees fits int32.
+func (s *segment) relative(offset int64) int32 { return int32(offset - s.baseOffset) }
+
+// canHold reports whether offsets up to last can be stored relative to base.
+func (s *segment) canHold(last int64) bool {
+	return last >= s.baseOffset && last-s.baseOffset <= math.MaxInt32
+}
+
+// writeBatches writes buf, whole batches, at the end of the .log file and
+// publishes the new size. On error the file is cut back to its old size.
+func (s *segment) writeBatches(buf []byte) error {
+	pos := s.size.Load()
+	if _, err := s.log.WriteAt(buf, pos); err != nil {
+		if terr := s.log.Truncate(pos); terr != nil {
+			err = errors.Join(err, terr)
+		}
+		return fmt.Errorf("storage: write %s at %d: %w", s, pos, err)
+	}
+	s.size.Store(pos + int64(len(buf)))
+	return nil
+}
+
+// indexBatches updates the writer state and the indexes for batches just
+// written at pos (Kafka's LogSegment.append: an offset index entry for a
+// batch's last offset once more than interval bytes were appended since the
+// previous entry, and a time index entry with it when the max grew).
+func (s *segment) indexBatches(pos int64, hs []record.Header, interval int64) error {
+	if pos == 0 {
+		var maxTs int64 = noTimestamp
+		for i := range hs {
+			maxTs = max(maxTs, hs[i].MaxTimestamp)
+		}
+		s.rollingBasedTimestamp = maxTs
+	}
+	var err error
+	for i := range hs {
+		h := &hs[i]
+		if h.MaxTimestamp > s.maxTimestamp.Load() {
+			s.maxTimestamp.Store(h.MaxTimestamp)
+			s.offsetOfMaxTimestamp.Store(h.LastOffset())
+		}
+		if s.bytesSinceLastIndexEntry > interval && err == nil {
+			err = s.index.append(OffsetEntry{RelativeOffset: s.relative(h.LastOffset()), Position: int32(pos)})
+			if err == nil {
+				err = s.timeIndex.maybeAppend(s.maxTimestamp.Load(), s.relative(s.offsetOfMaxTimestamp.Load()), false)
+			}
+			s.bytesSinceLastIndexEntry = 0
+		}
+		s.bytesSinceLastIndexEntry += int64(h.Size())
+		pos += int64(h.Size())
+		s.nextOffset = h.NextOffset()
+	}
+	return err
+}
+
+// onBecomeInactive adds the segment's max timestamp to the time index, as
+// Kafka does when a segment is rolled or closed.
+func (s *segment) onBecomeInactive() error {
+	if s.maxTimestamp.Load() == noTimestamp {
+		return nil
+	}
+	return s.timeIndex.maybeAppend(s.maxTimestamp.Load(), s.relative(s.offsetOfMaxTimestamp.Load()), true)
+}
+
+// readHeaderAt reads the batch header at pos; size bounds the readable part.
+func (s *segment) readHeaderAt(pos, size int64) (record.Header, error) {
+	var hb [record.HeaderSize]byte
+	if size-pos < record.HeaderSize {
+		return record.Header{}, fmt.Errorf("%w: %s: %d bytes at position %d", ErrCorruptSegment, s, size-pos, pos)
+	}
+	if _, err := s.log.ReadAt(hb[:], pos); err != nil {
+		return record.Header{}, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
+	}
+	h, err := record.ParseHeader(hb[:])
+	if err == nil && (h.BatchLength < record.HeaderSize-record.LogOverhead || int64(h.Size()) > size-pos) {
+		err = fmt.Errorf("batch length %d", h.BatchLength)
+	}
+	if err != nil {
+		return h, fmt.Errorf("%w: %s at position %d: %w", ErrCorruptSegment, s, pos, err)
+	}
+	return h, nil
+}
+
+// findBatchLocked returns the position and header of the first batch whose
+// last offset is at least offset, searching below size. Requires rw.
+func (s *segment) findBatchLocked(offset, size int64) (pos int64, h record.Header, found bool, err error) {
+	if rel := offset - s.baseOffset; rel > 0 {
+		pos = int64(s.index.lookup(rel).Position)
+	}
+	for pos < size {
+		h, err = s.readHeaderAt(pos, size)
+		if err != nil {
+			return pos, h, false, err
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+		pos += int64(h.Size())
+	}
+	return pos, h, false, nil
+}
+
+// read returns whole batches from the first one whose last offset is at
+// least offset (see Log.Read). found reports that such a batch exists, so
+// the caller need not look at the next segment.
+func (s *segment) read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (data []byte, found bool, err error) {
+	s.rw.RLock()
+	defer s.rw.RUnlock()
+	if s.closed {
+		return nil, false, errSegmentClosed
+	}
+	size := s.size.Load()
+	pos, h, found, err := s.findBatchLocked(offset, size)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	if h.LastOffset() >= maxOffset {
+		return nil, true, nil
+	}
+	n := int64(maxBytes)
+	if first := int64(h.Size()); n < first {
+		if !minOneBatch {
+			return nil, true, nil
+		}
+		n = first
+	}
+	n = min(n, size-pos)
+	buf := make([]byte, n)
+	if _, err := s.log.ReadAt(buf, pos); err != nil {
+		return nil, true, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
+	}
+	end, err := wholeBatches(buf, maxOffset)
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: %s at position %d: %w", ErrCorruptSegment, s, pos+int64(end), err)
+	}
+	return buf[:end], true, nil
+}
+
+// wholeBatches returns the length of the prefix of buf made of whole batches
+// whose last offset is below maxOffset.
+func wholeBatches(buf []byte, maxOffset int64) (int, error) {
+	end := 0
+	for end < len(buf) {
+		h, err := record.ParseHeader(buf[end:])
+		if errors.Is(err, record.ErrTruncated) {
+			break
+		}
+		if err != nil {
+			return end, err
+		}
+		if h.BatchLength < record.HeaderSize-record.LogOverhead {
+			return end, fmt.Errorf("batch length %d", h.BatchLength)
+		}
+		if h.Size() > len(buf)-end || h.LastOffset() >= maxOffset {
+			break
+		}
+		end += h.Size()
+	}
+	return end, nil
+}
+
+// locate is read without the copy: the byte range [pos, pos+n) of the .log
+// file that read would return, found by walking batch headers. It is the
+// seam for a zero-copy (sendfile) fetch path; the caller must hold rw
+// shared until it has used the range.
+func (s *segment) locateLocked(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (pos, n int64, found bool, err error) {
+	size := s.size.Load()
+	pos, h, found, err := s.findBatchLocked(offset, size)
+	if err != nil || !found {
+		return pos, 0, false, err
+	}
+	for p := pos; p < size; {
+		if p > pos {
+			if h, err = s.readHeaderAt(p, size); err != nil {
+				return pos, 0, true, err
+			}
+		}
+		if h.LastOffset() >= maxOffset {
+			break
+		}
+		if n+int64(h.Size()) > int64(maxBytes) && !(n == 0 && minOneBatch) {
+			break
+		}
+		n += int64(h.Size())
+		p += int64(h.Size())
+	}
+	return pos, n, true, nil
+}
+
+// truncateTo removes every batch whose last offset is at least offset and
+// returns the segment's new next offset: offset itself, or the base offset
+// of a batch that held offset (a batch is never cut in two). Requires
+// Log.mu.
+func (s *segment) truncateTo(offset int64) (int64, error) {
+	s.rw.Lock()
+	defer s.rw.Unlock()
+	size := s.size.Load()
+	pos, h, found, err := s.findBatchLocked(offset, size)
+	if err != nil {
+		return 0, err
+	}
+	if !found {
+		// offset lies past every batch here: nothing to remove.
+		return max(offset, s.baseOffset), nil
+	}
+	if err := s.log.Truncate(pos); err != nil {
+		return 0, fmt.Errorf("storage: truncate %s: %w", s, err)
+	}
+	s.size.Store(pos)
+	next := min(offset, h.BaseOffset)
+	next = max(next, s.baseOffset)
+	if err := s.index.truncateToPosition(pos); err != nil {
+		return 0, err
+	}
+	if err := s.timeIndex.truncateToOffset(h.BaseOffset - s.baseOffset); err != nil {
+		return 0, err
+	}
+	s.nextOffset = next
+	_, err = s.resetWriterStateLocked()
+	return next, err
+}
+
+// resetWriterStateLocked recomputes the max timestamp and the bytes since
+// the last index entry from the indexes and the batches after the last
+// offset index entry. It returns the next offset after the last batch, or
+// -1 when the segment is empty. Requires rw (or exclusive use during Open).
+func (s *segment) resetWriterStateLocked() (next int64, err error) {
+	next = -1
+	size := s.size.Load()
+	s.maxTimestamp.Store(noTimestamp)
+	s.offsetOfMaxTimestamp.Store(s.baseOffset)
+	if te, ok := s.timeIndex.last(); ok {
+		s.maxTimestamp.Store(te.Timestamp)
+		s.offsetOfMaxTimestamp.Store(s.baseOffset + int64(te.RelativeOffset))
+	}
+	var pos int64
+	if e, ok := s.index.last(); ok {
+		pos = int64(e.Position)
+	}
+	s.bytesSinceLastIndexEntry = size - pos
+	if size == 0 {
+		s.rollingBasedTimestamp = noTimestamp
+	} else if s.rollingBasedTimestamp == noTimestamp {
+		if h, err := s.readHeaderAt(0, size); err == nil {
+			s.rollingBasedTimestamp = h.MaxTimestamp
+		}
+	}
+	for pos < size {
+		h, err := s.readHeaderAt(pos, size)
+		if err != nil {
+			return next, err
+		}
+		if h.MaxTimestamp > s.maxTimestamp.Load() {
+			s.maxTimestamp.Store(h.MaxTimestamp)
+			s.offsetOfMaxTimestamp.Store(h.LastOffset())
+		}
+		next = h.NextOffset()
+		pos += int64(h.Size())
+	}
+	return next, nil
+}
+
+// readBatchAt reads the whole batch with header h at pos. Requires rw.
+func (s *segment) readBatchAt(pos int64, h record.Header) ([]byte, error) {
+	buf := make([]byte, h.Size())
+	if _, err := s.log.ReadAt(buf, pos); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: %s: batch at %d past the end", ErrCorruptSegment, s, pos)
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// flush fsyncs the segment's files.
+func (s *segment) flush() error {
+	s.rw.RLock()
+	defer s.rw.RUnlock()
+	if s.closed {
+		return nil
+	}
+	for _, f := range []*os.File{s.log, s.index.f, s.timeIndex.f} {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("storage: fsync %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// close closes the files; readers in flight finish first and later ones
+// get errSegmentClosed.
+func (s *segment) close() error {
+	s.rw.Lock()
+	defer s.rw.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.closeFiles()
+}
+
+func (s *segment) closeFiles() error {
+	var errs []error
+	for _, f := range []*os.File{s.log, s.indexFile(), s.timeIndexFile()} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *segment) indexFile() *os.File {
+	if s.index == nil {
+		return nil
+	}
+	return s.index.f
+}
+
+func (s *segment) timeIndexFile() *os.File {
+	if s.timeIndex == nil {
+		return nil
+	}
+	return s.timeIndex.f
+}
+
+// remove closes the segment and deletes its files (the .txnindex too).
+func (s *segment) remove() error {
+	err := s.close()
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
+		if rerr := os.Remove(s.path(suf)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
