@@ -1,0 +1,209 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Checkpoint file names in a log dir (Kafka's).
+const (
+	RecoveryPointCheckpointFile     = "recovery-point-offset-checkpoint"
+	LogStartOffsetCheckpointFile    = "log-start-offset-checkpoint"
+	ReplicationOffsetCheckpointFile = "replication-offset-checkpoint"
+	CleanerOffsetCheckpointFile     = "cleaner-offset-checkpoint"
+	// CleanShutdownFile marks a log dir whose logs were all closed cleanly.
+	CleanShutdownFile = ".kafka_cleanshutdown"
+)
+
+// ErrCorruptCheckpoint reports a checkpoint file that does not parse.
+var ErrCorruptCheckpoint = errors.New("storage: corrupt checkpoint file")
+
+// maxCheckpointLine bounds the length of one line of a checkpoint file.
+const maxCheckpointLine = 4096
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// String is the partition's directory name, <topic>-<partition>.
+func (tp TopicPartition) String() string { return tp.Topic + "-" + strconv.Itoa(int(tp.Partition)) }
+
+// ParseTopicPartition parses a partition directory name, <topic>-<partition>,
+// splitting at the last '-' (topics may contain '-'). ok is false for a
+// name without a valid topic or a non-negative decimal partition.
+func ParseTopicPartition(name string) (tp TopicPartition, ok bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return tp, false
+	}
+	p, err := strconv.ParseInt(name[i+1:], 10, 32)
+	if err != nil || p < 0 || name[i+1] == '+' {
+		return tp, false
+	}
+	tp = TopicPartition{Topic: name[:i], Partition: int32(p)}
+	return tp, ValidTopic(tp.Topic) == nil
+}
+
+// ValidTopic checks a topic name as Kafka does: 1 to 249 characters from
+// [a-zA-Z0-9._-], and neither "." nor "..".
+func ValidTopic(topic string) error {
+	if topic == "" || topic == "." || topic == ".." || len(topic) > 249 {
+		return fmt.Errorf("storage: invalid topic name %q", topic)
+	}
+	for _, c := range []byte(topic) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("storage: invalid character %q in topic name %q", c, topic)
+		}
+	}
+	return nil
+}
+
+// ParseCheckpoint decodes a Kafka checkpoint file: a version line that must
+// equal version, a count line, then count lines of exactly fields
+// space-separated fields. Errors: ErrCorruptCheckpoint (wrapped) for any
+// other shape, including extra or missing lines. It allocates no more than
+// the input's size, whatever the count says.
+func ParseCheckpoint(data []byte, version, fields int) ([][]string, error) {
+	lines := strings.Split(string(data), "\n")
+	if n := len(lines); n > 0 && lines[n-1] == "" {
+		lines = lines[:n-1]
+	}
+	if len(lines) < 2 {
+		return nil, fmt.Errorf("%w: %d lines", ErrCorruptCheckpoint, len(lines))
+	}
+	for i, l := range lines {
+		if len(l) > maxCheckpointLine {
+			return nil, fmt.Errorf("%w: line %d is %d bytes", ErrCorruptCheckpoint, i+1, len(l))
+		}
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || v != version {
+		return nil, fmt.Errorf("%w: version %q, want %d", ErrCorruptCheckpoint, lines[0], version)
+	}
+	count, err := strconv.Atoi(strings.TrimSpace(lines[1]))
+	if err != nil || count < 0 || count != len(lines)-2 {
+		return nil, fmt.Errorf("%w: count %q with %d entries", ErrCorruptCheckpoint, lines[1], len(lines)-2)
+	}
+	out := make([][]string, 0, count)
+	for i, l := range lines[2:] {
+		f := strings.Split(l, " ")
+		if len(f) != fields || slices.Contains(f, "") {
+			return nil, fmt.Errorf("%w: line %d %q", ErrCorruptCheckpoint, i+3, l)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// EncodeCheckpoint is the file form of lines (see ParseCheckpoint).
+func EncodeCheckpoint(version int, lines [][]string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%d\n%d\n", version, len(lines))
+	for _, l := range lines {
+		b.WriteString(strings.Join(l, " "))
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// DecodeOffsetCheckpoint decodes a version 0 "topic partition offset"
+// checkpoint (recovery points, log start offsets, high-watermarks, cleaner
+// offsets). Errors: ErrCorruptCheckpoint (wrapped), including a bad topic
+// name, partition or offset, or a partition listed twice.
+func DecodeOffsetCheckpoint(data []byte) (map[TopicPartition]int64, error) {
+	lines, err := ParseCheckpoint(data, 0, 3)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[TopicPartition]int64, len(lines))
+	for _, l := range lines {
+		p, perr := strconv.ParseInt(l[1], 10, 32)
+		off, oerr := strconv.ParseInt(l[2], 10, 64)
+		tp := TopicPartition{Topic: l[0], Partition: int32(p)}
+		if perr != nil || oerr != nil || p < 0 || ValidTopic(l[0]) != nil {
+			return nil, fmt.Errorf("%w: entry %q", ErrCorruptCheckpoint, strings.Join(l, " "))
+		}
+		if _, dup := out[tp]; dup {
+			return nil, fmt.Errorf("%w: %s listed twice", ErrCorruptCheckpoint, tp)
+		}
+		out[tp] = off
+	}
+	return out, nil
+}
+
+// EncodeOffsetCheckpoint is the file form of offsets, sorted by topic and
+// partition.
+func EncodeOffsetCheckpoint(offsets map[TopicPartition]int64) []byte {
+	tps := make([]TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	lines := make([][]string, len(tps))
+	for i, tp := range tps {
+		lines[i] = []string{tp.Topic, strconv.Itoa(int(tp.Partition)), strconv.FormatInt(offsets[tp], 10)}
+	}
+	return EncodeCheckpoint(0, lines)
+}
+
+// ReadOffsetCheckpoint reads a "topic partition offset" checkpoint file. A
+// missing file gives an empty map and no error. Errors:
+// ErrCorruptCheckpoint (wrapped with the path), I/O errors.
+func ReadOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[TopicPartition]int64{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	m, err := DecodeOffsetCheckpoint(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	return m, nil
+}
+
+// WriteOffsetCheckpoint replaces the checkpoint file at path with offsets,
+// atomically (WriteFileAtomic).
+func WriteOffsetCheckpoint(path string, offsets map[TopicPartition]int64) error {
+	return WriteFileAtomic(path, EncodeOffsetCheckpoint(offsets))
+}
+
+// WriteFileAtomic replaces the file at path with data so that a crash
+// leaves either the old or the new contents: it writes path+".tmp",
+// fsyncs it, renames it over path and fsyncs the directory. Not safe for
+// concurrent use on the same path.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("storage: write %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}

@@ -1,0 +1,444 @@
+package storage
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrInvalidPartition reports a topic name or partition number Create cannot
+// make a directory for.
+var ErrInvalidPartition = errors.New("storage: invalid topic partition")
+
+// deleteSuffix ends the name of a partition directory being deleted:
+// <topic>-<partition>.<32 hex digits>-delete, as Kafka names it.
+const deleteSuffix = "-delete"
+
+// ManagerOptions are the arguments of OpenManager.
+type ManagerOptions struct {
+	// Dirs are the log dirs (log.dirs). At least one.
+	Dirs []string
+	// NodeID is node.id, written to and checked against meta.properties.
+	NodeID int32
+	// ClusterID is checked against meta.properties; empty takes the one
+	// found there, or generates a new one (NewUUID) for fresh dirs.
+	ClusterID string
+	// Default is the configuration of logs found on disk, until their topic
+	// config is applied with Log.SetConfig.
+	Default Config
+	Logger  *slog.Logger // nil discards
+	Now     func() time.Time
+}
+
+// Manager holds every partition log of a node's log dirs (Kafka's
+// LogManager). Safe for concurrent use.
+type Manager struct {
+	opts      ManagerOptions
+	logger    *slog.Logger
+	dirs      []*logDir
+	clusterID string
+
+	ckMu sync.Mutex // serializes checkpoint writes
+
+	mu     sync.Mutex // guards the fields below
+	logs   map[TopicPartition]*managedLog
+	closed bool
+
+	wg sync.WaitGroup // directory removals in the background
+}
+
+type logDir struct {
+	path  string
+	dirID string
+}
+
+type managedLog struct {
+	log *Log
+	dir *logDir
+}
+
+// OpenManager prepares the log dirs and opens every partition log in them:
+// it creates the dirs, writes or checks meta.properties (one cluster id
+// across dirs, node.id equal to NodeID), reads the recovery point and log
+// start offset checkpoints, and opens each <topic>-<partition> directory,
+// recovering from the recovery point unless the dir was shut down cleanly.
+// Directories of deleted partitions left by a crash are removed. Errors: a
+// meta.properties mismatch, a partition in two dirs, a log that fails to
+// open, I/O errors.
+func OpenManager(opts ManagerOptions) (*Manager, error) {
+	if len(opts.Dirs) == 0 {
+		return nil, errors.New("storage: no log dirs")
+	}
+	if err := opts.Default.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{}}
+	if err := m.prepareDirs(); err != nil {
+		return nil, err
+	}
+	for _, d := range m.dirs {
+		if err := m.loadDir(d); err != nil {
+			m.closeLogs()
+			m.wg.Wait()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// prepareDirs creates the dirs and settles meta.properties.
+func (m *Manager) prepareDirs() error {
+	metas := make([]*MetaProperties, len(m.opts.Dirs))
+	clusterID := m.opts.ClusterID
+	seen := map[string]string{}
+	for i, dir := range m.opts.Dirs {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("storage: create log dir: %w", err)
+		}
+		meta, err := ReadMetaProperties(filepath.Join(dir, MetaPropertiesFile))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if meta.NodeID != m.opts.NodeID {
+			return fmt.Errorf("storage: log dir %s belongs to node %d, not %d", dir, meta.NodeID, m.opts.NodeID)
+		}
+		if clusterID != "" && meta.ClusterID != clusterID {
+			return fmt.Errorf("storage: log dir %s belongs to cluster %s, not %s", dir, meta.ClusterID, clusterID)
+		}
+		clusterID = meta.ClusterID
+		if other, dup := seen[meta.DirectoryID]; dup && meta.DirectoryID != "" {
+			return fmt.Errorf("storage: log dirs %s and %s have the same directory.id %s", other, dir, meta.DirectoryID)
+		}
+		seen[meta.DirectoryID] = dir
+		metas[i] = &meta
+	}
+	if clusterID == "" {
+		clusterID = NewUUID()
+		m.logger.Info("generated cluster id", "cluster_id", clusterID)
+	}
+	m.clusterID = clusterID
+	for i, dir := range m.opts.Dirs {
+		meta := metas[i]
+		if meta == nil || meta.DirectoryID == "" || meta.Version != 1 {
+			if meta == nil {
+				meta = &MetaProperties{NodeID: m.opts.NodeID, ClusterID: clusterID}
+			}
+			meta.Version = 1
+			if meta.DirectoryID == "" {
+				meta.DirectoryID = NewUUID()
+			}
+			if err := WriteMetaProperties(filepath.Join(dir, MetaPropertiesFile), *meta); err != nil {
+				return err
+			}
+		}
+		m.dirs = append(m.dirs, &logDir{path: dir, dirID: meta.DirectoryID})
+	}
+	return nil
+}
+
+// loadDir opens the partition logs of one log dir.
+func (m *Manager) loadDir(d *logDir) error {
+	cleanPath := filepath.Join(d.path, CleanShutdownFile)
+	_, err := os.Stat(cleanPath)
+	clean := err == nil
+	rps, err := ReadOffsetCheckpoint(filepath.Join(d.path, RecoveryPointCheckpointFile))
+	if err != nil {
+		m.logger.Warn("ignoring recovery point checkpoint: every log will be recovered in full", "err", err)
+		rps, clean = map[TopicPartition]int64{}, false
+	}
+	lsos, err := ReadOffsetCheckpoint(filepath.Join(d.path, LogStartOffsetCheckpointFile))
+	if err != nil {
+		m.logger.Warn("ignoring log start offset checkpoint", "err", err)
+		lsos = map[TopicPartition]int64{}
+	}
+	entries, err := os.ReadDir(d.path)
+	if err != nil {
+		return fmt.Errorf("storage: read log dir: %w", err)
+	}
+	start := time.Now()
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		name := e.Name()
+		path := filepath.Join(d.path, name)
+		if strings.HasSuffix(name, deleteSuffix) {
+			m.removeInBackground(path)
+			continue
+		}
+		tp, ok := ParseTopicPartition(name)
+		if !ok {
+			m.logger.Warn("ignoring directory in log dir", "dir", path)
+			continue
+		}
+		if other, dup := m.logs[tp]; dup {
+			return fmt.Errorf("storage: partition %s in both %s and %s", tp, other.dir.path, d.path)
+		}
+		rp, found := rps[tp]
+		if clean && found {
+			rp = -1
+		}
+		l, err := Open(OpenOptions{
+			Dir:            path,
+			Config:         m.opts.Default,
+			RecoveryPoint:  rp,
+			LogStartOffset: lsos[tp],
+			Logger:         m.logger.With("topic", tp.Topic, "partition", tp.Partition),
+			Now:            m.opts.Now,
+		})
+		if err != nil {
+			return fmt.Errorf("storage: open %s: %w", tp, err)
+		}
+		m.logs[tp] = &managedLog{log: l, dir: d}
+	}
+	if clean {
+		// From now on a crash must recover from the checkpoints.
+		if err := os.Remove(cleanPath); err != nil {
+			return fmt.Errorf("storage: %w", err)
+		}
+		if err := syncDir(d.path); err != nil {
+			return err
+		}
+	}
+	m.logger.Info("loaded log dir", "dir", d.path, "logs", len(m.logs), "clean_shutdown", clean, "duration", time.Since(start))
+	return nil
+}
+
+// removeInBackground removes a directory tree; Close waits for it.
+func (m *Manager) removeInBackground(path string) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		if err := os.RemoveAll(path); err != nil {
+			m.logger.Error("removing deleted partition failed", "dir", path, "err", err)
+			return
+		}
+		m.logger.Info("removed deleted partition", "dir", path)
+	}()
+}
+
+// ClusterID is the cluster id of the log dirs.
+func (m *Manager) ClusterID() string { return m.clusterID }
+
+// NodeID is the node id the log dirs belong to.
+func (m *Manager) NodeID() int32 { return m.opts.NodeID }
+
+// DirectoryIDs maps each log dir to its directory.id (KIP-858).
+func (m *Manager) DirectoryIDs() map[string]string {
+	out := make(map[string]string, len(m.dirs))
+	for _, d := range m.dirs {
+		out[d.path] = d.dirID
+	}
+	return out
+}
+
+// Get returns the log of tp, or nil when this node has none.
+func (m *Manager) Get(tp TopicPartition) *Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ml := m.logs[tp]; ml != nil {
+		return ml.log
+	}
+	return nil
+}
+
+// Logs returns every open log.
+func (m *Manager) Logs() map[TopicPartition]*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[TopicPartition]*Log, len(m.logs))
+	for tp, ml := range m.logs {
+		out[tp] = ml.log
+	}
+	return out
+}
+
+// Create returns the log of tp, creating it empty with cfg in the log dir
+// holding the fewest logs when it does not exist (Kafka's getOrCreateLog).
+// An existing log is returned as is, its config unchanged. Errors:
+// ErrInvalidPartition, ErrClosed, a Config.Validate error, I/O errors.
+func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
+	if err := ValidTopic(tp.Topic); err != nil || tp.Partition < 0 {
+		return nil, fmt.Errorf("%w: %q %d", ErrInvalidPartition, tp.Topic, tp.Partition)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if ml := m.logs[tp]; ml != nil {
+		return ml.log, nil
+	}
+	count := map[*logDir]int{}
+	for _, ml := range m.logs {
+		count[ml.dir]++
+	}
+	d := m.dirs[0]
+	for _, c := range m.dirs[1:] {
+		if count[c] < count[d] {
+			d = c
+		}
+	}
+	dir := filepath.Join(d.path, tp.String())
+	l, err := Open(OpenOptions{
+		Dir:    dir,
+		Config: cfg,
+		Logger: m.logger.With("topic", tp.Topic, "partition", tp.Partition),
+		Now:    m.opts.Now,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := syncDir(d.path); err != nil {
+		l.Close()
+		return nil, err
+	}
+	m.logs[tp] = &managedLog{log: l, dir: d}
+	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
+	return l, nil
+}
+
+// Delete closes the log of tp and removes it from disk: the directory is
+// first renamed to <topic>-<partition>.<uuid>-delete (so a crash never
+// leaves a half-removed log that would be loaded again), then removed in
+// the background. Deleting a partition without a log does nothing.
+// Errors: ErrClosed, I/O errors of the rename.
+func (m *Manager) Delete(tp TopicPartition) error {
+	// The lock is held until the directory is renamed, so that a Create of
+	// the same partition cannot open the directory being deleted.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	ml := m.logs[tp]
+	if ml == nil {
+		return nil
+	}
+	delete(m.logs, tp)
+	if err := ml.log.Close(); err != nil && !errors.Is(err, ErrClosed) {
+		m.logger.Warn("close before delete failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	}
+	var id [16]byte
+	rand.Read(id[:])
+	target := filepath.Join(ml.dir.path, tp.String()+"."+hex.EncodeToString(id[:])+deleteSuffix)
+	if err := os.Rename(ml.log.Dir(), target); err != nil {
+		return fmt.Errorf("storage: delete %s: %w", tp, err)
+	}
+	if err := syncDir(ml.dir.path); err != nil {
+		return err
+	}
+	m.logger.Info("deleted log", "topic", tp.Topic, "partition", tp.Partition)
+	m.removeInBackground(target)
+	return nil
+}
+
+// Checkpoint writes each log dir's recovery-point-offset-checkpoint and
+// log-start-offset-checkpoint from the open logs. Errors: ErrClosed, I/O
+// errors (joined over the dirs).
+func (m *Manager) Checkpoint() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	m.mu.Unlock()
+	return m.checkpoint()
+}
+
+func (m *Manager) checkpoint() error {
+	m.ckMu.Lock()
+	defer m.ckMu.Unlock()
+	m.mu.Lock()
+	rps := map[*logDir]map[TopicPartition]int64{}
+	lsos := map[*logDir]map[TopicPartition]int64{}
+	for _, d := range m.dirs {
+		rps[d], lsos[d] = map[TopicPartition]int64{}, map[TopicPartition]int64{}
+	}
+	for tp, ml := range m.logs {
+		rps[ml.dir][tp] = ml.log.RecoveryPoint()
+		lsos[ml.dir][tp] = ml.log.LogStartOffset()
+	}
+	m.mu.Unlock()
+	var errs []error
+	for _, d := range m.dirs {
+		errs = append(errs,
+			WriteOffsetCheckpoint(filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
+			WriteOffsetCheckpoint(filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]))
+	}
+	return errors.Join(errs...)
+}
+
+// MaybeRoll rolls every log whose active segment is older than its
+// segment.ms (call it periodically). Errors are joined.
+func (m *Manager) MaybeRoll() error {
+	var errs []error
+	for _, l := range m.Logs() {
+		if err := l.MaybeRoll(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Flush flushes every log (log.flush.interval.ms). Errors are joined.
+func (m *Manager) Flush() error {
+	var errs []error
+	for _, l := range m.Logs() {
+		if err := l.Flush(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close flushes and closes every log, writes the checkpoints, marks each
+// log dir cleanly shut down (so the next open skips recovery) and waits for
+// background removals. Later calls give ErrClosed.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	m.closed = true
+	m.mu.Unlock()
+	err := m.closeLogs()
+	if cerr := m.checkpoint(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	if err == nil {
+		for _, d := range m.dirs {
+			err = errors.Join(err, WriteFileAtomic(filepath.Join(d.path, CleanShutdownFile), nil))
+		}
+	}
+	m.wg.Wait()
+	return err
+}
+
+func (m *Manager) closeLogs() error {
+	var errs []error
+	for tp, l := range m.Logs() {
+		if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
+			errs = append(errs, fmt.Errorf("storage: close %s: %w", tp, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,166 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestManagerLifecycle(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	open := func(clusterID string) (*Manager, error) {
+		return OpenManager(ManagerOptions{Dirs: dirs, NodeID: 1, ClusterID: clusterID, Default: smallSegments})
+	}
+	m, err := open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cid := m.ClusterID()
+	if len(cid) != 22 {
+		t.Fatalf("cluster id %q", cid)
+	}
+	tps := []TopicPartition{{"a", 0}, {"a", 1}, {"b-c", 0}, {"d", 7}}
+	data := map[TopicPartition]*appended{}
+	for _, tp := range tps {
+		l, err := m.Create(tp, smallSegments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := m.Create(tp, Config{}); err != nil || again != l {
+			t.Fatal("Create of an existing log returned another")
+		}
+		data[tp] = &appended{}
+		fill(t, l, data[tp], 40, 0)
+	}
+	if _, err := m.Create(TopicPartition{"bad/name", 0}, Config{}); !errors.Is(err, ErrInvalidPartition) {
+		t.Fatalf("bad name: %v", err)
+	}
+	// Logs are spread over both dirs.
+	for _, d := range dirs {
+		if n := len(globDirs(t, d)); n != 2 {
+			t.Fatalf("%s holds %d logs", d, n)
+		}
+	}
+	if err := m.Get(tps[0]).SetLogStartOffset(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(tps[3]); err != nil {
+		t.Fatal(err)
+	}
+	if m.Get(tps[3]) != nil || len(m.Logs()) != 3 {
+		t.Fatal("deleted log still listed")
+	}
+	if err := m.Delete(tps[3]); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second close: %v", err)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, CleanShutdownFile)); err != nil {
+			t.Fatal("no clean shutdown file")
+		}
+		for _, e := range globDirs(t, d) {
+			if strings.HasPrefix(filepath.Base(e), "d-7") {
+				t.Fatalf("deleted log left: %s", e)
+			}
+		}
+	}
+
+	if _, err := open("other-cluster-id-12345"); err == nil {
+		t.Fatal("opened with another cluster id")
+	}
+	if _, err := OpenManager(ManagerOptions{Dirs: dirs, NodeID: 2}); err == nil {
+		t.Fatal("opened with another node id")
+	}
+	m, err = open(cid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if len(m.Logs()) != 3 {
+		t.Fatalf("%d logs after reopen", len(m.Logs()))
+	}
+	for _, tp := range tps[:3] {
+		l := m.Get(tp)
+		if l == nil {
+			t.Fatalf("%s missing", tp)
+		}
+		want := data[tp].all()
+		if tp == tps[0] {
+			if l.LogStartOffset() != 5 {
+				t.Fatalf("log start offset %d", l.LogStartOffset())
+			}
+			continue
+		}
+		if !bytes.Equal(readAllLog(t, l), want) {
+			t.Fatalf("%s differs after reopen", tp)
+		}
+		if l.RecoveryPoint() != l.LogEndOffset() {
+			t.Fatalf("%s: recovery point %d after clean shutdown", tp, l.RecoveryPoint())
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, CleanShutdownFile)); !os.IsNotExist(err) {
+			t.Fatal("clean shutdown file kept while running")
+		}
+	}
+}
+
+// TestManagerUncleanReopen: without the clean shutdown file, logs recover
+// from the checkpointed recovery point, and leftovers of deletions go.
+func TestManagerUncleanReopen(t *testing.T) {
+	dir := t.TempDir()
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, Default: smallSegments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{"t", 0}
+	l, _ := m.Create(tp, smallSegments)
+	var a appended
+	fill(t, l, &a, 50, 0)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, CleanShutdownFile))
+	// A torn tail, a half-deleted partition and a stray directory.
+	modifyFile(t, lastLogFile(t, filepath.Join(dir, "t-0")), func(b []byte) []byte { return b[:len(b)-5] })
+	os.MkdirAll(filepath.Join(dir, "x-0.0123456789abcdef0123456789abcdef-delete"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "not a partition"), 0o755)
+	m, err = OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, Default: smallSegments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want := appended{batches: a.batches[:len(a.batches)-1]}
+	if !bytes.Equal(readAllLog(t, m.Get(tp)), want.all()) {
+		t.Fatal("torn tail not recovered")
+	}
+	if len(m.Logs()) != 1 {
+		t.Fatalf("%d logs", len(m.Logs()))
+	}
+}
+
+func globDirs(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out
+}
