@@ -1,15 +1,83 @@
 package cli
 
 import (
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/config"
 )
 
 func newServerCommand() *cobra.Command {
-	return &cobra.Command{
+	var (
+		configFile string
+		overrides  []string
+		logLevel   string
+	)
+	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a Samsa node (broker and controller)",
-		RunE:  func(cmd *cobra.Command, args []string) error { return errors.New("not built yet") },
+		Long: `Run a Samsa node. With no configuration it is a single-node cluster:
+node.id=1, data in ./samsa-data, listeners
+PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093.
+
+Configuration uses Kafka's property names and defaults: a server.properties
+file (--config), overridden by --override key=value flags and by SAMSA_*
+environment variables (SAMSA_LOG_SEGMENT_BYTES=1048576 sets
+log.segment.bytes). An unknown property or invalid value stops startup.
+SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			props := map[string]string{}
+			if configFile != "" {
+				p, err := config.ReadPropertiesFile(configFile)
+				if err != nil {
+					return err
+				}
+				props = p
+			}
+			for _, kv := range os.Environ() {
+				k, v, _ := strings.Cut(kv, "=")
+				if name, ok := strings.CutPrefix(k, "SAMSA_"); ok && name != "BROKERS" {
+					props[strings.ToLower(strings.ReplaceAll(name, "_", "."))] = v
+				}
+			}
+			for _, o := range overrides {
+				k, v, ok := strings.Cut(o, "=")
+				if !ok {
+					return fmt.Errorf("--override %q is not key=value", o)
+				}
+				props[strings.TrimSpace(k)] = v
+			}
+			nc, err := config.Parse(props)
+			if err != nil {
+				return err
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			n, err := samsa.StartNode(cmd.Context(), nc, logger)
+			if err != nil {
+				return err
+			}
+			logger.Info("samsa started", "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr())
+			<-cmd.Context().Done()
+			logger.Info("stopping")
+			if err := n.Close(); err != nil {
+				return err
+			}
+			logger.Info("stopped cleanly")
+			return nil
+		},
 	}
+	cmd.Flags().StringVar(&configFile, "config", "", "server.properties file")
+	cmd.Flags().StringArrayVar(&overrides, "override", nil, "key=value property, overriding the file (repeatable)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
 }

@@ -442,3 +442,41 @@ func NodeDefault(name string) (string, bool) {
 	p, ok := nodeProps[name]
 	return p.def, ok
 }
+
+// BrokerConfig is one broker property as DescribeConfigs shows it.
+type BrokerConfig struct {
+	Name  string
+	Value string
+	Set   bool // given in the file or overrides (STATIC_BROKER_CONFIG)
+}
+
+// BrokerConfigs lists the node's properties and the broker synonyms of
+// topic configs, sorted by name, with their values.
+func (n *Node) BrokerConfigs() []BrokerConfig {
+	var out []BrokerConfig
+	add := func(name, def string) {
+		v, set := n.Set[name]
+		if !set {
+			v = def
+		}
+		out = append(out, BrokerConfig{Name: name, Value: v, Set: set})
+	}
+	for name, p := range nodeProps {
+		add(name, p.def)
+	}
+	for syn, topic := range brokerSynonyms {
+		if syn == "" {
+			continue
+		}
+		if _, dup := nodeProps[syn]; dup {
+			continue
+		}
+		def := ""
+		if c := topicConfigs[topic]; c.Synonym == syn {
+			def = c.Default
+		}
+		add(syn, def)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,238 @@
+// Package broker answers the Kafka APIs: one file per API, wiring the
+// metadata image, the hosted partitions (replica), the controller and the
+// coordinators together. It also applies each new metadata image to the
+// hosted partitions (create, delete, reconfigure).
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// handlerFunc answers one decoded request.
+type handlerFunc func(ctx context.Context, b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Response, error)
+
+// api is one row of the table of supported APIs.
+type api struct {
+	key      kmsg.Key
+	min, max int16
+	handle   handlerFunc
+}
+
+// apis lists the supported APIs; each handler file registers its row in an
+// init function with register.
+var apis = map[kmsg.Key]api{}
+
+func register(key kmsg.Key, min, max int16, h handlerFunc) {
+	apis[key] = api{key: key, min: min, max: max, handle: h}
+}
+
+// Config are the dependencies of a Broker.
+type Config struct {
+	Node       *config.Node
+	Controller *controller.Controller
+	Logs       *storage.Manager
+	Logger     *slog.Logger // nil discards
+	// Advertised are the endpoints given to clients (advertised.listeners
+	// with real ports).
+	Advertised []metadata.Endpoint
+}
+
+// Broker handles requests. Safe for concurrent use.
+type Broker struct {
+	node     *config.Node
+	ctrl     *controller.Controller
+	replicas *replica.Manager
+	logger   *slog.Logger
+	versions *wire.Versions
+
+	// producerIDs hands out producer ids from blocks the controller reserves.
+	pidMu   sync.Mutex
+	pidNext int64
+	pidEnd  int64
+
+	closed atomic.Bool
+}
+
+// New returns a broker that hosts the partitions the image assigns it.
+func New(cfg Config) (*Broker, error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Broker{
+		node:     cfg.Node,
+		ctrl:     cfg.Controller,
+		replicas: replica.NewManager(cfg.Logs, logger),
+		logger:   logger,
+		versions: wire.NewVersions(),
+	}
+	for _, a := range apis {
+		b.versions.Add(a.key, a.min, a.max)
+	}
+	var applyErr error
+	cfg.Controller.OnImage(func(old, next *metadata.Image) {
+		if err := b.applyImage(old, next); err != nil && applyErr == nil {
+			applyErr = err
+		}
+	})
+	if applyErr != nil {
+		return nil, applyErr
+	}
+	return b, nil
+}
+
+// Versions is the table of supported APIs, for the listeners.
+func (b *Broker) Versions() *wire.Versions { return b.versions }
+
+// Replicas are the hosted partitions.
+func (b *Broker) Replicas() *replica.Manager { return b.replicas }
+
+// Close marks the broker closed; waiting requests return.
+func (b *Broker) Close() { b.closed.Store(true) }
+
+// Handle implements server.Handler.
+func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) (kmsg.Response, error) {
+	if req.Body == nil {
+		if req.Key == int16(kmsg.ApiVersions) {
+			return b.unsupportedApiVersions(), nil
+		}
+		return nil, fmt.Errorf("unsupported API %s (key %d) version %d", kmsg.NameForKey(req.Key), req.Key, req.Version)
+	}
+	a, ok := apis[kmsg.Key(req.Key)]
+	if !ok {
+		return nil, fmt.Errorf("unsupported API key %d", req.Key)
+	}
+	return a.handle(ctx, b, c, req.Body)
+}
+
+// image is the current metadata image.
+func (b *Broker) image() *metadata.Image { return b.ctrl.Image() }
+
+// applyImage makes the hosted partitions match the image: it creates logs
+// for new partitions, deletes removed topics and applies config changes.
+func (b *Broker) applyImage(old, next *metadata.Image) error {
+	var firstErr error
+	for _, name := range next.TopicNames() {
+		t := next.Topic(name)
+		var prev *metadata.Topic
+		if old != nil {
+			prev = old.TopicByID(t.ID)
+		}
+		if prev == t {
+			continue // unchanged (images share unchanged topics)
+		}
+		cfg := b.logConfig(t)
+		for i, p := range t.Partitions {
+			if p.Leader != b.node.NodeID {
+				continue
+			}
+			if _, err := b.replicas.BecomeLeader(replica.TopicPartition{Topic: name, Partition: int32(i)}, t.ID, p.LeaderEpoch, cfg); err != nil {
+				b.logger.Error("hosting partition failed", "topic", name, "partition", i, "err", err)
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+	}
+	if old != nil {
+		for _, name := range old.TopicNames() {
+			t := old.Topic(name)
+			if next.TopicByID(t.ID) != nil {
+				continue
+			}
+			for i := range t.Partitions {
+				if err := b.replicas.Remove(replica.TopicPartition{Topic: name, Partition: int32(i)}); err != nil {
+					b.logger.Error("deleting partition failed", "topic", name, "partition", i, "err", err)
+				}
+			}
+		}
+	}
+	return firstErr
+}
+
+// topicConfig returns the effective value of a topic config and its
+// DescribeConfigs source.
+func (b *Broker) topicConfig(t *metadata.Topic, name string) (string, kmsg.ConfigSource) {
+	if t != nil {
+		if v, ok := t.Configs[name]; ok {
+			return v, kmsg.ConfigSourceDynamicTopicConfig
+		}
+	}
+	if src := b.node.BrokerSource(name); src != "" {
+		return b.node.Topic[name], kmsg.ConfigSourceStaticBrokerConfig
+	}
+	return b.node.Topic[name], kmsg.ConfigSourceDefaultConfig
+}
+
+func (b *Broker) topicInt(t *metadata.Topic, name string) int64 {
+	v, _ := b.topicConfig(t, name)
+	i, _ := strconv.ParseInt(v, 10, 64)
+	return i
+}
+
+// logConfig resolves the configs a partition of t applies.
+func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
+	ts, _ := b.topicConfig(t, "message.timestamp.type")
+	policy, _ := b.topicConfig(t, "cleanup.policy")
+	flush := b.topicInt(t, "flush.messages")
+	if flush == 1<<63-1 {
+		flush = 0
+	}
+	return replica.LogConfig{
+		MaxMessageBytes:   int32(b.topicInt(t, "max.message.bytes")),
+		SegmentBytes:      b.topicInt(t, "segment.bytes"),
+		LogAppendTime:     ts == "LogAppendTime",
+		MinInsyncReplicas: int32(b.topicInt(t, "min.insync.replicas")),
+		Compact:           strings.Contains(policy, "compact"),
+		Storage: storage.Config{
+			SegmentBytes:          b.topicInt(t, "segment.bytes"),
+			SegmentMs:             time.Duration(b.topicInt(t, "segment.ms")) * time.Millisecond,
+			IndexIntervalBytes:    int32(b.topicInt(t, "index.interval.bytes")),
+			SegmentIndexBytes:     int32(b.topicInt(t, "segment.index.bytes")),
+			FlushIntervalMessages: flush,
+		},
+	}
+}
+
+// errCode maps an error from the layers below to a Kafka error code.
+func errCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	if ke, ok := err.(*kerr.Error); ok {
+		return ke.Code
+	}
+	for _, m := range errorCodes {
+		if isErr(err, m.err) {
+			return m.code.Code
+		}
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errMessage is the error's text for responses that carry one, or nil.
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

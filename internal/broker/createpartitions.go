@@ -1,0 +1,30 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// CreatePartitions v0-v3.
+func init() { register(kmsg.CreatePartitions, 0, 3, handleCreatePartitions) }
+
+func handleCreatePartitions(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	for _, t := range req.Topics {
+		var assignments [][]int32
+		for _, a := range t.Assignment {
+			assignments = append(assignments, a.Replicas)
+		}
+		err := b.ctrl.CreatePartitions(ctx, t.Topic, t.Count, assignments, req.ValidateOnly)
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		rt.ErrorCode = errCode(err)
+		rt.ErrorMessage = errMessage(err)
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

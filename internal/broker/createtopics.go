@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// CreateTopics v2-v7, with validate_only. v5+ responses carry the created
+// topic's partitions, replication factor and configs (KIP-525).
+func init() { register(kmsg.CreateTopics, 2, 7, handleCreateTopics) }
+
+func handleCreateTopics(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	topics := make([]controller.CreateTopic, len(req.Topics))
+	for i, t := range req.Topics {
+		ct := controller.CreateTopic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor, Configs: map[string]string{}}
+		for _, a := range t.ReplicaAssignment {
+			for int(a.Partition) >= len(ct.Assignments) {
+				ct.Assignments = append(ct.Assignments, nil)
+			}
+			ct.Assignments[a.Partition] = a.Replicas
+		}
+		for _, c := range t.Configs {
+			if c.Value != nil {
+				ct.Configs[c.Name] = *c.Value
+			}
+		}
+		topics[i] = ct
+	}
+	errs, err := b.ctrl.CreateTopics(ctx, topics, req.ValidateOnly)
+	if err != nil {
+		return nil, err
+	}
+	im := b.image()
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		rt.NumPartitions, rt.ReplicationFactor = -1, -1
+		if errs[i] != nil {
+			rt.ErrorCode = errCode(errs[i])
+			rt.ErrorMessage = errMessage(errs[i])
+			if rt.ErrorCode == kerr.TopicAlreadyExists.Code {
+				rt.ErrorMessage = kmsg.StringPtr("Topic '" + t.Topic + "' already exists.")
+			}
+		} else if mt := im.Topic(t.Topic); mt != nil {
+			rt.TopicID = mt.ID
+			rt.NumPartitions = int32(len(mt.Partitions))
+			rt.ReplicationFactor = int16(len(mt.Partitions[0].Replicas))
+			for _, name := range config.TopicConfigNames() {
+				v, src := b.topicConfig(mt, name)
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.Value, c.Source = name, kmsg.StringPtr(v), int8(src)
+				rt.Configs = append(rt.Configs, c)
+			}
+		} else if req.ValidateOnly {
+			rt.NumPartitions, rt.ReplicationFactor = t.NumPartitions, t.ReplicationFactor
+			if rt.NumPartitions == -1 {
+				rt.NumPartitions = b.node.NumPartitions
+			}
+			if rt.ReplicationFactor == -1 {
+				rt.ReplicationFactor = b.node.DefaultReplicationFactor
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

@@ -1,0 +1,40 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/storage"
+)
+
+// errorCodes maps sentinel errors to Kafka error codes: the one place where
+// that happens.
+var errorCodes = []struct {
+	err  error
+	code *kerr.Error
+}{
+	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{storage.ErrClosed, kerr.NotLeaderForPartition},
+	{record.ErrCorrupt, kerr.CorruptMessage},
+	{record.ErrTruncated, kerr.CorruptMessage},
+	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
+	{replica.ErrNotLeader, kerr.NotLeaderForPartition},
+	{replica.ErrFencedEpoch, kerr.FencedLeaderEpoch},
+	{replica.ErrUnknownEpoch, kerr.UnknownLeaderEpoch},
+	{replica.ErrMessageTooLarge, kerr.MessageTooLarge},
+	{replica.ErrRecordListLarge, kerr.RecordListTooLarge},
+	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
+	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{controller.ErrInvalidTopic, kerr.InvalidTopicException},
+	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{controller.ErrInvalidReplication, kerr.InvalidReplicationFactor},
+	{controller.ErrInvalidConfig, kerr.InvalidConfig},
+	{controller.ErrDeleteDisabled, kerr.TopicDeletionDisabled},
+	{controller.ErrInvalidRequest, kerr.InvalidRequest},
+}
+
+func isErr(err, target error) bool { return errors.Is(err, target) }

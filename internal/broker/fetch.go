@@ -1,0 +1,132 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// Fetch v4-v12. Fetch sessions (KIP-227) are declined: every response
+// carries session id 0, so clients keep sending full fetches. A fetch that
+// finds fewer than min_bytes waits up to max_wait_ms and wakes on append.
+// max_bytes and the partition max bytes bound the response, except that the
+// first batch found is returned whole (KIP-74).
+func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
+
+func handleFetch(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.SessionID != 0 {
+		// We never hand out a session, so one the client names is unknown.
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	var wake chan struct{}
+	var watched []*replica.Partition
+	defer func() {
+		for _, p := range watched {
+			p.Unwatch(wake)
+		}
+	}()
+	for {
+		resp.Topics = resp.Topics[:0]
+		bytes, failed := b.fetchOnce(req, resp)
+		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
+			return resp, nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return resp, nil
+		}
+		if wake == nil {
+			wake = make(chan struct{}, 1)
+			for _, rt := range req.Topics {
+				for _, rp := range rt.Partitions {
+					if p := b.replicas.Get(rt.Topic, rp.Partition); p != nil {
+						p.Watch(wake)
+						watched = append(watched, p)
+					}
+				}
+			}
+			// Data may have arrived between the read and the watch.
+			continue
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-wake:
+			timer.Stop()
+		case <-timer.C:
+			// One last read at the deadline.
+			resp.Topics = resp.Topics[:0]
+			b.fetchOnce(req, resp)
+			return resp, nil
+		case <-ctx.Done():
+			timer.Stop()
+			return resp, nil
+		}
+	}
+}
+
+// fetchOnce reads every requested partition into resp and returns the
+// bytes of records found and whether any partition failed.
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) (total int, failed bool) {
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 || maxBytes > b.node.FetchMaxBytes {
+		maxBytes = b.node.FetchMaxBytes
+	}
+	follower := req.ReplicaID >= 0
+	for _, rt := range req.Topics {
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		st.TopicID = rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark = -1
+			sp.LastStableOffset = -1
+			sp.LogStartOffset = -1
+			sp.PreferredReadReplica = -1
+			sp.RecordBatches = []byte{}
+			p := b.replicas.Get(rt.Topic, rp.Partition)
+			if p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				failed = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
+				sp.ErrorCode = errCode(err)
+				failed = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			limit := rp.PartitionMaxBytes
+			if rest := maxBytes - int32(total); rest < limit {
+				limit = rest
+			}
+			if limit < 0 {
+				limit = 0
+			}
+			res, err := p.Read(rp.FetchOffset, limit, follower, total == 0)
+			sp.HighWatermark = res.HighWatermark
+			sp.LastStableOffset = res.LastStableOffset
+			sp.LogStartOffset = res.LogStartOffset
+			if err != nil {
+				sp.ErrorCode = errCode(err)
+				failed = true
+			} else if len(res.Records) > 0 {
+				sp.RecordBatches = res.Records
+				total += len(res.Records)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return total, failed
+}

@@ -1,0 +1,52 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// InitProducerId v0-v4 for idempotent producers (no transactional id):
+// a fresh producer id with epoch 0, from blocks the controller reserves in
+// the metadata log so that no id is reused after a restart (KIP-730).
+// Transactional ids get COORDINATOR_NOT_AVAILABLE until the transaction
+// coordinator exists.
+func init() { register(kmsg.InitProducerID, 0, 4, handleInitProducerID) }
+
+func handleInitProducerID(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp, nil
+	}
+	id, err := b.nextProducerID(ctx)
+	if err != nil {
+		b.logger.Error("allocating producer ids failed", "err", err)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp, nil
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return resp, nil
+}
+
+// nextProducerID hands out the next id, reserving a new block when the
+// current one is used up.
+func (b *Broker) nextProducerID(ctx context.Context) (int64, error) {
+	b.pidMu.Lock()
+	defer b.pidMu.Unlock()
+	if b.pidNext >= b.pidEnd {
+		first, n, err := b.ctrl.AllocateProducerIDs(ctx, b.node.NodeID)
+		if err != nil {
+			return 0, err
+		}
+		b.pidNext, b.pidEnd = first, first+int64(n)
+	}
+	id := b.pidNext
+	b.pidNext++
+	return id, nil
+}

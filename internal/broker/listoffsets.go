@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// ListOffsets timestamps with special meanings.
+const (
+	listLatest       = -1 // the high-watermark (read_uncommitted) or LSO
+	listEarliest     = -2 // the log start offset
+	listMaxTimestamp = -3 // the record with the largest timestamp (KIP-734)
+)
+
+// ListOffsets v1-v8: earliest, latest, max timestamp and by timestamp.
+func init() { register(kmsg.ListOffsets, 1, 8, handleListOffsets) }
+
+func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.Timestamp = -1
+			sp.Offset = -1
+			sp.LeaderEpoch = -1
+			p := b.replicas.Get(rt.Topic, rp.Partition)
+			if p == nil {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
+				sp.ErrorCode = errCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			sp.LeaderEpoch = p.LeaderEpoch()
+			switch rp.Timestamp {
+			case listLatest:
+				if req.IsolationLevel == 1 {
+					sp.Offset = p.LastStableOffset()
+				} else {
+					sp.Offset = p.HighWatermark()
+				}
+			case listEarliest:
+				sp.Offset = p.LogStartOffset()
+			case listMaxTimestamp:
+				ts, off, ok := p.Log().MaxTimestamp()
+				if ok {
+					sp.Timestamp, sp.Offset = ts, off
+				}
+			default:
+				if rp.Timestamp < 0 {
+					sp.ErrorCode = kerr.UnsupportedVersion.Code
+					break
+				}
+				off, ts, ok, err := p.Log().OffsetForTimestamp(rp.Timestamp)
+				switch {
+				case err != nil:
+					sp.ErrorCode = errCode(err)
+				case ok && off < p.HighWatermark():
+					if ls := p.LogStartOffset(); off < ls {
+						off = ls
+					}
+					sp.Offset, sp.Timestamp = off, ts
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}

@@ -1,0 +1,124 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// Metadata v0-v12. Topics that do not exist are created when
+// auto.create.topics.enable is set and the request allows it (v4+).
+func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
+
+func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	im := b.image()
+
+	// Auto-create first so the response shows the new topics.
+	if req.Topics != nil && b.node.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) {
+		var create []controller.CreateTopic
+		for _, t := range req.Topics {
+			if t.Topic != nil && im.Topic(*t.Topic) == nil && controller.ValidTopicName(*t.Topic) == nil {
+				create = append(create, controller.CreateTopic{Name: *t.Topic, Partitions: -1, ReplicationFactor: -1})
+			}
+		}
+		if len(create) > 0 {
+			if _, err := b.ctrl.CreateTopics(ctx, create, false); err != nil {
+				b.logger.Warn("auto-creating topics failed", "err", err)
+			}
+			im = b.image()
+		}
+	}
+
+	for _, br := range im.Brokers() {
+		if ep, ok := clientEndpoint(br); ok {
+			mb := kmsg.NewMetadataResponseBroker()
+			mb.NodeID, mb.Host, mb.Port, mb.Rack = br.ID, ep.Host, ep.Port, br.Rack
+			resp.Brokers = append(resp.Brokers, mb)
+		}
+	}
+	cid := im.ClusterID
+	resp.ClusterID = &cid
+	resp.ControllerID = b.node.NodeID
+
+	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
+		for _, name := range im.TopicNames() {
+			resp.Topics = append(resp.Topics, b.metadataTopic(im, name, im.Topic(name), req))
+		}
+		return resp, nil
+	}
+	for _, rt := range req.Topics {
+		var t *metadata.Topic
+		name := ""
+		if rt.Topic != nil {
+			name = *rt.Topic
+			t = im.Topic(name)
+		} else if rt.TopicID != ([16]byte{}) {
+			if t = im.TopicByID(rt.TopicID); t != nil {
+				name = t.Name
+			}
+		}
+		mt := b.metadataTopic(im, name, t, req)
+		if t == nil {
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if controller.ValidTopicName(name) != nil && rt.Topic != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			}
+			if rt.Topic == nil {
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				mt.TopicID = rt.TopicID
+			}
+		}
+		resp.Topics = append(resp.Topics, mt)
+	}
+	return resp, nil
+}
+
+func (b *Broker) metadataTopic(im *metadata.Image, name string, t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	n := name
+	mt.Topic = &n
+	if t == nil {
+		return mt
+	}
+	mt.TopicID = t.ID
+	mt.IsInternal = name == "__consumer_offsets" || name == "__transaction_state"
+	if req.IncludeTopicAuthorizedOperations {
+		mt.AuthorizedOperations = allTopicOperations
+	}
+	for i, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = int32(i)
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = p.Replicas
+		mp.ISR = p.ISR
+		mp.OfflineReplicas = []int32{}
+		if p.Leader < 0 || im.Broker(p.Leader) == nil {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// allTopicOperations is the authorized-operations bitfield with every topic
+// operation set (no ACLs yet): READ, WRITE, CREATE, DELETE, ALTER,
+// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+const allTopicOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+
+// clientEndpoint is the broker's first non-controller endpoint.
+func clientEndpoint(br *metadata.Broker) (metadata.Endpoint, bool) {
+	for _, ep := range br.Endpoints {
+		if ep.Name != "CONTROLLER" {
+			return ep, true
+		}
+	}
+	return metadata.Endpoint{}, false
+}

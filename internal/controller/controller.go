@@ -1,0 +1,368 @@
+// Package controller is the active controller: it turns admin requests
+// (create and delete topics, create partitions, alter configs), broker
+// registrations and producer-id requests into metadata records, appends
+// them to the metadata log and publishes the resulting image.
+//
+// Writes are serialized by one mutex (the controller's single writer);
+// readers take the current image without locking. On a single node the
+// controller and broker share a process and the broker subscribes to
+// images with OnImage.
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/quorum"
+)
+
+// Errors the broker maps to Kafka error codes.
+var (
+	ErrTopicExists        = errors.New("topic already exists")         // TOPIC_ALREADY_EXISTS
+	ErrUnknownTopic       = errors.New("unknown topic")                // UNKNOWN_TOPIC_OR_PARTITION
+	ErrInvalidTopic       = errors.New("invalid topic name")           // INVALID_TOPIC_EXCEPTION
+	ErrInvalidPartitions  = errors.New("invalid number of partitions") // INVALID_PARTITIONS
+	ErrInvalidReplication = errors.New("invalid replication factor")   // INVALID_REPLICATION_FACTOR
+	ErrInvalidConfig      = errors.New("invalid config")               // INVALID_CONFIG
+	ErrDeleteDisabled     = errors.New("topic deletion is disabled")   // TOPIC_DELETION_DISABLED
+	ErrInvalidRequest     = errors.New("invalid request")              // INVALID_REQUEST
+)
+
+// ProducerIDBlockSize is the size of a block of producer ids reserved at
+// once (Kafka reserves 1000, KIP-730).
+const ProducerIDBlockSize = 1000
+
+// Controller is the active controller. Safe for concurrent use.
+type Controller struct {
+	node   *config.Node
+	log    quorum.Log
+	logger *slog.Logger
+
+	mu        sync.Mutex // serializes writes and guards listeners
+	image     atomic.Pointer[metadata.Image]
+	listeners []func(old, next *metadata.Image)
+}
+
+// New replays the metadata log into an image and returns the controller.
+func New(node *config.Node, log quorum.Log, clusterID string, logger *slog.Logger) (*Controller, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Controller{node: node, log: log, logger: logger}
+	im := metadata.Empty(clusterID)
+	err := log.Replay(func(offset int64, recs []metadata.Record) error {
+		im = im.Apply(offset, recs)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replaying metadata log: %w", err)
+	}
+	c.image.Store(im)
+	return c, nil
+}
+
+// Image is the latest committed image.
+func (c *Controller) Image() *metadata.Image { return c.image.Load() }
+
+// OnImage registers fn to be called, in commit order and with the write
+// lock held, with every newly committed image. fn is first called at once
+// with (nil, current).
+func (c *Controller) OnImage(fn func(old, next *metadata.Image)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listeners = append(c.listeners, fn)
+	fn(nil, c.image.Load())
+}
+
+// commitLocked appends recs and publishes the new image.
+func (c *Controller) commitLocked(ctx context.Context, recs []metadata.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	off, err := c.log.Append(ctx, recs)
+	if err != nil {
+		return err
+	}
+	old := c.image.Load()
+	next := old.Apply(off, recs)
+	c.image.Store(next)
+	for _, fn := range c.listeners {
+		fn(old, next)
+	}
+	return nil
+}
+
+// ValidTopicName checks a topic name as Kafka does: 1-249 characters of
+// [a-zA-Z0-9._-], not "." or "..".
+func ValidTopicName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 249 {
+		return ErrInvalidTopic
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return ErrInvalidTopic
+		}
+	}
+	return nil
+}
+
+// RegisterBroker records this broker's endpoints (a single node registers
+// itself at startup).
+func (c *Controller) RegisterBroker(ctx context.Context, id int32, endpoints []metadata.Endpoint, rack *string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.image.Load().Broker(id); b != nil && equalEndpoints(b.Endpoints, endpoints) && !b.Fenced {
+		return nil
+	}
+	var epoch int64
+	if b := c.image.Load().Broker(id); b != nil {
+		epoch = b.Epoch + 1
+	}
+	return c.commitLocked(ctx, []metadata.Record{metadata.RegisterBrokerRecord{BrokerID: id, Epoch: epoch, Endpoints: endpoints, Rack: rack}})
+}
+
+func equalEndpoints(a, b []metadata.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// CreateTopic is one topic of CreateTopics. Partitions -1 and
+// ReplicationFactor -1 mean the broker defaults (num.partitions,
+// default.replication.factor).
+type CreateTopic struct {
+	Name              string
+	Partitions        int32
+	ReplicationFactor int16
+	// Assignments, when given, are the replicas of each partition.
+	Assignments [][]int32
+	Configs     map[string]string
+}
+
+// CreateTopics creates topics, each independently; the result holds one
+// error (nil on success) per topic. With validateOnly nothing is written.
+func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, validateOnly bool) ([]error, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	im := c.image.Load()
+	errs := make([]error, len(topics))
+	var recs []metadata.Record
+	seen := map[string]bool{}
+	for i, t := range topics {
+		trecs, err := c.createTopicRecords(im, t)
+		if err == nil && seen[t.Name] {
+			err = fmt.Errorf("%w: %s listed twice", ErrInvalidRequest, t.Name)
+		}
+		seen[t.Name] = true
+		errs[i] = err
+		if err == nil {
+			recs = append(recs, trecs...)
+		}
+	}
+	if validateOnly {
+		return errs, nil
+	}
+	return errs, c.commitLocked(ctx, recs)
+}
+
+func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]metadata.Record, error) {
+	if err := ValidTopicName(t.Name); err != nil {
+		return nil, err
+	}
+	if im.Topic(t.Name) != nil {
+		return nil, fmt.Errorf("%w: %s", ErrTopicExists, t.Name)
+	}
+	if collides(im, t.Name) {
+		return nil, fmt.Errorf("%w: %s collides with an existing topic ('.' and '_' are alike in metric names)", ErrInvalidTopic, t.Name)
+	}
+	brokers := im.Brokers()
+	if len(brokers) == 0 {
+		return nil, fmt.Errorf("%w: no registered broker", ErrInvalidReplication)
+	}
+	parts, rf := t.Partitions, t.ReplicationFactor
+	if len(t.Assignments) > 0 {
+		parts, rf = int32(len(t.Assignments)), int16(len(t.Assignments[0]))
+	}
+	if parts == -1 {
+		parts = c.node.NumPartitions
+	}
+	if rf == -1 {
+		rf = c.node.DefaultReplicationFactor
+	}
+	if parts <= 0 {
+		return nil, fmt.Errorf("%w: %d", ErrInvalidPartitions, parts)
+	}
+	if rf <= 0 || int(rf) > len(brokers) {
+		return nil, fmt.Errorf("%w: %d larger than available brokers: %d", ErrInvalidReplication, rf, len(brokers))
+	}
+	for k, v := range t.Configs {
+		if err := config.ValidateTopicConfig(k, v); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		}
+	}
+	var id metadata.UUID
+	rand.Read(id[:])
+	recs := []metadata.Record{metadata.TopicRecord{Name: t.Name, ID: id}}
+	keys := make([]string, 0, len(t.Configs))
+	for k := range t.Configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := t.Configs[k]
+		recs = append(recs, metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: t.Name, Name: k, Value: &v})
+	}
+	for p := int32(0); p < parts; p++ {
+		replicas := placeReplicas(brokers, p, rf)
+		if len(t.Assignments) > 0 {
+			replicas = t.Assignments[p]
+		}
+		recs = append(recs, metadata.PartitionRecord{TopicID: id, Partition: p, Replicas: replicas, ISR: replicas, Leader: replicas[0], LeaderEpoch: 0})
+	}
+	return recs, nil
+}
+
+// collides reports a topic that differs from name only in '.' vs '_'.
+func collides(im *metadata.Image, name string) bool {
+	norm := strings.ReplaceAll(name, ".", "_")
+	for _, t := range im.TopicNames() {
+		if t != name && strings.ReplaceAll(t, ".", "_") == norm {
+			return true
+		}
+	}
+	return false
+}
+
+// placeReplicas assigns rf brokers to partition p round-robin.
+func placeReplicas(brokers []*metadata.Broker, p int32, rf int16) []int32 {
+	out := make([]int32, rf)
+	for i := range out {
+		out[i] = brokers[(int(p)+i)%len(brokers)].ID
+	}
+	return out
+}
+
+// DeleteTopics deletes topics by name; one error per topic.
+func (c *Controller) DeleteTopics(ctx context.Context, names []string) ([]error, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	errs := make([]error, len(names))
+	if !c.node.DeleteTopicEnable {
+		for i := range errs {
+			errs[i] = ErrDeleteDisabled
+		}
+		return errs, nil
+	}
+	im := c.image.Load()
+	var recs []metadata.Record
+	seen := map[string]bool{}
+	for i, n := range names {
+		t := im.Topic(n)
+		if t == nil || seen[n] {
+			errs[i] = fmt.Errorf("%w: %s", ErrUnknownTopic, n)
+			continue
+		}
+		seen[n] = true
+		recs = append(recs, metadata.RemoveTopicRecord{ID: t.ID})
+	}
+	return errs, c.commitLocked(ctx, recs)
+}
+
+// CreatePartitions grows topic to count partitions.
+func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	im := c.image.Load()
+	t := im.Topic(topic)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	}
+	have := int32(len(t.Partitions))
+	if count <= have {
+		return fmt.Errorf("%w: topic has %d partitions, asked for %d", ErrInvalidPartitions, have, count)
+	}
+	if assignments != nil && len(assignments) != int(count-have) {
+		return fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidRequest, len(assignments), count-have)
+	}
+	rf := int16(len(t.Partitions[0].Replicas))
+	var recs []metadata.Record
+	for p := have; p < count; p++ {
+		replicas := placeReplicas(im.Brokers(), p, rf)
+		if assignments != nil {
+			replicas = assignments[p-have]
+		}
+		recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: replicas, ISR: replicas, Leader: replicas[0]})
+	}
+	if validateOnly {
+		return nil
+	}
+	return c.commitLocked(ctx, recs)
+}
+
+// ConfigChange sets (Value non-nil) or deletes one config.
+type ConfigChange struct {
+	Name  string
+	Value *string
+}
+
+// AlterTopicConfigs applies changes to topic; with replace, configs not in
+// changes are removed first (AlterConfigs semantics), otherwise only the
+// listed ones change (IncrementalAlterConfigs).
+func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, changes []ConfigChange, replace, validateOnly bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.image.Load().Topic(topic)
+	if t == nil {
+		return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+	}
+	var recs []metadata.Record
+	listed := map[string]bool{}
+	for _, ch := range changes {
+		if _, ok := config.LookupTopicConfig(ch.Name); !ok {
+			return fmt.Errorf("%w: unknown topic config %s", ErrInvalidConfig, ch.Name)
+		}
+		if ch.Value != nil {
+			if err := config.ValidateTopicConfig(ch.Name, *ch.Value); err != nil {
+				return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+			}
+		}
+		listed[ch.Name] = true
+		recs = append(recs, metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: topic, Name: ch.Name, Value: ch.Value})
+	}
+	if replace {
+		for k := range t.Configs {
+			if !listed[k] {
+				recs = append(recs, metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: topic, Name: k})
+			}
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	return c.commitLocked(ctx, recs)
+}
+
+// AllocateProducerIDs reserves a block of producer ids for broker and
+// returns its first id (AllocateProducerIds, KIP-730).
+func (c *Controller) AllocateProducerIDs(ctx context.Context, broker int32) (first int64, size int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first = c.image.Load().NextProducerID
+	err = c.commitLocked(ctx, []metadata.Record{metadata.ProducerIDsRecord{BrokerID: broker, NextProducerID: first + ProducerIDBlockSize}})
+	return first, ProducerIDBlockSize, err
+}

@@ -1,0 +1,293 @@
+package samsa_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa"
+)
+
+func startNode(t *testing.T, dir string, props map[string]string) *samsa.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := samsa.Start(ctx, samsa.Config{Dir: dir, Properties: props})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func newClient(t *testing.T, n *samsa.Node, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.Addr())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+	}
+}
+
+// produceN produces n records keyed key-i with value value-i and returns
+// them in produce order.
+func produceN(t *testing.T, cl *kgo.Client, topic string, n int) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte("key-" + strconv.Itoa(i)), Value: []byte(fmt.Sprintf("value-%d-%0100d", i, i))}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	return recs
+}
+
+// consumeAll reads want records from the start of topic.
+func consumeAll(t *testing.T, n *samsa.Node, topic string, want int) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, n, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got []*kgo.Record
+	for len(got) < want {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", len(got), want, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		got = append(got, fs.Records()...)
+	}
+	return got
+}
+
+// checkRoundTrip checks that got holds exactly the produced records with
+// per-partition order and offsets as acknowledged.
+func checkRoundTrip(t *testing.T, produced, got []*kgo.Record) {
+	t.Helper()
+	if len(got) != len(produced) {
+		t.Fatalf("consumed %d records, produced %d", len(got), len(produced))
+	}
+	type po struct {
+		p int32
+		o int64
+	}
+	byPos := make(map[po]*kgo.Record, len(produced))
+	for _, r := range produced {
+		byPos[po{r.Partition, r.Offset}] = r
+	}
+	last := map[int32]int64{}
+	for _, r := range got {
+		want, ok := byPos[po{r.Partition, r.Offset}]
+		if !ok {
+			t.Fatalf("unexpected record at %d/%d", r.Partition, r.Offset)
+		}
+		if string(want.Key) != string(r.Key) || string(want.Value) != string(r.Value) {
+			t.Fatalf("record at %d/%d: got %q, want %q", r.Partition, r.Offset, r.Key, want.Key)
+		}
+		if prev, ok := last[r.Partition]; ok && r.Offset != prev+1 {
+			t.Fatalf("partition %d: offset %d after %d", r.Partition, r.Offset, prev)
+		}
+		last[r.Partition] = r.Offset
+	}
+}
+
+func TestRoundTrip100k(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, map[string]string{"log.segment.bytes": "1048576"})
+	cl := newClient(t, n, kgo.ProducerLinger(5*time.Millisecond))
+	createTopic(t, cl, "rt", 6, nil)
+	produced := produceN(t, cl, "rt", 100_000)
+	checkRoundTrip(t, produced, consumeAll(t, n, "rt", len(produced)))
+
+	// A clean restart keeps everything.
+	n.Close()
+	n2 := startNode(t, dir, nil)
+	checkRoundTrip(t, produced, consumeAll(t, n2, "rt", len(produced)))
+
+	// And appends continue at the log end.
+	cl2 := newClient(t, n2)
+	more := produceN(t, cl2, "rt", 10)
+	for _, r := range more {
+		if r.Offset < 1 {
+			t.Fatalf("offset after restart: %d", r.Offset)
+		}
+	}
+}
+
+func TestListOffsets(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n)
+	createTopic(t, cl, "lo", 1, nil)
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	for i := 0; i < 10; i++ {
+		r := &kgo.Record{Topic: "lo", Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Minute)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(cl)
+	start, err := adm.ListStartOffsets(ctx, "lo")
+	if err != nil || start.Error() != nil {
+		t.Fatal(err, start.Error())
+	}
+	end, _ := adm.ListEndOffsets(ctx, "lo")
+	if o, _ := start.Lookup("lo", 0); o.Offset != 0 {
+		t.Fatalf("start %d", o.Offset)
+	}
+	if o, _ := end.Lookup("lo", 0); o.Offset != 10 {
+		t.Fatalf("end %d", o.Offset)
+	}
+	for _, tc := range []struct {
+		ts   time.Time
+		want int64
+	}{
+		{base.Add(-time.Minute), 0},
+		{base, 0},
+		{base.Add(90 * time.Second), 2},
+		{base.Add(9 * time.Minute), 9},
+		{base.Add(10 * time.Minute), -1},
+	} {
+		lo, err := adm.ListOffsetsAfterMilli(ctx, tc.ts.UnixMilli(), "lo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := lo.Lookup("lo", 0)
+		want := tc.want
+		if want == -1 {
+			want = 10 // kadm maps "none" to the end offset
+		}
+		if o.Offset != want && !(tc.want == -1 && o.Offset == -1) {
+			t.Errorf("offset after %v: %d, want %d", tc.ts.Sub(base), o.Offset, tc.want)
+		}
+	}
+	// Max timestamp (KIP-734) through a raw request.
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = "lo"
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -3
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.Offset != 9 || p.Timestamp != base.Add(9*time.Minute).UnixMilli() {
+		t.Fatalf("max timestamp: offset %d ts %d", p.Offset, p.Timestamp)
+	}
+}
+
+func TestProduceErrorsPerPartition(t *testing.T) {
+	n := startNode(t, t.TempDir(), map[string]string{"message.max.bytes": "2000"})
+	cl := newClient(t, n, kgo.RecordRetries(1), kgo.ProducerBatchMaxBytes(1<<20))
+	createTopic(t, cl, "big", 2, nil)
+	ctx := context.Background()
+	small := &kgo.Record{Topic: "big", Partition: 0, Value: []byte("ok")}
+	// Random bytes, so that no client-side compression shrinks the batch.
+	big := make([]byte, 5000)
+	rand.Read(big)
+	large := &kgo.Record{Topic: "big", Partition: 1, Value: big}
+	cl2 := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20))
+	res := cl2.ProduceSync(ctx, small, large)
+	if res[0].Err != nil {
+		t.Fatalf("small record failed: %v", res[0].Err)
+	}
+	if res[1].Err == nil || !kerrIs(res[1].Err, kerr.MessageTooLarge) {
+		t.Fatalf("large record: %v, want MESSAGE_TOO_LARGE", res[1].Err)
+	}
+}
+
+func kerrIs(err error, want *kerr.Error) bool { return errors.Is(err, want) }
+
+func TestAdminTopicsAndConfigs(t *testing.T) {
+	n := startNode(t, t.TempDir(), map[string]string{"log.retention.hours": "1"})
+	cl := newClient(t, n)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	createTopic(t, cl, "cfg", 3, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")})
+	// Creating again fails with TOPIC_ALREADY_EXISTS.
+	resp, err := adm.CreateTopic(ctx, 1, 1, nil, "cfg")
+	if !kerrIs(err, kerr.TopicAlreadyExists) || !kerrIs(resp.Err, kerr.TopicAlreadyExists) {
+		t.Fatalf("create again: %v %v", err, resp.Err)
+	}
+	// Invalid config.
+	resp, _ = adm.CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": kmsg.StringPtr("x")}, "bad")
+	if !kerrIs(resp.Err, kerr.InvalidConfig) {
+		t.Fatalf("invalid config: %v", resp.Err)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, "cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := rcs.On("cfg", nil)
+	found := map[string]kadm.Config{}
+	for _, c := range rc.Configs {
+		found[c.Key] = c
+	}
+	if c := found["cleanup.policy"]; c.MaybeValue() != "compact" || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("cleanup.policy: %+v", c)
+	}
+	if c := found["retention.ms"]; c.MaybeValue() != "3600000" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("retention.ms: %+v", c)
+	}
+	if c := found["segment.bytes"]; c.MaybeValue() != "1073741824" || c.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("segment.bytes: %+v", c)
+	}
+	// Incremental alter, then it persists across a restart.
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("1000")}}, "cfg")
+	if err != nil || ar[0].Err != nil {
+		t.Fatal(err, ar[0].Err)
+	}
+	cp, err := adm.CreatePartitions(ctx, 2, "cfg")
+	if err != nil || cp["cfg"].Err != nil {
+		t.Fatal(err, cp["cfg"].Err)
+	}
+	td, err := adm.ListTopics(ctx, "cfg")
+	if err != nil || len(td["cfg"].Partitions) != 5 {
+		t.Fatalf("partitions after CreatePartitions: %v %d", err, len(td["cfg"].Partitions))
+	}
+	dr, err := adm.DeleteTopics(ctx, "cfg")
+	if err != nil || dr["cfg"].Err != nil {
+		t.Fatal(err, dr["cfg"].Err)
+	}
+	td, _ = adm.ListTopics(ctx)
+	if td.Has("cfg") {
+		t.Fatal("topic still listed after delete")
+	}
+}
+
+func TestAutoCreateTopic(t *testing.T) {
+	n := startNode(t, t.TempDir(), map[string]string{"num.partitions": "3"})
+	cl := newClient(t, n, kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "auto", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	td, err := kadm.NewClient(cl).ListTopics(context.Background(), "auto")
+	if err != nil || len(td["auto"].Partitions) != 3 {
+		t.Fatalf("auto topic: %v %+v", err, td["auto"])
+	}
+}
