@@ -291,3 +291,18 @@ func TestAutoCreateTopic(t *testing.T) {
 		t.Fatalf("auto topic: %v %+v", err, td["auto"])
 	}
 }
+
+func TestMinInsyncReplicas(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n)
+	createTopic(t, cl, "isr", 1, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")})
+	ctx := context.Background()
+	all := newClient(t, n, kgo.RecordRetries(1), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err := all.ProduceSync(ctx, &kgo.Record{Topic: "isr", Value: []byte("x")}).FirstErr(); !kerrIs(err, kerr.NotEnoughReplicas) {
+		t.Fatalf("acks=all with one replica: %v, want NOT_ENOUGH_REPLICAS", err)
+	}
+	one := newClient(t, n, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	if err := one.ProduceSync(ctx, &kgo.Record{Topic: "isr", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("acks=1: %v", err)
+	}
+}

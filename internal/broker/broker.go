@@ -144,7 +144,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			if p.Leader != b.node.NodeID {
 				continue
 			}
-			if _, err := b.replicas.BecomeLeader(replica.TopicPartition{Topic: name, Partition: int32(i)}, t.ID, p.LeaderEpoch, cfg); err != nil {
+			if _, err := b.replicas.BecomeLeader(replica.TopicPartition{Topic: name, Partition: int32(i)}, t.ID, p.LeaderEpoch, p.ISR, cfg); err != nil {
 				b.logger.Error("hosting partition failed", "topic", name, "partition", i, "err", err)
 				if firstErr == nil {
 					firstErr = err

@@ -27,6 +27,7 @@ var errorCodes = []struct {
 	{replica.ErrUnknownEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrMessageTooLarge, kerr.MessageTooLarge},
 	{replica.ErrRecordListLarge, kerr.RecordListTooLarge},
+	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{controller.ErrInvalidTopic, kerr.InvalidTopicException},

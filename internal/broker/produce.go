@@ -51,7 +51,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 			case len(rp.Records) == 0:
 				sp.ErrorCode = kerr.CorruptMessage.Code
 			default:
-				res, err := p.Append(rp.Records, now)
+				res, err := p.Append(rp.Records, req.Acks, now)
 				if err != nil {
 					sp.ErrorCode = errCode(err)
 					if sp.ErrorCode == kerr.UnknownServerError.Code {

@@ -32,14 +32,16 @@ func (m *Manager) Get(topic string, partition int32) *Partition {
 	return p
 }
 
-// BecomeLeader hosts tp as its leader with epoch, opening or creating its
-// log, or updates the epoch and config of an already hosted partition.
-func (m *Manager) BecomeLeader(tp TopicPartition, topicID [16]byte, epoch int32, cfg LogConfig) (*Partition, error) {
+// BecomeLeader hosts tp as its leader with epoch and in-sync replicas isr,
+// opening or creating its log, or updates the epoch, ISR and config of an
+// already hosted partition.
+func (m *Manager) BecomeLeader(tp TopicPartition, topicID [16]byte, epoch int32, isr []int32, cfg LogConfig) (*Partition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p := m.parts[tp]; p != nil {
 		p.mu.Lock()
 		p.leaderEpoch.Store(epoch)
+		p.isr.Store(&isr)
 		p.mu.Unlock()
 		p.SetConfig(cfg)
 		return p, nil
@@ -54,7 +56,7 @@ func (m *Manager) BecomeLeader(tp TopicPartition, topicID [16]byte, epoch int32,
 	} else {
 		log.SetConfig(cfg.Storage)
 	}
-	p := newPartition(tp, topicID, log, epoch, cfg)
+	p := newPartition(tp, topicID, log, epoch, isr, cfg)
 	m.parts[tp] = p
 	return p, nil
 }

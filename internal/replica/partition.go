@@ -38,6 +38,9 @@ var (
 	ErrUnknownEpoch    = errors.New("replica: unknown leader epoch")
 	ErrMessageTooLarge = errors.New("replica: batch larger than max.message.bytes")
 	ErrRecordListLarge = errors.New("replica: records larger than segment.bytes")
+	// ErrNotEnoughReplicas: acks=all with fewer in-sync replicas than
+	// min.insync.replicas (NOT_ENOUGH_REPLICAS); nothing is written.
+	ErrNotEnoughReplicas = errors.New("replica: fewer in-sync replicas than min.insync.replicas")
 )
 
 // Partition is one hosted partition. Safe for concurrent use.
@@ -50,14 +53,16 @@ type Partition struct {
 	leaderEpoch atomic.Int32
 	hw          atomic.Int64
 	cfg         atomic.Pointer[LogConfig]
+	isr         atomic.Pointer[[]int32] // in-sync replica ids, leader included
 
 	waitMu  sync.Mutex // guards waiters
 	waiters map[chan<- struct{}]struct{}
 }
 
-func newPartition(tp TopicPartition, id [16]byte, log *storage.Log, epoch int32, cfg LogConfig) *Partition {
+func newPartition(tp TopicPartition, id [16]byte, log *storage.Log, epoch int32, isr []int32, cfg LogConfig) *Partition {
 	p := &Partition{TopicPartition: tp, TopicID: id, log: log, waiters: map[chan<- struct{}]struct{}{}}
 	p.leaderEpoch.Store(epoch)
+	p.isr.Store(&isr)
 	p.cfg.Store(&cfg)
 	// A single replica's high-watermark is its log end offset.
 	p.hw.Store(log.LogEndOffset())
@@ -75,6 +80,9 @@ func (p *Partition) SetConfig(cfg LogConfig) {
 	p.cfg.Store(&cfg)
 	p.log.SetConfig(cfg.Storage)
 }
+
+// ISR is the in-sync replica set, the leader included. Do not modify.
+func (p *Partition) ISR() []int32 { return *p.isr.Load() }
 
 // LeaderEpoch is the partition's current leader epoch.
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
@@ -113,8 +121,14 @@ func (p *Partition) CheckEpoch(current int32) error {
 // record.ErrCorrupt (and friends) for a bad batch, ErrMessageTooLarge or
 // ErrRecordListLarge for oversized input; nothing is written then.
 // nowMillis stamps LogAppendTime topics.
-func (p *Partition) Append(batches []byte, nowMillis int64) (storage.AppendResult, error) {
+//
+// With acks=-1 (all), fewer in-sync replicas than min.insync.replicas give
+// ErrNotEnoughReplicas before anything is written.
+func (p *Partition) Append(batches []byte, acks int16, nowMillis int64) (storage.AppendResult, error) {
 	cfg := p.cfg.Load()
+	if acks == -1 && int32(len(p.ISR())) < cfg.MinInsyncReplicas {
+		return storage.AppendResult{}, ErrNotEnoughReplicas
+	}
 	if cfg.SegmentBytes > 0 && int64(len(batches)) > cfg.SegmentBytes {
 		return storage.AppendResult{}, ErrRecordListLarge
 	}
