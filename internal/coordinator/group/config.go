@@ -1,0 +1,156 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults of Config, Kafka's.
+const (
+	DefaultOffsetsTopicNumPartitions     = 50                   // offsets.topic.num.partitions
+	DefaultInitialRebalanceDelay         = 3 * time.Second      // group.initial.rebalance.delay.ms
+	DefaultMinSessionTimeout             = 6 * time.Second      // group.min.session.timeout.ms
+	DefaultMaxSessionTimeout             = 30 * time.Minute     // group.max.session.timeout.ms
+	DefaultMaxSize                       = math.MaxInt32        // group.max.size
+	DefaultOffsetsRetention              = 7 * 24 * time.Hour   // offsets.retention.minutes (10080)
+	DefaultOffsetsRetentionCheckInterval = 10 * time.Minute     // offsets.retention.check.interval.ms
+	DefaultOffsetMetadataMaxBytes        = 4096                 // offset.metadata.max.bytes
+	DefaultOffsetCommitTimeout           = 5 * time.Second      // offsets.commit.timeout.ms
+	DefaultNewMemberJoinTimeout          = 5 * time.Minute      // Kafka's fixed NewMemberJoinTimeoutMs
+	DefaultMaxAppendBytes                = 1 << 20              // offsets topic max.message.bytes (message.max.bytes)
+	ConsumerProtocolType                 = "consumer"           // the protocol type of Kafka consumers
+	offsetsTopicName                     = "__consumer_offsets" // for logs
+)
+
+// Config configures a Coordinator. The zero value of every field means
+// Kafka's default, given in its comment; Kafka's property name is given too.
+type Config struct {
+	// OffsetsTopicNumPartitions is the number of partitions of
+	// __consumer_offsets (offsets.topic.num.partitions; default 50). It
+	// decides which partition, hence which broker, coordinates a group, and
+	// must not change once the topic exists.
+	OffsetsTopicNumPartitions int32
+
+	// InitialRebalanceDelay is how long the first rebalance of an empty
+	// group waits for more members to join, extended by the same delay
+	// while new members keep joining, up to the rebalance timeout
+	// (group.initial.rebalance.delay.ms; zero means the default of 3s;
+	// negative means no delay, as 0 in Kafka).
+	InitialRebalanceDelay time.Duration
+
+	// MinSessionTimeout and MaxSessionTimeout bound the session.timeout.ms
+	// a member may ask for; outside, JoinGroup fails with
+	// INVALID_SESSION_TIMEOUT (group.min.session.timeout.ms, default 6s;
+	// group.max.session.timeout.ms, default 30m).
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+
+	// MaxSize is the largest number of members of a group; more joins get
+	// GROUP_MAX_SIZE_REACHED (group.max.size; default 2147483647).
+	MaxSize int32
+
+	// OffsetsRetention is how long the committed offsets of a group are kept
+	// after it became empty; for groups without a protocol (offsets only),
+	// after each offset's last commit (offsets.retention.minutes; default
+	// 10080, 7 days).
+	OffsetsRetention time.Duration
+
+	// OffsetsRetentionCheckInterval is the period of the check for expired
+	// offsets (offsets.retention.check.interval.ms; default 10m).
+	OffsetsRetentionCheckInterval time.Duration
+
+	// OffsetMetadataMaxBytes is the longest metadata string of a committed
+	// offset, in UTF-16 code units as Kafka counts; longer ones get
+	// OFFSET_METADATA_TOO_LARGE (offset.metadata.max.bytes; default 4096).
+	OffsetMetadataMaxBytes int32
+
+	// OffsetCommitTimeout bounds each Store.Append; past it the writes
+	// fail as REQUEST_TIMED_OUT, mapped to COORDINATOR_NOT_AVAILABLE for
+	// clients (offsets.commit.timeout.ms; default 5s).
+	OffsetCommitTimeout time.Duration
+
+	// NewMemberJoinTimeout expires a new member whose first JoinGroup is
+	// still parked, since it cannot heartbeat (Kafka's fixed
+	// NewMemberJoinTimeoutMs; default 5m).
+	NewMemberJoinTimeout time.Duration
+
+	// MaxAppendBytes caps the key and value bytes of the records combined
+	// into one Store.Append; a single larger write still goes alone
+	// (the offsets topic's max.message.bytes; default 1 MiB).
+	MaxAppendBytes int
+}
+
+// withDefaults returns cfg with each zero field set to its default.
+func (cfg Config) withDefaults() Config {
+	if cfg.OffsetsTopicNumPartitions == 0 {
+		cfg.OffsetsTopicNumPartitions = DefaultOffsetsTopicNumPartitions
+	}
+	switch {
+	case cfg.InitialRebalanceDelay == 0:
+		cfg.InitialRebalanceDelay = DefaultInitialRebalanceDelay
+	case cfg.InitialRebalanceDelay < 0:
+		cfg.InitialRebalanceDelay = 0
+	}
+	if cfg.MinSessionTimeout == 0 {
+		cfg.MinSessionTimeout = DefaultMinSessionTimeout
+	}
+	if cfg.MaxSessionTimeout == 0 {
+		cfg.MaxSessionTimeout = DefaultMaxSessionTimeout
+	}
+	if cfg.MaxSize == 0 {
+		cfg.MaxSize = DefaultMaxSize
+	}
+	if cfg.OffsetsRetention == 0 {
+		cfg.OffsetsRetention = DefaultOffsetsRetention
+	}
+	if cfg.OffsetsRetentionCheckInterval == 0 {
+		cfg.OffsetsRetentionCheckInterval = DefaultOffsetsRetentionCheckInterval
+	}
+	if cfg.OffsetMetadataMaxBytes == 0 {
+		cfg.OffsetMetadataMaxBytes = DefaultOffsetMetadataMaxBytes
+	}
+	if cfg.OffsetCommitTimeout == 0 {
+		cfg.OffsetCommitTimeout = DefaultOffsetCommitTimeout
+	}
+	if cfg.NewMemberJoinTimeout == 0 {
+		cfg.NewMemberJoinTimeout = DefaultNewMemberJoinTimeout
+	}
+	if cfg.MaxAppendBytes == 0 {
+		cfg.MaxAppendBytes = DefaultMaxAppendBytes
+	}
+	return cfg
+}
+
+// ErrInvalidConfig is wrapped by the errors of Config.Validate.
+var ErrInvalidConfig = errors.New("group: invalid config")
+
+// Validate reports the first invalid field, wrapping ErrInvalidConfig.
+// Zero fields are valid (they mean the default).
+func (cfg Config) Validate() error {
+	d := cfg.withDefaults()
+	switch {
+	case d.OffsetsTopicNumPartitions < 1:
+		return fmt.Errorf("%w: offsets.topic.num.partitions %d < 1", ErrInvalidConfig, cfg.OffsetsTopicNumPartitions)
+	case d.MinSessionTimeout < 0:
+		return fmt.Errorf("%w: group.min.session.timeout.ms %v < 0", ErrInvalidConfig, cfg.MinSessionTimeout)
+	case d.MaxSessionTimeout < d.MinSessionTimeout:
+		return fmt.Errorf("%w: group.max.session.timeout.ms %v < group.min.session.timeout.ms %v", ErrInvalidConfig, d.MaxSessionTimeout, d.MinSessionTimeout)
+	case d.MaxSize < 1:
+		return fmt.Errorf("%w: group.max.size %d < 1", ErrInvalidConfig, cfg.MaxSize)
+	case d.OffsetsRetention < 0:
+		return fmt.Errorf("%w: offsets.retention.minutes %v < 0", ErrInvalidConfig, cfg.OffsetsRetention)
+	case d.OffsetsRetentionCheckInterval < 0:
+		return fmt.Errorf("%w: offsets.retention.check.interval.ms %v < 0", ErrInvalidConfig, cfg.OffsetsRetentionCheckInterval)
+	case d.OffsetMetadataMaxBytes < 0:
+		return fmt.Errorf("%w: offset.metadata.max.bytes %d < 0", ErrInvalidConfig, cfg.OffsetMetadataMaxBytes)
+	case d.OffsetCommitTimeout < 0:
+		return fmt.Errorf("%w: offsets.commit.timeout.ms %v < 0", ErrInvalidConfig, cfg.OffsetCommitTimeout)
+	case d.NewMemberJoinTimeout < 0:
+		return fmt.Errorf("%w: new member join timeout %v < 0", ErrInvalidConfig, cfg.NewMemberJoinTimeout)
+	case d.MaxAppendBytes < 0:
+		return fmt.Errorf("%w: max append bytes %d < 0", ErrInvalidConfig, cfg.MaxAppendBytes)
+	}
+	return nil
+}

@@ -1,0 +1,542 @@
+package group
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Errors returned by the Coordinator's partition methods.
+var (
+	// ErrClosed: the Coordinator was closed.
+	ErrClosed = errors.New("group: coordinator closed")
+	// ErrPartitionUnloaded: UnloadPartition was called while LoadPartition
+	// was reading the partition.
+	ErrPartitionUnloaded = errors.New("group: partition unloaded while loading")
+	// ErrInvalidPartition: a partition outside [0, OffsetsTopicNumPartitions).
+	ErrInvalidPartition = errors.New("group: invalid __consumer_offsets partition")
+)
+
+// errUnloaded completes the writes of a partition that was unloaded.
+var errUnloaded = errors.New("group: partition unloaded")
+
+// Client identifies the client of a JoinGroup, from the request header and
+// the connection; DescribeGroups reports it per member.
+type Client struct {
+	// ID is the client.id of the request header; it prefixes the member
+	// ids of dynamic members.
+	ID string
+	// Host is the client's address as Kafka shows it ("/127.0.0.1").
+	Host string
+}
+
+// Coordinator is the group coordinator of one broker: a state machine per
+// loaded partition of __consumer_offsets, all run by one goroutine. Its
+// request methods are safe for concurrent use; each blocks until its answer
+// is ready (a JoinGroup until the rebalance completes, a commit until its
+// records are written), or until ctx is done or the Coordinator closed.
+type Coordinator struct {
+	cfg   Config
+	store Store
+	log   *slog.Logger
+
+	events    chan func()   // run on the run goroutine, in order
+	done      chan struct{} // closed when Close begins
+	ctx       context.Context
+	cancel    context.CancelFunc // cancels ctx: loads and appends in flight
+	closeOnce sync.Once
+	wg        sync.WaitGroup // the run goroutine and the writers
+
+	// Owned by the run goroutine.
+	partitions map[int32]*partition
+	writers    map[int32]*writer // the latest writer per partition, maybe stopping
+	timers     timerQueue
+	seq        uint64 // member join order
+}
+
+// partition is one loaded (or loading) partition of __consumer_offsets.
+type partition struct {
+	id     int32
+	loaded bool
+	groups map[string]*group
+	writer *writer
+	log    *slog.Logger
+}
+
+// New starts a Coordinator that owns no partition yet (every group gets
+// NOT_COORDINATOR until LoadPartition). cfg should have passed Validate;
+// logger nil discards. Close stops it.
+func New(cfg Config, store Store, logger *slog.Logger) *Coordinator {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{
+		cfg:        cfg.withDefaults(),
+		store:      store,
+		log:        logger,
+		events:     make(chan func()),
+		done:       make(chan struct{}),
+		ctx:        ctx,
+		cancel:     cancel,
+		partitions: map[int32]*partition{},
+		writers:    map[int32]*writer{},
+	}
+	c.wg.Add(1)
+	go c.run()
+	return c
+}
+
+// Close stops the Coordinator: requests waiting get COORDINATOR_NOT_AVAILABLE
+// (their writes may still become durable), loads and appends in flight are
+// canceled, and Close returns once every goroutine it started has exited.
+// Safe to call more than once.
+func (c *Coordinator) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		close(c.done)
+	})
+	c.wg.Wait()
+	return nil
+}
+
+// Partition returns the partition of __consumer_offsets of groupID (see
+// PartitionFor); its leader is the group's coordinator.
+func (c *Coordinator) Partition(groupID string) int32 {
+	return PartitionFor(groupID, c.cfg.OffsetsTopicNumPartitions)
+}
+
+// NumPartitions is offsets.topic.num.partitions as configured.
+func (c *Coordinator) NumPartitions() int32 { return c.cfg.OffsetsTopicNumPartitions }
+
+// run is the only goroutine touching the state.
+func (c *Coordinator) run() {
+	defer c.wg.Done()
+	tm := time.NewTimer(time.Hour)
+	tm.Stop()
+	var armedAt time.Time
+	armed := false
+	c.scheduleRetentionCheck()
+	for {
+		if next := c.timers.next(); next != nil {
+			if !armed || !next.at.Equal(armedAt) {
+				tm.Reset(time.Until(next.at))
+				armedAt, armed = next.at, true
+			}
+		} else if armed {
+			tm.Stop()
+			armed = false
+		}
+		var tc <-chan time.Time
+		if armed {
+			tc = tm.C
+		}
+		select {
+		case fn := <-c.events:
+			fn()
+		case <-tc:
+			armed = false
+			now := time.Now()
+			for t := c.timers.popDue(now); t != nil; t = c.timers.popDue(now) {
+				t.fn()
+			}
+		case <-c.done:
+			tm.Stop()
+			for _, w := range c.writers {
+				w.stop()
+			}
+			return
+		}
+	}
+}
+
+// post hands fn to the run goroutine; false if the Coordinator closed.
+func (c *Coordinator) post(fn func()) bool {
+	select {
+	case c.events <- fn:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// call runs fn on the run goroutine and waits for the first value it passes
+// to reply, which never blocks fn. ok is false when ctx ended or the
+// Coordinator closed first.
+func call[T any](c *Coordinator, ctx context.Context, fn func(reply func(T))) (v T, ok bool) {
+	ch := make(chan T, 1)
+	reply := func(v T) {
+		select {
+		case ch <- v:
+		default:
+		}
+	}
+	select {
+	case c.events <- func() { fn(reply) }:
+	case <-ctx.Done():
+		return v, false
+	case <-c.done:
+		return v, false
+	}
+	select {
+	case v = <-ch:
+		return v, true
+	case <-ctx.Done():
+		return v, false
+	case <-c.done:
+		return v, false
+	}
+}
+
+func (c *Coordinator) nextSeq() uint64 {
+	c.seq++
+	return c.seq
+}
+
+// partitionOf finds the loaded partition of groupID: NOT_COORDINATOR when
+// this coordinator does not own it, COORDINATOR_LOAD_IN_PROGRESS while
+// loading.
+func (c *Coordinator) partitionOf(groupID string) (*partition, int16) {
+	part := c.partitions[c.Partition(groupID)]
+	switch {
+	case part == nil:
+		return nil, kerr.NotCoordinator.Code
+	case !part.loaded:
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	}
+	return part, 0
+}
+
+// sortedPartitions returns the partitions by id.
+func (c *Coordinator) sortedPartitions() []*partition {
+	return slices.SortedFunc(maps.Values(c.partitions), func(a, b *partition) int { return cmp.Compare(a.id, b.id) })
+}
+
+func (p *partition) sortedGroups() []*group {
+	return slices.SortedFunc(maps.Values(p.groups), func(a, b *group) int { return cmp.Compare(a.id, b.id) })
+}
+
+// owns reports whether part is still the loaded partition of its id.
+func (c *Coordinator) owns(part *partition) bool {
+	return c.partitions[part.id] == part && part.loaded
+}
+
+// appendRecords writes recs to part and calls done on the run goroutine
+// with the result; errUnloaded if the partition was unloaded meanwhile.
+// Writes to one partition complete in the order they were issued.
+func (c *Coordinator) appendRecords(part *partition, recs []Record, done func(err error)) {
+	wrapped := func(err error) {
+		if !c.owns(part) {
+			err = errUnloaded
+		}
+		done(err)
+	}
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value)
+	}
+	if part.writer == nil || !part.writer.enqueue(&appendJob{recs: recs, bytes: n, done: wrapped}) {
+		wrapped(errUnloaded)
+	}
+}
+
+// appendErrorCode maps a Store.Append error to the error code clients get
+// for group metadata writes, as Kafka's appendGroupMetadataErrorToResponseError.
+func appendErrorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, errUnloaded) {
+		return kerr.NotCoordinator.Code
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
+			return kerr.CoordinatorNotAvailable.Code
+		case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
+			return kerr.NotCoordinator.Code
+		case kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidFetchSize:
+			return kerr.UnknownServerError.Code
+		}
+		return ke.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
+}
+
+// commitErrorCode maps a Store.Append error for offset commits, as Kafka's
+// GroupMetadataManager.storeOffsets: too-large writes are
+// INVALID_COMMIT_OFFSET_SIZE.
+func commitErrorCode(err error) int16 {
+	code := appendErrorCode(err)
+	if code == kerr.UnknownServerError.Code {
+		var ke *kerr.Error
+		if errors.As(err, &ke) && (ke == kerr.MessageTooLarge || ke == kerr.RecordListTooLarge || ke == kerr.InvalidFetchSize) {
+			return kerr.InvalidCommitOffsetSize.Code
+		}
+	}
+	return code
+}
+
+// LoadPartition makes this Coordinator the coordinator of the groups of
+// partition p of __consumer_offsets, as when this broker becomes its
+// leader: it reads the partition through Store.Load, rebuilding groups and
+// committed offsets, while requests for its groups get
+// COORDINATOR_LOAD_IN_PROGRESS. It returns once loaded, with ctx's error,
+// the Store's, ErrPartitionUnloaded if UnloadPartition came first,
+// ErrInvalidPartition or ErrClosed; on error the partition is not owned.
+// A call for a partition already loaded or loading returns nil at once.
+// Safe for concurrent use; the read runs on the caller's goroutine.
+func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
+	if p < 0 || p >= c.cfg.OffsetsTopicNumPartitions {
+		return fmt.Errorf("%w: %d of %d", ErrInvalidPartition, p, c.cfg.OffsetsTopicNumPartitions)
+	}
+	type started struct {
+		part       *partition
+		prevWriter <-chan struct{}
+	}
+	st, ok := call(c, ctx, func(reply func(started)) {
+		if c.partitions[p] != nil {
+			reply(started{})
+			return
+		}
+		part := &partition{id: p, groups: map[string]*group{}, log: c.log.With("partition", p)}
+		c.partitions[p] = part
+		var prev <-chan struct{}
+		if w := c.writers[p]; w != nil {
+			prev = w.exited
+		}
+		reply(started{part: part, prevWriter: prev})
+	})
+	if !ok {
+		return c.ctxErr(ctx)
+	}
+	if st.part == nil {
+		return nil
+	}
+	begin := time.Now()
+	ls := newLoadState()
+	err := func() error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(c.ctx, cancel)
+		defer stop()
+		if st.prevWriter != nil { // the previous leadership's last write
+			select {
+			case <-st.prevWriter:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return c.store.Load(ctx, p, ls.apply)
+	}()
+	res, ok := call(c, context.Background(), func(reply func(error)) {
+		if c.partitions[p] != st.part {
+			reply(ErrPartitionUnloaded)
+			return
+		}
+		if err != nil {
+			delete(c.partitions, p)
+			reply(err)
+			return
+		}
+		c.install(st.part, ls)
+		st.part.log.Info("loaded __consumer_offsets partition",
+			"groups", len(st.part.groups), "offsets", ls.numOffsets(), "records", ls.records,
+			"skipped_records", ls.skipped, "duration", time.Since(begin))
+		reply(nil)
+	})
+	if !ok {
+		return ErrClosed
+	}
+	return res
+}
+
+func (c *Coordinator) ctxErr(ctx context.Context) error {
+	select {
+	case <-c.done:
+		return ErrClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// UnloadPartition gives up partition p, as when this broker stops leading
+// it: its groups are dropped from memory, parked JoinGroup and SyncGroup
+// requests get NOT_COORDINATOR, and so do writes not yet durable. It
+// returns once the state is dropped (a Store.Append in flight may still be
+// running). Unloading a partition not loaded is a no-op. Safe for
+// concurrent use.
+func (c *Coordinator) UnloadPartition(p int32) {
+	call(c, context.Background(), func(reply func(struct{})) {
+		c.unload(p)
+		reply(struct{}{})
+	})
+}
+
+func (c *Coordinator) unload(p int32) {
+	part := c.partitions[p]
+	if part == nil {
+		return
+	}
+	delete(c.partitions, p)
+	wasLoaded := part.loaded
+	part.loaded = false
+	if part.writer != nil {
+		for _, j := range part.writer.stop() {
+			j.done(errUnloaded)
+		}
+	}
+	for _, g := range part.sortedGroups() {
+		c.unloadGroup(g)
+	}
+	if wasLoaded {
+		part.log.Info("unloaded __consumer_offsets partition", "groups", len(part.groups))
+	}
+}
+
+// unloadGroup marks g Dead, stops its timers and answers its parked
+// requests with NOT_COORDINATOR.
+func (c *Coordinator) unloadGroup(g *group) {
+	c.timers.cancel(g.joinTimer)
+	c.timers.cancel(g.syncTimer)
+	g.joinTimer, g.syncTimer = nil, nil
+	for _, t := range g.pending {
+		c.timers.cancel(t)
+	}
+	g.transition(stateDead, time.Now())
+	for _, m := range g.sortedMembers() {
+		c.timers.cancel(m.heartbeat)
+		m.heartbeat = nil
+		completeJoin(m, errJoinResponse(m.join, kerr.NotCoordinator.Code, m.id))
+		completeSync(m, kerr.NotCoordinator.Code, nil, nil)
+	}
+}
+
+// appendJob is one write for a writer.
+type appendJob struct {
+	recs  []Record
+	bytes int
+	done  func(err error) // run on the run goroutine
+}
+
+// writer is the goroutine that appends to one partition of
+// __consumer_offsets, one Store.Append at a time, combining the jobs queued
+// meanwhile, and reports back to the run goroutine in order.
+type writer struct {
+	c      *Coordinator
+	p      int32
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{} // capacity 1
+	exited chan struct{} // closed when the goroutine returns
+
+	mu struct {
+		sync.Mutex
+		queue   []*appendJob
+		stopped bool
+	}
+}
+
+// startWriter starts the writer of p; called on the run goroutine.
+func (c *Coordinator) startWriter(p int32) *writer {
+	ctx, cancel := context.WithCancel(c.ctx)
+	w := &writer{c: c, p: p, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	c.writers[p] = w
+	c.wg.Add(1)
+	go w.run()
+	return w
+}
+
+// enqueue queues j; false once stopped.
+func (w *writer) enqueue(j *appendJob) bool {
+	w.mu.Lock()
+	if w.mu.stopped {
+		w.mu.Unlock()
+		return false
+	}
+	w.mu.queue = append(w.mu.queue, j)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// stop makes the writer exit after its Append in flight (canceled) and
+// returns the jobs it never started.
+func (w *writer) stop() []*appendJob {
+	w.mu.Lock()
+	q := w.mu.queue
+	w.mu.queue = nil
+	w.mu.stopped = true
+	w.mu.Unlock()
+	w.cancel()
+	return q
+}
+
+// take removes the next jobs to write together: at least one, then more
+// while the total stays within MaxAppendBytes.
+func (w *writer) take() []*appendJob {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.stopped || len(w.mu.queue) == 0 {
+		return nil
+	}
+	n, size := 1, w.mu.queue[0].bytes
+	for n < len(w.mu.queue) && size+w.mu.queue[n].bytes <= w.c.cfg.MaxAppendBytes {
+		size += w.mu.queue[n].bytes
+		n++
+	}
+	jobs := slices.Clone(w.mu.queue[:n])
+	w.mu.queue = slices.Delete(w.mu.queue, 0, n)
+	return jobs
+}
+
+func (w *writer) run() {
+	defer w.c.wg.Done()
+	defer close(w.exited)
+	for {
+		select {
+		case <-w.wake:
+		case <-w.ctx.Done():
+			return
+		}
+		for jobs := w.take(); len(jobs) > 0; jobs = w.take() {
+			var recs []Record
+			if len(jobs) == 1 {
+				recs = jobs[0].recs
+			} else {
+				for _, j := range jobs {
+					recs = append(recs, j.recs...)
+				}
+			}
+			ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.OffsetCommitTimeout)
+			begin := time.Now()
+			err := w.c.store.Append(ctx, w.p, recs)
+			cancel()
+			if d := time.Since(begin); d > time.Second {
+				w.c.log.Warn("slow __consumer_offsets append", "partition", w.p, "records", len(recs), "duration", d, "err", err)
+			}
+			if !w.c.post(func() {
+				for _, j := range jobs {
+					j.done(err)
+				}
+			}) {
+				return
+			}
+		}
+	}
+}

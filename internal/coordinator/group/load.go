@@ -1,0 +1,146 @@
+package group
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// loadState accumulates the latest value of each key of a partition of
+// __consumer_offsets while it is read; install turns it into groups.
+type loadState struct {
+	groups  map[string]*kmsg.GroupMetadataValue
+	offsets map[string]map[tp]offsetEntry
+	records int // records read
+	skipped int // records of unknown types or corrupt, skipped
+	lastErr error
+}
+
+func newLoadState() *loadState {
+	return &loadState{groups: map[string]*kmsg.GroupMetadataValue{}, offsets: map[string]map[tp]offsetEntry{}}
+}
+
+func (ls *loadState) numOffsets() int {
+	n := 0
+	for _, o := range ls.offsets {
+		n += len(o)
+	}
+	return n
+}
+
+// apply folds one record in. Records that do not decode are counted and
+// skipped rather than failing the load: a bad record must not leave its
+// partition's groups without a coordinator. It does not retain rec.
+func (ls *loadState) apply(rec Record) error {
+	ls.records++
+	d, err := Decode(rec)
+	if err != nil {
+		ls.skipped++
+		if !errors.Is(err, ErrUnknownRecord) {
+			ls.lastErr = err
+		}
+		return nil
+	}
+	switch {
+	case d.OffsetKey != nil:
+		k := tp{d.OffsetKey.Topic, d.OffsetKey.Partition}
+		o := ls.offsets[d.OffsetKey.Group]
+		if d.OffsetValue == nil {
+			delete(o, k)
+			return nil
+		}
+		if o == nil {
+			o = map[tp]offsetEntry{}
+			ls.offsets[d.OffsetKey.Group] = o
+		}
+		o[k] = offsetEntryFrom(d.OffsetValue)
+	case d.GroupKey != nil:
+		if d.GroupValue == nil {
+			delete(ls.groups, d.GroupKey.Group)
+			return nil
+		}
+		v := d.GroupValue
+		for i := range v.Members {
+			v.Members[i].Subscription = bytes.Clone(v.Members[i].Subscription)
+			v.Members[i].Assignment = bytes.Clone(v.Members[i].Assignment)
+		}
+		ls.groups[d.GroupKey.Group] = v
+	}
+	return nil
+}
+
+// install builds the groups of part from ls and marks it loaded; called on
+// the run goroutine. Groups with members come back Stable with each
+// member's session restarted, as Kafka's loadGroup; offsets without a group
+// record make an empty group without protocol.
+func (c *Coordinator) install(part *partition, ls *loadState) {
+	now := time.Now()
+	if ls.lastErr != nil {
+		part.log.Warn("skipped corrupt __consumer_offsets records", "skipped", ls.skipped, "last_err", ls.lastErr)
+	}
+	for id, v := range ls.groups {
+		g := newGroup(part, id, now)
+		g.generation = v.Generation
+		g.protocolType = v.ProtocolType
+		g.protocolName = v.Protocol
+		g.stateTimestamp = v.CurrentStateTimestamp
+		if v.Version < 2 {
+			g.stateTimestamp = -1
+		}
+		proto := derefOr(v.Protocol, "")
+		for _, mv := range v.Members {
+			if _, dup := g.members[mv.MemberID]; dup {
+				continue
+			}
+			rebalance := mv.RebalanceTimeoutMillis
+			if v.Version < 1 || rebalance < 0 {
+				rebalance = mv.SessionTimeoutMillis
+			}
+			m := &member{
+				id:                 mv.MemberID,
+				clientID:           mv.ClientID,
+				clientHost:         mv.ClientHost,
+				rebalanceTimeoutMs: rebalance,
+				sessionTimeoutMs:   mv.SessionTimeoutMillis,
+				protocolType:       v.ProtocolType,
+				protocols:          []protocol{{name: proto, metadata: mv.Subscription}},
+				assignment:         mv.Assignment,
+				seq:                c.nextSeq(),
+			}
+			if v.Version >= 3 && mv.InstanceID != nil {
+				if _, dup := g.static[*mv.InstanceID]; !dup {
+					m.instanceID = mv.InstanceID
+				}
+			}
+			g.add(m, nil)
+		}
+		if v.Leader != nil && g.members[*v.Leader] != nil {
+			g.leader = *v.Leader
+		}
+		if len(g.members) > 0 {
+			g.state, g.prevState = stateStable, stateStable
+			for _, m := range g.sortedMembers() {
+				c.rescheduleHeartbeat(g, m, m.sessionTimeout())
+			}
+		} else {
+			g.protocolName = nil
+		}
+		g.subscribed = g.computeSubscribed()
+		part.groups[id] = g
+	}
+	for id, offsets := range ls.offsets {
+		if len(offsets) == 0 {
+			continue
+		}
+		g := part.groups[id]
+		if g == nil {
+			g = newGroup(part, id, now)
+			part.groups[id] = g
+		}
+		g.offsets = offsets
+	}
+	part.writer = c.startWriter(part.id)
+	part.loaded = true
+}
