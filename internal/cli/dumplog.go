@@ -13,6 +13,7 @@ import (
 func init() { clientCommands = append(clientCommands, newDumpLogCommand) }
 
 func newDumpLogCommand() *cobra.Command {
+	var opts dumplog.Options
 	cmd := &cobra.Command{
 		Use:   "dump-log FILE...",
 		Short: "Decode segment files (.log, .index, .timeindex), like kafka-dump-log",
@@ -23,7 +24,11 @@ FILE.log    one line per record batch, with its position and size in the
             compression codec, producer ID, epoch and sequences,
             transactional and control flags, partition leader epoch and
             timestamps. A torn batch at the end is reported as invalid
-            bytes.
+            bytes. With --print-records, each record follows its batch on
+            a line starting with "|": offset, timestamp, key and value
+            sizes, sequence, headers, key and value (as text; quoted when
+            not printable UTF-8; null for null), or the type of a control
+            record (COMMIT or ABORT with the coordinator epoch).
 FILE.index  one line per entry: absolute offset and position. When the
             .log beside it exists, each entry is checked: the batch at
             that position must end at that offset.
@@ -40,7 +45,7 @@ The command exits non-zero when a file cannot be read or shows problems
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			var errs []error
 			for _, name := range args {
-				if err := dumplog.File(w, name); err != nil {
+				if err := dumplog.File(w, name, opts); err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", name, err))
 				}
 			}
@@ -50,5 +55,7 @@ The command exits non-zero when a file cannot be read or shows problems
 			return errors.Join(errs...)
 		},
 	}
+	cmd.Flags().BoolVarP(&opts.PrintRecords, "print-records", "r", false, "list the records of each batch (kafka-dump-log --print-data-log)")
+	cmd.Flags().IntVar(&opts.MaxDecompressedBytes, "max-decompressed-bytes", 0, "largest decompressed batch to decode with --print-records (0: 128 MiB)")
 	return cmd
 }

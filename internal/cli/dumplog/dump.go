@@ -22,6 +22,7 @@ package dumplog
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,6 +31,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/samsahq/samsa/internal/record"
 )
@@ -45,16 +48,26 @@ const (
 // match the log. The details are in the output.
 var ErrProblems = errors.New("problems found")
 
+// Options select what File shows. The zero value shows batches only.
+type Options struct {
+	// PrintRecords lists the records of each batch of a .log, decompressed,
+	// after the batch's line (kafka-dump-log --print-data-log).
+	PrintRecords bool
+	// MaxDecompressedBytes bounds the decompressed records of one batch;
+	// zero or negative means record.DefaultMaxDecompressedBytes.
+	MaxDecompressedBytes int
+}
+
 // File writes the decoded contents of the file name to w, choosing the
 // decoder by the file's extension (.log, .index or .timeindex). For an
 // index, the .log beside it, when present, is read to check every entry.
 // It returns the error that stopped it (a file that cannot be read, an
 // unknown extension) or ErrProblems.
-func File(w *bufio.Writer, name string) error {
+func File(w *bufio.Writer, name string, opts Options) error {
 	fmt.Fprintf(w, "Dumping %s\n", name)
 	switch filepath.Ext(name) {
 	case ".log":
-		return dumpSegment(w, name)
+		return dumpSegment(w, name, opts)
 	case ".index":
 		return dumpOffsetIndex(w, name)
 	case ".timeindex":
@@ -159,7 +172,7 @@ func (s *segmentReader) next(whole bool) (segmentBatch, []byte, error) {
 	return b, batch, nil
 }
 
-func dumpSegment(w *bufio.Writer, name string) error {
+func dumpSegment(w *bufio.Writer, name string, opts Options) error {
 	f, s, err := openSegment(name)
 	if err != nil {
 		return err
@@ -168,14 +181,14 @@ func dumpSegment(w *bufio.Writer, name string) error {
 	if base, ok := baseOffsetOf(name); ok {
 		fmt.Fprintf(w, "Log starting offset: %d\n", base)
 	}
-	return dumpBatches(w, s, filepath.Base(name))
+	return dumpBatches(w, s, filepath.Base(name), opts)
 }
 
 // dumpBatches writes a line for each batch of s, a segment named name.
-func dumpBatches(w *bufio.Writer, s *segmentReader, name string) error {
-	var badCRC int
+func dumpBatches(w *bufio.Writer, s *segmentReader, name string, opts Options) error {
+	var badCRC, badRecords int
 	for {
-		b, _, err := s.next(true)
+		b, batch, err := s.next(true)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -192,11 +205,97 @@ func dumpBatches(w *bufio.Writer, s *segmentReader, name string) error {
 		if !b.crcValid {
 			badCRC++
 		}
+		if opts.PrintRecords {
+			if err := writeRecords(w, &b.header, batch, opts.MaxDecompressedBytes); err != nil {
+				fmt.Fprintf(w, "| cannot decode the records: %v\n", err)
+				badRecords++
+			}
+		}
 	}
+	var errs []error
 	if badCRC > 0 {
-		return fmt.Errorf("%w: %d batches with a bad CRC", ErrProblems, badCRC)
+		errs = append(errs, fmt.Errorf("%w: %d batches with a bad CRC", ErrProblems, badCRC))
 	}
-	return nil
+	if badRecords > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d batches whose records cannot be decoded", ErrProblems, badRecords))
+	}
+	return errors.Join(errs...)
+}
+
+// writeRecords writes a line for each record of batch, in the style of
+// kafka-dump-log --print-data-log: offset, timestamp, sizes, sequence,
+// headers, then the key and value as text (quoted when they are not
+// printable UTF-8), or the transaction marker of a control record.
+func writeRecords(w *bufio.Writer, h *record.Header, batch []byte, maxBytes int) error {
+	tsType := "CreateTime"
+	if h.IsLogAppendTime() {
+		tsType = "LogAppendTime"
+	}
+	return record.RecordsMax(batch, maxBytes, func(r record.Record) error {
+		seq := int64(-1)
+		if h.BaseSequence >= 0 {
+			seq = (int64(h.BaseSequence) + int64(r.OffsetDelta)) % (1 << 31) // sequences wrap to 0
+		}
+		fmt.Fprintf(w, "| offset: %d %s: %d keySize: %d valueSize: %d sequence: %d headers: [",
+			r.Offset, tsType, r.Timestamp, size(r.Key), size(r.Value), seq)
+		for i, hd := range r.Headers {
+			if i > 0 {
+				w.WriteString(", ")
+			}
+			w.WriteString(text([]byte(hd.Key)))
+			w.WriteByte('=')
+			w.WriteString(text(hd.Value))
+		}
+		w.WriteString("]")
+		if h.IsControl() {
+			writeControl(w, r)
+		} else {
+			fmt.Fprintf(w, " key: %s payload: %s", text(r.Key), text(r.Value))
+		}
+		w.WriteByte('\n')
+		return nil
+	})
+}
+
+// writeControl describes a control record: its type and, for a
+// transaction marker, the coordinator epoch.
+func writeControl(w *bufio.Writer, r record.Record) {
+	t, err := record.ParseControlKey(r.Key)
+	if err != nil {
+		fmt.Fprintf(w, " controlKey: %s (%v)", text(r.Key), err)
+		return
+	}
+	if t != record.ControlAbort && t != record.ControlCommit {
+		fmt.Fprintf(w, " controlType: %s payload: %s", t, text(r.Value))
+		return
+	}
+	m, err := record.ParseEndTxnMarker(r.Key, r.Value)
+	if err != nil {
+		fmt.Fprintf(w, " endTxnMarker: %s (%v)", t, err)
+		return
+	}
+	fmt.Fprintf(w, " endTxnMarker: %s coordinatorEpoch: %d", t, m.CoordinatorEpoch)
+}
+
+// size is len(b), or -1 for null.
+func size(b []byte) int {
+	if b == nil {
+		return -1
+	}
+	return len(b)
+}
+
+// text shows b as it is when it is printable UTF-8 (spaces included, no
+// control characters such as newlines), Go-quoted otherwise or when empty,
+// and null as null.
+func text(b []byte) string {
+	if b == nil {
+		return "null"
+	}
+	if len(b) > 0 && utf8.Valid(b) && !bytes.ContainsFunc(b, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return string(b)
+	}
+	return strconv.Quote(string(b))
 }
 
 // writeBatchLine writes one batch in kafka-dump-log's key: value style.

@@ -132,12 +132,15 @@ type dumped struct {
 }
 
 // dump runs File on each name, as samsa dump-log does.
-func dump(names ...string) dumped {
+func dump(names ...string) dumped { return dumpWith(Options{}, names...) }
+
+// dumpWith is dump with options.
+func dumpWith(opts Options, names ...string) dumped {
 	var out bytes.Buffer
 	w := bufio.NewWriter(&out)
 	var errs []error
 	for _, name := range names {
-		if err := File(w, name); err != nil {
+		if err := File(w, name, opts); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
@@ -209,6 +212,76 @@ func TestDumpLogSegment(t *testing.T) {
 		}
 		if got["crc"] != strconv.FormatUint(uint64(h.CRC), 10) || got["size"] != strconv.Itoa(h.Size()) {
 			t.Errorf("batch %d: crc %s size %s, want %d %d", i, got["crc"], got["size"], h.CRC, h.Size())
+		}
+	}
+}
+
+func TestDumpLogRecords(t *testing.T) {
+	seg, _ := testSegment(t)
+	name := writeFile(t, t.TempDir(), "00000000000000000100.log", seg)
+	r := dumpWith(Options{PrintRecords: true}, name)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var got []string
+	for l := range strings.Lines(r.stdout) {
+		if strings.HasPrefix(l, "| ") {
+			got = append(got, l)
+		}
+	}
+	want := []string{
+		"| offset: 100 CreateTime: 1700000000000 keySize: 1 valueSize: 3 sequence: -1 headers: [] key: a payload: one\n",
+		"| offset: 101 CreateTime: 1700000000007 keySize: 1 valueSize: 3 sequence: -1 headers: [h=v] key: b payload: two\n",
+		"| offset: 102 CreateTime: 1700000000100 keySize: 1 valueSize: 5 sequence: 10 headers: [] key: c payload: three\n",
+		"| offset: 103 CreateTime: 1700000000105 keySize: -1 valueSize: 4 sequence: 11 headers: [] key: null payload: four\n",
+		"| offset: 104 CreateTime: 1700000000102 keySize: 1 valueSize: 400 sequence: 12 headers: [] key: e payload: " + strings.Repeat("five", 100) + "\n",
+		"| offset: 105 CreateTime: 1700000000200 keySize: 4 valueSize: 6 sequence: -1 headers: [] endTxnMarker: COMMIT coordinatorEpoch: 5\n",
+		"| offset: 106 LogAppendTime: 1700000000050 keySize: 1 valueSize: 3 sequence: -1 headers: [] key: f payload: six\n",
+	}
+	if strings.Join(got, "") != strings.Join(want, "") {
+		t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, ""), strings.Join(want, ""))
+	}
+	// Each batch line comes before its records.
+	if i, j := strings.Index(r.stdout, "baseOffset: 105"), strings.Index(r.stdout, "| offset: 105"); i < 0 || j < i {
+		t.Errorf("batch 105 at %d, its record at %d", i, j)
+	}
+
+	// A batch whose records do not match its header, with a valid CRC.
+	b := buildBatch(t, testBatch{baseOffset: 0, firstTS: 1, producerID: -1, epoch: -1, baseSeq: -1,
+		records: []kmsg.Record{{Value: []byte("x")}}})
+	binary.BigEndian.PutUint32(b[57:], 2) // record count
+	binary.BigEndian.PutUint32(b[23:], 1) // last offset delta
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	name = writeFile(t, t.TempDir(), "00000000000000000000.log", b)
+	r = dumpWith(Options{PrintRecords: true}, name)
+	if !strings.Contains(r.stdout, "isvalid: true") || !strings.Contains(r.stdout, "| cannot decode the records: ") {
+		t.Errorf("output:\n%s", r.stdout)
+	}
+	if r.err == nil || !strings.Contains(r.err.Error(), "1 batches whose records cannot be decoded") {
+		t.Errorf("error %v", r.err)
+	}
+	// Without --print-records the records are not decoded.
+	if r = dump(name); r.err != nil {
+		t.Errorf("batches only: %v", r.err)
+	}
+}
+
+func TestText(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want string
+	}{
+		{nil, "null"},
+		{[]byte{}, `""`},
+		{[]byte("plain"), "plain"},
+		{[]byte(`{"a": "b c"}`), `{"a": "b c"}`},
+		{[]byte("tab\there"), `"tab\there"`},
+		{[]byte("line\n"), `"line\n"`},
+		{[]byte{0xff, 'a'}, `"\xffa"`},
+		{[]byte("übung"), "übung"},
+	} {
+		if got := text(tc.in); got != tc.want {
+			t.Errorf("text(%q) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }
@@ -374,7 +447,7 @@ func FuzzDumpFiles(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w := bufio.NewWriter(io.Discard)
 		s := &segmentReader{r: bytes.NewReader(data), size: int64(len(data))}
-		_ = dumpBatches(w, s, "fuzz.log")
+		_ = dumpBatches(w, s, "fuzz.log", Options{PrintRecords: true})
 		batches, err := scanBatches(&segmentReader{r: bytes.NewReader(data), size: int64(len(data))})
 		if err != nil {
 			t.Fatalf("scanning in memory: %v", err)
