@@ -37,6 +37,10 @@ type Node struct {
 	AdvertisedListeners []Listener
 	// ControllerListenerNames is controller.listener.names (default CONTROLLER).
 	ControllerListenerNames []string
+	// QuorumVoters is controller.quorum.voters (id@host:port,...), the
+	// controllers that vote on the metadata log; empty means a single node
+	// whose metadata log has one voter, itself.
+	QuorumVoters []Voter
 	// LogDirs is log.dirs, falling back to log.dir (Samsa's default
 	// ./samsa-data; Kafka's is /tmp/kafka-logs).
 	LogDirs []string
@@ -133,6 +137,50 @@ func parseList(v string) []string {
 		}
 	}
 	return out
+}
+
+// Voter is one entry of controller.quorum.voters.
+type Voter struct {
+	ID   int32 // node.id of the controller
+	Host string
+	Port int // 1-65535
+}
+
+// Addr is host:port to dial.
+func (v Voter) Addr() string { return net.JoinHostPort(v.Host, strconv.Itoa(v.Port)) }
+
+func (v Voter) String() string { return strconv.Itoa(int(v.ID)) + "@" + v.Addr() }
+
+// ParseVoters parses a controller.quorum.voters value: id@host:port[,...]
+// with non-negative, distinct ids, a host and a port in 1-65535 (IPv6 hosts
+// in brackets).
+func ParseVoters(v string) ([]Voter, error) {
+	var out []Voter
+	seen := map[int32]bool{}
+	for _, s := range parseList(v) {
+		id, hp, ok := strings.Cut(s, "@")
+		if !ok {
+			return nil, fmt.Errorf("voter %q is not id@host:port", s)
+		}
+		i, err := parseInt32(id)
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("voter %q: bad id", s)
+		}
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("voter %q: not id@host:port", s)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("voter %q: bad port", s)
+		}
+		if seen[i] {
+			return nil, fmt.Errorf("voter id %d listed twice", i)
+		}
+		seen[i] = true
+		out = append(out, Voter{ID: i, Host: host, Port: p})
+	}
+	return out, nil
 }
 
 // ParseListeners parses a listeners value: NAME://host:port[,...].
@@ -254,8 +302,11 @@ var nodeProps = map[string]nodeProp{
 		}
 		return nil
 	}, "listener name to security protocol (PLAINTEXT only for now)"},
-	"inter.broker.listener.name":          {"", ignored, "single node: unused"},
-	"controller.quorum.voters":            {"", ignored, "single node: unused until the quorum lands"},
+	"inter.broker.listener.name": {"", ignored, "single node: unused"},
+	"controller.quorum.voters": {"", func(n *Node, v string) (err error) {
+		n.QuorumVoters, err = ParseVoters(v)
+		return err
+	}, "controllers of the metadata quorum, id@host:port,..."},
 	"controller.quorum.bootstrap.servers": {"", ignored, "single node: unused until the quorum lands"},
 	"log.dirs": {"", func(n *Node, v string) error {
 		n.LogDirs = parseList(v)
@@ -402,6 +453,15 @@ func (n *Node) Validate() error {
 	}
 	if !n.HasRole("broker") {
 		return errors.New("config process.roles: a controller-only node is not supported yet")
+	}
+	if len(n.QuorumVoters) > 0 && n.HasRole("controller") {
+		found := false
+		for _, v := range n.QuorumVoters {
+			found = found || v.ID == n.NodeID
+		}
+		if !found {
+			return fmt.Errorf("config controller.quorum.voters: node.id %d of a controller is not a voter", n.NodeID)
+		}
 	}
 	return nil
 }
