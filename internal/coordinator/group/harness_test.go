@@ -469,3 +469,5 @@ func (h *harness) leave(group string, ms ...*tm) *kmsg.LeaveGroupResponse {
 	}
 	return h.c.LeaveGroup(context.Background(), req)
 }
+
+var timeZero = time.Unix(0, 0)

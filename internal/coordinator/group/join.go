@@ -164,6 +164,7 @@ func (c *Coordinator) joinGroup(cl Client, req *kmsg.JoinGroupRequest, reply fun
 	} else {
 		c.joinExistingMember(g, j)
 	}
+	c.maybeDropUnused(g)
 }
 
 // joinRequest is a validated JoinGroup.
@@ -448,6 +449,16 @@ func (c *Coordinator) expirePending(g *group, id string) {
 	c.logGroup(g).Info("pending member expired", "member_id", id)
 	if g.state == statePreparingRebalance && g.hasAllMembersJoined() {
 		c.completeJoinPhase(g)
+	}
+	c.maybeDropUnused(g)
+}
+
+// maybeDropUnused forgets a group that never got further than handing out
+// member ids: never persisted, nothing to keep.
+func (c *Coordinator) maybeDropUnused(g *group) {
+	if g.state == stateEmpty && g.generation == 0 && len(g.members) == 0 && len(g.pending) == 0 &&
+		len(g.offsets) == 0 && len(g.pendingCommits) == 0 && g.part.groups[g.id] == g {
+		delete(g.part.groups, g.id)
 	}
 }
 

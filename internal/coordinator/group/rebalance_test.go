@@ -323,6 +323,18 @@ func TestMemberIDRequired(t *testing.T) {
 		// B's id is no longer valid.
 		r := mustReady(t, h.join(joinReq(testGroup, bID, nil, 9, protocols("range"))), "late B")
 		checkCode(t, "late B", r.ErrorCode, kerr.UnknownMemberID.Code)
+
+		// A group that only handed out an id is forgotten when it
+		// expires; one refused at once is not created.
+		h.memberID("ghost")
+		checkCode(t, "refused", mustReady(t, h.join(joinReq("ghost2", "", nil, 9, nil)), "refused").ErrorCode, kerr.InconsistentGroupProtocol.Code)
+		if gs := h.listGroups(); gs["ghost"] != "Empty" || gs["ghost2"] != "" {
+			t.Fatalf("groups %v", gs)
+		}
+		time.Sleep(testSession * time.Millisecond)
+		if gs := h.listGroups(); gs["ghost"] != "" {
+			t.Fatalf("groups %v after the pending member expired", gs)
+		}
 	})
 }
 
@@ -504,7 +516,8 @@ func TestLoadUnload(t *testing.T) {
 		r := mustReady(t, h.join(joinReq(testGroup, "", nil, 9, protocols("range"))), "join before load")
 		checkCode(t, "not loaded", r.ErrorCode, kerr.NotCoordinator.Code)
 
-		store.loadGate = make(chan struct{})
+		loadGate := make(chan struct{})
+		store.setLoadGate(loadGate)
 		loaded := async(func() error { return c.LoadPartition(context.Background(), p) })
 		mustWait(t, loaded, "load")
 		r = mustReady(t, h.join(joinReq(testGroup, "", nil, 9, protocols("range"))), "join while loading")
@@ -516,7 +529,7 @@ func TestLoadUnload(t *testing.T) {
 		if err := c.LoadPartition(context.Background(), p); err != nil {
 			t.Fatalf("second load: %v", err)
 		}
-		close(store.loadGate)
+		close(loadGate)
 		if err := mustReady(t, loaded, "load"); err != nil {
 			t.Fatal(err)
 		}
@@ -531,11 +544,12 @@ func TestLoadUnload(t *testing.T) {
 		checkCode(t, "heartbeat after unload", h.heartbeat(testGroup, &tm{id: id}), kerr.NotCoordinator.Code)
 
 		// Unloading while loading cancels the load.
-		store.loadGate = make(chan struct{})
+		loadGate = make(chan struct{})
+		store.setLoadGate(loadGate)
 		loaded = async(func() error { return c.LoadPartition(context.Background(), p) })
 		mustWait(t, loaded, "load")
 		c.UnloadPartition(p)
-		close(store.loadGate)
+		close(loadGate)
 		if err := mustReady(t, loaded, "load"); err != ErrPartitionUnloaded {
 			t.Fatalf("load unloaded meanwhile: %v", err)
 		}
@@ -550,7 +564,8 @@ func TestCloseAnswersWaiters(t *testing.T) {
 		id := h.memberID(testGroup)
 		ch := h.join(joinReq(testGroup, id, nil, 9, protocols("range")))
 		mustWait(t, ch, "join")
-		h.store.gate = make(chan struct{})
+		gate := make(chan struct{})
+		h.store.setGate(gate)
 		cr := async(func() *kmsg.OffsetCommitResponse { return h.commit("simple", nil, map[tp]int64{{"t", 0}: 1}) })
 		mustWait(t, cr, "commit")
 		h.close()

@@ -80,6 +80,18 @@ func (s *memStore) records(p int32) []Record {
 	return slices.Clone(s.logs[p])
 }
 
+func (s *memStore) setGate(c chan struct{}) {
+	s.mu.Lock()
+	s.gate = c
+	s.mu.Unlock()
+}
+
+func (s *memStore) setLoadGate(c chan struct{}) {
+	s.mu.Lock()
+	s.loadGate = c
+	s.mu.Unlock()
+}
+
 func (s *memStore) setFail(err error) {
 	s.mu.Lock()
 	s.failErr = err

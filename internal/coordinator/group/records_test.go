@@ -1,0 +1,303 @@
+package group
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Java's String.hashCode and Kafka's Utils.abs.
+func TestPartitionFor(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		hash int32
+	}{
+		{"", 0},
+		{"hello", 99162322},
+		{"Aa", 2112},
+		{"BB", 2112},
+		{"polygenelubricants", math.MinInt32}, // Utils.abs maps it to 0
+		{"\U0001F600", 0xD83D*31 + 0xDE00},    // a surrogate pair
+		{"é", 0xE9},
+	} {
+		if h := javaStringHash(tc.s); h != tc.hash {
+			t.Errorf("hash(%q) = %d, want %d", tc.s, h, tc.hash)
+		}
+	}
+	if p := PartitionFor("polygenelubricants", 50); p != 0 {
+		t.Errorf("partition of MinInt32 hash: %d", p)
+	}
+	if p := PartitionFor("hello", 50); p != 99162322%50 {
+		t.Errorf("partition of hello: %d", p)
+	}
+	// A negative hash: "hellohello" overflows to -1538739392.
+	h := javaStringHash("hellohello")
+	if h >= 0 {
+		t.Fatalf("want a negative hash, got %d", h)
+	}
+	if p := PartitionFor("hellohello", 50); p != (-h)%50 || p != 42 {
+		t.Errorf("partition of a negative hash: %d, want %d", p, (-h)%50)
+	}
+	if p := PartitionFor("x", 0); p != 0 {
+		t.Errorf("zero partitions: %d", p)
+	}
+}
+
+// The records are Kafka's schemas byte for byte.
+func TestRecordLayout(t *testing.T) {
+	key := offsetKey("g", "t", 3)
+	want := []byte{0, 1, 0, 1, 'g', 0, 1, 't', 0, 0, 0, 3}
+	if !bytes.Equal(key, want) {
+		t.Fatalf("offset key % x, want % x", key, want)
+	}
+	val := offsetValue(offsetEntry{offset: 42, leaderEpoch: 5, metadata: "m", commitTimestamp: 1000, expireTimestamp: -1})
+	want = binary.BigEndian.AppendUint16(nil, 3)
+	want = binary.BigEndian.AppendUint64(want, 42)
+	want = binary.BigEndian.AppendUint32(want, 5)
+	want = append(want, 0, 1, 'm')
+	want = binary.BigEndian.AppendUint64(want, 1000)
+	if !bytes.Equal(val, want) {
+		t.Fatalf("offset value % x, want % x", val, want)
+	}
+	val = offsetValue(offsetEntry{offset: 42, leaderEpoch: 5, metadata: "", commitTimestamp: 1000, expireTimestamp: 2000})
+	want = binary.BigEndian.AppendUint16(nil, 1)
+	want = binary.BigEndian.AppendUint64(want, 42)
+	want = append(want, 0, 0)
+	want = binary.BigEndian.AppendUint64(want, 1000)
+	want = binary.BigEndian.AppendUint64(want, 2000)
+	if !bytes.Equal(val, want) {
+		t.Fatalf("offset value v1 % x, want % x", val, want)
+	}
+	if k := groupKey("g"); !bytes.Equal(k, []byte{0, 2, 0, 1, 'g'}) {
+		t.Fatalf("group key % x", k)
+	}
+
+	g := newGroup(nil, "g", timeZero)
+	g.protocolType = "consumer"
+	g.generation = 4
+	g.protocolName = strp("range")
+	g.leader = "m1"
+	g.stateTimestamp = 77
+	g.add(&member{id: "m1", instanceID: strp("i1"), clientID: "c", clientHost: "/h", rebalanceTimeoutMs: 3, sessionTimeoutMs: 2, protocolType: "consumer",
+		protocols: []protocol{{name: "range", metadata: []byte("sub")}}}, nil)
+	rec := g.metadataRecord(map[string][]byte{"m1": []byte("asg")})
+	want = []byte{0, 3, 0, 8}
+	want = append(want, "consumer"...)
+	want = append(want, 0, 0, 0, 4, 0, 5)
+	want = append(want, "range"...)
+	want = append(want, 0, 2, 'm', '1')
+	want = binary.BigEndian.AppendUint64(want, 77)
+	want = append(want, 0, 0, 0, 1, 0, 2, 'm', '1', 0, 2, 'i', '1', 0, 1, 'c', 0, 2, '/', 'h', 0, 0, 0, 3, 0, 0, 0, 2)
+	want = append(want, 0, 0, 0, 3, 's', 'u', 'b', 0, 0, 0, 3, 'a', 's', 'g')
+	if !bytes.Equal(rec.Value, want) {
+		t.Fatalf("group value\n% x\nwant\n% x", rec.Value, want)
+	}
+	d, err := Decode(rec)
+	if err != nil || d.GroupKey.Group != "g" || d.GroupValue.Members[0].InstanceID == nil {
+		t.Fatalf("decode: %+v %v", d, err)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  Record
+		want error
+	}{
+		{"short key", Record{Key: []byte{0}}, ErrCorruptRecord},
+		{"key v3 (KIP-848)", Record{Key: []byte{0, 3, 0, 1, 'g'}}, ErrUnknownRecord},
+		{"negative key version", Record{Key: []byte{0xff, 0xff}}, ErrUnknownRecord},
+		{"truncated offset key", Record{Key: []byte{0, 1, 0, 5, 'g'}}, ErrCorruptRecord},
+		{"offset value v9", Record{Key: offsetKey("g", "t", 0), Value: []byte{0, 9}}, ErrUnknownRecord},
+		{"truncated offset value", Record{Key: offsetKey("g", "t", 0), Value: []byte{0, 3, 1}}, ErrCorruptRecord},
+		{"group value v7", Record{Key: groupKey("g"), Value: []byte{0, 7}}, ErrUnknownRecord},
+		{"group value huge array", Record{Key: groupKey("g"), Value: []byte{0, 3, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff}}, ErrCorruptRecord},
+	} {
+		if _, err := Decode(tc.rec); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if d, err := Decode(Record{Key: offsetKey("g", "t", 0)}); err != nil || d.OffsetKey == nil || d.OffsetValue != nil {
+		t.Errorf("tombstone: %+v %v", d, err)
+	}
+}
+
+// Loading skips records it does not know or cannot decode, and keeps the
+// rest.
+func TestLoadSkipsBadRecords(t *testing.T) {
+	store := newMemStore()
+	store.logs[0] = []Record{
+		{Key: []byte{0, 3, 0, 1, 'x'}, Value: []byte{1, 2, 3}}, // a KIP-848 record
+		{Key: offsetKey("g", "t", 0), Value: offsetValue(offsetEntry{offset: 9, leaderEpoch: -1, expireTimestamp: -1})},
+		{Key: offsetKey("g", "t", 1), Value: []byte{0, 3, 0}}, // corrupt
+		{Key: []byte{}, Value: nil}, // corrupt
+	}
+	c := New(Config{OffsetsTopicNumPartitions: 1}, store, testLogger(t))
+	defer c.Close()
+	if err := c.LoadPartition(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version = 7
+	req.Group = "g"
+	r := c.OffsetFetch(context.Background(), req)
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 || r.Topics[0].Partitions[0].Offset != 9 {
+		t.Fatalf("fetch after load: %+v", r)
+	}
+}
+
+// seedRecords are records as the coordinator writes them.
+func seedRecords() []Record {
+	g := newGroup(nil, "group", timeZero)
+	g.protocolType = "consumer"
+	g.generation = 2
+	g.protocolName = strp("cooperative-sticky")
+	g.add(&member{id: "m1", instanceID: strp("i1"), clientID: "c", clientHost: "/127.0.0.1", rebalanceTimeoutMs: 60000, sessionTimeoutMs: 45000, protocolType: "consumer",
+		protocols: []protocol{{name: "cooperative-sticky", metadata: consumerMeta("a", "b")}}}, nil)
+	g.add(&member{id: "m2", clientID: "c", clientHost: "/127.0.0.1", rebalanceTimeoutMs: 60000, sessionTimeoutMs: 45000, protocolType: "consumer",
+		protocols: []protocol{{name: "cooperative-sticky", metadata: consumerMeta("a")}}}, nil)
+	empty := newGroup(nil, "empty", timeZero)
+	empty.protocolType = "consumer"
+	return []Record{
+		{Key: offsetKey("group", "topic", 7), Value: offsetValue(offsetEntry{offset: 123, leaderEpoch: 4, metadata: "meta", commitTimestamp: 1700000000000, expireTimestamp: -1})},
+		{Key: offsetKey("group", "topic", 8), Value: offsetValue(offsetEntry{offset: 5, leaderEpoch: -1, commitTimestamp: 1700000000000, expireTimestamp: 1700000060000})},
+		g.metadataRecord(map[string][]byte{"m1": []byte{0, 1, 2}}),
+		empty.metadataRecord(nil),
+		{Key: offsetKey("group", "topic", 7)},
+		{Key: groupKey("empty")},
+	}
+}
+
+// FuzzDecode: decoding any key and value never panics, and what decodes
+// re-encodes stably.
+func FuzzDecode(f *testing.F) {
+	for _, r := range seedRecords() {
+		f.Add(r.Key, r.Value, r.Value == nil)
+	}
+	f.Add([]byte{0, 3}, []byte{}, false)
+	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
+		if tombstone {
+			value = nil
+		} else if value == nil {
+			value = []byte{}
+		}
+		d, err := Decode(Record{Key: key, Value: value})
+		if err != nil {
+			if !errors.Is(err, ErrCorruptRecord) && !errors.Is(err, ErrUnknownRecord) {
+				t.Fatalf("error %v wraps neither sentinel", err)
+			}
+			return
+		}
+		var k, v []byte
+		switch {
+		case d.OffsetKey != nil:
+			k = d.OffsetKey.AppendTo(nil)
+			if d.OffsetValue != nil {
+				v = d.OffsetValue.AppendTo(nil)
+			}
+		case d.GroupKey != nil:
+			k = d.GroupKey.AppendTo(nil)
+			if d.GroupValue != nil {
+				v = d.GroupValue.AppendTo(nil)
+			}
+		default:
+			t.Fatal("decoded nothing without error")
+		}
+		d2, err := Decode(Record{Key: k, Value: v})
+		if err != nil {
+			t.Fatalf("re-encoded record does not decode: %v", err)
+		}
+		var k2, v2 []byte
+		if d2.OffsetKey != nil {
+			k2 = d2.OffsetKey.AppendTo(nil)
+			if d2.OffsetValue != nil {
+				v2 = d2.OffsetValue.AppendTo(nil)
+			}
+		} else {
+			k2 = d2.GroupKey.AppendTo(nil)
+			if d2.GroupValue != nil {
+				v2 = d2.GroupValue.AppendTo(nil)
+			}
+		}
+		if !bytes.Equal(k, k2) || !bytes.Equal(v, v2) {
+			t.Fatalf("unstable encoding")
+		}
+	})
+}
+
+// FuzzLoad: any log of __consumer_offsets loads without panic, and the
+// loaded coordinator answers. The input is a sequence of records, each a
+// uint16 key length, key, int16 value length (-1: tombstone), value.
+func FuzzLoad(f *testing.F) {
+	var seed []byte
+	for _, r := range seedRecords() {
+		seed = appendFramed(seed, r)
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		store := newMemStore()
+		for len(data) >= 4 {
+			kl := int(binary.BigEndian.Uint16(data))
+			data = data[2:]
+			if kl > len(data) {
+				break
+			}
+			rec := Record{Key: data[:kl]}
+			data = data[kl:]
+			if len(data) < 2 {
+				break
+			}
+			vl := int(int16(binary.BigEndian.Uint16(data)))
+			data = data[2:]
+			if vl >= 0 {
+				if vl > len(data) {
+					break
+				}
+				rec.Value = data[:vl]
+				data = data[vl:]
+			}
+			store.logs[0] = append(store.logs[0], rec)
+		}
+		c := New(Config{OffsetsTopicNumPartitions: 1}, store, nil)
+		defer c.Close()
+		if err := c.LoadPartition(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		lr := kmsg.NewPtrListGroupsRequest()
+		lr.Version = 4
+		groups := c.ListGroups(context.Background(), lr)
+		dr := kmsg.NewPtrDescribeGroupsRequest()
+		dr.Version = 5
+		fr := kmsg.NewPtrOffsetFetchRequest()
+		fr.Version = 8
+		for _, g := range groups.Groups {
+			dr.Groups = append(dr.Groups, g.Group)
+			fr.Groups = append(fr.Groups, kmsg.OffsetFetchRequestGroup{Group: g.Group})
+		}
+		for _, g := range c.DescribeGroups(context.Background(), dr).Groups {
+			if g.ErrorCode != 0 {
+				t.Fatalf("describe %s: %d", g.Group, g.ErrorCode)
+			}
+		}
+		for _, g := range c.OffsetFetch(context.Background(), fr).Groups {
+			if g.ErrorCode != 0 {
+				t.Fatalf("fetch %s: %d", g.Group, g.ErrorCode)
+			}
+		}
+	})
+}
+
+func appendFramed(dst []byte, r Record) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Key)))
+	dst = append(dst, r.Key...)
+	if r.Value == nil {
+		return binary.BigEndian.AppendUint16(dst, 0xffff)
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Value)))
+	return append(dst, r.Value...)
+}
