@@ -56,6 +56,8 @@ type Log struct {
 	dirDirty    bool   // files were created or removed since the last directory fsync
 	flusherOn   bool
 
+	epochs *epochCache // leader epoch history (leader-epoch-checkpoint)
+
 	flushTarget atomic.Int64  // highest offset the background flusher was asked to reach
 	flushKick   chan struct{} // wakes the background flusher
 	done        chan struct{} // closed by Close to stop it
@@ -229,6 +231,7 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32) (res Append
 		l.logger.Error("index append failed", "segment", seg.String(), "err", err)
 	}
 	l.logEndOffset.Store(next)
+	l.recordEpochsLocked(hs)
 	flush = l.cfg.FlushIntervalMessages > 0 && next-l.recoveryPoint.Load() >= l.cfg.FlushIntervalMessages
 	return res, flush, nil
 }
@@ -625,6 +628,7 @@ func (l *Log) Truncate(offset int64) error {
 		return err
 	}
 	l.logEndOffset.Store(next)
+	l.truncateEpochsLocked(next)
 	if l.recoveryPoint.Load() > next {
 		l.recoveryPoint.Store(next)
 	}
@@ -666,6 +670,7 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 	l.logStartOffset.Store(logStart)
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
+	l.truncateEpochsLocked(offset)
 	l.logger.Info("truncated log fully", "start_offset", offset, "segments_removed", len(segs))
 	return nil
 }

@@ -206,6 +206,11 @@ func (l *Log) load(opts OpenOptions) error {
 	leo := active.nextOffset
 	logStart = max(logStart, segs[0].baseOffset)
 	l.logEndOffset.Store(leo)
+	epochs, err := loadEpochCache(l.dir, leo, segs)
+	if err != nil {
+		return fmt.Errorf("storage: leader epoch history: %w", err)
+	}
+	l.epochs = epochs
 	if logStart > leo {
 		l.logger.Warn("log start offset past log end: restarting the log empty", "log_start_offset", logStart, "log_end_offset", leo)
 		return l.truncateFullyLocked(logStart, logStart)

@@ -28,7 +28,7 @@ func ReadFrame(r io.Reader, buf []byte, maxBytes int32) ([]byte, error) {
 	if n < 0 || n > maxBytes {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
 	}
-	if n < 8 {
+	if n < 4 { // a correlation id at least
 		return nil, fmt.Errorf("%w: %d-byte frame", ErrMalformed, n)
 	}
 	if cap(buf) < int(n) {

@@ -1,0 +1,210 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/samsahq/samsa/internal/record"
+)
+
+// LeaderEpochCheckpointFile is the file in a partition directory that keeps
+// the leader epoch history (Kafka's leader-epoch-checkpoint): version 0, the
+// entry count, then one "epoch startOffset" line per epoch, in order.
+const LeaderEpochCheckpointFile = "leader-epoch-checkpoint"
+
+// EpochEntry is one leader epoch and the first offset written in it.
+type EpochEntry struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// epochCache is a partition's leader epoch history (KIP-101): which epoch
+// wrote which offsets, so that a follower can find where its log diverges
+// from its leader's. Entries are in increasing epoch and start offset.
+type epochCache struct {
+	path string
+
+	mu      sync.Mutex // guards entries
+	entries []EpochEntry
+}
+
+func decodeEpochCheckpoint(data []byte) ([]EpochEntry, error) {
+	lines, err := ParseCheckpoint(data, 0, 2)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EpochEntry, 0, len(lines))
+	for _, l := range lines {
+		e, err1 := strconv.ParseInt(l[0], 10, 32)
+		o, err2 := strconv.ParseInt(l[1], 10, 64)
+		if err1 != nil || err2 != nil || e < 0 || o < 0 {
+			return nil, fmt.Errorf("storage: bad leader epoch entry %q", l)
+		}
+		if n := len(out); n > 0 && (int32(e) <= out[n-1].Epoch || o < out[n-1].StartOffset) {
+			return nil, fmt.Errorf("storage: leader epoch entries out of order at %q", l)
+		}
+		out = append(out, EpochEntry{int32(e), o})
+	}
+	return out, nil
+}
+
+func encodeEpochCheckpoint(entries []EpochEntry) []byte {
+	lines := make([][]string, len(entries))
+	for i, e := range entries {
+		lines[i] = []string{strconv.Itoa(int(e.Epoch)), strconv.FormatInt(e.StartOffset, 10)}
+	}
+	return EncodeCheckpoint(0, lines)
+}
+
+// loadEpochCache reads the checkpoint of dir, dropping entries at or past
+// logEnd; when the file is missing or unreadable it rebuilds the history by
+// scanning the batch headers of segs.
+func loadEpochCache(dir string, logEnd int64, segs []*segment) (*epochCache, error) {
+	c := &epochCache{path: filepath.Join(dir, LeaderEpochCheckpointFile)}
+	data, err := os.ReadFile(c.path)
+	if err == nil {
+		if c.entries, err = decodeEpochCheckpoint(data); err == nil {
+			c.truncateFromEnd(logEnd)
+			return c, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, s := range segs {
+		_, err := ScanSegment(s.path(logSuffix), func(b SegmentBatch) error {
+			if b.Err != nil || b.Header.BaseOffset >= logEnd {
+				return nil
+			}
+			c.assign(b.Header.PartitionLeaderEpoch, b.Header.BaseOffset)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, c.flush()
+}
+
+// assign records that epoch wrote from offset on, when it is newer than
+// the latest epoch; it reports whether the history changed.
+func (c *epochCache) assign(epoch int32, offset int64) bool {
+	if epoch < 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.entries); n > 0 && epoch <= c.entries[n-1].Epoch {
+		return false
+	}
+	c.entries = append(c.entries, EpochEntry{epoch, offset})
+	return true
+}
+
+// truncateFromEnd drops epochs that start at or after offset.
+func (c *epochCache) truncateFromEnd(offset int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset >= offset })
+	if i == len(c.entries) {
+		return false
+	}
+	c.entries = c.entries[:i]
+	return true
+}
+
+// clear drops the whole history (the log restarted empty).
+func (c *epochCache) clear() {
+	c.mu.Lock()
+	c.entries = nil
+	c.mu.Unlock()
+}
+
+func (c *epochCache) flush() error {
+	c.mu.Lock()
+	data := encodeEpochCheckpoint(c.entries)
+	c.mu.Unlock()
+	return WriteFileAtomic(c.path, data)
+}
+
+func (c *epochCache) latest() (int32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) == 0 {
+		return -1, false
+	}
+	return c.entries[len(c.entries)-1].Epoch, true
+}
+
+// endOffsetFor is Kafka's LeaderEpochFileCache.endOffsetFor: the largest
+// epoch at or below requested and the offset where the epoch after it
+// starts (logEnd for the latest epoch); (-1, -1) when requested is below
+// every known epoch.
+func (c *epochCache) endOffsetFor(requested int32, logEnd int64) (int32, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.entries)
+	if n == 0 || requested < 0 {
+		return -1, -1
+	}
+	if requested >= c.entries[n-1].Epoch {
+		return c.entries[n-1].Epoch, logEnd
+	}
+	// First entry with epoch > requested.
+	i := sort.Search(n, func(i int) bool { return c.entries[i].Epoch > requested })
+	if i == 0 {
+		return -1, -1
+	}
+	return c.entries[i-1].Epoch, c.entries[i].StartOffset
+}
+
+func (c *epochCache) snapshot() []EpochEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]EpochEntry(nil), c.entries...)
+}
+
+// LatestEpoch is the epoch of the last batch in the log, ok false when the
+// history is empty.
+func (l *Log) LatestEpoch() (epoch int32, ok bool) { return l.epochs.latest() }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101/KIP-279): the
+// largest epoch at or below requested that this log knows, and the offset
+// at which the next epoch starts (the log end offset for the latest epoch).
+// It returns (-1, -1) when requested is older than every known epoch.
+func (l *Log) EndOffsetForEpoch(requested int32) (epoch int32, endOffset int64) {
+	return l.epochs.endOffsetFor(requested, l.logEndOffset.Load())
+}
+
+// EpochHistory returns the leader epoch entries, oldest first.
+func (l *Log) EpochHistory() []EpochEntry { return l.epochs.snapshot() }
+
+// recordEpochsLocked adds the epochs of appended batches to the history
+// and persists it when it changed.
+func (l *Log) recordEpochsLocked(hs []record.Header) {
+	changed := false
+	for i := range hs {
+		if l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset) {
+			changed = true
+		}
+	}
+	if changed {
+		if err := l.epochs.flush(); err != nil {
+			l.logger.Error("writing leader-epoch-checkpoint failed", "err", err)
+		}
+	}
+}
+
+// truncateEpochsLocked drops epochs at or past offset after a truncation.
+func (l *Log) truncateEpochsLocked(offset int64) {
+	if l.epochs.truncateFromEnd(offset) {
+		if err := l.epochs.flush(); err != nil {
+			l.logger.Error("writing leader-epoch-checkpoint failed", "err", err)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Client is one Kafka-protocol connection from this node to another
+// (follower fetches, broker-to-controller requests). Requests are sent one
+// at a time; the caller sets each request's version. Safe for concurrent
+// use (requests are serialized).
+type Client struct {
+	addr     string
+	clientID string
+	maxBytes int32
+
+	mu   sync.Mutex // serializes requests and guards the fields below
+	conn net.Conn
+	rd   *bufio.Reader
+	corr int32
+	buf  []byte
+}
+
+// NewClient returns a client that dials addr lazily. maxResponseBytes
+// bounds a response frame.
+func NewClient(addr, clientID string, maxResponseBytes int32) *Client {
+	return &Client{addr: addr, clientID: clientID, maxBytes: maxResponseBytes}
+}
+
+// Addr is the address the client dials.
+func (c *Client) Addr() string { return c.addr }
+
+// Request sends req and returns its response. Any error closes the
+// connection; the next request dials again. The context bounds the whole
+// exchange.
+func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return nil, err
+		}
+		c.conn, c.rd = conn, bufio.NewReaderSize(conn, 64<<10)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(time.Minute)
+	}
+	c.conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	c.corr++
+	c.buf = kmsg.NewRequestFormatter(kmsg.FormatterClientID(c.clientID)).AppendRequest(c.buf[:0], req, c.corr)
+	resp, err := c.exchange(req)
+	if err != nil {
+		c.conn.Close()
+		c.conn = nil
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (c *Client) exchange(req kmsg.Request) (kmsg.Response, error) {
+	if _, err := c.conn.Write(c.buf); err != nil {
+		return nil, err
+	}
+	body, err := ReadFrame(c.rd, nil, c.maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != c.corr {
+		return nil, fmt.Errorf("wire: correlation id %d, want %d", got, c.corr)
+	}
+	body = body[4:]
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != int16(kmsg.ApiVersions) {
+		r := kbin.Reader{Src: body}
+		kmsg.SkipTags(&r)
+		if !r.Ok() {
+			return nil, fmt.Errorf("%w: response header tags", ErrMalformed)
+		}
+		body = r.Src
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("%w: %s response: %v", ErrMalformed, kmsg.NameForKey(req.Key()), err)
+	}
+	return resp, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil
+	}
+	err := c.conn.Close()
+	c.conn = nil
+	return err
+}
