@@ -10,9 +10,52 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/goleak"
+
+	"github.com/samsahq/samsa"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// startSamsa starts a real Samsa node (broker and controller) in-process on
+// 127.0.0.1 with free ports and its data in dir (a new temporary directory
+// when empty), and returns its bootstrap address; the node stops with the
+// test.
+func startSamsa(t *testing.T, dir string) string {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := samsa.Start(ctx, samsa.Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("samsa: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Errorf("closing the samsa node: %v", err)
+		}
+	})
+	return n.Addr()
+}
+
+// backends are the Kafka implementations the client commands are tested
+// against: a real Samsa node, and franz-go's kfake as a reference for what
+// a Kafka broker answers.
+var backends = []struct {
+	name  string
+	start func(t *testing.T) string
+}{
+	{"samsa", func(t *testing.T) string { return startSamsa(t, "") }},
+	{"kfake", func(t *testing.T) string { return startFake(t) }},
+}
+
+// eachBackend runs fn as a subtest against every backend.
+func eachBackend(t *testing.T, fn func(t *testing.T, addr string)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { fn(t, b.start(t)) })
+	}
+}
 
 // startFake starts franz-go's in-memory Kafka (kfake) on 127.0.0.1 with
 // free ports and returns its bootstrap list; the cluster stops with the test.

@@ -101,8 +101,9 @@ func lines(s ...string) string {
 	return strings.Join(s, "\n") + "\n"
 }
 
-func TestProduceConsumeOptions(t *testing.T) {
-	addr := startFake(t)
+func TestProduceConsumeOptions(t *testing.T) { eachBackend(t, testProduceConsumeOptions) }
+
+func testProduceConsumeOptions(t *testing.T, addr string) {
 	b := "--brokers=" + addr
 	mustRun(t, nil, "topic", "create", "kv", b, "-p", "2")
 	mustRun(t, strings.NewReader("alpha:one\nbeta:two:2\n:empty key\n"), "produce", "kv", b,
@@ -139,8 +140,9 @@ func TestProduceConsumeOptions(t *testing.T) {
 	}
 }
 
-func TestProduceCompressionAndAcks(t *testing.T) {
-	addr := startFake(t)
+func TestProduceCompressionAndAcks(t *testing.T) { eachBackend(t, testProduceCompressionAndAcks) }
+
+func testProduceCompressionAndAcks(t *testing.T, addr string) {
 	b := "--brokers=" + addr
 	var in strings.Builder
 	for i := range 2000 {
@@ -167,8 +169,9 @@ func TestProduceCompressionAndAcks(t *testing.T) {
 	}
 }
 
-func TestConsumeStartAndStop(t *testing.T) {
-	addr := startFake(t)
+func TestConsumeStartAndStop(t *testing.T) { eachBackend(t, testConsumeStartAndStop) }
+
+func testConsumeStartAndStop(t *testing.T, addr string) {
 	b := "--brokers=" + addr
 	mustRun(t, nil, "topic", "create", "empty", b, "-p", "3")
 	mustRun(t, nil, "topic", "create", "ten", b, "-p", "1")
@@ -199,6 +202,8 @@ func TestConsumeStartAndStop(t *testing.T) {
 	}
 }
 
+// TestConsumeGroup runs against kfake only: Samsa has no group
+// coordinator yet.
 func TestConsumeGroup(t *testing.T) {
 	addr := startFake(t)
 	b := "--brokers=" + addr
@@ -227,7 +232,8 @@ func TestConsumeGroup(t *testing.T) {
 
 // TestConsumeReadCommitted checks --isolation and that --until-end stops
 // when a partition ends with a transaction marker, which a consumer never
-// sees as a record.
+// sees as a record. It runs against kfake only: Samsa has no transaction
+// coordinator yet.
 func TestConsumeReadCommitted(t *testing.T) {
 	addr := startFake(t)
 	b := "--brokers=" + addr
@@ -299,7 +305,8 @@ func (w *notifyWriter) String() string {
 
 // TestConsumeFollowAndInterrupt runs consume without --until-end: it
 // prints records produced after it started and stops cleanly, committing
-// its group's offsets, when interrupted.
+// its group's offsets, when interrupted. It runs against kfake only: Samsa
+// has no group coordinator yet.
 func TestConsumeFollowAndInterrupt(t *testing.T) {
 	addr := startFake(t)
 	b := "--brokers=" + addr
@@ -364,8 +371,9 @@ func TestConsumeFollowAndInterrupt(t *testing.T) {
 	}
 }
 
-func TestClientErrors(t *testing.T) {
-	addr := startFake(t)
+func TestClientErrors(t *testing.T) { eachBackend(t, testClientErrors) }
+
+func testClientErrors(t *testing.T, addr string) {
 	b := "--brokers=" + addr
 	mustRun(t, nil, "topic", "create", "two", b, "-p", "2")
 	for _, tc := range []struct {

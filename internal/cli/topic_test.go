@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-func TestTopicLifecycle(t *testing.T) {
-	addr := startFake(t)
+func TestTopicLifecycle(t *testing.T) { eachBackend(t, testTopicLifecycle) }
+
+func testTopicLifecycle(t *testing.T, addr string) {
 	b := "--brokers=" + addr
 
 	r := mustRun(t, nil, "topic", "create", "orders", b, "--partitions", "3",
@@ -81,8 +82,9 @@ func TestTopicLifecycle(t *testing.T) {
 	}
 }
 
-func TestTopicCreateErrors(t *testing.T) {
-	addr := startFake(t)
+func TestTopicCreateErrors(t *testing.T) { eachBackend(t, testTopicCreateErrors) }
+
+func testTopicCreateErrors(t *testing.T, addr string) {
 	mustRun(t, nil, "topic", "create", "taken", "--brokers", addr, "-p", "1")
 	for _, tc := range []struct {
 		name string
