@@ -138,6 +138,8 @@ func fileSize(t testing.TB, path string) int64 {
 	return fi.Size()
 }
 
+var testEpoch = time.Unix(1_700_000_000, 0)
+
 // fakeClock is a settable Now for OpenOptions.
 type fakeClock struct{ t time.Time }
 

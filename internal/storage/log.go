@@ -185,7 +185,7 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32) (res Append
 			record.SetBaseOffset(b, next)
 			record.SetPartitionLeaderEpoch(b, epoch)
 			h.BaseOffset, h.PartitionLeaderEpoch = next, epoch
-		} else if h.BaseOffset < next || h.LastOffset() < h.BaseOffset {
+		} else if h.BaseOffset < next || h.LastOffset() < h.BaseOffset || h.LastOffset() == math.MaxInt64 {
 			return fmt.Errorf("%w: batch at offset %d, log end offset %d", ErrOutOfOrderOffsets, h.BaseOffset, next)
 		}
 		next = h.NextOffset()

@@ -389,7 +389,7 @@ func (l *Log) recoverSegment(s *segment, limit int64) (cut int64, err error) {
 			reason = fmt.Sprintf("base offset %d below expected %d", h.BaseOffset, next)
 		case h.LastOffset() >= limit:
 			reason = fmt.Sprintf("last offset %d reaches the next segment at %d", h.LastOffset(), limit)
-		case !s.canHold(h.LastOffset()):
+		case !s.canHold(h.LastOffset()) || h.LastOffset() == math.MaxInt64:
 			reason = fmt.Sprintf("last offset %d too far from base offset", h.LastOffset())
 		}
 		if reason != "" {
