@@ -23,5 +23,23 @@
 // Because the CRC starts at the attributes, the broker can stamp the base
 // offset and the partition leader epoch in place without recomputing it.
 //
-// Source: Kafka's DefaultRecordBatch and KIP-98 (the v2 format).
+// # Records
+//
+// After the header come recordCount records (see Record for their layout,
+// zigzag varints), compressed as one block with the codec of attributes
+// bits 0-2: 0 none, 1 gzip, 2 snappy (a raw block, or xerial framing as
+// Java clients write it: magic 82 53 4E 41 50 50 59 00, int32 version,
+// int32 compatible version, then int32-length-prefixed blocks), 3 lz4
+// (frame format), 4 zstd. Records decodes them with every length checked
+// against the bytes left and the decompressed size bounded; Build encodes
+// them.
+//
+// # Control records
+//
+// A control batch (attribute bit 5) holds records whose key is int16
+// version, int16 type (ControlType); a transaction marker (ABORT 0,
+// COMMIT 1) has the value int16 version, int32 coordinator epoch.
+//
+// Source: Kafka's DefaultRecordBatch, DefaultRecord, ControlRecordType,
+// EndTransactionMarker, and KIP-98 (the v2 format).
 package record

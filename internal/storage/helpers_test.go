@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"runtime"
+	"strings"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,6 +45,7 @@ func openTest(t testing.TB, dir string, cfg Config, rp int64) *Log {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
 	return l
 }
 
@@ -144,3 +147,18 @@ var testEpoch = time.Unix(1_700_000_000, 0)
 type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
+
+// TestMain fails the run when a goroutine of this package outlives the
+// tests: every Log and Manager must stop what it starts in Close.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "samsa/internal/storage.") && !strings.Contains(g, "TestMain") {
+			fmt.Fprintf(os.Stderr, "leaked goroutine:\n%s\n", g)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
