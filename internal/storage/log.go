@@ -729,3 +729,60 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// fileSlice is a byte range of a segment file holding the whole batches a
+// Read would return, for a zero-copy (sendfile) fetch path that writes
+// them to a socket with explicit offsets. The segment cannot be truncated
+// or closed until release is called.
+type fileSlice struct {
+	file     *os.File
+	position int64
+	length   int64
+	release  func()
+}
+
+// readSlice is Read without the copy (same arguments, offsets and errors).
+// A zero length slice has a no-op release. Callers must call release
+// promptly: it holds up truncation of the segment.
+func (l *Log) readSlice(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (fileSlice, ReadResult, error) {
+	none := fileSlice{release: func() {}}
+	for range readRetries {
+		if l.closed.Load() {
+			return none, ReadResult{}, ErrClosed
+		}
+		leo := l.logEndOffset.Load()
+		lso := l.logStartOffset.Load()
+		segs := l.segments()
+		res := ReadResult{LogStartOffset: lso, LogEndOffset: leo}
+		if offset < lso || offset > leo {
+			return none, res, fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, offset, lso, leo)
+		}
+		maxOffset = min(maxOffset, leo)
+		if offset >= maxOffset {
+			return none, res, nil
+		}
+		retry := false
+		for i := floorSegment(segs, offset); i < len(segs) && !retry; i++ {
+			s := segs[i]
+			s.rw.RLock()
+			if s.closed {
+				s.rw.RUnlock()
+				retry = true
+				break
+			}
+			pos, n, found, err := s.locateLocked(offset, maxBytes, maxOffset, minOneBatch)
+			if err != nil || !found || n == 0 {
+				s.rw.RUnlock()
+				if err != nil || found {
+					return none, res, err
+				}
+				continue
+			}
+			return fileSlice{file: s.log, position: pos, length: n, release: s.rw.RUnlock}, res, nil
+		}
+		if !retry {
+			return none, res, nil
+		}
+	}
+	return none, ReadResult{}, fmt.Errorf("storage: read at %d kept racing with truncation", offset)
+}

@@ -556,3 +556,37 @@ func TestConcurrentReadAppendTruncate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestReadSliceMatchesRead checks the zero-copy seam gives the bytes Read
+// copies, at every offset and for several limits.
+func TestReadSliceMatchesRead(t *testing.T) {
+	l := openTest(t, t.TempDir(), smallSegments, 0)
+	var a appended
+	fill(t, l, &a, 80, 0)
+	for off := int64(0); off <= l.LogEndOffset(); off++ {
+		for _, lim := range []struct {
+			maxBytes  int32
+			maxOffset int64
+			minOne    bool
+		}{{1, 1 << 62, true}, {1, 1 << 62, false}, {500, 1 << 62, false}, {1 << 20, off + 3, true}, {1 << 20, 1 << 62, true}} {
+			res, err := l.Read(off, lim.maxBytes, lim.maxOffset, lim.minOne)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, res2, err := l.readSlice(off, lim.maxBytes, lim.maxOffset, lim.minOne)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, fs.length)
+			if fs.length > 0 {
+				if _, err := fs.file.ReadAt(got, fs.position); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fs.release()
+			if !bytes.Equal(got, res.Records) || res2.LogEndOffset != res.LogEndOffset {
+				t.Fatalf("offset %d %+v: slice of %d bytes, Read %d", off, lim, len(got), len(res.Records))
+			}
+		}
+	}
+}
