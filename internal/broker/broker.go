@@ -8,6 +8,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,10 +82,17 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{
 		node:     cfg.Node,
 		ctrl:     cfg.Controller,
-		replicas: replica.NewManager(cfg.Logs, logger),
 		logger:   logger,
 		versions: wire.NewVersions(),
 	}
+	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
+		NodeID:         cfg.Node.NodeID,
+		ReplicaLagTime: cfg.Node.ReplicaLagTimeMax,
+		Controller:     isrChanger{b},
+		LeaderAddr:     b.brokerAddr,
+		FetchMaxBytes:  cfg.Node.ReplicaFetchResponseMaxBytes,
+		Logger:         logger.With("component", "replica"),
+	})
 	for _, a := range apis {
 		b.versions.Add(a.key, a.min, a.max)
 	}
@@ -105,8 +114,31 @@ func (b *Broker) Versions() *wire.Versions { return b.versions }
 // Replicas are the hosted partitions.
 func (b *Broker) Replicas() *replica.Manager { return b.replicas }
 
-// Close marks the broker closed; waiting requests return.
-func (b *Broker) Close() { b.closed.Store(true) }
+// Close stops the follower fetchers and marks the broker closed.
+func (b *Broker) Close() {
+	b.closed.Store(true)
+	b.replicas.Close()
+}
+
+// brokerAddr is the address other brokers reach broker id at.
+func (b *Broker) brokerAddr(id int32) (string, bool) {
+	br := b.image().Broker(id)
+	if br == nil {
+		return "", false
+	}
+	ep, ok := clientEndpoint(br)
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), true
+}
+
+// isrChanger sends AlterPartition to the controller.
+type isrChanger struct{ b *Broker }
+
+func (c isrChanger) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
+	return c.b.ctrl.AlterPartition(ctx, c.b.node.NodeID, topicID, partition, leaderEpoch, partitionEpoch, isr)
+}
 
 // Handle implements server.Handler.
 func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) (kmsg.Response, error) {
@@ -126,10 +158,12 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 // image is the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.ctrl.Image() }
 
-// applyImage makes the hosted partitions match the image: it creates logs
-// for new partitions, deletes removed topics and applies config changes.
+// applyImage makes the hosted partitions match the image: it leads or
+// follows the partitions whose replicas include this broker, stops hosting
+// those it no longer replicates and deletes removed topics.
 func (b *Broker) applyImage(old, next *metadata.Image) error {
 	var firstErr error
+	self := b.node.NodeID
 	for _, name := range next.TopicNames() {
 		t := next.Topic(name)
 		var prev *metadata.Topic
@@ -141,10 +175,17 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 		}
 		cfg := b.logConfig(t)
 		for i, p := range t.Partitions {
-			if p.Leader != b.node.NodeID {
+			tp := replica.TopicPartition{Topic: name, Partition: int32(i)}
+			if !slices.Contains(p.Replicas, self) {
+				if prev != nil && i < len(prev.Partitions) && slices.Contains(prev.Partitions[i].Replicas, self) {
+					if err := b.replicas.Remove(tp); err != nil {
+						b.logger.Error("removing partition failed", "topic", name, "partition", i, "err", err)
+					}
+				}
 				continue
 			}
-			if _, err := b.replicas.BecomeLeader(replica.TopicPartition{Topic: name, Partition: int32(i)}, t.ID, p.LeaderEpoch, p.ISR, cfg); err != nil {
+			st := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
+			if _, err := b.replicas.Apply(tp, t.ID, st, cfg); err != nil {
 				b.logger.Error("hosting partition failed", "topic", name, "partition", i, "err", err)
 				if firstErr == nil {
 					firstErr = err
@@ -158,7 +199,10 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			if next.TopicByID(t.ID) != nil {
 				continue
 			}
-			for i := range t.Partitions {
+			for i, p := range t.Partitions {
+				if !slices.Contains(p.Replicas, self) {
+					continue
+				}
 				if err := b.replicas.Remove(replica.TopicPartition{Topic: name, Partition: int32(i)}); err != nil {
 					b.logger.Error("deleting partition failed", "topic", name, "partition", i, "err", err)
 				}

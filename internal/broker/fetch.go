@@ -76,6 +76,8 @@ func handleFetch(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Reque
 // fetchOnce reads every requested partition into resp and returns the
 // bytes of records found and whether any partition failed.
 func (b *Broker) fetchOnce(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) (total int, failed bool) {
+	diverged := false
+	defer func() { failed = failed || diverged }()
 	maxBytes := req.MaxBytes
 	if maxBytes <= 0 || maxBytes > b.node.FetchMaxBytes {
 		maxBytes = b.node.FetchMaxBytes
@@ -100,11 +102,34 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) (to
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			if !p.IsLeader() {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				failed = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
 				sp.ErrorCode = errCode(err)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
+			}
+			if follower && req.Version >= 12 && rp.LastFetchedEpoch >= 0 {
+				// KIP-595 style divergence check: the follower's last
+				// epoch must end, in our history, at or after its fetch
+				// offset; otherwise it truncates to where it diverged.
+				e, end := p.Log().EndOffsetForEpoch(rp.LastFetchedEpoch)
+				if e < 0 {
+					e, end = 0, p.LogStartOffset()
+				}
+				if e < rp.LastFetchedEpoch || end < rp.FetchOffset {
+					sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = e, end
+					sp.HighWatermark, sp.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+					sp.LastStableOffset = p.LastStableOffset()
+					st.Partitions = append(st.Partitions, sp)
+					diverged = true
+					continue
+				}
 			}
 			limit := rp.PartitionMaxBytes
 			if rest := maxBytes - int32(total); rest < limit {
@@ -114,6 +139,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) (to
 				limit = 0
 			}
 			res, err := p.Read(rp.FetchOffset, limit, follower, total == 0)
+			if follower && err == nil {
+				b.replicas.FollowerFetched(p, req.ReplicaID, rp.FetchOffset)
+			}
 			sp.HighWatermark = res.HighWatermark
 			sp.LastStableOffset = res.LastStableOffset
 			sp.LogStartOffset = res.LogStartOffset

@@ -7,14 +7,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
 )
 
 // Produce v3-v11 (record batch v2 only). Each partition is validated and
 // appended on its own: a bad batch fails its partition with CORRUPT_MESSAGE,
 // MESSAGE_TOO_LARGE or RECORD_LIST_TOO_LARGE while the others succeed.
-// acks=0 sends no response; on one node acks=1 and acks=-1 are answered
-// once the append is done (the ISR is this broker alone).
+// acks=0 sends no response; acks=1 is answered once the leader appended;
+// acks=-1 (all) waits until the high-watermark passes the appended records,
+// that is until every in-sync replica has them, or until the request's
+// timeout (REQUEST_TIMED_OUT).
 func init() { register(kmsg.Produce, 3, 11, handleProduce) }
 
 func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -35,6 +38,13 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		return resp, nil
 	}
 	now := time.Now().UnixMilli()
+	type pending struct {
+		p      *replica.Partition
+		last   int64
+		ti, pi int // index of the response entry
+		resp   *kmsg.ProduceResponseTopicPartition
+	}
+	var waits []pending
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -70,10 +80,62 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 					sp.LogAppendTime = now
 				}
 				sp.LogStartOffset = p.LogStartOffset()
+				if req.Acks == -1 {
+					waits = append(waits, pending{p: p, last: res.LastOffset, ti: len(resp.Topics), pi: len(st.Partitions)})
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if len(waits) > 0 {
+		// Point each wait at its response entry now that the slices no
+		// longer grow.
+		for i := range waits {
+			waits[i].resp = &resp.Topics[waits[i].ti].Partitions[waits[i].pi]
+		}
+		wake := make(chan struct{}, 1)
+		for _, w := range waits {
+			w.p.Watch(wake)
+			defer w.p.Unwatch(wake)
+		}
+		timer := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
+		defer timer.Stop()
+		for {
+			open := 0
+			for _, w := range waits {
+				if w.resp.ErrorCode != 0 {
+					continue
+				}
+				done, err := w.p.AckState(w.last)
+				switch {
+				case err != nil:
+					w.resp.ErrorCode = errCode(err)
+				case !done:
+					open++
+				}
+			}
+			if open == 0 {
+				break
+			}
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+			case <-timer.C:
+			}
+			for _, w := range waits {
+				if w.resp.ErrorCode != 0 {
+					continue
+				}
+				if done, err := w.p.AckState(w.last); err != nil {
+					w.resp.ErrorCode = errCode(err)
+				} else if !done {
+					w.resp.ErrorCode = kerr.RequestTimedOut.Code
+				}
+			}
+			break
+		}
 	}
 	if req.Acks == 0 {
 		return nil, nil

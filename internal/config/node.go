@@ -89,6 +89,12 @@ type Node struct {
 	// FetchMaxBytes is fetch.max.bytes, the cap on a Fetch response
 	// (default 57671680).
 	FetchMaxBytes int32
+	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower that has not
+	// caught up for this long leaves the ISR (default 30 s).
+	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchResponseMaxBytes is replica.fetch.response.max.bytes
+	// (default 10 MiB).
+	ReplicaFetchResponseMaxBytes int32
 	// ClusterID is the cluster id used when formatting a fresh log dir
 	// (Samsa: cluster.id; Kafka passes it to kafka-storage format).
 	// Empty generates one.

@@ -366,3 +366,61 @@ func (c *Controller) AllocateProducerIDs(ctx context.Context, broker int32) (fir
 	err = c.commitLocked(ctx, []metadata.Record{metadata.ProducerIDsRecord{BrokerID: broker, NextProducerID: first + ProducerIDBlockSize}})
 	return first, ProducerIDBlockSize, err
 }
+
+// ErrStaleEpoch: AlterPartition from a leader whose leader epoch is not
+// current (FENCED_LEADER_EPOCH).
+var ErrStaleEpoch = errors.New("stale leader epoch")
+
+// ErrInvalidUpdateVersion: AlterPartition with a stale partition epoch
+// (INVALID_UPDATE_VERSION).
+var ErrInvalidUpdateVersion = errors.New("stale partition epoch")
+
+// ErrIneligibleReplica: AlterPartition adding a replica that is not
+// eligible (INELIGIBLE_REPLICA): not a replica of the partition or fenced.
+var ErrIneligibleReplica = errors.New("ineligible replica")
+
+// AlterPartition sets the ISR of a partition as its leader asks (KIP-497):
+// the request must carry the current leader epoch and partition epoch; the
+// new ISR must hold the leader and only unfenced replicas of the partition.
+// It returns the committed ISR and partition epoch.
+func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, topicID metadata.UUID, partition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	im := c.image.Load()
+	t := im.TopicByID(topicID)
+	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
+		return nil, 0, ErrUnknownTopic
+	}
+	p := t.Partitions[partition]
+	switch {
+	case p.Leader != brokerID:
+		return nil, 0, fmt.Errorf("%w: broker %d is not the leader (%d)", ErrStaleEpoch, brokerID, p.Leader)
+	case leaderEpoch != p.LeaderEpoch:
+		return nil, 0, fmt.Errorf("%w: %d, current %d", ErrStaleEpoch, leaderEpoch, p.LeaderEpoch)
+	case partitionEpoch != p.PartitionEpoch:
+		return nil, 0, fmt.Errorf("%w: %d, current %d", ErrInvalidUpdateVersion, partitionEpoch, p.PartitionEpoch)
+	}
+	hasLeader := false
+	for _, r := range isr {
+		if r == brokerID {
+			hasLeader = true
+		}
+		found := false
+		for _, rr := range p.Replicas {
+			found = found || rr == r
+		}
+		b := im.Broker(r)
+		if !found || b == nil || b.Fenced {
+			return nil, 0, fmt.Errorf("%w: %d", ErrIneligibleReplica, r)
+		}
+	}
+	if !hasLeader {
+		return nil, 0, fmt.Errorf("%w: the ISR must hold the leader", ErrInvalidRequest)
+	}
+	rec := metadata.PartitionRecord{TopicID: topicID, Partition: partition, Replicas: p.Replicas, ISR: isr,
+		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
+	if err := c.commitLocked(ctx, []metadata.Record{rec}); err != nil {
+		return nil, 0, err
+	}
+	return isr, rec.PartitionEpoch, nil
+}

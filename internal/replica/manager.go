@@ -1,27 +1,85 @@
 package replica
 
 import (
+	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/samsahq/samsa/internal/storage"
 )
 
-// Manager owns the hosted partitions. Safe for concurrent use.
-type Manager struct {
-	logs   *storage.Manager
-	logger *slog.Logger
-
-	mu    sync.RWMutex // guards parts
-	parts map[TopicPartition]*Partition
+// Controller is the part of the active controller a partition leader talks
+// to: AlterPartition (KIP-497) to shrink or expand the ISR.
+type Controller interface {
+	// AlterPartition asks to set the ISR of a partition this broker leads at
+	// leaderEpoch/partitionEpoch; it returns the ISR and partition epoch the
+	// controller committed.
+	AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) (newISR []int32, newPartitionEpoch int32, err error)
 }
 
-// NewManager returns a Manager over the log manager's logs.
-func NewManager(logs *storage.Manager, logger *slog.Logger) *Manager {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// Options configure a Manager.
+type Options struct {
+	// NodeID is this broker's id.
+	NodeID int32
+	// ReplicaLagTime is replica.lag.time.max.ms: a follower that has not
+	// caught up for this long leaves the ISR (default 30 s).
+	ReplicaLagTime time.Duration
+	// Controller receives AlterPartition; nil on a single node that never
+	// has followers.
+	Controller Controller
+	// LeaderAddr resolves a broker id to the address followers fetch from.
+	LeaderAddr func(id int32) (string, bool)
+	// FetchMaxBytes bounds a follower fetch response (replica.fetch.response.max.bytes).
+	FetchMaxBytes int32
+	Logger        *slog.Logger // nil discards
+}
+
+// Manager owns the hosted partitions, the follower fetchers and the ISR
+// checks. Safe for concurrent use.
+type Manager struct {
+	logs   *storage.Manager
+	opts   Options
+	logger *slog.Logger
+
+	mu       sync.RWMutex // guards parts and fetchers
+	parts    map[TopicPartition]*Partition
+	fetchers map[int32]*fetcher // by leader id
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewManager returns a Manager over the log manager's logs and starts its
+// ISR checker. Close stops it.
+func NewManager(logs *storage.Manager, opts Options) *Manager {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{logs: logs, logger: logger, parts: map[TopicPartition]*Partition{}}
+	if opts.ReplicaLagTime <= 0 {
+		opts.ReplicaLagTime = 30 * time.Second
+	}
+	if opts.FetchMaxBytes <= 0 {
+		opts.FetchMaxBytes = 10 << 20
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{}, ctx: ctx, cancel: cancel}
+	m.wg.Add(1)
+	go m.isrChecker()
+	return m
+}
+
+// Close stops the fetchers and the ISR checker.
+func (m *Manager) Close() {
+	m.cancel()
+	m.mu.Lock()
+	for _, f := range m.fetchers {
+		f.stop()
+	}
+	m.fetchers = map[int32]*fetcher{}
+	m.mu.Unlock()
+	m.wg.Wait()
 }
 
 // Get returns the hosted partition or nil.
@@ -32,17 +90,9 @@ func (m *Manager) Get(topic string, partition int32) *Partition {
 	return p
 }
 
-// BecomeLeader hosts tp as its leader with epoch and in-sync replicas isr,
-// opening or creating its log, or updates the epoch, ISR and config of an
-// already hosted partition.
-func (m *Manager) BecomeLeader(tp TopicPartition, topicID [16]byte, epoch int32, isr []int32, cfg LogConfig) (*Partition, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// open returns the hosted partition tp, opening or creating its log.
+func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig) (*Partition, error) {
 	if p := m.parts[tp]; p != nil {
-		p.mu.Lock()
-		p.leaderEpoch.Store(epoch)
-		p.isr.Store(&isr)
-		p.mu.Unlock()
 		p.SetConfig(cfg)
 		return p, nil
 	}
@@ -56,19 +106,68 @@ func (m *Manager) BecomeLeader(tp TopicPartition, topicID [16]byte, epoch int32,
 	} else {
 		log.SetConfig(cfg.Storage)
 	}
-	p := newPartition(tp, topicID, log, epoch, isr, cfg)
+	p := newPartition(tp, topicID, m.opts.NodeID, log, cfg)
 	m.parts[tp] = p
 	return p, nil
 }
 
-// Remove stops hosting tp and deletes its log (topic deletion).
+// Apply makes this broker lead or follow tp as st says, opening the log
+// when needed. A follower fetches from st.Leader; a partition without a
+// leader (-1) is hosted as a follower that fetches nothing.
+func (m *Manager) Apply(tp TopicPartition, topicID [16]byte, st State, cfg LogConfig) (*Partition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, err := m.openLocked(tp, topicID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if st.Leader == m.opts.NodeID {
+		m.removeFromFetchersLocked(p)
+		p.makeLeader(st, time.Now())
+		return p, nil
+	}
+	prevLeader := p.Leader()
+	p.makeFollower(st)
+	if prevLeader != st.Leader {
+		m.removeFromFetchersLocked(p)
+	}
+	if st.Leader >= 0 {
+		m.fetcherLocked(st.Leader).add(p)
+	}
+	return p, nil
+}
+
+func (m *Manager) removeFromFetchersLocked(p *Partition) {
+	for id, f := range m.fetchers {
+		if f.remove(p) == 0 {
+			f.stop()
+			delete(m.fetchers, id)
+		}
+	}
+}
+
+func (m *Manager) fetcherLocked(leader int32) *fetcher {
+	f := m.fetchers[leader]
+	if f == nil {
+		f = newFetcher(m, leader)
+		m.fetchers[leader] = f
+	}
+	return f
+}
+
+// Remove stops hosting tp and deletes its log (topic deletion, or a
+// replica moved away).
 func (m *Manager) Remove(tp TopicPartition) error {
 	m.mu.Lock()
 	p := m.parts[tp]
 	delete(m.parts, tp)
+	if p != nil {
+		m.removeFromFetchersLocked(p)
+		p.leader.Store(false)
+	}
 	m.mu.Unlock()
 	if p != nil {
-		p.notify() // wake fetches so they see the partition gone
+		p.notify() // wake fetches and produces so they see the partition gone
 	}
 	return m.logs.Delete(storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 }
@@ -82,4 +181,57 @@ func (m *Manager) Partitions() []*Partition {
 		out = append(out, p)
 	}
 	return out
+}
+
+// FollowerFetched is called by the Fetch handler after serving a follower:
+// it records the follower's progress and asks the controller to add it to
+// the ISR once it caught up.
+func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset int64) {
+	if isr := p.UpdateFollower(replica, fetchOffset, time.Now()); isr != nil {
+		m.alterISR(p, isr)
+	}
+}
+
+// alterISR sends AlterPartition in the background; the partition allows one
+// change in flight.
+func (m *Manager) alterISR(p *Partition, isr []int32) {
+	if m.opts.Controller == nil {
+		p.isrUpdated(nil, 0, false)
+		return
+	}
+	epoch, pepoch := p.LeaderEpoch(), p.partitionEpochNow()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		defer cancel()
+		got, gotEpoch, err := m.opts.Controller.AlterPartition(ctx, p.TopicID, p.Partition, epoch, pepoch, isr)
+		if err != nil {
+			m.logger.Warn("AlterPartition failed", "topic", p.Topic, "partition", p.Partition, "isr", isr, "err", err)
+			p.isrUpdated(nil, 0, false)
+			return
+		}
+		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
+		p.isrUpdated(got, gotEpoch, true)
+	}()
+}
+
+// isrChecker shrinks the ISR of led partitions whose followers lag more
+// than replica.lag.time.max.ms, checking every half of it.
+func (m *Manager) isrChecker() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.opts.ReplicaLagTime / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case now := <-t.C:
+			for _, p := range m.Partitions() {
+				if isr := p.laggingFollowers(now, m.opts.ReplicaLagTime); isr != nil {
+					m.alterISR(p, isr)
+				}
+			}
+		}
+	}
 }

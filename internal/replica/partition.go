@@ -2,8 +2,10 @@ package replica
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/storage"
@@ -31,6 +33,16 @@ type LogConfig struct {
 	Storage storage.Config
 }
 
+// State is a partition's replica placement and leadership, from the
+// metadata image.
+type State struct {
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	Replicas       []int32
+	ISR            []int32
+}
+
 // Errors of Partition methods, mapped to Kafka codes by the broker.
 var (
 	ErrNotLeader       = errors.New("replica: not the leader")
@@ -41,17 +53,44 @@ var (
 	// ErrNotEnoughReplicas: acks=all with fewer in-sync replicas than
 	// min.insync.replicas (NOT_ENOUGH_REPLICAS); nothing is written.
 	ErrNotEnoughReplicas = errors.New("replica: fewer in-sync replicas than min.insync.replicas")
+	// ErrNotEnoughReplicasAfterAppend: the ISR shrank below
+	// min.insync.replicas while an acks=all write waited
+	// (NOT_ENOUGH_REPLICAS_AFTER_APPEND); the records may be in the log.
+	ErrNotEnoughReplicasAfterAppend = errors.New("replica: in-sync replicas fell below min.insync.replicas after the append")
 )
 
-// Partition is one hosted partition. Safe for concurrent use.
+// followerState is what the leader knows of one follower.
+type followerState struct {
+	logEndOffset int64 // -1 until the follower's first fetch
+	// lastCaughtUp is the last time the follower had fetched up to the
+	// leader's log end offset as of its previous fetch (Kafka's
+	// lastCaughtUpTimeMs); it leaves the ISR once this is older than
+	// replica.lag.time.max.ms.
+	lastCaughtUp    time.Time
+	lastFetch       time.Time
+	lastFetchLeader int64 // leader LEO at the last fetch
+}
+
+// Partition is one hosted partition, as leader or follower. Safe for
+// concurrent use.
 type Partition struct {
 	TopicPartition
 	TopicID [16]byte
+	localID int32
 	log     *storage.Log
 
-	mu          sync.Mutex // serializes Append and high-watermark changes
+	// mu serializes appends, truncation and changes of the fields below
+	// and of hw.
+	mu             sync.Mutex
+	leaderID       int32
+	partitionEpoch int32
+	replicas       []int32
+	followers      map[int32]*followerState // leader only
+	isrPending     bool                     // an AlterPartition is in flight
+
 	leaderEpoch atomic.Int32
 	hw          atomic.Int64
+	leader      atomic.Bool
 	cfg         atomic.Pointer[LogConfig]
 	isr         atomic.Pointer[[]int32] // in-sync replica ids, leader included
 
@@ -59,13 +98,12 @@ type Partition struct {
 	waiters map[chan<- struct{}]struct{}
 }
 
-func newPartition(tp TopicPartition, id [16]byte, log *storage.Log, epoch int32, isr []int32, cfg LogConfig) *Partition {
-	p := &Partition{TopicPartition: tp, TopicID: id, log: log, waiters: map[chan<- struct{}]struct{}{}}
-	p.leaderEpoch.Store(epoch)
-	p.isr.Store(&isr)
+func newPartition(tp TopicPartition, id [16]byte, localID int32, log *storage.Log, cfg LogConfig) *Partition {
+	p := &Partition{TopicPartition: tp, TopicID: id, localID: localID, log: log, waiters: map[chan<- struct{}]struct{}{}}
 	p.cfg.Store(&cfg)
-	// A single replica's high-watermark is its log end offset.
-	p.hw.Store(log.LogEndOffset())
+	empty := []int32{}
+	p.isr.Store(&empty)
+	p.leaderEpoch.Store(-1)
 	return p
 }
 
@@ -79,6 +117,16 @@ func (p *Partition) Config() *LogConfig { return p.cfg.Load() }
 func (p *Partition) SetConfig(cfg LogConfig) {
 	p.cfg.Store(&cfg)
 	p.log.SetConfig(cfg.Storage)
+}
+
+// IsLeader reports whether this broker leads the partition.
+func (p *Partition) IsLeader() bool { return p.leader.Load() }
+
+// Leader is the id of the partition's leader, -1 when none.
+func (p *Partition) Leader() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leaderID
 }
 
 // ISR is the in-sync replica set, the leader included. Do not modify.
@@ -116,16 +164,73 @@ func (p *Partition) CheckEpoch(current int32) error {
 	return nil
 }
 
+// makeLeader switches the partition to leader for st (st.Leader is this
+// broker). Followers start with unknown log end offsets; those in the ISR
+// count as caught up now, so that they are not dropped before their first
+// fetch (Kafka does the same on a leader change).
+func (p *Partition) makeLeader(st State, now time.Time) {
+	p.mu.Lock()
+	newEpoch := st.LeaderEpoch != p.leaderEpoch.Load() || !p.leader.Load()
+	p.leaderID, p.partitionEpoch, p.replicas = st.Leader, st.PartitionEpoch, slices.Clone(st.Replicas)
+	isr := slices.Clone(st.ISR)
+	p.isr.Store(&isr)
+	if newEpoch || p.followers == nil {
+		p.followers = map[int32]*followerState{}
+	}
+	for _, r := range st.Replicas {
+		if r == p.localID {
+			continue
+		}
+		if _, ok := p.followers[r]; !ok {
+			p.followers[r] = &followerState{logEndOffset: -1, lastCaughtUp: now}
+		}
+	}
+	for r := range p.followers {
+		if !slices.Contains(st.Replicas, r) {
+			delete(p.followers, r)
+		}
+	}
+	p.isrPending = false
+	p.leaderEpoch.Store(st.LeaderEpoch)
+	p.leader.Store(true)
+	if newEpoch && p.hw.Load() > p.log.LogEndOffset() {
+		p.hw.Store(p.log.LogEndOffset())
+	}
+	p.maybeAdvanceHWLocked()
+	p.mu.Unlock()
+	p.notify()
+}
+
+// makeFollower switches the partition to follow st.Leader.
+func (p *Partition) makeFollower(st State) {
+	p.mu.Lock()
+	p.leaderID, p.partitionEpoch, p.replicas = st.Leader, st.PartitionEpoch, slices.Clone(st.Replicas)
+	isr := slices.Clone(st.ISR)
+	p.isr.Store(&isr)
+	p.followers = nil
+	p.isrPending = false
+	p.leaderEpoch.Store(st.LeaderEpoch)
+	p.leader.Store(false)
+	if hw := p.hw.Load(); hw > p.log.LogEndOffset() {
+		p.hw.Store(p.log.LogEndOffset())
+	}
+	p.mu.Unlock()
+	p.notify()
+}
+
 // Append validates batches (a Produce partition's records) and appends them
 // at the log end, stamping offsets and the leader epoch in place. It returns
 // record.ErrCorrupt (and friends) for a bad batch, ErrMessageTooLarge or
-// ErrRecordListLarge for oversized input; nothing is written then.
-// nowMillis stamps LogAppendTime topics.
+// ErrRecordListLarge for oversized input, ErrNotLeader on a follower;
+// nothing is written then. nowMillis stamps LogAppendTime topics.
 //
 // With acks=-1 (all), fewer in-sync replicas than min.insync.replicas give
 // ErrNotEnoughReplicas before anything is written.
 func (p *Partition) Append(batches []byte, acks int16, nowMillis int64) (storage.AppendResult, error) {
 	cfg := p.cfg.Load()
+	if !p.leader.Load() {
+		return storage.AppendResult{}, ErrNotLeader
+	}
 	if acks == -1 && int32(len(p.ISR())) < cfg.MinInsyncReplicas {
 		return storage.AppendResult{}, ErrNotEnoughReplicas
 	}
@@ -156,20 +261,27 @@ func (p *Partition) Append(batches []byte, acks int16, nowMillis int64) (storage
 	if consumed != len(batches) || n == 0 {
 		return storage.AppendResult{}, record.ErrCorrupt
 	}
-	return p.appendLocked(batches)
+	return p.appendAsLeader(batches)
 }
 
 // AppendInternal appends batches built by the broker itself (coordinators'
 // records, control batches) without the client-facing checks.
 func (p *Partition) AppendInternal(batches []byte) (storage.AppendResult, error) {
-	return p.appendLocked(batches)
+	if !p.leader.Load() {
+		return storage.AppendResult{}, ErrNotLeader
+	}
+	return p.appendAsLeader(batches)
 }
 
-func (p *Partition) appendLocked(batches []byte) (storage.AppendResult, error) {
+func (p *Partition) appendAsLeader(batches []byte) (storage.AppendResult, error) {
 	p.mu.Lock()
+	if !p.leader.Load() {
+		p.mu.Unlock()
+		return storage.AppendResult{}, ErrNotLeader
+	}
 	res, err := p.log.Append(batches, p.leaderEpoch.Load())
 	if err == nil {
-		p.hw.Store(p.log.LogEndOffset())
+		p.maybeAdvanceHWLocked()
 	}
 	p.mu.Unlock()
 	if err == nil {
@@ -178,8 +290,31 @@ func (p *Partition) appendLocked(batches []byte) (storage.AppendResult, error) {
 	return res, err
 }
 
-// Watch registers ch to receive a non-blocking send after every append;
-// Unwatch removes it. A fetch waiting for data watches its partitions.
+// maybeAdvanceHWLocked sets the high-watermark to the smallest log end
+// offset over the ISR (the leader's own included). A follower whose log end
+// offset is not known yet holds the high-watermark where it is.
+func (p *Partition) maybeAdvanceHWLocked() bool {
+	hw := p.log.LogEndOffset()
+	for _, r := range p.ISR() {
+		if r == p.localID {
+			continue
+		}
+		f := p.followers[r]
+		if f == nil || f.logEndOffset < 0 {
+			return false
+		}
+		hw = min(hw, f.logEndOffset)
+	}
+	if hw > p.hw.Load() {
+		p.hw.Store(hw)
+		return true
+	}
+	return false
+}
+
+// Watch registers ch to receive a non-blocking send after every append or
+// high-watermark change; Unwatch removes it. Fetches waiting for data and
+// produce requests waiting for acks=all watch their partitions.
 func (p *Partition) Watch(ch chan<- struct{}) {
 	p.waitMu.Lock()
 	p.waiters[ch] = struct{}{}
@@ -202,6 +337,23 @@ func (p *Partition) notify() {
 		}
 	}
 	p.waitMu.Unlock()
+}
+
+// AckState tells a produce waiting for acks=all whether offset (the last
+// offset it appended) is committed: done when the high-watermark passed
+// it, err when it can no longer be (leadership lost, ISR below
+// min.insync.replicas).
+func (p *Partition) AckState(offset int64) (done bool, err error) {
+	if !p.leader.Load() {
+		return false, ErrNotLeader
+	}
+	if p.hw.Load() > offset {
+		if int32(len(p.ISR())) < p.cfg.Load().MinInsyncReplicas {
+			return true, ErrNotEnoughReplicasAfterAppend
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // ReadResult is what Read returns.
@@ -232,4 +384,119 @@ func (p *Partition) Read(offset int64, maxBytes int32, untilLogEnd, minOne bool)
 	}
 	res.Records = r.Records
 	return res, nil
+}
+
+// UpdateFollower records a follower fetch at fetchOffset (the follower has
+// every record below it): it may advance the high-watermark, and returns
+// the ISR to ask the controller for when the follower caught up and is not
+// in the ISR yet (nil otherwise).
+func (p *Partition) UpdateFollower(replica int32, fetchOffset int64, now time.Time) (expand []int32) {
+	p.mu.Lock()
+	f := p.followers[replica]
+	if f == nil || !p.leader.Load() {
+		p.mu.Unlock()
+		return nil
+	}
+	leo := p.log.LogEndOffset()
+	switch {
+	case fetchOffset >= leo:
+		f.lastCaughtUp = now
+	case fetchOffset >= f.lastFetchLeader && !f.lastFetch.IsZero():
+		f.lastCaughtUp = f.lastFetch
+	}
+	f.logEndOffset, f.lastFetch, f.lastFetchLeader = fetchOffset, now, leo
+	advanced := p.maybeAdvanceHWLocked()
+	isr := p.ISR()
+	if !slices.Contains(isr, replica) && !p.isrPending && fetchOffset >= p.hw.Load() {
+		expand = append(slices.Clone(isr), replica)
+		p.isrPending = true
+	}
+	p.mu.Unlock()
+	if advanced {
+		p.notify()
+	}
+	return expand
+}
+
+// laggingFollowers returns the ISR without followers that have not caught
+// up within lag, or nil when nothing changes or a change is in flight.
+func (p *Partition) laggingFollowers(now time.Time, lag time.Duration) (shrunk []int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.leader.Load() || p.isrPending {
+		return nil
+	}
+	isr := p.ISR()
+	out := make([]int32, 0, len(isr))
+	for _, r := range isr {
+		f := p.followers[r]
+		if r != p.localID && (f == nil || now.Sub(f.lastCaughtUp) > lag) {
+			continue
+		}
+		out = append(out, r)
+	}
+	if len(out) == len(isr) {
+		return nil
+	}
+	p.isrPending = true
+	return out
+}
+
+// isrUpdated applies the controller's answer to AlterPartition (or its
+// failure, with ok false).
+func (p *Partition) isrUpdated(isr []int32, partitionEpoch int32, ok bool) {
+	p.mu.Lock()
+	p.isrPending = false
+	if ok && partitionEpoch >= p.partitionEpoch {
+		p.partitionEpoch = partitionEpoch
+		c := slices.Clone(isr)
+		p.isr.Store(&c)
+		p.maybeAdvanceHWLocked()
+	}
+	p.mu.Unlock()
+	p.notify()
+}
+
+// partitionEpochNow returns the partition epoch, for AlterPartition.
+func (p *Partition) partitionEpochNow() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.partitionEpoch
+}
+
+// appendAsFollower writes batches fetched from the leader and moves the
+// high-watermark to min(leaderHW, log end offset).
+func (p *Partition) appendAsFollower(batches []byte, leaderHW int64) error {
+	p.mu.Lock()
+	if p.leader.Load() {
+		p.mu.Unlock()
+		return ErrNotLeader
+	}
+	var err error
+	if len(batches) > 0 {
+		_, err = p.log.AppendAsFollower(batches)
+	}
+	if hw := min(leaderHW, p.log.LogEndOffset()); err == nil && hw > p.hw.Load() {
+		p.hw.Store(hw)
+	}
+	p.mu.Unlock()
+	p.notify()
+	return err
+}
+
+// truncateAsFollower cuts the log at offset (a divergence found with the
+// leader) and clamps the high-watermark.
+func (p *Partition) truncateAsFollower(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leader.Load() || offset >= p.log.LogEndOffset() {
+		return nil
+	}
+	if err := p.log.Truncate(offset); err != nil {
+		return err
+	}
+	if p.hw.Load() > offset {
+		p.hw.Store(offset)
+	}
+	return nil
 }

@@ -1,0 +1,50 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// OffsetForLeaderEpoch v0-v4 (KIP-101, KIP-279, KIP-320): for each
+// partition, the largest epoch at or below the requested one in the
+// leader's history and the offset where the next epoch starts. Only the
+// leader answers; consumers use it to detect truncation.
+func init() { register(kmsg.OffsetForLeaderEpoch, 0, 4, handleOffsetForLeaderEpoch) }
+
+func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			p := b.replicas.Get(rt.Topic, rp.Partition)
+			switch {
+			case p == nil:
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case !p.IsLeader():
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+			default:
+				if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
+					sp.ErrorCode = errCode(err)
+					break
+				}
+				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
+				if sp.EndOffset > p.HighWatermark() && req.ReplicaID < 0 {
+					// Consumers never see past the high-watermark.
+					sp.EndOffset = p.HighWatermark()
+				}
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
