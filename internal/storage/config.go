@@ -62,3 +62,24 @@ func (c Config) Validate() error {
 func (c Config) maxIndexEntries(entrySize int) int {
 	return int(c.SegmentIndexBytes) / entrySize
 }
+
+// Inherit returns c with each zero field taken from parent (a topic config
+// over the broker's defaults).
+func (c Config) Inherit(parent Config) Config {
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = parent.SegmentBytes
+	}
+	if c.SegmentMs == 0 {
+		c.SegmentMs = parent.SegmentMs
+	}
+	if c.IndexIntervalBytes == 0 {
+		c.IndexIntervalBytes = parent.IndexIntervalBytes
+	}
+	if c.SegmentIndexBytes == 0 {
+		c.SegmentIndexBytes = parent.SegmentIndexBytes
+	}
+	if c.FlushIntervalMessages == 0 {
+		c.FlushIntervalMessages = parent.FlushIntervalMessages
+	}
+	return c
+}

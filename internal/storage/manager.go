@@ -272,6 +272,8 @@ func (m *Manager) Logs() map[TopicPartition]*Log {
 
 // Create returns the log of tp, creating it empty with cfg in the log dir
 // holding the fewest logs when it does not exist (Kafka's getOrCreateLog).
+// Zero fields of cfg take ManagerOptions.Default's value, as topic configs
+// inherit the broker's.
 // An existing log is returned as is, its config unchanged. Errors:
 // ErrInvalidPartition, ErrClosed, a Config.Validate error, I/O errors.
 func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
@@ -299,7 +301,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	dir := filepath.Join(d.path, tp.String())
 	l, err := Open(OpenOptions{
 		Dir:    dir,
-		Config: cfg,
+		Config: cfg.Inherit(m.opts.Default),
 		Logger: m.logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:    m.opts.Now,
 	})

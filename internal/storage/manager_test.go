@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestManagerLifecycle(t *testing.T) {
@@ -34,6 +35,13 @@ func TestManagerLifecycle(t *testing.T) {
 		}
 		data[tp] = &appended{}
 		fill(t, l, data[tp], 40, 0)
+	}
+	if l, err := m.Create(TopicPartition{"inherits", 0}, Config{SegmentMs: time.Hour}); err != nil ||
+		l.Config().SegmentBytes != smallSegments.SegmentBytes || l.Config().SegmentMs != time.Hour {
+		t.Fatalf("config not inherited: %v", err)
+	}
+	if err := m.Delete(TopicPartition{"inherits", 0}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := m.Create(TopicPartition{"bad/name", 0}, Config{}); !errors.Is(err, ErrInvalidPartition) {
 		t.Fatalf("bad name: %v", err)
