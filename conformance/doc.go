@@ -1,0 +1,30 @@
+// Package conformance runs Kafka clients from other languages and Go
+// libraries against a built samsa binary and writes the compatibility
+// table docs/COMPATIBILITY.md.
+//
+// It is a separate module so that the main module does not depend on cgo,
+// sarama or kafka-go. TestConformance builds ../cmd/samsa, starts one
+// server per client on free loopback ports, and runs every scenario of
+// Scenarios through each client's runner:
+//
+//   - cmd/goclients: franz-go, IBM/sarama, segmentio/kafka-go,
+//     confluent-kafka-go (cgo) and kcat (driven as a process);
+//   - python/runner.py: confluent-kafka and kafka-python, with Debian's
+//     /usr/bin/python3;
+//   - js/runner.js: kafkajs.
+//
+// A runner is called as
+//
+//	RUNNER --client NAME --scenario ID --bootstrap HOST:PORT --topic T
+//	       [--group G] [--codec C] [--groups 0|1]
+//
+// and prints on its last stdout line `RESULT {"status": S, "detail": D}`
+// where S is "pass", "fail" or "na" (the client has no such feature). The
+// driver itself decides "not yet": a scenario whose APIs the broker does
+// not advertise in ApiVersions is not run, and flips to run as soon as the
+// broker advertises them.
+//
+// A failure of a scenario whose APIs the broker advertises fails the test,
+// unless known-failures.txt lists it with a reason (and then the test fails
+// when it passes, so the list stays current).
+package conformance

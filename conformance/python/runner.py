@@ -1,0 +1,591 @@
+#!/usr/bin/python3
+"""Conformance runner for the Python clients: confluent-kafka (librdkafka)
+and kafka-python, both from Debian (run with /usr/bin/python3).
+
+Called by conformance/TestConformance as
+    runner.py --client confluent|kafka-python --scenario ID --bootstrap H:P
+              --topic T --group G [--codec C]
+it prints a last line `RESULT {"status": "pass"|"fail"|"na", "detail": ...}`.
+The scenarios mirror cmd/goclients/main.go.
+"""
+
+import argparse
+import json
+import sys
+import time
+import traceback
+
+PRODUCE_COUNT = 10000
+TIMESTAMP_BASE = 1700000000000
+
+
+class NA(Exception):
+    """The client has no such feature."""
+
+
+class Fail(Exception):
+    pass
+
+
+def log(msg):
+    print(time.strftime("%H:%M:%S ") + msg, file=sys.stderr, flush=True)
+
+
+def make_records(prefix, n, partitions=1):
+    out = []
+    for i in range(n):
+        v = "%s-%05d-" % (prefix, i) + "".join(chr(97 + (i * 7 + j * 13) % 26) for j in range(20 + i % 100))
+        out.append({"key": b"key-%05d" % i, "value": v.encode(), "headers": [("idx", str(i).encode())],
+                    "partition": i % partitions})
+    return out
+
+
+def same_records(got, want, with_headers=True):
+    if len(got) != len(want):
+        raise Fail("consumed %d records, want %d" % (len(got), len(want)))
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g["key"] != w["key"] or g["value"] != w["value"]:
+            raise Fail("record %d: got key %r value %r, want key %r value %r" % (i, g["key"], g["value"][:40], w["key"], w["value"][:40]))
+        if with_headers and list(g["headers"] or []) != w["headers"]:
+            raise Fail("record %d: headers %r, want %r" % (i, g["headers"], w["headers"]))
+        if g["offset"] != i:
+            raise Fail("record %d has offset %d" % (i, g["offset"]))
+
+
+def same_values(got, want):
+    if len(got) != len(want):
+        raise Fail("%d records, want %d" % (len(got), len(want)))
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g["value"] != w["value"]:
+            raise Fail("record %d: %r, want %r" % (i, g["value"][:40], w["value"][:40]))
+
+
+# ---------------------------------------------------------------- confluent
+
+
+class Confluent:
+    def __init__(self, bootstrap):
+        import confluent_kafka
+        self.ck = confluent_kafka
+        self.bootstrap = bootstrap
+        self._admin = None
+
+    def conf(self, **extra):
+        c = {"bootstrap.servers": self.bootstrap, "client.id": "samsa-conformance"}
+        c.update(extra)
+        return c
+
+    def admin(self):
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+            self._admin = AdminClient(self.conf())
+        return self._admin
+
+    def version(self):
+        return "%s (librdkafka %s)" % (self.ck.version()[0], self.ck.libversion()[0])
+
+    def metadata(self, topic):
+        md = self.admin().list_topics(timeout=10)  # all topics: a named one may be auto-created
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return len(md.brokers), []
+        return len(md.brokers), [t.partitions[p].leader for p in sorted(t.partitions)]
+
+    def create_topic(self, topic, partitions):
+        from confluent_kafka.admin import NewTopic
+        fs = self.admin().create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        fs[topic].result(30)
+
+    def _produce(self, p, topic, recs):
+        errors = []
+
+        def cb(err, msg):
+            if err is not None:
+                errors.append(err)
+        for r in recs:
+            while True:
+                try:
+                    p.produce(topic, key=r["key"], value=r["value"], headers=r["headers"], partition=r["partition"], on_delivery=cb)
+                    break
+                except BufferError:
+                    p.poll(0.1)
+            p.poll(0)
+        left = p.flush(60)
+        if left:
+            raise Fail("%d records not delivered after 60s" % left)
+        if errors:
+            raise Fail("delivery failed: %s" % errors[0])
+
+    def produce(self, topic, codec, recs, idempotent=False):
+        from confluent_kafka import Producer
+        p = Producer(self.conf(**{"compression.type": codec, "linger.ms": 5, "acks": "all",
+                                  "enable.idempotence": idempotent}))
+        self._produce(p, topic, recs)
+
+    @staticmethod
+    def _rec(m):
+        return {"key": m.key(), "value": m.value(), "headers": m.headers() or [], "partition": m.partition(), "offset": m.offset()}
+
+    def consume(self, topic, partition, n, read_committed=False):
+        from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+        c = Consumer(self.conf(**{"group.id": "samsa-conformance-assign", "enable.auto.commit": False,
+                                  "isolation.level": "read_committed" if read_committed else "read_uncommitted"}))
+        try:
+            c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+            out = []
+            deadline = time.time() + 120
+            while len(out) < n:
+                if time.time() > deadline:
+                    raise Fail("consumed %d of %d records in 120s" % (len(out), n))
+                for m in c.consume(num_messages=1000, timeout=0.2):
+                    if m.error():
+                        if m.error().fatal():
+                            raise Fail("consume: %s" % m.error())
+                        log("consumer error (not fatal): %s" % m.error())
+                        continue
+                    out.append(self._rec(m))
+            return out[:n]
+        finally:
+            c.close()
+
+    def offset_for_time(self, topic, partition, ts):
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer(self.conf(**{"group.id": "samsa-conformance-offsets"}))
+        try:
+            if ts in (-2, -1):
+                lo, hi = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+                return lo if ts == -2 else hi
+            r = c.offsets_for_times([TopicPartition(topic, partition, ts)], timeout=10)
+            if r[0].error:
+                raise Fail(str(r[0].error))
+            return r[0].offset
+        finally:
+            c.close()
+
+    def describe_configs(self, topic):
+        from confluent_kafka.admin import ConfigResource
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        fs = self.admin().describe_configs([res])
+        entries = list(fs.values())[0].result(30)
+        return {k: e.value for k, e in entries.items()}
+
+    def alter_config(self, topic, key, value):
+        from confluent_kafka.admin import ConfigResource
+        # confluent-kafka 1.7 has only the non-incremental AlterConfigs,
+        # which replaces the topic's whole set of overrides.
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={key: value})
+        fs = self.admin().alter_configs([res])
+        list(fs.values())[0].result(30)
+
+    def delete_topic(self, topic):
+        fs = self.admin().delete_topics([topic])
+        fs[topic].result(30)
+
+    def new_member(self, topic, group):
+        from confluent_kafka import Consumer
+        c = Consumer(self.conf(**{"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}))
+        c.subscribe([topic])
+        return ConfluentMember(c, self._rec)
+
+    def new_txn_producer(self, topic, txn_id):
+        from confluent_kafka import Producer
+        p = Producer(self.conf(**{"transactional.id": txn_id, "linger.ms": 5}))
+        p.init_transactions(30)
+        return ConfluentTxn(self, p, topic)
+
+    def close(self):
+        pass
+
+
+class ConfluentMember:
+    def __init__(self, c, rec):
+        self.c = c
+        self.rec = rec
+
+    def poll(self, d):
+        out = []
+        for m in self.c.consume(num_messages=1000, timeout=d):
+            if m.error():
+                if m.error().fatal():
+                    raise Fail("consume: %s" % m.error())
+                log("consumer error (not fatal): %s" % m.error())
+                continue
+            out.append(self.rec(m))
+        return out
+
+    def assignment(self):
+        return [tp.partition for tp in self.c.assignment()]
+
+    def commit(self):
+        from confluent_kafka import KafkaError, KafkaException
+        try:
+            self.c.commit(asynchronous=False)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._NO_OFFSET:
+                raise
+
+    def close(self):
+        self.c.close()
+
+
+class ConfluentTxn:
+    def __init__(self, client, p, topic):
+        self.client, self.p, self.topic = client, p, topic
+
+    def begin(self):
+        self.p.begin_transaction()
+
+    def produce(self, recs):
+        self.client._produce(self.p, self.topic, recs)
+
+    def commit(self):
+        self.p.commit_transaction(30)
+
+    def abort(self):
+        self.p.abort_transaction(30)
+
+    def close(self):
+        pass
+
+
+# ------------------------------------------------------------- kafka-python
+
+
+class KafkaPython:
+    def __init__(self, bootstrap):
+        import kafka
+        self.kafka = kafka
+        self.bootstrap = bootstrap
+        self._admin = None
+
+    def admin(self):
+        if self._admin is None:
+            from kafka.admin import KafkaAdminClient
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="samsa-conformance")
+        return self._admin
+
+    def version(self):
+        return self.kafka.__version__
+
+    def metadata(self, topic):
+        a = self.admin()
+        brokers = a.describe_cluster()["brokers"]
+        for t in a.describe_topics():  # all topics: a named one may be auto-created
+            if t["topic"] == topic and t["error_code"] == 0:
+                return len(brokers), [p["leader"] for p in sorted(t["partitions"], key=lambda p: p["partition"])]
+        return len(brokers), []
+
+    def create_topic(self, topic, partitions):
+        from kafka.admin import NewTopic
+        r = self.admin().create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        for t in r.topic_errors:
+            if t[1] != 0:
+                raise Fail("create topic: error code %d %s" % (t[1], t[2] if len(t) > 2 else ""))
+
+    def produce(self, topic, codec, recs, idempotent=False):
+        if idempotent:
+            raise NA("kafka-python 2.0 has no idempotent producer")
+        from kafka import KafkaProducer
+        p = KafkaProducer(bootstrap_servers=self.bootstrap, compression_type=None if codec == "none" else codec,
+                          linger_ms=5, acks="all", batch_size=64 * 1024)
+        try:
+            futs = [p.send(topic, key=r["key"], value=r["value"], headers=r["headers"], partition=r["partition"]) for r in recs]
+            p.flush(60)
+            for f in futs:
+                f.get(timeout=60)
+        finally:
+            p.close(10)
+
+    def consume(self, topic, partition, n, read_committed=False):
+        if read_committed:
+            raise NA("kafka-python 2.0 has no read_committed isolation")
+        from kafka import KafkaConsumer, TopicPartition
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                          fetch_max_wait_ms=200)
+        try:
+            tp = TopicPartition(topic, partition)
+            c.assign([tp])
+            c.seek_to_beginning(tp)
+            out = []
+            deadline = time.time() + 120
+            while len(out) < n:
+                if time.time() > deadline:
+                    raise Fail("consumed %d of %d records in 120s" % (len(out), n))
+                for recs in c.poll(timeout_ms=200, max_records=5000).values():
+                    for r in recs:
+                        out.append({"key": r.key, "value": r.value, "headers": list(r.headers), "partition": r.partition, "offset": r.offset})
+            return out[:n]
+        finally:
+            c.close()
+
+    def offset_for_time(self, topic, partition, ts):
+        from kafka import KafkaConsumer, TopicPartition
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        try:
+            tp = TopicPartition(topic, partition)
+            if ts == -2:
+                return c.beginning_offsets([tp])[tp]
+            if ts == -1:
+                return c.end_offsets([tp])[tp]
+            r = c.offsets_for_times({tp: ts})[tp]
+            return -1 if r is None else r.offset
+        finally:
+            c.close()
+
+    def describe_configs(self, topic):
+        from kafka.admin import ConfigResource, ConfigResourceType
+        resps = self.admin().describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        out = {}
+        for resp in resps:
+            for res in resp.resources:
+                if res[0] != 0:
+                    raise Fail("describe configs: error code %d %s" % (res[0], res[1]))
+                for e in res[4]:
+                    out[e[0]] = e[1]
+        return out
+
+    def alter_config(self, topic, key, value):
+        from kafka.admin import ConfigResource, ConfigResourceType
+        resp = self.admin().alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={key: value})])
+        for res in resp.resources:
+            if res[0] != 0:
+                raise Fail("alter configs: error code %d %s" % (res[0], res[1]))
+
+    def delete_topic(self, topic):
+        r = self.admin().delete_topics([topic])
+        for t in r.topic_error_codes:
+            if t[1] != 0:
+                raise Fail("delete topic: error code %d" % t[1])
+
+    def new_member(self, topic, group):
+        from kafka import KafkaConsumer
+        c = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
+                          auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=1000,
+                          fetch_max_wait_ms=200)
+        return KafkaPythonMember(c)
+
+    def new_txn_producer(self, topic, txn_id):
+        raise NA("kafka-python 2.0 has no transactional producer")
+
+    def close(self):
+        if self._admin is not None:
+            self._admin.close()
+
+
+class KafkaPythonMember:
+    def __init__(self, c):
+        self.c = c
+
+    def poll(self, d):
+        out = []
+        for recs in self.c.poll(timeout_ms=int(d * 1000), max_records=1000).values():
+            for r in recs:
+                out.append({"key": r.key, "value": r.value, "headers": list(r.headers), "partition": r.partition, "offset": r.offset})
+        return out
+
+    def assignment(self):
+        return [tp.partition for tp in self.c.assignment()]
+
+    def commit(self):
+        self.c.commit()
+
+    def close(self):
+        self.c.close()
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+def scenario_metadata(c, a):
+    brokers, leaders = c.metadata(a.topic)
+    if brokers != 1:
+        raise Fail("metadata lists %d brokers, want 1" % brokers)
+    if len(leaders) != 3:
+        raise Fail("topic %s has %d partitions in metadata, want 3" % (a.topic, len(leaders)))
+    for p, l in enumerate(leaders):
+        if l < 0:
+            raise Fail("partition %d has no leader" % p)
+
+
+def wait_partitions(c, topic, n, want_gone=False):
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        _, leaders = c.metadata(topic)
+        if len(leaders) == n:
+            return
+        time.sleep(0.2)
+    raise Fail("metadata: topic %s has %d partitions, want %d" % (topic, len(leaders), n))
+
+
+def scenario_produce(c, a, codec, n, idempotent):
+    recs = make_records("value", n)
+    t0 = time.time()
+    c.produce(a.topic, codec, recs, idempotent)
+    log("produced %d records in %.2fs" % (n, time.time() - t0))
+    t0 = time.time()
+    got = c.consume(a.topic, 0, n)
+    log("consumed %d records in %.2fs" % (len(got), time.time() - t0))
+    same_records(got, recs)
+
+
+def scenario_list_offsets(c, a):
+    cases = [("earliest", -2, 0), ("latest", -1, 10), ("before the first record", TIMESTAMP_BASE - 5000, 0),
+             ("the first record's timestamp", TIMESTAMP_BASE, 0), ("between records 4 and 5", TIMESTAMP_BASE + 4500, 5),
+             ("the last record's timestamp", TIMESTAMP_BASE + 9000, 9), ("after the last record", TIMESTAMP_BASE + 60000, -1)]
+    for name, ts, want in cases:
+        got = c.offset_for_time(a.topic, 0, ts)
+        if got != want and not (want == -1 and got == 10):
+            raise Fail("ListOffsets %s (%d): offset %s, want %d" % (name, ts, got, want))
+
+
+def scenario_configs(c, a):
+    before = c.describe_configs(a.topic)
+    for k in ("retention.ms", "cleanup.policy", "segment.bytes"):
+        if k not in before:
+            raise Fail("describe configs: %s missing (got %d configs)" % (k, len(before)))
+    if before["cleanup.policy"] != "delete":
+        raise Fail("describe configs: cleanup.policy = %r, want delete" % before["cleanup.policy"])
+    c.alter_config(a.topic, "retention.ms", "3600000")
+    after = c.describe_configs(a.topic)
+    if after.get("retention.ms") != "3600000":
+        raise Fail("retention.ms = %r after alter, want 3600000" % after.get("retention.ms"))
+
+
+def scenario_delete(c, a):
+    c.delete_topic(a.topic)
+    wait_partitions(c, a.topic, 0)
+
+
+def poll_until(prefix, want, *members):
+    seen = {}
+    counts = [0] * len(members)
+    deadline = time.time() + 60
+    while len(seen) < want:
+        if time.time() > deadline:
+            raise Fail("received %d of %d %r records within 60s (per member %s)" % (len(seen), want, prefix, counts))
+        for i, m in enumerate(members):
+            for r in m.poll(0.2):
+                v = r["value"].decode()
+                if not v.startswith(prefix + "-"):
+                    raise Fail("member %d received %r (partition %d offset %d) while waiting for %r records: committed offsets not respected" % (i, v[:40], r["partition"], r["offset"], prefix))
+                if v in seen:
+                    raise Fail("record %r delivered twice (members %d and %d)" % (v, seen[v], i))
+                seen[v] = i
+                counts[i] += 1
+    return counts
+
+
+def scenario_group(c, a):
+    ma = c.new_member(a.topic, a.group)
+    mb = c.new_member(a.topic, a.group)
+    deadline = time.time() + 60
+    while True:
+        for m in (ma, mb):
+            if m.poll(0.1):
+                raise Fail("member received records before any was produced")
+        pa, pb = ma.assignment(), mb.assignment()
+        if pa and pb and len(set(pa) | set(pb)) == 4 and not set(pa) & set(pb):
+            break
+        if time.time() > deadline:
+            raise Fail("two members did not split 4 partitions within 60s: %s and %s" % (pa, pb))
+    c.produce(a.topic, "none", make_records("g1", 400, 4))
+    counts = poll_until("g1", 400, ma, mb)
+    if 0 in counts:
+        raise Fail("phase 1: one member got nothing (%s): partitions not split" % counts)
+    ma.commit()
+    mb.commit()
+    mb.close()
+    c.produce(a.topic, "none", make_records("g2", 400, 4))
+    try:
+        poll_until("g2", 400, ma)
+    except Fail as e:
+        raise Fail("phase 2 (b left, a takes over): %s" % e)
+    ma.commit()
+    ma.close()
+    c.produce(a.topic, "none", make_records("g3", 100, 4))
+    mc = c.new_member(a.topic, a.group)
+    try:
+        poll_until("g3", 100, mc)
+    except Fail as e:
+        raise Fail("phase 3 (new member resumes from commits): %s" % e)
+    finally:
+        mc.close()
+
+
+def scenario_transactions(c, a):
+    p = c.new_txn_producer(a.topic, "conf-txn-" + a.client)
+    t1, t2, t3 = make_records("t1", 100), make_records("t2", 50), make_records("t3", 100)
+    for i, (recs, commit) in enumerate([(t1, True), (t2, False), (t3, True)]):
+        p.begin()
+        p.produce(recs)
+        p.commit() if commit else p.abort()
+    p.close()
+    try:
+        same_values(c.consume(a.topic, 0, 200, read_committed=True), t1 + t3)
+    except Fail as e:
+        raise Fail("read_committed: %s" % e)
+    try:
+        same_values(c.consume(a.topic, 0, 250), t1 + t2 + t3)
+    except Fail as e:
+        raise Fail("read_uncommitted: %s" % e)
+
+
+def run(c, a):
+    s = a.scenario
+    if s == "version":
+        return c.version()
+    if s == "metadata":
+        scenario_metadata(c, a)
+    elif s == "create-topic":
+        c.create_topic(a.topic, 3)
+        wait_partitions(c, a.topic, 3)
+    elif s == "produce":
+        scenario_produce(c, a, a.codec, PRODUCE_COUNT, False)
+    elif s == "idempotent":
+        scenario_produce(c, a, "none", 1000, True)
+    elif s == "list-offsets-time":
+        scenario_list_offsets(c, a)
+    elif s == "configs":
+        scenario_configs(c, a)
+    elif s == "delete-topic":
+        scenario_delete(c, a)
+    elif s == "group":
+        scenario_group(c, a)
+    elif s == "transactions":
+        scenario_transactions(c, a)
+    else:
+        raise Fail("unknown scenario %r" % s)
+    return ""
+
+
+def result(status, detail):
+    print("RESULT " + json.dumps({"status": status, "detail": detail}), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--client", required=True, choices=["confluent", "kafka-python"])
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", default="")
+    ap.add_argument("--group", default="")
+    ap.add_argument("--codec", default="none")
+    ap.add_argument("--groups", default="0")
+    a = ap.parse_args()
+    try:
+        c = Confluent(a.bootstrap) if a.client == "confluent" else KafkaPython(a.bootstrap)
+        try:
+            detail = run(c, a)
+        finally:
+            c.close()
+        result("pass", detail)
+    except NA as e:
+        result("na", str(e))
+    except Exception as e:  # every failure is reported, with its type
+        traceback.print_exc()
+        result("fail", "%s: %s" % (type(e).__name__, e) if not isinstance(e, Fail) else str(e))
+
+
+if __name__ == "__main__":
+    main()

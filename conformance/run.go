@@ -1,0 +1,252 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Status is the outcome of one scenario for one client.
+type Status string
+
+// The statuses of a table cell.
+const (
+	Pass   Status = "pass"
+	Fail   Status = "fail"
+	NA     Status = "na"     // the client has no such feature
+	NotYet Status = "notyet" // the broker does not advertise the APIs yet
+)
+
+// Result is one cell of the table.
+type Result struct {
+	Status   Status
+	Detail   string        // why, for anything but a plain pass
+	Known    string        // the known-failures.txt reason, for a known failure
+	Duration time.Duration // the runner's wall time
+	Output   string        // the runner's output tail, for the test log
+}
+
+// Client is one row of the table: a runner program and its arguments.
+type Client struct {
+	ID      string   // row name and key in known-failures.txt
+	Library string   // protocol implementation, for the doc
+	Argv    []string // runner command; the driver appends the scenario flags
+	Version string   // filled from the runner's "version" scenario
+}
+
+// RunRunner runs c's runner for one scenario and parses its RESULT line.
+// The runner is killed after timeout.
+func RunRunner(ctx context.Context, c Client, timeout time.Duration, args ...string) Result {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	argv := append(append([]string{}, c.Argv...), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.WaitDelay = 5 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	start := time.Now()
+	err := cmd.Run()
+	r := Result{Duration: time.Since(start), Output: tail(out.String(), 4000)}
+	line := ""
+	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		if s, ok := strings.CutPrefix(sc.Text(), "RESULT "); ok {
+			line = s
+		}
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		r.Status, r.Detail = Fail, fmt.Sprintf("runner timed out after %v", timeout)
+		return r
+	case line == "":
+		r.Status, r.Detail = Fail, fmt.Sprintf("runner printed no RESULT line (%v): %s", err, lastLine(out.String()))
+		return r
+	}
+	var res struct{ Status, Detail string }
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		r.Status, r.Detail = Fail, fmt.Sprintf("bad RESULT line %q: %v", line, err)
+		return r
+	}
+	r.Status, r.Detail = Status(res.Status), res.Detail
+	switch r.Status {
+	case Pass, Fail, NA:
+	default:
+		r.Status, r.Detail = Fail, fmt.Sprintf("runner status %q: %s", res.Status, res.Detail)
+	}
+	return r
+}
+
+// RunClient starts a samsa server for c, runs every scenario through c's
+// runner, and stops the server. logf receives progress and failures'
+// output.
+func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []Scenario, logf func(string, ...any)) (map[string]Result, error) {
+	results := map[string]Result{}
+	srv, err := StartServer(bin, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop(10 * time.Second)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+
+	apis, err := advertised(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("ApiVersions against %s: %w", srv.Addr, err)
+	}
+	v := RunRunner(ctx, *c, time.Minute, "--scenario", "version", "--bootstrap", srv.Addr)
+	if v.Status != Pass {
+		return nil, fmt.Errorf("client %s does not run: %s\n%s", c.ID, v.Detail, v.Output)
+	}
+	c.Version = v.Detail
+
+	groupsAdvertised := "0"
+	if missing(apis, groupNeeds) == nil {
+		groupsAdvertised = "1"
+	}
+	for _, s := range scenarios {
+		if srv.Exited() {
+			results[s.ID] = Result{Status: Fail, Detail: "the samsa server had exited"}
+			continue
+		}
+		if m := missing(apis, s.Needs); m != nil {
+			results[s.ID] = Result{Status: NotYet, Detail: "the broker does not advertise " + strings.Join(m, ", ")}
+			continue
+		}
+		e := &Env{Client: cl, Admin: adm, Topic: "conf-" + s.ID, Group: "conf-" + s.ID}
+		r := runScenario(ctx, *c, srv, e, s, groupsAdvertised)
+		if srv.Exited() {
+			r.Status = Fail
+			r.Detail = "the samsa server exited during the scenario; " + r.Detail
+		}
+		if r.Status == Fail {
+			logf("%s %s: FAIL: %s\n--- runner output:\n%s", c.ID, s.ID, r.Detail, r.Output)
+		} else {
+			logf("%s %s: %s %s (%v)", c.ID, s.ID, r.Status, r.Detail, r.Duration.Round(time.Millisecond))
+		}
+		results[s.ID] = r
+	}
+	if srv.Exited() {
+		logf("samsa server for %s exited; its log:\n%s", c.ID, tail(srv.Logs(), 20000))
+	}
+	return results, nil
+}
+
+func runScenario(ctx context.Context, c Client, srv *Server, e *Env, s Scenario, groups string) Result {
+	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if s.Partitions > 0 {
+		resp, err := e.Admin.CreateTopic(setupCtx, s.Partitions, 1, nil, e.Topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return Result{Status: Fail, Detail: fmt.Sprintf("setup: create topic %s with franz-go: %v", e.Topic, err)}
+		}
+	}
+	if s.Setup != nil {
+		if err := s.Setup(setupCtx, e); err != nil {
+			return Result{Status: Fail, Detail: err.Error()}
+		}
+	}
+	args := []string{"--scenario", s.Runner, "--bootstrap", srv.Addr, "--topic", e.Topic,
+		"--group", e.Group, "--groups", groups}
+	if s.Codec != "" {
+		args = append(args, "--codec", s.Codec)
+	}
+	r := RunRunner(ctx, c, 3*time.Minute, args...)
+	if r.Status == Pass && s.Verify != nil {
+		vctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if err := s.Verify(vctx, e); err != nil {
+			r.Status, r.Detail = Fail, err.Error()
+		}
+	}
+	return r
+}
+
+// advertised returns the API keys the broker advertises.
+func advertised(ctx context.Context, cl *kgo.Client) (map[int16]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName = "samsa-conformance"
+	req.ClientSoftwareVersion = "1"
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int16]bool{}
+	for _, k := range resp.ApiKeys {
+		out[k.ApiKey] = true
+	}
+	return out, nil
+}
+
+// missing returns the names of the keys the broker does not advertise, or
+// nil.
+func missing(apis map[int16]bool, needs []kmsg.Key) []string {
+	var m []string
+	for _, k := range needs {
+		if !apis[int16(k)] {
+			m = append(m, kmsg.NameForKey(int16(k)))
+		}
+	}
+	sort.Strings(m)
+	return m
+}
+
+// KnownFailures reads known-failures.txt: lines "client scenario reason",
+// '#' comments. It returns reasons keyed by "client scenario".
+func KnownFailures(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.SplitN(line, " ", 3)
+		if len(f) < 3 {
+			return nil, fmt.Errorf("%s:%d: want `client scenario reason`", path, i+1)
+		}
+		out[f[0]+" "+f[1]] = strings.TrimSpace(f[2])
+	}
+	return out, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return tail(s, 300)
+}
