@@ -2,7 +2,7 @@ package quorum
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -11,35 +11,60 @@ import (
 	"github.com/samsahq/samsa/internal/storage"
 )
 
-// Log is the metadata log as the controller sees it.
+// Log is the metadata log as the controller sees it. Implementations are
+// safe for concurrent use.
 type Log interface {
-	// Append makes recs durable and committed, returning the offset of the
-	// first one.
+	// Append makes recs durable and committed, as one atomic batch, and
+	// returns the offset of the batch. Errors: ErrNotLeader (Raft on a
+	// follower, or leadership lost before the commit), ErrDropped,
+	// ErrEntryTooLarge, ErrClosed, ctx.Err(), storage errors.
 	Append(ctx context.Context, recs []metadata.Record) (int64, error)
-	// Replay calls fn for every committed batch of records in order.
+	// Replay calls fn for every committed batch of records in order, up to
+	// the commit point when called; it stops at fn's first error and
+	// returns it.
 	Replay(fn func(offset int64, recs []metadata.Record) error) error
+	// Register delivers to l, from a goroutine of the log, the committed
+	// batches at or after offset from (Replay's last offset + 1 continues
+	// a replay without gap or repeat) and the leadership changes; see
+	// Listener. unregister stops the delivery (without waiting for a call
+	// in progress); closing the log stops it too.
+	Register(from int64, l Listener) (unregister func())
+	// Leader is the leadership this voter knows now (not gated as
+	// Listener.LeaderChange is).
+	Leader() Leadership
 }
 
 // MetadataTopic is the metadata log's partition directory name stem.
 const MetadataTopic = "__cluster_metadata"
 
-// Local is a single-voter metadata log.
+// MetadataLog returns __cluster_metadata-0 of logs, creating it when
+// missing. The Manager owns it (and closes it).
+func MetadataLog(logs *storage.Manager) (*storage.Log, error) {
+	tp := storage.TopicPartition{Topic: MetadataTopic, Partition: 0}
+	if l := logs.Get(tp); l != nil {
+		return l, nil
+	}
+	return logs.Create(tp, storage.Config{})
+}
+
+// Local is a single-voter metadata log: an entry is committed once it is
+// fsynced, and this node is always the leader, of epoch 0. Safe for
+// concurrent use.
 type Local struct {
 	mu  sync.Mutex // serializes appends
 	log *storage.Log
+	d   *dispatcher
 }
 
 // OpenLocal opens (creating when missing) __cluster_metadata-0 in logs.
 func OpenLocal(logs *storage.Manager) (*Local, error) {
-	tp := storage.TopicPartition{Topic: MetadataTopic, Partition: 0}
-	l := logs.Get(tp)
-	if l == nil {
-		var err error
-		if l, err = logs.Create(tp, storage.Config{}); err != nil {
-			return nil, err
-		}
+	l, err := MetadataLog(logs)
+	if err != nil {
+		return nil, err
 	}
-	return &Local{log: l}, nil
+	logger := slog.New(slog.DiscardHandler)
+	self := logs.NodeID()
+	return &Local{log: l, d: newDispatcher(l, self, l.LogEndOffset(), Leadership{Epoch: 0, LeaderID: self}, logger)}, nil
 }
 
 // Append implements Log.
@@ -60,35 +85,31 @@ func (l *Local) Append(ctx context.Context, recs []metadata.Record) (int64, erro
 	if err := l.log.Flush(); err != nil {
 		return 0, err
 	}
+	l.d.setCommitted(l.log.LogEndOffset())
 	return res.BaseOffset, nil
 }
 
 // Replay implements Log.
 func (l *Local) Replay(fn func(offset int64, recs []metadata.Record) error) error {
-	off := l.log.LogStartOffset()
-	for {
-		res, err := l.log.Read(off, 1<<20, l.log.LogEndOffset(), true)
-		if err != nil {
-			return err
-		}
-		if len(res.Records) == 0 {
-			return nil
-		}
-		_, err = record.Batches(res.Records, func(b []byte, h record.Header) error {
-			recs, err := decodeBatch(b)
-			if err != nil {
-				return fmt.Errorf("metadata log at offset %d: %w", h.BaseOffset, err)
-			}
-			if err := fn(h.BaseOffset, recs); err != nil {
-				return err
-			}
-			off = h.NextOffset()
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
+	return l.d.replay(fn)
+}
+
+// Register implements Log.
+func (l *Local) Register(from int64, ls Listener) (unregister func()) {
+	return l.d.register(from, ls)
+}
+
+// Leader implements Log: always this node, epoch 0.
+func (l *Local) Leader() Leadership {
+	_, ld, _ := l.d.state()
+	return ld
+}
+
+// Close stops the listeners and waits for them; the log itself belongs to
+// the Manager. Append after Close still works.
+func (l *Local) Close() error {
+	l.d.close()
+	return nil
 }
 
 // encodeBatch builds an uncompressed v2 batch of recs.
@@ -108,17 +129,4 @@ func encodeBatch(recs []metadata.Record, now int64) ([]byte, error) {
 		ProducerEpoch:        record.NoProducerEpoch,
 		BaseSequence:         record.NoSequence,
 	}, rs)
-}
-
-func decodeBatch(b []byte) ([]metadata.Record, error) {
-	var out []metadata.Record
-	err := record.Records(b, func(r record.Record) error {
-		m, err := metadata.Decode(r.Key, r.Value)
-		if err != nil {
-			return err
-		}
-		out = append(out, m)
-		return nil
-	})
-	return out, err
 }

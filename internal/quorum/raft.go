@@ -1,0 +1,580 @@
+package quorum
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/storage"
+)
+
+// RaftConfig configures a Raft voter. Zero values mean the defaults.
+type RaftConfig struct {
+	// NodeID is this voter's node.id.
+	NodeID int32
+	// Voters are controller.quorum.voters; NodeID must be one. Changing
+	// the set of voters of an existing quorum is not supported yet.
+	Voters []config.Voter
+	// Log is __cluster_metadata-0 (see MetadataLog). The caller opens it
+	// and closes it after Close.
+	Log *storage.Log
+	// Transport carries the raft messages (NewTCPTransport); Raft starts
+	// it and closes it in Close.
+	Transport Transport
+	// TickInterval is raft's logical clock period (default 100 ms).
+	TickInterval time.Duration
+	// ElectionTicks: a follower that hears nothing from a leader for a
+	// random number of ticks in [ElectionTicks, 2*ElectionTicks) starts an
+	// election (default 10: 1-2 s at the default tick, as Kafka's
+	// controller.quorum.election.timeout.ms of 1000 ms with its backoff).
+	// A leader that hears from no quorum for ElectionTicks steps down.
+	ElectionTicks int
+	// HeartbeatTicks is the leader's heartbeat period in ticks (default
+	// 1); below ElectionTicks.
+	HeartbeatTicks int
+	// Logger nil discards.
+	Logger *slog.Logger
+}
+
+// Raft is a voter of the replicated metadata log: go.etcd.io/raft/v3's
+// RawNode decides elections and commits, driven by one loop goroutine that
+// owns it, stores its entries in Log and sends its messages through
+// Transport. It implements Log. Safe for concurrent use.
+type Raft struct {
+	cfg    RaftConfig
+	id     uint64 // raft id
+	logger *slog.Logger
+	store  *logStore
+	d      *dispatcher
+
+	recvc    chan *raftpb.Message
+	propc    chan *proposal
+	unreachc chan uint64
+	infoc    chan chan QuorumInfo
+	stop     chan struct{}
+	done     chan struct{} // closed when the loop ends
+	once     sync.Once
+
+	mu  sync.Mutex // guards err
+	err error      // why the loop ended
+
+	// Owned by the loop goroutine.
+	rn      *raft.RawNode
+	pending map[uint64]*proposal // by index
+	leading bool
+	status  raft.BasicStatus
+}
+
+// proposal is one Append waiting for its entry to commit.
+type proposal struct {
+	data        []byte
+	index, term uint64     // set by the loop once proposed
+	res         chan error // capacity 1
+}
+
+// QuorumInfo is the state of the quorum as DescribeQuorum reports it.
+type QuorumInfo struct {
+	Leadership
+	// HighWatermark: offsets below it are committed.
+	HighWatermark int64
+	// Voters in node id order. A leader knows every voter's log end
+	// offset; other voters only their own (the rest are -1).
+	Voters []VoterState
+}
+
+// VoterState is one voter in QuorumInfo.
+type VoterState struct {
+	ID           int32
+	LogEndOffset int64 // -1 unknown
+}
+
+// Defaults of RaftConfig and limits passed to raft.
+const (
+	defaultTickInterval = 100 * time.Millisecond
+	maxSizePerMsg       = 1 << 20
+	maxInflightMsgs     = 256
+	maxUncommittedBytes = 64 << 20
+	recvQueue           = 4096
+)
+
+// OpenRaft opens the voter's state from cfg.Log and its quorum-state file,
+// starts the transport and the loop, and returns. Errors: an invalid
+// config, ErrFormat (wrapped) for a log or state file it cannot use,
+// storage errors, the transport's Start error.
+func OpenRaft(cfg RaftConfig) (_ *Raft, err error) {
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = defaultTickInterval
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.HeartbeatTicks <= 0 {
+		cfg.HeartbeatTicks = 1
+	}
+	if cfg.HeartbeatTicks >= cfg.ElectionTicks {
+		return nil, fmt.Errorf("quorum: heartbeat ticks %d not below election ticks %d", cfg.HeartbeatTicks, cfg.ElectionTicks)
+	}
+	if cfg.Log == nil || cfg.Transport == nil {
+		return nil, errors.New("quorum: RaftConfig needs a Log and a Transport")
+	}
+	var voters []int32
+	for _, v := range cfg.Voters {
+		voters = append(voters, v.ID)
+	}
+	slices.Sort(voters)
+	if !slices.Contains(voters, cfg.NodeID) {
+		return nil, fmt.Errorf("quorum: node %d is not among the voters %v", cfg.NodeID, cfg.Voters)
+	}
+	if len(slices.Compact(slices.Clone(voters))) != len(voters) {
+		return nil, fmt.Errorf("quorum: voter listed twice in %v", cfg.Voters)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("component", "quorum", "node", cfg.NodeID)
+	store, err := openLogStore(cfg.Log, voters)
+	if err != nil {
+		return nil, err
+	}
+	r := &Raft{
+		cfg:      cfg,
+		id:       raftID(cfg.NodeID),
+		logger:   logger,
+		store:    store,
+		recvc:    make(chan *raftpb.Message, recvQueue),
+		propc:    make(chan *proposal, 64),
+		unreachc: make(chan uint64, 64),
+		infoc:    make(chan chan QuorumInfo),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		pending:  map[uint64]*proposal{},
+	}
+	commit := store.commit()
+	err = r.guard(func() error {
+		var err error
+		r.rn, err = raft.NewRawNode(&raft.Config{
+			ID:                        r.id,
+			ElectionTick:              cfg.ElectionTicks,
+			HeartbeatTick:             cfg.HeartbeatTicks,
+			Storage:                   store,
+			Applied:                   commit,
+			MaxSizePerMsg:             maxSizePerMsg,
+			MaxCommittedSizePerReady:  4 * maxSizePerMsg,
+			MaxUncommittedEntriesSize: maxUncommittedBytes,
+			MaxInflightMsgs:           maxInflightMsgs,
+			CheckQuorum:               true,
+			PreVote:                   true,
+			DisableProposalForwarding: true,
+			Logger:                    raftLogger{logger},
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.status = r.rn.BasicStatus()
+	r.d = newDispatcher(cfg.Log, cfg.NodeID, int64(commit), r.leadership(), logger)
+	if len(voters) == 1 {
+		if err := r.guard(r.rn.Campaign); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.Transport.Start(r.receive, r.unreachable); err != nil {
+		return nil, err
+	}
+	logger.Info("metadata quorum voter started", "voters", voters, "leader_epoch", r.status.GetTerm(),
+		"high_watermark", commit, "log_end_offset", store.last)
+	go r.run()
+	return r, nil
+}
+
+// guard runs fn, turning a panic of raft (which panics on storage errors
+// and broken invariants) into an error.
+func (r *Raft) guard(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("quorum: raft panicked: %v", p)
+		}
+	}()
+	return fn()
+}
+
+// receive passes a message from the transport to the loop, dropping it
+// when it is not for this voter, carries entries this voter could not
+// store, or the loop is behind.
+func (r *Raft) receive(m *raftpb.Message) {
+	if m.GetTo() != r.id {
+		return
+	}
+	for _, e := range m.GetEntries() {
+		if e.GetType() != raftpb.EntryNormal {
+			r.logger.Warn("dropping raft message with a configuration change", "from", nodeID(m.GetFrom()))
+			return
+		}
+		if err := checkEntryData(e.GetData()); err != nil {
+			r.logger.Warn("dropping raft message with a malformed entry", "from", nodeID(m.GetFrom()), "index", e.GetIndex(), "err", err)
+			return
+		}
+	}
+	if m.GetSnapshot() != nil && !raft.IsEmptySnap(m.GetSnapshot()) {
+		r.logger.Warn("dropping raft snapshot (not supported yet)", "from", nodeID(m.GetFrom()))
+		return
+	}
+	select {
+	case r.recvc <- m:
+	default:
+	}
+}
+
+func (r *Raft) unreachable(voter int32) {
+	select {
+	case r.unreachc <- raftID(voter):
+	default:
+	}
+}
+
+// run is the loop: the only goroutine touching rn and the store.
+func (r *Raft) run() {
+	defer close(r.done)
+	ticker := time.NewTicker(r.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		var err error
+		select {
+		case <-r.stop:
+			if err := r.store.setHardState(r.rn.BasicStatus().HardState); err != nil {
+				r.logger.Warn("writing the quorum state on close failed", "err", err)
+			}
+			r.finish(ErrClosed)
+			return
+		case <-ticker.C:
+			err = r.guard(func() error { r.rn.Tick(); return nil })
+		case m := <-r.recvc:
+			err = r.guard(func() error {
+				for {
+					// Errors are messages raft ignores (from an unknown
+					// peer, a stale local message type).
+					_ = r.rn.Step(m)
+					select {
+					case m = <-r.recvc:
+						continue
+					default:
+					}
+					return nil
+				}
+			})
+		case p := <-r.propc:
+			err = r.guard(func() error { r.propose(p); return nil })
+		case id := <-r.unreachc:
+			err = r.guard(func() error { r.rn.ReportUnreachable(id); return nil })
+		case c := <-r.infoc:
+			err = r.guard(func() error { c <- r.info(); return nil })
+		}
+		if err == nil {
+			err = r.guard(r.handleReady)
+		}
+		if err != nil {
+			r.logger.Error("metadata quorum voter stopped", "err", err)
+			r.finish(err)
+			return
+		}
+	}
+}
+
+// finish fails every pending proposal and publishes that no leader is
+// known to listeners.
+func (r *Raft) finish(err error) {
+	r.mu.Lock()
+	r.err = err
+	r.mu.Unlock()
+	for i, p := range r.pending {
+		p.res <- err
+		delete(r.pending, i)
+	}
+	r.d.setLeader(Leadership{Epoch: int64(r.status.GetTerm()), LeaderID: -1}, -1)
+}
+
+// propose proposes p and the proposals queued behind it. Proposals run
+// with no unstable entry in raft's log (handleReady drained them), so the
+// n-th accepted one lands at the store's last index + n.
+func (r *Raft) propose(p *proposal) {
+	next := r.store.last + 1
+	for {
+		switch err := r.rn.Propose(p.data); {
+		case err == nil:
+			p.index, p.term = next, r.rn.BasicStatus().GetTerm()
+			r.pending[next] = p
+			next++
+		case r.rn.BasicStatus().RaftState != raft.StateLeader:
+			p.res <- r.notLeader()
+		default:
+			p.res <- fmt.Errorf("%w: %v", ErrDropped, err)
+		}
+		select {
+		case p = <-r.propc:
+		default:
+			return
+		}
+	}
+}
+
+func (r *Raft) notLeader() error {
+	if lead := r.status.Lead; lead != raft.None {
+		return fmt.Errorf("%w: the leader is node %d in epoch %d", ErrNotLeader, nodeID(lead), r.status.GetTerm())
+	}
+	return fmt.Errorf("%w: no leader known in epoch %d", ErrNotLeader, r.status.GetTerm())
+}
+
+// handleReady persists, sends and applies what raft has ready, until it
+// has nothing more.
+func (r *Raft) handleReady() error {
+	for r.rn.HasReady() {
+		rd := r.rn.Ready()
+		r.status = r.rn.BasicStatus()
+		if !raft.IsEmptySnap(rd.Snapshot) {
+			return fmt.Errorf("quorum: raft produced a snapshot (not supported yet)")
+		}
+		if len(rd.Entries) > 0 {
+			if err := r.store.append(rd.Entries, r.status.GetTerm(), nodeID(r.status.Lead)); err != nil {
+				return err
+			}
+			if rd.MustSync {
+				if err := r.cfg.Log.Flush(); err != nil {
+					return err
+				}
+			}
+			r.checkProposed(rd.Entries)
+		}
+		// A change of the commit index alone is not worth an fsync: it is
+		// written with the next term, vote or entries, and on Close. A
+		// voter restarting after a crash learns the rest from the leader.
+		if rd.MustSync && !raft.IsEmptyHardState(rd.HardState) {
+			if err := r.store.setHardState(rd.HardState); err != nil {
+				return err
+			}
+		}
+		for _, m := range rd.Messages {
+			r.cfg.Transport.Send(m)
+		}
+		if n := len(rd.CommittedEntries); n > 0 {
+			r.d.setCommitted(int64(rd.CommittedEntries[n-1].GetIndex()))
+			for _, e := range rd.CommittedEntries {
+				if p := r.pending[e.GetIndex()]; p != nil {
+					delete(r.pending, e.GetIndex())
+					if e.GetTerm() == p.term {
+						p.res <- nil
+					} else {
+						p.res <- fmt.Errorf("%w: the entry was replaced in epoch %d", ErrNotLeader, e.GetTerm())
+					}
+				}
+			}
+		}
+		r.updateLeadership()
+		r.rn.Advance(rd)
+	}
+	return nil
+}
+
+// checkProposed fails pending proposals whose index was written with
+// other data (a broken assumption of propose, not expected to happen).
+func (r *Raft) checkProposed(ents []*raftpb.Entry) {
+	for _, e := range ents {
+		p := r.pending[e.GetIndex()]
+		if p != nil && (e.GetTerm() != p.term || !bytes.Equal(e.GetData(), p.data)) {
+			delete(r.pending, e.GetIndex())
+			r.logger.Error("proposal index mismatch", "index", e.GetIndex(), "term", e.GetTerm(), "proposal_term", p.term)
+			p.res <- fmt.Errorf("%w: entry %d is not the proposal", ErrDropped, e.GetIndex())
+		}
+	}
+}
+
+// leadership is the leadership in r.status.
+func (r *Raft) leadership() Leadership {
+	return Leadership{Epoch: int64(r.status.GetTerm()), LeaderID: nodeID(r.status.Lead)}
+}
+
+// updateLeadership publishes the leadership after a Ready and fails the
+// pending proposals of a leadership that ended.
+func (r *Raft) updateLeadership() {
+	leading := r.status.RaftState == raft.StateLeader
+	epochStart := int64(-1)
+	if leading {
+		epochStart = r.store.termStartOffset(r.status.GetTerm())
+	}
+	if r.leading && !leading {
+		err := r.notLeader()
+		for i, p := range r.pending {
+			p.res <- err
+			delete(r.pending, i)
+		}
+	}
+	if leading != r.leading {
+		r.logger.Info("metadata quorum leadership changed", "leader", nodeID(r.status.Lead), "leader_epoch", r.status.GetTerm(), "leading", leading)
+	}
+	r.leading = leading
+	r.d.setLeader(r.leadership(), epochStart)
+}
+
+// info builds QuorumInfo on the loop goroutine.
+func (r *Raft) info() QuorumInfo {
+	committed, _, _ := r.d.state()
+	qi := QuorumInfo{Leadership: r.leadership(), HighWatermark: committed}
+	st := r.rn.Status()
+	for _, v := range r.store.voters {
+		vs := VoterState{ID: v, LogEndOffset: -1}
+		if pr, ok := st.Progress[raftID(v)]; ok {
+			vs.LogEndOffset = int64(pr.Match)
+		}
+		if v == r.cfg.NodeID {
+			vs.LogEndOffset = int64(r.store.last)
+		}
+		qi.Voters = append(qi.Voters, vs)
+	}
+	return qi
+}
+
+// closedErr is why the loop ended.
+func (r *Raft) closedErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		return ErrClosed
+	}
+	return r.err
+}
+
+// Append implements Log: on the leader it proposes recs as one entry and
+// returns its offset once it is committed and the high-watermark passed
+// it. Errors: ErrNotLeader (with the leader when known), ErrDropped,
+// ErrEntryTooLarge, ErrClosed or the error that stopped the voter,
+// ctx.Err(). After ErrNotLeader from a lost leadership, or ctx.Err(), the
+// entry may still be committed.
+func (r *Raft) Append(ctx context.Context, recs []metadata.Record) (int64, error) {
+	if len(recs) == 0 {
+		committed, _, _ := r.d.state()
+		return committed, nil
+	}
+	data, err := encodeEntry(recs, time.Now().UnixMilli())
+	if err != nil {
+		return 0, err
+	}
+	p := &proposal{data: data, res: make(chan error, 1)}
+	select {
+	case r.propc <- p:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-r.done:
+		return 0, r.closedErr()
+	}
+	select {
+	case err := <-p.res:
+		if err != nil {
+			return 0, err
+		}
+		return int64(p.index) - 1, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-r.done:
+		// The loop may have answered just before ending.
+		select {
+		case err := <-p.res:
+			if err == nil {
+				return int64(p.index) - 1, nil
+			}
+			return 0, err
+		default:
+			return 0, r.closedErr()
+		}
+	}
+}
+
+// Replay implements Log.
+func (r *Raft) Replay(fn func(offset int64, recs []metadata.Record) error) error {
+	return r.d.replay(fn)
+}
+
+// Register implements Log.
+func (r *Raft) Register(from int64, l Listener) (unregister func()) {
+	return r.d.register(from, l)
+}
+
+// Leader implements Log.
+func (r *Raft) Leader() Leadership {
+	_, l, _ := r.d.state()
+	return l
+}
+
+// HighWatermark is the committed end of the log: offsets below it are
+// committed.
+func (r *Raft) HighWatermark() int64 {
+	c, _, _ := r.d.state()
+	return c
+}
+
+// Describe returns the quorum's state (DescribeQuorum). Errors: ErrClosed
+// or the error that stopped the voter, ctx.Err().
+func (r *Raft) Describe(ctx context.Context) (QuorumInfo, error) {
+	c := make(chan QuorumInfo, 1)
+	select {
+	case r.infoc <- c:
+	case <-ctx.Done():
+		return QuorumInfo{}, ctx.Err()
+	case <-r.done:
+		return QuorumInfo{}, r.closedErr()
+	}
+	select {
+	case qi := <-c:
+		return qi, nil
+	case <-r.done:
+		return QuorumInfo{}, r.closedErr()
+	}
+}
+
+// Close stops the loop, the transport and the listeners and waits for
+// them; pending Appends fail with ErrClosed. The log stays open (the
+// caller closes it). It returns the transport's Close error.
+func (r *Raft) Close() error {
+	r.once.Do(func() { close(r.stop) })
+	<-r.done
+	err := r.cfg.Transport.Close()
+	r.d.close()
+	return err
+}
+
+// raftLogger sends raft's logging to slog. raft's Panic and Fatal panic;
+// the loop turns that into an error.
+type raftLogger struct{ l *slog.Logger }
+
+func (l raftLogger) Debug(v ...any)                 { l.l.Debug(fmt.Sprint(v...)) }
+func (l raftLogger) Debugf(format string, v ...any) { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Info(v ...any)                  { l.l.Info(fmt.Sprint(v...)) }
+func (l raftLogger) Infof(format string, v ...any)  { l.l.Info(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Warning(v ...any)               { l.l.Warn(fmt.Sprint(v...)) }
+func (l raftLogger) Warningf(format string, v ...any) {
+	l.l.Warn(fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Error(v ...any)                 { l.l.Error(fmt.Sprint(v...)) }
+func (l raftLogger) Errorf(format string, v ...any) { l.l.Error(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Fatal(v ...any)                 { l.Panic(v...) }
+func (l raftLogger) Fatalf(format string, v ...any) { l.Panicf(format, v...) }
+func (l raftLogger) Panic(v ...any) {
+	s := fmt.Sprint(v...)
+	l.l.Error(s)
+	panic(s)
+}
+func (l raftLogger) Panicf(format string, v ...any) {
+	s := fmt.Sprintf(format, v...)
+	l.l.Error(s)
+	panic(s)
+}

@@ -1,0 +1,351 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/samsahq/samsa/internal/metadata"
+)
+
+// others is ids without id.
+func others(ids []int32, id int32) []int32 {
+	return slices.DeleteFunc(slices.Clone(ids), func(x int32) bool { return x == id })
+}
+
+// sameLogs checks that the running nodes hold the same entries below the
+// lowest high-watermark (LEADER_CHANGE batches compare by offset and epoch:
+// each voter writes its own) and returns that high-watermark.
+func (h *harness) sameLogs() int64 {
+	h.t.Helper()
+	hw := int64(-1)
+	for _, id := range h.running(nil) {
+		if w := h.nodes[id].r.HighWatermark(); hw < 0 || w < hw {
+			hw = w
+		}
+	}
+	var ref []storedEntry
+	for i, id := range h.running(nil) {
+		got := readLog(h.t, h.nodes[id].log, hw)
+		if i == 0 {
+			ref = got
+			continue
+		}
+		if !slices.Equal(got, ref) {
+			h.t.Fatalf("node %d log below %d differs from node %d's", id, hw, h.running(nil)[0])
+		}
+	}
+	if int64(len(ref)) != hw {
+		h.t.Fatalf("%d entries below high-watermark %d", len(ref), hw)
+	}
+	return hw
+}
+
+func TestRaftElectsAndCommits(t *testing.T) {
+	h := newHarness(t, 3, false)
+	start := time.Now()
+	h.startAll()
+	lead := h.waitLeader(nil, 10*time.Second)
+	t.Logf("node %d elected in %v", lead, time.Since(start))
+
+	want := map[int64]int64{}
+	prev := int64(-1)
+	for seq := int64(1); seq <= 20; seq++ {
+		off := h.mustAppend(nil, seq)
+		if off <= prev {
+			t.Fatalf("offset %d after %d", off, prev)
+		}
+		prev, want[off] = off, seq
+	}
+	h.waitCommitted(want, 10*time.Second)
+	if hw := h.nodes[lead].r.HighWatermark(); hw <= prev {
+		t.Fatalf("leader high-watermark %d, last append at %d", hw, prev)
+	}
+
+	lead = h.waitLeader(nil, 10*time.Second)
+	follower := others(h.ids, lead)[0]
+	if _, err := h.appendOn(context.Background(), follower, 99); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on follower %d: %v, want ErrNotLeader", follower, err)
+	}
+	if l := h.nodes[follower].r.Leader(); l.LeaderID != lead {
+		t.Fatalf("follower knows leader %+v, want %d", l, lead)
+	}
+	qi, err := h.nodes[lead].r.Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qi.LeaderID != lead || len(qi.Voters) != 3 || qi.HighWatermark <= prev {
+		t.Fatalf("describe: %+v", qi)
+	}
+	caughtUp := 0
+	for _, v := range qi.Voters {
+		if v.LogEndOffset > prev {
+			caughtUp++
+		}
+		if v.ID == lead && v.LogEndOffset <= prev {
+			t.Fatalf("leader's log end offset %d, last append at %d", v.LogEndOffset, prev)
+		}
+	}
+	if caughtUp < 2 {
+		t.Fatalf("describe: %d voters past the last append, want a majority: %+v", caughtUp, qi)
+	}
+	h.sameLogs()
+}
+
+func TestRaftFailoverAndCatchUp(t *testing.T) {
+	h := newHarness(t, 3, false)
+	h.startAll()
+	want := map[int64]int64{}
+	for seq := int64(1); seq <= 10; seq++ {
+		want[h.mustAppend(nil, seq)] = seq
+	}
+	old := h.waitLeader(nil, 10*time.Second)
+	_, oldLeadership := h.nodes[old].rec.state()
+
+	h.stop(old)
+	start := time.Now()
+	lead := h.waitLeader(nil, 10*time.Second)
+	elapsed := time.Since(start)
+	t.Logf("node %d stopped, node %d leads after %v", old, lead, elapsed)
+	if _, l := h.nodes[lead].rec.state(); lead == old || l.Epoch <= oldLeadership.Epoch {
+		t.Fatalf("new leadership %+v after %+v", l, oldLeadership)
+	}
+	// Nothing committed is lost, and the new leader commits.
+	h.waitCommitted(want, 10*time.Second)
+	for seq := int64(11); seq <= 20; seq++ {
+		want[h.mustAppend(nil, seq)] = seq
+	}
+	h.waitCommitted(want, 10*time.Second)
+
+	// The old leader comes back and catches up.
+	h.start(old)
+	h.waitCommitted(want, 10*time.Second)
+	want[h.mustAppend(nil, 21)] = 21
+	h.waitCommitted(want, 10*time.Second)
+	h.sameLogs()
+}
+
+func TestRaftMinorityPartitionTCP(t *testing.T) { testMinorityPartition(t, false) }
+
+func TestRaftMinorityPartitionSynctest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { testMinorityPartition(t, true) })
+}
+
+// testMinorityPartition cuts the leader off: it cannot commit and steps
+// down, the majority elects a leader and commits, and after healing the
+// old leader's uncommitted tail is replaced by the majority's entries.
+func testMinorityPartition(t *testing.T, mem bool) {
+	h := newHarness(t, 3, mem)
+	h.startAll()
+	want := map[int64]int64{}
+	want[h.mustAppend(nil, 1)] = 1
+	old := h.waitLeader(nil, 10*time.Second)
+	_, oldLeadership := h.nodes[old].rec.state()
+	majority := others(h.ids, old)
+
+	h.f.isolate(old, h.ids)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err := h.appendOn(ctx, old, 100)
+	cancel()
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on the cut-off leader: %v, want ErrNotLeader", err)
+	}
+	stale := readLog(t, h.nodes[old].log, h.nodes[old].log.LogEndOffset())
+	last := stale[len(stale)-1]
+	if last.control || len(last.data) == 0 {
+		t.Fatalf("cut-off leader's last entry %+v is not the failed append", last)
+	}
+	h.waitFor("the cut-off leader to step down", 10*time.Second, func() bool {
+		_, l := h.nodes[old].rec.state()
+		return l.LeaderID != old
+	})
+
+	lead := h.waitLeader(majority, 10*time.Second)
+	if _, l := h.nodes[lead].rec.state(); l.Epoch <= oldLeadership.Epoch {
+		t.Fatalf("majority leadership %+v after %+v", l, oldLeadership)
+	}
+	for seq := int64(2); seq <= 6; seq++ {
+		want[h.mustAppend(majority, seq)] = seq
+	}
+	if hw := h.nodes[old].r.HighWatermark(); hw > last.offset {
+		t.Fatalf("cut-off node's high-watermark %d covers its uncommitted entry at %d", hw, last.offset)
+	}
+
+	h.f.heal()
+	h.waitCommitted(want, 10*time.Second)
+	h.waitFor("the old leader to follow", 10*time.Second, func() bool { return h.agreedLeader(nil) >= 0 })
+	hw := h.sameLogs()
+	if hw <= last.offset {
+		t.Fatalf("high-watermark %d does not cover offset %d", hw, last.offset)
+	}
+	now := readLog(t, h.nodes[old].log, last.offset+1)
+	if now[last.offset] == last {
+		t.Fatalf("the uncommitted entry at %d survived the partition", last.offset)
+	}
+	for _, id := range h.ids {
+		commits, _ := h.nodes[id].rec.state()
+		for _, c := range commits {
+			if c.recs[0] == seqRecord(100) {
+				t.Fatalf("node %d committed the cut-off leader's entry at %d", id, c.offset)
+			}
+		}
+	}
+}
+
+func TestRaftRestartFromDisk(t *testing.T) {
+	h := newHarness(t, 3, false)
+	h.startAll()
+	want := map[int64]int64{}
+	for seq := int64(1); seq <= 10; seq++ {
+		want[h.mustAppend(nil, seq)] = seq
+	}
+	h.waitCommitted(want, 10*time.Second)
+	lead := h.waitLeader(nil, 10*time.Second)
+	_, before := h.nodes[lead].rec.state()
+	var hw int64
+	for off := range want {
+		hw = max(hw, off+1)
+	}
+	for _, id := range h.ids {
+		h.stop(id)
+	}
+	for _, id := range h.ids {
+		st, ok, err := readState(filepath.Join(h.dir, fmt.Sprint("node", id), MetadataTopic+"-0", StateFile))
+		if err != nil || !ok {
+			t.Fatalf("node %d quorum-state: %v %v", id, ok, err)
+		}
+		if st.LeaderEpoch < before.Epoch || st.HighWatermark < hw {
+			t.Fatalf("node %d quorum-state %+v; leadership was %+v, high-watermark %d", id, st, before, hw)
+		}
+		if id == lead && st.VotedID != lead {
+			t.Fatalf("leader %d voted for %d", id, st.VotedID)
+		}
+	}
+
+	// Cut off from each other, restarted voters still replay what they
+	// committed, from their own disk.
+	for _, id := range h.ids {
+		h.f.isolate(id, h.ids)
+	}
+	h.startAll()
+	for _, id := range h.ids {
+		var got int
+		if err := h.nodes[id].r.Replay(func(off int64, recs []metadata.Record) error {
+			if want[off] == 0 || recs[0] != seqRecord(want[off]) {
+				t.Errorf("node %d replayed %v at %d", id, recs, off)
+			}
+			got++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got != len(want) {
+			t.Fatalf("node %d replayed %d of %d batches", id, got, len(want))
+		}
+	}
+	h.f.heal()
+	h.waitCommitted(want, 10*time.Second)
+	want[h.mustAppend(nil, 11)] = 11
+	h.waitCommitted(want, 10*time.Second)
+	if _, after := h.nodes[h.waitLeader(nil, 10*time.Second)].rec.state(); after.Epoch <= before.Epoch {
+		t.Fatalf("leadership %+v after restart, %+v before", after, before)
+	}
+	h.sameLogs()
+}
+
+// TestRaftLongLog replicates entries over many small segments to a
+// follower that was down, and restarts the whole quorum on a long log.
+func TestRaftLongLog(t *testing.T) {
+	h := newHarness(t, 3, false)
+	h.segment = 4096
+	h.startAll()
+	lead := h.waitLeader(nil, 10*time.Second)
+	lagging := others(h.ids, lead)[0]
+	h.stop(lagging)
+	const n, writers = 600, 8
+	var (
+		mu   sync.Mutex
+		want = map[int64]int64{}
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			for seq := int64(w + 1); seq <= n; seq += writers {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				off, err := h.appendOn(ctx, lead, seq)
+				cancel()
+				if err != nil {
+					t.Errorf("append %d: %v", seq, err)
+					return
+				}
+				mu.Lock()
+				want[off] = seq
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("%d appends by %d writers on 2 of 3 voters in %v", n, writers, time.Since(start))
+	start = time.Now()
+	h.start(lagging)
+	h.waitCommitted(want, 20*time.Second)
+	t.Logf("restarted voter caught up on %d entries in %v", n, time.Since(start))
+	if segs := countSegments(t, h.nodes[lead].log.Dir()); segs < 10 {
+		t.Fatalf("%d segments, want many", segs)
+	}
+	h.sameLogs()
+
+	for _, id := range h.ids {
+		h.stop(id)
+	}
+	start = time.Now()
+	h.startAll()
+	h.waitCommitted(want, 20*time.Second)
+	t.Logf("quorum restarted and replayed %d entries in %v", n, time.Since(start))
+}
+
+func countSegments(t *testing.T, dir string) int {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(m)
+}
+
+// TestRaftSynctestFailover measures election and failover in fake time
+// with the default tick (100 ms) and election timeout (10 ticks).
+func TestRaftSynctestFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 3, true)
+		start := time.Now()
+		h.startAll()
+		lead := h.waitLeader(nil, 10*time.Second)
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("first election took %v", d)
+		}
+		want := map[int64]int64{h.mustAppend(nil, 1): 1}
+		h.stop(lead)
+		start = time.Now()
+		next := h.waitLeader(nil, 10*time.Second)
+		d := time.Since(start)
+		t.Logf("failover from %d to %d in %v of fake time", lead, next, d)
+		if d > 3*time.Second {
+			t.Fatalf("failover took %v", d)
+		}
+		want[h.mustAppend(nil, 2)] = 2
+		h.start(lead)
+		h.waitCommitted(want, 10*time.Second)
+		h.sameLogs()
+	})
+}
