@@ -69,7 +69,7 @@ at the end, unless --quiet. Interrupt (Ctrl-C) stops cleanly.`,
 	fl.Int32VarP(&f.partition, "partition", "p", -1, "consume only this partition (-1: all)")
 	fl.Int64VarP(&f.offset, "offset", "o", 0, "start at this offset; negative: this many records before the end")
 	fl.StringVarP(&f.group, "group", "g", "", "consume as a member of this consumer group and commit offsets")
-	fl.StringVarP(&f.format, "format", "f", `%v\n`, "output template, see above")
+	fl.StringVarP(&f.format, "format", "f", "", `output template, see above (default %v\n)`)
 	fl.StringVar(&f.isolation, "isolation", "read_uncommitted", "read_uncommitted or read_committed")
 	fl.Int64VarP(&f.maxMessages, "max-messages", "n", 0, "stop after printing this many records (0: no limit)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress or summary on standard error")
@@ -87,7 +87,11 @@ type consumeRange struct {
 }
 
 func runConsume(cmd *cobra.Command, f *consumeFlags, topic string) error {
-	format, err := parseFormat(f.format)
+	tmpl := f.format
+	if tmpl == "" {
+		tmpl = defaultFormat
+	}
+	format, err := parseFormat(tmpl)
 	if err != nil {
 		return err
 	}

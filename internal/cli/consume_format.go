@@ -17,8 +17,12 @@ record, so end it with \n. Verbs:
   %h      headers, as key=value separated by commas
   %%      a percent sign
 Escapes: \n newline, \t tab, \r carriage return, \0 NUL byte, \\ backslash.
-A null key or value prints as nothing. The default is "%v\n".
+A null key or value prints as nothing. The default (or an empty template)
+is %v\n.
 Example: --format '%p\t%o\t%k\t%v\n'`
+
+// defaultFormat prints each value on a line of its own.
+const defaultFormat = `%v\n`
 
 // recordFormat is a compiled --format template: literal text and verbs.
 type recordFormat []formatPart

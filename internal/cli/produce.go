@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsahq/samsa/internal/cli/jsonkey"
 )
 
 func init() { clientCommands = append(clientCommands, newProduceCommand) }
@@ -225,9 +226,9 @@ func runProduce(cmd *cobra.Command, f *produceFlags, topic string) error {
 		r := &kgo.Record{Value: line, Headers: headers, Partition: f.partition}
 		switch {
 		case f.keyField != "":
-			key, ok, err := jsonFieldKey(line, f.keyField)
+			key, ok, err := jsonkey.Field(line, f.keyField)
 			if err != nil {
-				readErr = fmt.Errorf("line %d: %w", lineNo, err)
+				readErr = fmt.Errorf("line %d: --key-field %s: %w", lineNo, f.keyField, err)
 			} else if !ok {
 				keyless++
 			}
@@ -304,30 +305,4 @@ func readLine(r *bufio.Reader, limit int, buf []byte) (line, newBuf []byte, err 
 		return nil, buf, errLineTooLong
 	}
 	return buf, buf, nil
-}
-
-// jsonFieldKey returns the key that --key-field takes from line: the value
-// of the top-level field, a string's contents or another value's JSON text.
-// ok is false when the field is missing or null. A line that is not a JSON
-// object gives an error.
-func jsonFieldKey(line []byte, field string) (key []byte, ok bool, err error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(line, &obj); err != nil {
-		return nil, false, fmt.Errorf("--key-field %s: %w", field, err)
-	}
-	if obj == nil {
-		return nil, false, fmt.Errorf("--key-field %s: line is null, not a JSON object", field)
-	}
-	raw, found := obj[field]
-	if !found || string(raw) == "null" {
-		return nil, false, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, false, fmt.Errorf("--key-field %s: %w", field, err)
-		}
-		return []byte(s), true, nil
-	}
-	return raw, true, nil
 }

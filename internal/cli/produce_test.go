@@ -288,34 +288,3 @@ func TestReadLine(t *testing.T) {
 		}
 	}
 }
-
-func TestJSONFieldKey(t *testing.T) {
-	for _, tc := range []struct {
-		line    string
-		key     string
-		ok      bool
-		wantErr bool
-	}{
-		{`{"package":"bash","version":"5.2"}`, "bash", true, false},
-		{`{"version":"5.2","package":"b\u00e4sh\"x"}`, "bäsh\"x", true, false},
-		{`{"package":42}`, "42", true, false},
-		{`{"package":{"a":[1, 2]}}`, `{"a":[1, 2]}`, true, false},
-		{`{"package":true}`, "true", true, false},
-		{`{"package":""}`, "", true, false},
-		{`{"package":null}`, "", false, false},
-		{`{"other":"x"}`, "", false, false},
-		{`{"nested":{"package":"x"}}`, "", false, false},
-		{`not json`, "", false, true},
-		{`["package"]`, "", false, true},
-		{`null`, "", false, true},
-		{`{"package":"x"`, "", false, true},
-	} {
-		key, ok, err := jsonFieldKey([]byte(tc.line), "package")
-		if (err != nil) != tc.wantErr || ok != tc.ok || string(key) != tc.key {
-			t.Errorf("jsonFieldKey(%s) = %q, %v, %v; want %q, %v, error %v", tc.line, key, ok, err, tc.key, tc.ok, tc.wantErr)
-		}
-		if ok && key == nil {
-			t.Errorf("jsonFieldKey(%s): nil key reported present", tc.line)
-		}
-	}
-}
