@@ -13,7 +13,11 @@ import (
 func TestManagerLifecycle(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir()}
 	open := func(clusterID string) (*Manager, error) {
-		return OpenManager(ManagerOptions{Dirs: dirs, NodeID: 1, ClusterID: clusterID, Default: smallSegments})
+		m, err := OpenManager(ManagerOptions{Dirs: dirs, NodeID: 1, ClusterID: clusterID, Default: smallSegments})
+		if err == nil {
+			t.Cleanup(func() { m.Close() })
+		}
+		return m, err
 	}
 	m, err := open("")
 	if err != nil {
@@ -77,9 +81,10 @@ func TestManagerLifecycle(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(d, CleanShutdownFile)); err != nil {
 			t.Fatal("no clean shutdown file")
 		}
-		for _, e := range globDirs(t, d) {
-			if strings.HasPrefix(filepath.Base(e), "d-7") {
-				t.Fatalf("deleted log left: %s", e)
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "d-7") || strings.HasSuffix(e.Name(), deleteSuffix) {
+				t.Fatalf("deleted log left: %s", e.Name())
 			}
 		}
 	}
@@ -132,6 +137,7 @@ func TestManagerUncleanReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
 	tp := TopicPartition{"t", 0}
 	l, _ := m.Create(tp, smallSegments)
 	var a appended
@@ -166,7 +172,7 @@ func globDirs(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && !strings.HasSuffix(e.Name(), deleteSuffix) {
 			out = append(out, filepath.Join(dir, e.Name()))
 		}
 	}
