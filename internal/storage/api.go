@@ -64,7 +64,9 @@ type AppendResult struct {
 	BaseOffset   int64 // offset of the first record appended
 	LastOffset   int64 // offset of the last record appended
 	MaxTimestamp int64 // largest batch max timestamp appended, milliseconds
-	// OffsetOfMaxTimestamp is the offset of the batch holding MaxTimestamp.
+	// OffsetOfMaxTimestamp is the last offset of the first batch holding
+	// MaxTimestamp (Kafka's shallowOffsetOfMaxTimestamp); -1 when nothing
+	// was appended.
 	OffsetOfMaxTimestamp int64
 }
 
