@@ -282,18 +282,24 @@ func (f *consumeFlags) plan(ctx context.Context, cmd *cobra.Command, topic strin
 			continue
 		}
 		s, _ := starts.Lookup(topic, p)
+		// Where consuming starts: the end unless a flag says otherwise;
+		// an offset outside the log resets as the consumer will (a
+		// group's reset policy, or the log start), so that --until-end
+		// does not wait for records that will never come.
 		r := consumeRange{start: e.Offset, end: e.Offset}
 		switch {
 		case f.group != "":
-			if c, ok := committed.Lookup(topic, p); ok && c.At >= 0 {
-				r.start = c.At
-			} else if f.fromBeginning {
+			c, ok := committed.Lookup(topic, p)
+			switch {
+			case ok && c.At >= s.Offset:
+				r.start = min(c.At, e.Offset)
+			case f.fromBeginning:
 				r.start = s.Offset
 			}
 		case f.fromBeginning:
 			r.start = s.Offset
 		case offsetSet && f.offset >= 0:
-			r.start = min(f.offset, e.Offset)
+			r.start = min(max(f.offset, s.Offset), e.Offset)
 		case offsetSet:
 			r.start = max(e.Offset+f.offset, s.Offset)
 		}

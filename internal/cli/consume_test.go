@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -417,5 +418,67 @@ func testClientErrors(t *testing.T, addr string) {
 	slices.Sort(got)
 	if w := []string{"", "1", "short", `{"k":"1"}`}; !slices.Equal(got, w) {
 		t.Errorf("records before the bad lines: %q", r.stdout)
+	}
+}
+
+// TestConsumeAfterDeleteRecords checks where consume starts when the
+// requested or committed offset is below the log start offset, and that
+// --until-end still stops. It runs against kfake only: Samsa has no
+// DeleteRecords and no group coordinator yet.
+func TestConsumeAfterDeleteRecords(t *testing.T) {
+	addr := startFake(t)
+	b := "--brokers=" + addr
+	mustRun(t, nil, "topic", "create", "trim", b, "-p", "1")
+	mustRun(t, nil, "topic", "create", "gone", b, "-p", "1")
+	ten := lines("0", "1", "2", "3", "4", "5", "6", "7", "8", "9")
+	mustRun(t, strings.NewReader(ten), "produce", "trim", b, "-q")
+	mustRun(t, strings.NewReader(ten), "produce", "gone", b, "-q")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	defer adm.Close()
+	var commit kadm.Offsets
+	commit.AddOffset("trim", 0, 2, -1)
+	commit.AddOffset("gone", 0, 2, -1)
+	if err := adm.CommitAllOffsets(ctx, "old", commit); err != nil {
+		t.Fatal(err)
+	}
+	var del kadm.Offsets
+	del.AddOffset("trim", 0, 5, -1)
+	del.AddOffset("gone", 0, 10, -1)
+	resps, err := adm.DeleteRecords(ctx, del)
+	if err == nil {
+		err = resps.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"trim", "--offset", "3", "--until-end"}, lines("5", "6", "7", "8", "9")},
+		{[]string{"trim", "--offset", "-8", "--until-end"}, lines("5", "6", "7", "8", "9")},
+		{[]string{"trim", "--from-beginning", "--until-end"}, lines("5", "6", "7", "8", "9")},
+		{[]string{"gone", "--offset", "3", "--until-end"}, ""},
+		{[]string{"gone", "--from-beginning", "--until-end"}, ""},
+		// The committed offset 2 is gone: the group starts at the end, or
+		// at the log start with --from-beginning.
+		{[]string{"trim", "--group", "old", "--until-end"}, ""},
+		{[]string{"gone", "--group", "old", "--until-end", "--from-beginning"}, ""},
+		{[]string{"trim", "--group", "old", "--until-end", "--from-beginning"}, lines("5", "6", "7", "8", "9")},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := mustRun(t, nil, append([]string{"consume", "-q", b}, tc.args...)...)
+			if r.stdout != tc.want {
+				t.Errorf("consume %v: %q, want %q", tc.args, r.stdout, tc.want)
+			}
+		})
 	}
 }
