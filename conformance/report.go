@@ -25,9 +25,10 @@ loopback). The suite lives in ` + "`conformance/`" + `; run it with
 
     cd conformance && go test -run TestConformance -timeout 30m
 
-Cells: **pass**; **FAIL** (a fault to fix, with the reason); **not yet** (the
-broker does not advertise the APIs the scenario needs: the scenario runs by
-itself once it does); **n/a** (the client has no such feature).
+Cells: **pass** (with a note when the pass has a caveat); **FAIL** (a fault
+to fix, with the reason); **not yet** (the broker does not advertise the APIs
+the scenario needs: the scenario runs by itself once it does); **n/a** (the
+client has no such feature).
 
 `
 
@@ -79,7 +80,11 @@ func RenderScenarios(meta Meta, clients []Client, scenarios []Scenario, results 
 			detail := oneLine(r.Detail)
 			switch r.Status {
 			case Pass:
-				b.WriteString(" pass |")
+				if detail == "" {
+					b.WriteString(" pass |")
+				} else {
+					fmt.Fprintf(&b, " pass [%d] |", note(detail))
+				}
 			case Fail:
 				if r.Known != "" {
 					detail += " (known: " + oneLine(r.Known) + ")"

@@ -552,14 +552,15 @@ func (r *Raft) Close() error {
 	return err
 }
 
-// raftLogger sends raft's logging to slog. raft's Panic and Fatal panic;
-// the loop turns that into an error.
+// raftLogger sends raft's logging to slog, its chatty Info at debug level
+// (Raft logs leadership changes itself). raft's Panic and Fatal panic; the
+// loop turns that into an error.
 type raftLogger struct{ l *slog.Logger }
 
 func (l raftLogger) Debug(v ...any)                 { l.l.Debug(fmt.Sprint(v...)) }
 func (l raftLogger) Debugf(format string, v ...any) { l.l.Debug(fmt.Sprintf(format, v...)) }
-func (l raftLogger) Info(v ...any)                  { l.l.Info(fmt.Sprint(v...)) }
-func (l raftLogger) Infof(format string, v ...any)  { l.l.Info(fmt.Sprintf(format, v...)) }
+func (l raftLogger) Info(v ...any)                  { l.l.Debug(fmt.Sprint(v...)) }
+func (l raftLogger) Infof(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }
 func (l raftLogger) Warning(v ...any)               { l.l.Warn(fmt.Sprint(v...)) }
 func (l raftLogger) Warningf(format string, v ...any) {
 	l.l.Warn(fmt.Sprintf(format, v...))

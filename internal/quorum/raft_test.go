@@ -2,8 +2,8 @@ package quorum
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"

@@ -343,7 +343,7 @@ func (t *TCPTransport) ServeConn(c net.Conn) {
 	for {
 		m, err := readFrame(r)
 		if err == nil && (m.GetFrom() != raftID(from) || m.GetTo() != raftID(t.cfg.NodeID)) {
-			err = fmt.Errorf("%w: message from %d to %d on the connection from %d", ErrFrame, m.GetFrom(), m.GetTo(), raftID(from))
+			err = fmt.Errorf("%w: message from node %d to node %d on the connection from node %d", ErrFrame, nodeID(m.GetFrom()), nodeID(m.GetTo()), from)
 		}
 		if err != nil {
 			if t.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
