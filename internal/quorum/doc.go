@@ -1,9 +1,119 @@
-// Package quorum is the replicated metadata log. Its entries are record
-// batches in the __cluster_metadata-0 partition directory, in Kafka's
-// segment format, each record one metadata.Record.
+// Package quorum is the replicated metadata log: the __cluster_metadata-0
+// partition, in Kafka's segment format (package storage), whose batches
+// carry metadata.Records. The controller sees it through Log: Append on the
+// leader, Replay at startup, Register for the committed batches and the
+// leadership from then on.
 //
-// A single node (the default, process.roles=broker,controller with no
-// controller.quorum.voters) uses Local: a one-voter log where an entry is
-// committed once it is fsynced. The multi-voter quorum decided by
-// go.etcd.io/raft/v3 (DESIGN.md) will implement the same Log interface.
+// Two implementations:
+//
+//   - Local, for a single node (process.roles=broker,controller without
+//     controller.quorum.voters): an entry is committed once it is fsynced,
+//     and the node is always the leader, of epoch 0.
+//   - Raft, for controller.quorum.voters: go.etcd.io/raft/v3's RawNode
+//     decides elections and commits; Raft stores its log, persists its hard
+//     state and carries its messages over TCP (Transport).
+//
+// # Raft entries
+//
+// Raft entry index i is the batch at offset i−1 of __cluster_metadata-0,
+// and the entry's term is the batch's partition leader epoch (so the epoch
+// of a batch says which leader wrote it, as in Kafka). Every batch holds one
+// offset:
+//
+//   - An Append is one entry: a v2 batch, uncompressed, no producer, with
+//     one record. For one metadata record it is that record (key = the
+//     record type, value = its JSON body: the form Local writes). For more,
+//     the record has a null key and value and one header per metadata
+//     record, in order (header key = type, header value = body), so that an
+//     Append commits atomically in one entry.
+//   - raft's empty entry, appended by every new leader, is a control batch
+//     holding one LEADER_CHANGE control record (type 2, KIP-595) whose value
+//     is Kafka's LeaderChangeMessage v0: the leader's node id as known to
+//     the voter that wrote it (−1 when it stored the entry after the term
+//     ended) and the voters. Each voter writes this batch itself, so its
+//     bytes may differ between voters; raft sees an entry without data.
+//
+// Local writes one batch per Append with one record per metadata record
+// (and partition leader epoch −1); Raft refuses such a log (ErrFormat).
+// Readers (Replay, listeners) decode both forms and skip control batches.
+//
+// When raft overwrites an uncommitted tail (a new leader's log wins), the
+// log is truncated at the first overwritten offset before the new entries
+// are appended. Entries and the hard state are fsynced before the messages
+// that depend on them are sent.
+//
+// The log is never compacted yet: FirstIndex is always 1, no snapshots are
+// taken or sent, and Raft refuses a log whose start offset is not 0. A long
+// log works (reads go through storage's offset index, terms are kept in
+// memory as one run per epoch) but every voter keeps the whole history and
+// scans its batch headers once at open. Snapshots of the image and
+// compaction are left for later.
+//
+// # quorum-state
+//
+// The raft hard state lives next to the segments, in
+// __cluster_metadata-0/quorum-state (Kafka keeps its election state in a
+// file of that name), replaced atomically (written to quorum-state.tmp,
+// fsynced, renamed, directory fsynced). One line of JSON:
+//
+//	{"leaderEpoch":7,"votedId":2,"highWatermark":1234,"data_version":0}
+//
+//	leaderEpoch    raft term (≥ 0)
+//	votedId        node id voted for in leaderEpoch, −1 for none
+//	highWatermark  raft commit index: offsets below it are committed
+//	data_version   0
+//
+// It is written whenever the term or vote changes or entries are appended,
+// and on Close; a change of the commit index alone is not fsynced, so after
+// a crash a voter may replay fewer committed batches until the quorum's
+// leader tells it the rest.
+//
+// Raft ids are node ids plus one: raft reserves 0 for "none" and Kafka
+// allows node.id 0.
+//
+// # Raft protocol
+//
+// Voters talk over TCP, by default on the controller listener address of
+// controller.quorum.voters. Each voter dials every other voter when it first
+// has a message for it and only writes to that connection; it reads the
+// connections the others opened. A connection starts with a handshake of 13
+// bytes, big-endian:
+//
+//	offset  size  field
+//	     0     4  "SRFT" (Preamble)
+//	     4     1  protocol version, 0
+//	     5     4  node id of the dialing voter
+//	     9     4  node id of the voter dialed
+//
+// then carries frames:
+//
+//	0     4  length n, 1 ≤ n ≤ MaxFrameBytes (32 MiB)
+//	4     n  one raftpb.Message, protobuf-encoded
+//
+// A receiver closes the connection on a handshake not addressed to it or
+// not from a voter, on a bad frame, or on a message whose From and To are
+// not the handshake's voters; it drops messages carrying configuration
+// changes, snapshots or entries that are not one proper batch. Read as a
+// Kafka request, the preamble is a size of 1397900884 bytes, more than any
+// socket.request.max.bytes, so a listener can peek at the first four bytes
+// to tell raft connections from Kafka ones. A peer that cannot be dialed is
+// retried with backoff (50 ms doubling to 1 s); messages for it are dropped
+// meanwhile, and raft retries.
+//
+// # Concurrency
+//
+// Raft runs one loop goroutine that owns the RawNode and the log store: it
+// ticks raft (TickInterval, with time.Ticker, so testing/synctest can drive
+// it), steps received messages, proposes, and handles each Ready (append
+// and fsync entries, write the hard state, send messages, publish the
+// commit). Appends reach it through a channel and wait for their entry's
+// commit. The transport runs one goroutine per peer (sending) and one per
+// inbound connection (receiving, validating, queueing to the loop without
+// blocking). Each registered listener has a goroutine that reads committed
+// batches from the log itself. Close stops the loop, then the transport,
+// then the listeners, and waits for all of them.
+//
+// Locks: Raft.mu guards the error that stopped the loop; dispatcher.mu the
+// committed offset, leadership and listeners; TCPTransport.mu its
+// connections. None is held while taking another or while calling out.
 package quorum

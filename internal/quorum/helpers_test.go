@@ -173,7 +173,7 @@ func (rc *recorder) state() ([]commitRec, Leadership) {
 // harness runs voters over TCP on loopback (real time) or over memNet
 // (for testing/synctest).
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	mem     *memNet // nil: TCP
 	f       *faults
@@ -194,7 +194,7 @@ type testNode struct {
 	unreg func()
 }
 
-func newHarness(t *testing.T, n int, mem bool) *harness {
+func newHarness(t testing.TB, n int, mem bool) *harness {
 	t.Helper()
 	h := &harness{
 		t:      t,
@@ -439,7 +439,7 @@ type storedEntry struct {
 	data    string // the batch of a normal entry
 }
 
-func readLog(t *testing.T, l *storage.Log, to int64) []storedEntry {
+func readLog(t testing.TB, l *storage.Log, to int64) []storedEntry {
 	t.Helper()
 	var out []storedEntry
 	err := readBatches(l, 0, to, func(b []byte, hd record.Header) error {
