@@ -221,12 +221,23 @@ type Spec struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	BaseSequence  int32
+	// LastOffsetDelta, when larger than every record's OffsetDelta, is the
+	// batch's last offset delta: a batch the log cleaner rebuilt keeps its
+	// original last offset though its last records are gone (and an
+	// emptied batch keeps its whole offset range).
+	LastOffsetDelta int32
+	// DeleteHorizon sets attribute bit 6 (KIP-534): BaseTimestamp is then
+	// the time, in milliseconds, after which the cleaner may remove the
+	// batch's tombstones and transaction markers; records' timestamp
+	// deltas stay relative to it.
+	DeleteHorizon bool
 }
 
 // Build returns a v2 batch holding records (their OffsetDelta and
 // TimestampDelta, Key, Value and Headers; Offset and Timestamp are
 // ignored), compressed with spec.Codec, CRC computed. The last offset delta
-// is the largest OffsetDelta (0 without records).
+// is the largest OffsetDelta (0 without records), or spec.LastOffsetDelta
+// when larger.
 func Build(spec Spec, records []Record) ([]byte, error) {
 	return AppendBatch(nil, spec, records)
 }
@@ -237,7 +248,7 @@ func AppendBatch(dst []byte, spec Spec, records []Record) ([]byte, error) {
 		return nil, fmt.Errorf("record: %d records in one batch", len(records))
 	}
 	var body []byte
-	var lastDelta int32
+	lastDelta := max(spec.LastOffsetDelta, 0)
 	var maxTsDelta int64
 	for i := range records {
 		r := &records[i]
@@ -258,6 +269,9 @@ func AppendBatch(dst []byte, spec Spec, records []Record) ([]byte, error) {
 	}
 	if spec.Control {
 		attrs |= ControlBit
+	}
+	if spec.DeleteHorizon {
+		attrs |= DeleteHorizonBit
 	}
 	start := len(dst)
 	dst = append(dst, make([]byte, HeaderSize)...)
