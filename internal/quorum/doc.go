@@ -15,39 +15,41 @@
 //
 // # Raft entries
 //
-// Raft entry index i is the batch at offset i−1 of __cluster_metadata-0,
-// and the entry's term is the batch's partition leader epoch (so the epoch
-// of a batch says which leader wrote it, as in Kafka). Every batch holds one
-// offset:
+// Raft entry i is the i-th batch of __cluster_metadata-0, and its term is
+// the batch's partition leader epoch (so the epoch of a batch says which
+// leader wrote it, as in Kafka). Offsets are Kafka's: a batch spans one
+// offset per record, so the base offset of an entry is the end offset of
+// the entry before it. (DESIGN.md's "offset = index − 1" would need one
+// record per entry; Kafka's layout keeps an Append of several records one
+// atomic batch and keeps the offsets the image and the controller count.)
 //
 //   - An Append is one entry: a v2 batch, uncompressed, no producer, with
-//     one record. For one metadata record it is that record (key = the
-//     record type, value = its JSON body: the form Local writes). For more,
-//     the record has a null key and value and one header per metadata
-//     record, in order (header key = type, header value = body), so that an
-//     Append commits atomically in one entry.
+//     one record per metadata record (key = the record type, value = its
+//     JSON body), exactly what Local writes, so it commits atomically.
 //   - raft's empty entry, appended by every new leader, is a control batch
-//     holding one LEADER_CHANGE control record (type 2, KIP-595) whose value
-//     is Kafka's LeaderChangeMessage v0: the leader's node id as known to
-//     the voter that wrote it (−1 when it stored the entry after the term
-//     ended) and the voters. Each voter writes this batch itself, so its
-//     bytes may differ between voters; raft sees an entry without data.
+//     of one offset holding one LEADER_CHANGE control record (type 2,
+//     KIP-595) whose value is Kafka's LeaderChangeMessage v0: the leader's
+//     node id as known to the voter that wrote it (−1 when it stored the
+//     entry after the term ended) and the voters. Each voter writes this
+//     batch itself, so its bytes may differ between voters; raft sees an
+//     entry without data.
 //
-// Local writes one batch per Append with one record per metadata record
-// (and partition leader epoch −1); Raft refuses such a log (ErrFormat).
-// Readers (Replay, listeners) decode both forms and skip control batches.
+// Local stamps partition leader epoch 0 on its batches; Raft refuses such a
+// log (ErrFormat): turning a single node into a quorum is not supported.
+// Readers (Replay, listeners) skip control batches.
 //
 // When raft overwrites an uncommitted tail (a new leader's log wins), the
-// log is truncated at the first overwritten offset before the new entries
-// are appended. Entries and the hard state are fsynced before the messages
-// that depend on them are sent.
+// log is truncated at the first overwritten entry's offset before the new
+// entries are appended. Entries and the hard state are fsynced before the
+// messages that depend on them are sent.
 //
 // The log is never compacted yet: FirstIndex is always 1, no snapshots are
 // taken or sent, and Raft refuses a log whose start offset is not 0. A long
-// log works (reads go through storage's offset index, terms are kept in
-// memory as one run per epoch) but every voter keeps the whole history and
-// scans its batch headers once at open. Snapshots of the image and
-// compaction are left for later.
+// log works (reads go through storage's offset index; the base offset of
+// every entry, 8 bytes each, and the terms, one run per epoch, are kept in
+// memory) but every voter keeps the whole history and scans its batch
+// headers once at open. Snapshots of the image and compaction are left for
+// later.
 //
 // # quorum-state
 //
@@ -56,12 +58,12 @@
 // file of that name), replaced atomically (written to quorum-state.tmp,
 // fsynced, renamed, directory fsynced). One line of JSON:
 //
-//	{"leaderEpoch":7,"votedId":2,"highWatermark":1234,"data_version":0}
+//	{"leaderEpoch":7,"votedId":2,"commitIndex":1234,"data_version":0}
 //
-//	leaderEpoch    raft term (≥ 0)
-//	votedId        node id voted for in leaderEpoch, −1 for none
-//	highWatermark  raft commit index: offsets below it are committed
-//	data_version   0
+//	leaderEpoch   raft term (≥ 0)
+//	votedId       node id voted for in leaderEpoch, −1 for none
+//	commitIndex   raft commit index: the first commitIndex batches are committed
+//	data_version  0
 //
 // It is written whenever the term or vote changes or entries are appended,
 // and on Close; a change of the commit index alone is not fsynced, so after
@@ -87,8 +89,9 @@
 //
 // then carries frames:
 //
-//	0     4  length n, 1 ≤ n ≤ MaxFrameBytes (32 MiB)
-//	4     n  one raftpb.Message, protobuf-encoded
+//	offset  size  field
+//	     0     4  length n, 1 ≤ n ≤ MaxFrameBytes (32 MiB)
+//	     4     n  one raftpb.Message, protobuf-encoded
 //
 // A receiver closes the connection on a handshake not addressed to it or
 // not from a voter, on a bad frame, or on a message whose From and To are

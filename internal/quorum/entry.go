@@ -37,34 +37,12 @@ var (
 	ErrFormat = errors.New("quorum: unexpected metadata log format")
 )
 
-// encodeEntry builds the batch of one Raft entry: one record holding recs
-// (see the package doc, "Raft entries"), base offset 0 and partition leader
-// epoch -1 until the log stamps them.
+// encodeEntry builds the batch of one Raft entry: recs as Local writes
+// them (one record each, at consecutive offsets), base offset 0 and
+// partition leader epoch -1 until the log stamps them. Errors:
+// ErrEntryTooLarge, metadata encoding errors.
 func encodeEntry(recs []metadata.Record, now int64) ([]byte, error) {
-	var r record.Record
-	if len(recs) == 1 {
-		k, v, err := metadata.Encode(recs[0])
-		if err != nil {
-			return nil, err
-		}
-		r.Key, r.Value = k, v
-	} else {
-		r.Headers = make([]record.RecordHeader, len(recs))
-		for i, m := range recs {
-			k, v, err := metadata.Encode(m)
-			if err != nil {
-				return nil, err
-			}
-			r.Headers[i] = record.RecordHeader{Key: string(k), Value: v}
-		}
-	}
-	b, err := record.Build(record.Spec{
-		PartitionLeaderEpoch: -1,
-		BaseTimestamp:        now,
-		ProducerID:           record.NoProducerID,
-		ProducerEpoch:        record.NoProducerEpoch,
-		BaseSequence:         record.NoSequence,
-	}, []record.Record{r})
+	b, err := encodeBatch(recs, now)
 	if err != nil {
 		return nil, err
 	}
@@ -95,33 +73,32 @@ func leaderChangeBatch(offset int64, epoch int32, leader int32, voters []int32, 
 }
 
 // checkEntryData checks the data of a raft entry received from a peer or
-// about to be stored: empty (raft's own empty entry), or exactly one whole
-// v2 batch with a valid CRC, not a control batch, holding one record at one
-// offset and at most MaxEntryBytes long. Errors wrap record.ErrCorrupt or
-// ErrFormat.
-func checkEntryData(data []byte) error {
+// about to be stored: exactly one whole v2 batch with a valid CRC, not a
+// control batch, of at most MaxEntryBytes, with one record per offset (no
+// gaps: the batch spans as many offsets as it has records). Empty data
+// (raft's own empty entry) is valid too and gives a zero header. Errors
+// wrap record.ErrCorrupt, ErrEntryTooLarge or ErrFormat.
+func checkEntryData(data []byte) (record.Header, error) {
 	if len(data) == 0 {
-		return nil
+		return record.Header{}, nil
 	}
 	if len(data) > MaxEntryBytes {
-		return fmt.Errorf("%w: entry of %d bytes", ErrEntryTooLarge, len(data))
+		return record.Header{}, fmt.Errorf("%w: entry of %d bytes", ErrEntryTooLarge, len(data))
 	}
 	h, err := record.Validate(data)
 	if err != nil {
-		return err
+		return h, err
 	}
-	if h.IsControl() || h.LastOffsetDelta != 0 || h.NumRecords != 1 {
-		return fmt.Errorf("%w: entry batch with %d records, last offset delta %d, control %v", ErrFormat, h.NumRecords, h.LastOffsetDelta, h.IsControl())
+	if h.IsControl() || h.NumRecords < 1 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+		return h, fmt.Errorf("%w: entry batch with %d records, last offset delta %d, control %v", ErrFormat, h.NumRecords, h.LastOffsetDelta, h.IsControl())
 	}
-	return nil
+	return h, nil
 }
 
 // decodeBatch returns the metadata records of one batch of the metadata
-// log. A control batch has none. A record with a key is one metadata record
-// (key = type, value = body); a record without a key carries one metadata
-// record per header (header key = type, header value = body), in order.
-// Errors: record decoding errors, metadata.ErrUnknownRecord and JSON
-// errors, wrapped.
+// log, one per record (key = type, value = JSON body). A control batch
+// has none. Errors: record decoding errors, metadata.ErrUnknownRecord and
+// JSON errors, wrapped.
 func decodeBatch(b []byte) ([]metadata.Record, error) {
 	h, err := record.ParseHeader(b)
 	if err != nil {
@@ -132,21 +109,11 @@ func decodeBatch(b []byte) ([]metadata.Record, error) {
 	}
 	var out []metadata.Record
 	err = record.Records(b, func(r record.Record) error {
-		if r.Key != nil {
-			m, err := metadata.Decode(r.Key, r.Value)
-			if err != nil {
-				return err
-			}
-			out = append(out, m)
-			return nil
+		m, err := metadata.Decode(r.Key, r.Value)
+		if err != nil {
+			return err
 		}
-		for _, hd := range r.Headers {
-			m, err := metadata.Decode([]byte(hd.Key), hd.Value)
-			if err != nil {
-				return err
-			}
-			out = append(out, m)
-		}
+		out = append(out, m)
 		return nil
 	})
 	return out, err

@@ -24,8 +24,12 @@ func TestEntryEncoding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkEntryData(b); err != nil {
+		h, err := checkEntryData(b)
+		if err != nil {
 			t.Fatalf("%d records: %v", n, err)
+		}
+		if h.NumRecords != int32(n) || h.LastOffsetDelta != int32(n-1) {
+			t.Fatalf("%d records: header %+v", n, h)
 		}
 		got, err := decodeBatch(b)
 		if err != nil {
@@ -35,27 +39,23 @@ func TestEntryEncoding(t *testing.T) {
 			t.Fatalf("%d records: decoded %v", n, got)
 		}
 	}
-	// The single-record form is Local's record form.
-	one, _ := encodeEntry(recs[:1], 42)
-	err := record.Records(one, func(r record.Record) error {
-		if string(r.Key) != "topic" || len(r.Headers) != 0 {
-			t.Fatalf("record key %q, %d headers", r.Key, len(r.Headers))
+	// An entry is what Local writes.
+	local, err := encodeBatch(recs, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := encodeEntry(recs, 42)
+	if string(local) != string(entry) {
+		t.Fatalf("entry and Local batch differ")
+	}
+	err = record.Records(entry, func(r record.Record) error {
+		if string(r.Key) != recs[r.OffsetDelta].Type() {
+			t.Fatalf("record %d key %q", r.OffsetDelta, r.Key)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	// Local's batches decode too.
-	local, err := encodeBatch(recs, 42)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := decodeBatch(local); err != nil || !reflect.DeepEqual(got, recs) {
-		t.Fatalf("local batch: %v %v", got, err)
-	}
-	if err := checkEntryData(local); !errors.Is(err, ErrFormat) {
-		t.Fatalf("a Local batch as an entry: %v", err)
 	}
 }
 
@@ -74,7 +74,7 @@ func TestLeaderChangeBatch(t *testing.T) {
 	if recs, err := decodeBatch(b); recs != nil || err != nil {
 		t.Fatalf("decodeBatch of a control batch: %v %v", recs, err)
 	}
-	if err := checkEntryData(b); !errors.Is(err, ErrFormat) {
+	if _, err := checkEntryData(b); !errors.Is(err, ErrFormat) {
 		t.Fatalf("control batch as entry data: %v", err)
 	}
 	err = record.Records(b, func(r record.Record) error {
@@ -93,20 +93,27 @@ func TestLeaderChangeBatch(t *testing.T) {
 }
 
 func TestCheckEntryData(t *testing.T) {
-	good, _ := encodeEntry([]metadata.Record{seqRecord(1)}, 0)
+	good, _ := encodeEntry([]metadata.Record{seqRecord(1), seqRecord(2)}, 0)
 	corrupt := append([]byte(nil), good...)
 	corrupt[len(corrupt)-1] ^= 1
+	gap, err := record.Build(record.Spec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{{OffsetDelta: 0, Key: []byte("producer_ids"), Value: []byte("{}")}, {OffsetDelta: 2, Key: []byte("producer_ids"), Value: []byte("{}")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, _ := record.Build(record.Spec{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, nil)
 	for name, data := range map[string][]byte{
-		"crc":       corrupt,
-		"truncated": good[:len(good)-1],
-		"trailing":  append(append([]byte(nil), good...), 0),
-		"garbage":   []byte("hello"),
+		"crc":        corrupt,
+		"truncated":  good[:len(good)-1],
+		"trailing":   append(append([]byte(nil), good...), 0),
+		"garbage":    []byte("hello"),
+		"offset gap": gap,
+		"no records": empty,
 	} {
-		if err := checkEntryData(data); err == nil {
+		if _, err := checkEntryData(data); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if err := checkEntryData(nil); err != nil {
+	if _, err := checkEntryData(nil); err != nil {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("x", MaxEntryBytes)

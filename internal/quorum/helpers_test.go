@@ -433,17 +433,17 @@ func (h *harness) waitCommitted(want map[int64]int64, timeout time.Duration) {
 
 // storedEntry is one batch of a node's log, as compared between voters.
 type storedEntry struct {
-	offset  int64
-	epoch   int32
-	control bool
-	data    string // the batch of a normal entry
+	offset, next int64
+	epoch        int32
+	control      bool
+	data         string // the batch of a normal entry
 }
 
 func readLog(t testing.TB, l *storage.Log, to int64) []storedEntry {
 	t.Helper()
 	var out []storedEntry
 	err := readBatches(l, 0, to, func(b []byte, hd record.Header) error {
-		e := storedEntry{offset: hd.BaseOffset, epoch: hd.PartitionLeaderEpoch, control: hd.IsControl()}
+		e := storedEntry{offset: hd.BaseOffset, next: hd.NextOffset(), epoch: hd.PartitionLeaderEpoch, control: hd.IsControl()}
 		if !e.control {
 			e.data = string(b)
 		}

@@ -14,8 +14,8 @@ import (
 // Log is the metadata log as the controller sees it. Implementations are
 // safe for concurrent use.
 type Log interface {
-	// Append makes recs durable and committed, as one atomic batch, and
-	// returns the offset of the batch. Errors: ErrNotLeader (Raft on a
+	// Append makes recs durable and committed, as one atomic batch of one
+	// offset per record, and returns the offset of the first. Errors: ErrNotLeader (Raft on a
 	// follower, or leadership lost before the commit), ErrDropped,
 	// ErrEntryTooLarge, ErrClosed, ctx.Err(), storage errors.
 	Append(ctx context.Context, recs []metadata.Record) (int64, error)
@@ -24,10 +24,11 @@ type Log interface {
 	// returns it.
 	Replay(fn func(offset int64, recs []metadata.Record) error) error
 	// Register delivers to l, from a goroutine of the log, the committed
-	// batches at or after offset from (Replay's last offset + 1 continues
-	// a replay without gap or repeat) and the leadership changes; see
-	// Listener. unregister stops the delivery (without waiting for a call
-	// in progress); closing the log stops it too.
+	// batches whose offset is at or after from (the offset of Replay's last
+	// batch plus its number of records, or plus one, continues a replay
+	// without gap or repeat) and the leadership changes; see Listener.
+	// unregister stops the delivery (without waiting for a call in
+	// progress); closing the log stops it too.
 	Register(from int64, l Listener) (unregister func())
 	// Leader is the leadership this voter knows now (not gated as
 	// Listener.LeaderChange is).

@@ -25,10 +25,11 @@ func nodeID(id uint64) int32 { return int32(id) - 1 }
 type termStart struct{ index, term uint64 }
 
 // logStore is raft's Storage over the __cluster_metadata-0 log (entry
-// index i is the batch at offset i-1, its term the batch's partition
-// leader epoch) and the quorum-state file. Terms are kept in memory as
-// runs (one per leader epoch, like Kafka's leader-epoch cache), so Term
-// does no I/O. Not safe for concurrent use: raft calls it, and Raft writes
+// index i is the i-th batch, its term the batch's partition leader epoch)
+// and the quorum-state file. The base offset of every entry and the terms
+// (as runs, one per leader epoch, like Kafka's leader-epoch cache) are
+// kept in memory, so Term does no I/O and Entries reads only the batches
+// asked for. Not safe for concurrent use: raft calls it, and Raft writes
 // it, from the loop goroutine only.
 type logStore struct {
 	log    *storage.Log
@@ -40,12 +41,16 @@ type logStore struct {
 	cs    *raftpb.ConfState
 	terms []termStart // increasing index and term
 	last  uint64      // last index, 0 for an empty log
+	// bases[i-1] is the base offset of entry i; an entry spans as many
+	// offsets as it has records. end is the offset after the last entry.
+	bases []int64
+	end   int64
 }
 
 // openLogStore reads the log's batch headers and the quorum-state file.
-// Errors: ErrFormat (wrapped) when the log does not start at offset 0, a
-// batch holds more than one offset, offsets have a hole, an epoch is below
-// 1 or decreases, or the quorum-state high-watermark is past the log end;
+// Errors: ErrFormat (wrapped) when the log does not start at offset 0,
+// offsets have a hole, an epoch is below 1 (a log written by Local) or
+// decreases, or the quorum-state commit index is past the last entry;
 // storage errors.
 func openLogStore(l *storage.Log, voters []int32) (*logStore, error) {
 	s := &logStore{
@@ -62,20 +67,19 @@ func openLogStore(l *storage.Log, voters []int32) (*logStore, error) {
 		return nil, fmt.Errorf("%w: log starts at offset %d (snapshots are not supported yet)", ErrFormat, start)
 	}
 	err := readBatches(l, 0, l.LogEndOffset(), func(b []byte, h record.Header) error {
-		idx := uint64(h.BaseOffset) + 1
+		idx := s.last + 1
 		switch {
-		case idx != s.last+1:
-			return fmt.Errorf("%w: batch at offset %d, expected %d", ErrFormat, h.BaseOffset, s.last)
-		case h.LastOffsetDelta != 0:
-			return fmt.Errorf("%w: batch at offset %d holds %d offsets (written by a single-node log?)", ErrFormat, h.BaseOffset, h.LastOffsetDelta+1)
+		case h.BaseOffset != s.end:
+			return fmt.Errorf("%w: batch at offset %d, expected %d", ErrFormat, h.BaseOffset, s.end)
 		case h.PartitionLeaderEpoch < 1:
-			return fmt.Errorf("%w: batch at offset %d has leader epoch %d", ErrFormat, h.BaseOffset, h.PartitionLeaderEpoch)
+			return fmt.Errorf("%w: batch at offset %d has leader epoch %d (written by a single-node log?)", ErrFormat, h.BaseOffset, h.PartitionLeaderEpoch)
 		}
 		s.noteTerm(idx, uint64(h.PartitionLeaderEpoch))
 		if n := len(s.terms); n > 1 && s.terms[n-1].term < s.terms[n-2].term {
 			return fmt.Errorf("%w: leader epoch decreases at offset %d", ErrFormat, h.BaseOffset)
 		}
-		s.last = idx
+		s.bases = append(s.bases, h.BaseOffset)
+		s.last, s.end = idx, h.NextOffset()
 		return nil
 	})
 	if err != nil {
@@ -86,16 +90,28 @@ func openLogStore(l *storage.Log, voters []int32) (*logStore, error) {
 		return nil, err
 	}
 	if ok {
-		if uint64(st.HighWatermark) > s.last {
-			return nil, fmt.Errorf("%w: %s high-watermark %d past the log end offset %d", ErrFormat, StateFile, st.HighWatermark, s.last)
+		if uint64(st.CommitIndex) > s.last {
+			return nil, fmt.Errorf("%w: %s commit index %d past the last entry %d", ErrFormat, StateFile, st.CommitIndex, s.last)
 		}
 		s.hs = &raftpb.HardState{
 			Term:   new(uint64(st.LeaderEpoch)),
 			Vote:   new(raftID(st.VotedID)),
-			Commit: new(uint64(st.HighWatermark)),
+			Commit: new(uint64(st.CommitIndex)),
 		}
 	}
 	return s, nil
+}
+
+// baseOffset is the base offset of entry i, in [1, last].
+func (s *logStore) baseOffset(i uint64) int64 { return s.bases[i-1] }
+
+// endOffset is the offset after entry i, in [0, last]: the log end offset
+// of a log holding entries up to i.
+func (s *logStore) endOffset(i uint64) int64 {
+	if i >= s.last {
+		return s.end
+	}
+	return s.bases[i]
 }
 
 func (s *logStore) noteTerm(idx, term uint64) {
@@ -131,29 +147,34 @@ func (s *logStore) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 		ents []*raftpb.Entry
 		size uint64
 	)
-	err := readBatches(s.log, int64(lo-1), int64(hi-1), func(b []byte, h record.Header) error {
-		e := entryOf(b, h)
+	idx := lo
+	err := readBatches(s.log, s.baseOffset(lo), s.endOffset(hi-1), func(b []byte, h record.Header) error {
+		if h.BaseOffset != s.baseOffset(idx) {
+			return fmt.Errorf("%w: entry %d at offset %d, read a batch at %d", ErrFormat, idx, s.baseOffset(idx), h.BaseOffset)
+		}
+		e := entryOf(idx, b, h)
 		n := uint64(proto.Size(e))
 		if len(ents) > 0 && size+n > maxSize {
 			return errStop
 		}
 		ents, size = append(ents, e), size+n
+		idx++
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if len(ents) == 0 || ents[0].GetIndex() != lo {
+	if len(ents) == 0 {
 		return nil, raft.ErrUnavailable
 	}
 	return ents, nil
 }
 
-// entryOf is the raft entry stored as batch b.
-func entryOf(b []byte, h record.Header) *raftpb.Entry {
+// entryOf is entry idx, stored as batch b.
+func entryOf(idx uint64, b []byte, h record.Header) *raftpb.Entry {
 	e := &raftpb.Entry{
 		Term:  new(uint64(h.PartitionLeaderEpoch)),
-		Index: new(uint64(h.BaseOffset) + 1),
+		Index: new(idx),
 		Type:  raftpb.EntryNormal.Enum(),
 	}
 	if !h.IsControl() {
@@ -191,8 +212,8 @@ func (s *logStore) Snapshot() (*raftpb.Snapshot, error) {
 	}}, nil
 }
 
-// append writes ents, consecutive entries, at their offsets, first
-// truncating the log when they overwrite an uncommitted tail. raft's empty
+// append writes ents, consecutive entries, after entry ents[0].Index-1,
+// first truncating the log when they overwrite an uncommitted tail. raft's empty
 // entries become LEADER_CHANGE control batches naming leader (a node id,
 // -1 unknown) when their term is term. Data of ents is copied, never
 // modified. It does not fsync. Errors: ErrFormat for a gap, a decreasing
@@ -216,6 +237,9 @@ func (s *logStore) append(ents []*raftpb.Entry, term uint64, leader int32) error
 	buf := make([]byte, 0, size+len(ents)*128)
 	prevTerm, _ := s.Term(first - 1)
 	now := s.now().UnixMilli()
+	start := s.endOffset(first - 1)
+	next := start
+	bases := make([]int64, 0, len(ents))
 	for i, e := range ents {
 		idx, t := e.GetIndex(), e.GetTerm()
 		if idx != first+uint64(i) || t < prevTerm {
@@ -229,33 +253,38 @@ func (s *logStore) append(ents []*raftpb.Entry, term uint64, leader int32) error
 			return err
 		}
 		prevTerm = t
+		bases = append(bases, next)
 		if len(e.GetData()) == 0 {
 			who := int32(-1)
 			if t == term {
 				who = leader
 			}
-			b, err := leaderChangeBatch(int64(idx-1), epoch, who, s.voters, now)
+			b, err := leaderChangeBatch(next, epoch, who, s.voters, now)
 			if err != nil {
 				return err
 			}
 			buf = append(buf, b...)
+			next++
 			continue
 		}
-		if err := checkEntryData(e.GetData()); err != nil {
+		h, err := checkEntryData(e.GetData())
+		if err != nil {
 			return fmt.Errorf("entry %d: %w", idx, err)
 		}
 		start := len(buf)
 		buf = append(buf, e.GetData()...)
-		record.SetBaseOffset(buf[start:], int64(idx-1))
+		record.SetBaseOffset(buf[start:], next)
 		record.SetPartitionLeaderEpoch(buf[start:], epoch)
+		next += int64(h.LastOffsetDelta) + 1
 	}
 	if first <= s.last {
-		if err := s.log.Truncate(int64(first - 1)); err != nil {
+		if err := s.log.Truncate(start); err != nil {
 			return err
 		}
 		k := sort.Search(len(s.terms), func(k int) bool { return s.terms[k].index >= first })
 		s.terms = s.terms[:k]
-		s.last = first - 1
+		s.bases = s.bases[:first-1]
+		s.last, s.end = first-1, start
 	}
 	if _, err := s.log.AppendAsFollower(buf); err != nil {
 		return err
@@ -263,7 +292,8 @@ func (s *logStore) append(ents []*raftpb.Entry, term uint64, leader int32) error
 	for _, e := range ents {
 		s.noteTerm(e.GetIndex(), e.GetTerm())
 	}
-	s.last = ents[len(ents)-1].GetIndex()
+	s.bases = append(s.bases, bases...)
+	s.last, s.end = ents[len(ents)-1].GetIndex(), next
 	return nil
 }
 
@@ -273,9 +303,9 @@ func (s *logStore) setHardState(hs *raftpb.HardState) error {
 		return nil
 	}
 	err := writeState(s.path, hardState{
-		LeaderEpoch:   int64(hs.GetTerm()),
-		VotedID:       nodeID(hs.GetVote()),
-		HighWatermark: int64(hs.GetCommit()),
+		LeaderEpoch: int64(hs.GetTerm()),
+		VotedID:     nodeID(hs.GetVote()),
+		CommitIndex: int64(hs.GetCommit()),
 	})
 	if err != nil {
 		return err
@@ -288,7 +318,7 @@ func (s *logStore) setHardState(hs *raftpb.HardState) error {
 func (s *logStore) termStartOffset(term uint64) int64 {
 	for k := len(s.terms) - 1; k >= 0; k-- {
 		if s.terms[k].term == term {
-			return int64(s.terms[k].index) - 1
+			return s.baseOffset(s.terms[k].index)
 		}
 		if s.terms[k].term < term {
 			break

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -24,13 +25,17 @@ func openTestLog(t *testing.T, dir string, segment int64) *storage.Log {
 	return l
 }
 
-// ent is an entry of term at index; seq > 0 gives it a metadata record,
-// 0 makes it raft's empty entry.
+// ent is an entry of term at index; seq > 0 gives it 1+seq%3 metadata
+// records (so entries span 1 to 3 offsets), 0 makes it raft's empty entry.
 func ent(t *testing.T, index, term uint64, seq int64) *raftpb.Entry {
 	t.Helper()
 	e := &raftpb.Entry{Index: new(index), Term: new(term), Type: raftpb.EntryNormal.Enum()}
 	if seq > 0 {
-		b, err := encodeEntry([]metadata.Record{seqRecord(seq)}, 1000)
+		var recs []metadata.Record
+		for i := range 1 + seq%3 {
+			recs = append(recs, seqRecord(seq*10+i))
+		}
+		b, err := encodeEntry(recs, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,8 +44,9 @@ func ent(t *testing.T, index, term uint64, seq int64) *raftpb.Entry {
 	return e
 }
 
-// checkEntries compares Entries(lo, hi) of s with want, data decoded.
-func checkEntries(t *testing.T, s raft.Storage, lo, hi uint64, want []*raftpb.Entry) {
+// checkEntries compares Entries(lo, hi) of s with want, data decoded, and
+// checks the offsets the entries were stored at.
+func checkEntries(t *testing.T, s *logStore, lo, hi uint64, want []*raftpb.Entry) {
 	t.Helper()
 	got, err := s.Entries(lo, hi, 1<<30)
 	if err != nil {
@@ -62,13 +68,24 @@ func checkEntries(t *testing.T, s raft.Storage, lo, hi uint64, want []*raftpb.En
 			t.Fatal(err)
 		}
 		wr, _ := decodeBatch(w.GetData())
-		if len(gr) != 1 || gr[0] != wr[0] {
+		if !slices.Equal(gr, wr) {
 			t.Fatalf("entry %d: records %v, want %v", g.GetIndex(), gr, wr)
 		}
 		h, _ := record.ParseHeader(g.GetData())
-		if h.BaseOffset != int64(g.GetIndex())-1 || h.PartitionLeaderEpoch != int32(g.GetTerm()) {
+		if h.BaseOffset != s.baseOffset(g.GetIndex()) || h.PartitionLeaderEpoch != int32(g.GetTerm()) {
 			t.Fatalf("entry %d stored at offset %d epoch %d", g.GetIndex(), h.BaseOffset, h.PartitionLeaderEpoch)
 		}
+	}
+	// Offsets follow each other: an entry spans one offset per record.
+	next := int64(0)
+	for i := uint64(1); i <= s.last; i++ {
+		if s.baseOffset(i) != next {
+			t.Fatalf("entry %d at offset %d, want %d", i, s.baseOffset(i), next)
+		}
+		next = s.endOffset(i)
+	}
+	if next != s.end || next != s.log.LogEndOffset() {
+		t.Fatalf("end offset %d, store %d, log %d", next, s.end, s.log.LogEndOffset())
 	}
 }
 
@@ -113,13 +130,14 @@ func TestLogStore(t *testing.T) {
 	if _, err := s.Term(6); !errors.Is(err, raft.ErrUnavailable) {
 		t.Fatalf("Term past the end: %v", err)
 	}
-	if start := s.termStartOffset(2); start != 3 {
-		t.Fatalf("term 2 starts at offset %d", start)
+	// Entries 1-5 span 1, 3, 1, 1 and 3 offsets.
+	if start := s.termStartOffset(2); start != 5 || s.end != 9 {
+		t.Fatalf("term 2 starts at offset %d, log ends at %d", start, s.end)
 	}
 	// The empty entry of term 2 is a LEADER_CHANGE naming the leader.
-	err = readBatches(l, 3, 4, func(b []byte, h record.Header) error {
+	err = readBatches(l, 5, 6, func(b []byte, h record.Header) error {
 		if !h.IsControl() {
-			t.Fatalf("offset 3 is not a control batch")
+			t.Fatalf("offset 5 is not a control batch")
 		}
 		return record.Records(b, func(r record.Record) error {
 			if typ, _ := record.ParseControlKey(r.Key); typ != record.ControlLeaderChange {
@@ -142,7 +160,7 @@ func TestLogStore(t *testing.T) {
 	}
 	want := append(ents[:3:3], tail...)
 	checkEntries(t, s, 1, 7, want)
-	if l.LogEndOffset() != 6 || s.termStartOffset(2) != -1 || s.termStartOffset(3) != 3 {
+	if l.LogEndOffset() != 10 || s.termStartOffset(2) != -1 || s.termStartOffset(3) != 5 {
 		t.Fatalf("log end %d, term starts %d %d", l.LogEndOffset(), s.termStartOffset(2), s.termStartOffset(3))
 	}
 
@@ -192,10 +210,10 @@ func TestLogStoreRejects(t *testing.T) {
 			t.Fatalf("opening a Local log: %v", err)
 		}
 	})
-	t.Run("high-watermark past the log end", func(t *testing.T) {
+	t.Run("commit index past the last entry", func(t *testing.T) {
 		dir := t.TempDir()
 		l := openTestLog(t, dir, 0)
-		if err := writeState(filepath.Join(dir, StateFile), hardState{LeaderEpoch: 2, VotedID: 1, HighWatermark: 3}); err != nil {
+		if err := writeState(filepath.Join(dir, StateFile), hardState{LeaderEpoch: 2, VotedID: 1, CommitIndex: 3}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := openLogStore(l, []int32{1}); !errors.Is(err, ErrFormat) {

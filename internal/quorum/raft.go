@@ -79,6 +79,7 @@ type Raft struct {
 type proposal struct {
 	data        []byte
 	index, term uint64     // set by the loop once proposed
+	offset      int64      // set by the loop once committed
 	res         chan error // capacity 1
 }
 
@@ -184,7 +185,7 @@ func OpenRaft(cfg RaftConfig) (_ *Raft, err error) {
 		return nil, err
 	}
 	r.status = r.rn.BasicStatus()
-	r.d = newDispatcher(cfg.Log, cfg.NodeID, int64(commit), r.leadership(), logger)
+	r.d = newDispatcher(cfg.Log, cfg.NodeID, store.endOffset(commit), r.leadership(), logger)
 	if len(voters) == 1 {
 		if err := r.guard(r.rn.Campaign); err != nil {
 			return nil, err
@@ -194,7 +195,7 @@ func OpenRaft(cfg RaftConfig) (_ *Raft, err error) {
 		return nil, err
 	}
 	logger.Info("metadata quorum voter started", "voters", voters, "leader_epoch", r.status.GetTerm(),
-		"high_watermark", commit, "log_end_offset", store.last)
+		"high_watermark", store.endOffset(commit), "log_end_offset", store.end)
 	go r.run()
 	return r, nil
 }
@@ -222,7 +223,7 @@ func (r *Raft) receive(m *raftpb.Message) {
 			r.logger.Warn("dropping raft message with a configuration change", "from", nodeID(m.GetFrom()))
 			return
 		}
-		if err := checkEntryData(e.GetData()); err != nil {
+		if _, err := checkEntryData(e.GetData()); err != nil {
 			r.logger.Warn("dropping raft message with a malformed entry", "from", nodeID(m.GetFrom()), "index", e.GetIndex(), "err", err)
 			return
 		}
@@ -368,11 +369,12 @@ func (r *Raft) handleReady() error {
 			r.cfg.Transport.Send(m)
 		}
 		if n := len(rd.CommittedEntries); n > 0 {
-			r.d.setCommitted(int64(rd.CommittedEntries[n-1].GetIndex()))
+			r.d.setCommitted(r.store.endOffset(rd.CommittedEntries[n-1].GetIndex()))
 			for _, e := range rd.CommittedEntries {
 				if p := r.pending[e.GetIndex()]; p != nil {
 					delete(r.pending, e.GetIndex())
 					if e.GetTerm() == p.term {
+						p.offset = r.store.baseOffset(e.GetIndex())
 						p.res <- nil
 					} else {
 						p.res <- fmt.Errorf("%w: the entry was replaced in epoch %d", ErrNotLeader, e.GetTerm())
@@ -433,11 +435,11 @@ func (r *Raft) info() QuorumInfo {
 	st := r.rn.Status()
 	for _, v := range r.store.voters {
 		vs := VoterState{ID: v, LogEndOffset: -1}
-		if pr, ok := st.Progress[raftID(v)]; ok {
-			vs.LogEndOffset = int64(pr.Match)
+		if pr, ok := st.Progress[raftID(v)]; ok && r.leading {
+			vs.LogEndOffset = r.store.endOffset(pr.Match)
 		}
 		if v == r.cfg.NodeID {
-			vs.LogEndOffset = int64(r.store.last)
+			vs.LogEndOffset = r.store.end
 		}
 		qi.Voters = append(qi.Voters, vs)
 	}
@@ -454,9 +456,9 @@ func (r *Raft) closedErr() error {
 	return r.err
 }
 
-// Append implements Log: on the leader it proposes recs as one entry and
-// returns its offset once it is committed and the high-watermark passed
-// it. Errors: ErrNotLeader (with the leader when known), ErrDropped,
+// Append implements Log: on the leader it proposes recs as one entry (one
+// batch, an offset per record) and returns the batch's base offset once it
+// is committed and the high-watermark passed it. Errors: ErrNotLeader (with the leader when known), ErrDropped,
 // ErrEntryTooLarge, ErrClosed or the error that stopped the voter,
 // ctx.Err(). After ErrNotLeader from a lost leadership, or ctx.Err(), the
 // entry may still be committed.
@@ -482,7 +484,7 @@ func (r *Raft) Append(ctx context.Context, recs []metadata.Record) (int64, error
 		if err != nil {
 			return 0, err
 		}
-		return int64(p.index) - 1, nil
+		return p.offset, nil
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-r.done:
@@ -490,7 +492,7 @@ func (r *Raft) Append(ctx context.Context, recs []metadata.Record) (int64, error
 		select {
 		case err := <-p.res:
 			if err == nil {
-				return int64(p.index) - 1, nil
+				return p.offset, nil
 			}
 			return 0, err
 		default:

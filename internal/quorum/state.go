@@ -20,13 +20,12 @@ const StateFile = "quorum-state"
 const maxStateBytes = 4096
 
 // hardState is raft's HardState in our terms: the term is the leader
-// epoch, the vote a node id and the commit index the high-watermark
-// offset (entries with index ≤ commit are the offsets below it).
+// epoch and the vote a node id.
 type hardState struct {
-	LeaderEpoch   int64 `json:"leaderEpoch"`   // raft term, ≥ 0
-	VotedID       int32 `json:"votedId"`       // node voted for in LeaderEpoch, -1 for none
-	HighWatermark int64 `json:"highWatermark"` // raft commit index, ≥ 0
-	DataVersion   int   `json:"data_version"`  // 0
+	LeaderEpoch int64 `json:"leaderEpoch"`  // raft term, ≥ 0
+	VotedID     int32 `json:"votedId"`      // node voted for in LeaderEpoch, -1 for none
+	CommitIndex int64 `json:"commitIndex"`  // raft commit index: entries (batches) 1..CommitIndex are committed, ≥ 0
+	DataVersion int   `json:"data_version"` // 0
 }
 
 // encodeState returns the file contents for s.
@@ -51,7 +50,7 @@ func decodeState(b []byte) (hardState, error) {
 	if _, err := d.Token(); !errors.Is(err, io.EOF) {
 		return hardState{}, fmt.Errorf("%w: %s: trailing data", ErrFormat, StateFile)
 	}
-	if s.DataVersion != 0 || s.LeaderEpoch < 0 || s.VotedID < -1 || s.HighWatermark < 0 {
+	if s.DataVersion != 0 || s.LeaderEpoch < 0 || s.VotedID < -1 || s.CommitIndex < 0 {
 		return hardState{}, fmt.Errorf("%w: %s: %+v", ErrFormat, StateFile, s)
 	}
 	return s, nil

@@ -12,12 +12,12 @@ func TestStateFile(t *testing.T) {
 	if _, ok, err := readState(path); ok || err != nil {
 		t.Fatalf("missing file: %v %v", ok, err)
 	}
-	want := hardState{LeaderEpoch: 7, VotedID: 0, HighWatermark: 1234}
+	want := hardState{LeaderEpoch: 7, VotedID: 0, CommitIndex: 1234}
 	if err := writeState(path, want); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	if string(b) != `{"leaderEpoch":7,"votedId":0,"highWatermark":1234,"data_version":0}`+"\n" {
+	if string(b) != `{"leaderEpoch":7,"votedId":0,"commitIndex":1234,"data_version":0}`+"\n" {
 		t.Fatalf("file %q", b)
 	}
 	got, ok, err := readState(path)
@@ -34,12 +34,12 @@ func TestDecodeStateErrors(t *testing.T) {
 		``,
 		`{`,
 		`[]`,
-		`{"leaderEpoch":-1,"votedId":-1,"highWatermark":0,"data_version":0}`,
-		`{"leaderEpoch":1,"votedId":-2,"highWatermark":0,"data_version":0}`,
-		`{"leaderEpoch":1,"votedId":1,"highWatermark":-1,"data_version":0}`,
-		`{"leaderEpoch":1,"votedId":1,"highWatermark":0,"data_version":1}`,
-		`{"leaderEpoch":1,"votedId":1,"highWatermark":0,"data_version":0,"x":1}`,
-		`{"leaderEpoch":1,"votedId":1,"highWatermark":0,"data_version":0} {}`,
+		`{"leaderEpoch":-1,"votedId":-1,"commitIndex":0,"data_version":0}`,
+		`{"leaderEpoch":1,"votedId":-2,"commitIndex":0,"data_version":0}`,
+		`{"leaderEpoch":1,"votedId":1,"commitIndex":-1,"data_version":0}`,
+		`{"leaderEpoch":1,"votedId":1,"commitIndex":0,"data_version":1}`,
+		`{"leaderEpoch":1,"votedId":1,"commitIndex":0,"data_version":0,"x":1}`,
+		`{"leaderEpoch":1,"votedId":1,"commitIndex":0,"data_version":0} {}`,
 		`{"leaderEpoch":"1"}`,
 		`{"leaderEpoch":99999999999999999999}`,
 	} {
@@ -50,7 +50,7 @@ func TestDecodeStateErrors(t *testing.T) {
 }
 
 func FuzzDecodeState(f *testing.F) {
-	f.Add(encodeState(hardState{LeaderEpoch: 3, VotedID: 2, HighWatermark: 10}))
+	f.Add(encodeState(hardState{LeaderEpoch: 3, VotedID: 2, CommitIndex: 10}))
 	f.Add([]byte(`{"leaderEpoch":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeState(b)

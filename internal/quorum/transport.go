@@ -300,6 +300,7 @@ func (t *TCPTransport) track(c net.Conn) bool {
 		return false
 	}
 	t.conns[c] = struct{}{}
+	t.wg.Add(1) // Close waits for ServeConn too
 	return true
 }
 
@@ -308,6 +309,7 @@ func (t *TCPTransport) untrack(c net.Conn) {
 	delete(t.conns, c)
 	t.mu.Unlock()
 	c.Close()
+	t.wg.Done()
 }
 
 // ServeConn reads raft messages from c, an inbound connection from

@@ -210,7 +210,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := decodeBatch(b)
-		if err != nil || checkEntryData(b) != nil || len(b) == 0 {
+		if _, cerr := checkEntryData(b); err != nil || cerr != nil || len(b) == 0 {
 			return
 		}
 		again, err := encodeEntry(recs, 0)
