@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Runs the Kafka clients' own integration suites against a samsa server and
+# records pass/fail/skip counts, with each failure's first error and its
+# triage (conformance/suite-triage.txt), in the client-suites section of
+# docs/COMPATIBILITY.md.
+#
+#   conformance/run-client-suites.sh [kafka-go] [kafkajs]
+#
+# kafka-go: the test files of the module version in conformance/go.mod,
+# taken from the Go module cache (go mod download), run with
+# KAFKA_VERSION=3.7.0 against a broker advertised as localhost:9092 with
+# node id 1, one top-level test at a time from a compiled test binary (one
+# panic would abort a whole package). Needs port 9092 free.
+#
+# kafkajs: its specs are not in the npm package; set KAFKAJS_SRC to a
+# checkout of kafkajs v2.2.4 to run them (see below); without it the suite
+# is recorded as not run.
+#
+# Environment: TEST_TIMEOUT per test (default 120s), ONLY (a regexp of
+# tests to run, for triage), KEEP=1 keeps the work directory, SUITE_SAMSA a
+# prebuilt samsa binary to use instead of building ../cmd/samsa.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+doc="$root/docs/COMPATIBILITY.md"
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(kafka-go kafkajs)
+test_timeout=${TEST_TIMEOUT:-120s}
+
+work=$(mktemp -d /tmp/samsa-suites.XXXXXX)
+server_pid=""
+cleanup() {
+  stop_server
+  if [ "${KEEP:-}" = 1 ]; then echo "work dir kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+if [ -n "${SUITE_SAMSA:-}" ]; then
+  cp "$SUITE_SAMSA" "$work/samsa"
+else
+  echo "building samsa"
+  (cd "$root" && go build -o "$work/samsa" ./cmd/samsa)
+fi
+
+start_server() { # starts samsa on localhost:9092 as node 1, fresh data
+  if (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
+    echo "port 9092 is in use: cannot run the suites" >&2
+    exit 1
+  fi
+  rm -rf "$work/data"
+  "$work/samsa" server \
+    --override node.id=1 \
+    --override log.dirs="$work/data" \
+    --override listeners=PLAINTEXT://localhost:9092,CONTROLLER://127.0.0.1:0 \
+    --override advertised.listeners=PLAINTEXT://localhost:9092 \
+    --override auto.create.topics.enable=true \
+    --override message.max.bytes=200000000 \
+    >>"$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 100); do
+    grep -q "bootstrap=" "$work/server.log" 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null && return 0
+    kill -0 "$server_pid" 2>/dev/null || { echo "samsa exited at startup:"; tail -20 "$work/server.log"; exit 1; }
+    sleep 0.1
+  done
+  echo "samsa did not start"; exit 1
+}
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+server_alive() { [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; }
+
+# results.tsv: suite, test, status (pass/fail/skip), seconds, first error
+results="$work/results.tsv"
+leaves="$work/leaves.tsv" # suite, test/subtest, status, for leaf tests only
+: >"$results"
+: >"$leaves"
+declare -A versions notes
+
+# run_go_test_binary SUITE BIN DIR: runs each top-level test of BIN in DIR.
+run_go_test_binary() {
+  local suite=$1 bin=$2 dir=$3 t status t0 secs first
+  for t in $(cd "$dir" && "$bin" -test.list '.*' | grep -E '^(Test|Example)' || true); do
+    if [ -n "${ONLY:-}" ] && ! [[ $t =~ $ONLY ]]; then continue; fi
+    server_alive || start_server
+    t0=$(date +%s)
+    set +e
+    (cd "$dir" && KAFKA_VERSION=3.7.0 timeout -k 10 "$((${test_timeout%s} + 30))" \
+      "$bin" -test.run "^${t}\$" -test.v -test.timeout "$test_timeout" -test.count 1) >"$work/out/$suite.$t.log" 2>&1
+    local rc=$?
+    set -e
+    secs=$(( $(date +%s) - t0 ))
+    if [ $rc = 0 ]; then
+      if grep -q -- "^--- SKIP: $t " "$work/out/$suite.$t.log"; then status=skip; else status=pass; fi
+      first=""
+    else
+      status=fail
+      first=$(grep -m1 -E '(_test\.go:[0-9]+:|panic:|timed out|FAIL|Error)' "$work/out/$suite.$t.log" | sed 's/^[[:space:]]*//' | cut -c1-200 || true)
+      [ -n "$first" ] || first="exit status $rc"
+      if ! server_alive; then first="SAMSA SERVER EXITED during the test; $first"; fi
+    fi
+    # Leaf subtests: results lines whose name is no other's parent.
+    grep -oE -- '--- (PASS|FAIL|SKIP): [^ ]+' "$work/out/$suite.$t.log" | awk -v s="$suite" '
+      { sub(":", "", $2); st[$3] = tolower($2); order[++n] = $3 }
+      END { for (i = 1; i <= n; i++) { name = order[i]; leaf = 1
+              for (o in st) if (index(o, name "/") == 1) { leaf = 0; break }
+              if (leaf) printf "%s\t%s\t%s\n", s, name, st[name] } }' >>"$leaves"
+    if [ $status = fail ]; then
+      local failing
+      failing=$(awk -F'\t' -v s="$suite" -v t="$t" '$1==s && $3=="fail" && index($2, t "/")==1 { sub(t "/", "", $2); printf "%s%s", (n++ ? ", " : ""), $2 }' "$leaves" | cut -c1-300)
+      [ -z "$failing" ] || first="$first [failing subtests: $failing]"
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$suite" "$t" "$status" "$secs" "$first" >>"$results"
+    printf '%-8s %-4s %4ss %s %s\n' "$suite" "$status" "$secs" "$t" "$first"
+  done
+}
+
+mkdir -p "$work/out"
+
+run_kafka_go() {
+  local v src
+  v=$(cd "$here" && go list -m -f '{{.Version}}' github.com/segmentio/kafka-go)
+  versions[kafka-go]=$v
+  src=$(cd "$here" && go mod download -json "github.com/segmentio/kafka-go@$v" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  cp -r "$src" "$work/kafka-go"
+  chmod -R u+w "$work/kafka-go"
+  (cd "$work/kafka-go" && go mod download)
+  # One test binary per package with tests; sasl and the like fail fast
+  # without a SASL listener, which samsa does not have yet.
+  local pkg name
+  for pkg in $(cd "$work/kafka-go" && go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...); do
+    name=$(echo "${pkg#"$work/kafka-go"}" | tr / _)
+    name=${name:-_root}
+    echo "compiling kafka-go tests of ${pkg#"$work/kafka-go"}/"
+    (cd "$pkg" && go test -c -o "$work/bin/kafka-go$name.test" .) || {
+      printf 'kafka-go\t%s (build)\tfail\t0\tthe test binary did not build\n' "$name" >>"$results"; continue; }
+    run_go_test_binary kafka-go "$work/bin/kafka-go$name.test" "$pkg"
+  done
+}
+
+run_kafkajs() {
+  versions[kafkajs]=$(node -p 'require(process.argv[1]).version' "$here/js/node_modules/kafkajs/package.json" 2>/dev/null || echo unknown)
+  if [ -z "${KAFKAJS_SRC:-}" ]; then
+    notes[kafkajs]="not run: the npm package has no specs; set KAFKAJS_SRC to a kafkajs checkout"
+    return
+  fi
+  notes[kafkajs]="not run: KAFKAJS_SRC support is not written yet"
+}
+
+for s in "${suites[@]}"; do
+  case $s in
+    kafka-go) run_kafka_go ;;
+    kafkajs) run_kafkajs ;;
+    *) echo "unknown suite $s" >&2; exit 2 ;;
+  esac
+done
+stop_server
+
+# The doc section.
+section="$work/section.md"
+{
+  echo "## The clients' own test suites"
+  echo
+  echo "Last run $(date -u '+%Y-%m-%d %H:%M UTC') against samsa commit \`$(cd "$root" && git rev-parse --short HEAD)\` by \`conformance/run-client-suites.sh\` (one top-level test at a time, ${test_timeout} each)."
+  echo
+  echo "Counts are of top-level tests, and in brackets of leaf subtests."
+  echo
+  echo "| suite | version | pass | fail | skip | note |"
+  echo "| --- | --- | --- | --- | --- | --- |"
+  for s in "${suites[@]}"; do
+    p=$(awk -F'\t' -v s="$s" '$1==s && $3=="pass"' "$results" | wc -l)
+    f=$(awk -F'\t' -v s="$s" '$1==s && $3=="fail"' "$results" | wc -l)
+    k=$(awk -F'\t' -v s="$s" '$1==s && $3=="skip"' "$results" | wc -l)
+    lp=$(awk -F'\t' -v s="$s" '$1==s && $3=="pass"' "$leaves" | wc -l)
+    lf=$(awk -F'\t' -v s="$s" '$1==s && $3=="fail"' "$leaves" | wc -l)
+    lk=$(awk -F'\t' -v s="$s" '$1==s && $3=="skip"' "$leaves" | wc -l)
+    echo "| $s | ${versions[$s]:-} | $p ($lp) | $f ($lf) | $k ($lk) | ${notes[$s]:-} |"
+  done
+  echo
+  if grep -qP '\tfail\t' "$results"; then
+    echo "Failures, with who is at fault (\`conformance/suite-triage.txt\`; \`untriaged\` until someone looks):"
+    echo
+    echo "| suite | test | at fault | why | first error |"
+    echo "| --- | --- | --- | --- | --- |"
+    while IFS=$'\t' read -r s t st secs first; do
+      [ "$st" = fail ] || continue
+      tri=$(awk -v s="$s" -v t="$t" '$1==s && $2==t { $1=""; $2=""; sub(/^  /, ""); print; exit }' "$here/suite-triage.txt" 2>/dev/null)
+      fault=${tri%% *}; why=${tri#* }
+      [ -n "$tri" ] || { fault=untriaged; why=""; }
+      first=${first//|/\\|}
+      echo "| $s | $t | $fault | $why | \`${first//\`/}\` |"
+    done <"$results"
+  fi
+} >"$section"
+
+python3 - "$doc" "$section" <<'PY'
+import sys
+doc_path, section_path = sys.argv[1], sys.argv[2]
+begin = "<!-- BEGIN client-suites: generated by conformance/run-client-suites.sh, do not edit -->"
+end = "<!-- END client-suites -->"
+doc = open(doc_path).read()
+body = open(section_path).read().rstrip("\n")
+i, j = doc.find(begin), doc.find(end)
+new = begin + "\n" + body + "\n" + end
+doc = doc[:i] + new + doc[j + len(end):] if i >= 0 and j > i else doc.rstrip("\n") + "\n\n" + new + "\n"
+open(doc_path, "w").write(doc)
+PY
+cp "$results" "$here/client-suites-results.tsv"
+cp "$leaves" "$here/client-suites-leaves.tsv"
+echo "wrote $doc and conformance/client-suites-{results,leaves}.tsv"
+awk -F'\t' '{c[$1" "$3]++} END {for (k in c) print k, c[k]}' "$results" | sort
