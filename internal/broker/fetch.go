@@ -21,8 +21,11 @@ func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 func handleFetch(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	if req.SessionID != 0 {
-		// We never hand out a session, so one the client names is unknown.
+	if req.SessionEpoch > 0 {
+		// An incremental fetch (KIP-227): we never hand out a session, so
+		// the one it names is unknown. Epochs 0 (INITIAL) and -1 (FINAL)
+		// ask for a full fetch whatever the session id, as in Kafka's
+		// FetchManager; kafka-go sends session id -1 with epoch -1.
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}
