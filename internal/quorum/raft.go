@@ -389,13 +389,19 @@ func (r *Raft) handleReady() error {
 }
 
 // checkProposed fails pending proposals whose index was written with
-// other data (a broken assumption of propose, not expected to happen).
+// another entry: one of another leader, or (a broken assumption of
+// propose, not expected) other data.
 func (r *Raft) checkProposed(ents []*raftpb.Entry) {
 	for _, e := range ents {
 		p := r.pending[e.GetIndex()]
-		if p != nil && (e.GetTerm() != p.term || !bytes.Equal(e.GetData(), p.data)) {
+		switch {
+		case p == nil:
+		case e.GetTerm() != p.term:
 			delete(r.pending, e.GetIndex())
-			r.logger.Error("proposal index mismatch", "index", e.GetIndex(), "term", e.GetTerm(), "proposal_term", p.term)
+			p.res <- fmt.Errorf("%w: the entry was replaced in epoch %d", ErrNotLeader, e.GetTerm())
+		case !bytes.Equal(e.GetData(), p.data):
+			delete(r.pending, e.GetIndex())
+			r.logger.Error("proposal index mismatch", "index", e.GetIndex(), "term", e.GetTerm())
 			p.res <- fmt.Errorf("%w: entry %d is not the proposal", ErrDropped, e.GetIndex())
 		}
 	}

@@ -162,7 +162,7 @@ type TCPTransport struct {
 	mu          sync.Mutex // guards the fields below
 	started     bool
 	closed      bool
-	conns       map[net.Conn]struct{}
+	conns       map[net.Conn]struct{} // inbound (ServeConn) and outbound
 	receive     func(*raftpb.Message)
 	unreachable func(int32)
 }
@@ -312,6 +312,25 @@ func (t *TCPTransport) untrack(c net.Conn) {
 	t.wg.Done()
 }
 
+// addOutbound adds a dialed connection to those Close closes (so that a
+// write blocked on a stuck peer ends); false once closed.
+func (t *TCPTransport) addOutbound(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *TCPTransport) removeOutbound(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+	c.Close()
+}
+
 // ServeConn reads raft messages from c, an inbound connection from
 // another voter starting with its handshake (Preamble first), until c
 // fails or the transport closes; it then closes c. It runs on the
@@ -370,7 +389,7 @@ func (t *TCPTransport) runPeer(p *peer) {
 	)
 	fail := func(err error) {
 		if c != nil {
-			c.Close()
+			t.removeOutbound(c)
 			c, w = nil, nil
 		}
 		backoff = min(max(2*backoff, t.cfg.MinBackoff), t.cfg.MaxBackoff)
@@ -380,7 +399,7 @@ func (t *TCPTransport) runPeer(p *peer) {
 	}
 	defer func() {
 		if c != nil {
-			c.Close()
+			t.removeOutbound(c)
 		}
 	}()
 	for {
@@ -399,6 +418,10 @@ func (t *TCPTransport) runPeer(p *peer) {
 			if err != nil {
 				fail(err)
 				continue
+			}
+			if !t.addOutbound(conn) {
+				conn.Close()
+				return
 			}
 			c, w = conn, bufio.NewWriterSize(conn, 64<<10)
 			if _, err := w.Write(appendHandshake(nil, t.cfg.NodeID, p.id)); err != nil {
