@@ -38,6 +38,11 @@ type Config struct {
 	// FlushIntervalMessages fsyncs after this many messages
 	// (log.flush.interval.messages; zero means never: leave it to the OS).
 	FlushIntervalMessages int64
+	// Cleanup says how old records go: retention (cleanup.policy=delete)
+	// and the log cleaner (cleanup.policy=compact). Its zero value keeps
+	// every record; unlike the fields above, its fields take Kafka's
+	// values as they are (zero is a real value), see DefaultCleanup.
+	Cleanup Cleanup
 }
 
 // OpenOptions are the arguments of Open.

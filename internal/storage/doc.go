@@ -8,6 +8,7 @@
 //	<log.dir>/recovery-point-offset-checkpoint     per partition: offset below which the log is flushed
 //	<log.dir>/log-start-offset-checkpoint          per partition: log start offset
 //	<log.dir>/replication-offset-checkpoint        per partition: high-watermark (written by replica)
+//	<log.dir>/cleaner-offset-checkpoint            per compacted partition: first dirty offset (log cleaner)
 //	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown
 //	<log.dir>/<topic>-<partition>/                 one partition's log
 //	<log.dir>/<topic>-<partition>.<uuid>-delete/   a deleted partition, removed in the background
@@ -93,11 +94,29 @@
 // page cache and survive; only fsync (Flush, flush.messages, the flush
 // after a roll) makes them survive a crash of the machine.
 //
+// # Retention and compaction
+//
+// Config.Cleanup holds cleanup.policy and its settings; its zero value
+// keeps everything. Retention (retention.go, Log.DeleteOldSegments)
+// deletes whole segments, oldest first: those wholly below the log start
+// offset, and with cleanup.policy=delete those older than retention.ms
+// (by their largest timestamp) or beyond retention.bytes, never above the
+// high-watermark. The log cleaner (clean.go, Log.Clean) rewrites closed
+// segments below the last stable offset keeping the latest record of each
+// key. Both rename the files they retire to .deleted and remove them
+// file.delete.delay.ms later; the cleaner swaps its output in through
+// .cleaned and .swap files as described under Recovery. Neither acts on a
+// log before its owner gives it bounds (Log.SetBounds). The Manager runs
+// both in the background (tasks.go).
+//
 // # Concurrency
 //
 // Log serializes appends, rolls and truncation with one mutex. Reads load
 // an immutable snapshot of the segment list and the offsets, and hold only
 // the shared side of the segment's own lock while they read its files with
 // pread (never a shared file position); truncation and close take that lock
-// exclusively. Lock order: Log.flushMu, Log.mu, segment.rw, index.mu.
+// exclusively. Retention and the cleaner publish a new segment list under
+// Log.mu and close the segments they retire afterwards, so reads in flight
+// finish on the old files. Lock order: Log.flushMu, Log.mu, segment.rw,
+// index.mu.
 package storage

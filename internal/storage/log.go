@@ -62,6 +62,13 @@ type Log struct {
 	flushKick   chan struct{} // wakes the background flusher
 	done        chan struct{} // closed by Close to stop it
 	wg          sync.WaitGroup
+
+	// Retention and cleaning (retention.go, clean.go).
+	bounds         atomic.Pointer[BoundsFunc]
+	startMoved     atomic.Pointer[func()] // called when SetLogStartOffset raised the log start
+	cleanerOffset  atomic.Int64           // first dirty offset: below it the cleaner has cleaned; -1 unknown
+	deleteHorizon  atomic.Int64           // earliest future delete horizon of kept tombstones and markers, ms; MaxInt64 none known
+	pendingDeletes []pendingDelete        // files renamed .deleted, removed when due; guarded by mu
 }
 
 // Dir is the partition directory.
@@ -122,7 +129,8 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 // SetLogStartOffset raises the log start offset to offset (DeleteRecords,
 // retention; Kafka's maybeIncrementLogStartOffset). A lower offset is
 // ignored; one above the log end offset gives ErrOffsetOutOfRange. Segments
-// wholly below it stay on disk until retention removes them.
+// wholly below it stay on disk until DeleteOldSegments removes them (the
+// Manager runs it soon after).
 func (l *Log) SetLogStartOffset(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -134,6 +142,9 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 	}
 	if offset > l.logStartOffset.Load() {
 		l.logStartOffset.Store(offset)
+		if fn := l.startMoved.Load(); fn != nil {
+			(*fn)()
+		}
 	}
 	return nil
 }
@@ -245,7 +256,7 @@ func (l *Log) shouldRollLocked(s *segment, size, maxTs, last int64, now time.Tim
 	return s.size.Load() > l.cfg.SegmentBytes-size ||
 		s.index.isFull() || s.timeIndex.isFull() ||
 		!s.canHold(last) ||
-		l.timeWaitedLocked(s, maxTs, now) > l.cfg.SegmentMs
+		l.timeWaitedLocked(s, maxTs, now) > l.cfg.maxSegmentAge()
 }
 
 // timeWaitedLocked is how old the segment is for segment.ms: the
@@ -258,8 +269,8 @@ func (l *Log) timeWaitedLocked(s *segment, msgTs int64, now time.Time) time.Dura
 	return now.Sub(s.created)
 }
 
-// MaybeRoll rolls the active segment if it is older than Config.SegmentMs
-// (wall time minus the max timestamp of its first batch, or since it was
+// MaybeRoll rolls the active segment if it is older than Config.SegmentMs,
+// or than max.compaction.lag.ms on a compacted log when sooner (wall time minus the max timestamp of its first batch, or since it was
 // created when that is unknown). An empty segment never rolls.
 func (l *Log) MaybeRoll() error {
 	l.mu.Lock()
@@ -272,7 +283,7 @@ func (l *Log) MaybeRoll() error {
 		return err
 	}
 	now := l.now()
-	if s.size.Load() == 0 || l.timeWaitedLocked(s, now.UnixMilli(), now) <= l.cfg.SegmentMs {
+	if s.size.Load() == 0 || l.timeWaitedLocked(s, now.UnixMilli(), now) <= l.cfg.maxSegmentAge() {
 		return nil
 	}
 	_, err = l.rollLocked(l.logEndOffset.Load())

@@ -33,9 +33,36 @@ type ManagerOptions struct {
 	// Default is the configuration of logs found on disk, until their topic
 	// config is applied with Log.SetConfig.
 	Default Config
+	// RetentionCheckInterval is log.retention.check.interval.ms: how often
+	// the retention task runs DeleteOldSegments on every log (default
+	// 5 minutes). It also runs soon after a log's start offset moves
+	// (DeleteRecords).
+	RetentionCheckInterval time.Duration
+	// Cleaner configures the log cleaner of compacted logs.
+	Cleaner CleanerOptions
 	Logger  *slog.Logger // nil discards
 	Now     func() time.Time
 }
+
+// CleanerOptions configure a Manager's log cleaner.
+type CleanerOptions struct {
+	// Disable turns the cleaner off (log.cleaner.enable=false):
+	// compacted logs then grow without bound.
+	Disable bool
+	// Backoff is log.cleaner.backoff.ms: how long the cleaner sleeps when
+	// no log needs cleaning (default 15 s).
+	Backoff time.Duration
+	// DedupeBufferSize is log.cleaner.dedupe.buffer.size in bytes: it
+	// bounds the keys one cleaning maps (see MaxKeysForBuffer; default
+	// 128 MiB).
+	DedupeBufferSize int64
+}
+
+// Defaults of ManagerOptions.
+const (
+	DefaultRetentionCheckInterval = 5 * time.Minute  // log.retention.check.interval.ms
+	DefaultCleanerBackoff         = 15 * time.Second // log.cleaner.backoff.ms
+)
 
 // Manager holds every partition log of a node's log dirs (Kafka's
 // LogManager). Safe for concurrent use.
@@ -52,6 +79,13 @@ type Manager struct {
 	closed bool
 
 	wg sync.WaitGroup // directory removals in the background
+
+	// Background tasks (tasks.go): retention and the log cleaner.
+	stop          chan struct{} // closed by Close
+	cancel        func()        // cancels a cleaning in progress
+	tasks         sync.WaitGroup
+	retentionKick chan struct{}
+	cleanerKick   chan struct{}
 }
 
 type logDir struct {
@@ -86,7 +120,17 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{}}
+	if opts.RetentionCheckInterval <= 0 {
+		opts.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
+	if opts.Cleaner.Backoff <= 0 {
+		opts.Cleaner.Backoff = DefaultCleanerBackoff
+	}
+	if opts.Cleaner.DedupeBufferSize <= 0 {
+		opts.Cleaner.DedupeBufferSize = DefaultDedupeBufferSize
+	}
+	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{},
+		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1)}
 	if err := m.prepareDirs(); err != nil {
 		return nil, err
 	}
@@ -97,6 +141,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			return nil, err
 		}
 	}
+	m.startTasks()
 	return m, nil
 }
 
@@ -168,6 +213,11 @@ func (m *Manager) loadDir(d *logDir) error {
 		m.logger.Warn("ignoring log start offset checkpoint", "err", err)
 		lsos = map[TopicPartition]int64{}
 	}
+	cleaned, err := ReadOffsetCheckpoint(filepath.Join(d.path, CleanerOffsetCheckpointFile))
+	if err != nil {
+		m.logger.Warn("ignoring cleaner offset checkpoint: compacted logs will be cleaned in full", "err", err)
+		cleaned = map[TopicPartition]int64{}
+	}
 	entries, err := os.ReadDir(d.path)
 	if err != nil {
 		return fmt.Errorf("storage: read log dir: %w", err)
@@ -206,6 +256,10 @@ func (m *Manager) loadDir(d *logDir) error {
 		if err != nil {
 			return fmt.Errorf("storage: open %s: %w", tp, err)
 		}
+		if off, ok := cleaned[tp]; ok {
+			l.SetCleanerCheckpoint(off)
+		}
+		m.adopt(l)
 		m.logs[tp] = &managedLog{log: l, dir: d}
 	}
 	if clean {
@@ -312,6 +366,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		l.Close()
 		return nil, err
 	}
+	m.adopt(l)
 	m.logs[tp] = &managedLog{log: l, dir: d}
 	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
 	return l, nil
@@ -352,8 +407,9 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	return nil
 }
 
-// Checkpoint writes each log dir's recovery-point-offset-checkpoint and
-// log-start-offset-checkpoint from the open logs. Errors: ErrClosed, I/O
+// Checkpoint writes each log dir's recovery-point-offset-checkpoint,
+// log-start-offset-checkpoint and cleaner-offset-checkpoint from the open
+// logs. Errors: ErrClosed, I/O
 // errors (joined over the dirs).
 func (m *Manager) Checkpoint() error {
 	m.mu.Lock()
@@ -371,19 +427,24 @@ func (m *Manager) checkpoint() error {
 	m.mu.Lock()
 	rps := map[*logDir]map[TopicPartition]int64{}
 	lsos := map[*logDir]map[TopicPartition]int64{}
+	cleaned := map[*logDir]map[TopicPartition]int64{}
 	for _, d := range m.dirs {
-		rps[d], lsos[d] = map[TopicPartition]int64{}, map[TopicPartition]int64{}
+		rps[d], lsos[d], cleaned[d] = map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
 	}
 	for tp, ml := range m.logs {
 		rps[ml.dir][tp] = ml.log.RecoveryPoint()
 		lsos[ml.dir][tp] = ml.log.LogStartOffset()
+		if off := ml.log.CleanerCheckpoint(); off >= 0 {
+			cleaned[ml.dir][tp] = off
+		}
 	}
 	m.mu.Unlock()
 	var errs []error
 	for _, d := range m.dirs {
 		errs = append(errs,
 			WriteOffsetCheckpoint(filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
-			WriteOffsetCheckpoint(filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]))
+			WriteOffsetCheckpoint(filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
+			WriteOffsetCheckpoint(filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
 	}
 	return errors.Join(errs...)
 }
@@ -422,6 +483,7 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	m.stopTasks()
 	err := m.closeLogs()
 	if cerr := m.checkpoint(); cerr != nil {
 		err = errors.Join(err, cerr)

@@ -48,6 +48,8 @@ func Open(opts OpenOptions) (*Log, error) {
 		flushKick: make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
+	l.cleanerOffset.Store(-1)
+	l.deleteHorizon.Store(math.MaxInt64)
 	if err := l.load(opts); err != nil {
 		for _, s := range l.segments() {
 			s.closeFiles()

@@ -73,6 +73,13 @@ func newTimeIndex(path string, f *os.File, entries []TimeEntry, maxEntries int) 
 	return &timeIndex{path: path, f: f, entries: entries, maxEntries: maxEntries}
 }
 
+// len returns the number of entries.
+func (x *timeIndex) len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.entries)
+}
+
 func (x *timeIndex) isFull() bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

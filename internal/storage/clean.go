@@ -1,0 +1,954 @@
+package storage
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/samsahq/samsa/internal/record"
+)
+
+// Log compaction (Kafka's LogCleaner), for logs whose Config.Cleanup has
+// Compact.
+//
+// A log is split at its cleaner checkpoint, the first dirty offset: below
+// it is the clean section, already compacted; from it to the first
+// uncleanable offset is the dirty section. Only closed segments are ever
+// cleaned, and only those wholly below the last stable offset (BoundsFunc)
+// whose records are all older than min.compaction.lag.ms. A cleaning
+//
+//  1. walks the batch headers of the whole log to learn each producer's
+//     last batch (whose header must survive, emptied if need be, so that
+//     producer id, epoch and sequence are not lost) and the ranges of
+//     aborted transactions (from the ABORT markers; Kafka reads them from
+//     .txnindex, which Samsa does not write yet);
+//  2. maps each key of the dirty section to its last offset (offsetMap),
+//     up to the number of keys log.cleaner.dedupe.buffer.size allows;
+//  3. rewrites the segments from the first one up to where the map ends,
+//     in groups whose total size fits segment.bytes (small segments merge),
+//     keeping a record when it is the latest of its key (or above the
+//     mapped range), dropping tombstones and transaction markers whose
+//     delete horizon has passed, and aborted transactional data;
+//  4. swaps each cleaned group in crash-safely: the output is written as
+//     <base>.log.cleaned (plus index files), fsynced, renamed to
+//     <base>.log.swap, the replaced segments' files are renamed to
+//     .deleted, and the swap file becomes <base>.log. Open removes
+//     .cleaned files and completes a .swap (see completeSwap), so a crash
+//     at any point leaves either the old segments or the cleaned one;
+//  5. moves the cleaner checkpoint to the end of the mapped range
+//     (cleaner-offset-checkpoint, written by the Manager).
+//
+// A batch keeps its base offset, last offset delta, producer id and epoch,
+// base sequence and partition leader epoch when rewritten; one whose
+// records all go is kept as an empty batch (a header) when it is its
+// producer's last batch or the last batch of its group, and dropped
+// otherwise. The first time a batch holding a kept tombstone (or a
+// removable transaction marker) is cleaned, its delete horizon is set to
+// now + delete.retention.ms (KIP-534: attribute bit 6, the horizon in the
+// base timestamp); a later cleaning after the horizon removes them.
+
+// ErrCleaningAborted reports a cleaning that gave up because the segments
+// it was rewriting changed under it (retention, DeleteRecords, truncation,
+// close). Nothing is lost; the next cleaning starts over.
+var ErrCleaningAborted = errors.New("storage: cleaning aborted")
+
+// DefaultDedupeBufferSize is log.cleaner.dedupe.buffer.size's default
+// (128 MiB).
+const DefaultDedupeBufferSize = 128 << 20
+
+// MaxKeysForBuffer is the number of keys one cleaning maps with a dedupe
+// buffer of bufferSize bytes: 24 bytes a key at a 0.9 load factor, as
+// Kafka counts.
+func MaxKeysForBuffer(bufferSize int64) int {
+	if bufferSize <= 0 {
+		bufferSize = DefaultDedupeBufferSize
+	}
+	return int(float64(bufferSize/offsetMapEntryBytes) * dedupeLoadFactor)
+}
+
+// CleanOptions are the arguments of Log.Clean.
+type CleanOptions struct {
+	// MaxKeys bounds the keys one cleaning maps; the dirty section is
+	// cleaned up to where the map filled and the rest waits for the next
+	// cleaning. Zero means MaxKeysForBuffer(DefaultDedupeBufferSize).
+	MaxKeys int
+	// Force cleans whatever is cleanable even when the dirty ratio is
+	// below min.cleanable.dirty.ratio.
+	Force bool
+}
+
+// CleanResult describes one Clean.
+type CleanResult struct {
+	// FirstDirtyOffset and EndOffset bound the dirty offsets that were
+	// mapped, [FirstDirtyOffset, EndOffset); EndOffset is the new cleaner
+	// checkpoint.
+	FirstDirtyOffset, EndOffset int64
+	// Segments rewritten, and Groups: the cleaned segments that replaced
+	// them (fewer when small segments merged).
+	Segments, Groups int
+	// Keys mapped from the dirty section.
+	Keys int
+	// BytesRead and BytesWritten of the rewritten segments.
+	BytesRead, BytesWritten int64
+	// RecordsRead and RecordsKept of the rewritten segments.
+	RecordsRead, RecordsKept int64
+	// EmptyBatches kept as headers only.
+	EmptyBatches int
+	Duration     time.Duration
+}
+
+// cleanPlan is what a cleaning would do now.
+type cleanPlan struct {
+	segs       []*segment // snapshot of the segment list
+	end        int        // segs[:end] may be cleaned
+	dirtyFrom  int        // index of the first segment with dirty records
+	firstDirty int64
+	cleanBytes int64 // bytes of segs[:dirtyFrom]
+	dirtyBytes int64 // bytes of segs[dirtyFrom:end]
+	needNow    bool  // max.compaction.lag.ms passed for dirty records
+	horizonDue bool  // a kept tombstone or marker's delete horizon passed
+}
+
+// ratio is the dirty ratio of the cleanable part of the log.
+func (p *cleanPlan) ratio() float64 {
+	if t := p.cleanBytes + p.dirtyBytes; t > 0 {
+		return float64(p.dirtyBytes) / float64(t)
+	}
+	return 0
+}
+
+// plan returns what a cleaning would cover now; ok is false when the log is
+// not compacted, has no bounds or is closing.
+func (l *Log) plan(now time.Time) (p cleanPlan, cfg Config, ok bool) {
+	_, lso, bounded := l.boundsNow()
+	l.mu.Lock()
+	cfg = l.cfg
+	closing := l.closing
+	l.mu.Unlock()
+	if !bounded || closing || !cfg.Cleanup.Compact {
+		return p, cfg, false
+	}
+	p.segs = l.segments()
+	logStart := l.logStartOffset.Load()
+	p.firstDirty = l.cleanerOffset.Load()
+	if p.firstDirty < logStart || p.firstDirty > l.logEndOffset.Load() {
+		p.firstDirty = logStart
+	}
+	nowMs := now.UnixMilli()
+	for i := 0; i+1 < len(p.segs); i++ {
+		s := p.segs[i]
+		if p.segs[i+1].baseOffset > lso {
+			break
+		}
+		if lag := cfg.Cleanup.MinCompactionLag; lag > 0 && s.maxTimestamp.Load() > nowMs-lag.Milliseconds() {
+			break
+		}
+		p.end = i + 1
+	}
+	p.dirtyFrom = p.end
+	for i := 0; i < p.end; i++ {
+		if p.segs[i+1].baseOffset > p.firstDirty {
+			p.dirtyFrom = i
+			break
+		}
+	}
+	for i, s := range p.segs[:p.end] {
+		if i < p.dirtyFrom {
+			p.cleanBytes += s.size.Load()
+		} else {
+			p.dirtyBytes += s.size.Load()
+		}
+	}
+	if lag := cfg.Cleanup.MaxCompactionLag; lag > 0 && p.dirtyBytes > 0 {
+		if ts, ok := firstBatchTimestamp(p.segs[p.dirtyFrom]); ok && ts >= 0 && nowMs-ts > lag.Milliseconds() {
+			p.needNow = true
+		}
+	}
+	p.horizonDue = p.end > 0 && l.deleteHorizon.Load() <= nowMs
+	return p, cfg, true
+}
+
+// due reports whether the plan is worth a cleaning under minRatio.
+func (p *cleanPlan) due(minRatio float64) bool {
+	if p.end == 0 {
+		return false
+	}
+	return p.dirtyBytes > 0 && (p.needNow || p.ratio() >= minRatio) || p.horizonDue
+}
+
+// firstBatchTimestamp reads the max timestamp of a segment's first batch.
+func firstBatchTimestamp(s *segment) (int64, bool) {
+	s.rw.RLock()
+	defer s.rw.RUnlock()
+	if s.closed || s.size.Load() < record.HeaderSize {
+		return 0, false
+	}
+	h, err := s.readHeaderAt(0, s.size.Load())
+	if err != nil {
+		return 0, false
+	}
+	return h.MaxTimestamp, true
+}
+
+// CleanPriority reports whether the log needs cleaning now and how badly:
+// its dirty ratio, or +Inf when max.compaction.lag.ms has passed. ok is
+// false when the log is not compacted, has no bounds, or is not due.
+func (l *Log) CleanPriority() (priority float64, ok bool) {
+	p, cfg, ok := l.plan(l.now())
+	if !ok || !p.due(cfg.Cleanup.MinCleanableDirtyRatio) {
+		return 0, false
+	}
+	if p.needNow || p.horizonDue {
+		return math.Inf(1), true
+	}
+	return p.ratio(), true
+}
+
+// CleanerCheckpoint is the log's first dirty offset: below it the log is
+// compacted. -1 when no cleaning happened and none was checkpointed.
+func (l *Log) CleanerCheckpoint() int64 { return l.cleanerOffset.Load() }
+
+// SetCleanerCheckpoint sets the first dirty offset (from
+// cleaner-offset-checkpoint).
+func (l *Log) SetCleanerCheckpoint(offset int64) { l.cleanerOffset.Store(offset) }
+
+// Clean compacts the log once (see the comment at the top of clean.go) when
+// it is due, or whenever something is cleanable with opts.Force. It returns
+// a zero result when there was nothing to do. Errors: ErrCleaningAborted,
+// ErrClosed, ctx's error, ErrCorruptSegment and record errors for bad
+// segment data, I/O errors; the log is unchanged by a failed group, and
+// groups swapped before a failure stay cleaned. Not safe to call
+// concurrently with itself on one log (the Manager runs one cleaner);
+// safe with appends, reads, retention and truncation.
+func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error) {
+	start := time.Now()
+	now := l.now()
+	p, cfg, ok := l.plan(now)
+	if !ok || p.end == 0 || (!opts.Force && !p.due(cfg.Cleanup.MinCleanableDirtyRatio)) {
+		return CleanResult{}, nil
+	}
+	if opts.MaxKeys <= 0 {
+		opts.MaxKeys = MaxKeysForBuffer(0)
+	}
+	c := &cleaning{
+		l: l, ctx: ctx, cfg: cfg, now: now.UnixMilli(),
+		om:         newOffsetMap(opts.MaxKeys),
+		txnKept:    map[int64]bool{},
+		minHorizon: math.MaxInt64,
+	}
+	c.res.FirstDirtyOffset = p.firstDirty
+	var err error
+	if c.tx, err = scanProducers(ctx, p.segs); err != nil {
+		return c.res, err
+	}
+	if err := c.buildOffsetMap(p); err != nil {
+		return c.res, err
+	}
+	endOffset := c.om.latest + 1
+	c.res.EndOffset, c.res.Keys = endOffset, c.om.len()
+
+	k := 0
+	for k < p.end && p.segs[k].baseOffset < endOffset {
+		k++
+	}
+	i := 0
+	for _, g := range groupSegments(p.segs[:k+1], cfg) {
+		if err := ctx.Err(); err != nil {
+			return c.res, err
+		}
+		i += len(g)
+		if err := c.cleanGroup(g, p.segs[i]); err != nil {
+			return c.res, err
+		}
+	}
+	l.cleanerOffset.Store(endOffset)
+	l.deleteHorizon.Store(c.minHorizon)
+	c.res.Duration = time.Since(start)
+	l.logger.Info("cleaned log",
+		"first_dirty_offset", c.res.FirstDirtyOffset, "end_offset", endOffset, "keys", c.res.Keys,
+		"segments", c.res.Segments, "groups", c.res.Groups,
+		"bytes_read", c.res.BytesRead, "bytes_written", c.res.BytesWritten,
+		"records_read", c.res.RecordsRead, "records_kept", c.res.RecordsKept,
+		"duration", c.res.Duration)
+	return c.res, nil
+}
+
+// groupSegments splits segs[:len(segs)-1] into runs to clean into one
+// segment each: total .log size within segment.bytes, index sizes within
+// segment.index.bytes, offsets within 2³¹ of the group's base (Kafka's
+// groupSegmentsBySize). The last element of segs is the segment after the
+// cleaned ones (its base bounds the last group's offsets).
+func groupSegments(segs []*segment, cfg Config) [][]*segment {
+	var groups [][]*segment
+	for i := 0; i+1 < len(segs); {
+		g := []*segment{segs[i]}
+		size := segs[i].size.Load()
+		idx := int64(segs[i].index.len() * offsetEntrySize)
+		tidx := int64(segs[i].timeIndex.len() * timeEntrySize)
+		j := i + 1
+		for ; j+1 < len(segs); j++ {
+			s := segs[j]
+			si := int64(s.index.len() * offsetEntrySize)
+			st := int64(s.timeIndex.len() * timeEntrySize)
+			if size+s.size.Load() > cfg.SegmentBytes ||
+				idx+si > int64(cfg.SegmentIndexBytes) || tidx+st > int64(cfg.SegmentIndexBytes) ||
+				segs[j+1].baseOffset-1-g[0].baseOffset > math.MaxInt32 {
+				break
+			}
+			g = append(g, s)
+			size, idx, tidx = size+s.size.Load(), idx+si, tidx+st
+		}
+		groups = append(groups, g)
+		i = j
+	}
+	return groups
+}
+
+// offsetRange is [first, last], inclusive.
+type offsetRange struct{ first, last int64 }
+
+// txnState is what the header walk learns of producers and transactions.
+type txnState struct {
+	// lastBatch maps a producer id to the base offset of its last batch.
+	lastBatch map[int64]int64
+	// aborted maps a producer id to the offset ranges of its aborted
+	// transactions, first data batch to ABORT marker, in order.
+	aborted map[int64][]offsetRange
+}
+
+// isAborted reports whether a transactional batch of pid at offset belongs
+// to an aborted transaction.
+func (t *txnState) isAborted(pid, offset int64) bool {
+	for _, r := range t.aborted[pid] {
+		if offset >= r.first && offset <= r.last {
+			return true
+		}
+	}
+	return false
+}
+
+// scanProducers walks the batch headers of every segment (reading only the
+// control batches whole) for each producer's last batch and the aborted
+// transactions. It stands in for producer state snapshots and .txnindex,
+// which the log does not keep yet.
+func scanProducers(ctx context.Context, segs []*segment) (*txnState, error) {
+	t := &txnState{lastBatch: map[int64]int64{}, aborted: map[int64][]offsetRange{}}
+	open := map[int64]int64{} // producer id → first offset of its open transaction
+	for _, s := range segs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := s.walkHeaders(func(pos int64, h record.Header) error {
+			if h.ProducerID < 0 {
+				return nil
+			}
+			t.lastBatch[h.ProducerID] = h.BaseOffset
+			if !h.IsTransactional() {
+				return nil
+			}
+			if !h.IsControl() {
+				if _, ok := open[h.ProducerID]; !ok {
+					open[h.ProducerID] = h.BaseOffset
+				}
+				return nil
+			}
+			abort, err := s.isAbortMarker(pos, h)
+			if err != nil {
+				return err
+			}
+			if first, ok := open[h.ProducerID]; ok && abort {
+				t.aborted[h.ProducerID] = append(t.aborted[h.ProducerID], offsetRange{first, h.LastOffset()})
+			}
+			delete(open, h.ProducerID)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// walkHeaders calls fn with the position and header of each batch of the
+// segment, reading only headers. A closed segment gives ErrCleaningAborted.
+func (s *segment) walkHeaders(fn func(pos int64, h record.Header) error) error {
+	s.rw.RLock()
+	defer s.rw.RUnlock()
+	if s.closed {
+		return ErrCleaningAborted
+	}
+	size := s.size.Load()
+	for pos := int64(0); pos < size; {
+		h, err := s.readHeaderAt(pos, size)
+		if err != nil {
+			return err
+		}
+		if err := fn(pos, h); err != nil {
+			return err
+		}
+		pos += int64(h.Size())
+	}
+	return nil
+}
+
+// isAbortMarker reads the control batch at pos and reports whether it is an
+// ABORT marker. An empty control batch (a marker the cleaner emptied) is
+// not. Requires rw.
+func (s *segment) isAbortMarker(pos int64, h record.Header) (bool, error) {
+	if h.NumRecords == 0 {
+		return false, nil
+	}
+	b, err := s.readBatchAt(pos, h)
+	if err != nil {
+		return false, err
+	}
+	abort := false
+	err = record.Records(b, func(r record.Record) error {
+		t, err := record.ParseControlKey(r.Key)
+		abort = err == nil && t == record.ControlAbort
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return false, fmt.Errorf("storage: control batch at %d of %s: %w", h.BaseOffset, s, err)
+	}
+	return abort, nil
+}
+
+// cleaning is the state of one Clean.
+type cleaning struct {
+	l   *Log
+	ctx context.Context
+	cfg Config
+	now int64 // milliseconds
+	om  *offsetMap
+	tx  *txnState
+	// txnKept marks producers whose current transaction kept data in
+	// this pass: its COMMIT marker must stay.
+	txnKept    map[int64]bool
+	minHorizon int64 // earliest future delete horizon written
+	res        CleanResult
+	kept       []record.Record // scratch
+}
+
+// checkBatch turns a ScanSegment callback's batch into an error when it is
+// torn or corrupt.
+func checkBatch(path string, b SegmentBatch) error {
+	if b.Err != nil {
+		return fmt.Errorf("%w: %s at position %d: %w", ErrCorruptSegment, path, b.Position, b.Err)
+	}
+	if !b.CRCValid {
+		return fmt.Errorf("%w: %s at position %d: CRC mismatch", ErrCorruptSegment, path, b.Position)
+	}
+	return nil
+}
+
+// buildOffsetMap maps the keys of the dirty section, setting om.latest to
+// the last offset covered.
+func (c *cleaning) buildOffsetMap(p cleanPlan) error {
+	first := p.firstDirty
+	c.om.latest = first - 1
+	full := false
+	for _, s := range p.segs[p.dirtyFrom:p.end] {
+		path := s.path(logSuffix)
+		_, err := ScanSegment(path, func(b SegmentBatch) error {
+			if err := checkBatch(path, b); err != nil {
+				return err
+			}
+			if err := c.ctx.Err(); err != nil {
+				return err
+			}
+			h := &b.Header
+			if h.LastOffset() < first {
+				return nil
+			}
+			if !h.IsControl() && !(h.IsTransactional() && c.tx.isAborted(h.ProducerID, h.BaseOffset)) {
+				err := record.Records(b.Batch, func(r record.Record) error {
+					if r.Key == nil || r.Offset < first {
+						return nil
+					}
+					if !c.om.put(r.Key, r.Offset) {
+						return errStop
+					}
+					return nil
+				})
+				if errors.Is(err, errStop) {
+					full = true
+					return errStop
+				}
+				if err != nil {
+					return fmt.Errorf("%w: %s at position %d: %w", ErrCorruptSegment, path, b.Position, err)
+				}
+			}
+			c.om.latest = max(c.om.latest, h.LastOffset())
+			return nil
+		})
+		if errors.Is(err, errStop) {
+			break
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return ErrCleaningAborted
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !full && p.end < len(p.segs) && p.dirtyFrom < p.end {
+		// Offsets may have gaps: the map covers up to the next segment.
+		c.om.latest = p.segs[p.end].baseOffset - 1
+	}
+	if full && c.om.latest < first {
+		return fmt.Errorf("storage: log.cleaner.dedupe.buffer.size too small: %d keys do not cover one batch at offset %d", c.om.maxEntries, first)
+	}
+	return nil
+}
+
+// cleanGroup rewrites group into one cleaned segment and swaps it in. next
+// is the segment after the cleaned ones.
+func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
+	l := c.l
+	base := group[0].baseOffset
+	w, err := createCleaned(l.dir, base, int64(c.cfg.IndexIntervalBytes))
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			w.discard()
+		}
+	}()
+	for i, s := range group {
+		path := s.path(logSuffix)
+		size := s.size.Load()
+		lastSeg := i == len(group)-1
+		_, err := ScanSegment(path, func(b SegmentBatch) error {
+			if err := checkBatch(path, b); err != nil {
+				return err
+			}
+			if err := c.ctx.Err(); err != nil {
+				return err
+			}
+			if b.Position >= size {
+				return errStop // appended past the snapshot (cannot happen to a closed segment)
+			}
+			lastOfGroup := lastSeg && b.Position+int64(b.Header.Size()) >= size
+			out, err := c.filter(b.Batch, b.Header, lastOfGroup)
+			if err != nil {
+				return fmt.Errorf("storage: cleaning %s at position %d: %w", path, b.Position, err)
+			}
+			if out != nil {
+				h, err := record.ParseHeader(out)
+				if err != nil {
+					return err
+				}
+				if err := w.write(out, h); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, os.ErrNotExist) {
+			return ErrCleaningAborted
+		}
+		if err != nil && !errors.Is(err, errStop) {
+			return err
+		}
+		c.res.BytesRead += size
+	}
+	if w.pos == 0 {
+		// Only empty segments: nothing to swap in (closed segments are
+		// never empty, so this does not happen).
+		return nil
+	}
+	if err := w.finish(); err != nil {
+		return err
+	}
+	if err := l.replaceSegments(group, w, next); err != nil {
+		return err
+	}
+	ok = true
+	c.res.Segments += len(group)
+	c.res.Groups++
+	c.res.BytesWritten += w.pos
+	return nil
+}
+
+// filter returns what of one batch stays: the batch itself, a rebuilt
+// batch, an empty batch (header only), or nil. lastOfGroup keeps the
+// group's last batch at least as a header, so that the cleaned segment
+// ends where the group did.
+func (c *cleaning) filter(batch []byte, h record.Header, lastOfGroup bool) ([]byte, error) {
+	hasHorizon := h.Attributes&record.DeleteHorizonBit != 0
+	horizonPassed := hasHorizon && h.BaseTimestamp <= c.now
+	keepHeader := lastOfGroup || (h.ProducerID >= 0 && c.tx.lastBatch[h.ProducerID] == h.BaseOffset)
+	empty := func() ([]byte, error) {
+		if !keepHeader {
+			return nil, nil
+		}
+		c.res.EmptyBatches++
+		return record.Build(record.Spec{
+			BaseOffset:           h.BaseOffset,
+			PartitionLeaderEpoch: h.PartitionLeaderEpoch,
+			LogAppendTime:        h.IsLogAppendTime(),
+			Transactional:        h.IsTransactional(),
+			Control:              h.IsControl(),
+			BaseTimestamp:        h.MaxTimestamp,
+			MaxTimestamp:         h.MaxTimestamp,
+			ProducerID:           h.ProducerID,
+			ProducerEpoch:        h.ProducerEpoch,
+			BaseSequence:         h.BaseSequence,
+			LastOffsetDelta:      h.LastOffsetDelta,
+		}, nil)
+	}
+	c.res.RecordsRead += int64(h.NumRecords)
+
+	if h.IsControl() {
+		// A marker can go once its transaction kept no data and its
+		// delete horizon passed (Kafka: never before the data is gone).
+		abort := false
+		if h.NumRecords > 0 {
+			err := record.Records(batch, func(r record.Record) error {
+				t, err := record.ParseControlKey(r.Key)
+				abort = err == nil && t == record.ControlAbort
+				return errStop
+			})
+			if err != nil && !errors.Is(err, errStop) {
+				return nil, err
+			}
+		}
+		removable := abort || !c.txnKept[h.ProducerID]
+		delete(c.txnKept, h.ProducerID)
+		switch {
+		case removable && horizonPassed:
+			return empty()
+		case removable && !hasHorizon:
+			c.res.RecordsKept += int64(h.NumRecords)
+			return c.rebuild(batch, h, c.now+c.cfg.Cleanup.DeleteRetention.Milliseconds())
+		}
+		c.noteHorizon(h, hasHorizon)
+		c.res.RecordsKept += int64(h.NumRecords)
+		return batch, nil
+	}
+	if h.IsTransactional() && c.tx.isAborted(h.ProducerID, h.BaseOffset) {
+		return empty()
+	}
+
+	c.kept = c.kept[:0]
+	tombstones := false
+	retainDeletes := !horizonPassed
+	err := record.Records(batch, func(r record.Record) error {
+		keep := false
+		switch {
+		case r.Offset > c.om.latest:
+			keep = true
+		case r.Key == nil:
+			// A keyless record has no place in a compacted log.
+		case r.Offset >= c.om.get(r.Key):
+			keep = r.Value != nil || retainDeletes
+		}
+		if keep {
+			tombstones = tombstones || r.Value == nil
+			c.kept = append(c.kept, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.res.RecordsKept += int64(len(c.kept))
+	if h.IsTransactional() && len(c.kept) > 0 {
+		c.txnKept[h.ProducerID] = true
+	}
+	switch {
+	case len(c.kept) == 0:
+		return empty()
+	case len(c.kept) == int(h.NumRecords) && (!tombstones || hasHorizon):
+		if tombstones {
+			c.noteHorizon(h, true)
+		}
+		return batch, nil
+	}
+	horizon := int64(-1)
+	if hasHorizon {
+		horizon = h.BaseTimestamp
+	} else if tombstones {
+		horizon = c.now + c.cfg.Cleanup.DeleteRetention.Milliseconds()
+	}
+	return c.rebuildRecords(h, c.kept, horizon)
+}
+
+// noteHorizon records the delete horizon of a batch kept with tombstones or
+// a removable marker, so that the log is cleaned again once it passes.
+func (c *cleaning) noteHorizon(h record.Header, hasHorizon bool) {
+	if hasHorizon && h.BaseTimestamp > c.now {
+		c.minHorizon = min(c.minHorizon, h.BaseTimestamp)
+	}
+}
+
+// rebuild re-encodes every record of batch with a delete horizon.
+func (c *cleaning) rebuild(batch []byte, h record.Header, horizon int64) ([]byte, error) {
+	c.kept = c.kept[:0]
+	if err := record.Records(batch, func(r record.Record) error {
+		c.kept = append(c.kept, r)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return c.rebuildRecords(h, c.kept, horizon)
+}
+
+// rebuildRecords builds a batch holding recs with h's identity (base
+// offset, last offset delta, producer, sequence, leader epoch, codec,
+// timestamp type, flags). horizon, when not negative, is the delete
+// horizon to store (KIP-534); record timestamps are kept exactly.
+func (c *cleaning) rebuildRecords(h record.Header, recs []record.Record, horizon int64) ([]byte, error) {
+	base := recs[0].Timestamp
+	if horizon >= 0 {
+		base = horizon
+		if horizon > c.now {
+			c.minHorizon = min(c.minHorizon, horizon)
+		}
+	}
+	for i := range recs {
+		recs[i].OffsetDelta = int32(recs[i].Offset - h.BaseOffset)
+		recs[i].TimestampDelta = recs[i].Timestamp - base
+	}
+	return record.Build(record.Spec{
+		BaseOffset:           h.BaseOffset,
+		PartitionLeaderEpoch: h.PartitionLeaderEpoch,
+		Codec:                h.Codec(),
+		LogAppendTime:        h.IsLogAppendTime(),
+		Transactional:        h.IsTransactional(),
+		Control:              h.IsControl(),
+		BaseTimestamp:        base,
+		MaxTimestamp:         h.MaxTimestamp,
+		ProducerID:           h.ProducerID,
+		ProducerEpoch:        h.ProducerEpoch,
+		BaseSequence:         h.BaseSequence,
+		LastOffsetDelta:      h.LastOffsetDelta,
+		DeleteHorizon:        horizon >= 0,
+	}, recs)
+}
+
+// cleanedWriter writes a cleaned segment: <base>.log.cleaned with its
+// .index.cleaned and .timeindex.cleaned, building the indexes as Append
+// and recovery do.
+type cleanedWriter struct {
+	dir      string
+	base     int64
+	interval int64
+	f        *os.File
+	w        *bufio.Writer
+
+	pos, sinceIndex      int64
+	maxTs, offsetOfMaxTs int64
+	entries              []OffsetEntry
+	tentries             []TimeEntry
+}
+
+// cleanedName is the file name of a cleaned segment's file with suffix.
+func cleanedName(dir string, base int64, suffix string) string {
+	return filepath.Join(dir, segmentName(base)+suffix+cleanedSuffix)
+}
+
+func createCleaned(dir string, base, interval int64) (*cleanedWriter, error) {
+	f, err := os.OpenFile(cleanedName(dir, base, logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("storage: create cleaned segment: %w", err)
+	}
+	return &cleanedWriter{dir: dir, base: base, interval: interval, f: f, w: bufio.NewWriterSize(f, 1<<20),
+		maxTs: noTimestamp, offsetOfMaxTs: base}, nil
+}
+
+func (w *cleanedWriter) rel(offset int64) int32 { return int32(offset - w.base) }
+
+func (w *cleanedWriter) write(b []byte, h record.Header) error {
+	if h.MaxTimestamp > w.maxTs {
+		w.maxTs, w.offsetOfMaxTs = h.MaxTimestamp, h.LastOffset()
+	}
+	if w.sinceIndex > w.interval {
+		w.entries = append(w.entries, OffsetEntry{RelativeOffset: w.rel(h.LastOffset()), Position: int32(w.pos)})
+		if n := len(w.tentries); w.maxTs >= 0 && (n == 0 || w.maxTs > w.tentries[n-1].Timestamp) {
+			w.tentries = append(w.tentries, TimeEntry{Timestamp: w.maxTs, RelativeOffset: w.rel(w.offsetOfMaxTs)})
+		}
+		w.sinceIndex = 0
+	}
+	if _, err := w.w.Write(b); err != nil {
+		return fmt.Errorf("storage: write cleaned segment: %w", err)
+	}
+	w.sinceIndex += int64(len(b))
+	w.pos += int64(len(b))
+	return nil
+}
+
+// finish writes the index files and fsyncs all three.
+func (w *cleanedWriter) finish() error {
+	if n := len(w.tentries); w.maxTs >= 0 && (n == 0 || w.maxTs > w.tentries[n-1].Timestamp) {
+		w.tentries = append(w.tentries, TimeEntry{Timestamp: w.maxTs, RelativeOffset: w.rel(w.offsetOfMaxTs)})
+	}
+	if err := w.w.Flush(); err != nil {
+		return fmt.Errorf("storage: write cleaned segment: %w", err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("storage: fsync cleaned segment: %w", err)
+	}
+	if err := w.f.Close(); err != nil {
+		return err
+	}
+	w.f = nil
+	for _, x := range []struct {
+		suffix string
+		data   []byte
+	}{
+		{indexSuffix, EncodeOffsetIndex(nil, w.entries)},
+		{timeIndexSuffix, EncodeTimeIndex(nil, w.tentries)},
+	} {
+		if err := writeSynced(cleanedName(w.dir, w.base, x.suffix), x.data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeSynced writes a file and fsyncs it.
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("storage: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// discard removes the cleaned files of an abandoned cleaning.
+func (w *cleanedWriter) discard() {
+	if w.f != nil {
+		w.f.Close()
+	}
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		os.Remove(cleanedName(w.dir, w.base, suf))
+	}
+}
+
+// replaceSegments swaps the cleaned segment written by w in for olds (a run
+// of closed segments of the log, next being the segment after them),
+// crash-safely: cleaned → .swap, olds → .deleted, .swap → final names.
+// It gives ErrCleaningAborted, changing nothing, when olds are no longer
+// in the log as they were.
+func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	segs := l.segments()
+	at := -1
+	for i, s := range segs {
+		if s == olds[0] {
+			at = i
+			break
+		}
+	}
+	if at < 0 || at+len(olds) >= len(segs) || segs[at+len(olds)] != next {
+		l.mu.Unlock()
+		return ErrCleaningAborted
+	}
+	for i, s := range olds {
+		if segs[at+i] != s {
+			l.mu.Unlock()
+			return ErrCleaningAborted
+		}
+	}
+	base := w.base
+	final := func(suf string) string { return filepath.Join(l.dir, segmentName(base)+suf) }
+	testHookSwap("cleaned")
+	// 1. cleaned → swap: from here recovery completes the replacement.
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Rename(cleanedName(l.dir, base, suf), final(suf)+swapSuffix); err != nil {
+			l.mu.Unlock()
+			return fmt.Errorf("storage: swap cleaned segment: %w", err)
+		}
+	}
+	if err := syncDir(l.dir); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	testHookSwap("swap")
+	// 2. olds → .deleted; 3. swap → final.
+	var deleted []string
+	err := func() error {
+		for _, s := range olds {
+			paths, err := renameDeleted(s)
+			if err != nil {
+				return err
+			}
+			deleted = append(deleted, paths...)
+		}
+		testHookSwap("deleted")
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			if err := os.Rename(final(suf)+swapSuffix, final(suf)); err != nil {
+				return fmt.Errorf("storage: swap cleaned segment: %w", err)
+			}
+		}
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		testHookSwap("final")
+		return nil
+	}()
+	if err != nil {
+		// The old segments stay in use through their open files; the
+		// next Open completes the swap.
+		l.mu.Unlock()
+		l.logger.Error("swapping in cleaned segment failed; restart completes it", "segment", final(logSuffix), "err", err)
+		return err
+	}
+	s, err := openSegmentFiles(l.dir, base, l.cfg, l.now())
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = s.log.Stat(); err == nil {
+			s.size.Store(fi.Size())
+			if lerr := s.loadIndexes(next.baseOffset, false); lerr != nil {
+				_, err = l.recoverSegment(s, next.baseOffset)
+			}
+		}
+		if err != nil {
+			s.closeFiles()
+		}
+	}
+	if err != nil {
+		l.mu.Unlock()
+		l.logger.Error("opening cleaned segment failed; restart completes the swap", "segment", final(logSuffix), "err", err)
+		return err
+	}
+	updated := make([]*segment, 0, len(segs)-len(olds)+1)
+	updated = append(updated, segs[:at]...)
+	updated = append(updated, s)
+	updated = append(updated, segs[at+len(olds):]...)
+	l.segs.Store(&updated)
+	l.scheduleDeleteLocked(deleted, l.cfg.Cleanup.FileDeleteDelay)
+	l.mu.Unlock()
+	for _, o := range olds {
+		if err := o.close(); err != nil {
+			l.logger.Warn("closing replaced segment failed", "segment", o.String(), "err", err)
+		}
+	}
+	return nil
+}
+
+// testHookSwap is called at each stage of replaceSegments, with Log.mu
+// held; tests replace it to copy the directory as a crash would leave it.
+var testHookSwap = func(stage string) {}

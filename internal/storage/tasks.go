@@ -1,0 +1,177 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The Manager's background tasks: retention (DeleteOldSegments on every
+// log each log.retention.check.interval.ms, and removal of .deleted files
+// when file.delete.delay.ms has passed) and the log cleaner (one goroutine
+// that cleans the dirtiest compacted log, then the next, and sleeps
+// log.cleaner.backoff.ms when none is due). Both stop in Close before the
+// logs close; a cleaning in progress is cancelled.
+
+// adopt wires a log to the Manager's tasks.
+func (m *Manager) adopt(l *Log) {
+	kick := func() { kickChan(m.retentionKick) }
+	l.startMoved.Store(&kick)
+}
+
+func kickChan(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) startTasks() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.tasks.Add(1)
+	go m.retentionTask()
+	if !m.opts.Cleaner.Disable {
+		m.tasks.Add(1)
+		go m.cleanerTask(ctx)
+	}
+}
+
+func (m *Manager) stopTasks() {
+	if m.cancel == nil {
+		return
+	}
+	close(m.stop)
+	m.cancel()
+	m.tasks.Wait()
+}
+
+// KickRetention asks the retention task to run now rather than at its next
+// interval.
+func (m *Manager) KickRetention() { kickChan(m.retentionKick) }
+
+// KickCleaner asks the log cleaner to look for work now rather than after
+// its backoff.
+func (m *Manager) KickCleaner() { kickChan(m.cleanerKick) }
+
+func (m *Manager) retentionTask() {
+	defer m.tasks.Done()
+	interval := m.opts.RetentionCheckInterval
+	nextCheck := m.opts.Now().Add(interval)
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		kicked := false
+		select {
+		case <-m.stop:
+			return
+		case <-timer.C:
+		case <-m.retentionKick:
+			kicked = true
+		}
+		if now := m.opts.Now(); !now.Before(nextCheck) {
+			nextCheck = now.Add(interval)
+		}
+		wake := m.runRetention(kicked)
+		if wake.IsZero() || wake.After(nextCheck) {
+			wake = nextCheck
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(max(wake.Sub(m.opts.Now()), time.Millisecond))
+	}
+}
+
+// runRetention runs DeleteOldSegments on every log, writes the checkpoints
+// when a log start offset moved (or checkpoint is set: a kick, which
+// SetLogStartOffset sends), and returns when the next .deleted files are
+// due (zero when none are pending).
+func (m *Manager) runRetention(checkpoint bool) (next time.Time) {
+	moved := checkpoint
+	for tp, l := range m.Logs() {
+		before := l.LogStartOffset()
+		if _, err := l.DeleteOldSegments(); err != nil && !errors.Is(err, ErrClosed) {
+			m.logger.Error("retention failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		}
+		if l.LogStartOffset() != before {
+			moved = true
+		}
+		if due := l.nextFileDeletion(); !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+	}
+	if moved {
+		if err := m.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+			m.logger.Error("writing checkpoints after retention failed", "err", err)
+		}
+	}
+	return next
+}
+
+func (m *Manager) cleanerTask(ctx context.Context) {
+	defer m.tasks.Done()
+	failed := map[*Log]bool{} // uncleanable logs (Kafka marks them so too)
+	timer := time.NewTimer(m.opts.Cleaner.Backoff)
+	defer timer.Stop()
+	for {
+		for ctx.Err() == nil && m.cleanOnce(ctx, failed) {
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(m.opts.Cleaner.Backoff)
+		select {
+		case <-m.stop:
+			return
+		case <-timer.C:
+		case <-m.cleanerKick:
+		}
+	}
+}
+
+// cleanOnce cleans the compacted log that needs it most and reports
+// whether it cleaned one.
+func (m *Manager) cleanOnce(ctx context.Context, failed map[*Log]bool) bool {
+	var (
+		best     *Log
+		bestTP   TopicPartition
+		priority float64
+	)
+	for tp, l := range m.Logs() {
+		if failed[l] {
+			continue
+		}
+		if p, ok := l.CleanPriority(); ok && (best == nil || p > priority) {
+			best, bestTP, priority = l, tp, p
+		}
+	}
+	if best == nil {
+		return false
+	}
+	res, err := best.Clean(ctx, CleanOptions{MaxKeys: MaxKeysForBuffer(m.opts.Cleaner.DedupeBufferSize)})
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrCleaningAborted), errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):
+		m.logger.Info("cleaning stopped", "topic", bestTP.Topic, "partition", bestTP.Partition, "err", err)
+		return false
+	default:
+		m.logger.Error("cleaning failed: the log is left uncleaned until restart", "topic", bestTP.Topic, "partition", bestTP.Partition, "err", err)
+		failed[best] = true
+		return true
+	}
+	if res.Groups > 0 || res.EndOffset > res.FirstDirtyOffset {
+		if err := m.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+			m.logger.Error("writing checkpoints after cleaning failed", "err", err)
+		}
+		kickChan(m.retentionKick) // to schedule the replaced files' removal
+		return true
+	}
+	return false
+}
