@@ -10,8 +10,11 @@ package samsa
 
 import (
 	"context"
+	"sync/atomic"
+
 	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"log/slog"
 	"net"
 	"strconv"
@@ -25,6 +28,7 @@ import (
 	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/wire"
 )
 
 // Config of a node started with Start.
@@ -46,6 +50,9 @@ type Node struct {
 	node      *config.Node
 	logger    *slog.Logger
 	logs      *storage.Manager
+	quorum    quorum.Log
+	raft      *quorum.Raft
+	ctrl      *controller.Controller
 	broker    *broker.Broker
 	listeners []*server.Server
 	addr      string
@@ -74,18 +81,40 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StartNode(ctx, nc, cfg.Logger)
+	return startNode(ctx, nc, cfg.Logger, nil)
 }
 
 // StartNode starts a node from a parsed configuration (the samsa server
 // command uses it).
-func StartNode(ctx context.Context, nc *config.Node, logger *slog.Logger) (_ *Node, err error) {
+func StartNode(ctx context.Context, nc *config.Node, logger *slog.Logger) (*Node, error) {
+	return startNode(ctx, nc, logger, nil)
+}
+
+// lateHandler lets listeners bind before the broker exists.
+type lateHandler struct{ b atomic.Pointer[broker.Broker] }
+
+func (h *lateHandler) Handle(ctx context.Context, c *server.Conn, req *wire.Request) (kmsg.Response, error) {
+	b := h.b.Load()
+	if b == nil {
+		return nil, errors.New("node starting")
+	}
+	return b.Handle(ctx, c, req)
+}
+
+// startNode starts a node; bound holds listeners already bound by the
+// caller, by listener name (StartCluster binds controller listeners first
+// to learn their ports).
+func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound map[string]net.Listener) (_ *Node, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	logger = logger.With("node", nc.NodeID)
 	n := &Node{node: nc, logger: logger, stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
+			for _, l := range bound {
+				l.Close()
+			}
 			n.Close()
 		}
 	}()
@@ -99,38 +128,52 @@ func StartNode(ctx context.Context, nc *config.Node, logger *slog.Logger) (_ *No
 	if err != nil {
 		return nil, err
 	}
-	mlog, err := quorum.OpenLocal(n.logs)
-	if err != nil {
-		return nil, err
-	}
-	ctrl, err := controller.New(nc, mlog, n.logs.ClusterID(), logger.With("component", "controller"))
-	if err != nil {
-		return nil, err
-	}
-	n.broker, err = broker.New(broker.Config{Node: nc, Controller: ctrl, Logs: n.logs, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	// Bind the listeners, then register the advertised endpoints with the
-	// real ports.
-	var endpoints []metadata.Endpoint
-	for _, l := range nc.Listeners {
-		// The controller listener is bound too, so its port is held; on
-		// one node it answers the same APIs until the quorum lands.
-		srv, err := server.Listen(server.Config{
-			Name:            l.Name,
-			Addr:            l.Addr(),
-			Handler:         n.broker,
-			Versions:        n.broker.Versions(),
-			MaxRequestBytes: nc.SocketRequestMaxBytes,
-			Logger:          logger,
-		})
+
+	// The metadata quorum: one local voter, or raft over the controller
+	// listeners of controller.quorum.voters.
+	var transport *quorum.TCPTransport
+	if len(nc.QuorumVoters) > 0 {
+		transport, err = quorum.NewTCPTransport(quorum.TCPConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Logger: logger.With("component", "raft")})
 		if err != nil {
 			return nil, err
 		}
+	}
+
+	// Bind every listener; requests wait for the broker below.
+	h := &lateHandler{}
+	var endpoints []metadata.Endpoint
+	var versions, ctrlVersions *wire.Versions
+	versions, ctrlVersions = broker.SupportedVersions()
+	for _, l := range nc.Listeners {
+		isCtrl := nc.IsControllerListener(l.Name)
+		scfg := server.Config{
+			Name:            l.Name,
+			Addr:            l.Addr(),
+			Listener:        bound[l.Name],
+			Handler:         h,
+			Versions:        versions,
+			MaxRequestBytes: nc.SocketRequestMaxBytes,
+			Logger:          logger,
+		}
+		if isCtrl {
+			scfg.Versions = ctrlVersions
+			if transport != nil {
+				scfg.Divert = func(first [4]byte) func(net.Conn) {
+					if first == quorum.Preamble {
+						return transport.ServeConn
+					}
+					return nil
+				}
+			}
+		}
+		srv, err := server.Listen(scfg)
+		if err != nil {
+			return nil, err
+		}
+		delete(bound, l.Name)
 		n.listeners = append(n.listeners, srv)
 		logger.Info("listening", "listener", l.Name, "addr", srv.Addr().String())
-		if nc.IsControllerListener(l.Name) {
+		if isCtrl {
 			continue
 		}
 		host := l.Host
@@ -144,14 +187,42 @@ func StartNode(ctx context.Context, nc *config.Node, logger *slog.Logger) (_ *No
 			}
 		}
 		if n.addr == "" {
-			n.addr = net.JoinHostPort(srv.Addr().IP.String(), strconv.Itoa(srv.Addr().Port))
-			if l.Host != "" && l.Host != "0.0.0.0" && l.Host != "::" {
-				n.addr = net.JoinHostPort(l.Host, strconv.Itoa(srv.Addr().Port))
+			n.addr = net.JoinHostPort(host, strconv.Itoa(srv.Addr().Port))
+			if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
+				n.addr = net.JoinHostPort(srv.Addr().IP.String(), strconv.Itoa(srv.Addr().Port))
 			}
 		}
 		endpoints = append(endpoints, ep)
 	}
-	if err := ctrl.RegisterBroker(ctx, nc.NodeID, endpoints, nil); err != nil {
+
+	mlog, err := quorum.MetadataLog(n.logs)
+	if err != nil {
+		return nil, err
+	}
+	if transport != nil {
+		n.raft, err = quorum.OpenRaft(quorum.RaftConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, Transport: transport, Logger: logger.With("component", "raft")})
+		if err != nil {
+			transport.Close()
+			return nil, err
+		}
+		n.quorum = n.raft
+	} else {
+		local, err := quorum.OpenLocal(n.logs)
+		if err != nil {
+			return nil, err
+		}
+		n.quorum = local
+	}
+	n.ctrl, err = controller.New(nc, n.quorum, n.logs.ClusterID(), logger.With("component", "controller"))
+	if err != nil {
+		return nil, err
+	}
+	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	h.b.Store(n.broker)
+	if err := n.broker.Start(ctx, endpoints); err != nil {
 		return nil, fmt.Errorf("registering broker: %w", err)
 	}
 	n.wg.Add(1)
@@ -196,8 +267,10 @@ func (n *Node) background() {
 	}
 }
 
-// Close stops the node cleanly: listeners first, then the logs are flushed
-// and the checkpoints written. It is safe to call more than once.
+// Close stops the node cleanly: a controlled shutdown moves partition
+// leadership to other replicas first (when there are any), then the
+// listeners stop, the quorum and controller stop, and the logs are flushed
+// and their checkpoints written. It is safe to call more than once.
 func (n *Node) Close() error {
 	n.closeMu.Lock()
 	defer n.closeMu.Unlock()
@@ -207,13 +280,26 @@ func (n *Node) Close() error {
 	n.closed = true
 	close(n.stop)
 	var errs []error
-	if n.broker != nil {
-		n.broker.Close()
+	if n.broker != nil && n.raft != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := n.broker.Shutdown(ctx); err != nil {
+			n.logger.Warn("controlled shutdown did not finish", "err", err)
+		}
+		cancel()
 	}
 	for _, l := range n.listeners {
 		errs = append(errs, l.Close())
 	}
+	if n.broker != nil {
+		n.broker.Close()
+	}
 	n.wg.Wait()
+	if n.ctrl != nil {
+		n.ctrl.Close()
+	}
+	if n.raft != nil {
+		errs = append(errs, n.raft.Close())
+	}
 	if n.logs != nil {
 		errs = append(errs, n.logs.Close())
 	}

@@ -213,11 +213,15 @@ func TestProduceErrorsPerPartition(t *testing.T) {
 	large := &kgo.Record{Topic: "big", Partition: 1, Value: big}
 	cl2 := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20))
 	res := cl2.ProduceSync(ctx, small, large)
-	if res[0].Err != nil {
-		t.Fatalf("small record failed: %v", res[0].Err)
+	errs := map[*kgo.Record]error{}
+	for _, r := range res {
+		errs[r.Record] = r.Err
 	}
-	if res[1].Err == nil || !kerrIs(res[1].Err, kerr.MessageTooLarge) {
-		t.Fatalf("large record: %v, want MESSAGE_TOO_LARGE", res[1].Err)
+	if errs[small] != nil {
+		t.Fatalf("small record failed: %v", errs[small])
+	}
+	if !kerrIs(errs[large], kerr.MessageTooLarge) {
+		t.Fatalf("large record: %v, want MESSAGE_TOO_LARGE", errs[large])
 	}
 }
 

@@ -6,6 +6,7 @@ package broker
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
@@ -36,6 +37,9 @@ type api struct {
 	key      kmsg.Key
 	min, max int16
 	handle   handlerFunc
+	// controllerOnly APIs are served and advertised on controller
+	// listeners only (broker-to-controller requests).
+	controllerOnly bool
 }
 
 // apis lists the supported APIs; each handler file registers its row in an
@@ -44,6 +48,10 @@ var apis = map[kmsg.Key]api{}
 
 func register(key kmsg.Key, min, max int16, h handlerFunc) {
 	apis[key] = api{key: key, min: min, max: max, handle: h}
+}
+
+func registerController(key kmsg.Key, min, max int16, h handlerFunc) {
+	apis[key] = api{key: key, min: min, max: max, handle: h, controllerOnly: true}
 }
 
 // Config are the dependencies of a Broker.
@@ -63,12 +71,22 @@ type Broker struct {
 	ctrl     *controller.Controller
 	replicas *replica.Manager
 	logger   *slog.Logger
-	versions *wire.Versions
+	versions *wire.Versions // advertised on broker listeners
+	ctrlVers *wire.Versions // advertised on controller listeners
+
+	ctrlChan    controllerChannel
+	incarnation [16]byte     // this process's incarnation id (BrokerRegistration)
+	brokerEpoch atomic.Int64 // from the active controller's registration
+	endpoints   []metadata.Endpoint
+	stop        chan struct{}
+	wg          sync.WaitGroup
 
 	// producerIDs hands out producer ids from blocks the controller reserves.
 	pidMu   sync.Mutex
 	pidNext int64
 	pidEnd  int64
+
+	groups *groups // the group coordinator and its wiring (groups.go)
 
 	closed atomic.Bool
 }
@@ -80,11 +98,14 @@ func New(cfg Config) (*Broker, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Broker{
-		node:     cfg.Node,
-		ctrl:     cfg.Controller,
-		logger:   logger,
-		versions: wire.NewVersions(),
+		node:   cfg.Node,
+		ctrl:   cfg.Controller,
+		logger: logger,
+		stop:   make(chan struct{}),
 	}
+	b.ctrlChan.b = b
+	rand.Read(b.incarnation[:])
+	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
 		NodeID:         cfg.Node.NodeID,
 		ReplicaLagTime: cfg.Node.ReplicaLagTimeMax,
@@ -93,9 +114,8 @@ func New(cfg Config) (*Broker, error) {
 		FetchMaxBytes:  cfg.Node.ReplicaFetchResponseMaxBytes,
 		Logger:         logger.With("component", "replica"),
 	})
-	for _, a := range apis {
-		b.versions.Add(a.key, a.min, a.max)
-	}
+	b.versions, b.ctrlVers = SupportedVersions()
+	b.startGroups()
 	var applyErr error
 	cfg.Controller.OnImage(func(old, next *metadata.Image) {
 		if err := b.applyImage(old, next); err != nil && applyErr == nil {
@@ -103,21 +123,47 @@ func New(cfg Config) (*Broker, error) {
 		}
 	})
 	if applyErr != nil {
+		b.closeGroups()
 		return nil, applyErr
 	}
 	return b, nil
 }
 
-// Versions is the table of supported APIs, for the listeners.
+// SupportedVersions returns the tables of supported APIs of broker
+// listeners and of controller listeners (which also serve the
+// broker-to-controller APIs).
+func SupportedVersions() (brokerListener, controllerListener *wire.Versions) {
+	brokerListener, controllerListener = wire.NewVersions(), wire.NewVersions()
+	for _, a := range apis {
+		controllerListener.Add(a.key, a.min, a.max)
+		if !a.controllerOnly {
+			brokerListener.Add(a.key, a.min, a.max)
+		}
+	}
+	return brokerListener, controllerListener
+}
+
+// Versions is the table of supported APIs of broker listeners.
 func (b *Broker) Versions() *wire.Versions { return b.versions }
+
+// ControllerVersions is the table of supported APIs of controller
+// listeners: the broker's and the broker-to-controller APIs.
+func (b *Broker) ControllerVersions() *wire.Versions { return b.ctrlVers }
 
 // Replicas are the hosted partitions.
 func (b *Broker) Replicas() *replica.Manager { return b.replicas }
 
-// Close stops the follower fetchers and marks the broker closed.
+// Close stops the heartbeats, the follower fetchers and the coordinators.
+// Call Shutdown first for a controlled shutdown.
 func (b *Broker) Close() {
-	b.closed.Store(true)
+	if b.closed.Swap(true) {
+		return
+	}
+	close(b.stop)
+	b.wg.Wait()
+	b.closeGroups()
 	b.replicas.Close()
+	b.ctrlChan.close()
 }
 
 // brokerAddr is the address other brokers reach broker id at.
@@ -137,7 +183,7 @@ func (b *Broker) brokerAddr(id int32) (string, bool) {
 type isrChanger struct{ b *Broker }
 
 func (c isrChanger) AlterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
-	return c.b.ctrl.AlterPartition(ctx, c.b.node.NodeID, topicID, partition, leaderEpoch, partitionEpoch, isr)
+	return c.b.alterPartition(ctx, topicID, partition, leaderEpoch, partitionEpoch, isr)
 }
 
 // Handle implements server.Handler.
@@ -152,7 +198,20 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 	if !ok {
 		return nil, fmt.Errorf("unsupported API key %d", req.Key)
 	}
-	return a.handle(ctx, b, c, req.Body)
+	if forwarded[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
+		return b.forward(ctx, req.Body)
+	}
+	return a.handle(withClientID(ctx, req.ClientID), b, c, req.Body)
+}
+
+// forwarded are the admin APIs a broker whose controller is not the active
+// one forwards to the active controller (KIP-590).
+var forwarded = map[kmsg.Key]bool{
+	kmsg.CreateTopics:            true,
+	kmsg.DeleteTopics:            true,
+	kmsg.CreatePartitions:        true,
+	kmsg.AlterConfigs:            true,
+	kmsg.IncrementalAlterConfigs: true,
 }
 
 // image is the current metadata image.
@@ -209,6 +268,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			}
 		}
 	}
+	b.applyGroupImage(next)
 	return firstErr
 }
 

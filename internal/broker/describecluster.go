@@ -16,9 +16,12 @@ func handleDescribeCluster(_ context.Context, b *Broker, _ *server.Conn, kreq km
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	im := b.image()
 	resp.ClusterID = im.ClusterID
-	resp.ControllerID = b.node.NodeID
+	resp.ControllerID = b.ctrl.Leader()
 	resp.EndpointType = 1 // brokers
 	for _, br := range im.Brokers() {
+		if br.Fenced {
+			continue
+		}
 		if ep, ok := clientEndpoint(br); ok {
 			rb := kmsg.NewDescribeClusterResponseBroker()
 			rb.NodeID, rb.Host, rb.Port, rb.Rack = br.ID, ep.Host, ep.Port, br.Rack

@@ -30,6 +30,8 @@ var errorCodes = []struct {
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
 	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
 	{controller.ErrStaleEpoch, kerr.FencedLeaderEpoch},
+	{controller.ErrNotController, kerr.NotController},
+	{controller.ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch},
 	{controller.ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
 	{controller.ErrIneligibleReplica, kerr.IneligibleReplica},
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},

@@ -40,7 +40,7 @@ func (b *Broker) nextProducerID(ctx context.Context) (int64, error) {
 	b.pidMu.Lock()
 	defer b.pidMu.Unlock()
 	if b.pidNext >= b.pidEnd {
-		first, n, err := b.ctrl.AllocateProducerIDs(ctx, b.node.NodeID)
+		first, n, err := b.allocateProducerIDs(ctx)
 		if err != nil {
 			return 0, err
 		}

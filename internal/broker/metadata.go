@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,14 +31,15 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 			}
 		}
 		if len(create) > 0 {
-			if _, err := b.ctrl.CreateTopics(ctx, create, false); err != nil {
-				b.logger.Warn("auto-creating topics failed", "err", err)
-			}
+			b.autoCreate(ctx, create)
 			im = b.image()
 		}
 	}
 
 	for _, br := range im.Brokers() {
+		if br.Fenced {
+			continue
+		}
 		if ep, ok := clientEndpoint(br); ok {
 			mb := kmsg.NewMetadataResponseBroker()
 			mb.NodeID, mb.Host, mb.Port, mb.Rack = br.ID, ep.Host, ep.Port, br.Rack
@@ -45,7 +48,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 	}
 	cid := im.ClusterID
 	resp.ClusterID = &cid
-	resp.ControllerID = b.node.NodeID
+	resp.ControllerID = b.ctrl.Leader()
 
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, name := range im.TopicNames() {
@@ -121,4 +124,46 @@ func clientEndpoint(br *metadata.Broker) (metadata.Endpoint, bool) {
 		}
 	}
 	return metadata.Endpoint{}, false
+}
+
+// autoCreate creates topics for Metadata (auto.create.topics.enable), on
+// the active controller.
+func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic) {
+	if b.ctrl.Active() {
+		_, err := b.ctrl.CreateTopics(ctx, topics, false)
+		if err == nil || !errors.Is(err, controller.ErrNotController) {
+			if err != nil {
+				b.logger.Warn("auto-creating topics failed", "err", err)
+			}
+			return
+		}
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(4)
+	req.TimeoutMillis = 10000
+	for _, t := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
+		req.Topics = append(req.Topics, rt)
+	}
+	if _, err := b.forward(ctx, req); err != nil {
+		b.logger.Warn("auto-creating topics failed", "err", err)
+		return
+	}
+	b.waitForTopics(ctx, topics)
+}
+
+// waitForTopics waits briefly until the local image has the topics (the
+// active controller committed them; this node applies them shortly).
+func (b *Broker) waitForTopics(ctx context.Context, topics []controller.CreateTopic) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	b.ctrl.WaitImage(ctx, func(im *metadata.Image) bool {
+		for _, t := range topics {
+			if im.Topic(t.Name) == nil {
+				return false
+			}
+		}
+		return true
+	})
 }

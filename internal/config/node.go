@@ -95,6 +95,12 @@ type Node struct {
 	// ReplicaFetchResponseMaxBytes is replica.fetch.response.max.bytes
 	// (default 10 MiB).
 	ReplicaFetchResponseMaxBytes int32
+	// BrokerSessionTimeout is broker.session.timeout.ms: the active
+	// controller fences a broker that has not heartbeated for this long
+	// (default 9 s).
+	BrokerSessionTimeout time.Duration
+	// BrokerHeartbeatInterval is broker.heartbeat.interval.ms (default 2 s).
+	BrokerHeartbeatInterval time.Duration
 	// ClusterID is the cluster id used when formatting a fresh log dir
 	// (Samsa: cluster.id; Kafka passes it to kafka-storage format).
 	// Empty generates one.

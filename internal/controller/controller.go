@@ -41,62 +41,173 @@ var (
 // once (Kafka reserves 1000, KIP-730).
 const ProducerIDBlockSize = 1000
 
-// Controller is the active controller. Safe for concurrent use.
+// ErrNotController: this node's controller is not the active one
+// (NOT_CONTROLLER); the caller retries on the active controller.
+var ErrNotController = errors.New("not the active controller")
+
+// Controller keeps the metadata image of this node and, while this node
+// leads the metadata quorum, acts as the active controller. Safe for
+// concurrent use.
 type Controller struct {
 	node   *config.Node
 	log    quorum.Log
 	logger *slog.Logger
 
-	mu        sync.Mutex // serializes writes and guards listeners
-	image     atomic.Pointer[metadata.Image]
+	mu sync.Mutex // serializes writes (the active controller's single writer)
+
+	image  atomic.Pointer[metadata.Image]
+	active atomic.Bool  // this node leads the quorum and has applied its whole log
+	leader atomic.Int32 // node id of the quorum leader, -1 unknown
+
+	imgMu     sync.Mutex // guards listeners and imgCond's condition (image advances)
+	imgCond   *sync.Cond
 	listeners []func(old, next *metadata.Image)
+
+	brokers *brokerTracker
+	// brokerIncarnation is the incarnation id of each registered broker
+	// process, guarded by mu: a broker that restarts registers anew.
+	brokerIncarnation map[int32]metadata.UUID
+	unregister        func()
+	closed            atomic.Bool
 }
 
-// New replays the metadata log into an image and returns the controller.
+// New replays the metadata log into an image, subscribes to its further
+// commits and leadership, and returns the controller. Close unsubscribes.
 func New(node *config.Node, log quorum.Log, clusterID string, logger *slog.Logger) (*Controller, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{node: node, log: log, logger: logger}
+	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}}
+	c.imgCond = sync.NewCond(&c.imgMu)
+	c.leader.Store(-1)
+	c.brokers = newBrokerTracker(c)
 	im := metadata.Empty(clusterID)
+	next := int64(0)
 	err := log.Replay(func(offset int64, recs []metadata.Record) error {
 		im = im.Apply(offset, recs)
+		next = offset + int64(len(recs))
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replaying metadata log: %w", err)
 	}
 	c.image.Store(im)
+	c.unregister = log.Register(next, quorum.Listener{Commit: c.onCommit, LeaderChange: c.onLeaderChange})
 	return c, nil
+}
+
+// Close stops following the metadata log and the broker session checks.
+func (c *Controller) Close() {
+	c.closed.Store(true)
+	if c.unregister != nil {
+		c.unregister()
+	}
+	c.brokers.stop()
+	c.imgMu.Lock()
+	c.imgCond.Broadcast()
+	c.imgMu.Unlock()
 }
 
 // Image is the latest committed image.
 func (c *Controller) Image() *metadata.Image { return c.image.Load() }
 
-// OnImage registers fn to be called, in commit order and with the write
-// lock held, with every newly committed image. fn is first called at once
-// with (nil, current).
+// Active reports whether this node is the active controller.
+func (c *Controller) Active() bool { return c.active.Load() }
+
+// Leader is the node id of the active controller as this node knows it, -1
+// when unknown.
+func (c *Controller) Leader() int32 { return c.leader.Load() }
+
+// OnImage registers fn to be called, in commit order, with every newly
+// committed image, from the goroutine that delivers commits. fn is first
+// called at once with (nil, current). fn must not wait for a controller
+// write.
 func (c *Controller) OnImage(fn func(old, next *metadata.Image)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.imgMu.Lock()
+	defer c.imgMu.Unlock()
 	c.listeners = append(c.listeners, fn)
 	fn(nil, c.image.Load())
 }
 
-// commitLocked appends recs and publishes the new image.
+// WaitImage waits until cond holds for the image or ctx ends; it reports
+// whether cond held.
+func (c *Controller) WaitImage(ctx context.Context, cond func(*metadata.Image) bool) bool {
+	stop := context.AfterFunc(ctx, func() {
+		c.imgMu.Lock()
+		c.imgCond.Broadcast()
+		c.imgMu.Unlock()
+	})
+	defer stop()
+	c.imgMu.Lock()
+	defer c.imgMu.Unlock()
+	for !cond(c.image.Load()) {
+		if ctx.Err() != nil || c.closed.Load() {
+			return false
+		}
+		c.imgCond.Wait()
+	}
+	return true
+}
+
+// onCommit applies a committed batch to the image and tells the listeners.
+func (c *Controller) onCommit(offset int64, recs []metadata.Record) {
+	c.imgMu.Lock()
+	defer c.imgMu.Unlock()
+	old := c.image.Load()
+	next := old.Apply(offset, recs)
+	c.image.Store(next)
+	for _, fn := range c.listeners {
+		fn(old, next)
+	}
+	c.imgCond.Broadcast()
+}
+
+func (c *Controller) onLeaderChange(l quorum.Leadership) {
+	c.leader.Store(l.LeaderID)
+	was := c.active.Swap(l.LeaderID == c.node.NodeID)
+	now := c.active.Load()
+	if now && !was {
+		c.logger.Info("became the active controller", "epoch", l.Epoch)
+		c.brokers.start()
+	} else if was && !now {
+		c.logger.Info("no longer the active controller", "leader", l.LeaderID, "epoch", l.Epoch)
+		c.brokers.stop()
+	}
+}
+
+// commitLocked appends recs to the metadata log and waits until the image
+// includes them.
 func (c *Controller) commitLocked(ctx context.Context, recs []metadata.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	if !c.active.Load() {
+		return ErrNotController
+	}
 	off, err := c.log.Append(ctx, recs)
 	if err != nil {
+		if errors.Is(err, quorum.ErrNotLeader) {
+			return fmt.Errorf("%w: %v", ErrNotController, err)
+		}
 		return err
 	}
-	old := c.image.Load()
-	next := old.Apply(off, recs)
-	c.image.Store(next)
-	for _, fn := range c.listeners {
-		fn(old, next)
+	last := off + int64(len(recs)) - 1
+	stop := context.AfterFunc(ctx, func() {
+		c.imgMu.Lock()
+		c.imgCond.Broadcast()
+		c.imgMu.Unlock()
+	})
+	defer stop()
+	c.imgMu.Lock()
+	defer c.imgMu.Unlock()
+	for c.image.Load().Offset < last {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c.closed.Load() {
+			return ErrNotController
+		}
+		c.imgCond.Wait()
 	}
 	return nil
 }
@@ -113,21 +224,6 @@ func ValidTopicName(name string) error {
 		}
 	}
 	return nil
-}
-
-// RegisterBroker records this broker's endpoints (a single node registers
-// itself at startup).
-func (c *Controller) RegisterBroker(ctx context.Context, id int32, endpoints []metadata.Endpoint, rack *string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if b := c.image.Load().Broker(id); b != nil && equalEndpoints(b.Endpoints, endpoints) && !b.Fenced {
-		return nil
-	}
-	var epoch int64
-	if b := c.image.Load().Broker(id); b != nil {
-		epoch = b.Epoch + 1
-	}
-	return c.commitLocked(ctx, []metadata.Record{metadata.RegisterBrokerRecord{BrokerID: id, Epoch: epoch, Endpoints: endpoints, Rack: rack}})
 }
 
 func equalEndpoints(a, b []metadata.Endpoint) bool {
@@ -190,7 +286,7 @@ func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]me
 	if collides(im, t.Name) {
 		return nil, fmt.Errorf("%w: %s collides with an existing topic ('.' and '_' are alike in metric names)", ErrInvalidTopic, t.Name)
 	}
-	brokers := im.Brokers()
+	brokers := unfencedBrokers(im)
 	if len(brokers) == 0 {
 		return nil, fmt.Errorf("%w: no registered broker", ErrInvalidReplication)
 	}
@@ -248,6 +344,17 @@ func collides(im *metadata.Image, name string) bool {
 	return false
 }
 
+// unfencedBrokers are the brokers that can take new replicas.
+func unfencedBrokers(im *metadata.Image) []*metadata.Broker {
+	var out []*metadata.Broker
+	for _, b := range im.Brokers() {
+		if !b.Fenced {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // placeReplicas assigns rf brokers to partition p round-robin.
 func placeReplicas(brokers []*metadata.Broker, p int32, rf int16) []int32 {
 	out := make([]int32, rf)
@@ -302,7 +409,7 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 	rf := int16(len(t.Partitions[0].Replicas))
 	var recs []metadata.Record
 	for p := have; p < count; p++ {
-		replicas := placeReplicas(im.Brokers(), p, rf)
+		replicas := placeReplicas(unfencedBrokers(im), p, rf)
 		if assignments != nil {
 			replicas = assignments[p-have]
 		}
@@ -366,6 +473,10 @@ func (c *Controller) AllocateProducerIDs(ctx context.Context, broker int32) (fir
 	err = c.commitLocked(ctx, []metadata.Record{metadata.ProducerIDsRecord{BrokerID: broker, NextProducerID: first + ProducerIDBlockSize}})
 	return first, ProducerIDBlockSize, err
 }
+
+// ErrStaleBrokerEpoch: a heartbeat from a broker epoch that is not the
+// registered one (STALE_BROKER_EPOCH); the broker registers again.
+var ErrStaleBrokerEpoch = errors.New("stale broker epoch")
 
 // ErrStaleEpoch: AlterPartition from a leader whose leader epoch is not
 // current (FENCED_LEADER_EPOCH).

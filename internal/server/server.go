@@ -8,6 +8,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -40,13 +41,21 @@ type Handler interface {
 
 // Config of a Server.
 type Config struct {
-	Name     string // listener name
-	Addr     string // host:port to bind
+	Name string // listener name
+	Addr string // host:port to bind
+	// Listener, when set, is an already bound listener to serve instead
+	// of binding Addr; the Server closes it.
+	Listener net.Listener
 	Handler  Handler
 	Versions *wire.Versions
 	// MaxRequestBytes is socket.request.max.bytes.
 	MaxRequestBytes int32
-	Logger          *slog.Logger // nil discards
+	// Divert, when set, sees the first four bytes of each connection
+	// and may take the connection over (the metadata quorum's raft
+	// connections share the controller listener): a non-nil result is
+	// run on the connection's goroutine with those bytes still unread.
+	Divert func(first [4]byte) func(net.Conn)
+	Logger *slog.Logger // nil discards
 }
 
 // Server is one listener and its connections.
@@ -65,9 +74,12 @@ type Server struct {
 
 // Listen binds cfg.Addr and starts accepting connections.
 func Listen(cfg Config) (*Server, error) {
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("listener %s: %w", cfg.Name, err)
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listener %s: %w", cfg.Name, err)
+		}
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -136,6 +148,17 @@ func (s *Server) serve(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	if s.cfg.Divert != nil {
+		first, err := br.Peek(4)
+		if err != nil {
+			return
+		}
+		if h := s.cfg.Divert([4]byte(first)); h != nil {
+			h(&peekedConn{Conn: nc, r: br})
+			return
+		}
+	}
 	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String()}
 	log := s.logger.With("remote", conn.RemoteAddr)
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -147,7 +170,7 @@ func (s *Server) serve(nc net.Conn) {
 		defer close(readerDone)
 		defer close(reqs)
 		for {
-			frame, err := wire.ReadFrame(nc, nil, s.cfg.MaxRequestBytes)
+			frame, err := wire.ReadFrame(br, nil, s.cfg.MaxRequestBytes)
 			if err != nil {
 				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 					log.Info("closing connection", "err", err)
@@ -191,6 +214,14 @@ func (s *Server) serve(nc net.Conn) {
 		}
 	}
 }
+
+// peekedConn is a connection whose first bytes were buffered by a peek.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (s *Server) handle(ctx context.Context, c *Conn, req *wire.Request) (resp kmsg.Response, err error) {
 	defer func() {

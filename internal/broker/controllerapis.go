@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// The APIs brokers send to the active controller over the controller
+// listener (KIP-631, KIP-497, KIP-730). A node whose controller is not the
+// active one answers NOT_CONTROLLER.
+func init() {
+	registerController(kmsg.BrokerRegistration, 0, 1, handleBrokerRegistration)
+	registerController(kmsg.BrokerHeartbeat, 0, 1, handleBrokerHeartbeat)
+	registerController(kmsg.AlterPartition, 2, 2, handleAlterPartition)
+	registerController(kmsg.AllocateProducerIDs, 0, 0, handleAllocateProducerIDs)
+}
+
+func handleBrokerRegistration(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.BrokerRegistrationRequest)
+	resp := req.ResponseKind().(*kmsg.BrokerRegistrationResponse)
+	resp.BrokerEpoch = -1
+	if req.ClusterID != b.image().ClusterID {
+		resp.ErrorCode = kerr.InconsistentClusterID.Code
+		return resp, nil
+	}
+	eps := make([]metadata.Endpoint, 0, len(req.Listeners))
+	for _, l := range req.Listeners {
+		eps = append(eps, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port)})
+	}
+	epoch, err := b.ctrl.RegisterBroker(ctx, req.BrokerID, req.IncarnationID, eps, req.Rack)
+	resp.ErrorCode = errCode(err)
+	if err == nil {
+		resp.BrokerEpoch = epoch
+	}
+	return resp, nil
+}
+
+func handleBrokerHeartbeat(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.BrokerHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
+	fenced, shutdown, err := b.ctrl.Heartbeat(ctx, req.BrokerID, req.BrokerEpoch, req.WantShutdown)
+	resp.ErrorCode = errCode(err)
+	resp.IsFenced, resp.ShouldShutdown = fenced, shutdown
+	resp.IsCaughtUp = err == nil
+	return resp, nil
+}
+
+func handleAlterPartition(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AlterPartitionRequest)
+	resp := req.ResponseKind().(*kmsg.AlterPartitionResponse)
+	if !b.ctrl.Active() {
+		resp.ErrorCode = kerr.NotController.Code
+		return resp, nil
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewAlterPartitionResponseTopic()
+		st.TopidID = rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewAlterPartitionResponseTopicPartition()
+			sp.Partition = rp.Partition
+			isr, epoch, err := b.ctrl.AlterPartition(ctx, req.BrokerID, rt.TopicID, rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR)
+			sp.ErrorCode = errCode(err)
+			if err == nil {
+				sp.LeaderID, sp.LeaderEpoch, sp.ISR, sp.PartitionEpoch = req.BrokerID, rp.LeaderEpoch, isr, epoch
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp, nil
+}
+
+func handleAllocateProducerIDs(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AllocateProducerIDsRequest)
+	resp := req.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+	first, n, err := b.ctrl.AllocateProducerIDs(ctx, req.BrokerID)
+	resp.ErrorCode = errCode(err)
+	if err == nil {
+		resp.ProducerIDStart, resp.ProducerIDLen = first, int32(n)
+	}
+	return resp, nil
+}

@@ -1,0 +1,164 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// errNoController: no active controller is known yet.
+var errNoController = errors.New("no active controller known")
+
+// controllerChannel carries this broker's requests to the active
+// controller over its controller listener (controller.quorum.voters gives
+// the addresses). Callers first try the local controller when it is the
+// active one.
+type controllerChannel struct {
+	b *Broker
+
+	mu      sync.Mutex // guards clients
+	clients map[int32]*wire.Client
+}
+
+func (cc *controllerChannel) client(id int32) (*wire.Client, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if c := cc.clients[id]; c != nil {
+		return c, nil
+	}
+	for _, v := range cc.b.node.QuorumVoters {
+		if v.ID == id {
+			c := wire.NewClient(v.Addr(), "samsa-broker-"+strconv.Itoa(int(cc.b.node.NodeID)), 64<<20)
+			if cc.clients == nil {
+				cc.clients = map[int32]*wire.Client{}
+			}
+			cc.clients[id] = c
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: controller %d is not in controller.quorum.voters", errNoController, id)
+}
+
+// send sends req to the active controller, retrying with backoff while
+// none is known or the one asked is no longer active, until ctx ends.
+// notController tells whether a response says NOT_CONTROLLER.
+func (cc *controllerChannel) send(ctx context.Context, req kmsg.Request, notController func(kmsg.Response) bool) (kmsg.Response, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		leader := cc.b.ctrl.Leader()
+		var err error
+		if leader >= 0 {
+			var c *wire.Client
+			if c, err = cc.client(leader); err == nil {
+				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				var resp kmsg.Response
+				resp, err = c.Request(rctx, req)
+				cancel()
+				if err == nil && !notController(resp) {
+					return resp, nil
+				}
+				if err == nil {
+					err = kerr.NotController
+				}
+			}
+		} else {
+			err = errNoController
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+func (cc *controllerChannel) close() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, c := range cc.clients {
+		c.Close()
+	}
+	cc.clients = nil
+}
+
+// alterPartition implements replica.Controller.
+func (b *Broker) alterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
+	if b.ctrl.Active() {
+		got, epoch, err := b.ctrl.AlterPartition(ctx, b.node.NodeID, topicID, partition, leaderEpoch, partitionEpoch, isr)
+		if !errors.Is(err, controller.ErrNotController) {
+			return got, epoch, err
+		}
+	}
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.SetVersion(2)
+	req.BrokerID, req.BrokerEpoch = b.node.NodeID, b.brokerEpoch.Load()
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.TopicID = topicID
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = partition, leaderEpoch, isr, partitionEpoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := b.ctrlChan.send(ctx, req, func(r kmsg.Response) bool {
+		return r.(*kmsg.AlterPartitionResponse).ErrorCode == kerr.NotController.Code
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	ar := resp.(*kmsg.AlterPartitionResponse)
+	if ar.ErrorCode != 0 {
+		return nil, 0, kerr.ErrorForCode(ar.ErrorCode)
+	}
+	if len(ar.Topics) != 1 || len(ar.Topics[0].Partitions) != 1 {
+		return nil, 0, fmt.Errorf("AlterPartition: malformed response")
+	}
+	p := ar.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		return nil, 0, kerr.ErrorForCode(p.ErrorCode)
+	}
+	return p.ISR, p.PartitionEpoch, nil
+}
+
+// allocateProducerIDs reserves a block of producer ids from the active
+// controller.
+func (b *Broker) allocateProducerIDs(ctx context.Context) (int64, int, error) {
+	if b.ctrl.Active() {
+		first, n, err := b.ctrl.AllocateProducerIDs(ctx, b.node.NodeID)
+		if !errors.Is(err, controller.ErrNotController) {
+			return first, n, err
+		}
+	}
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = b.node.NodeID, b.brokerEpoch.Load()
+	resp, err := b.ctrlChan.send(ctx, req, func(r kmsg.Response) bool {
+		return r.(*kmsg.AllocateProducerIDsResponse).ErrorCode == kerr.NotController.Code
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	ar := resp.(*kmsg.AllocateProducerIDsResponse)
+	if ar.ErrorCode != 0 {
+		return 0, 0, kerr.ErrorForCode(ar.ErrorCode)
+	}
+	return ar.ProducerIDStart, int(ar.ProducerIDLen), nil
+}
+
+// forward sends a client's admin request to the active controller and
+// returns its answer (KIP-590 forwarding, without the envelope: the
+// controller listener answers the same APIs).
+func (b *Broker) forward(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return b.ctrlChan.send(ctx, req, func(kmsg.Response) bool { return false })
+}

@@ -1,0 +1,30 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// allGroupOperations is the authorized-operations bitfield of a group with
+// every operation allowed (no ACLs yet): READ, DELETE, DESCRIBE.
+const allGroupOperations = 1<<3 | 1<<6 | 1<<8
+
+// DescribeGroups: state, protocol and members (their metadata and
+// assignment for Stable groups) of groups this broker coordinates.
+func init() { registerGroupAPI(kmsg.DescribeGroups, handleDescribeGroups) }
+
+func handleDescribeGroups(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeGroupsRequest)
+	resp := b.groups.coord.DescribeGroups(ctx, req)
+	if req.IncludeAuthorizedOperations {
+		for i := range resp.Groups {
+			if resp.Groups[i].ErrorCode == 0 {
+				resp.Groups[i].AuthorizedOperations = allGroupOperations
+			}
+		}
+	}
+	return resp, nil
+}

@@ -1,0 +1,329 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/coordinator/group"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/storage"
+)
+
+// This file wires the group coordinator (internal/coordinator/group) into
+// the broker: its Store over the partitions of __consumer_offsets this
+// broker leads, the creation of that topic on first use, and the loading
+// and unloading of its partitions as leadership changes in the metadata
+// image. The handlers of the group APIs are in their own files.
+
+// offsetsTopic is Kafka's internal topic of committed offsets and group
+// metadata.
+const offsetsTopic = "__consumer_offsets"
+
+// offsetsTopicConfigs are the topic configs Kafka creates __consumer_offsets
+// with (offsets.topic.segment.bytes is 100 MiB by default).
+var offsetsTopicConfigs = map[string]string{
+	"cleanup.policy":   "compact",
+	"compression.type": "producer",
+	"segment.bytes":    "104857600",
+}
+
+// groups is the broker's side of the group coordinator.
+type groups struct {
+	coord *group.Coordinator
+
+	ctx    context.Context // canceled by close: loads in flight
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // partition loads
+
+	mu     sync.Mutex      // guards loaded
+	loaded map[int32]int32 // partition -> leader epoch it was loaded at
+
+	createMu sync.Mutex // one creation of __consumer_offsets at a time
+}
+
+// startGroups creates the coordinator; called by New before the first
+// image is applied.
+func (b *Broker) startGroups() {
+	n := b.node
+	cfg := group.Config{
+		OffsetsTopicNumPartitions: n.OffsetsTopicNumPartitions,
+		InitialRebalanceDelay:     n.GroupInitialRebalanceDelay,
+		MinSessionTimeout:         n.GroupMinSessionTimeout,
+		MaxSessionTimeout:         n.GroupMaxSessionTimeout,
+		MaxSize:                   n.GroupMaxSize,
+		OffsetsRetention:          n.OffsetsRetention,
+	}
+	if cfg.InitialRebalanceDelay == 0 {
+		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)
+	}
+	if err := cfg.Validate(); err != nil {
+		b.logger.Error("group coordinator config", "err", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.groups = &groups{
+		coord:  group.New(cfg, offsetsStore{b}, b.logger.With("component", "group-coordinator")),
+		ctx:    ctx,
+		cancel: cancel,
+		loaded: map[int32]int32{},
+	}
+}
+
+// closeGroups stops the coordinator: parked group requests are answered
+// and loads in flight canceled.
+func (b *Broker) closeGroups() {
+	g := b.groups
+	if g == nil {
+		return
+	}
+	g.cancel()
+	g.coord.Close()
+	g.wg.Wait()
+}
+
+// applyGroupImage loads the partitions of __consumer_offsets this broker
+// became the leader of (in the background) and unloads those it no longer
+// leads. Called from applyImage, with the controller's lock held: it never
+// blocks on the log.
+func (b *Broker) applyGroupImage(next *metadata.Image) {
+	g := b.groups
+	if g == nil {
+		return
+	}
+	t := next.Topic(offsetsTopic)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p, epoch := range g.loaded {
+		if t == nil || int(p) >= len(t.Partitions) || t.Partitions[p].Leader != b.node.NodeID || t.Partitions[p].LeaderEpoch != epoch {
+			delete(g.loaded, p)
+			g.coord.UnloadPartition(p)
+		}
+	}
+	if t == nil {
+		return
+	}
+	if int32(len(t.Partitions)) != g.coord.NumPartitions() {
+		b.logger.Warn("__consumer_offsets partitions differ from offsets.topic.num.partitions; groups hash by the configured count",
+			"partitions", len(t.Partitions), "offsets.topic.num.partitions", g.coord.NumPartitions())
+	}
+	for i, pm := range t.Partitions {
+		p := int32(i)
+		if pm.Leader != b.node.NodeID || p >= g.coord.NumPartitions() {
+			continue
+		}
+		if _, ok := g.loaded[p]; ok {
+			continue
+		}
+		g.loaded[p] = pm.LeaderEpoch
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			if err := g.coord.LoadPartition(g.ctx, p); err != nil && g.ctx.Err() == nil && !errors.Is(err, group.ErrPartitionUnloaded) {
+				b.logger.Error("loading __consumer_offsets partition failed", "partition", p, "err", err)
+				g.mu.Lock()
+				if g.loaded[p] == pm.LeaderEpoch {
+					delete(g.loaded, p) // retried on the next image
+				}
+				g.mu.Unlock()
+			}
+		}()
+	}
+}
+
+// ensureOffsetsTopic returns __consumer_offsets, creating it with Kafka's
+// configs for it when missing (offsets.topic.num.partitions partitions,
+// offsets.topic.replication.factor replicas capped by the brokers
+// registered).
+func (b *Broker) ensureOffsetsTopic(ctx context.Context) (*metadata.Topic, error) {
+	if t := b.image().Topic(offsetsTopic); t != nil {
+		return t, nil
+	}
+	g := b.groups
+	g.createMu.Lock()
+	defer g.createMu.Unlock()
+	im := b.image()
+	if t := im.Topic(offsetsTopic); t != nil {
+		return t, nil
+	}
+	rf := b.node.OffsetsTopicReplicationFactor
+	if n := int16(len(im.Brokers())); rf > n || rf <= 0 {
+		rf = n
+	}
+	configs := map[string]string{}
+	for k, v := range offsetsTopicConfigs {
+		configs[k] = v
+	}
+	errs, err := b.ctrl.CreateTopics(ctx, []controller.CreateTopic{{
+		Name:              offsetsTopic,
+		Partitions:        b.node.OffsetsTopicNumPartitions,
+		ReplicationFactor: rf,
+		Configs:           configs,
+	}}, false)
+	if err == nil && len(errs) == 1 && errs[0] != nil && !errors.Is(errs[0], controller.ErrTopicExists) {
+		err = errs[0]
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", offsetsTopic, err)
+	}
+	b.logger.Info("created internal topic", "topic", offsetsTopic, "partitions", b.node.OffsetsTopicNumPartitions, "replication_factor", rf)
+	if t := b.image().Topic(offsetsTopic); t != nil {
+		return t, nil
+	}
+	return nil, fmt.Errorf("%s not in the metadata after creation", offsetsTopic)
+}
+
+// clientIDKey carries the request header's client.id in the context of a
+// request, for the handlers that need it (JoinGroup).
+type clientIDKey struct{}
+
+func withClientID(ctx context.Context, id *string) context.Context {
+	if id == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, clientIDKey{}, *id)
+}
+
+func clientIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(clientIDKey{}).(string)
+	return id
+}
+
+// clientHost formats a connection's remote address as Kafka shows client
+// hosts: "/" and the IP.
+func clientHost(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	return "/" + host
+}
+
+// offsetsStore is the group coordinator's Store: the partitions of
+// __consumer_offsets this broker leads.
+type offsetsStore struct{ b *Broker }
+
+func (s offsetsStore) partition(p int32) (*replica.Partition, error) {
+	rp := s.b.replicas.Get(offsetsTopic, p)
+	if rp == nil {
+		return nil, kerr.NotLeaderForPartition
+	}
+	return rp, nil
+}
+
+// Append writes recs as one uncompressed batch (offsets.topic.compression.codec
+// defaults to none) and waits until the high-watermark passes it.
+func (s offsetsStore) Append(ctx context.Context, p int32, recs []group.Record) error {
+	rp, err := s.partition(p)
+	if err != nil {
+		return err
+	}
+	rs := make([]record.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = record.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+	}
+	batch, err := record.Build(record.Spec{
+		BaseTimestamp: time.Now().UnixMilli(),
+		ProducerID:    record.NoProducerID,
+		ProducerEpoch: record.NoProducerEpoch,
+		BaseSequence:  record.NoSequence,
+	}, rs)
+	if err != nil {
+		return err
+	}
+	if max := rp.Config().MaxMessageBytes; max > 0 && len(batch) > int(max) {
+		return kerr.MessageTooLarge
+	}
+	res, err := rp.AppendInternal(batch)
+	if err != nil {
+		return storeError(err)
+	}
+	// Committed once the high-watermark passed the batch (at once on a
+	// single node; after the followers fetched it otherwise).
+	if rp.HighWatermark() > res.LastOffset {
+		return nil
+	}
+	wake := make(chan struct{}, 1)
+	rp.Watch(wake)
+	defer rp.Unwatch(wake)
+	for rp.HighWatermark() <= res.LastOffset {
+		if s.b.replicas.Get(offsetsTopic, p) != rp {
+			return kerr.NotLeaderForPartition
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return kerr.RequestTimedOut
+		}
+	}
+	return nil
+}
+
+// Load reads the partition from its log start offset to its
+// high-watermark. Control batches and transactional batches are skipped
+// (transactional offset commits are not supported yet).
+func (s offsetsStore) Load(ctx context.Context, p int32, fn func(group.Record) error) error {
+	rp, err := s.partition(p)
+	if err != nil {
+		return err
+	}
+	off := rp.LogStartOffset()
+	for off < rp.HighWatermark() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := rp.Read(off, 1<<20, false, true)
+		if errors.Is(err, storage.ErrOffsetOutOfRange) && off < res.LogStartOffset {
+			off = res.LogStartOffset // retention or compaction moved the start
+			continue
+		}
+		if err != nil {
+			return storeError(err)
+		}
+		if len(res.Records) == 0 {
+			return fmt.Errorf("reading %s-%d at offset %d below the high-watermark %d: no records", offsetsTopic, p, off, res.HighWatermark)
+		}
+		next := off
+		_, err = record.Batches(res.Records, func(batch []byte, h record.Header) error {
+			next = h.NextOffset()
+			if h.IsControl() || h.IsTransactional() {
+				return nil
+			}
+			return record.Records(batch, func(r record.Record) error {
+				if r.Offset < off {
+					return nil
+				}
+				return fn(group.Record{Key: r.Key, Value: r.Value})
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("reading %s-%d at offset %d: %w", offsetsTopic, p, off, err)
+		}
+		if next <= off {
+			return fmt.Errorf("reading %s-%d: no progress at offset %d", offsetsTopic, p, off)
+		}
+		off = next
+	}
+	return nil
+}
+
+// storeError maps a replica or storage error to the Kafka error the
+// coordinator expects from its Store.
+func storeError(err error) error {
+	switch {
+	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, storage.ErrClosed):
+		return kerr.NotLeaderForPartition
+	case errors.Is(err, replica.ErrMessageTooLarge):
+		return kerr.MessageTooLarge
+	case errors.Is(err, replica.ErrRecordListLarge):
+		return kerr.RecordListTooLarge
+	}
+	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
+}

@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/metadata"
+)
+
+// Start registers the broker with the active controller (retrying until
+// ctx ends) and then heartbeats every broker.heartbeat.interval.ms until
+// Close, registering again when the controller forgot it.
+func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error {
+	b.endpoints = endpoints
+	if err := b.register(ctx); err != nil {
+		return err
+	}
+	b.wg.Add(1)
+	go b.heartbeats()
+	return nil
+}
+
+func (b *Broker) register(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := b.registerOnce(ctx)
+		if err == nil {
+			return nil
+		}
+		b.logger.Debug("broker registration failed", "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-b.stop:
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func (b *Broker) registerOnce(ctx context.Context) error {
+	if b.ctrl.Active() {
+		epoch, err := b.ctrl.RegisterBroker(ctx, b.node.NodeID, b.incarnation, b.endpoints, nil)
+		if err == nil {
+			b.brokerEpoch.Store(epoch)
+			return nil
+		}
+		if !errors.Is(err, controller.ErrNotController) {
+			return err
+		}
+	}
+	req := kmsg.NewPtrBrokerRegistrationRequest()
+	req.SetVersion(1)
+	req.BrokerID, req.ClusterID, req.IncarnationID = b.node.NodeID, b.image().ClusterID, b.incarnation
+	for _, ep := range b.endpoints {
+		l := kmsg.NewBrokerRegistrationRequestListener()
+		l.Name, l.Host, l.Port = ep.Name, ep.Host, uint16(ep.Port)
+		req.Listeners = append(req.Listeners, l)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := b.ctrlChan.send(rctx, req, func(r kmsg.Response) bool {
+		return r.(*kmsg.BrokerRegistrationResponse).ErrorCode == kerr.NotController.Code
+	})
+	if err != nil {
+		return err
+	}
+	rr := resp.(*kmsg.BrokerRegistrationResponse)
+	if rr.ErrorCode != 0 {
+		return kerr.ErrorForCode(rr.ErrorCode)
+	}
+	b.brokerEpoch.Store(rr.BrokerEpoch)
+	return nil
+}
+
+// heartbeat sends one heartbeat; shutdown asks for a controlled shutdown.
+func (b *Broker) heartbeat(ctx context.Context, shutdown bool) (shouldShutdown bool, err error) {
+	if b.ctrl.Active() {
+		_, should, err := b.ctrl.Heartbeat(ctx, b.node.NodeID, b.brokerEpoch.Load(), shutdown)
+		if !errors.Is(err, controller.ErrNotController) {
+			return should, err
+		}
+	}
+	req := kmsg.NewPtrBrokerHeartbeatRequest()
+	req.SetVersion(1)
+	req.BrokerID, req.BrokerEpoch = b.node.NodeID, b.brokerEpoch.Load()
+	req.CurrentMetadataOffset = b.image().Offset
+	req.WantShutdown = shutdown
+	resp, err := b.ctrlChan.send(ctx, req, func(r kmsg.Response) bool {
+		return r.(*kmsg.BrokerHeartbeatResponse).ErrorCode == kerr.NotController.Code
+	})
+	if err != nil {
+		return false, err
+	}
+	hr := resp.(*kmsg.BrokerHeartbeatResponse)
+	if hr.ErrorCode != 0 {
+		return false, kerr.ErrorForCode(hr.ErrorCode)
+	}
+	return hr.ShouldShutdown, nil
+}
+
+func (b *Broker) heartbeats() {
+	defer b.wg.Done()
+	interval := b.node.BrokerHeartbeatInterval
+	if interval <= 0 {
+		interval = controller.DefaultHeartbeatInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-b.stop
+		cancel()
+	}()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		hctx, hcancel := context.WithTimeout(ctx, interval)
+		_, err := b.heartbeat(hctx, false)
+		hcancel()
+		switch {
+		case errors.Is(err, controller.ErrStaleBrokerEpoch), errors.Is(err, kerr.StaleBrokerEpoch):
+			b.logger.Info("registering again", "reason", err)
+			rctx, rcancel := context.WithTimeout(ctx, interval)
+			b.registerOnce(rctx)
+			rcancel()
+		case err != nil && ctx.Err() == nil:
+			b.logger.Debug("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// Shutdown is a controlled shutdown: it asks the active controller to move
+// leadership of this broker's partitions to other in-sync replicas and
+// waits until it has, or ctx ends. Call it before Close.
+func (b *Broker) Shutdown(ctx context.Context) error {
+	for {
+		should, err := b.heartbeat(ctx, true)
+		if err == nil && should {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

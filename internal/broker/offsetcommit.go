@@ -1,0 +1,79 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// OffsetCommit: answered once the offsets are written to
+// __consumer_offsets. Partitions of topics that do not exist get
+// UNKNOWN_TOPIC_OR_PARTITION here, as Kafka's KafkaApis does, and are not
+// passed to the coordinator.
+func init() { registerGroupAPI(kmsg.OffsetCommit, handleOffsetCommit) }
+
+func handleOffsetCommit(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	im := b.image()
+	known := func(topic string, partition int32) bool {
+		t := im.Topic(topic)
+		return t != nil && partition >= 0 && int(partition) < len(t.Partitions)
+	}
+	all := true
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			all = all && known(t.Topic, p.Partition)
+		}
+	}
+	if all {
+		return b.groups.coord.OffsetCommit(ctx, req), nil
+	}
+	// Commit the known partitions, then answer in the request's order.
+	sub := *req
+	sub.Topics = nil
+	for _, t := range req.Topics {
+		st := t
+		st.Partitions = nil
+		for _, p := range t.Partitions {
+			if known(t.Topic, p.Partition) {
+				st.Partitions = append(st.Partitions, p)
+			}
+		}
+		if len(st.Partitions) > 0 {
+			sub.Topics = append(sub.Topics, st)
+		}
+	}
+	codes := map[string]map[int32]int16{}
+	if len(sub.Topics) > 0 {
+		for _, t := range b.groups.coord.OffsetCommit(ctx, &sub).Topics {
+			m := codes[t.Topic]
+			if m == nil {
+				m = map[int32]int16{}
+				codes[t.Topic] = m
+			}
+			for _, p := range t.Partitions {
+				m[p.Partition] = p.ErrorCode
+			}
+		}
+	}
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			if known(t.Topic, p.Partition) {
+				rp.ErrorCode = codes[t.Topic][p.Partition]
+			} else {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

@@ -1,0 +1,236 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/samsahq/samsa/internal/metadata"
+)
+
+// Broker session defaults (Kafka's broker.session.timeout.ms and
+// broker.heartbeat.interval.ms).
+const (
+	DefaultBrokerSessionTimeout = 9 * time.Second
+	DefaultHeartbeatInterval    = 2 * time.Second
+)
+
+// brokerTracker is the active controller's view of broker sessions: when
+// each broker last heartbeated. It fences brokers whose session expired.
+type brokerTracker struct {
+	c       *Controller
+	timeout time.Duration
+
+	mu       sync.Mutex // guards the fields below
+	lastSeen map[int32]time.Time
+	stopc    chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newBrokerTracker(c *Controller) *brokerTracker {
+	timeout := c.node.BrokerSessionTimeout
+	if timeout <= 0 {
+		timeout = DefaultBrokerSessionTimeout
+	}
+	return &brokerTracker{c: c, timeout: timeout, lastSeen: map[int32]time.Time{}}
+}
+
+// start begins session checks; every registered broker gets a full
+// session from now (a new active controller does not know when brokers
+// last heartbeated).
+func (t *brokerTracker) start() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopc != nil {
+		return
+	}
+	now := time.Now()
+	for _, b := range t.c.image.Load().Brokers() {
+		t.lastSeen[b.ID] = now
+	}
+	t.stopc = make(chan struct{})
+	t.wg.Add(1)
+	go t.run(t.stopc)
+}
+
+func (t *brokerTracker) stop() {
+	t.mu.Lock()
+	stopc := t.stopc
+	t.stopc = nil
+	t.mu.Unlock()
+	if stopc != nil {
+		close(stopc)
+	}
+	t.wg.Wait()
+}
+
+func (t *brokerTracker) seen(id int32) {
+	t.mu.Lock()
+	t.lastSeen[id] = time.Now()
+	t.mu.Unlock()
+}
+
+func (t *brokerTracker) run(stopc chan struct{}) {
+	defer t.wg.Done()
+	tick := time.NewTicker(t.timeout / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stopc:
+			return
+		case now := <-tick.C:
+			var expired []int32
+			t.mu.Lock()
+			for _, b := range t.c.image.Load().Brokers() {
+				if last, ok := t.lastSeen[b.ID]; !b.Fenced && ok && now.Sub(last) > t.timeout {
+					expired = append(expired, b.ID)
+				}
+			}
+			t.mu.Unlock()
+			for _, id := range expired {
+				t.c.logger.Warn("broker session expired: fencing it", "broker", id)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := t.c.FenceBroker(ctx, id); err != nil {
+					t.c.logger.Warn("fencing broker failed", "broker", id, "err", err)
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+// RegisterBroker records a broker's endpoints and rack (BrokerRegistration,
+// KIP-631) and returns its broker epoch (the offset of the registration
+// record, as Kafka uses). A registered broker starts unfenced: a restarted
+// broker rejoins ISRs only through its leaders' AlterPartition, so it
+// cannot lead a partition it lags on.
+func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation metadata.UUID, endpoints []metadata.Endpoint, rack *string) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	im := c.image.Load()
+	if b := im.Broker(id); b != nil && !b.Fenced && equalEndpoints(b.Endpoints, endpoints) && ptrEq(b.Rack, rack) && b.Epoch >= 0 && c.brokerIncarnation[id] == incarnation {
+		c.brokers.seen(id)
+		return b.Epoch, nil
+	}
+	epoch := im.Offset + 1
+	recs := []metadata.Record{metadata.RegisterBrokerRecord{BrokerID: id, Epoch: epoch, IncarnationID: incarnation, Endpoints: endpoints, Rack: rack}}
+	recs = append(recs, c.electLeadersLocked(im, id)...)
+	if err := c.commitLocked(ctx, recs); err != nil {
+		return 0, err
+	}
+	c.brokerIncarnation[id] = incarnation
+	c.brokers.seen(id)
+	return c.image.Load().Broker(id).Epoch, nil
+}
+
+func ptrEq(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// Heartbeat records a broker's heartbeat (BrokerHeartbeat). A fenced
+// broker that heartbeats is unfenced and takes back leadership of
+// leaderless partitions whose ISR it is in. wantShutdown starts a
+// controlled shutdown: leadership moves to other in-sync replicas and the
+// broker leaves every ISR it is not the last member of; shouldShutdown
+// tells it that this is done.
+func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantShutdown bool) (fenced, shouldShutdown bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.active.Load() {
+		return false, false, ErrNotController
+	}
+	im := c.image.Load()
+	b := im.Broker(id)
+	if b == nil || b.Epoch != epoch {
+		return true, false, ErrStaleBrokerEpoch
+	}
+	c.brokers.seen(id)
+	if wantShutdown {
+		if err := c.commitLocked(ctx, c.fenceRecordsLocked(im, id)); err != nil {
+			return true, false, err
+		}
+		return true, true, nil
+	}
+	if b.Fenced {
+		reg := metadata.RegisterBrokerRecord{BrokerID: id, Epoch: b.Epoch, Endpoints: b.Endpoints, Rack: b.Rack}
+		recs := append([]metadata.Record{reg}, c.electLeadersLocked(im, id)...)
+		if err := c.commitLocked(ctx, recs); err != nil {
+			return true, false, err
+		}
+		c.logger.Info("unfenced broker", "broker", id)
+	}
+	return false, false, nil
+}
+
+// FenceBroker fences a broker whose session expired: it leaves every ISR
+// (unless it is the last member) and other in-sync replicas take over the
+// partitions it led; a partition whose only in-sync replica it was has no
+// leader until it returns (unclean.leader.election.enable is not
+// supported yet).
+func (c *Controller) FenceBroker(ctx context.Context, id int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.commitLocked(ctx, c.fenceRecordsLocked(c.image.Load(), id))
+}
+
+func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata.Record {
+	b := im.Broker(id)
+	if b == nil {
+		return nil
+	}
+	recs := []metadata.Record{metadata.RegisterBrokerRecord{BrokerID: id, Epoch: b.Epoch, Endpoints: b.Endpoints, Rack: b.Rack, Fenced: true}}
+	fenced := func(r int32) bool {
+		if r == id {
+			return true
+		}
+		rb := im.Broker(r)
+		return rb == nil || rb.Fenced
+	}
+	for _, name := range im.TopicNames() {
+		t := im.Topic(name)
+		for i, p := range t.Partitions {
+			if !slices.Contains(p.ISR, id) && p.Leader != id {
+				continue
+			}
+			isr := p.ISR
+			if len(isr) > 1 {
+				isr = slices.DeleteFunc(slices.Clone(isr), func(r int32) bool { return r == id })
+			}
+			leader, epoch := p.Leader, p.LeaderEpoch
+			if leader == id {
+				leader = -1
+				for _, r := range isr {
+					if !fenced(r) {
+						leader = r
+						break
+					}
+				}
+				epoch++
+			}
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: isr,
+				Leader: leader, LeaderEpoch: epoch, PartitionEpoch: p.PartitionEpoch + 1})
+		}
+	}
+	return recs
+}
+
+// electLeadersLocked gives broker id (about to be unfenced) the leadership
+// of leaderless partitions whose ISR holds it.
+func (c *Controller) electLeadersLocked(im *metadata.Image, id int32) []metadata.Record {
+	var recs []metadata.Record
+	for _, name := range im.TopicNames() {
+		t := im.Topic(name)
+		for i, p := range t.Partitions {
+			if p.Leader >= 0 || !slices.Contains(p.ISR, id) {
+				continue
+			}
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: p.ISR,
+				Leader: id, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1})
+		}
+	}
+	return recs
+}
