@@ -123,7 +123,15 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		NodeID:    nc.NodeID,
 		ClusterID: nc.ClusterID,
 		Default:   storage.Config{},
-		Logger:    logger,
+		// Retention and the log cleaner (log.retention.check.interval.ms,
+		// log.cleaner.*); topic configs reach each log through the broker.
+		RetentionCheckInterval: nc.LogRetentionCheckInterval,
+		Cleaner: storage.CleanerOptions{
+			Disable:          !nc.LogCleanerEnable,
+			Backoff:          nc.LogCleanerBackoff,
+			DedupeBufferSize: nc.LogCleanerDedupeBufferSize,
+		},
+		Logger: logger,
 	})
 	if err != nil {
 		return nil, err

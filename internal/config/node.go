@@ -67,6 +67,20 @@ type Node struct {
 	// LogFlushOffsetCheckpointIntervalMs is
 	// log.flush.offset.checkpoint.interval.ms (default 60000).
 	LogFlushOffsetCheckpointIntervalMs int64
+	// LogRetentionCheckInterval is log.retention.check.interval.ms: how
+	// often segments are checked against retention.ms and
+	// retention.bytes (default 5 min; zero means the default).
+	LogRetentionCheckInterval time.Duration
+	// LogCleanerEnable is log.cleaner.enable: compact the topics whose
+	// cleanup.policy has compact (default true).
+	LogCleanerEnable bool
+	// LogCleanerBackoff is log.cleaner.backoff.ms: the log cleaner's sleep
+	// when no log needs cleaning (default 15 s).
+	LogCleanerBackoff time.Duration
+	// LogCleanerDedupeBufferSize is log.cleaner.dedupe.buffer.size: the
+	// memory, in bytes, that bounds the keys one cleaning maps (default
+	// 134217728).
+	LogCleanerDedupeBufferSize int64
 	// OffsetsTopicNumPartitions is offsets.topic.num.partitions (default 50).
 	OffsetsTopicNumPartitions int32
 	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
@@ -372,7 +386,14 @@ var nodeProps = map[string]nodeProp{
 	"num.recovery.threads.per.data.dir":                {"1", ignored, "accepted, unused"},
 	"socket.send.buffer.bytes":                         {"102400", ignored, "accepted, unused"},
 	"socket.receive.buffer.bytes":                      {"102400", ignored, "accepted, unused"},
-	"log.retention.check.interval.ms":                  {"300000", ignored, "retention check interval"},
+	"log.retention.check.interval.ms":                  {"300000", millis(func(n *Node) *time.Duration { return &n.LogRetentionCheckInterval }, time.Millisecond), "how often retention runs"},
+	"log.cleaner.enable":                               {"true", boolean(func(n *Node) *bool { return &n.LogCleanerEnable }), "run the log cleaner"},
+	"log.cleaner.backoff.ms":                           {"15000", millis(func(n *Node) *time.Duration { return &n.LogCleanerBackoff }, time.Millisecond), "log cleaner sleep when idle"},
+	"log.cleaner.dedupe.buffer.size":                   {"134217728", i64(func(n *Node) *int64 { return &n.LogCleanerDedupeBufferSize }, 1024), "log cleaner key map memory"},
+	"log.cleaner.threads":                              {"1", ignored, "accepted; one cleaner goroutine"},
+	"log.cleaner.io.buffer.size":                       {"524288", ignored, "accepted, unused"},
+	"log.cleaner.io.max.bytes.per.second":              {"1.7976931348623157E308", ignored, "accepted, unthrottled"},
+	"log.cleaner.io.buffer.load.factor":                {"0.9", ignored, "accepted, 0.9"},
 	"transaction.state.log.replication.factor":         {"3", ignored, "capped by cluster size"},
 	"transaction.state.log.min.isr":                    {"2", ignored, "capped by cluster size"},
 	"share.coordinator.state.topic.replication.factor": {"3", ignored, "accepted, unused"},
