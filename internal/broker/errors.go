@@ -27,6 +27,7 @@ var errorCodes = []struct {
 	{replica.ErrUnknownEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrMessageTooLarge, kerr.MessageTooLarge},
 	{replica.ErrRecordListLarge, kerr.RecordListTooLarge},
+	{replica.ErrInvalidRecord, kerr.InvalidRecord},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
 	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
 	{controller.ErrStaleEpoch, kerr.FencedLeaderEpoch},

@@ -104,6 +104,8 @@ func newPartition(tp TopicPartition, id [16]byte, localID int32, log *storage.Lo
 	empty := []int32{}
 	p.isr.Store(&empty)
 	p.leaderEpoch.Store(-1)
+	// Retention stays below the high-watermark, the cleaner below the LSO.
+	log.SetBounds(func() (int64, int64) { return p.HighWatermark(), p.LastStableOffset() })
 	return p
 }
 
@@ -248,6 +250,11 @@ func (p *Partition) Append(batches []byte, acks int16, nowMillis int64) (storage
 		if h.IsControl() {
 			// Only the transaction coordinator writes control batches.
 			return record.ErrCorrupt
+		}
+		if cfg.Compact {
+			if err := requireKeys(b); err != nil {
+				return err
+			}
 		}
 		if cfg.LogAppendTime {
 			record.SetMaxTimestampLogAppendTime(b, nowMillis)
