@@ -223,8 +223,9 @@ func (p *Partition) makeFollower(st State) {
 // Append validates batches (a Produce partition's records) and appends them
 // at the log end, stamping offsets and the leader epoch in place. It returns
 // record.ErrCorrupt (and friends) for a bad batch, ErrMessageTooLarge or
-// ErrRecordListLarge for oversized input, ErrNotLeader on a follower;
-// nothing is written then. nowMillis stamps LogAppendTime topics.
+// ErrRecordListLarge for oversized input, ErrInvalidRecord for a record
+// without a key on a compacted topic, ErrNotLeader on a follower; nothing
+// is written then. nowMillis stamps LogAppendTime topics.
 //
 // With acks=-1 (all), fewer in-sync replicas than min.insync.replicas give
 // ErrNotEnoughReplicas before anything is written.
