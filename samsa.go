@@ -57,11 +57,14 @@ type Node struct {
 	listeners []*server.Server
 	addr      string
 
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closeMu  sync.Mutex
-	closed   bool
-	closeErr error
+	stop chan struct{}
+	wg   sync.WaitGroup
+	// noControlledShutdown skips moving leadership away in Close (the
+	// whole cluster is stopping).
+	noControlledShutdown atomic.Bool
+	closeMu              sync.Mutex
+	closed               bool
+	closeErr             error
 }
 
 // Start starts a node and returns once it accepts connections. The context
@@ -288,7 +291,7 @@ func (n *Node) Close() error {
 	n.closed = true
 	close(n.stop)
 	var errs []error
-	if n.broker != nil && n.raft != nil {
+	if n.broker != nil && n.raft != nil && !n.noControlledShutdown.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := n.broker.Shutdown(ctx); err != nil {
 			n.logger.Warn("controlled shutdown did not finish", "err", err)

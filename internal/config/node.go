@@ -378,6 +378,10 @@ var nodeProps = map[string]nodeProp{
 	"group.max.size":                       {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
 	"offsets.retention.minutes":            {"10080", millis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
 	"fetch.max.bytes":                      {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
+	"replica.lag.time.max.ms":              {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
+	"replica.fetch.response.max.bytes":     {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
+	"broker.session.timeout.ms":            {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
+	"broker.heartbeat.interval.ms":         {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
 	"cluster.id":                           {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
 	// Accepted for compatibility with existing server.properties files;
 	// Samsa has no thread pools to size.

@@ -1,0 +1,137 @@
+package samsa_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa"
+)
+
+func startCluster(t *testing.T, nodes int, props map[string]string) *samsa.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: nodes, Dir: t.TempDir(), Properties: props})
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func describe(t *testing.T, adm *kadm.Client, topic string) kadm.TopicDetail {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td[topic]
+}
+
+// TestClusterReplication: 3 nodes, RF 3, min.insync.replicas 2, acks=all.
+// Every acknowledged record is read back after the leader of each
+// partition in turn is stopped and started again, and the restarted
+// broker rejoins the ISR.
+func TestClusterReplication(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, "rep")
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	waitFor(t, 20*time.Second, "full ISRs", func() bool {
+		td := describe(t, adm, "rep")
+		for _, p := range td.Partitions {
+			if len(p.ISR) != 3 || p.Leader < 0 {
+				return false
+			}
+		}
+		return len(td.Partitions) == 3
+	})
+
+	produced := map[string]bool{}
+	produce := func(n int, tag string) {
+		t.Helper()
+		recs := make([]*kgo.Record, n)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: "rep", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
+		}
+		for _, r := range cl.ProduceSync(ctx, recs...) {
+			if r.Err != nil {
+				t.Fatalf("produce %s: %v", tag, r.Err)
+			}
+			produced[string(r.Record.Value)] = true
+		}
+	}
+	produce(2000, "before")
+
+	for p := int32(0); p < 3; p++ {
+		leader := describe(t, adm, "rep").Partitions[p].Leader
+		if err := c.StopNode(leader); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "a new leader", func() bool {
+			l := describe(t, adm, "rep").Partitions[p].Leader
+			return l >= 0 && l != leader
+		})
+		produce(1000, fmt.Sprintf("without-%d", leader))
+		if err := c.StartNode(ctx, leader); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR", leader), func() bool {
+			for _, pd := range describe(t, adm, "rep").Partitions {
+				if !slices.Contains(pd.ISR, leader) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics("rep"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]int{}
+	for len(seen) < len(produced) {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d", len(seen), len(produced))
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	}
+	for v := range produced {
+		if seen[v] != 1 {
+			t.Fatalf("record %s read %d times", v, seen[v])
+		}
+	}
+}
