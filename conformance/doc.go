@@ -24,6 +24,12 @@
 // not advertise in ApiVersions is not run, and flips to run as soon as the
 // broker advertises them.
 //
+// cmd/kfakeserver wraps franz-go's in-memory kfake broker in the command
+// line of `samsa server`; `go test -samsa PATH-TO-kfakeserver -doc ""`
+// checks the runners on scenarios samsa does not support yet. (kfake, like
+// Kafka before 4.0's fix, advertises Produce from v3 only, so librdkafka
+// 2.0 sends gzip and snappy batches uncompressed there.)
+//
 // A failure of a scenario whose APIs the broker advertises fails the test,
 // unless known-failures.txt lists it with a reason (and then the test fails
 // when it passes, so the list stays current).

@@ -163,16 +163,18 @@ func fetchBatches(ctx context.Context, e *Env, offset int64) ([]kmsg.RecordBatch
 	req.MaxBytes = 1 << 20
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = e.Topic
+	// Fetch v13+ names topics by ID; the client picks the version.
+	td, err := e.Admin.ListTopics(ctx, e.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("broker side: metadata: %w", err)
+	}
+	rt.TopicID = td[e.Topic].ID
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition = 0
 	rp.FetchOffset = offset
 	rp.PartitionMaxBytes = 1 << 20
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	// Topic IDs from Fetch v13 on; our table needs names, so cap the version.
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req.Version = 12
 	resp, err := req.RequestWith(ctx, e.Client)
 	if err != nil {
 		return nil, fmt.Errorf("broker side: fetch: %w", err)

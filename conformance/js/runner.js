@@ -392,6 +392,13 @@ async function scenarioGroup(c, a) {
   await ma.commit()
   await mb.commit()
   await mb.close()
+  // Produce only once a owns every partition: records a got before its
+  // rebalance and had not committed would rightly come again.
+  const deadline2 = Date.now() + 60000
+  while (new Set(ma.assignment()).size !== 4) {
+    if ((await ma.poll(100)).length) throw new Fail('member a received records before any was produced')
+    if (Date.now() > deadline2) throw new Fail(`after b left, a did not get all 4 partitions within 60s: ${ma.assignment()}`)
+  }
   await c.produce(a.topic, 'none', makeRecords('g2', 400, 4), false)
   await pollUntil('g2', 400, ma).catch(e => {
     throw new Fail(`phase 2 (b left, a takes over): ${e.message}`)

@@ -11,6 +11,7 @@ The scenarios mirror cmd/goclients/main.go.
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -374,24 +375,78 @@ class KafkaPython:
 
 
 class KafkaPythonMember:
+    """A kafka-python group consumer polled by its own thread: its poll
+    blocks in JoinGroup until the rebalance completes, which needs the other
+    members to poll too. KafkaConsumer is not thread-safe, so commits run on
+    that thread as well."""
+
     def __init__(self, c):
+        import queue
+        import threading
         self.c = c
+        self.records = queue.Queue()
+        self.commands = queue.Queue()
+        self.assigned = []
+        self.error = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        import queue
+        try:
+            while not self.stop.is_set():
+                for recs in self.c.poll(timeout_ms=100, max_records=1000).values():
+                    for r in recs:
+                        self.records.put({"key": r.key, "value": r.value, "headers": list(r.headers),
+                                          "partition": r.partition, "offset": r.offset})
+                self.assigned = [tp.partition for tp in self.c.assignment()]
+                try:
+                    fn, done = self.commands.get_nowait()
+                except queue.Empty:
+                    continue
+                try:
+                    fn()
+                    done.append(None)
+                except Exception as e:  # handed to the caller
+                    done.append(e)
+        except Exception as e:  # reported by the next poll
+            self.error = e
+        finally:
+            self.c.close()
 
     def poll(self, d):
+        import queue
         out = []
-        for recs in self.c.poll(timeout_ms=int(d * 1000), max_records=1000).values():
-            for r in recs:
-                out.append({"key": r.key, "value": r.value, "headers": list(r.headers), "partition": r.partition, "offset": r.offset})
+        deadline = time.time() + d
+        while len(out) < 1000:
+            if self.error is not None:
+                raise self.error
+            try:
+                out.append(self.records.get(timeout=max(0.0, deadline - time.time())))
+            except queue.Empty:
+                break
         return out
 
     def assignment(self):
-        return [tp.partition for tp in self.c.assignment()]
+        return self.assigned
 
     def commit(self):
-        self.c.commit()
+        done = []
+        self.commands.put((self.c.commit, done))
+        deadline = time.time() + 30
+        while not done:
+            if self.error is not None:
+                raise self.error
+            if time.time() > deadline:
+                raise Fail("commit did not finish within 30s")
+            time.sleep(0.01)
+        if done[0] is not None:
+            raise done[0]
 
     def close(self):
-        self.c.close()
+        self.stop.set()
+        self.thread.join(30)
 
 
 # ---------------------------------------------------------------- scenarios
@@ -496,6 +551,14 @@ def scenario_group(c, a):
     ma.commit()
     mb.commit()
     mb.close()
+    # Produce only once a owns every partition: records a got before its
+    # rebalance and had not committed would rightly come again.
+    deadline = time.time() + 60
+    while len(set(ma.assignment())) != 4:
+        if ma.poll(0.1):
+            raise Fail("member a received records before any was produced")
+        if time.time() > deadline:
+            raise Fail("after b left, a did not get all 4 partitions within 60s: %s" % ma.assignment())
     c.produce(a.topic, "none", make_records("g2", 400, 4))
     try:
         poll_until("g2", 400, ma)
@@ -564,6 +627,13 @@ def result(status, detail):
 
 
 def main():
+    import signal
+
+    def timeout(*_):
+        result("fail", "runner timed out after 170s")
+        os._exit(0)
+    signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(170)
     ap = argparse.ArgumentParser()
     ap.add_argument("--client", required=True, choices=["confluent", "kafka-python"])
     ap.add_argument("--scenario", required=True)
@@ -585,6 +655,8 @@ def main():
     except Exception as e:  # every failure is reported, with its type
         traceback.print_exc()
         result("fail", "%s: %s" % (type(e).__name__, e) if not isinstance(e, Fail) else str(e))
+    sys.stdout.flush()
+    os._exit(0)  # without waiting for clients' background threads
 
 
 if __name__ == "__main__":

@@ -464,6 +464,11 @@ func scenarioGroup(ctx context.Context, c client) error {
 	if err := b.close(); err != nil {
 		return fmt.Errorf("close b: %w", err)
 	}
+	// Produce only once a owns every partition: records a got before its
+	// rebalance and had not committed would rightly come again.
+	if err := waitGroupStable(ctx, 1, a); err != nil {
+		return fmt.Errorf("after b left: %w", err)
+	}
 	if err := c.produce(ctx, opts.topic, "none", makeRecords("g2", 400, 4), false); err != nil {
 		return fmt.Errorf("produce phase 2: %w", err)
 	}
