@@ -9,6 +9,7 @@ import (
 
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/wire"
 )
 
 // Fetch v4-v12. Fetch sessions (KIP-227) are declined: every response
@@ -20,14 +21,15 @@ func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 
 func handleFetch(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	kresp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp := &wire.FetchResponse{FetchResponse: kresp, Sendfile: b.node.FetchSendfile}
 	if req.SessionEpoch > 0 {
 		// An incremental fetch (KIP-227): we never hand out a session, so
 		// the one it names is unknown. Epochs 0 (INITIAL) and -1 (FINAL)
 		// ask for a full fetch whatever the session id, as in Kafka's
 		// FetchManager; kafka-go sends session id -1 with epoch -1.
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		return resp, nil
+		kresp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return kresp, nil
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var wake chan struct{}
@@ -38,7 +40,8 @@ func handleFetch(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Reque
 		}
 	}()
 	for {
-		resp.Topics = resp.Topics[:0]
+		resp.Reset()
+		kresp.Topics = kresp.Topics[:0]
 		bytes, failed := b.fetchOnce(req, resp)
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 			return resp, nil
@@ -66,19 +69,22 @@ func handleFetch(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Reque
 			timer.Stop()
 		case <-timer.C:
 			// One last read at the deadline.
-			resp.Topics = resp.Topics[:0]
+			resp.Reset()
+			kresp.Topics = kresp.Topics[:0]
 			b.fetchOnce(req, resp)
 			return resp, nil
 		case <-ctx.Done():
 			timer.Stop()
-			return resp, nil
+			resp.Release()
+			return nil, ctx.Err()
 		}
 	}
 }
 
 // fetchOnce reads every requested partition into resp and returns the
 // bytes of records found and whether any partition failed.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) (total int, failed bool) {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (total int, failed bool) {
+	resp := wresp.FetchResponse
 	diverged := false
 	defer func() { failed = failed || diverged }()
 	maxBytes := req.MaxBytes
@@ -141,19 +147,23 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, resp *kmsg.FetchResponse) (to
 			if limit < 0 {
 				limit = 0
 			}
-			res, err := p.Read(rp.FetchOffset, limit, follower, total == 0)
+			slice, res, err := p.ReadSlice(rp.FetchOffset, limit, follower, total == 0)
 			if follower && err == nil {
 				b.replicas.FollowerFetched(p, req.ReplicaID, rp.FetchOffset)
 			}
 			sp.HighWatermark = res.HighWatermark
 			sp.LastStableOffset = res.LastStableOffset
 			sp.LogStartOffset = res.LogStartOffset
-			if err != nil {
+			switch {
+			case err != nil:
 				sp.ErrorCode = errCode(err)
 				failed = true
-			} else if len(res.Records) > 0 {
-				sp.RecordBatches = res.Records
-				total += len(res.Records)
+				slice.Release()
+			case slice.Length > 0:
+				wresp.SetRecords(&sp, wire.FileRegion{File: slice.File, Position: slice.Position, Length: slice.Length, Release: slice.Release})
+				total += int(slice.Length)
+			default:
+				slice.Release()
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

@@ -394,6 +394,23 @@ func (p *Partition) Read(offset int64, maxBytes int32, untilLogEnd, minOne bool)
 	return res, nil
 }
 
+// ReadSlice is Read leaving the batches in the segment file (see
+// storage.Log.ReadSlice); the caller must call the slice's Release.
+func (p *Partition) ReadSlice(offset int64, maxBytes int32, untilLogEnd, minOne bool) (storage.FileSlice, ReadResult, error) {
+	hw := p.hw.Load()
+	limit := hw
+	if untilLogEnd {
+		limit = p.log.LogEndOffset()
+	}
+	res := ReadResult{HighWatermark: hw, LastStableOffset: hw}
+	fs, r, err := p.log.ReadSlice(offset, maxBytes, limit, minOne)
+	res.LogStartOffset = r.LogStartOffset
+	if err != nil {
+		res.LogStartOffset = p.log.LogStartOffset()
+	}
+	return fs, res, err
+}
+
 // UpdateFollower records a follower fetch at fetchOffset (the follower has
 // every record below it): it may advance the high-watermark, and returns
 // the ISR to ask the controller for when the follower caught up and is not

@@ -205,6 +205,14 @@ func (s *Server) serve(nc net.Conn) {
 		if resp == nil {
 			continue
 		}
+		if fw, ok := resp.(framedWriter); ok {
+			// Responses that splice file regions write themselves.
+			if err := fw.WriteFramed(nc, req.CorrelationID); err != nil {
+				log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
+				return
+			}
+			continue
+		}
 		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
 		if _, err := nc.Write(out); err != nil {
 			return
@@ -213,6 +221,11 @@ func (s *Server) serve(nc net.Conn) {
 			out = nil // do not pin large buffers on idle connections
 		}
 	}
+}
+
+// framedWriter is a response that writes its own frame (wire.FetchResponse).
+type framedWriter interface {
+	WriteFramed(c net.Conn, correlationID int32) error
 }
 
 // peekedConn is a connection whose first bytes were buffered by a peek.

@@ -741,22 +741,24 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// fileSlice is a byte range of a segment file holding the whole batches a
-// Read would return, for a zero-copy (sendfile) fetch path that writes
-// them to a socket with explicit offsets. The segment cannot be truncated
-// or closed until release is called.
-type fileSlice struct {
-	file     *os.File
-	position int64
-	length   int64
-	release  func()
+// FileSlice is a byte range of a segment file holding the whole batches a
+// Read would return, for a fetch path that writes them to a socket with
+// explicit offsets (sendfile, or pread into a pooled buffer), never moving
+// the file's shared position. The segment cannot be truncated or closed
+// until Release is called.
+type FileSlice struct {
+	File     *os.File
+	Position int64 // bytes from the start of the file
+	Length   int64 // bytes; zero when nothing is readable
+	Release  func()
 }
 
-// readSlice is Read without the copy (same arguments, offsets and errors).
-// A zero length slice has a no-op release. Callers must call release
-// promptly: it holds up truncation of the segment.
-func (l *Log) readSlice(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (fileSlice, ReadResult, error) {
-	none := fileSlice{release: func() {}}
+// ReadSlice is Read without the copy (same arguments, offsets and errors):
+// the batches stay in the segment file. A zero length slice has a no-op
+// Release. Callers must call Release promptly (and always): it holds up
+// truncation of the segment.
+func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (FileSlice, ReadResult, error) {
+	none := FileSlice{Release: func() {}}
 	for range readRetries {
 		if l.closed.Load() {
 			return none, ReadResult{}, ErrClosed
@@ -789,7 +791,7 @@ func (l *Log) readSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 				}
 				continue
 			}
-			return fileSlice{file: s.log, position: pos, length: n, release: s.rw.RUnlock}, res, nil
+			return FileSlice{File: s.log, Position: pos, Length: n, Release: s.rw.RUnlock}, res, nil
 		}
 		if !retry {
 			return none, res, nil

@@ -573,17 +573,17 @@ func TestReadSliceMatchesRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fs, res2, err := l.readSlice(off, lim.maxBytes, lim.maxOffset, lim.minOne)
+			fs, res2, err := l.ReadSlice(off, lim.maxBytes, lim.maxOffset, lim.minOne)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make([]byte, fs.length)
-			if fs.length > 0 {
-				if _, err := fs.file.ReadAt(got, fs.position); err != nil {
+			got := make([]byte, fs.Length)
+			if fs.Length > 0 {
+				if _, err := fs.File.ReadAt(got, fs.Position); err != nil {
 					t.Fatal(err)
 				}
 			}
-			fs.release()
+			fs.Release()
 			if !bytes.Equal(got, res.Records) || res2.LogEndOffset != res.LogEndOffset {
 				t.Fatalf("offset %d %+v: slice of %d bytes, Read %d", off, lim, len(got), len(res.Records))
 			}

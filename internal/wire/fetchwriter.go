@@ -1,0 +1,225 @@
+package wire
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
+)
+
+// FileRegion is a partition's records as a byte range of a segment file,
+// written to the socket without passing through the response encoder.
+// Release is called once the response is written (or dropped).
+type FileRegion struct {
+	File     *os.File
+	Position int64
+	Length   int64
+	Release  func()
+}
+
+// FetchResponse is a Fetch response whose records are written straight
+// from segment files: everything else is encoded by kmsg, with a unique
+// 16-byte marker standing in for each partition's records; writing splices
+// the file regions in place of the markers.
+type FetchResponse struct {
+	*kmsg.FetchResponse
+	// Sendfile writes regions with sendfile(2) at explicit offsets;
+	// otherwise they are read with pread(2) into pooled buffers and
+	// written with writev(2).
+	Sendfile bool
+	regions  []markedRegion
+}
+
+type markedRegion struct {
+	marker [markerLen]byte
+	FileRegion
+}
+
+const markerLen = 16
+
+var (
+	markerPrefix [8]byte
+	markerSeq    atomic.Uint64
+)
+
+func init() { rand.Read(markerPrefix[:]) }
+
+// SetRecords makes region the records of p, a partition of the response.
+// The response owns region from then on: Release releases it.
+func (f *FetchResponse) SetRecords(p *kmsg.FetchResponseTopicPartition, region FileRegion) {
+	var m markedRegion
+	copy(m.marker[:8], markerPrefix[:])
+	binary.BigEndian.PutUint64(m.marker[8:], markerSeq.Add(1))
+	m.FileRegion = region
+	p.RecordBatches = m.marker[:]
+	f.regions = append(f.regions, m)
+}
+
+// Regions is the number of file regions set.
+func (f *FetchResponse) Regions() int { return len(f.regions) }
+
+// Reset releases the regions and forgets them, for a response built again.
+func (f *FetchResponse) Reset() {
+	f.Release()
+	f.regions = f.regions[:0]
+}
+
+// Release releases every region; safe to call more than once.
+func (f *FetchResponse) Release() {
+	for i := range f.regions {
+		if r := f.regions[i].Release; r != nil {
+			r()
+			f.regions[i].Release = nil
+		}
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+
+// WriteFramed writes the response framed for correlationID to c, splicing
+// in the file regions, and releases them.
+func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32) error {
+	defer f.Release()
+	head := AppendResponse(nil, correlationID, f.FetchResponse)
+	flexible := f.IsFlexible()
+
+	// Split the encoded response at each marker: pieces[i] ends just
+	// before region i's length prefix.
+	type piece struct {
+		bytes  []byte
+		prefix []byte
+		region *markedRegion
+	}
+	var pieces []piece
+	rest := head[4:]
+	total := 0
+	for i := range f.regions {
+		r := &f.regions[i]
+		at := bytes.Index(rest, r.marker[:])
+		plen := 4
+		if flexible {
+			plen = 1 // uvarint(markerLen+1)
+		}
+		if at < plen {
+			return fmt.Errorf("wire: fetch response marker %d not found", i)
+		}
+		var prefix []byte
+		if flexible {
+			prefix = binary.AppendUvarint(nil, uint64(r.Length)+1)
+		} else {
+			prefix = binary.BigEndian.AppendUint32(nil, uint32(r.Length))
+		}
+		pieces = append(pieces, piece{bytes: rest[:at-plen], prefix: prefix, region: r})
+		total += at - plen + len(prefix) + int(r.Length)
+		rest = rest[at+markerLen:]
+	}
+	pieces = append(pieces, piece{bytes: rest})
+	total += len(rest)
+	var size [4]byte
+	binary.BigEndian.PutUint32(size[:], uint32(total))
+
+	if !f.Sendfile {
+		bufs := net.Buffers{size[:]}
+		var pooled []*[]byte
+		defer func() {
+			for _, b := range pooled {
+				*b = (*b)[:0]
+				bufPool.Put(b)
+			}
+		}()
+		for _, p := range pieces {
+			bufs = append(bufs, p.bytes)
+			if p.region == nil {
+				continue
+			}
+			bufs = append(bufs, p.prefix)
+			bp := bufPool.Get().(*[]byte)
+			pooled = append(pooled, bp)
+			if int64(cap(*bp)) < p.region.Length {
+				*bp = make([]byte, p.region.Length)
+			}
+			b := (*bp)[:p.region.Length]
+			if _, err := p.region.File.ReadAt(b, p.region.Position); err != nil {
+				return fmt.Errorf("wire: reading records: %w", err)
+			}
+			bufs = append(bufs, b)
+		}
+		_, err := bufs.WriteTo(c)
+		return err
+	}
+
+	pending := net.Buffers{size[:]}
+	for _, p := range pieces {
+		pending = append(pending, p.bytes)
+		if p.region == nil {
+			break
+		}
+		pending = append(pending, p.prefix)
+		if _, err := pending.WriteTo(c); err != nil {
+			return err
+		}
+		pending = pending[:0]
+		if err := sendfile(c, p.region.File, p.region.Position, p.region.Length); err != nil {
+			return err
+		}
+	}
+	_, err := pending.WriteTo(c)
+	return err
+}
+
+// sendfile copies n bytes of f at off to c with sendfile(2), using an
+// explicit offset so that the file's shared position never moves.
+func sendfile(c net.Conn, f *os.File, off, n int64) error {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		_, err := io.Copy(c, io.NewSectionReader(f, off, n))
+		return err
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	fc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var werr error
+	ferr := fc.Control(func(infd uintptr) {
+		werr = rc.Write(func(outfd uintptr) bool {
+			for n > 0 {
+				chunk := min(n, 1<<30)
+				w, err := unix.Sendfile(int(outfd), int(infd), &off, int(chunk))
+				if w > 0 {
+					n -= int64(w)
+				}
+				switch {
+				case errors.Is(err, unix.EAGAIN):
+					return false // wait until the socket is writable
+				case errors.Is(err, unix.EINTR):
+					continue
+				case err != nil:
+					werr = err
+					return true
+				case w == 0:
+					werr = io.ErrUnexpectedEOF
+					return true
+				}
+			}
+			return true
+		})
+	})
+	if ferr != nil {
+		return ferr
+	}
+	return werr
+}
