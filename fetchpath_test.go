@@ -17,7 +17,8 @@ func TestFetchPaths(t *testing.T) {
 	for _, sendfile := range []string{"false", "true"} {
 		t.Run("sendfile="+sendfile, func(t *testing.T) {
 			n := startNode(t, t.TempDir(), map[string]string{"samsa.fetch.sendfile": sendfile, "log.segment.bytes": "100000"})
-			cl := newClient(t, n)
+			// Batches stay below segment.bytes, which rejects larger ones.
+			cl := newClient(t, n, kgo.ProducerBatchMaxBytes(50_000))
 			createTopic(t, cl, "fp", 3, nil)
 			produced := produceN(t, cl, "fp", 20_000)
 			checkRoundTrip(t, produced, consumeAll(t, n, "fp", len(produced)))

@@ -388,7 +388,7 @@ var nodeProps = map[string]nodeProp{
 	"replica.fetch.response.max.bytes":     {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
 	"broker.session.timeout.ms":            {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
 	"broker.heartbeat.interval.ms":         {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
-	"samsa.fetch.sendfile":                 {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
+	"samsa.fetch.sendfile":                 {"true", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
 	"cluster.id":                           {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
 	// Accepted for compatibility with existing server.properties files;
 	// Samsa has no thread pools to size.
