@@ -419,8 +419,15 @@ func testClientErrors(t *testing.T, addr string) {
 			}
 		})
 	}
+	// A broker that cannot be reached fails the records after
+	// --delivery-timeout.
+	r := run(t, strings.NewReader("a\nb\n"), "produce", "two", "--brokers", "127.0.0.1:1", "--delivery-timeout", "1s", "-q")
+	if r.err == nil || !strings.Contains(r.err.Error(), "2 of 2 records failed") {
+		t.Errorf("produce to no broker: %v", r.err)
+	}
+
 	// Records before a bad line were produced and acknowledged.
-	r := mustRun(t, nil, "consume", "two", b, "-q", "--from-beginning", "--until-end")
+	r = mustRun(t, nil, "consume", "two", b, "-q", "--from-beginning", "--until-end")
 	got := strings.Split(r.stdout, "\n")
 	slices.Sort(got)
 	if w := []string{"", "1", "short", `{"k":"1"}`}; !slices.Equal(got, w) {

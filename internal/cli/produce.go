@@ -42,6 +42,7 @@ type produceFlags struct {
 	linger          time.Duration
 	headers         []string
 	maxMessageBytes int
+	deliveryTimeout time.Duration
 	quiet           bool
 }
 
@@ -93,6 +94,7 @@ at the end, unless --quiet.`,
 	fl.DurationVar(&f.linger, "linger", 5*time.Millisecond, "wait this long for more records before sending a batch (linger.ms)")
 	fl.StringArrayVarP(&f.headers, "header", "H", nil, "add header `key=value` to every record; may be repeated")
 	fl.IntVar(&f.maxMessageBytes, "max-message-bytes", defaultMaxMessageBytes, "largest line and largest batch, in bytes")
+	fl.DurationVar(&f.deliveryTimeout, "delivery-timeout", 2*time.Minute, "fail a record not acknowledged this long after it was read, at least 1s (delivery.timeout.ms; zero: never)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress or summary on standard error")
 	cmd.MarkFlagsMutuallyExclusive("key-field", "key-separator")
 	return cmd
@@ -131,6 +133,10 @@ func (f *produceFlags) producerOptions() ([]kgo.Opt, error) {
 		return nil, fmt.Errorf("--linger %s: must not be negative", f.linger)
 	}
 	opts = append(opts, kgo.ProducerLinger(f.linger))
+	if f.deliveryTimeout < 0 || f.deliveryTimeout > 0 && f.deliveryTimeout < time.Second {
+		return nil, fmt.Errorf("--delivery-timeout %s: want zero or at least 1s", f.deliveryTimeout)
+	}
+	opts = append(opts, kgo.RecordDeliveryTimeout(f.deliveryTimeout))
 	// kgo refuses batches limits under 512 bytes.
 	if f.maxMessageBytes < 512 || f.maxMessageBytes > 1<<30 {
 		return nil, fmt.Errorf("--max-message-bytes %d: want 512 to %d", f.maxMessageBytes, 1<<30)
@@ -191,7 +197,10 @@ func runProduce(cmd *cobra.Command, f *produceFlags, topic string) error {
 				prog.fail()
 				mu.Lock()
 				if firstErr == nil {
-					firstErr = fmt.Errorf("partition %d: %w", r.Partition, err)
+					firstErr = err
+					if r.Partition >= 0 {
+						firstErr = fmt.Errorf("partition %d: %w", r.Partition, err)
+					}
 				}
 				mu.Unlock()
 				return
