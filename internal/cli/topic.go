@@ -39,7 +39,7 @@ func newTopicCommand() *cobra.Command {
 	f := new(topicFlags)
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe and delete topics",
+		Short: "Create, list, describe, delete topics and alter their configs",
 		Args:  cobra.NoArgs,
 	}
 	f.add(cmd)
@@ -50,6 +50,7 @@ func newTopicCommand() *cobra.Command {
 		newTopicListCommand(f),
 		newTopicDescribeCommand(f),
 		newTopicDeleteCommand(f),
+		newTopicAlterConfigCommand(f),
 	)
 	return cmd
 }
