@@ -274,6 +274,9 @@ func (n *Node) background() {
 			if err := n.logs.Checkpoint(); err != nil {
 				n.logger.Warn("writing checkpoints failed", "err", err)
 			}
+			if err := n.broker.Replicas().Checkpoint(); err != nil {
+				n.logger.Warn("writing replication-offset-checkpoint failed", "err", err)
+			}
 		}
 	}
 }

@@ -2,6 +2,9 @@ package samsa_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -122,8 +125,13 @@ func TestRoundTrip100k(t *testing.T) {
 	produced := produceN(t, cl, "rt", 100_000)
 	checkRoundTrip(t, produced, consumeAll(t, n, "rt", len(produced)))
 
-	// A clean restart keeps everything.
+	// A clean restart keeps everything, and the high-watermarks were
+	// checkpointed.
 	n.Close()
+	hw, err := os.ReadFile(filepath.Join(dir, "replication-offset-checkpoint"))
+	if err != nil || !strings.Contains(string(hw), "\nrt 0 ") {
+		t.Fatalf("replication-offset-checkpoint: %v %q", err, hw)
+	}
 	n2 := startNode(t, dir, nil)
 	checkRoundTrip(t, produced, consumeAll(t, n2, "rt", len(produced)))
 

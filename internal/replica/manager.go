@@ -42,9 +42,10 @@ type Manager struct {
 	opts   Options
 	logger *slog.Logger
 
-	mu       sync.RWMutex // guards parts and fetchers
-	parts    map[TopicPartition]*Partition
-	fetchers map[int32]*fetcher // by leader id
+	mu            sync.RWMutex // guards parts, fetchers and hwCheckpoints
+	parts         map[TopicPartition]*Partition
+	fetchers      map[int32]*fetcher                          // by leader id
+	hwCheckpoints map[string]map[storage.TopicPartition]int64 // by log dir, read once
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -64,13 +65,14 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 		opts.FetchMaxBytes = 10 << 20
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{}, ctx: ctx, cancel: cancel}
+	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
 	m.wg.Add(1)
 	go m.isrChecker()
 	return m
 }
 
-// Close stops the fetchers and the ISR checker.
+// Close stops the fetchers and the ISR checker and writes the
+// high-watermark checkpoint.
 func (m *Manager) Close() {
 	m.cancel()
 	m.mu.Lock()
@@ -80,6 +82,9 @@ func (m *Manager) Close() {
 	m.fetchers = map[int32]*fetcher{}
 	m.mu.Unlock()
 	m.wg.Wait()
+	if err := m.Checkpoint(); err != nil {
+		m.logger.Warn("writing replication-offset-checkpoint failed", "err", err)
+	}
 }
 
 // Get returns the hosted partition or nil.
@@ -107,6 +112,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 		log.SetConfig(cfg.Storage)
 	}
 	p := newPartition(tp, topicID, m.opts.NodeID, log, cfg)
+	p.hw.Store(min(m.checkpointedHWLocked(log, tp), log.LogEndOffset()))
 	m.parts[tp] = p
 	return p, nil
 }

@@ -1,0 +1,47 @@
+package replica
+
+import (
+	"errors"
+	"path/filepath"
+
+	"github.com/samsahq/samsa/internal/storage"
+)
+
+// checkpointedHWLocked returns the high-watermark recorded in the
+// replication-offset-checkpoint of the partition's log dir, or 0: a
+// restarted leader starts from it rather than from 0 while its followers
+// reconnect. Requires m.mu.
+func (m *Manager) checkpointedHWLocked(log *storage.Log, tp TopicPartition) int64 {
+	dir := filepath.Dir(log.Dir())
+	hws, ok := m.hwCheckpoints[dir]
+	if !ok {
+		var err error
+		hws, err = storage.ReadOffsetCheckpoint(filepath.Join(dir, storage.ReplicationOffsetCheckpointFile))
+		if err != nil {
+			m.logger.Warn("reading replication-offset-checkpoint failed", "dir", dir, "err", err)
+			hws = map[storage.TopicPartition]int64{}
+		}
+		m.hwCheckpoints[dir] = hws
+	}
+	return hws[storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}]
+}
+
+// Checkpoint writes every hosted partition's high-watermark to the
+// replication-offset-checkpoint of its log dir.
+func (m *Manager) Checkpoint() error {
+	byDir := map[string]map[storage.TopicPartition]int64{}
+	m.mu.RLock()
+	for tp, p := range m.parts {
+		dir := filepath.Dir(p.log.Dir())
+		if byDir[dir] == nil {
+			byDir[dir] = map[storage.TopicPartition]int64{}
+		}
+		byDir[dir][storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = p.HighWatermark()
+	}
+	m.mu.RUnlock()
+	var errs []error
+	for dir, hws := range byDir {
+		errs = append(errs, storage.WriteOffsetCheckpoint(filepath.Join(dir, storage.ReplicationOffsetCheckpointFile), hws))
+	}
+	return errors.Join(errs...)
+}
