@@ -58,6 +58,9 @@ type dispatcher struct {
 	epochStart int64 // when leader is self: offset of its first entry of the epoch
 	closed     bool
 	subs       map[*subscription]struct{}
+	// changed is closed, and replaced, whenever committed or leader
+	// changes or the dispatcher closes (see watch).
+	changed chan struct{}
 
 	wg sync.WaitGroup
 }
@@ -78,11 +81,16 @@ func newDispatcher(l *storage.Log, self int32, committed int64, leader Leadershi
 		leader:     leader,
 		epochStart: -1,
 		subs:       map[*subscription]struct{}{},
+		changed:    make(chan struct{}),
 	}
 }
 
-// wakeLocked nudges every listener goroutine.
+// wakeLocked nudges every listener goroutine and the watchers.
 func (d *dispatcher) wakeLocked() {
+	if !d.closed {
+		close(d.changed)
+		d.changed = make(chan struct{})
+	}
 	for s := range d.subs {
 		select {
 		case s.wake <- struct{}{}:
@@ -110,6 +118,15 @@ func (d *dispatcher) setLeader(l Leadership, epochStart int64) {
 		d.leader, d.epochStart = l, epochStart
 		d.wakeLocked()
 	}
+}
+
+// watch returns the committed end and the leadership with a channel
+// closed at their next change or when the dispatcher closes (closed then
+// reports it, and the channel stays closed).
+func (d *dispatcher) watch() (committed int64, leader Leadership, changed <-chan struct{}, closed bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.committed, d.leader, d.changed, d.closed
 }
 
 func (d *dispatcher) state() (committed int64, leader Leadership, epochStart int64) {
@@ -209,6 +226,9 @@ func (d *dispatcher) serve(s *subscription, next int64) {
 // close stops every listener goroutine and waits for them.
 func (d *dispatcher) close() {
 	d.mu.Lock()
+	if !d.closed {
+		close(d.changed)
+	}
 	d.closed = true
 	for s := range d.subs {
 		s.once.Do(func() { close(s.stop) })

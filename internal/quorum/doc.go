@@ -4,7 +4,7 @@
 // leader, Replay at startup, Register for the committed batches and the
 // leadership from then on.
 //
-// Two implementations:
+// Three implementations:
 //
 //   - Local, for a single node (process.roles=broker,controller without
 //     controller.quorum.voters): an entry is committed once it is fsynced,
@@ -12,6 +12,9 @@
 //   - Raft, for controller.quorum.voters: go.etcd.io/raft/v3's RawNode
 //     decides elections and commits; Raft stores its log, persists its hard
 //     state and carries its messages over TCP (Transport).
+//   - Observer, for a broker that is not a voter (process.roles=broker):
+//     it fetches the committed log from the leader with the Kafka Fetch
+//     API, as KRaft observers do (see "Observers").
 //
 // # Raft entries
 //
@@ -50,6 +53,30 @@
 // memory) but every voter keeps the whole history and scans its batch
 // headers once at open. Snapshots of the image and compaction are left for
 // later.
+//
+// # Observers
+//
+// An observer keeps its own copy of __cluster_metadata-0 and fetches it
+// from the leader's controller listener with Fetch v12 (topic
+// __cluster_metadata, partition 0, replica id = its node id, cluster id in
+// the tagged field), from its log end offset with the epoch of its last
+// batch as last_fetched_epoch. The leader (Raft.HandleFetch,
+// Local.HandleFetch) sends batches up to its high-watermark only, so an
+// observer never stores an uncommitted entry of this cluster; it waits up
+// to max_wait_ms when there is nothing new. Each response carries the
+// high-watermark and current_leader; a voter that does not lead answers
+// NOT_LEADER_OR_FOLLOWER with the leader it knows, which is how an
+// observer with no leader known (at start, or after a fetch fails) finds
+// it, asking the voters in turn. When last_fetched_epoch does not reach
+// the fetch offset in the leader's log (the observer's log came from
+// elsewhere, e.g. a former voter's uncommitted tail), the response names
+// the diverging epoch and its end offset and the observer truncates to
+// where the histories part (KIP-595). An observer delivers batches below
+// min(high-watermark, its log end) to its listeners; the high-watermark is
+// not persisted, so after a restart delivery waits for the leader's first
+// answer, then replays the stored log without fetching it again. The
+// leader lists the observers that fetched within ObserverSessionTimeout
+// in Describe (DescribeQuorum).
 //
 // # quorum-state
 //
@@ -116,7 +143,12 @@
 // batches from the log itself. Close stops the loop, then the transport,
 // then the listeners, and waits for all of them.
 //
+// An Observer runs one fetch goroutine, the only writer of its log; the
+// leader's fetch handler runs on the caller's goroutine and waits on the
+// dispatcher's change channel (dispatcher.watch).
+//
 // Locks: Raft.mu guards the error that stopped the loop; dispatcher.mu the
-// committed offset, leadership and listeners; TCPTransport.mu its
-// connections. None is held while taking another or while calling out.
+// committed offset, leadership, listeners and change channel;
+// TCPTransport.mu its connections; fetchServer.mu the observers seen.
+// None is held while taking another or while calling out.
 package quorum

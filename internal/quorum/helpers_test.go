@@ -184,6 +184,26 @@ type harness struct {
 	events  chan struct{}
 	tick    time.Duration
 	segment int64 // storage segment.bytes, 0 default
+
+	rmu   sync.Mutex      // guards rafts
+	rafts map[int32]*Raft // running voters, for observers' fetches
+}
+
+// raft is the running voter id, or nil; safe from any goroutine.
+func (h *harness) raft(id int32) *Raft {
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
+	return h.rafts[id]
+}
+
+func (h *harness) setRaft(id int32, r *Raft) {
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
+	if r == nil {
+		delete(h.rafts, id)
+	} else {
+		h.rafts[id] = r
+	}
 }
 
 type testNode struct {
@@ -204,6 +224,7 @@ func newHarness(t testing.TB, n int, mem bool) *harness {
 		nodes:  map[int32]*testNode{},
 		events: make(chan struct{}, 1),
 		tick:   20 * time.Millisecond,
+		rafts:  map[int32]*Raft{},
 	}
 	if mem {
 		h.mem = &memNet{rcv: map[int32]func(*raftpb.Message){}}
@@ -293,6 +314,7 @@ func (h *harness) start(id int32) *testNode {
 	n := &testNode{id: id, log: l, r: r, rec: &recorder{poke: h.poke}}
 	n.unreg = r.Register(0, n.rec.listener())
 	h.nodes[id] = n
+	h.setRaft(id, r)
 	return n
 }
 
@@ -302,6 +324,7 @@ func (h *harness) stop(id int32) {
 	h.t.Helper()
 	n := h.nodes[id]
 	delete(h.nodes, id)
+	h.setRaft(id, nil)
 	n.unreg()
 	if err := n.r.Close(); err != nil {
 		h.t.Errorf("closing node %d: %v", id, err)

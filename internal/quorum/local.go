@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/storage"
@@ -52,9 +54,10 @@ func MetadataLog(logs *storage.Manager) (*storage.Log, error) {
 // fsynced, and this node is always the leader, of epoch 0. Safe for
 // concurrent use.
 type Local struct {
-	mu  sync.Mutex // serializes appends
-	log *storage.Log
-	d   *dispatcher
+	mu    sync.Mutex // serializes appends
+	log   *storage.Log
+	d     *dispatcher
+	fetch *fetchServer
 }
 
 // OpenLocal opens (creating when missing) __cluster_metadata-0 in logs.
@@ -65,7 +68,26 @@ func OpenLocal(logs *storage.Manager) (*Local, error) {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	self := logs.NodeID()
-	return &Local{log: l, d: newDispatcher(l, self, l.LogEndOffset(), Leadership{Epoch: 0, LeaderID: self}, logger)}, nil
+	d := newDispatcher(l, self, l.LogEndOffset(), Leadership{Epoch: 0, LeaderID: self}, logger)
+	return &Local{log: l, d: d, fetch: newFetchServer(l, d, self, logs.ClusterID())}, nil
+}
+
+// HandleFetch answers an observer's Fetch of __cluster_metadata-0 as
+// Raft.HandleFetch does; this node always leads, in epoch 0.
+func (l *Local) HandleFetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	return l.fetch.handle(ctx, req)
+}
+
+// Describe returns the quorum's state (DescribeQuorum): this node leads
+// alone, in epoch 0, with its observers. It never fails.
+func (l *Local) Describe(context.Context) (QuorumInfo, error) {
+	committed, ld, _ := l.d.state()
+	return QuorumInfo{
+		Leadership:    ld,
+		HighWatermark: committed,
+		Voters:        []VoterState{{ID: ld.LeaderID, LogEndOffset: l.log.LogEndOffset(), LastFetchTimestamp: -1}},
+		Observers:     l.fetch.observerStates(),
+	}, nil
 }
 
 // Append implements Log.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -42,6 +43,9 @@ type RaftConfig struct {
 	// HeartbeatTicks is the leader's heartbeat period in ticks (default
 	// 1); below ElectionTicks.
 	HeartbeatTicks int
+	// ClusterID, when set, is checked against the cluster id of observers'
+	// fetches (INCONSISTENT_CLUSTER_ID when they differ).
+	ClusterID string
 	// Logger nil discards.
 	Logger *slog.Logger
 }
@@ -56,6 +60,7 @@ type Raft struct {
 	logger *slog.Logger
 	store  *logStore
 	d      *dispatcher
+	fetch  *fetchServer
 
 	recvc    chan *raftpb.Message
 	propc    chan *proposal
@@ -91,12 +96,20 @@ type QuorumInfo struct {
 	// Voters in node id order. A leader knows every voter's log end
 	// offset; other voters only their own (the rest are -1).
 	Voters []VoterState
+	// Observers are the nodes that fetched the log from this voter as
+	// observers (brokers that are not voters) within
+	// ObserverSessionTimeout, in node id order; their LogEndOffset is
+	// their last fetch offset. Only the leader serves observers.
+	Observers []VoterState
 }
 
-// VoterState is one voter in QuorumInfo.
+// VoterState is one voter or observer in QuorumInfo.
 type VoterState struct {
 	ID           int32
 	LogEndOffset int64 // -1 unknown
+	// LastFetchTimestamp is when an observer last fetched, in Unix
+	// milliseconds; -1 for voters (raft does not track it).
+	LastFetchTimestamp int64
 }
 
 // Defaults of RaftConfig and limits passed to raft.
@@ -186,6 +199,7 @@ func OpenRaft(cfg RaftConfig) (_ *Raft, err error) {
 	}
 	r.status = r.rn.BasicStatus()
 	r.d = newDispatcher(cfg.Log, cfg.NodeID, store.endOffset(commit), r.leadership(), logger)
+	r.fetch = newFetchServer(cfg.Log, r.d, cfg.NodeID, cfg.ClusterID)
 	if len(voters) == 1 {
 		if err := r.guard(r.rn.Campaign); err != nil {
 			return nil, err
@@ -440,7 +454,7 @@ func (r *Raft) info() QuorumInfo {
 	qi := QuorumInfo{Leadership: r.leadership(), HighWatermark: committed}
 	st := r.rn.Status()
 	for _, v := range r.store.voters {
-		vs := VoterState{ID: v, LogEndOffset: -1}
+		vs := VoterState{ID: v, LogEndOffset: -1, LastFetchTimestamp: -1}
 		if pr, ok := st.Progress[raftID(v)]; ok && r.leading {
 			vs.LogEndOffset = r.store.endOffset(pr.Match)
 		}
@@ -543,10 +557,35 @@ func (r *Raft) Describe(ctx context.Context) (QuorumInfo, error) {
 	}
 	select {
 	case qi := <-c:
+		qi.Observers = r.fetch.observerStates()
 		return qi, nil
 	case <-r.done:
 		return QuorumInfo{}, r.closedErr()
 	}
+}
+
+// HandleFetch answers req, a Fetch (v4-v12, as the controller listener
+// decodes it) of __cluster_metadata partition 0 from an observer, as
+// KRaft's leader answers its observers (KIP-595). Only the leader serves
+// it; it sends committed batches only, from the fetch offset up to the
+// high-watermark, waiting up to max_wait_ms (at most 30 s) for them. Each
+// partition response carries the high-watermark and the current leader
+// (the current_leader tagged field) and, per error:
+//
+//   - NOT_LEADER_OR_FOLLOWER: this voter does not lead (or is closed);
+//   - FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH: current_leader_epoch is
+//     older / newer than this leader's epoch;
+//   - diverging_epoch set: the fetcher's last_fetched_epoch does not
+//     reach its fetch offset in this log; it truncates to the end offset
+//     and fetches again;
+//   - OFFSET_OUT_OF_RANGE: the fetch offset is outside the log.
+//
+// Other topics and partitions get UNKNOWN_TOPIC_OR_PARTITION; a cluster id
+// other than RaftConfig.ClusterID gets INCONSISTENT_CLUSTER_ID. A
+// replica_id of 0 or more is recorded as an observer for Describe. Safe
+// for concurrent use.
+func (r *Raft) HandleFetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+	return r.fetch.handle(ctx, req)
 }
 
 // Close stops the loop, the transport and the listeners and waits for
