@@ -38,8 +38,9 @@ type Node struct {
 	// ControllerListenerNames is controller.listener.names (default CONTROLLER).
 	ControllerListenerNames []string
 	// QuorumVoters is controller.quorum.voters (id@host:port,...), the
-	// controllers that vote on the metadata log; empty means a single node
-	// whose metadata log has one voter, itself.
+	// controllers that vote on the metadata log, at their controller
+	// listeners; empty means a single combined node whose metadata log has
+	// one voter, itself. Required with process.roles=broker or =controller.
 	QuorumVoters []Voter
 	// LogDirs is log.dirs, falling back to log.dir (Samsa's default
 	// ./samsa-data; Kafka's is /tmp/kafka-logs).
@@ -121,6 +122,16 @@ type Node struct {
 	// 1.4x the pread(2)+writev(2) path for 1 KB records in 1 MiB fetches
 	// over loopback (BenchmarkFetch); false uses the buffered path.
 	FetchSendfile bool
+	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default
+	// true): the active controller moves leadership back to preferred
+	// replicas.
+	AutoLeaderRebalanceEnable bool
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds
+	// (default 300 s).
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is
+	// leader.imbalance.per.broker.percentage (default 10).
+	LeaderImbalancePerBrokerPercentage int32
 	// ClusterID is the cluster id used when formatting a fresh log dir
 	// (Samsa: cluster.id; Kafka passes it to kafka-storage format).
 	// Empty generates one.
@@ -339,7 +350,7 @@ var nodeProps = map[string]nodeProp{
 		n.QuorumVoters, err = ParseVoters(v)
 		return err
 	}, "controllers of the metadata quorum, id@host:port,..."},
-	"controller.quorum.bootstrap.servers": {"", ignored, "single node: unused until the quorum lands"},
+	"controller.quorum.bootstrap.servers": {"", ignored, "accepted, unused: controller.quorum.voters names the controllers"},
 	"log.dirs": {"", func(n *Node, v string) error {
 		n.LogDirs = parseList(v)
 		return nil
@@ -377,19 +388,22 @@ var nodeProps = map[string]nodeProp{
 		n.OffsetsTopicReplicationFactor = int16(i)
 		return nil
 	}, "replication factor of __consumer_offsets"},
-	"transaction.state.log.num.partitions": {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
-	"group.initial.rebalance.delay.ms":     {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
-	"group.min.session.timeout.ms":         {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
-	"group.max.session.timeout.ms":         {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
-	"group.max.size":                       {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
-	"offsets.retention.minutes":            {"10080", millis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
-	"fetch.max.bytes":                      {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
-	"replica.lag.time.max.ms":              {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
-	"replica.fetch.response.max.bytes":     {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
-	"broker.session.timeout.ms":            {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
-	"broker.heartbeat.interval.ms":         {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
-	"samsa.fetch.sendfile":                 {"true", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
-	"cluster.id":                           {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
+	"transaction.state.log.num.partitions":    {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
+	"group.initial.rebalance.delay.ms":        {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
+	"group.min.session.timeout.ms":            {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
+	"group.max.session.timeout.ms":            {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
+	"group.max.size":                          {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
+	"offsets.retention.minutes":               {"10080", millis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
+	"fetch.max.bytes":                         {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
+	"replica.lag.time.max.ms":                 {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
+	"replica.fetch.response.max.bytes":        {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
+	"broker.session.timeout.ms":               {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
+	"broker.heartbeat.interval.ms":            {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
+	"samsa.fetch.sendfile":                    {"true", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
+	"auto.leader.rebalance.enable":            {"true", boolean(func(n *Node) *bool { return &n.AutoLeaderRebalanceEnable }), "move leadership back to preferred replicas"},
+	"leader.imbalance.check.interval.seconds": {"300", millis(func(n *Node) *time.Duration { return &n.LeaderImbalanceCheckInterval }, time.Second), "preferred leader check period"},
+	"leader.imbalance.per.broker.percentage":  {"10", i32(func(n *Node) *int32 { return &n.LeaderImbalancePerBrokerPercentage }, 0), "allowed leader imbalance per broker"},
+	"cluster.id":                              {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
 	// Accepted for compatibility with existing server.properties files;
 	// Samsa has no thread pools to size.
 	"num.network.threads":                              {"3", ignored, "accepted, unused"},
@@ -482,29 +496,64 @@ func Parse(props map[string]string) (*Node, error) {
 	return n, nil
 }
 
-// Validate checks relations between properties.
+// Validate checks relations between properties, as Kafka's KafkaConfig
+// does for the process roles:
+//
+//   - broker,controller: a broker listener; with controller.quorum.voters,
+//     node.id is a voter and a controller listener is bound (raft runs on
+//     it);
+//   - controller: controller.quorum.voters with node.id among them, and
+//     only controller listeners (controller.listener.names), at least one;
+//   - broker: controller.quorum.voters without node.id (the broker follows
+//     the quorum as an observer), a broker listener and no controller
+//     listener.
 func (n *Node) Validate() error {
 	if len(n.LogDirs) == 0 {
 		return errors.New("config log.dirs: no directory")
 	}
-	if n.HasRole("broker") {
-		if _, ok := n.BrokerListener(); !ok {
-			return errors.New("config listeners: no broker listener (one not named in controller.listener.names)")
-		}
-	}
 	if n.GroupMinSessionTimeout > n.GroupMaxSessionTimeout {
 		return errors.New("config group.min.session.timeout.ms is above group.max.session.timeout.ms")
 	}
-	if !n.HasRole("broker") {
-		return errors.New("config process.roles: a controller-only node is not supported yet")
+	if len(n.ControllerListenerNames) == 0 {
+		return errors.New("config controller.listener.names: empty")
 	}
-	if len(n.QuorumVoters) > 0 && n.HasRole("controller") {
-		found := false
-		for _, v := range n.QuorumVoters {
-			found = found || v.ID == n.NodeID
-		}
-		if !found {
+	broker, controller := n.HasRole("broker"), n.HasRole("controller")
+	_, hasBrokerListener := n.BrokerListener()
+	_, hasControllerListener := n.ControllerListener()
+	voter := false
+	for _, v := range n.QuorumVoters {
+		voter = voter || v.ID == n.NodeID
+	}
+	if broker && !hasBrokerListener {
+		return errors.New("config listeners: no broker listener (one not named in controller.listener.names)")
+	}
+	switch {
+	case broker && controller:
+		if len(n.QuorumVoters) > 0 && !voter {
 			return fmt.Errorf("config controller.quorum.voters: node.id %d of a controller is not a voter", n.NodeID)
+		}
+		if len(n.QuorumVoters) > 0 && !hasControllerListener {
+			return fmt.Errorf("config listeners: no controller listener (named in controller.listener.names %s) for the quorum", strings.Join(n.ControllerListenerNames, ","))
+		}
+	case controller:
+		if len(n.QuorumVoters) == 0 {
+			return errors.New("config controller.quorum.voters: a controller-only node (process.roles=controller) needs the quorum's voters")
+		}
+		if !voter {
+			return fmt.Errorf("config controller.quorum.voters: node.id %d of a controller is not a voter", n.NodeID)
+		}
+		if hasBrokerListener || !hasControllerListener {
+			return fmt.Errorf("config listeners: a controller-only node binds only controller listeners (controller.listener.names %s), at least one", strings.Join(n.ControllerListenerNames, ","))
+		}
+	case broker:
+		if len(n.QuorumVoters) == 0 {
+			return errors.New("config controller.quorum.voters: a broker-only node (process.roles=broker) needs the controllers of the quorum")
+		}
+		if voter {
+			return fmt.Errorf("config controller.quorum.voters: node.id %d of a broker-only node is a voter (a voter is a controller)", n.NodeID)
+		}
+		if hasControllerListener {
+			return fmt.Errorf("config listeners: a broker-only node binds no controller listener (controller.listener.names %s)", strings.Join(n.ControllerListenerNames, ","))
 		}
 	}
 	return nil
@@ -534,6 +583,17 @@ func (n *Node) IsControllerListener(name string) bool {
 func (n *Node) BrokerListener() (Listener, bool) {
 	for _, l := range n.Listeners {
 		if !n.IsControllerListener(l.Name) {
+			return l, true
+		}
+	}
+	return Listener{}, false
+}
+
+// ControllerListener is the first listener named in
+// controller.listener.names.
+func (n *Node) ControllerListener() (Listener, bool) {
+	for _, l := range n.Listeners {
+		if n.IsControllerListener(l.Name) {
 			return l, true
 		}
 	}

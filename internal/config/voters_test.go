@@ -44,7 +44,41 @@ func TestQuorumVotersNode(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not a voter") {
 		t.Fatalf("controller outside the voters: %v", err)
 	}
-	if _, err := Parse(map[string]string{"node.id": "4", "process.roles": "broker", "controller.quorum.voters": "1@h:1"}); err != nil {
+	if _, err := Parse(map[string]string{"node.id": "4", "process.roles": "broker", "listeners": "PLAINTEXT://h:9092", "controller.quorum.voters": "1@h:1"}); err != nil {
 		t.Fatalf("broker outside the voters: %v", err)
+	}
+}
+
+func TestProcessRoles(t *testing.T) {
+	const voters = "1@h:1,2@h:2,3@h:3"
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+		want  string // error substring, "" for none
+	}{
+		{"controller", map[string]string{"process.roles": "controller", "node.id": "1", "listeners": "CONTROLLER://h:1", "controller.quorum.voters": voters}, ""},
+		{"controller with two controller listeners", map[string]string{"process.roles": "controller", "node.id": "1", "listeners": "CONTROLLER://h:1,C2://h:5", "controller.listener.names": "CONTROLLER,C2", "controller.quorum.voters": voters}, ""},
+		{"controller without voters", map[string]string{"process.roles": "controller", "listeners": "CONTROLLER://h:1"}, "needs the quorum's voters"},
+		{"controller not a voter", map[string]string{"process.roles": "controller", "node.id": "7", "listeners": "CONTROLLER://h:1", "controller.quorum.voters": voters}, "not a voter"},
+		{"controller with a broker listener", map[string]string{"process.roles": "controller", "node.id": "1", "controller.quorum.voters": voters}, "only controller listeners"},
+		{"controller without a controller listener", map[string]string{"process.roles": "controller", "node.id": "1", "listeners": "CONTROLLER://h:1", "controller.listener.names": "OTHER", "controller.quorum.voters": voters}, "only controller listeners"},
+		{"broker", map[string]string{"process.roles": "broker", "node.id": "4", "listeners": "PLAINTEXT://h:9", "controller.quorum.voters": voters}, ""},
+		{"broker without voters", map[string]string{"process.roles": "broker", "listeners": "PLAINTEXT://h:9"}, "needs the controllers"},
+		{"broker that is a voter", map[string]string{"process.roles": "broker", "node.id": "2", "listeners": "PLAINTEXT://h:9", "controller.quorum.voters": voters}, "is a voter"},
+		{"broker with a controller listener", map[string]string{"process.roles": "broker", "node.id": "4", "controller.quorum.voters": voters}, "no controller listener"},
+		{"broker without a broker listener", map[string]string{"process.roles": "broker", "node.id": "4", "listeners": "CONTROLLER://h:1", "controller.quorum.voters": voters}, "no broker listener"},
+		{"combined voter without a controller listener", map[string]string{"node.id": "1", "listeners": "PLAINTEXT://h:9", "controller.quorum.voters": voters}, "no controller listener"},
+		{"combined single node without a controller listener", map[string]string{"listeners": "PLAINTEXT://h:9"}, ""},
+		{"no controller listener names", map[string]string{"controller.listener.names": ""}, "controller.listener.names"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.props)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one with %q", err, tc.want)
+			}
+		})
 	}
 }
