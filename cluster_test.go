@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -133,5 +134,64 @@ func TestClusterReplication(t *testing.T) {
 		if seen[v] != 1 {
 			t.Fatalf("record %s read %d times", v, seen[v])
 		}
+	}
+}
+
+// TestPreferredLeaderElection: after a leader's broker restarts, the
+// partition is led by another replica; ElectLeaders (preferred) moves it
+// back (auto rebalance off), and with auto.leader.rebalance.enable the
+// controller does it on its own.
+func TestPreferredLeaderElection(t *testing.T) {
+	for _, auto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("auto=%v", auto), func(t *testing.T) {
+			c := startCluster(t, 3, map[string]string{"broker.heartbeat.interval.ms": "500",
+				"auto.leader.rebalance.enable": fmt.Sprint(auto), "leader.imbalance.check.interval.seconds": "1"})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			if _, err := adm.CreateTopic(ctx, 1, 3, nil, "pref"); err != nil {
+				t.Fatal(err)
+			}
+			var pref int32
+			waitFor(t, 20*time.Second, "full ISR", func() bool {
+				p := describe(t, adm, "pref").Partitions[0]
+				pref = p.Replicas[0]
+				return len(p.ISR) == 3 && p.Leader == pref
+			})
+			if err := c.StopNode(pref); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "another leader", func() bool {
+				l := describe(t, adm, "pref").Partitions[0].Leader
+				return l >= 0 && l != pref
+			})
+			if err := c.StartNode(ctx, pref); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 60*time.Second, "the preferred replica back in the ISR", func() bool {
+				return slices.Contains(describe(t, adm, "pref").Partitions[0].ISR, pref)
+			})
+			if !auto {
+				if l := describe(t, adm, "pref").Partitions[0].Leader; l == pref {
+					t.Fatalf("leadership moved back without an election")
+				}
+				res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"pref": {0: {}}})
+				if err != nil || res["pref"][0].Err != nil {
+					t.Fatalf("ElectLeaders: %v %+v", err, res)
+				}
+				res, _ = adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"pref": {0: {}}})
+				if !kerrIs(res["pref"][0].Err, kerr.ElectionNotNeeded) {
+					t.Fatalf("second election: %v, want ELECTION_NOT_NEEDED", res["pref"][0].Err)
+				}
+			}
+			waitFor(t, 30*time.Second, "the preferred leader back", func() bool {
+				return describe(t, adm, "pref").Partitions[0].Leader == pref
+			})
+		})
 	}
 }

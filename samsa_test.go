@@ -2,13 +2,13 @@ package samsa_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 

@@ -59,7 +59,12 @@ type Config struct {
 	Node       *config.Node
 	Controller *controller.Controller
 	Logs       *storage.Manager
-	Logger     *slog.Logger // nil discards
+	// Quorum is this node's voter of the metadata quorum (quorum.Raft or
+	// quorum.Local), nil on a broker-only node: its controller listeners
+	// answer observers' Fetch of __cluster_metadata and DescribeQuorum
+	// from it.
+	Quorum MetadataQuorum
+	Logger *slog.Logger // nil discards
 	// Advertised are the endpoints given to clients (advertised.listeners
 	// with real ports).
 	Advertised []metadata.Endpoint
@@ -69,6 +74,7 @@ type Config struct {
 type Broker struct {
 	node     *config.Node
 	ctrl     *controller.Controller
+	quorum   MetadataQuorum // nil: not a voter
 	replicas *replica.Manager
 	logger   *slog.Logger
 	versions *wire.Versions // advertised on broker listeners
@@ -100,6 +106,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{
 		node:   cfg.Node,
 		ctrl:   cfg.Controller,
+		quorum: cfg.Quorum,
 		logger: logger,
 		stop:   make(chan struct{}),
 	}
@@ -212,6 +219,7 @@ var forwarded = map[kmsg.Key]bool{
 	kmsg.CreatePartitions:        true,
 	kmsg.AlterConfigs:            true,
 	kmsg.IncrementalAlterConfigs: true,
+	kmsg.ElectLeaders:            true,
 }
 
 // image is the current metadata image.

@@ -16,7 +16,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, _ *server.Conn, kreq km
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	im := b.image()
 	resp.ClusterID = im.ClusterID
-	resp.ControllerID = b.ctrl.Leader()
+	resp.ControllerID = b.controllerID()
 	resp.EndpointType = 1 // brokers
 	for _, br := range im.Brokers() {
 		if br.Fenced {

@@ -48,7 +48,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 	}
 	cid := im.ClusterID
 	resp.ClusterID = &cid
-	resp.ControllerID = b.ctrl.Leader()
+	resp.ControllerID = b.controllerID()
 
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, name := range im.TopicNames() {

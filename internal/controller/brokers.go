@@ -52,6 +52,10 @@ func (t *brokerTracker) start() {
 	t.stopc = make(chan struct{})
 	t.wg.Add(1)
 	go t.run(t.stopc)
+	if t.c.node.AutoLeaderRebalanceEnable {
+		t.wg.Add(1)
+		go t.leaderBalancer(t.stopc)
+	}
 }
 
 func (t *brokerTracker) stop() {
@@ -209,6 +213,17 @@ func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata
 						break
 					}
 				}
+				if leader < 0 && c.uncleanAllowed(t) {
+					// unclean.leader.election.enable: any live replica,
+					// losing what only the ISR had.
+					for _, r := range p.Replicas {
+						if !fenced(r) {
+							leader, isr = r, []int32{r}
+							c.logger.Warn("unclean leader election", "topic", name, "partition", i, "leader", r)
+							break
+						}
+					}
+				}
 				epoch++
 			}
 			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: isr,
@@ -225,10 +240,18 @@ func (c *Controller) electLeadersLocked(im *metadata.Image, id int32) []metadata
 	for _, name := range im.TopicNames() {
 		t := im.Topic(name)
 		for i, p := range t.Partitions {
-			if p.Leader >= 0 || !slices.Contains(p.ISR, id) {
+			if p.Leader >= 0 || !slices.Contains(p.Replicas, id) {
 				continue
 			}
-			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: p.ISR,
+			isr := p.ISR
+			if !slices.Contains(p.ISR, id) {
+				if !c.uncleanAllowed(t) {
+					continue
+				}
+				isr = []int32{id}
+				c.logger.Warn("unclean leader election", "topic", name, "partition", i, "leader", id)
+			}
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: isr,
 				Leader: id, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1})
 		}
 	}

@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/samsahq/samsa/internal/metadata"
+)
+
+// Election types of ElectLeaders (KIP-460).
+const (
+	ElectPreferred int8 = 0
+	ElectUnclean   int8 = 1
+)
+
+// Errors of ElectLeaders, per partition.
+var (
+	// ErrElectionNotNeeded: the wanted leader already leads
+	// (ELECTION_NOT_NEEDED).
+	ErrElectionNotNeeded = errors.New("election not needed")
+	// ErrPreferredLeaderNotAvailable: the preferred replica is not in the
+	// ISR or is fenced (PREFERRED_LEADER_NOT_AVAILABLE).
+	ErrPreferredLeaderNotAvailable = errors.New("preferred leader not available")
+	// ErrEligibleLeadersNotAvailable: an unclean election found no live
+	// replica (ELIGIBLE_LEADERS_NOT_AVAILABLE).
+	ErrEligibleLeadersNotAvailable = errors.New("no eligible leader available")
+)
+
+// PartitionRef names one partition of ElectLeaders.
+type PartitionRef struct {
+	Topic     string
+	Partition int32
+}
+
+// ElectLeaders runs preferred or unclean leader elections (ElectLeaders,
+// KIP-183/KIP-460) for parts, or for every partition when parts is nil;
+// the result holds one error (nil on success) per partition in parts
+// (ElectionNotNeeded entries are left out when parts is nil).
+func (c *Controller) ElectLeaders(ctx context.Context, electionType int8, parts []PartitionRef) (map[PartitionRef]error, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	im := c.image.Load()
+	all := parts == nil
+	if all {
+		for _, name := range im.TopicNames() {
+			for i := range im.Topic(name).Partitions {
+				parts = append(parts, PartitionRef{name, int32(i)})
+			}
+		}
+	}
+	out := map[PartitionRef]error{}
+	var recs []metadata.Record
+	for _, ref := range parts {
+		t := im.Topic(ref.Topic)
+		if t == nil || ref.Partition < 0 || int(ref.Partition) >= len(t.Partitions) {
+			out[ref] = ErrUnknownTopic
+			continue
+		}
+		p := t.Partitions[ref.Partition]
+		var rec *metadata.PartitionRecord
+		var err error
+		if electionType == ElectUnclean {
+			rec, err = uncleanElection(im, t, ref.Partition, p)
+		} else {
+			rec, err = preferredElection(im, t, ref.Partition, p)
+		}
+		if rec != nil {
+			recs = append(recs, *rec)
+		}
+		if all && (errors.Is(err, ErrElectionNotNeeded) || errors.Is(err, ErrPreferredLeaderNotAvailable)) {
+			continue
+		}
+		out[ref] = err
+	}
+	return out, c.commitLocked(ctx, recs)
+}
+
+func live(im *metadata.Image, id int32) bool {
+	b := im.Broker(id)
+	return b != nil && !b.Fenced
+}
+
+// preferredElection moves leadership to the first replica when it is
+// in-sync and live.
+func preferredElection(im *metadata.Image, t *metadata.Topic, i int32, p metadata.Partition) (*metadata.PartitionRecord, error) {
+	if len(p.Replicas) == 0 {
+		return nil, ErrPreferredLeaderNotAvailable
+	}
+	pref := p.Replicas[0]
+	if p.Leader == pref {
+		return nil, ErrElectionNotNeeded
+	}
+	if !slices.Contains(p.ISR, pref) || !live(im, pref) {
+		return nil, ErrPreferredLeaderNotAvailable
+	}
+	return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, ISR: p.ISR,
+		Leader: pref, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1}, nil
+}
+
+// uncleanElection gives a leaderless partition a leader from its live
+// replicas even outside the ISR, accepting the loss of what only the old
+// ISR had (unclean.leader.election.enable).
+func uncleanElection(im *metadata.Image, t *metadata.Topic, i int32, p metadata.Partition) (*metadata.PartitionRecord, error) {
+	if p.Leader >= 0 && live(im, p.Leader) {
+		return nil, ErrElectionNotNeeded
+	}
+	for _, r := range p.Replicas {
+		if live(im, r) {
+			return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, ISR: []int32{r},
+				Leader: r, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1}, nil
+		}
+	}
+	return nil, ErrEligibleLeadersNotAvailable
+}
+
+// uncleanAllowed reports the topic's unclean.leader.election.enable.
+func (c *Controller) uncleanAllowed(t *metadata.Topic) bool {
+	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
+		return v == "true"
+	}
+	return c.node.Topic["unclean.leader.election.enable"] == "true"
+}
+
+// rebalanceLeaders is the automatic preferred leader election
+// (auto.leader.rebalance.enable): on brokers whose share of partitions led
+// by someone else than their preferred replica exceeds
+// leader.imbalance.per.broker.percentage, it moves leadership back.
+func (c *Controller) rebalanceLeaders(ctx context.Context) {
+	im := c.image.Load()
+	type count struct{ preferred, notLed int }
+	perBroker := map[int32]*count{}
+	var candidates []PartitionRef
+	for _, name := range im.TopicNames() {
+		t := im.Topic(name)
+		for i, p := range t.Partitions {
+			if len(p.Replicas) == 0 {
+				continue
+			}
+			pref := p.Replicas[0]
+			cnt := perBroker[pref]
+			if cnt == nil {
+				cnt = &count{}
+				perBroker[pref] = cnt
+			}
+			cnt.preferred++
+			if p.Leader != pref {
+				cnt.notLed++
+				if slices.Contains(p.ISR, pref) && live(im, pref) {
+					candidates = append(candidates, PartitionRef{name, int32(i)})
+				}
+			}
+		}
+	}
+	var elect []PartitionRef
+	for _, ref := range candidates {
+		p := im.Topic(ref.Topic).Partitions[ref.Partition]
+		cnt := perBroker[p.Replicas[0]]
+		if cnt.notLed*100 > int(c.node.LeaderImbalancePerBrokerPercentage)*cnt.preferred {
+			elect = append(elect, ref)
+		}
+	}
+	if len(elect) == 0 {
+		return
+	}
+	res, err := c.ElectLeaders(ctx, ElectPreferred, elect)
+	if err != nil {
+		c.logger.Warn("automatic preferred leader election failed", "err", err)
+		return
+	}
+	moved := 0
+	for _, e := range res {
+		if e == nil {
+			moved++
+		}
+	}
+	c.logger.Info("moved leadership back to preferred replicas", "partitions", moved)
+}
+
+// leaderBalancer runs rebalanceLeaders every
+// leader.imbalance.check.interval.seconds while this controller is active.
+func (t *brokerTracker) leaderBalancer(stopc chan struct{}) {
+	defer t.wg.Done()
+	interval := t.c.node.LeaderImbalanceCheckInterval
+	if interval <= 0 {
+		interval = 300 * time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stopc:
+			return
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			t.c.rebalanceLeaders(ctx)
+			cancel()
+		}
+	}
+}
