@@ -19,8 +19,12 @@ import (
 // first batch found is returned whole (KIP-74).
 func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 
-func handleFetch(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
+	if b.quorum != nil && c != nil && b.node.IsControllerListener(c.Listener) && isMetadataFetch(req) {
+		// An observer following the metadata quorum (describequorum.go).
+		return b.quorum.HandleFetch(ctx, req), nil
+	}
 	kresp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp := &wire.FetchResponse{FetchResponse: kresp, Sendfile: b.node.FetchSendfile}
 	if req.SessionEpoch > 0 {
