@@ -757,6 +757,9 @@ func cleanedName(dir string, base int64, suffix string) string {
 
 func createCleaned(dir string, base, interval int64) (*cleanedWriter, error) {
 	f, err := os.OpenFile(cleanedName(dir, base, logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: log directory %s is gone", ErrCleaningAborted, dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: create cleaned segment: %w", err)
 	}
