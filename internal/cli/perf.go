@@ -1,0 +1,385 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func init() { clientCommands = append(clientCommands, newPerfCommand) }
+
+// newPerfCommand is the perf command group: load generators in the spirit
+// of kafka-producer-perf-test, kafka-consumer-perf-test and the
+// OpenMessaging Benchmark's end-to-end latency test.
+func newPerfCommand() *cobra.Command {
+	f := new(clientFlags)
+	cmd := &cobra.Command{
+		Use:   "perf",
+		Short: "Measure produce, consume and end-to-end performance",
+		Long: `Load generators that measure a Kafka cluster (Samsa or any other) from
+the client side, on franz-go:
+
+  perf produce   records/s, MB/s and acknowledgement latency
+  perf consume   records/s and MB/s reading a topic from its start
+  perf e2e       end-to-end latency at a fixed rate (OpenMessaging
+                 Benchmark style)
+
+Each prints a progress line to standard error about once a second and, at
+the end, one JSON object on a line of its own to standard output (MB is
+10^6 bytes; latencies are in milliseconds).`,
+	}
+	f.add(cmd)
+	cmd.AddCommand(newPerfProduceCommand(f), newPerfConsumeCommand(f), newPerfE2ECommand(f))
+	return cmd
+}
+
+// perfProducerFlags are the producer settings of perf produce and perf e2e.
+type perfProducerFlags struct {
+	recordSize     int
+	acks           string
+	compression    string
+	linger         time.Duration
+	batchMaxBytes  int
+	bufferedBytes  int
+	partitions     int32
+	replication    int16
+	payload        string
+	quiet          bool
+	reportInterval time.Duration
+}
+
+func (f *perfProducerFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.recordSize, "record-size", 1024, "bytes of each record's value")
+	fl.StringVar(&f.acks, "acks", "all", "acknowledgements to wait for: all, 1 or 0 (all uses the idempotent producer)")
+	fl.StringVarP(&f.compression, "compression", "z", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+	fl.DurationVar(&f.linger, "linger", 5*time.Millisecond, "wait this long for more records before sending a batch (linger.ms)")
+	fl.IntVar(&f.batchMaxBytes, "batch-max-bytes", 1<<20, "largest batch in bytes (batch.size)")
+	fl.IntVar(&f.bufferedBytes, "max-buffered-bytes", 64<<20, "bytes of records the client buffers before Produce blocks (buffer.memory)")
+	fl.Int32Var(&f.partitions, "partitions", 0, "create the topic with this many partitions when it does not exist (0: the topic must exist)")
+	fl.Int16Var(&f.replication, "replication-factor", -1, "replication factor of a topic created by --partitions (-1: the broker's default)")
+	fl.StringVar(&f.payload, "payload", "text", "record values: text (words, compressible about 2x like logs or JSON) or random (incompressible)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
+	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
+}
+
+// options turns the producer flags into kgo options.
+func (f *perfProducerFlags) options() ([]kgo.Opt, error) {
+	pf := produceFlags{acks: f.acks, compression: f.compression, linger: f.linger, maxMessageBytes: f.batchMaxBytes, partition: -1}
+	opts, err := pf.producerOptions()
+	if err != nil {
+		return nil, err
+	}
+	// producerOptions sets the Java partitioner for keyed lines; perf
+	// records have no key, and kgo's sticky partitioner (the default)
+	// fills whole batches one partition at a time, as the Java producer
+	// does since KIP-480.
+	opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), kgo.RecordDeliveryTimeout(2*time.Minute))
+	if f.recordSize < 8 {
+		return nil, fmt.Errorf("--record-size %d: want at least 8", f.recordSize)
+	}
+	if f.bufferedBytes < f.batchMaxBytes {
+		return nil, fmt.Errorf("--max-buffered-bytes %d: want at least --batch-max-bytes", f.bufferedBytes)
+	}
+	opts = append(opts, kgo.MaxBufferedBytes(f.bufferedBytes), kgo.MaxBufferedRecords(1<<30))
+	if f.payload != "text" && f.payload != "random" {
+		return nil, fmt.Errorf("--payload %q: want text or random", f.payload)
+	}
+	return opts, nil
+}
+
+// ensureTopic creates topic with partitions when it is missing; an existing
+// topic is used as it is.
+func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, replication int16) error {
+	if partitions <= 0 {
+		return nil
+	}
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, partitions, replication, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// payloadPool is the bytes record values are cut from: words separated by
+// spaces (text) or random bytes, 1 MiB plus one value, so that values
+// differ from one another without being generated per record.
+type payloadPool struct {
+	buf  []byte
+	size int
+}
+
+var payloadWords = []string{
+	"the", "broker", "appends", "record", "batches", "to", "segment", "files", "and", "consumers",
+	"fetch", "them", "from", "page", "cache", "with", "zero", "copy", "offset", "partition",
+	"leader", "epoch", "high", "watermark", "timestamp", "\"key\":", "\"value\":", "{", "}", "null",
+	"12345", "67890", "true", "false", "user", "order", "event", "created", "updated", "deleted",
+}
+
+func newPayloadPool(kind string, size int) *payloadPool {
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 1<<20 + size
+	buf := make([]byte, 0, n+16)
+	if kind == "random" {
+		buf = buf[:n]
+		for i := range buf {
+			buf[i] = byte(rng.Uint32())
+		}
+	} else {
+		for len(buf) < n {
+			buf = append(buf, payloadWords[rng.IntN(len(payloadWords))]...)
+			buf = append(buf, ' ')
+		}
+		buf = buf[:n]
+	}
+	return &payloadPool{buf: buf, size: size}
+}
+
+// value returns the i-th value; it aliases the pool and must not be
+// modified.
+func (p *payloadPool) value(i int64) []byte {
+	at := int((uint64(i) * 7919) % uint64(len(p.buf)-p.size))
+	return p.buf[at : at+p.size : at+p.size]
+}
+
+// latencies collects latency samples and summarizes them exactly (sorted
+// at the end); a run of 10^6 records keeps 8 MB of samples.
+type latencies struct {
+	samples []time.Duration
+}
+
+// latencySummary is the JSON form of a latency distribution, milliseconds.
+type latencySummary struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Max   float64 `json:"max"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// summary sorts the samples and returns their distribution, nil when there
+// are none. Percentiles are nearest-rank.
+func (l *latencies) summary() *latencySummary {
+	if len(l.samples) == 0 {
+		return nil
+	}
+	slices.Sort(l.samples)
+	var sum time.Duration
+	for _, s := range l.samples {
+		sum += s
+	}
+	n := len(l.samples)
+	at := func(q float64) float64 {
+		i := int(q*float64(n)+0.999999) - 1
+		return ms(l.samples[min(max(i, 0), n-1)])
+	}
+	return &latencySummary{
+		Count: int64(n),
+		Mean:  ms(sum / time.Duration(n)),
+		P50:   at(0.50),
+		P90:   at(0.90),
+		P99:   at(0.99),
+		P999:  at(0.999),
+		Max:   ms(l.samples[n-1]),
+	}
+}
+
+// meter counts records and latencies from client callbacks and prints a
+// progress line for each interval. Safe for concurrent use.
+type meter struct {
+	w     io.Writer
+	name  string
+	start time.Time
+
+	mu      sync.Mutex // guards the fields below and writes to w
+	records int64
+	bytes   int64
+	errors  int64
+	lat     latencies
+	// The current interval.
+	iRecords, iBytes int64
+	iLatSum, iLatMax time.Duration
+	iLat             int64
+	iStart           time.Time
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startMeter starts the progress goroutine (none when quiet or interval is
+// not positive); stop it with finish.
+func startMeter(w io.Writer, name string, interval time.Duration, quiet bool) *meter {
+	now := time.Now()
+	m := &meter{w: w, name: name, start: now, iStart: now, stop: make(chan struct{}), done: make(chan struct{})}
+	if quiet || interval <= 0 {
+		close(m.done)
+		return m
+	}
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				m.report()
+			}
+		}
+	}()
+	return m
+}
+
+// restart sets the start of the measurement to now (after a warm-up or a
+// setup phase).
+func (m *meter) restart() {
+	m.mu.Lock()
+	m.start, m.iStart = time.Now(), time.Now()
+	m.mu.Unlock()
+}
+
+// add counts one record of size bytes; lat < 0 records no latency.
+func (m *meter) add(size int, lat time.Duration) {
+	m.mu.Lock()
+	m.records++
+	m.bytes += int64(size)
+	m.iRecords++
+	m.iBytes += int64(size)
+	if lat >= 0 {
+		m.lat.samples = append(m.lat.samples, lat)
+		m.iLat++
+		m.iLatSum += lat
+		m.iLatMax = max(m.iLatMax, lat)
+	}
+	m.mu.Unlock()
+}
+
+// addMany counts n records of size bytes in all, without latencies.
+func (m *meter) addMany(n, size int64) {
+	m.mu.Lock()
+	m.records += n
+	m.bytes += size
+	m.iRecords += n
+	m.iBytes += size
+	m.mu.Unlock()
+}
+
+// fail counts a failed record.
+func (m *meter) fail() {
+	m.mu.Lock()
+	m.errors++
+	m.mu.Unlock()
+}
+
+func (m *meter) count() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.records
+}
+
+func (m *meter) report() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	el := max(now.Sub(m.iStart).Seconds(), 1e-9)
+	line := fmt.Sprintf("samsa perf %s: %d records, %.1f records/s, %.2f MB/s", m.name, m.records,
+		float64(m.iRecords)/el, float64(m.iBytes)/1e6/el)
+	if m.iLat > 0 {
+		line += fmt.Sprintf(", latency avg %.2f ms max %.2f ms", ms(m.iLatSum/time.Duration(m.iLat)), ms(m.iLatMax))
+	}
+	if m.errors > 0 {
+		line += fmt.Sprintf(", %d errors", m.errors)
+	}
+	fmt.Fprintln(m.w, line)
+	m.iRecords, m.iBytes, m.iLat, m.iLatSum, m.iLatMax, m.iStart = 0, 0, 0, 0, 0, now
+}
+
+// finish stops the progress goroutine and returns the totals, measured up
+// to end.
+func (m *meter) finish(end time.Time) perfResult {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	<-m.done
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	secs := max(end.Sub(m.start).Seconds(), 1e-9)
+	return perfResult{
+		Tool:          m.name,
+		Records:       m.records,
+		Bytes:         m.bytes,
+		Errors:        m.errors,
+		Seconds:       secs,
+		RecordsPerSec: float64(m.records) / secs,
+		MBPerSec:      float64(m.bytes) / 1e6 / secs,
+		Latency:       m.lat.summary(),
+	}
+}
+
+// perfResult is the final line of a perf command.
+type perfResult struct {
+	Tool          string  `json:"tool"`
+	Topic         string  `json:"topic"`
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	Errors        int64   `json:"errors"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	// Latency is the acknowledgement latency (produce) or the end-to-end
+	// latency from the time each record was due (e2e).
+	Latency *latencySummary `json:"latency_ms,omitempty"`
+	// PublishLatency (e2e) is from the due time to the acknowledgement.
+	PublishLatency *latencySummary `json:"publish_latency_ms,omitempty"`
+	// FirstRecordMs (consume) is the time to the first record.
+	FirstRecordMs *float64 `json:"first_record_ms,omitempty"`
+	// TargetRate and MaxSendDelayMs (e2e): the rate asked for and how
+	// far behind its schedule the generator fell at worst.
+	TargetRate     float64  `json:"target_rate,omitempty"`
+	MaxSendDelayMs *float64 `json:"max_send_delay_ms,omitempty"`
+	Settings       any      `json:"settings,omitempty"`
+}
+
+// write prints r as one JSON line to w and, unless quiet, a summary line to
+// log.
+func (r *perfResult) write(w, log io.Writer, quiet bool) error {
+	if !quiet {
+		s := fmt.Sprintf("samsa perf %s: done: %d records in %.2fs, %.1f records/s, %.2f MB/s", r.Tool, r.Records,
+			r.Seconds, r.RecordsPerSec, r.MBPerSec)
+		if l := r.Latency; l != nil {
+			s += fmt.Sprintf(", latency ms p50 %.2f p99 %.2f p99.9 %.2f max %.2f", l.P50, l.P99, l.P999, l.Max)
+		}
+		if r.Errors > 0 {
+			s += fmt.Sprintf(", %d errors", r.Errors)
+		}
+		fmt.Fprintln(log, s)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

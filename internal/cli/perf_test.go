@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// lastJSON decodes the last line of out as a perfResult.
+func lastJSON(t *testing.T, out string) perfResult {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var r perfResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("final line %q: %v", lines[len(lines)-1], err)
+	}
+	return r
+}
+
+// TestPerfProduceConsume: perf produce sends the records asked for, with a
+// latency for each acknowledgement; perf consume then reads them all back.
+func TestPerfProduceConsume(t *testing.T) {
+	eachBackend(t, func(t *testing.T, addr string) {
+		for _, c := range []struct{ acks, compression, payload string }{
+			{"1", "none", "text"},
+			{"all", "lz4", "random"},
+		} {
+			topic := "perf-" + c.acks + "-" + c.compression
+			r := mustRun(t, nil, "perf", "produce", topic, "-b", addr, "--partitions", "3", "--records", "3000",
+				"--record-size", "100", "--acks", c.acks, "--compression", c.compression, "--payload", c.payload,
+				"--batch-max-bytes", "16384")
+			res := lastJSON(t, r.stdout)
+			if res.Tool != "produce" || res.Records != 3000 || res.Bytes != 300000 || res.Errors != 0 {
+				t.Fatalf("produce %+v: want 3000 records of 100 bytes", res)
+			}
+			if l := res.Latency; l == nil || l.Count != 3000 || l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || l.P50 <= 0 {
+				t.Fatalf("produce latency %+v: want 3000 ordered samples", res.Latency)
+			}
+			if !strings.Contains(r.stderr, "samsa perf produce: done: 3000 records") {
+				t.Errorf("stderr %q: no summary", r.stderr)
+			}
+			r = mustRun(t, nil, "perf", "consume", topic, "-b", addr, "-q")
+			res = lastJSON(t, r.stdout)
+			if res.Tool != "consume" || res.Records != 3000 || res.Bytes != 300000 || res.FirstRecordMs == nil {
+				t.Fatalf("consume %+v: want the 3000 records back", res)
+			}
+			if r.stderr != "" {
+				t.Errorf("consume -q wrote %q to stderr", r.stderr)
+			}
+		}
+	})
+}
+
+// TestPerfConsumeCount: --records beyond what the topic holds fails after
+// --idle with what was read.
+func TestPerfConsumeCount(t *testing.T) {
+	addr := startSamsa(t, "")
+	mustRun(t, nil, "perf", "produce", "few", "-b", addr, "--partitions", "1", "--records", "10", "-q")
+	r := run(t, nil, "perf", "consume", "few", "-b", addr, "--records", "20", "--idle", "500ms", "-q")
+	if r.err == nil || !strings.Contains(r.err.Error(), "read 10 of 20 records") {
+		t.Fatalf("err %v: want read 10 of 20 records", r.err)
+	}
+	if res := lastJSON(t, r.stdout); res.Records != 10 {
+		t.Fatalf("consume %+v: want 10 records", res)
+	}
+}
+
+// TestPerfE2E: every record produced on the schedule arrives at the
+// consumer and gets an end-to-end latency no smaller than its publish
+// latency's minimum.
+func TestPerfE2E(t *testing.T) {
+	addr := startSamsa(t, "")
+	r := mustRun(t, nil, "perf", "e2e", "lat", "-b", addr, "--partitions", "2", "--rate", "1000",
+		"--duration", "1s", "--record-size", "64", "--acks", "1", "--report-interval", "200ms")
+	res := lastJSON(t, r.stdout)
+	if res.Tool != "e2e" || res.Records != 1000 || res.Errors != 0 || res.TargetRate != 1000 {
+		t.Fatalf("e2e %+v: want 1000 records at 1000/s", res)
+	}
+	if res.Latency == nil || res.Latency.Count != 1000 || res.PublishLatency == nil || res.PublishLatency.Count != 1000 {
+		t.Fatalf("e2e latencies %+v %+v: want 1000 samples each", res.Latency, res.PublishLatency)
+	}
+	if res.MaxSendDelayMs == nil {
+		t.Fatalf("e2e %+v: no max_send_delay_ms", res)
+	}
+	if !strings.Contains(r.stderr, "samsa perf e2e: ") {
+		t.Errorf("stderr %q: no progress line", r.stderr)
+	}
+}
+
+// TestPerfFlags: bad settings fail before anything is sent.
+func TestPerfFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--acks", "2"},
+		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--record-size", "4"},
+		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--payload", "zeros"},
+		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--records", "0"},
+		{"perf", "e2e", "t", "-b", "127.0.0.1:1", "--rate", "0"},
+	} {
+		if r := run(t, nil, args...); r.err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}
