@@ -57,7 +57,10 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 		deadline = time.Now().Add(time.Minute)
 	}
 	c.conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	// The callback may run after a failed exchange cleared c.conn: it
+	// holds the connection of this exchange.
+	conn := c.conn
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	c.corr++
 	c.buf = kmsg.NewRequestFormatter(kmsg.FormatterClientID(c.clientID)).AppendRequest(c.buf[:0], req, c.corr)
