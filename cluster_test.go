@@ -195,3 +195,86 @@ func TestPreferredLeaderElection(t *testing.T) {
 		})
 	}
 }
+
+// TestReassignPartition moves a partition from broker 1 to brokers 2 and 3
+// while it holds data; the data follows, broker 1 drops its copy.
+func TestReassignPartition(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"broker.heartbeat.interval.ms": "500"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "move", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Partition, ra.Replicas = 0, []int32{1}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	waitFor(t, 20*time.Second, "leader 1", func() bool { return describe(t, adm, "move").Partitions[0].Leader == 1 })
+	var recs []*kgo.Record
+	for i := 0; i < 1000; i++ {
+		recs = append(recs, &kgo.Record{Topic: "move", Partition: 0, Value: []byte(fmt.Sprint(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	ar := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	art := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	art.Topic = "move"
+	arp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	arp.Partition, arp.Replicas = 0, []int32{2, 3}
+	art.Partitions = append(art.Partitions, arp)
+	ar.Topics = append(ar.Topics, art)
+	resp, err := ar.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("reassign: %v %+v", err, resp)
+	}
+	waitFor(t, 60*time.Second, "the reassignment to finish", func() bool {
+		p := describe(t, adm, "move").Partitions[0]
+		lr, err := kmsg.NewPtrListPartitionReassignmentsRequest().RequestWith(ctx, cl)
+		return err == nil && len(lr.Topics) == 0 && slices.Equal(p.Replicas, []int32{2, 3}) && (p.Leader == 2 || p.Leader == 3)
+	})
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics("move"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := 0
+	for got < 1000 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of 1000 after the move", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) != fmt.Sprint(r.Offset) {
+				t.Fatalf("offset %d holds %q", r.Offset, r.Value)
+			}
+			got++
+		})
+	}
+	// Cancelling when nothing is in progress is an error.
+	resp, err = ar.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelReq := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	ct := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	ct.Topic = "move"
+	cp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	cp.Partition = 0
+	ct.Partitions = append(ct.Partitions, cp)
+	cancelReq.Topics = append(cancelReq.Topics, ct)
+	cresp, err := cancelReq.RequestWith(ctx, cl)
+	if err != nil || cresp.Topics[0].Partitions[0].ErrorCode != kerr.NoReassignmentInProgress.Code {
+		t.Fatalf("cancel without reassignment: %v %+v", err, cresp)
+	}
+}

@@ -220,6 +220,10 @@ var forwarded = map[kmsg.Key]bool{
 	kmsg.AlterConfigs:            true,
 	kmsg.IncrementalAlterConfigs: true,
 	kmsg.ElectLeaders:            true,
+	// ListPartitionReassignments reads the active controller's image,
+	// which a broker's own image may trail.
+	kmsg.AlterPartitionAssignments:  true,
+	kmsg.ListPartitionReassignments: true,
 }
 
 // image is the current metadata image.

@@ -33,6 +33,7 @@ var errorCodes = []struct {
 	{controller.ErrStaleEpoch, kerr.FencedLeaderEpoch},
 	{controller.ErrNotController, kerr.NotController},
 	{controller.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
+	{controller.ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress},
 	{controller.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
 	{controller.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
 	{controller.ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch},

@@ -226,7 +226,7 @@ func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata
 				}
 				epoch++
 			}
-			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: isr,
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
 				Leader: leader, LeaderEpoch: epoch, PartitionEpoch: p.PartitionEpoch + 1})
 		}
 	}
@@ -251,7 +251,7 @@ func (c *Controller) electLeadersLocked(im *metadata.Image, id int32) []metadata
 				isr = []int32{id}
 				c.logger.Warn("unclean leader election", "topic", name, "partition", i, "leader", id)
 			}
-			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: isr,
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
 				Leader: id, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1})
 		}
 	}

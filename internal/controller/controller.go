@@ -528,10 +528,12 @@ func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, topicID
 	if !hasLeader {
 		return nil, 0, fmt.Errorf("%w: the ISR must hold the leader", ErrInvalidRequest)
 	}
-	rec := metadata.PartitionRecord{TopicID: topicID, Partition: partition, Replicas: p.Replicas, ISR: isr,
+	rec := metadata.PartitionRecord{TopicID: topicID, Partition: partition, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
 		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
+	// A reassignment completes once every adding replica is in sync.
+	maybeCompleteReassignment(im, &rec)
 	if err := c.commitLocked(ctx, []metadata.Record{rec}); err != nil {
 		return nil, 0, err
 	}
-	return isr, rec.PartitionEpoch, nil
+	return rec.ISR, rec.PartitionEpoch, nil
 }

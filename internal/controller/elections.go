@@ -95,7 +95,7 @@ func preferredElection(im *metadata.Image, t *metadata.Topic, i int32, p metadat
 	if !slices.Contains(p.ISR, pref) || !live(im, pref) {
 		return nil, ErrPreferredLeaderNotAvailable
 	}
-	return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, ISR: p.ISR,
+	return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: p.ISR,
 		Leader: pref, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1}, nil
 }
 
@@ -108,7 +108,7 @@ func uncleanElection(im *metadata.Image, t *metadata.Topic, i int32, p metadata.
 	}
 	for _, r := range p.Replicas {
 		if live(im, r) {
-			return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, ISR: []int32{r},
+			return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: []int32{r},
 				Leader: r, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1}, nil
 		}
 	}

@@ -37,6 +37,10 @@ type Partition struct {
 	Leader         int32 // -1 when leaderless
 	LeaderEpoch    int32
 	PartitionEpoch int32
+	// AddingReplicas and RemovingReplicas are set while a reassignment is
+	// in progress (KIP-455).
+	AddingReplicas   []int32
+	RemovingReplicas []int32
 }
 
 // Broker is a registered broker.
@@ -140,6 +144,9 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 				Leader:         r.Leader,
 				LeaderEpoch:    r.LeaderEpoch,
 				PartitionEpoch: r.PartitionEpoch,
+
+				AddingReplicas:   slices.Clone(r.AddingReplicas),
+				RemovingReplicas: slices.Clone(r.RemovingReplicas),
 			}
 		case RemoveTopicRecord:
 			if t := next.byID[r.ID]; t != nil {

@@ -30,6 +30,11 @@ type PartitionRecord struct {
 	Leader         int32   `json:"leader"`
 	LeaderEpoch    int32   `json:"leader_epoch"`
 	PartitionEpoch int32   `json:"partition_epoch"`
+	// AddingReplicas and RemovingReplicas describe a reassignment in
+	// progress (KIP-455): Replicas holds both the target and the
+	// replicas being removed.
+	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
 }
 
 // RemoveTopicRecord deletes a topic and its partitions.

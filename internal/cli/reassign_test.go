@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/samsahq/samsa"
+)
+
+// TestReassign moves a partition between the brokers of a 3-node cluster
+// with `samsa reassign execute`, waits with `verify`, and checks `list`
+// and `cancel` answers.
+func TestReassign(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(), Properties: map[string]string{"broker.heartbeat.interval.ms": "500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := "--brokers=" + strings.Join(c.Addrs(), ",")
+	mustRun(t, nil, "topic", "create", "moving", "--partitions", "1", "--replication-factor", "1", b)
+	desc := mustRun(t, nil, "topic", "describe", "moving", b).stdout
+	// Move the replica to the two other brokers, whichever holds it now.
+	target := `[2,3]`
+	if !strings.Contains(desc, "Replicas: 1") {
+		target = `[1,` + map[bool]string{true: "2", false: "3"}[strings.Contains(desc, "Replicas: 3")] + `]`
+	}
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(plan, []byte(`{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":`+target+`}]}`), 0o644)
+	if out := mustRun(t, nil, "reassign", "execute", "--plan", plan, b).stdout; !strings.Contains(out, "moving-0: started") {
+		t.Fatalf("execute: %q", out)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := run(t, nil, "reassign", "verify", "--plan", plan, b)
+		if r.err == nil && strings.Contains(r.stdout, "moving-0: complete") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reassignment did not complete: %q %v", r.stdout, r.err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out := mustRun(t, nil, "reassign", "list", b).stdout; out != "" {
+		t.Fatalf("list after completion: %q", out)
+	}
+	if r := run(t, nil, "reassign", "cancel", "--plan", plan, b); r.err == nil || !strings.Contains(r.stdout, "NO_REASSIGNMENT_IN_PROGRESS") {
+		t.Fatalf("cancel: %q %v", r.stdout, r.err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[9]}]}`), 0o644)
+	if r := run(t, nil, "reassign", "execute", "--plan", bad, b); r.err == nil || !strings.Contains(r.stdout, "INVALID_REPLICATION_FACTOR") {
+		t.Fatalf("unknown broker: %q %v", r.stdout, r.err)
+	}
+}
