@@ -278,3 +278,49 @@ func TestReassignPartition(t *testing.T) {
 		t.Fatalf("cancel without reassignment: %v %+v", err, cresp)
 	}
 }
+
+// TestThrottledReassignment: with follower.replication.throttled.rate set
+// and the topic's replicas throttled, a reassignment still completes and
+// the new replica holds every record.
+func TestThrottledReassignment(t *testing.T) {
+	c := startCluster(t, 2, map[string]string{"broker.heartbeat.interval.ms": "500",
+		"follower.replication.throttled.rate": "2000000", "leader.replication.throttled.rate": "2000000"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
+		"leader.replication.throttled.replicas": kmsg.StringPtr("*"), "follower.replication.throttled.replicas": kmsg.StringPtr("*")}, "slow"); err != nil {
+		t.Fatal(err)
+	}
+	var from int32
+	waitFor(t, 20*time.Second, "a leader", func() bool { from = describe(t, adm, "slow").Partitions[0].Leader; return from > 0 })
+	value := make([]byte, 1000)
+	var recs []*kgo.Record
+	for i := 0; i < 3000; i++ {
+		recs = append(recs, &kgo.Record{Topic: "slow", Value: value})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	to := 3 - from
+	res, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"slow": {0: {to}}})
+	if err != nil || res["slow"][0].Err != nil {
+		t.Fatalf("reassign: %v %+v", err, res)
+	}
+	waitFor(t, 60*time.Second, "the throttled reassignment to finish", func() bool {
+		p := describe(t, adm, "slow").Partitions[0]
+		return slices.Equal(p.Replicas, []int32{to}) && p.Leader == to
+	})
+	end, err := adm.ListEndOffsets(ctx, "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := end.Lookup("slow", 0); o.Offset != 3000 {
+		t.Fatalf("end offset on the new replica: %d", o.Offset)
+	}
+}

@@ -114,12 +114,14 @@ func New(cfg Config) (*Broker, error) {
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
-		NodeID:         cfg.Node.NodeID,
-		ReplicaLagTime: cfg.Node.ReplicaLagTimeMax,
-		Controller:     isrChanger{b},
-		LeaderAddr:     b.brokerAddr,
-		FetchMaxBytes:  cfg.Node.ReplicaFetchResponseMaxBytes,
-		Logger:         logger.With("component", "replica"),
+		NodeID:           cfg.Node.NodeID,
+		ReplicaLagTime:   cfg.Node.ReplicaLagTimeMax,
+		Controller:       isrChanger{b},
+		LeaderAddr:       b.brokerAddr,
+		FetchMaxBytes:    cfg.Node.ReplicaFetchResponseMaxBytes,
+		LeaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
+		FollowerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),
+		Logger:           logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
 	b.startGroups()
@@ -312,12 +314,16 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 	if flush == 1<<63-1 {
 		flush = 0
 	}
+	leaderThrottled, _ := b.topicConfig(t, "leader.replication.throttled.replicas")
+	followerThrottled, _ := b.topicConfig(t, "follower.replication.throttled.replicas")
 	return replica.LogConfig{
 		MaxMessageBytes:   int32(b.topicInt(t, "max.message.bytes")),
 		SegmentBytes:      b.topicInt(t, "segment.bytes"),
 		LogAppendTime:     ts == "LogAppendTime",
 		MinInsyncReplicas: int32(b.topicInt(t, "min.insync.replicas")),
 		Compact:           strings.Contains(policy, "compact"),
+		LeaderThrottled:   replica.ThrottledReplicas(leaderThrottled),
+		FollowerThrottled: replica.ThrottledReplicas(followerThrottled),
 		Storage: storage.Config{
 			SegmentBytes:          b.topicInt(t, "segment.bytes"),
 			SegmentMs:             time.Duration(b.topicInt(t, "segment.ms")) * time.Millisecond,

@@ -151,7 +151,13 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			if limit < 0 {
 				limit = 0
 			}
-			slice, res, err := p.ReadSlice(rp.FetchOffset, limit, follower, total == 0)
+			if follower && b.replicas.LeaderThrottled(p, req.ReplicaID) {
+				limit = 0 // over leader.replication.throttled.rate: no records this time
+			}
+			slice, res, err := p.ReadSlice(rp.FetchOffset, limit, follower, total == 0 && limit > 0)
+			if follower && err == nil {
+				b.replicas.LeaderSent(p, req.ReplicaID, slice.Length)
+			}
 			if follower && err == nil {
 				b.replicas.FollowerFetched(p, req.ReplicaID, rp.FetchOffset)
 			}

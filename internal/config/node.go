@@ -122,6 +122,13 @@ type Node struct {
 	// 1.4x the pread(2)+writev(2) path for 1 KB records in 1 MiB fetches
 	// over loopback (BenchmarkFetch); false uses the buffered path.
 	FetchSendfile bool
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// are leader.replication.throttled.rate and
+	// follower.replication.throttled.rate: bytes/s of replication traffic
+	// of the replicas a topic lists in leader/follower.replication.
+	// throttled.replicas (default Long.MAX_VALUE, unlimited). Kafka sets
+	// them as dynamic broker configs; Samsa reads them at startup.
+	LeaderReplicationThrottledRate, FollowerReplicationThrottledRate int64
 	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default
 	// true): the active controller moves leadership back to preferred
 	// replicas.
@@ -403,6 +410,8 @@ var nodeProps = map[string]nodeProp{
 	"auto.leader.rebalance.enable":            {"true", boolean(func(n *Node) *bool { return &n.AutoLeaderRebalanceEnable }), "move leadership back to preferred replicas"},
 	"leader.imbalance.check.interval.seconds": {"300", millis(func(n *Node) *time.Duration { return &n.LeaderImbalanceCheckInterval }, time.Second), "preferred leader check period"},
 	"leader.imbalance.per.broker.percentage":  {"10", i32(func(n *Node) *int32 { return &n.LeaderImbalancePerBrokerPercentage }, 0), "allowed leader imbalance per broker"},
+	"leader.replication.throttled.rate":       {"9223372036854775807", i64(func(n *Node) *int64 { return &n.LeaderReplicationThrottledRate }, 0), "bytes/s served to throttled followers"},
+	"follower.replication.throttled.rate":     {"9223372036854775807", i64(func(n *Node) *int64 { return &n.FollowerReplicationThrottledRate }, 0), "bytes/s fetched by throttled followers"},
 	"cluster.id":                              {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
 	// Accepted for compatibility with existing server.properties files;
 	// Samsa has no thread pools to size.

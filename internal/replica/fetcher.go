@@ -117,6 +117,11 @@ func (f *fetcher) run() {
 			client = wire.NewClient(addr, "samsa-replica-"+strconv.Itoa(int(f.m.opts.NodeID)), f.m.opts.FetchMaxBytes+(1<<20))
 		}
 		req := f.request(parts)
+		if len(req.Topics) == 0 {
+			// Every partition is throttled: wait for the quota window.
+			f.sleep(max(f.m.opts.FollowerThrottle.Wait(time.Now()), 10*time.Millisecond))
+			continue
+		}
 		ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
 		resp, err := client.Request(ctx, req)
 		cancel()
@@ -142,7 +147,11 @@ func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchReques
 	req.MaxBytes = f.m.opts.FetchMaxBytes
 	req.SessionEpoch = -1
 	byTopic := map[string]int{}
+	throttled := f.m.opts.FollowerThrottle.Exceeded(time.Now())
 	for tp, p := range parts {
+		if throttled && p.Config().FollowerThrottled.Has(tp.Partition, f.m.opts.NodeID) {
+			continue // over follower.replication.throttled.rate
+		}
 		i, ok := byTopic[tp.Topic]
 		if !ok {
 			rt := kmsg.NewFetchRequestTopic()
@@ -208,6 +217,9 @@ func (f *fetcher) apply(p *Partition, rp *kmsg.FetchResponseTopicPartition) erro
 		// past EndOffset; truncate there and fetch again.
 		f.m.logger.Info("truncating diverged follower", "topic", p.Topic, "partition", p.Partition, "epoch", d.Epoch, "end_offset", d.EndOffset, "log_end_offset", p.LogEndOffset())
 		return p.truncateAsFollower(d.EndOffset)
+	}
+	if p.Config().FollowerThrottled.Has(p.Partition, f.m.opts.NodeID) {
+		f.m.opts.FollowerThrottle.Record(int64(len(rp.RecordBatches)), time.Now())
 	}
 	return p.appendAsFollower(rp.RecordBatches, rp.HighWatermark)
 }

@@ -32,7 +32,11 @@ type Options struct {
 	LeaderAddr func(id int32) (string, bool)
 	// FetchMaxBytes bounds a follower fetch response (replica.fetch.response.max.bytes).
 	FetchMaxBytes int32
-	Logger        *slog.Logger // nil discards
+	// LeaderThrottle and FollowerThrottle bound the replication traffic of
+	// throttled replicas (leader.replication.throttled.rate,
+	// follower.replication.throttled.rate); nil means unlimited.
+	LeaderThrottle, FollowerThrottle *Throttle
+	Logger                           *slog.Logger // nil discards
 }
 
 // Manager owns the hosted partitions, the follower fetchers and the ISR
@@ -187,6 +191,20 @@ func (m *Manager) Partitions() []*Partition {
 		out = append(out, p)
 	}
 	return out
+}
+
+// LeaderThrottled reports whether serving follower replica of p is over
+// leader.replication.throttled.rate now (the fetch then returns no
+// records for p); Sent counts what was served.
+func (m *Manager) LeaderThrottled(p *Partition, replica int32) bool {
+	return p.Config().LeaderThrottled.Has(p.Partition, replica) && m.opts.LeaderThrottle.Exceeded(time.Now())
+}
+
+// LeaderSent counts n bytes of records served to follower replica of p.
+func (m *Manager) LeaderSent(p *Partition, replica int32, n int64) {
+	if p.Config().LeaderThrottled.Has(p.Partition, replica) {
+		m.opts.LeaderThrottle.Record(n, time.Now())
+	}
 }
 
 // FollowerFetched is called by the Fetch handler after serving a follower:

@@ -29,6 +29,10 @@ type LogConfig struct {
 	MinInsyncReplicas int32
 	// Compact is cleanup.policy containing compact: records need keys.
 	Compact bool
+	// LeaderThrottled and FollowerThrottled are the topic's
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas.
+	LeaderThrottled, FollowerThrottled ThrottledReplicas
 	// Storage is the log's own configuration.
 	Storage storage.Config
 }
