@@ -49,7 +49,7 @@ func (b *Broker) register(ctx context.Context) error {
 
 func (b *Broker) registerOnce(ctx context.Context) error {
 	if b.ctrl.Active() {
-		epoch, err := b.ctrl.RegisterBroker(ctx, b.node.NodeID, b.incarnation, b.endpoints, nil)
+		epoch, err := b.ctrl.RegisterBroker(ctx, b.node.NodeID, b.incarnation, b.endpoints, b.rack())
 		if err == nil {
 			b.brokerEpoch.Store(epoch)
 			return nil
@@ -61,6 +61,7 @@ func (b *Broker) registerOnce(ctx context.Context) error {
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.SetVersion(1)
 	req.BrokerID, req.ClusterID, req.IncarnationID = b.node.NodeID, b.image().ClusterID, b.incarnation
+	req.Rack = b.rack()
 	for _, ep := range b.endpoints {
 		l := kmsg.NewBrokerRegistrationRequestListener()
 		l.Name, l.Host, l.Port = ep.Name, ep.Host, uint16(ep.Port)
@@ -163,4 +164,13 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// rack is broker.rack, nil when unset.
+func (b *Broker) rack() *string {
+	if b.node.BrokerRack == "" {
+		return nil
+	}
+	r := b.node.BrokerRack
+	return &r
 }

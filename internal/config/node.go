@@ -129,6 +129,9 @@ type Node struct {
 	// throttled.replicas (default Long.MAX_VALUE, unlimited). Kafka sets
 	// them as dynamic broker configs; Samsa reads them at startup.
 	LeaderReplicationThrottledRate, FollowerReplicationThrottledRate int64
+	// BrokerRack is broker.rack: replicas of a partition are spread over
+	// racks (empty: no rack).
+	BrokerRack string
 	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default
 	// true): the active controller moves leadership back to preferred
 	// replicas.
@@ -412,6 +415,7 @@ var nodeProps = map[string]nodeProp{
 	"leader.imbalance.per.broker.percentage":  {"10", i32(func(n *Node) *int32 { return &n.LeaderImbalancePerBrokerPercentage }, 0), "allowed leader imbalance per broker"},
 	"leader.replication.throttled.rate":       {"9223372036854775807", i64(func(n *Node) *int64 { return &n.LeaderReplicationThrottledRate }, 0), "bytes/s served to throttled followers"},
 	"follower.replication.throttled.rate":     {"9223372036854775807", i64(func(n *Node) *int64 { return &n.FollowerReplicationThrottledRate }, 0), "bytes/s fetched by throttled followers"},
+	"broker.rack":                             {"", func(n *Node, v string) error { n.BrokerRack = strings.TrimSpace(v); return nil }, "rack of this broker"},
 	"cluster.id":                              {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
 	// Accepted for compatibility with existing server.properties files;
 	// Samsa has no thread pools to size.

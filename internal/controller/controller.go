@@ -355,11 +355,42 @@ func unfencedBrokers(im *metadata.Image) []*metadata.Broker {
 	return out
 }
 
-// placeReplicas assigns rf brokers to partition p round-robin.
+// placeReplicas assigns rf brokers to partition p round-robin over a
+// rack-alternating order of the brokers (Kafka's rack-aware assignment:
+// with broker.rack set, consecutive replicas land on different racks when
+// there are enough racks). Brokers without a rack form one rack.
 func placeReplicas(brokers []*metadata.Broker, p int32, rf int16) []int32 {
+	order := rackAlternating(brokers)
 	out := make([]int32, rf)
 	for i := range out {
-		out[i] = brokers[(int(p)+i)%len(brokers)].ID
+		out[i] = order[(int(p)+i)%len(order)]
+	}
+	return out
+}
+
+// rackAlternating lists broker ids taking one broker of each rack in turn
+// (racks and brokers in id order).
+func rackAlternating(brokers []*metadata.Broker) []int32 {
+	byRack := map[string][]int32{}
+	var racks []string
+	for _, b := range brokers {
+		r := ""
+		if b.Rack != nil {
+			r = *b.Rack
+		}
+		if _, ok := byRack[r]; !ok {
+			racks = append(racks, r)
+		}
+		byRack[r] = append(byRack[r], b.ID)
+	}
+	sort.Strings(racks)
+	out := make([]int32, 0, len(brokers))
+	for i := 0; len(out) < len(brokers); i++ {
+		for _, r := range racks {
+			if i < len(byRack[r]) {
+				out = append(out, byRack[r][i])
+			}
+		}
 	}
 	return out
 }
