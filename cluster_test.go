@@ -324,3 +324,59 @@ func TestThrottledReassignment(t *testing.T) {
 		t.Fatalf("end offset on the new replica: %d", o.Offset)
 	}
 }
+
+// TestClusterConsumerGroup: a consumer group on a 3-node cluster commits
+// offsets (to a replicated __consumer_offsets whatever node coordinates)
+// and a new member resumes from them.
+func TestClusterConsumerGroup(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"broker.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "6"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "cg"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := 0; i < 300; i++ {
+		recs = append(recs, &kgo.Record{Topic: "cg", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	consume := func(want int) int {
+		g, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("cg"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		got := 0
+		for got < want {
+			fs := g.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("consumed %d of %d", got, want)
+			}
+			got += fs.NumRecords()
+		}
+		if err := g.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	consume(300)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "cg", Value: []byte("new")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	lags, err := adm.Lag(ctx, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total := lags["g1"].Lag.Total(); total != 1 {
+		t.Fatalf("lag after commit: %d, want 1", total)
+	}
+}

@@ -161,12 +161,12 @@ func (b *Broker) ensureOffsetsTopic(ctx context.Context) (*metadata.Topic, error
 	for k, v := range offsetsTopicConfigs {
 		configs[k] = v
 	}
-	errs, err := b.ctrl.CreateTopics(ctx, []controller.CreateTopic{{
+	errs, err := b.createTopics(ctx, []controller.CreateTopic{{
 		Name:              offsetsTopic,
 		Partitions:        b.node.OffsetsTopicNumPartitions,
 		ReplicationFactor: rf,
 		Configs:           configs,
-	}}, false)
+	}})
 	if err == nil && len(errs) == 1 && errs[0] != nil && !errors.Is(errs[0], controller.ErrTopicExists) {
 		err = errs[0]
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -126,16 +127,21 @@ func clientEndpoint(br *metadata.Broker) (metadata.Endpoint, bool) {
 	return metadata.Endpoint{}, false
 }
 
-// autoCreate creates topics for Metadata (auto.create.topics.enable), on
-// the active controller.
+// autoCreate creates topics for Metadata (auto.create.topics.enable).
 func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic) {
+	if _, err := b.createTopics(ctx, topics); err != nil {
+		b.logger.Warn("auto-creating topics failed", "err", err)
+	}
+}
+
+// createTopics creates topics on the active controller: directly when this
+// node is it, otherwise with a CreateTopics request to it, then waits
+// until this node's image has the topics. It returns one error per topic.
+func (b *Broker) createTopics(ctx context.Context, topics []controller.CreateTopic) ([]error, error) {
 	if b.ctrl.Active() {
-		_, err := b.ctrl.CreateTopics(ctx, topics, false)
-		if err == nil || !errors.Is(err, controller.ErrNotController) {
-			if err != nil {
-				b.logger.Warn("auto-creating topics failed", "err", err)
-			}
-			return
+		errs, err := b.ctrl.CreateTopics(ctx, topics, false)
+		if !errors.Is(err, controller.ErrNotController) {
+			return errs, err
 		}
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -144,13 +150,28 @@ func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic
 	for _, t := range topics {
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
+		for k, v := range t.Configs {
+			c := kmsg.NewCreateTopicsRequestTopicConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(v)
+			rt.Configs = append(rt.Configs, c)
+		}
 		req.Topics = append(req.Topics, rt)
 	}
-	if _, err := b.forward(ctx, req); err != nil {
-		b.logger.Warn("auto-creating topics failed", "err", err)
-		return
+	resp, err := b.forward(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(topics))
+	for i, rt := range resp.(*kmsg.CreateTopicsResponse).Topics {
+		if i < len(errs) && rt.ErrorCode != 0 {
+			errs[i] = kerr.ErrorForCode(rt.ErrorCode)
+			if rt.ErrorCode == kerr.TopicAlreadyExists.Code {
+				errs[i] = fmt.Errorf("%w: %s", controller.ErrTopicExists, rt.Topic)
+			}
+		}
 	}
 	b.waitForTopics(ctx, topics)
+	return errs, nil
 }
 
 // waitForTopics waits briefly until the local image has the topics (the
