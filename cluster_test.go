@@ -27,15 +27,20 @@ func startCluster(t *testing.T, nodes int, props map[string]string) *samsa.Clust
 	return c
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond every 50 ms until it holds or d passes (a real
+// cluster has no event to wait on from outside).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

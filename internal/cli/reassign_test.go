@@ -35,16 +35,20 @@ func TestReassign(t *testing.T) {
 	if out := mustRun(t, nil, "reassign", "execute", "--plan", plan, b).stdout; !strings.Contains(out, "moving-0: started") {
 		t.Fatalf("execute: %q", out)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		r := run(t, nil, "reassign", "verify", "--plan", plan, b)
 		if r.err == nil && strings.Contains(r.stdout, "moving-0: complete") {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("reassignment did not complete: %q %v", r.stdout, r.err)
+		case <-tick.C:
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	if out := mustRun(t, nil, "reassign", "list", b).stdout; out != "" {
 		t.Fatalf("list after completion: %q", out)
