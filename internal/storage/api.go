@@ -38,6 +38,11 @@ type Config struct {
 	// FlushIntervalMessages fsyncs after this many messages
 	// (log.flush.interval.messages; zero means never: leave it to the OS).
 	FlushIntervalMessages int64
+	// ProducerIDExpiration is producer.id.expiration.ms: the producer state
+	// of a producer id that wrote nothing to the partition for this long,
+	// and has no transaction open in it, is forgotten (default 1 day;
+	// broker config, not a topic config).
+	ProducerIDExpiration time.Duration
 	// Cleanup says how old records go: retention (cleanup.policy=delete)
 	// and the log cleaner (cleanup.policy=compact). Its zero value keeps
 	// every record; unlike the fields above, its fields take Kafka's
@@ -73,6 +78,11 @@ type AppendResult struct {
 	// MaxTimestamp (Kafka's shallowOffsetOfMaxTimestamp); -1 when nothing
 	// was appended.
 	OffsetOfMaxTimestamp int64
+	// Duplicate is set when a client's batch (OriginClient) repeats one of
+	// the producer's last five batches (a retry after a lost response):
+	// nothing was written and BaseOffset and LastOffset are those of the
+	// earlier batch.
+	Duplicate bool
 }
 
 // ReadResult is the outcome of Read.

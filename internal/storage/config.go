@@ -32,6 +32,9 @@ func (c Config) WithDefaults() Config {
 	if c.SegmentIndexBytes == 0 {
 		c.SegmentIndexBytes = DefaultSegmentIndexBytes
 	}
+	if c.ProducerIDExpiration <= 0 {
+		c.ProducerIDExpiration = DefaultProducerIDExpiration
+	}
 	return c
 }
 
@@ -80,6 +83,9 @@ func (c Config) Inherit(parent Config) Config {
 	}
 	if c.FlushIntervalMessages == 0 {
 		c.FlushIntervalMessages = parent.FlushIntervalMessages
+	}
+	if c.ProducerIDExpiration == 0 {
+		c.ProducerIDExpiration = parent.ProducerIDExpiration
 	}
 	if c.Cleanup == (Cleanup{}) {
 		c.Cleanup = parent.Cleanup

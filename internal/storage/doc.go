@@ -19,6 +19,8 @@
 //	00000000000000000000.log        record batches
 //	00000000000000000000.index      offset index
 //	00000000000000000000.timeindex  time index
+//	00000000000000000000.txnindex   aborted transactions (when there are)
+//	00000000000000001234.snapshot   producer state below offset 1234
 //	00000000000000001234.log        next segment: first offset 1234
 //	…
 //
@@ -67,6 +69,59 @@
 // timestamp grew since the last time entry, and once more when the segment
 // is rolled or closed, so the last entry holds the segment's max
 // timestamp. Timestamps increase strictly, offsets never decrease.
+//
+// # .txnindex (transaction index)
+//
+// The aborted transactions whose ABORT marker lies in the segment, in
+// marker order (Kafka's TransactionIndex). 34-byte entries, big-endian, no
+// header; the file exists only once the segment has an entry:
+//
+//	offset  size  field
+//	     0     2  version           0
+//	     2     8  producerId
+//	    10     8  firstOffset       the transaction's first offset in the partition
+//	    18     8  lastOffset        the offset of its ABORT marker
+//	    26     8  lastStableOffset  the LSO once the marker was written
+//
+// Fetch with read_committed lists the entries overlapping the fetched range
+// (Log.AbortedTransactions). Truncation drops the entries whose marker it
+// removes; recovery rewrites the entries of the markers it replays.
+//
+// # Producer state and <offset>.snapshot
+//
+// Each log keeps, per producer id, its epoch, its last five batches
+// (sequences and offsets, to answer a retried batch with its first
+// offsets), the coordinator epoch of its last transaction marker and the
+// first offset of its open transaction (producerstate.go, Kafka's
+// ProducerStateManager). The open transactions bound the last stable
+// offset (Log.FirstUnstableOffset). The state is written to
+// NNN.snapshot, NNN being the offset it covers the log up to, when a
+// segment rolls and when the log closes, in Kafka's format (version 1),
+// big-endian:
+//
+//	offset  size  field
+//	     0     2  version                 1
+//	     2     4  crc                     CRC-32C of everything after this field
+//	     6     4  count                   number of entries
+//	    10    46  entries, each:
+//	                 8  producerId
+//	                 2  epoch
+//	                 4  lastSequence           -1 when no batch is known
+//	                 8  lastOffset             last offset of its last batch, -1 none
+//	                 4  offsetDelta            lastOffset minus the batch's first offset
+//	                 8  timestamp              max timestamp of its last batch or marker
+//	                 4  coordinatorEpoch       of its last marker, -1 none
+//	                 8  currentTxnFirstOffset  -1 when no transaction is open
+//
+// A snapshot keeps only each producer's last batch, as Kafka's does. Open
+// loads the latest snapshot at or below the first segment recovery
+// re-checks and replays the batch headers after it; snapshots past the log
+// end are removed, and those below the log start offset at each roll
+// (except the latest). Producers stay known after retention or
+// DeleteRecords removed their records; a producer with no transaction open
+// is forgotten after producer.id.expiration.ms without appends (counted in
+// wall time from its last append, or from the last Open: Kafka counts from
+// the batch's max timestamp, which clients set).
 //
 // # Checkpoint files
 //

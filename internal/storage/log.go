@@ -58,6 +58,10 @@ type Log struct {
 
 	epochs *epochCache // leader epoch history (leader-epoch-checkpoint)
 
+	// producers is the producer state (producerstate.go): set by Open,
+	// updated by appends under mu.
+	producers *producerState
+
 	flushTarget atomic.Int64  // highest offset the background flusher was asked to reach
 	flushKick   chan struct{} // wakes the background flusher
 	done        chan struct{} // closed by Close to stop it
@@ -91,6 +95,9 @@ func (l *Log) SetConfig(cfg Config) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cfg = cfg.WithDefaults()
+	if l.producers != nil {
+		l.producers.setExpiration(l.cfg.ProducerIDExpiration)
+	}
 	return nil
 }
 
@@ -157,8 +164,27 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 // record.ErrTruncated (wrapped) when batches is not whole batches,
 // ErrRecordSetTooLarge, or an I/O error. When FlushIntervalMessages is
 // reached the log is flushed before Append returns.
+//
+// Batches with a producer id are checked as OriginCoordinator (see
+// AppendWith).
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendResult, error) {
-	return l.append(batches, true, leaderEpoch)
+	return l.append(batches, true, leaderEpoch, OriginCoordinator)
+}
+
+// AppendWith is Append with the producer checks of origin for the batches
+// that carry a producer id (Kafka's analyzeAndValidateProducerState):
+// epochs older than the producer's give ErrInvalidProducerEpoch, a marker
+// from an older coordinator epoch ErrCoordinatorFenced, a non-transactional
+// batch while the producer's transaction is open ErrInvalidTxnState; for
+// OriginClient, a retry of one of the producer's last five batches is
+// answered with AppendResult.Duplicate and the offsets it got, and a
+// sequence that does not follow the last one gives ErrOutOfOrderSequence
+// (any sequence is accepted from a producer the partition has no state
+// for). Nothing is written on these errors. Transactions started or ended
+// by the batches update the last stable offset; an aborted one gets an
+// entry in the .txnindex of the segment its marker lands in.
+func (l *Log) AppendWith(batches []byte, leaderEpoch int32, origin Origin) (AppendResult, error) {
+	return l.append(batches, true, leaderEpoch, origin)
 }
 
 // AppendAsFollower writes batches a leader sent, keeping their base offsets
@@ -167,12 +193,12 @@ func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendResult, error) {
 // compaction, are kept); otherwise it returns ErrOutOfOrderOffsets and
 // writes nothing. Other errors as Append.
 func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
-	return l.append(batches, false, 0)
+	return l.append(batches, false, 0, OriginReplication)
 }
 
-func (l *Log) append(batches []byte, assign bool, epoch int32) (AppendResult, error) {
+func (l *Log) append(batches []byte, assign bool, epoch int32, origin Origin) (AppendResult, error) {
 	l.mu.Lock()
-	res, flush, err := l.appendLocked(batches, assign, epoch)
+	res, flush, err := l.appendLocked(batches, assign, epoch, origin)
 	l.mu.Unlock()
 	if err == nil && flush {
 		err = l.Flush()
@@ -180,13 +206,14 @@ func (l *Log) append(batches []byte, assign bool, epoch int32) (AppendResult, er
 	return res, err
 }
 
-func (l *Log) appendLocked(batches []byte, assign bool, epoch int32) (res AppendResult, flush bool, err error) {
+func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Origin) (res AppendResult, flush bool, err error) {
 	if l.closing {
 		return res, false, ErrClosed
 	}
 	leo := l.logEndOffset.Load()
 	res = AppendResult{BaseOffset: leo, LastOffset: leo - 1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1}
 	hs := make([]record.Header, 0, 1)
+	var pbs []producerBatch // batches with a producer id
 	next := leo
 	_, err = record.Batches(batches, func(b []byte, h record.Header) error {
 		if h.LastOffsetDelta < 0 {
@@ -201,6 +228,9 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32) (res Append
 		}
 		next = h.NextOffset()
 		hs = append(hs, h)
+		if h.ProducerID >= 0 {
+			pbs = append(pbs, newProducerBatch(b, h))
+		}
 		return nil
 	})
 	if err != nil {
@@ -217,6 +247,18 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32) (res Append
 	for i := range hs {
 		if hs[i].MaxTimestamp > res.MaxTimestamp {
 			res.MaxTimestamp, res.OffsetOfMaxTimestamp = hs[i].MaxTimestamp, hs[i].LastOffset()
+		}
+	}
+
+	var pu *producerUpdate
+	if len(pbs) > 0 {
+		now := l.now()
+		l.producers.maybeExpire(now)
+		if pu, err = l.producers.prepare(pbs, origin, now); err != nil {
+			return res, false, err
+		}
+		if d := pu.duplicate; d != nil {
+			return AppendResult{BaseOffset: d.firstOffset, LastOffset: d.lastOffset, MaxTimestamp: d.timestamp, OffsetOfMaxTimestamp: d.lastOffset, Duplicate: true}, false, nil
 		}
 	}
 
@@ -242,6 +284,11 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32) (res Append
 		l.logger.Error("index append failed", "segment", seg.String(), "err", err)
 	}
 	l.logEndOffset.Store(next)
+	if err := l.producers.commit(pu, seg, next); err != nil {
+		// The batches are in the log; the index is rebuilt from it on the
+		// next recovery.
+		l.logger.Error("transaction index append failed", "segment", seg.String(), "err", err)
+	}
 	l.recordEpochsLocked(hs)
 	flush = l.cfg.FlushIntervalMessages > 0 && next-l.recoveryPoint.Load() >= l.cfg.FlushIntervalMessages
 	return res, flush, nil
@@ -323,6 +370,11 @@ func (l *Log) rollLocked(newBase int64) (*segment, error) {
 		}
 	}
 	l.logger.Info("rolled segment", "base_offset", newBase, "previous_bytes", old.size.Load())
+	if wrote, err := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load()); err != nil {
+		l.logger.Warn("writing producer snapshot failed", "offset", newBase, "err", err)
+	} else if wrote {
+		l.dirDirty = true
+	}
 	l.requestFlushLocked(newBase)
 	return s, nil
 }
@@ -643,6 +695,9 @@ func (l *Log) Truncate(offset int64) error {
 	if l.recoveryPoint.Load() > next {
 		l.recoveryPoint.Store(next)
 	}
+	if err := l.reloadProducersLocked(); err != nil {
+		return err
+	}
 	l.logger.Info("truncated log", "to_offset", offset, "log_end_offset", next, "previous_log_end_offset", leo, "segments_removed", len(segs)-keep)
 	return nil
 }
@@ -682,6 +737,11 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
 	l.truncateEpochsLocked(offset)
+	if l.producers != nil {
+		if err := l.producers.truncateFully(offset); err != nil {
+			l.logger.Warn("removing producer snapshots failed", "err", err)
+		}
+	}
 	l.logger.Info("truncated log fully", "start_offset", offset, "segments_removed", len(segs))
 	return nil
 }
@@ -697,6 +757,14 @@ func (l *Log) Close() error {
 	var err error
 	if segs := l.segments(); len(segs) > 0 {
 		err = segs[len(segs)-1].onBecomeInactive()
+	}
+	if l.producers != nil {
+		// A snapshot at the log end spares the next Open a replay.
+		if wrote, serr := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load()); serr != nil {
+			l.logger.Warn("writing producer snapshot failed", "err", serr)
+		} else if wrote {
+			l.dirDirty = true
+		}
 	}
 	l.mu.Unlock()
 

@@ -47,6 +47,7 @@ func Open(opts OpenOptions) (*Log, error) {
 		cfg:       opts.Config.WithDefaults(),
 		flushKick: make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		producers: newProducerState(opts.Dir, opts.Config.WithDefaults().ProducerIDExpiration),
 	}
 	l.cleanerOffset.Store(-1)
 	l.deleteHorizon.Store(math.MaxInt64)
@@ -223,6 +224,16 @@ func (l *Log) load(opts OpenOptions) error {
 		rp = leo
 	}
 	l.recoveryPoint.Store(rp)
+	// Producer state: from the latest snapshot at or below the first
+	// segment re-checked, so that recovered segments get their .txnindex
+	// rebuilt.
+	limit := leo
+	if recoverFrom < len(segs) {
+		limit = min(limit, segs[recoverFrom].baseOffset)
+	}
+	if err := l.loadProducerState(limit, opts.RecoveryPoint < 0); err != nil {
+		return fmt.Errorf("storage: producer state: %w", err)
+	}
 	l.logger.Debug("opened log", "segments", len(segs), "log_start_offset", logStart, "log_end_offset", leo, "recovery_point", rp)
 	return nil
 }

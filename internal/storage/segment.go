@@ -65,6 +65,8 @@ type segment struct {
 	rw     sync.RWMutex
 	closed bool // guarded by rw
 
+	txn txnIndex // .txnindex, loaded on first use (txnindex.go)
+
 	// Writer state, guarded by Log.mu.
 	bytesSinceLastIndexEntry int64
 	rollingBasedTimestamp    int64 // max timestamp of the first append, noTimestamp if none
@@ -415,7 +417,7 @@ func (s *segment) flush() error {
 			return fmt.Errorf("storage: fsync %s: %w", f.Name(), err)
 		}
 	}
-	return nil
+	return s.syncTxnIndex()
 }
 
 // close closes the files; readers in flight finish first and later ones
