@@ -17,7 +17,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,20 +41,24 @@ type Config struct {
 	Dir string
 	// Properties are Kafka server properties (node.id, listeners,
 	// log.segment.bytes, ...), as in server.properties. When listeners is
-	// not set, the node listens on 127.0.0.1 with free ports.
+	// not set, the node listens on 127.0.0.1 with free ports: PLAINTEXT
+	// and CONTROLLER, or only the one of its process.roles.
 	Properties map[string]string
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 }
 
-// Node is a running Samsa node (broker and controller).
+// Node is a running Samsa node: a broker, a controller or both
+// (process.roles).
 type Node struct {
 	cfg       Config
 	node      *config.Node
 	logger    *slog.Logger
 	logs      *storage.Manager
 	quorum    quorum.Log
-	raft      *quorum.Raft
+	raft      *quorum.Raft     // a voter of controller.quorum.voters
+	local     *quorum.Local    // a single node without voters
+	observer  *quorum.Observer // a broker-only node
 	ctrl      *controller.Controller
 	broker    *broker.Broker
 	listeners []*server.Server
@@ -75,7 +82,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		props[k] = v
 	}
 	if _, ok := props["listeners"]; !ok {
-		props["listeners"] = "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"
+		switch strings.ReplaceAll(props["process.roles"], " ", "") {
+		case "broker":
+			props["listeners"] = "PLAINTEXT://127.0.0.1:0"
+		case "controller":
+			props["listeners"] = "CONTROLLER://127.0.0.1:0"
+		default:
+			props["listeners"] = "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"
+		}
 	}
 	if cfg.Dir != "" {
 		props["log.dirs"] = cfg.Dir
@@ -121,6 +135,11 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			n.Close()
 		}
 	}()
+	if len(nc.QuorumVoters) > 0 && nc.ClusterID == "" && !formatted(nc.LogDirs) {
+		// Each node would make up its own cluster id (Kafka refuses to
+		// start unformatted).
+		return nil, fmt.Errorf("samsa: log dirs %s are not formatted: run samsa storage format --cluster-id ID on every node of the cluster (or set cluster.id)", strings.Join(nc.LogDirs, ","))
+	}
 	n.logs, err = storage.OpenManager(storage.ManagerOptions{
 		Dirs:      nc.LogDirs,
 		NodeID:    nc.NodeID,
@@ -140,10 +159,11 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		return nil, err
 	}
 
-	// The metadata quorum: one local voter, or raft over the controller
-	// listeners of controller.quorum.voters.
+	// The metadata quorum: one local voter, raft over the controller
+	// listeners of controller.quorum.voters, or (broker-only) an observer
+	// fetching the log from them.
 	var transport *quorum.TCPTransport
-	if len(nc.QuorumVoters) > 0 {
+	if len(nc.QuorumVoters) > 0 && nc.HasRole("controller") {
 		transport, err = quorum.NewTCPTransport(quorum.TCPConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Logger: logger.With("component", "raft")})
 		if err != nil {
 			return nil, err
@@ -210,39 +230,61 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if err != nil {
 		return nil, err
 	}
-	if transport != nil {
-		n.raft, err = quorum.OpenRaft(quorum.RaftConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, Transport: transport, Logger: logger.With("component", "raft")})
+	var voter broker.MetadataQuorum
+	switch {
+	case transport != nil:
+		n.raft, err = quorum.OpenRaft(quorum.RaftConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, Transport: transport, ClusterID: n.logs.ClusterID(), Logger: logger.With("component", "raft")})
 		if err != nil {
 			transport.Close()
 			return nil, err
 		}
-		n.quorum = n.raft
-	} else {
-		local, err := quorum.OpenLocal(n.logs)
+		n.quorum, voter = n.raft, n.raft
+	case len(nc.QuorumVoters) > 0:
+		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {
 			return nil, err
 		}
-		n.quorum = local
+		n.quorum = n.observer
+	default:
+		n.local, err = quorum.OpenLocal(n.logs)
+		if err != nil {
+			return nil, err
+		}
+		n.quorum, voter = n.local, n.local
 	}
 	n.ctrl, err = controller.New(nc, n.quorum, n.logs.ClusterID(), logger.With("component", "controller"))
 	if err != nil {
 		return nil, err
 	}
-	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Logger: logger})
+	// A controller-only node has a Broker too, unregistered and hosting
+	// nothing: it answers the controller listener's APIs.
+	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	h.b.Store(n.broker)
-	if err := n.broker.Start(ctx, endpoints); err != nil {
-		return nil, fmt.Errorf("registering broker: %w", err)
+	if nc.HasRole("broker") {
+		if err := n.broker.Start(ctx, endpoints); err != nil {
+			return nil, fmt.Errorf("registering broker: %w", err)
+		}
 	}
 	n.wg.Add(1)
 	go n.background()
 	return n, nil
 }
 
+// formatted reports whether one of dirs has a meta.properties.
+func formatted(dirs []string) bool {
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, storage.MetaPropertiesFile)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Addr is the host:port of the node's first broker listener, for clients'
-// bootstrap servers.
+// bootstrap servers; "" on a controller-only node.
 func (n *Node) Addr() string { return n.addr }
 
 // ClusterID is the cluster id from meta.properties.
@@ -294,7 +336,7 @@ func (n *Node) Close() error {
 	n.closed = true
 	close(n.stop)
 	var errs []error
-	if n.broker != nil && n.raft != nil && !n.noControlledShutdown.Load() {
+	if n.broker != nil && n.local == nil && n.node.HasRole("broker") && !n.noControlledShutdown.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := n.broker.Shutdown(ctx); err != nil {
 			n.logger.Warn("controlled shutdown did not finish", "err", err)
@@ -313,6 +355,12 @@ func (n *Node) Close() error {
 	}
 	if n.raft != nil {
 		errs = append(errs, n.raft.Close())
+	}
+	if n.observer != nil {
+		errs = append(errs, n.observer.Close())
+	}
+	if n.local != nil {
+		errs = append(errs, n.local.Close())
 	}
 	if n.logs != nil {
 		errs = append(errs, n.logs.Close())
