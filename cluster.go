@@ -16,9 +16,16 @@ import (
 
 // ClusterConfig configures StartCluster.
 type ClusterConfig struct {
-	// Nodes is the number of nodes, each a broker and a controller (a
-	// voter of the metadata quorum); default 3.
+	// Nodes is the number of combined nodes, each a broker and a
+	// controller (a voter of the metadata quorum); default 3 when
+	// Controllers and Brokers are 0.
 	Nodes int
+	// Controllers and Brokers, when either is set, start separate roles
+	// instead (Nodes must be 0): Controllers controller-only nodes
+	// (process.roles=controller, the voters, ids 1..Controllers; default
+	// 3) and Brokers broker-only nodes (process.roles=broker, observers of
+	// the quorum, ids Controllers+1..Controllers+Brokers; default 3).
+	Controllers, Brokers int
 	// Dir holds one data directory per node (node-<id>). Required.
 	Dir string
 	// Properties are Kafka server properties applied to every node
@@ -37,36 +44,49 @@ type Cluster struct {
 
 	mu    sync.Mutex // guards nodes
 	nodes map[int32]*Node
-	ports map[int32][2]int // broker, controller port by node id
+	ports map[int32][2]int // broker, controller port by node id (0: none)
+	roles map[int32]string // process.roles by node id
+	ids   []int32          // every node id, increasing
 }
 
-// StartCluster starts cfg.Nodes combined nodes (ids 1..N) forming one
-// cluster with a raft metadata quorum, and returns once every node has
-// registered with the active controller.
+// StartCluster starts cfg.Nodes combined nodes (ids 1..N), or
+// cfg.Controllers controllers and cfg.Brokers brokers, forming one cluster
+// with a raft metadata quorum of the controllers, and returns once every
+// broker has registered with the active controller.
 func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
-	if cfg.Nodes <= 0 {
-		cfg.Nodes = 3
-	}
 	if cfg.Dir == "" {
 		return nil, errors.New("samsa: ClusterConfig.Dir is required")
 	}
-	c := &Cluster{cfg: cfg, nodes: map[int32]*Node{}, ports: map[int32][2]int{}}
-	bound := map[int32]map[string]net.Listener{}
-	var voters []string
-	for id := int32(1); id <= int32(cfg.Nodes); id++ {
-		b, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
+	c := &Cluster{cfg: cfg, nodes: map[int32]*Node{}, ports: map[int32][2]int{}, roles: map[int32]string{}}
+	switch {
+	case cfg.Controllers > 0 || cfg.Brokers > 0:
+		if cfg.Nodes > 0 {
+			return nil, errors.New("samsa: ClusterConfig sets Nodes and Controllers or Brokers")
 		}
-		ctl, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Close()
-			return nil, err
+		if c.cfg.Controllers <= 0 {
+			c.cfg.Controllers = 3
 		}
-		bound[id] = map[string]net.Listener{"PLAINTEXT": b, "CONTROLLER": ctl}
-		c.ports[id] = [2]int{b.Addr().(*net.TCPAddr).Port, ctl.Addr().(*net.TCPAddr).Port}
-		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", id, c.ports[id][1]))
+		if c.cfg.Brokers <= 0 {
+			c.cfg.Brokers = 3
+		}
+		for i := range c.cfg.Controllers + c.cfg.Brokers {
+			id := int32(i + 1)
+			c.ids = append(c.ids, id)
+			c.roles[id] = "controller"
+			if i >= c.cfg.Controllers {
+				c.roles[id] = "broker"
+			}
+		}
+	default:
+		if c.cfg.Nodes <= 0 {
+			c.cfg.Nodes = 3
+		}
+		for i := range c.cfg.Nodes {
+			c.ids = append(c.ids, int32(i+1))
+			c.roles[int32(i+1)] = "broker,controller"
+		}
 	}
+	bound := map[int32]map[string]net.Listener{}
 	closeBound := func() {
 		for _, m := range bound {
 			for _, l := range m {
@@ -74,7 +94,36 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			}
 		}
 	}
-	clusterID := "samsa-" + strconv.Itoa(cfg.Nodes) + "-" + filepath.Base(cfg.Dir)
+	listen := func(id int32, name string) (int, error) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeBound()
+			return 0, err
+		}
+		if bound[id] == nil {
+			bound[id] = map[string]net.Listener{}
+		}
+		bound[id][name] = l
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
+	var voters []string
+	for _, id := range c.ids {
+		var p [2]int
+		var err error
+		if strings.Contains(c.roles[id], "broker") {
+			if p[0], err = listen(id, "PLAINTEXT"); err != nil {
+				return nil, err
+			}
+		}
+		if strings.Contains(c.roles[id], "controller") {
+			if p[1], err = listen(id, "CONTROLLER"); err != nil {
+				return nil, err
+			}
+			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", id, p[1]))
+		}
+		c.ports[id] = p
+	}
+	clusterID := "samsa-" + strconv.Itoa(len(c.ids)) + "-" + filepath.Base(cfg.Dir)
 	if id, ok := cfg.Properties["cluster.id"]; ok {
 		clusterID = id
 	}
@@ -90,8 +139,8 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		n   *Node
 		err error
 	}
-	results := make(chan result, cfg.Nodes)
-	for id := int32(1); id <= int32(cfg.Nodes); id++ {
+	results := make(chan result, len(c.ids))
+	for _, id := range c.ids {
 		nc, err := c.nodeConfig(id)
 		if err != nil {
 			closeBound()
@@ -103,7 +152,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}(id, nc, bound[id])
 	}
 	var errs []error
-	for range cfg.Nodes {
+	for range c.ids {
 		r := <-results
 		if r.err != nil {
 			errs = append(errs, fmt.Errorf("node %d: %w", r.id, r.err))
@@ -125,21 +174,60 @@ func (c *Cluster) nodeConfig(id int32) (*config.Node, error) {
 	}
 	p := c.ports[id]
 	props["node.id"] = strconv.Itoa(int(id))
-	props["listeners"] = fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", p[0], p[1])
+	props["process.roles"] = c.roles[id]
+	var listeners []string
+	if p[0] != 0 {
+		listeners = append(listeners, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", p[0]))
+	}
+	if p[1] != 0 {
+		listeners = append(listeners, fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p[1]))
+	}
+	props["listeners"] = strings.Join(listeners, ",")
 	props["log.dirs"] = filepath.Join(c.cfg.Dir, "node-"+strconv.Itoa(int(id)))
 	return config.Parse(props)
 }
 
-// Addrs are the broker addresses of every node (running or not), for
+// Addrs are the broker addresses of every broker (running or not), for
 // clients' bootstrap servers.
 func (c *Cluster) Addrs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var out []string
-	for id := int32(1); id <= int32(len(c.ports)); id++ {
-		out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports[id][0])))
+	for _, id := range c.ids {
+		if p := c.ports[id][0]; p != 0 {
+			out = append(out, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		}
 	}
 	return out
+}
+
+// Brokers are the ids of the nodes with the broker role.
+func (c *Cluster) Brokers() []int32 { return c.withRole("broker") }
+
+// Controllers are the ids of the nodes with the controller role (the
+// voters of the metadata quorum).
+func (c *Cluster) Controllers() []int32 { return c.withRole("controller") }
+
+func (c *Cluster) withRole(role string) []int32 {
+	var out []int32
+	for _, id := range c.ids {
+		if strings.Contains(c.roles[id], role) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ActiveController is the id of the running node whose controller is the
+// active one (the leader of the metadata quorum that has applied its whole
+// log), or -1.
+func (c *Cluster) ActiveController() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range c.ids {
+		if n := c.nodes[id]; n != nil && n.ctrl != nil && n.ctrl.Active() {
+			return id
+		}
+	}
+	return -1
 }
 
 // Node returns the running node with id, or nil.
