@@ -82,9 +82,9 @@ func validClusterID(id string) error {
 
 func newStorageFormatCommand() *cobra.Command {
 	var (
-		nf               nodeFlags
-		clusterID        string
-		ignoreFormatted  bool
+		nf              nodeFlags
+		clusterID       string
+		ignoreFormatted bool
 	)
 	cmd := &cobra.Command{
 		Use:   "format",
