@@ -1,0 +1,380 @@
+// Command bench measures Samsa against franz-go's kfake (the Kafka-protocol
+// baseline, and with BlackholeProduce the ceiling of the client itself),
+// NATS JetStream with file storage, and the machine's loopback TCP, in one
+// run on loopback, and writes docs/BENCHMARKS.md with a table and PNG
+// charts.
+//
+// It lives in its own module so that kfake, nats-server and gonum/plot stay
+// out of Samsa's go.mod. Run it from the repository root:
+//
+//	cd bench && go run . [-quick]
+//
+// Every broker runs as its own child process, started fresh for each
+// workload, so that its CPU time and peak resident memory (VmHWM) are its
+// own. The Kafka workloads use one client for every broker: `samsa perf`
+// from the binary built from this checkout (franz-go). NATS uses its own Go
+// client (async publish, an ordered pull consumer). -quick runs every
+// workload with 50,000 records and a 3-second e2e, to check the script.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	sub := map[string]func([]string) error{
+		"serve-kfake": serveKfake,
+		"serve-nats":  serveNATS,
+		"nats-client": natsClient,
+	}
+	var err error
+	if len(os.Args) > 1 && sub[os.Args[1]] != nil {
+		err = sub[os.Args[1]](os.Args[2:])
+	} else {
+		err = run()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// settings of one run of the benchmark.
+type settings struct {
+	quick      bool
+	records    int
+	recordSize int
+	partitions int
+	e2eRate    float64
+	e2eFor     time.Duration
+	e2eWarmup  time.Duration
+	only       string
+	repo       string
+	out        string
+	samsa      string // built binary
+	self       string // this program, for its server subcommands
+	tmp        string
+}
+
+func run() error {
+	var s settings
+	flag.BoolVar(&s.quick, "quick", false, "50,000 records and a 3 s e2e: a smoke test of the script")
+	flag.StringVar(&s.repo, "repo", "..", "the repository root (where cmd/samsa is)")
+	flag.StringVar(&s.out, "out", "", "markdown report to write (default REPO/docs/BENCHMARKS.md)")
+	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp")
+	flag.Parse()
+	s.records, s.recordSize, s.partitions = 1_000_000, 1024, 8
+	s.e2eRate, s.e2eFor, s.e2eWarmup = 20000, 30*time.Second, 5*time.Second
+	if s.quick {
+		s.records, s.e2eFor, s.e2eWarmup = 50_000, 3*time.Second, time.Second
+	}
+	if s.out == "" {
+		s.out = filepath.Join(s.repo, "docs", "BENCHMARKS.md")
+	}
+	started := time.Now()
+	var err error
+	if s.tmp, err = os.MkdirTemp("", "samsa-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(s.tmp)
+	if s.self, err = os.Executable(); err != nil {
+		return err
+	}
+	s.samsa = filepath.Join(s.tmp, "samsa")
+	logf("building samsa")
+	build := exec.Command("go", "build", "-o", s.samsa, "./cmd/samsa")
+	build.Dir = s.repo
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building samsa: %w", err)
+	}
+
+	var rows []row
+	add := func(r ...row) {
+		for _, x := range r {
+			logf("%-16s %-26s %s", x.Target, x.Workload, x.brief())
+		}
+		rows = append(rows, r...)
+	}
+	want := func(t string) bool { return s.only == "" || s.only == t }
+	if want("tcp") {
+		add(loopbackTCP(s))
+	}
+	for _, t := range []string{"samsa", "kfake", "blackhole"} {
+		if want(t) {
+			add(kafkaTarget(s, t)...)
+		}
+	}
+	if want("nats") {
+		add(natsTarget(s)...)
+	}
+	rep := report{Settings: s, Rows: rows, Started: started, Took: time.Since(started)}
+	if err := rep.write(); err != nil {
+		return err
+	}
+	logf("wrote %s in %s", s.out, time.Since(started).Round(time.Second))
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// row is one measured workload on one target.
+type row struct {
+	Target   string  `json:"target"`
+	Workload string  `json:"workload"`
+	Records  float64 `json:"records"`
+	RecPerS  float64 `json:"records_per_sec"`
+	MBPerS   float64 `json:"mb_per_sec"`
+	P50      float64 `json:"p50_ms,omitempty"`
+	P99      float64 `json:"p99_ms,omitempty"`
+	P999     float64 `json:"p99_9_ms,omitempty"`
+	Max      float64 `json:"max_ms,omitempty"`
+	Server   usage   `json:"server"`
+	Client   usage   `json:"client"`
+	Err      string  `json:"error,omitempty"`
+}
+
+func (r row) brief() string {
+	if r.Err != "" {
+		return "FAILED: " + r.Err
+	}
+	s := fmt.Sprintf("%10.0f rec/s %8.1f MB/s", r.RecPerS, r.MBPerS)
+	if r.P99 > 0 {
+		s += fmt.Sprintf("  p50 %.2f p99 %.2f p99.9 %.2f ms", r.P50, r.P99, r.P999)
+	}
+	return s + fmt.Sprintf("  server cpu %.1fs rss %.0f MB", r.Server.CPUSeconds, r.Server.PeakRSSMB)
+}
+
+// fromResult fills a row from a client's final JSON line.
+func fromResult(target, workload string, c *clientRun) row {
+	r := row{Target: target, Workload: workload, Client: c.Usage}
+	r.Records = num(c.Result, "records")
+	r.RecPerS = num(c.Result, "records_per_sec")
+	r.MBPerS = num(c.Result, "mb_per_sec")
+	r.P50 = num(c.Result, "latency_ms.p50")
+	r.P99 = num(c.Result, "latency_ms.p99")
+	r.P999 = num(c.Result, "latency_ms.p99_9")
+	r.Max = num(c.Result, "latency_ms.max")
+	return r
+}
+
+// loopbackTCP measures one TCP stream over 127.0.0.1 with 1 MiB writes
+// for 3 seconds (1 in quick mode): the most any broker could move through
+// one connection here.
+func loopbackTCP(s settings) row {
+	r := row{Target: "loopback TCP", Workload: "1 stream, 1 MiB writes"}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- 0
+			return
+		}
+		n, _ := io.Copy(io.Discard, c)
+		c.Close()
+		got <- n
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	buf := make([]byte, 1<<20)
+	d := 3 * time.Second
+	if s.quick {
+		d = time.Second
+	}
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	start := time.Now()
+	for time.Since(start) < d {
+		if _, err := c.Write(buf); err != nil {
+			r.Err = err.Error()
+			break
+		}
+	}
+	c.Close()
+	n := <-got
+	secs := time.Since(start).Seconds()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	r.MBPerS = float64(n) / 1e6 / secs
+	r.RecPerS = r.MBPerS * 1e6 / float64(s.recordSize)
+	r.Records = float64(n) / float64(s.recordSize)
+	r.Client.CPUSeconds = tvSeconds(after.Utime) + tvSeconds(after.Stime) - tvSeconds(before.Utime) - tvSeconds(before.Stime)
+	return r
+}
+
+var produceWorkloads = []struct{ acks, compression string }{
+	{"1", "none"}, {"all", "none"}, {"1", "lz4"}, {"all", "lz4"},
+}
+
+// kafkaServer starts a fresh Samsa or kfake.
+func kafkaServer(s settings, target string) (*server, error) {
+	port := freePort()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	switch target {
+	case "samsa":
+		dir, err := os.MkdirTemp(s.tmp, "data-")
+		if err != nil {
+			return nil, err
+		}
+		return startServer(target, addr, dir, s.samsa, "server", "--log-level", "warn",
+			"--override", "log.dirs="+dir,
+			"--override", fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d", addr, freePort()))
+	case "kfake":
+		return startServer(target, addr, "", s.self, "serve-kfake", "-port", strconv.Itoa(port))
+	default:
+		return startServer(target, addr, "", s.self, "serve-kfake", "-port", strconv.Itoa(port), "-blackhole")
+	}
+}
+
+// kafkaTarget runs the Kafka workloads against a fresh server each.
+func kafkaTarget(s settings, target string) []row {
+	name := map[string]string{"samsa": "Samsa", "kfake": "kfake", "blackhole": "kfake blackhole"}[target]
+	var rows []row
+	common := []string{"--partitions", strconv.Itoa(s.partitions), "--record-size", strconv.Itoa(s.recordSize),
+		"--linger", "5ms", "--batch-max-bytes", strconv.Itoa(1 << 20), "-q"}
+	limit := 5 * time.Minute
+	for i, w := range produceWorkloads {
+		workload := fmt.Sprintf("produce acks=%s %s", w.acks, w.compression)
+		srv, err := kafkaServer(s, target)
+		if err != nil {
+			rows = append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+			continue
+		}
+		topic := "bench"
+		before := srv.sample()
+		c, err := runClient(limit, append([]string{s.samsa, "perf", "produce", topic, "-b", srv.addr,
+			"--records", strconv.Itoa(s.records), "--acks", w.acks, "--compression", w.compression}, common...)...)
+		var r row
+		if err != nil {
+			r = row{Target: name, Workload: workload, Err: err.Error()}
+		} else {
+			r = fromResult(name, workload, c)
+			r.Server = delta(before, srv.sample())
+		}
+		rows = append(rows, r)
+		if i == 0 && target != "blackhole" && err == nil {
+			before := srv.sample()
+			c, err := runClient(limit, s.samsa, "perf", "consume", topic, "-b", srv.addr, "-q",
+				"--fetch-max-bytes", strconv.Itoa(1<<20), "--partition-max-bytes", strconv.Itoa(1<<20))
+			if err != nil {
+				rows = append(rows, row{Target: name, Workload: "consume", Err: err.Error()})
+			} else {
+				r := fromResult(name, "consume", c)
+				r.Server = delta(before, srv.sample())
+				rows = append(rows, r)
+			}
+		}
+		srv.stop()
+	}
+	if target == "blackhole" {
+		return rows
+	}
+	workload := fmt.Sprintf("e2e %.0f/s acks=all", s.e2eRate)
+	srv, err := kafkaServer(s, target)
+	if err != nil {
+		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+	}
+	defer srv.stop()
+	before := srv.sample()
+	c, err := runClient(limit, append([]string{s.samsa, "perf", "e2e", "e2e", "-b", srv.addr,
+		"--rate", fmt.Sprint(s.e2eRate), "--duration", s.e2eFor.String(), "--warmup", s.e2eWarmup.String(), "--acks", "all"}, common...)...)
+	if err != nil {
+		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+	}
+	r := fromResult(name, workload, c)
+	r.Server = delta(before, srv.sample())
+	return append(rows, r)
+}
+
+// delta is the CPU spent between two samples and the peak memory of the
+// later one (the process's peak since it started).
+func delta(before, after usage) usage {
+	return usage{CPUSeconds: after.CPUSeconds - before.CPUSeconds, PeakRSSMB: after.PeakRSSMB}
+}
+
+// natsTarget runs publish, consume and e2e against a fresh nats-server
+// with JetStream on file storage.
+func natsTarget(s settings) []row {
+	const name = "NATS JetStream"
+	var rows []row
+	start := func() (*server, error) {
+		port := freePort()
+		dir, err := os.MkdirTemp(s.tmp, "nats-")
+		if err != nil {
+			return nil, err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		return startServer("nats", addr, dir, s.self, "serve-nats", "-port", strconv.Itoa(port), "-dir", dir)
+	}
+	limit := 5 * time.Minute
+	srv, err := start()
+	if err != nil {
+		return []row{{Target: name, Workload: "publish", Err: err.Error()}}
+	}
+	url := "nats://" + srv.addr
+	size := strconv.Itoa(s.recordSize)
+	workload := "publish (async, stream ack)"
+	before := srv.sample()
+	c, err := runClient(limit, s.self, "nats-client", "produce", "-url", url, "-records", strconv.Itoa(s.records), "-record-size", size)
+	if err != nil {
+		rows = append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+	} else {
+		r := fromResult(name, workload, c)
+		r.Server = delta(before, srv.sample())
+		rows = append(rows, r)
+		before = srv.sample()
+		c, err = runClient(limit, s.self, "nats-client", "consume", "-url", url, "-records", strconv.Itoa(s.records), "-record-size", size)
+		if err != nil {
+			rows = append(rows, row{Target: name, Workload: "consume", Err: err.Error()})
+		} else {
+			r := fromResult(name, "consume", c)
+			r.Server = delta(before, srv.sample())
+			rows = append(rows, r)
+		}
+	}
+	srv.stop()
+
+	workload = fmt.Sprintf("e2e %.0f/s", s.e2eRate)
+	if srv, err = start(); err != nil {
+		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+	}
+	defer srv.stop()
+	before = srv.sample()
+	c, err = runClient(limit, s.self, "nats-client", "e2e", "-url", "nats://"+srv.addr, "-record-size", size,
+		"-rate", fmt.Sprint(s.e2eRate), "-duration", s.e2eFor.String(), "-warmup", s.e2eWarmup.String())
+	if err != nil {
+		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+	}
+	r := fromResult(name, workload, c)
+	r.Server = delta(before, srv.sample())
+	return append(rows, r)
+}
+
+// writeJSON writes v indented to path.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
