@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -372,6 +373,18 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	return l, nil
 }
 
+// deletedDirName is <topic>-<partition>.<uuid>-delete with the topic cut
+// so that the name fits in 255 bytes (a topic name may be 249 characters;
+// Kafka shortens it the same way).
+func deletedDirName(tp TopicPartition, id [16]byte) string {
+	suffix := "-" + strconv.Itoa(int(tp.Partition)) + "." + hex.EncodeToString(id[:]) + deleteSuffix
+	topic := tp.Topic
+	if len(topic)+len(suffix) > 255 {
+		topic = topic[:255-len(suffix)]
+	}
+	return topic + suffix
+}
+
 // Delete closes the log of tp and removes it from disk: the directory is
 // first renamed to <topic>-<partition>.<uuid>-delete (so a crash never
 // leaves a half-removed log that would be loaded again), then removed in
@@ -395,7 +408,7 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	}
 	var id [16]byte
 	rand.Read(id[:])
-	target := filepath.Join(ml.dir.path, tp.String()+"."+hex.EncodeToString(id[:])+deleteSuffix)
+	target := filepath.Join(ml.dir.path, deletedDirName(tp, id))
 	if err := os.Rename(ml.log.Dir(), target); err != nil {
 		return fmt.Errorf("storage: delete %s: %w", tp, err)
 	}

@@ -169,7 +169,7 @@ func (l *Log) load(opts OpenOptions) error {
 		last := i == len(segs)-1
 		needRecovery := i >= recoverFrom
 		if !needRecovery {
-			if err := s.loadIndexes(limit, last); err != nil {
+			if err := s.loadIndexes(limit, last, int64(l.cfg.IndexIntervalBytes)); err != nil {
 				l.logger.Warn("rebuilding indexes", "segment", s.String(), "reason", err)
 				needRecovery = true
 			}
@@ -288,7 +288,7 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 // naming a batch that is there, offsets below limit (the next segment's
 // base). For the active segment it also finds the next offset. Any error
 // means the indexes must be rebuilt.
-func (s *segment) loadIndexes(limit int64, active bool) error {
+func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) error {
 	size := s.size.Load()
 	ib, err := readAll(s.index.f)
 	if err != nil {
@@ -308,6 +308,12 @@ func (s *segment) loadIndexes(limit int64, active bool) error {
 	}
 	if size > 0 && len(tentries) == 0 {
 		return errors.New("time index is empty")
+	}
+	if len(entries) == 0 && indexInterval > 0 && size > 2*indexInterval {
+		// Appends add an entry past every index.interval.bytes: an empty
+		// index of a segment this large was lost (a missing file comes
+		// back empty).
+		return errors.New("offset index is empty")
 	}
 	maxRel := limit - 1 - s.baseOffset
 	if n := len(entries); n > 0 {
