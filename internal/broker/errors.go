@@ -30,6 +30,11 @@ var errorCodes = []struct {
 	{replica.ErrInvalidRecord, kerr.InvalidRecord},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
 	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
+	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{storage.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{storage.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{storage.ErrCoordinatorFenced, kerr.TransactionCoordinatorFenced},
+
 	{controller.ErrStaleEpoch, kerr.FencedLeaderEpoch},
 	{controller.ErrNotController, kerr.NotController},
 	{controller.ErrElectionNotNeeded, kerr.ElectionNotNeeded},

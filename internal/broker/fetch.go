@@ -9,6 +9,7 @@ import (
 
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/storage"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -16,7 +17,10 @@ import (
 // carries session id 0, so clients keep sending full fetches. A fetch that
 // finds fewer than min_bytes waits up to max_wait_ms and wakes on append.
 // max_bytes and the partition max bytes bound the response, except that the
-// first batch found is returned whole (KIP-74).
+// first batch found is returned whole (KIP-74). read_committed consumers
+// (v4+, KIP-98) read below the last stable offset and get the aborted
+// transactions in range; read_uncommitted ones read up to the
+// high-watermark.
 func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 
 func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -154,7 +158,16 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			if follower && b.replicas.LeaderThrottled(p, req.ReplicaID) {
 				limit = 0 // over leader.replication.throttled.rate: no records this time
 			}
-			slice, res, err := p.ReadSlice(rp.FetchOffset, limit, follower, total == 0 && limit > 0)
+			var slice storage.FileSlice
+			var res replica.ReadResult
+			var err error
+			if req.IsolationLevel == 1 && !follower {
+				// read_committed (KIP-98): up to the last stable offset,
+				// with the aborted transactions in range.
+				slice, res, err = p.ReadSliceCommitted(rp.FetchOffset, limit, total == 0 && limit > 0)
+			} else {
+				slice, res, err = p.ReadSlice(rp.FetchOffset, limit, follower, total == 0 && limit > 0)
+			}
 			if follower && err == nil {
 				b.replicas.LeaderSent(p, req.ReplicaID, slice.Length)
 			}
@@ -164,7 +177,13 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			sp.HighWatermark = res.HighWatermark
 			sp.LastStableOffset = res.LastStableOffset
 			sp.LogStartOffset = res.LogStartOffset
+			for _, a := range res.AbortedTransactions {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+			}
 			switch {
+
 			case err != nil:
 				sp.ErrorCode = errCode(err)
 				failed = true

@@ -37,6 +37,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		}
 		return resp, nil
 	}
+	verified, verifyErrs := b.verifyTxnProduce(ctx, req)
 	now := time.Now().UnixMilli()
 	type pending struct {
 		p      *replica.Partition
@@ -60,8 +61,12 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case len(rp.Records) == 0:
 				sp.ErrorCode = kerr.CorruptMessage.Code
+			case verifyErrs[verifyKey{rt.Topic, rp.Partition}] != 0:
+				sp.ErrorCode = verifyErrs[verifyKey{rt.Topic, rp.Partition}]
+
 			default:
-				res, err := p.Append(rp.Records, req.Acks, now)
+				res, err := p.Append(rp.Records, req.Acks, now, verified[verifyKey{rt.Topic, rp.Partition}])
+
 				if err != nil {
 					sp.ErrorCode = errCode(err)
 					if sp.ErrorCode == kerr.UnknownServerError.Code {
