@@ -431,7 +431,6 @@ type ReadResult struct {
 	AbortedTransactions []storage.AbortedTxn
 }
 
-
 // Read returns batches from offset up to maxBytes, bounded by the
 // high-watermark for consumers (untilLogEnd false) or the log end
 // (followers). minOne returns the first batch whole even when it is larger
