@@ -23,6 +23,7 @@ import (
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
@@ -316,7 +317,11 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 	}
 	leaderThrottled, _ := b.topicConfig(t, "leader.replication.throttled.replicas")
 	followerThrottled, _ := b.topicConfig(t, "follower.replication.throttled.replicas")
+	compression, _ := b.topicConfig(t, "compression.type")
+	codec, recompress := record.ParseCodec(compression)
 	return replica.LogConfig{
+		Recompress:        recompress,
+		Compression:       codec,
 		MaxMessageBytes:   int32(b.topicInt(t, "max.message.bytes")),
 		SegmentBytes:      b.topicInt(t, "segment.bytes"),
 		LogAppendTime:     ts == "LogAppendTime",
