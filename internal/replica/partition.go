@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,11 @@ type LogConfig struct {
 	MinInsyncReplicas int32
 	// Compact is cleanup.policy containing compact: records need keys.
 	Compact bool
+	// Recompress and Compression are compression.type: when it names a
+	// codec (Recompress true), batches in another codec are recompressed
+	// on append; with "producer" they stay as the producer sent them.
+	Recompress  bool
+	Compression record.Codec
 	// Recompress and Compression are compression.type: when it names a
 	// codec (Recompress true), batches in another codec are recompressed
 	// on append; with "producer" they stay as the producer sent them.
@@ -96,6 +102,10 @@ type Partition struct {
 	replicas       []int32
 	followers      map[int32]*followerState // leader only
 	isrPending     bool                     // an AlterPartition is in flight
+	// verifications are the KIP-890 guards of producers whose first
+	// transactional batch is being verified with the transaction
+	// coordinator (txn.go).
+	verifications map[int64]*TxnVerification
 
 	leaderEpoch atomic.Int32
 	hw          atomic.Int64
@@ -150,9 +160,20 @@ func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
 // to consumers.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 
-// LastStableOffset is the offset below which no transaction is open; with
-// no transactions yet it equals the high-watermark.
-func (p *Partition) LastStableOffset() int64 { return p.hw.Load() }
+// LastStableOffset is the offset below which every transaction is decided
+// and its marker below the high-watermark (KIP-98): the high-watermark, or
+// the first offset of the earliest transaction still open (or whose marker
+// is not replicated yet) when that is lower. read_committed consumers read
+// up to it.
+func (p *Partition) LastStableOffset() int64 { return p.lsoAt(p.hw.Load()) }
+
+// lsoAt is the last stable offset given the high-watermark hw.
+func (p *Partition) lsoAt(hw int64) int64 {
+	if fu, ok := p.log.FirstUnstableOffset(hw); ok && fu < hw {
+		return fu
+	}
+	return hw
+}
 
 // LogEndOffset is the offset of the next record appended.
 func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
@@ -202,6 +223,7 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 		}
 	}
 	p.isrPending = false
+	p.verifications = nil
 	p.leaderEpoch.Store(st.LeaderEpoch)
 	p.leader.Store(true)
 	if newEpoch && p.hw.Load() > p.log.LogEndOffset() {
@@ -220,6 +242,8 @@ func (p *Partition) makeFollower(st State) {
 	p.isr.Store(&isr)
 	p.followers = nil
 	p.isrPending = false
+	p.verifications = nil
+
 	p.leaderEpoch.Store(st.LeaderEpoch)
 	p.leader.Store(false)
 	if hw := p.hw.Load(); hw > p.log.LogEndOffset() {
@@ -236,9 +260,19 @@ func (p *Partition) makeFollower(st State) {
 // without a key on a compacted topic, ErrNotLeader on a follower; nothing
 // is written then. nowMillis stamps LogAppendTime topics.
 //
+// Batches with a producer id get the producer checks of a client (see
+// storage.Log.AppendWith): a retried batch is answered with its first
+// offsets (AppendResult.Duplicate) and not written again; sequence and
+// epoch errors are storage's. Such a batch must be alone in the records
+// (ErrInvalidRecord otherwise, as Kafka since Produce v3). A transactional
+// batch that would start the producer's transaction in this partition
+// needs verified, the guard of StartTxnVerification once the transaction
+// coordinator confirmed the partition is in the transaction (KIP-890);
+// otherwise it gets storage.ErrInvalidTxnState.
+//
 // With acks=-1 (all), fewer in-sync replicas than min.insync.replicas give
 // ErrNotEnoughReplicas before anything is written.
-func (p *Partition) Append(batches []byte, acks int16, nowMillis int64) (storage.AppendResult, error) {
+func (p *Partition) Append(batches []byte, acks int16, nowMillis int64, verified *TxnVerification) (storage.AppendResult, error) {
 	cfg := p.cfg.Load()
 	if !p.leader.Load() {
 		return storage.AppendResult{}, ErrNotLeader
@@ -249,8 +283,9 @@ func (p *Partition) Append(batches []byte, acks int16, nowMillis int64) (storage
 	if cfg.SegmentBytes > 0 && int64(len(batches)) > cfg.SegmentBytes {
 		return storage.AppendResult{}, ErrRecordListLarge
 	}
-	n := 0
+	n, idempotent := 0, false
 	consumed, err := record.Batches(batches, func(b []byte, h record.Header) error {
+		idempotent = idempotent || h.ProducerID >= 0
 		if cfg.MaxMessageBytes > 0 && len(b) > int(cfg.MaxMessageBytes) {
 			return ErrMessageTooLarge
 		}
@@ -278,12 +313,20 @@ func (p *Partition) Append(batches []byte, acks int16, nowMillis int64) (storage
 	if consumed != len(batches) || n == 0 {
 		return storage.AppendResult{}, record.ErrCorrupt
 	}
+	if idempotent && n > 1 {
+		return storage.AppendResult{}, fmt.Errorf("%w: %d batches in a produce with producer ids; one is allowed", ErrInvalidRecord, n)
+	}
 	if cfg.Recompress {
 		if batches, err = recompressBatches(batches, cfg); err != nil {
 			return storage.AppendResult{}, err
 		}
 	}
-	return p.appendAsLeader(batches)
+	if cfg.Recompress {
+		if batches, err = recompressBatches(batches, cfg); err != nil {
+			return storage.AppendResult{}, err
+		}
+	}
+	return p.appendAsLeader(batches, storage.OriginClient, verified)
 }
 
 // AppendInternal appends batches built by the broker itself (coordinators'
@@ -292,16 +335,25 @@ func (p *Partition) AppendInternal(batches []byte) (storage.AppendResult, error)
 	if !p.leader.Load() {
 		return storage.AppendResult{}, ErrNotLeader
 	}
-	return p.appendAsLeader(batches)
+	return p.appendAsLeader(batches, storage.OriginCoordinator, nil)
 }
 
-func (p *Partition) appendAsLeader(batches []byte) (storage.AppendResult, error) {
+func (p *Partition) appendAsLeader(batches []byte, origin storage.Origin, verified *TxnVerification) (storage.AppendResult, error) {
 	p.mu.Lock()
 	if !p.leader.Load() {
 		p.mu.Unlock()
 		return storage.AppendResult{}, ErrNotLeader
 	}
-	res, err := p.log.Append(batches, p.leaderEpoch.Load())
+	if origin == storage.OriginClient {
+		if err := p.checkVerificationLocked(batches, verified); err != nil {
+			p.mu.Unlock()
+			return storage.AppendResult{}, err
+		}
+	}
+	res, err := p.log.AppendWith(batches, p.leaderEpoch.Load(), origin)
+	if err == nil && verified != nil && !res.Duplicate {
+		p.clearVerificationLocked(verified)
+	}
 	if err == nil {
 		p.maybeAdvanceHWLocked()
 	}
@@ -384,6 +436,9 @@ type ReadResult struct {
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
+	// AbortedTransactions are those overlapping the records read, for
+	// read_committed (ReadSliceCommitted only).
+	AbortedTransactions []storage.AbortedTxn
 }
 
 // Read returns batches from offset up to maxBytes, bounded by the
@@ -397,7 +452,7 @@ func (p *Partition) Read(offset int64, maxBytes int32, untilLogEnd, minOne bool)
 	if untilLogEnd {
 		limit = p.log.LogEndOffset()
 	}
-	res := ReadResult{HighWatermark: hw, LastStableOffset: hw}
+	res := ReadResult{HighWatermark: hw, LastStableOffset: p.lsoAt(hw)}
 	r, err := p.log.Read(offset, maxBytes, limit, minOne)
 	res.LogStartOffset = r.LogStartOffset
 	if err != nil {
@@ -416,7 +471,7 @@ func (p *Partition) ReadSlice(offset int64, maxBytes int32, untilLogEnd, minOne 
 	if untilLogEnd {
 		limit = p.log.LogEndOffset()
 	}
-	res := ReadResult{HighWatermark: hw, LastStableOffset: hw}
+	res := ReadResult{HighWatermark: hw, LastStableOffset: p.lsoAt(hw)}
 	fs, r, err := p.log.ReadSlice(offset, maxBytes, limit, minOne)
 	res.LogStartOffset = r.LogStartOffset
 	if err != nil {
