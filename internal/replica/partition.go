@@ -35,11 +35,6 @@ type LogConfig struct {
 	// on append; with "producer" they stay as the producer sent them.
 	Recompress  bool
 	Compression record.Codec
-	// Recompress and Compression are compression.type: when it names a
-	// codec (Recompress true), batches in another codec are recompressed
-	// on append; with "producer" they stay as the producer sent them.
-	Recompress  bool
-	Compression record.Codec
 	// LeaderThrottled and FollowerThrottled are the topic's
 	// leader.replication.throttled.replicas and
 	// follower.replication.throttled.replicas.
@@ -315,11 +310,6 @@ func (p *Partition) Append(batches []byte, acks int16, nowMillis int64, verified
 	}
 	if idempotent && n > 1 {
 		return storage.AppendResult{}, fmt.Errorf("%w: %d batches in a produce with producer ids; one is allowed", ErrInvalidRecord, n)
-	}
-	if cfg.Recompress {
-		if batches, err = recompressBatches(batches, cfg); err != nil {
-			return storage.AppendResult{}, err
-		}
 	}
 	if cfg.Recompress {
 		if batches, err = recompressBatches(batches, cfg); err != nil {
