@@ -77,7 +77,8 @@ type ObserverConfig struct {
 //
 // The high-watermark is not persisted: after a restart nothing is
 // delivered until the leader's first answer gives it, then the stored log
-// is delivered up to it without fetching it again.
+// is delivered up to it without fetching it again. WaitCaughtUp waits for
+// that, so that a Replay right after it covers the whole log.
 type Observer struct {
 	cfg     ObserverConfig
 	logger  *slog.Logger
@@ -89,11 +90,15 @@ type Observer struct {
 	stop   chan struct{}
 	done   chan struct{}
 	once   sync.Once
+	// caughtUp is closed once the delivered log reaches the
+	// high-watermark of the leader's first answer.
+	caughtUp chan struct{}
 
 	// Owned by the loop goroutine.
-	leader   Leadership
-	next     int   // index in cfg.Voters of the voter to ask when no leader is known
-	stuckErr error // a divergence below the high-watermark, logged once
+	catchUpTo int64 // that high-watermark, -1 before the first answer
+	leader    Leadership
+	next      int   // index in cfg.Voters of the voter to ask when no leader is known
+	stuckErr  error // a divergence below the high-watermark, logged once
 }
 
 // OpenObserver starts an observer on cfg.Log. Errors: no voters, no log,
@@ -133,13 +138,15 @@ func OpenObserver(cfg ObserverConfig) (*Observer, error) {
 	}
 	epoch, _ := cfg.Log.LatestEpoch()
 	o := &Observer{
-		cfg:     cfg,
-		logger:  logger,
-		fetcher: fetcher,
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-		leader:  Leadership{Epoch: int64(max(epoch, 0)), LeaderID: -1},
-		next:    int(cfg.NodeID) % len(cfg.Voters),
+		cfg:       cfg,
+		logger:    logger,
+		fetcher:   fetcher,
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		caughtUp:  make(chan struct{}),
+		catchUpTo: -1,
+		leader:    Leadership{Epoch: int64(max(epoch, 0)), LeaderID: -1},
+		next:      int(cfg.NodeID) % len(cfg.Voters),
 	}
 	if o.next < 0 {
 		o.next = 0
@@ -182,6 +189,29 @@ func (o *Observer) Leader() Leadership {
 func (o *Observer) HighWatermark() int64 {
 	c, _, _ := o.d.state()
 	return c
+}
+
+// WaitCaughtUp waits until the committed log delivered reaches the
+// high-watermark the leader gave in its first answer since OpenObserver:
+// a broker that waits for it before building its image (Replay) starts
+// from the whole log it stored, not batch by batch. Errors: ctx.Err(),
+// ErrClosed.
+func (o *Observer) WaitCaughtUp(ctx context.Context) error {
+	select {
+	case <-o.caughtUp:
+		return nil
+	case <-ctx.Done():
+	case <-o.done:
+	}
+	select {
+	case <-o.caughtUp:
+		return nil
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
 }
 
 // Close stops fetching and the listeners and waits for them. The log
@@ -366,7 +396,18 @@ func (o *Observer) fetchOnce() bool {
 		return false
 	}
 	if hw := sp.HighWatermark; hw >= 0 {
-		o.d.setCommitted(min(hw, log.LogEndOffset()))
+		committed := min(hw, log.LogEndOffset())
+		o.d.setCommitted(committed)
+		if o.catchUpTo < 0 {
+			o.catchUpTo = hw
+		}
+		if committed >= o.catchUpTo {
+			select {
+			case <-o.caughtUp:
+			default:
+				close(o.caughtUp)
+			}
+		}
 	}
 	return true
 }

@@ -204,6 +204,16 @@ func TestObserver(t *testing.T) {
 		if hw := obs.o.HighWatermark(); hw != 0 {
 			t.Fatalf("restarted observer's high-watermark %d before any fetch, want 0", hw)
 		}
+		if err := obs.o.WaitCaughtUp(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		last := int64(0)
+		for off := range want {
+			last = max(last, off)
+		}
+		if hw := obs.o.HighWatermark(); hw <= last {
+			t.Fatalf("caught-up observer's high-watermark %d, want past %d", hw, last)
+		}
 		h.waitFor("the restarted observer to get every commit", 10*time.Second, func() bool { return obs.hasAll(want) })
 		if sent := obs.f.sent(); len(sent) == 0 || sent[0] != end {
 			t.Fatalf("restarted observer fetched from %v, want %d first", sent, end)
@@ -380,4 +390,32 @@ func TestLocalFetchAndDescribe(t *testing.T) {
 	if qi.LeaderID != 1 || qi.HighWatermark != 2 || len(qi.Voters) != 1 || qi.Voters[0].LogEndOffset != 2 || len(qi.Observers) != 1 || qi.Observers[0].ID != 10 {
 		t.Fatalf("describe %+v", qi)
 	}
+}
+
+func TestObserverWaitCaughtUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 3, true)
+		obs := h.startObserver(10, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := obs.o.WaitCaughtUp(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("catching up with no voter: %v", err)
+		}
+		if l := obs.o.Leader(); l.LeaderID != -1 {
+			t.Fatalf("leader %+v with no voter running", l)
+		}
+		h.startAll()
+		off := h.mustAppend(nil, 1)
+		if err := obs.o.WaitCaughtUp(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if hw := obs.o.HighWatermark(); hw <= off {
+			t.Fatalf("caught up at %d, before the append at %d", hw, off)
+		}
+		o := obs.o
+		obs.stop(t)
+		if err := o.WaitCaughtUp(context.Background()); err != nil {
+			t.Fatalf("after close: %v, want nil (it had caught up)", err)
+		}
+	})
 }
