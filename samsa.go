@@ -245,6 +245,12 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			return nil, err
 		}
 		n.quorum = n.observer
+		// Build the first image from the whole committed log, as Kafka's
+		// brokers catch up before they start.
+		logger.Info("catching up with the metadata quorum", "voters", len(nc.QuorumVoters))
+		if err := n.observer.WaitCaughtUp(ctx); err != nil {
+			return nil, fmt.Errorf("catching up with the metadata quorum: %w", err)
+		}
 	default:
 		n.local, err = quorum.OpenLocal(n.logs)
 		if err != nil {
