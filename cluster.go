@@ -199,6 +199,16 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
+// ControllerAddr is the controller listener address of node id (running
+// or not), "" for a broker-only node: what kafka-metadata-quorum
+// --bootstrap-controller and controller.quorum.voters name.
+func (c *Cluster) ControllerAddr(id int32) string {
+	if p := c.ports[id][1]; p != 0 {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	}
+	return ""
+}
+
 // Brokers are the ids of the nodes with the broker role.
 func (c *Cluster) Brokers() []int32 { return c.withRole("broker") }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/wire"
 )
 
 // describeQuorum asks the cluster (any broker, which forwards it) for the
@@ -103,6 +104,8 @@ func TestClusterSeparateRoles(t *testing.T) {
 		return q.LeaderID == active && q.HighWatermark > 0 &&
 			slices.Equal(replicaIDs(q.CurrentVoters), []int32{1, 2, 3}) && slices.Equal(replicaIDs(q.Observers), brokers)
 	})
+
+	checkControllerListeners(t, ctx, c, active)
 
 	resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, "roles")
 	if err != nil || resp.Err != nil {
@@ -210,5 +213,77 @@ func TestClusterSeparateRoles(t *testing.T) {
 		if seen[v] != 1 {
 			t.Fatalf("record %s read %d times", v, seen[v])
 		}
+	}
+}
+
+// checkControllerListeners asks each controller listener directly, as
+// kafka-metadata-quorum --bootstrap-controller and observers do: the
+// leader describes the quorum and serves __cluster_metadata; the others
+// answer NOT_LEADER_OR_FOLLOWER naming it.
+func checkControllerListeners(t *testing.T, ctx context.Context, c *samsa.Cluster, active int32) {
+	t.Helper()
+	for _, id := range c.Controllers() {
+		cl := wire.NewClient(c.ControllerAddr(id), "test", 64<<20)
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		req.SetVersion(2)
+		req.Topics = []kmsg.DescribeQuorumRequestTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}}}
+		kresp, err := cl.Request(ctx, req)
+		if err != nil {
+			cl.Close()
+			t.Fatalf("DescribeQuorum to controller %d: %v", id, err)
+		}
+		p := kresp.(*kmsg.DescribeQuorumResponse).Topics[0].Partitions[0]
+		nodes := kresp.(*kmsg.DescribeQuorumResponse).Nodes
+		if id == active {
+			if p.ErrorCode != 0 || p.LeaderID != active || len(p.CurrentVoters) != 3 || len(nodes) != 3 || nodes[0].Listeners[0].Name != "CONTROLLER" {
+				t.Fatalf("leader %d: DescribeQuorum %+v, nodes %+v", id, p, nodes)
+			}
+		} else if p.ErrorCode != kerr.NotLeaderForPartition.Code || p.LeaderID != active {
+			t.Fatalf("controller %d: DescribeQuorum %v naming leader %d, want NOT_LEADER_OR_FOLLOWER naming %d", id, kerr.ErrorForCode(p.ErrorCode), p.LeaderID, active)
+		}
+
+		freq := kmsg.NewPtrFetchRequest()
+		freq.SetVersion(12)
+		freq.ReplicaID = -1
+		freq.SessionEpoch = -1
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes = 1 << 20
+		freq.Topics = []kmsg.FetchRequestTopic{{Topic: "__cluster_metadata", Partitions: []kmsg.FetchRequestTopicPartition{rp}}}
+		kresp, err = cl.Request(ctx, freq)
+		cl.Close()
+		if err != nil {
+			t.Fatalf("Fetch from controller %d: %v", id, err)
+		}
+		fp := kresp.(*kmsg.FetchResponse).Topics[0].Partitions[0]
+		if id == active && (fp.ErrorCode != 0 || len(fp.RecordBatches) == 0 || fp.HighWatermark <= 0) {
+			t.Fatalf("leader %d: metadata fetch %v, %d bytes, high-watermark %d", id, kerr.ErrorForCode(fp.ErrorCode), len(fp.RecordBatches), fp.HighWatermark)
+		}
+		if id != active && (fp.ErrorCode != kerr.NotLeaderForPartition.Code || fp.CurrentLeader.LeaderID != active) {
+			t.Fatalf("controller %d: metadata fetch %v naming %d, want NOT_LEADER_OR_FOLLOWER naming %d", id, kerr.ErrorForCode(fp.ErrorCode), fp.CurrentLeader.LeaderID, active)
+		}
+	}
+}
+
+// TestDescribeQuorumSingleNode: a single node (no controller.quorum.voters)
+// describes its one-voter quorum.
+func TestDescribeQuorumSingleNode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := samsa.Start(ctx, samsa.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	q, err := describeQuorum(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.LeaderID != 1 || q.LeaderEpoch != 0 || q.HighWatermark <= 0 || len(q.CurrentVoters) != 1 || q.CurrentVoters[0].LogEndOffset != q.HighWatermark {
+		t.Fatalf("DescribeQuorum %+v", q)
 	}
 }
