@@ -17,6 +17,7 @@ func newServerCommand() *cobra.Command {
 		configFile string
 		overrides  []string
 		logLevel   string
+		pprofAddr  string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -62,6 +63,13 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				return fmt.Errorf("--log-level: %w", err)
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if pprofAddr != "" {
+				stop, err := servePprof(pprofAddr, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			n, err := samsa.StartNode(cmd.Context(), nc, logger)
 			if err != nil {
 				return err
@@ -79,5 +87,6 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 	cmd.Flags().StringVar(&configFile, "config", "", "server.properties file")
 	cmd.Flags().StringArrayVar(&overrides, "override", nil, "key=value property, overriding the file (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiles on this `host:port` (for profiling; keep it on loopback)")
 	return cmd
 }
