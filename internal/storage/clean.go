@@ -24,9 +24,10 @@ import (
 //
 //  1. walks the batch headers of the whole log to learn each producer's
 //     last batch (whose header must survive, emptied if need be, so that
-//     producer id, epoch and sequence are not lost) and the ranges of
-//     aborted transactions (from the ABORT markers; Kafka reads them from
-//     .txnindex, which Samsa does not write yet);
+//     producer id, epoch and sequence are not lost when producer state is
+//     rebuilt from the log) and the ranges of aborted transactions (from
+//     the ABORT markers, which is what .txnindex records; the walk also
+//     covers producers whose state expired);
 //  2. maps each key of the dirty section to its last offset (offsetMap),
 //     up to the number of keys log.cleaner.dedupe.buffer.size allows;
 //  3. rewrites the segments from the first one up to where the map ends,
@@ -334,8 +335,8 @@ func (t *txnState) isAborted(pid, offset int64) bool {
 
 // scanProducers walks the batch headers of every segment (reading only the
 // control batches whole) for each producer's last batch and the aborted
-// transactions. It stands in for producer state snapshots and .txnindex,
-// which the log does not keep yet.
+// transactions. A cleaned segment has no .txnindex: the aborted records it
+// would list are gone from it.
 func scanProducers(ctx context.Context, segs []*segment) (*txnState, error) {
 	t := &txnState{lastBatch: map[int64]int64{}, aborted: map[int64][]offsetRange{}}
 	open := map[int64]int64{} // producer id → first offset of its open transaction
