@@ -26,10 +26,18 @@ var (
 	buildErr  error
 )
 
-// Binary builds ./cmd/samsa once per test process and returns its path.
+// Binary builds ./cmd/samsa once per test process and returns its path;
+// when PROCTEST_BIN names a file, that prebuilt binary is used instead.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if bin := os.Getenv("PROCTEST_BIN"); bin != "" {
+			binPath, buildErr = filepath.Abs(bin)
+			if buildErr == nil {
+				_, buildErr = os.Stat(binPath)
+			}
+			return
+		}
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := os.MkdirTemp("", "samsa-bin-")
@@ -81,15 +89,37 @@ func Start(t testing.TB, dir string, overrides ...string) *Server {
 // StartArgs runs the samsa binary with args, as Start does.
 func StartArgs(t testing.TB, dir string, args ...string) *Server {
 	t.Helper()
-	s := &Server{Dir: dir, done: make(chan struct{})}
-	s.cmd = exec.Command(Binary(t), args...)
-	s.cmd.Env = append(os.Environ(), "SAMSA_BROKERS=")
-	stderr, err := s.cmd.StderrPipe()
+	s, err := startProcess(Binary(t), dir, 30*time.Second, args...)
+	if s != nil {
+		t.Cleanup(func() { s.Kill() })
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// startProcess runs bin with args and waits up to timeout for its
+// bootstrap= log line. It does not touch a testing.TB, so that several
+// servers can start from several goroutines (a cluster's nodes wait for
+// each other to elect a controller). On error the process is killed; the
+// returned Server, when not nil, is still to be cleaned up by the caller.
+func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Server, error) {
+	s := &Server{Dir: dir, done: make(chan struct{})}
+	s.cmd = exec.Command(bin, args...)
+	// The server reads SAMSA_* variables as properties: tests give theirs
+	// as arguments, and the test's own SAMSA_* settings stay out.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SAMSA_") {
+			s.cmd.Env = append(s.cmd.Env, kv)
+		}
+	}
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	addr := make(chan string, 1)
 	go func() {
@@ -111,16 +141,17 @@ func StartArgs(t testing.TB, dir string, args ...string) *Server {
 		s.cmd.Wait()
 		close(s.done)
 	}()
-	t.Cleanup(func() { s.Kill() })
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
 	select {
 	case s.Addr = <-addr:
+		return s, nil
 	case <-s.done:
-		t.Fatalf("samsa server exited at startup:\n%s", s.Logs())
-	case <-time.After(30 * time.Second):
+		return s, fmt.Errorf("samsa server exited at startup:\n%s", s.Logs())
+	case <-timer.C:
 		s.Kill()
-		t.Fatalf("samsa server did not start:\n%s", s.Logs())
+		return s, fmt.Errorf("samsa server did not start within %v:\n%s", timeout, s.Logs())
 	}
-	return s
 }
 
 // Logs returns what the server wrote to stderr so far.
@@ -136,6 +167,23 @@ func (s *Server) Kill() {
 		s.cmd.Process.Signal(syscall.SIGKILL)
 	}
 	<-s.done
+}
+
+// Pause sends SIGSTOP: the process stops running but keeps its sockets
+// open, as a hung machine would.
+func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT to a paused process.
+func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Exited reports whether the process has exited.
+func (s *Server) Exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Stop sends SIGTERM and waits up to timeout for a clean exit; it returns

@@ -1,0 +1,374 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// pause waits d of real time: the processes under test run meanwhile.
+func pause(d time.Duration) {
+	t := time.NewTimer(d)
+	<-t.C
+}
+
+// TestKillPartitionLeaders: 3 nodes, RF 3, min.insync.replicas=2,
+// acks=all. While records of the Debian data set are produced, the leader
+// of each partition in turn is killed with SIGKILL and restarted once
+// another replica leads. For partitions after the first, the followers are
+// paused before the kill and a record is written to the leader with
+// acks=1, so that the leader surely holds a record no follower has: the
+// restarted broker must truncate that tail (KIP-101/KIP-279), and the
+// record must be gone, and the broker must rejoin the ISR. Every
+// acknowledged (acks=all) record is read back once, at its offset.
+func TestKillPartitionLeaders(t *testing.T) {
+	rounds, lines, rate := 1, 5000, 2000
+	if *longRun {
+		rounds, lines, rate = 3, 0, 5000
+	}
+	keys, values := dataset(t, lines)
+	c := startCluster(t, false)
+	const topic, partitions = "debian", 3
+	createTopic(t, c, newClient(t, c), topic, partitions, map[string]string{"min.insync.replicas": "2"})
+	p := startProducer(t, c, topic, keys, values, rate)
+	p.waitAcks(t, 1000, 30*time.Second)
+	absent := map[string]bool{}
+
+	for round := range rounds {
+		for part := int32(0); part < partitions; part++ {
+			all := others(c)
+			leader := mustView(t, c, topic, all...).parts[part].leader
+			if leader < 0 {
+				t.Fatalf("partition %d has no leader", part)
+			}
+			followers := others(c, leader)
+			divergent := part > 0
+			if divergent {
+				// A record written with acks=1 while no follower runs is
+				// on the leader alone: a tail the next leader lacks.
+				for _, f := range followers {
+					c.Node(f).Pause()
+				}
+				// Fetches the followers sent before the pause are
+				// answered (into their sockets) within the follower
+				// fetch wait of 500 ms; no new fetch comes after that.
+				pause(1200 * time.Millisecond)
+				v := fmt.Sprintf("unreplicated-%d-%d", round, part)
+				direct := wire.NewClient(c.Node(leader).Addr(), "unreplicated-writer", 16<<20)
+				code, base := produceDirect(t, direct, topic, part, 1, v)
+				direct.Close()
+				if code != 0 {
+					t.Fatalf("acks=1 write to the leader of partition %d: %v", part, kerr.ErrorForCode(code))
+				}
+				t.Logf("record %s at offset %d on node %d only", v, base, leader)
+				absent[v] = true
+			}
+			t.Logf("round %d: killing node %d, leader of partition %d (divergent tail: %v)", round, leader, part, divergent)
+			c.Node(leader).Kill()
+			if divergent {
+				for _, f := range followers {
+					c.Node(f).Resume()
+				}
+			}
+			waitFor(t, 30*time.Second, fmt.Sprintf("a new leader of partition %d", part), func() bool {
+				v, err := view(c.Node(followers[0]).Addr(), topic)
+				l := v.parts[part].leader
+				return err == nil && l >= 0 && l != leader
+			})
+			p.waitAcks(t, 500, 30*time.Second)
+			c.Node(leader).Restart()
+			waitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR", leader), func() bool {
+				v, err := view(c.Node(followers[0]).Addr(), topic)
+				if err != nil {
+					return false
+				}
+				for _, ps := range v.parts {
+					if !slices.Contains(ps.isr, leader) {
+						return false
+					}
+				}
+				return true
+			})
+			if divergent {
+				logs := c.Node(leader).Logs()
+				if !hasLine(logs, "truncating diverged follower", "topic="+topic, fmt.Sprintf("partition=%d", part)) {
+					t.Errorf("node %d did not truncate its tail of partition %d after restart", leader, part)
+				}
+			}
+			p.waitAcks(t, 500, 30*time.Second)
+		}
+	}
+	p.stop()
+	p.verify(t, c, partitions, absent)
+}
+
+// TestPauseFollowers: a follower stopped with SIGSTOP past
+// replica.lag.time.max.ms leaves the ISR and acks=all writes go on; with a
+// second follower stopped, acks=all writes are not acknowledged (the ISR
+// cannot shrink below two without a metadata quorum, so they time out)
+// while a topic with min.insync.replicas=3 answers NOT_ENOUGH_REPLICAS;
+// once both continue they rejoin the ISR and writes are acknowledged again.
+func TestPauseFollowers(t *testing.T) {
+	rounds := 1
+	if *longRun {
+		rounds = 3
+	}
+	keys, values := dataset(t, 2000)
+	c := startCluster(t, false)
+	cl := newClient(t, c)
+	const topic, strict = "pause", "pause-strict"
+	createTopic(t, c, cl, topic, 1, map[string]string{"min.insync.replicas": "2"})
+	createTopic(t, c, cl, strict, 1, map[string]string{"min.insync.replicas": "3"})
+	p := startProducer(t, c, topic, keys, values, 1000)
+	p.waitAcks(t, 500, 30*time.Second)
+
+	for round := range rounds {
+		leader := mustView(t, c, topic, others(c)...).parts[0].leader
+		followers := others(c, leader)
+		first, second := c.Node(followers[0]), c.Node(followers[1])
+		t.Logf("round %d: leader %d, pausing node %d", round, leader, first.ID)
+
+		first.Pause()
+		waitFor(t, 30*time.Second, fmt.Sprintf("node %d out of the ISR", first.ID), func() bool {
+			v, err := view(c.Node(leader).Addr(), topic)
+			return err == nil && !slices.Contains(v.parts[0].isr, first.ID) && v.parts[0].leader == leader
+		})
+		p.waitAcks(t, 500, 30*time.Second)
+
+		// min.insync.replicas=3 with two in-sync replicas: refused before
+		// anything is written.
+		strictCl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+		waitFor(t, 30*time.Second, "NOT_ENOUGH_REPLICAS from "+strict, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := strictCl.ProduceSync(ctx, &kgo.Record{Topic: strict, Value: []byte("strict")}).FirstErr()
+			if err == nil {
+				t.Fatalf("acks=all write to %s acknowledged with node %d stopped", strict, first.ID)
+			}
+			return errors.Is(err, kerr.NotEnoughReplicas)
+		})
+		strictCl.Close()
+
+		t.Logf("round %d: pausing node %d too", round, second.ID)
+		second.Pause()
+		pause(time.Second) // writes in flight before the pause may still complete
+		before, failedBefore := p.acks(), total(p.failures())
+		pause(8 * time.Second) // longer than the produce timeout
+		if got := p.acks(); got != before {
+			t.Fatalf("%d records acknowledged with only the leader running", got-before)
+		}
+		if got := total(p.failures()); got <= failedBefore {
+			t.Fatalf("no write failed with only the leader running (failures: %v)", p.failures())
+		}
+		t.Logf("with two followers stopped: failures %v", p.failures())
+
+		first.Resume()
+		second.Resume()
+		waitFor(t, 60*time.Second, "a full ISR again", func() bool {
+			v, err := view(c.Node(leader).Addr(), topic)
+			return err == nil && len(v.parts[0].isr) == 3
+		})
+		p.waitAcks(t, 500, 30*time.Second)
+	}
+	p.stop()
+	p.verify(t, c, 1, nil)
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// TestKillController: SIGKILL of the active controller gives another
+// active controller within seconds; topic creation keeps working, and
+// records produced meanwhile are all there.
+func TestKillController(t *testing.T) {
+	rounds := 1
+	if *longRun {
+		rounds = 3
+	}
+	keys, values := dataset(t, 2000)
+	c := startCluster(t, false)
+	cl := newClient(t, c)
+	const topic = "ctl"
+	createTopic(t, c, cl, topic, 3, map[string]string{"min.insync.replicas": "2"})
+	p := startProducer(t, c, topic, keys, values, 1000)
+	p.waitAcks(t, 500, 30*time.Second)
+	adm := kadm.NewClient(cl)
+
+	for round := range rounds {
+		ctl := mustView(t, c, "", others(c)...).controller
+		if ctl < 0 {
+			t.Fatal("no active controller")
+		}
+		rest := others(c, ctl)
+		killed := time.Now()
+		c.Node(ctl).Kill()
+		var next int32
+		waitFor(t, 15*time.Second, "a new active controller", func() bool {
+			v, err := view(c.Node(rest[0]).Addr(), "")
+			next = v.controller
+			return err == nil && next >= 0 && next != ctl
+		})
+		t.Logf("round %d: node %d took over from node %d after %v", round, next, ctl, time.Since(killed).Round(10*time.Millisecond))
+
+		// Two replicas: the killed node may already be fenced.
+		name := fmt.Sprintf("after-kill-%d", round)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		resp, err := adm.CreateTopic(ctx, 2, 2, nil, name)
+		cancel()
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatalf("create topic after controller kill: %v", err)
+		}
+		t.Logf("round %d: topic %s created %v after the kill", round, name, time.Since(killed).Round(10*time.Millisecond))
+		waitFor(t, 30*time.Second, "leaders of "+name, func() bool {
+			v, err := view(c.Node(rest[0]).Addr(), name)
+			return err == nil && len(v.parts) == 2 && v.parts[0].leader >= 0 && v.parts[1].leader >= 0
+		})
+		produceOne(t, cl, name)
+		p.waitAcks(t, 500, 30*time.Second)
+
+		c.Node(ctl).Restart()
+		name = fmt.Sprintf("after-restart-%d", round)
+		createTopic(t, c, cl, name, 1, nil)
+		produceOne(t, cl, name)
+		waitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR of %s", ctl, topic), func() bool {
+			v, err := view(c.Node(rest[0]).Addr(), topic)
+			if err != nil {
+				return false
+			}
+			for _, ps := range v.parts {
+				if !slices.Contains(ps.isr, ctl) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	p.stop()
+	p.verify(t, c, 3, nil)
+}
+
+// produceOne writes a record to topic with acks=all and reads it back.
+func produceOne(t *testing.T, cl *kgo.Client, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := &kgo.Record{Topic: topic, Value: []byte("hello " + topic)}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// TestIsolatedLeader: the leader of a partition is cut off from the other
+// nodes by TCP proxies (its broker listener as the followers reach it, and
+// the controller links both ways), while clients still reach it. It cannot
+// acknowledge acks=all writes; the others elect a new leader that takes
+// the writes; once the links heal, the old leader truncates the records it
+// appended alone and rejoins the ISR.
+func TestIsolatedLeader(t *testing.T) {
+	rounds := 1
+	if *longRun {
+		rounds = 3
+	}
+	keys, values := dataset(t, 2000)
+	c := startCluster(t, true)
+	cl := newClient(t, c)
+	const topic = "cut"
+	createTopic(t, c, cl, topic, 1, map[string]string{"min.insync.replicas": "2"})
+	p := startProducer(t, c, topic, keys, values, 1000)
+	p.waitAcks(t, 500, 30*time.Second)
+	absent := map[string]bool{}
+
+	for round := range rounds {
+		leader := mustView(t, c, topic, others(c)...).parts[0].leader
+		rest := others(c, leader)
+		t.Logf("round %d: isolating node %d, leader of %s", round, leader, topic)
+		c.Isolate(leader)
+
+		// Written straight to the isolated leader: appended there, never
+		// acknowledged.
+		direct := wire.NewClient(c.Node(leader).Addr(), "isolated-writer", 16<<20)
+		for i := range 3 {
+			v := fmt.Sprintf("isolated-%d-%d", round, i)
+			code, base := produceDirect(t, direct, topic, 0, -1, v)
+			t.Logf("acks=all to the isolated leader: %v (base offset %d)", kerr.ErrorForCode(code), base)
+			if code == 0 {
+				t.Fatalf("the isolated leader acknowledged an acks=all write at offset %d", base)
+			}
+			absent[v] = true
+		}
+		direct.Close()
+
+		waitFor(t, 30*time.Second, "a new leader among the others", func() bool {
+			v, err := view(c.Node(rest[0]).Addr(), topic)
+			return err == nil && v.parts[0].leader >= 0 && v.parts[0].leader != leader
+		})
+		p.waitAcks(t, 500, 30*time.Second)
+
+		c.Heal(leader)
+		waitFor(t, 60*time.Second, fmt.Sprintf("node %d back in the ISR", leader), func() bool {
+			v, err := view(c.Node(rest[0]).Addr(), topic)
+			return err == nil && slices.Contains(v.parts[0].isr, leader)
+		})
+		if !hasLine(c.Node(leader).Logs(), "truncating diverged follower", "topic="+topic) {
+			t.Errorf("node %d did not truncate its stale tail after healing", leader)
+		}
+		p.waitAcks(t, 500, 30*time.Second)
+	}
+	p.stop()
+	p.verify(t, c, 1, absent)
+}
+
+// produceDirect sends one record to a partition of topic over cl with
+// acks (1 or -1) and a 3 s timeout and returns the partition's error code
+// and base offset.
+func produceDirect(t *testing.T, cl *wire.Client, topic string, partition int32, acks int16, value string) (int16, int64) {
+	t.Helper()
+	batch, err := record.Build(record.Spec{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch,
+		BaseSequence: record.NoSequence, BaseTimestamp: time.Now().UnixMilli()}, []record.Record{{Value: []byte(value)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks = acks
+	req.TimeoutMillis = 3000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = partition
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Request(ctx, req)
+	if err != nil {
+		// No answer at all is no acknowledgement either.
+		return kerr.RequestTimedOut.Code, -1
+	}
+	pr := resp.(*kmsg.ProduceResponse)
+	if len(pr.Topics) != 1 || len(pr.Topics[0].Partitions) != 1 {
+		t.Fatalf("malformed produce response")
+	}
+	sp := pr.Topics[0].Partitions[0]
+	return sp.ErrorCode, sp.BaseOffset
+}

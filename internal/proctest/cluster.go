@@ -1,0 +1,395 @@
+package proctest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ClusterConfig configures StartCluster.
+type ClusterConfig struct {
+	// Nodes is the number of combined nodes (broker and controller, ids
+	// 1..Nodes); default 3.
+	Nodes int
+	// Dir holds node-<id> data directories; default t.TempDir().
+	Dir string
+	// Overrides are key=value server properties given to every node
+	// (replica.lag.time.max.ms=2000, ...).
+	Overrides []string
+	// Proxied routes every link between two nodes through a Proxy the
+	// test controls: each node advertises its broker listener at a proxy
+	// (so followers fetch through it) and reaches every other node's
+	// controller listener through a proxy of its own (raft, heartbeats,
+	// AlterPartition). Clients must then dial with Cluster.Dial, which
+	// goes around the proxies.
+	Proxied bool
+	// StartTimeout bounds the start of every node; default 60 s.
+	StartTimeout time.Duration
+	// LogLevel is the servers' --log-level (debug, info, ...); default
+	// $PROCTEST_LOG_LEVEL, else info.
+	LogLevel string
+}
+
+// Cluster is a set of samsa server processes on loopback forming one
+// cluster (one metadata quorum of every node). Nodes keep their ports and
+// directories across Kill and Restart. Every process is killed at test
+// cleanup.
+type Cluster struct {
+	t   testing.TB
+	bin string
+	cfg ClusterConfig
+	// ID is the cluster.id every node was formatted with.
+	ID string
+	// Nodes by index id-1.
+	Nodes []*Node
+}
+
+// Node is one member of a Cluster.
+type Node struct {
+	c  *Cluster
+	ID int32
+	// Dir is the node's log.dirs.
+	Dir string
+	// BrokerPort and ControllerPort are the node's own listeners.
+	BrokerPort, ControllerPort int
+	// BrokerProxy (Proxied only) is where the other nodes, and clients
+	// following metadata, reach this node's broker listener.
+	BrokerProxy *Proxy
+	// ControllerProxies (Proxied only) are the links to this node's
+	// controller listener, by the id of the node that uses them.
+	ControllerProxies map[int32]*Proxy
+
+	args []string
+
+	mu   sync.Mutex // guards srv and past
+	srv  *Server
+	past strings.Builder // logs of earlier processes
+}
+
+// StartCluster starts cfg.Nodes combined nodes and returns once every one
+// has registered with the active controller (each logged its bootstrap
+// address). Failures are fatal to the test, with the nodes' logs.
+func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 60 * time.Second
+	}
+	c := &Cluster{t: t, bin: Binary(t), cfg: cfg, ID: "proctest-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	t.Cleanup(c.cleanup)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = c.layout(); err != nil {
+			t.Fatal(err)
+		}
+		if err = c.startAll(); err == nil {
+			return c
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		// Another test took a port between our probe and the bind.
+		c.killAll()
+		for _, n := range c.Nodes {
+			os.RemoveAll(n.Dir)
+		}
+	}
+	t.Fatalf("starting cluster: %v", err)
+	return nil
+}
+
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// layout picks ports, makes the proxies and the command line of every node.
+func (c *Cluster) layout() error {
+	for _, n := range c.Nodes {
+		if n.BrokerProxy != nil {
+			n.BrokerProxy.Close()
+		}
+		for _, p := range n.ControllerProxies {
+			p.Close()
+		}
+	}
+	ports, err := freePorts(2 * c.cfg.Nodes)
+	if err != nil {
+		return err
+	}
+	c.Nodes = nil
+	for i := range c.cfg.Nodes {
+		n := &Node{c: c, ID: int32(i + 1), Dir: filepath.Join(c.cfg.Dir, "node-"+strconv.Itoa(i+1)),
+			BrokerPort: ports[2*i], ControllerPort: ports[2*i+1]}
+		if c.cfg.Proxied {
+			n.BrokerProxy = NewProxy(c.t, n.brokerAddr())
+			n.ControllerProxies = map[int32]*Proxy{}
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	for _, n := range c.Nodes {
+		var voters []string
+		for _, v := range c.Nodes {
+			addr := "127.0.0.1:" + strconv.Itoa(v.ControllerPort)
+			if c.cfg.Proxied && v != n {
+				p := NewProxy(c.t, addr)
+				v.ControllerProxies[n.ID] = p
+				addr = p.Addr()
+			}
+			voters = append(voters, fmt.Sprintf("%d@%s", v.ID, addr))
+		}
+		props := []string{
+			"node.id=" + strconv.Itoa(int(n.ID)),
+			"cluster.id=" + c.ID,
+			"log.dirs=" + n.Dir,
+			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.BrokerPort, n.ControllerPort),
+			"controller.quorum.voters=" + strings.Join(voters, ","),
+		}
+		if c.cfg.Proxied {
+			props = append(props, "advertised.listeners=PLAINTEXT://"+n.BrokerProxy.Addr())
+		}
+		props = append(props, c.cfg.Overrides...)
+		level := c.cfg.LogLevel
+		if level == "" {
+			level = os.Getenv("PROCTEST_LOG_LEVEL")
+		}
+		n.args = []string{"server"}
+		if level != "" {
+			n.args = append(n.args, "--log-level", level)
+		}
+		for _, p := range props {
+			n.args = append(n.args, "--override", p)
+		}
+	}
+	return nil
+}
+
+// startAll starts every node at once: each waits for a quorum to register.
+func (c *Cluster) startAll() error {
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.start()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (n *Node) brokerAddr() string { return "127.0.0.1:" + strconv.Itoa(n.BrokerPort) }
+
+func (n *Node) start() error {
+	s, err := startProcess(n.c.bin, n.Dir, n.c.cfg.StartTimeout, n.args...)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s != nil {
+		n.srv = s
+	}
+	if err != nil {
+		return fmt.Errorf("node %d: %w", n.ID, err)
+	}
+	return nil
+}
+
+func (c *Cluster) killAll() {
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+}
+
+// cleanup kills every process; after a failure it shows the end of every
+// node's log, and the whole logs go to $SAMSA_TEST_LOGS/<test>/node-<id>.log
+// when that variable names a directory. With PROCTEST_QUIT_ON_FAILURE set,
+// a failed test first sends SIGQUIT, so that the logs end with the
+// goroutine stacks of every process.
+func (c *Cluster) cleanup() {
+	if c.t.Failed() && os.Getenv("PROCTEST_QUIT_ON_FAILURE") != "" {
+		// Go's SIGQUIT handler writes every goroutine's stack to stderr.
+		for _, n := range c.Nodes {
+			if s := n.server(); s != nil && !s.Exited() {
+				s.Resume()
+				s.cmd.Process.Signal(syscall.SIGQUIT)
+				timer := time.NewTimer(5 * time.Second)
+				select {
+				case <-s.done:
+				case <-timer.C:
+				}
+				timer.Stop()
+			}
+		}
+	}
+	c.killAll()
+	if !c.t.Failed() {
+		return
+	}
+	keep := os.Getenv("SAMSA_TEST_LOGS")
+	for _, n := range c.Nodes {
+		logs := n.Logs()
+		if keep != "" {
+			dir := filepath.Join(keep, strings.ReplaceAll(c.t.Name(), "/", "_"))
+			if err := os.MkdirAll(dir, 0o755); err == nil {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("node-%d.log", n.ID)), []byte(logs), 0o644)
+			}
+		}
+		lines := strings.Split(strings.TrimRight(logs, "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		c.t.Logf("node %d, last log lines:\n%s", n.ID, strings.Join(lines, "\n"))
+	}
+}
+
+// Node returns the node with id (1-based).
+func (c *Cluster) Node(id int32) *Node { return c.Nodes[id-1] }
+
+// Addrs are the nodes' own broker addresses, for clients' seed brokers.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.brokerAddr())
+	}
+	return out
+}
+
+// Dial dials like net.Dialer but maps the nodes' broker proxies to their
+// own listeners, so that a client of a Proxied cluster is never cut off
+// (use it as kgo.Dialer). Other addresses are dialed as they are.
+func (c *Cluster) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	for _, n := range c.Nodes {
+		if n.BrokerProxy != nil && n.BrokerProxy.Addr() == addr {
+			addr = n.brokerAddr()
+			break
+		}
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// Isolate cuts every proxied link to and from node id: its broker proxy
+// and the controller links both ways. The node still reaches the other
+// brokers' listeners through their broker proxies (a proxy cannot tell
+// which node dials it), so a test isolating a partition leader should not
+// rely on it being cut off as a follower.
+func (c *Cluster) Isolate(id int32) {
+	c.links(id, (*Proxy).Cut)
+}
+
+// Heal undoes Isolate.
+func (c *Cluster) Heal(id int32) {
+	c.links(id, (*Proxy).Heal)
+}
+
+func (c *Cluster) links(id int32, fn func(*Proxy)) {
+	if !c.cfg.Proxied {
+		c.t.Fatal("proctest: Isolate and Heal need ClusterConfig.Proxied")
+	}
+	n := c.Node(id)
+	fn(n.BrokerProxy)
+	for _, p := range n.ControllerProxies {
+		fn(p)
+	}
+	for _, o := range c.Nodes {
+		if p := o.ControllerProxies[id]; p != nil {
+			fn(p)
+		}
+	}
+}
+
+// Addr is the node's own broker address.
+func (n *Node) Addr() string { return n.brokerAddr() }
+
+func (n *Node) server() *Server {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.srv
+}
+
+// Running reports whether the node's process is running (or paused).
+func (n *Node) Running() bool {
+	s := n.server()
+	return s != nil && !s.Exited()
+}
+
+// Kill sends SIGKILL and waits for the process to exit; a node not
+// running is left alone.
+func (n *Node) Kill() {
+	if s := n.server(); s != nil {
+		s.Kill()
+	}
+}
+
+// Pause sends SIGSTOP.
+func (n *Node) Pause() {
+	if s := n.server(); s != nil {
+		s.Pause()
+	}
+}
+
+// Resume sends SIGCONT.
+func (n *Node) Resume() {
+	if s := n.server(); s != nil {
+		s.Resume()
+	}
+}
+
+// Restart kills the node if it runs and starts it again on its directory
+// and ports; it returns once the node registered. Failure is fatal to the
+// test.
+func (n *Node) Restart() {
+	n.c.t.Helper()
+	n.Kill()
+	n.mu.Lock()
+	if n.srv != nil {
+		n.past.WriteString(n.srv.Logs())
+		n.past.WriteString("--- restarted ---\n")
+		n.srv = nil
+	}
+	n.mu.Unlock()
+	if err := n.start(); err != nil {
+		n.c.t.Fatal(err)
+	}
+}
+
+// Logs returns everything the node's processes wrote to stderr so far,
+// earlier processes first.
+func (n *Node) Logs() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.past.String()
+	if n.srv != nil {
+		out += n.srv.Logs()
+	}
+	return out
+}
