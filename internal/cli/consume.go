@@ -174,12 +174,31 @@ poll:
 		if fetches.IsClientClosed() {
 			break
 		}
+		transient := false
 		for _, fe := range fetches.Errors() {
 			if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
 				break poll
 			}
-			runErr = fmt.Errorf("fetch partition %d: %w", fe.Partition, fe.Err)
-			break poll
+			// Kafka errors that are not retriable end the command; the
+			// rest (a broker restarting, a group rejoining) the client
+			// retries on its own, as Kafka's console consumer carries on.
+			var ke *kerr.Error
+			if errors.As(fe.Err, &ke) && !ke.Retriable {
+				runErr = fmt.Errorf("fetch partition %d: %w", fe.Partition, fe.Err)
+				break poll
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "samsa consume: %v (retrying)\n", fe.Err)
+			transient = true
+		}
+		if transient && fetches.NumRecords() == 0 {
+			t := time.NewTimer(500 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				break poll
+			case <-t.C:
+			}
+			continue
 		}
 		var stop bool
 		fetches.EachRecord(func(r *kgo.Record) {

@@ -175,7 +175,9 @@ func runProduce(cmd *cobra.Command, f *produceFlags, topic string) error {
 		return err
 	}
 	ctx := cmd.Context()
-	cl, err := f.newClient(cmd, append(opts, kgo.DefaultProduceTopic(topic))...)
+	// A missing topic is created when the broker allows it
+	// (auto.create.topics.enable), as with Kafka's console producer.
+	cl, err := f.newClient(cmd, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
 	if err != nil {
 		return err
 	}

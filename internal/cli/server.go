@@ -27,9 +27,9 @@ node.id=1, data in ./samsa-data, listeners
 PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093.
 
 Configuration uses Kafka's property names and defaults: a server.properties
-file (--config), overridden by --override key=value flags and by SAMSA_*
-environment variables (SAMSA_LOG_SEGMENT_BYTES=1048576 sets
-log.segment.bytes). An unknown property or invalid value stops startup.
+file (--config), then SAMSA_* environment variables
+(SAMSA_LOG_SEGMENT_BYTES=1048576 sets log.segment.bytes), then
+--override key=value flags, each overriding the ones before. An unknown property or invalid value stops startup.
 SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -63,7 +63,7 @@ func newTopicCreateCommand(f *topicFlags) *cobra.Command {
 		ifNotExists bool
 	)
 	cmd := &cobra.Command{
-		Use:   "create NAME --partitions N",
+		Use:   "create NAME [--partitions N] [--replication-factor N] [--config key=value ...]",
 		Short: "Create a topic",
 		Long: `Create a topic with CreateTopics.
 

@@ -303,7 +303,10 @@ func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]me
 	if parts <= 0 {
 		return nil, fmt.Errorf("%w: %d", ErrInvalidPartitions, parts)
 	}
-	if rf <= 0 || int(rf) > len(brokers) {
+	if rf <= 0 {
+		return nil, fmt.Errorf("%w: %d, it must be at least 1", ErrInvalidReplication, rf)
+	}
+	if int(rf) > len(brokers) {
 		return nil, fmt.Errorf("%w: %d larger than available brokers: %d", ErrInvalidReplication, rf, len(brokers))
 	}
 	for k, v := range t.Configs {
