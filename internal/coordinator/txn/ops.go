@@ -1,0 +1,404 @@
+package txn
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// This file is the state machine: the transitions of a transactional id
+// for InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn, the
+// abort of timed-out transactions and the expiration of idle ids, after
+// Kafka's TransactionCoordinator and TransactionMetadata. Every transition
+// is written to __transaction_state before it takes effect and before the
+// request is answered.
+
+// initResult is the outcome of InitProducerId on the run goroutine.
+type initResult struct {
+	code     int16
+	pid      int64
+	epoch    int16
+	needsPID bool // a new producer id is needed: allocate one and call again
+}
+
+// initProducerID handles InitProducerId for a transactional id (run
+// goroutine). newPID is a fresh producer id, or -1 when none was allocated;
+// expectedPID/expectedEpoch are the request's (KIP-360, -1 when absent).
+func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int64, expectedEpoch int16, newPID int64, reply func(initResult)) {
+	fail := func(code int16) { reply(initResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
+	part, code := c.partitionOf(id)
+	if code != 0 {
+		fail(code)
+		return
+	}
+	now := time.Now().UnixMilli()
+	m := part.txns[id]
+	if m == nil {
+		if newPID < 0 {
+			reply(initResult{needsPID: true})
+			return
+		}
+		m = &txnMeta{id: id, snapshot: snapshot{producerID: newPID, lastProducerID: noProducerID, epoch: noProducerEpoch,
+			lastEpoch: noProducerEpoch, timeoutMs: timeoutMs, state: stateEmpty, startMs: -1, updateMs: now}}
+		part.txns[id] = m
+		newPID = -1
+	}
+	if m.pending || m.markers {
+		fail(kerr.ConcurrentTransactions.Code)
+		return
+	}
+	expected := expectedPID >= 0
+	if expected && !(m.epoch == noProducerEpoch || expectedPID == m.producerID ||
+		(expectedPID == m.lastProducerID && expectedEpoch >= maxProducerEpoch)) {
+		fail(kerr.ProducerFenced.Code)
+		return
+	}
+	switch m.state {
+	case statePrepareCommit, statePrepareAbort:
+		fail(kerr.ConcurrentTransactions.Code)
+		return
+	case stateOngoing:
+		// Fence the previous instance: abort its transaction with a bumped
+		// epoch, which is never returned; the client retries and gets the
+		// epoch bumped once more (Kafka's PrepareEpochFence).
+		c.abort(part, m, true, func(code int16) {
+			if code == 0 {
+				code = kerr.ConcurrentTransactions.Code
+			}
+			fail(code)
+		})
+		return
+	}
+	next := m.snapshot
+	next.timeoutMs = timeoutMs
+	next.state = stateEmpty
+	next.partitions = nil
+	next.startMs = -1
+	next.updateMs = now
+	switch {
+	case m.epochExhausted() && (!expected || expectedEpoch == m.epoch):
+		if newPID < 0 {
+			reply(initResult{needsPID: true})
+			return
+		}
+		next.lastProducerID, next.producerID = m.producerID, newPID
+		next.epoch = 0
+		next.lastEpoch = noProducerEpoch
+		if expected {
+			next.lastEpoch = m.epoch
+		}
+	case !expected:
+		next.epoch, next.lastEpoch = m.epoch+1, noProducerEpoch
+	case m.epoch == noProducerEpoch || expectedEpoch == m.epoch:
+		next.epoch, next.lastEpoch = m.epoch+1, m.epoch
+	case expectedEpoch == m.lastEpoch:
+		// A retry of a bump whose answer was lost: the same epoch again.
+	default:
+		fail(kerr.ProducerFenced.Code)
+		return
+	}
+	c.write(part, m, &next, func(err error) {
+		if code := appendErrorCode(err); code != 0 {
+			fail(code)
+			return
+		}
+		part.log.Info("initialized transactional id", "transactional_id", id, "producer_id", m.producerID, "producer_epoch", m.epoch)
+		reply(initResult{pid: m.producerID, epoch: m.epoch})
+	})
+}
+
+// checkProducer validates a request's producer id and epoch against m, as
+// AddPartitionsToTxn and EndTxn do.
+func checkProducer(m *txnMeta, pid int64, epoch int16) int16 {
+	switch {
+	case m == nil || m.producerID != pid:
+		return kerr.InvalidProducerIDMapping.Code
+	case m.epoch != epoch:
+		return kerr.ProducerFenced.Code
+	case m.pending || m.markers:
+		return kerr.ConcurrentTransactions.Code
+	case isPrepare(m.state):
+		return kerr.ConcurrentTransactions.Code
+	}
+	return 0
+}
+
+// addPartitions adds tps to the open transaction of id (AddPartitionsToTxn,
+// AddOffsetsToTxn; run goroutine). With verifyOnly it only reports, per
+// partition, whether it is in the transaction (INVALID_TXN_STATE when not),
+// for a partition leader's check of a transactional produce (KIP-890).
+// reply gets a top-level code, or per-partition codes when it is zero.
+func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []TopicPartition, verifyOnly bool, reply func(int16, map[TopicPartition]int16)) {
+	part, code := c.partitionOf(id)
+	if code != 0 {
+		reply(code, nil)
+		return
+	}
+	m := part.txns[id]
+	if code := checkProducer(m, pid, epoch); code != 0 {
+		reply(code, nil)
+		return
+	}
+	if verifyOnly {
+		out := make(map[TopicPartition]int16, len(tps))
+		set := m.partitionSet()
+		for _, tp := range tps {
+			if _, ok := set[tp]; !ok || m.state != stateOngoing {
+				out[tp] = kerr.InvalidTxnState.Code
+			} else {
+				out[tp] = 0
+			}
+		}
+		reply(0, out)
+		return
+	}
+	if m.state == stateOngoing && m.hasAll(tps) {
+		reply(0, nil)
+		return
+	}
+	now := time.Now().UnixMilli()
+	next := m.snapshot
+	if m.state != stateOngoing {
+		next.startMs = now
+	}
+	next.state = stateOngoing
+	next.partitions = m.withPartitions(tps)
+	next.updateMs = now
+	c.write(part, m, &next, func(err error) { reply(appendErrorCode(err), nil) })
+}
+
+// endTxn handles EndTxn (run goroutine): it writes PrepareCommit or
+// PrepareAbort, answers, then writes the markers and completes.
+func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit bool, reply func(int16)) {
+	part, code := c.partitionOf(id)
+	if code != 0 {
+		reply(code)
+		return
+	}
+	m := part.txns[id]
+	switch {
+	case m == nil || m.producerID != pid:
+		reply(kerr.InvalidProducerIDMapping.Code)
+		return
+	case m.epoch != epoch:
+		reply(kerr.ProducerFenced.Code)
+		return
+	case m.pending:
+		reply(kerr.ConcurrentTransactions.Code)
+		return
+	}
+	switch m.state {
+	case stateOngoing:
+		c.prepare(part, m, commit, false, reply)
+	case stateCompleteCommit, statePrepareCommit:
+		switch {
+		case !commit:
+			reply(kerr.InvalidTxnState.Code)
+		case m.state == stateCompleteCommit:
+			reply(0) // a retry
+		default:
+			reply(kerr.ConcurrentTransactions.Code)
+		}
+	case stateCompleteAbort, statePrepareAbort:
+		switch {
+		case commit:
+			reply(kerr.InvalidTxnState.Code)
+		case m.state == stateCompleteAbort:
+			reply(0)
+		default:
+			reply(kerr.ConcurrentTransactions.Code)
+		}
+	default:
+		reply(kerr.InvalidTxnState.Code)
+	}
+}
+
+// abort ends m's open transaction with ABORT; with fence it bumps the
+// producer epoch first, so the producer's later requests are rejected
+// (a new instance's InitProducerId, or the transaction timeout).
+func (c *Coordinator) abort(part *partition, m *txnMeta, fence bool, reply func(int16)) {
+	c.prepare(part, m, false, fence, reply)
+}
+
+// prepare writes PrepareCommit or PrepareAbort (with a bumped epoch when
+// fence), calls reply, and starts writing the markers.
+func (c *Coordinator) prepare(part *partition, m *txnMeta, commit, fence bool, reply func(int16)) {
+	next := m.snapshot
+	next.state = statePrepareAbort
+	if commit {
+		next.state = statePrepareCommit
+	}
+	if fence {
+		if m.epochExhausted() {
+			// The fence cannot bump further; the retry rotates the
+			// producer id once the abort completes.
+			fence = false
+		} else {
+			next.epoch, next.lastEpoch = m.epoch+1, noProducerEpoch
+		}
+	}
+	next.updateMs = time.Now().UnixMilli()
+	c.write(part, m, &next, func(err error) {
+		if code := appendErrorCode(err); code != 0 {
+			reply(code)
+			return
+		}
+		part.log.Info("ending transaction", "transactional_id", m.id, "producer_id", m.producerID, "producer_epoch", m.epoch,
+			"commit", commit, "fenced", fence, "partitions", len(m.partitions))
+		reply(0)
+		c.sendMarkers(part, m)
+	})
+}
+
+// sendMarkers writes the markers of m's prepared transaction on a goroutine
+// of its own, retrying the partitions that could not take them, then
+// completes the transaction on the run goroutine. It stops when the
+// partition is unloaded or the Coordinator closes.
+func (c *Coordinator) sendMarkers(part *partition, m *txnMeta) {
+	if m.markers {
+		return
+	}
+	m.markers = true
+	mk := Marker{TransactionalID: m.id, ProducerID: m.producerID, ProducerEpoch: m.epoch, CoordinatorEpoch: part.epoch,
+		Commit: m.state == statePrepareCommit, Partitions: append([]TopicPartition(nil), m.partitions...)}
+	state := m.state
+	ctx := part.ctx
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		backoff := c.cfg.MarkerRetryBackoff
+		for len(mk.Partitions) > 0 {
+			retry := c.deps.Markers.WriteMarkers(ctx, mk)
+			if ctx.Err() != nil {
+				return
+			}
+			if len(retry) == 0 {
+				break
+			}
+			mk.Partitions = retry
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, maxMarkerRetryBackoff)
+		}
+		c.post(func() { c.complete(part, m, state) })
+	}()
+}
+
+// complete writes CompleteCommit or CompleteAbort once the markers of the
+// prepared transaction are written, retrying the write after a backoff
+// while the partition is still owned.
+func (c *Coordinator) complete(part *partition, m *txnMeta, prepared kmsg.TransactionState) {
+	if !c.owns(part) || part.txns[m.id] != m || m.state != prepared {
+		m.markers = false
+		return
+	}
+	next := m.snapshot
+	next.state = stateCompleteAbort
+	if m.state == statePrepareCommit {
+		next.state = stateCompleteCommit
+	}
+	next.partitions = nil
+	next.updateMs = time.Now().UnixMilli()
+	c.write(part, m, &next, func(err error) {
+		if err == nil {
+			m.markers = false
+			part.log.Info("transaction completed", "transactional_id", m.id, "producer_id", m.producerID,
+				"producer_epoch", m.epoch, "state", m.state.String())
+			return
+		}
+		if !c.owns(part) || part.txns[m.id] != m {
+			m.markers = false
+			return
+		}
+		part.log.Warn("writing transaction completion failed; retrying", "transactional_id", m.id, "err", err)
+		c.timers.schedule(time.Now().Add(c.cfg.MarkerRetryBackoff), func() { c.complete(part, m, prepared) })
+	})
+}
+
+// scheduleTimeoutCheck arms the periodic abort of timed-out transactions
+// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+func (c *Coordinator) scheduleTimeoutCheck() {
+	c.timers.schedule(time.Now().Add(c.cfg.AbortTimedOutInterval), func() {
+		c.abortTimedOut(time.Now())
+		c.scheduleTimeoutCheck()
+	})
+}
+
+// abortTimedOut aborts, with an epoch bump that fences the producer, every
+// transaction open longer than its timeout.
+func (c *Coordinator) abortTimedOut(now time.Time) {
+	nowMs := now.UnixMilli()
+	for _, part := range c.sortedPartitions() {
+		if !part.loaded {
+			continue
+		}
+		for _, m := range part.sortedTxns() {
+			if m.state != stateOngoing || m.pending || m.markers || m.startMs+int64(m.timeoutMs) >= nowMs {
+				continue
+			}
+			part.log.Info("aborting timed out transaction", "transactional_id", m.id, "producer_id", m.producerID,
+				"producer_epoch", m.epoch, "timeout_ms", m.timeoutMs)
+			c.abort(part, m, true, func(code int16) {
+				if code != 0 {
+					part.log.Warn("aborting timed out transaction failed", "transactional_id", m.id, "code", code)
+				}
+			})
+		}
+	}
+}
+
+// scheduleExpirationCheck arms the periodic removal of expired
+// transactional ids (transaction.remove.expired.transaction.cleanup.interval.ms).
+func (c *Coordinator) scheduleExpirationCheck() {
+	c.timers.schedule(time.Now().Add(c.cfg.RemoveExpiredIDInterval), func() {
+		c.expireIDs(time.Now())
+		c.scheduleExpirationCheck()
+	})
+}
+
+// expireIDs writes tombstones for the transactional ids with no open
+// transaction not used for transactional.id.expiration.ms.
+func (c *Coordinator) expireIDs(now time.Time) {
+	limit := now.Add(-c.cfg.TransactionalIDExpiration).UnixMilli()
+	for _, part := range c.sortedPartitions() {
+		if !part.loaded {
+			continue
+		}
+		for _, m := range part.sortedTxns() {
+			switch m.state {
+			case stateEmpty, stateCompleteCommit, stateCompleteAbort:
+			default:
+				continue
+			}
+			if m.pending || m.markers || m.updateMs > limit {
+				continue
+			}
+			part.log.Info("expiring transactional id", "transactional_id", m.id, "producer_id", m.producerID)
+			c.write(part, m, nil, func(err error) {
+				if err != nil {
+					part.log.Warn("expiring transactional id failed", "transactional_id", m.id, "err", err)
+				}
+			})
+		}
+	}
+}
+
+// allocatePID calls Deps.NewProducerID on the caller's goroutine.
+func (c *Coordinator) allocatePID(ctx context.Context) (int64, int16) {
+	if c.deps.NewProducerID == nil {
+		return -1, kerr.CoordinatorNotAvailable.Code
+	}
+	pid, err := c.deps.NewProducerID(ctx)
+	if err != nil {
+		c.log.Warn("allocating a producer id failed", "err", err)
+		return -1, kerr.CoordinatorNotAvailable.Code
+	}
+	return pid, 0
+}
