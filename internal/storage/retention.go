@@ -51,6 +51,14 @@ type pendingDelete struct {
 // descriptors. It returns the new paths. A failure to rename the .log
 // leaves the segment as it was. Requires Log.mu.
 func renameDeleted(s *segment) ([]string, error) {
+	// Readers still on the segment must keep seeing its aborted
+	// transactions once the .txnindex has been renamed.
+	s.txn.mu.Lock()
+	if err := s.loadTxnIndexLocked(); err != nil && !errors.Is(err, ErrCorruptTxnIndex) {
+		s.txn.mu.Unlock()
+		return nil, err
+	}
+	s.txn.mu.Unlock()
 	var paths []string
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		from := s.path(suf)
