@@ -214,9 +214,21 @@ func (f *fetcher) apply(p *Partition, rp *kmsg.FetchResponseTopicPartition) erro
 	}
 	if d := rp.DivergingEpoch; d.Epoch >= 0 && d.EndOffset >= 0 {
 		// KIP-595/KIP-279: our last epoch is not the leader's history
-		// past EndOffset; truncate there and fetch again.
-		f.m.logger.Info("truncating diverged follower", "topic", p.Topic, "partition", p.Partition, "epoch", d.Epoch, "end_offset", d.EndOffset, "log_end_offset", p.LogEndOffset())
-		return p.truncateAsFollower(d.EndOffset)
+		// past EndOffset. Truncate to where both histories agree: the
+		// earlier of the two ends of that epoch, or, when we never had
+		// it, the end of our largest earlier epoch; then fetch again
+		// (and truncate further if need be).
+		to := d.EndOffset
+		if e, end := p.log.EndOffsetForEpoch(d.Epoch); e >= 0 {
+			if e != d.Epoch {
+				to = end
+			} else {
+				to = min(to, end)
+			}
+		}
+		f.m.logger.Info("truncating diverged follower", "topic", p.Topic, "partition", p.Partition, "epoch", d.Epoch, "end_offset", d.EndOffset,
+			"truncate_to", to, "log_end_offset", p.LogEndOffset())
+		return p.truncateAsFollower(to)
 	}
 	if p.Config().FollowerThrottled.Has(p.Partition, f.m.opts.NodeID) {
 		f.m.opts.FollowerThrottle.Record(int64(len(rp.RecordBatches)), time.Now())

@@ -69,6 +69,10 @@ var (
 	ErrNotEnoughReplicasAfterAppend = errors.New("replica: in-sync replicas fell below min.insync.replicas after the append")
 )
 
+// isrRetryBackoff is how long a leader waits after a failed AlterPartition
+// before asking for another ISR change of the partition.
+const isrRetryBackoff = 500 * time.Millisecond
+
 // followerState is what the leader knows of one follower.
 type followerState struct {
 	logEndOffset int64 // -1 until the follower's first fetch
@@ -97,6 +101,13 @@ type Partition struct {
 	replicas       []int32
 	followers      map[int32]*followerState // leader only
 	isrPending     bool                     // an AlterPartition is in flight
+	// isrRetryAt: after a failed AlterPartition no ISR change is asked
+	// for before this time (isrRetryBackoff later).
+	isrRetryAt time.Time
+	// epochStartOffset (leader only) is the log end offset when this
+	// broker became leader at the current epoch: a follower joins the ISR
+	// only once it has every record below it.
+	epochStartOffset int64
 	// verifications are the KIP-890 guards of producers whose first
 	// transactional batch is being verified with the transaction
 	// coordinator (txn.go).
@@ -218,6 +229,10 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 		}
 	}
 	p.isrPending = false
+	if newEpoch {
+		p.isrRetryAt = time.Time{}
+		p.epochStartOffset = p.log.LogEndOffset()
+	}
 	p.verifications = nil
 	p.leaderEpoch.Store(st.LeaderEpoch)
 	p.leader.Store(true)
@@ -491,7 +506,11 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset int64, now time.Ti
 	f.logEndOffset, f.lastFetch, f.lastFetchLeader = fetchOffset, now, leo
 	advanced := p.maybeAdvanceHWLocked()
 	isr := p.ISR()
-	if !slices.Contains(isr, replica) && !p.isrPending && fetchOffset >= p.hw.Load() {
+	// Kafka's isFollowerInSync: caught up to the HW and to the start of
+	// this leader's epoch (the HW of a new leader may lag records that
+	// were committed under the previous one).
+	if !slices.Contains(isr, replica) && !p.isrPending && !now.Before(p.isrRetryAt) &&
+		fetchOffset >= p.hw.Load() && fetchOffset >= p.epochStartOffset {
 		expand = append(slices.Clone(isr), replica)
 		p.isrPending = true
 	}
@@ -507,7 +526,7 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset int64, now time.Ti
 func (p *Partition) laggingFollowers(now time.Time, lag time.Duration) (shrunk []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.leader.Load() || p.isrPending {
+	if !p.leader.Load() || p.isrPending || now.Before(p.isrRetryAt) {
 		return nil
 	}
 	isr := p.ISR()
@@ -531,6 +550,12 @@ func (p *Partition) laggingFollowers(now time.Time, lag time.Duration) (shrunk [
 func (p *Partition) isrUpdated(isr []int32, partitionEpoch int32, ok bool) {
 	p.mu.Lock()
 	p.isrPending = false
+	if !ok {
+		// The controller refused (a replica still fenced, a stale
+		// partition epoch until the next metadata) or is unreachable:
+		// ask again later, not on the next follower fetch.
+		p.isrRetryAt = time.Now().Add(isrRetryBackoff)
+	}
 	if ok && partitionEpoch >= p.partitionEpoch {
 		p.partitionEpoch = partitionEpoch
 		c := slices.Clone(isr)
