@@ -164,13 +164,24 @@ func (s *Server) serve(nc net.Conn) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 
-	reqs := make(chan *wire.Request, readAhead)
+	reqs := make(chan request, readAhead)
+	// Produce frames are read into buffers that come back once their
+	// request is answered: their records are copied to the log before the
+	// handler returns, so nothing keeps them. Other requests keep their
+	// frame (decoded bodies alias it, and a coordinator may hold on to
+	// byte fields such as group member metadata).
+	frames := make(chan []byte, readAhead+2)
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
 		defer close(reqs)
 		for {
-			frame, err := wire.ReadFrame(br, nil, s.cfg.MaxRequestBytes)
+			var buf []byte
+			select {
+			case buf = <-frames:
+			default:
+			}
+			frame, err := wire.ReadFrame(br, buf, s.cfg.MaxRequestBytes)
 			if err != nil {
 				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 					log.Info("closing connection", "err", err)
@@ -182,8 +193,12 @@ func (s *Server) serve(nc net.Conn) {
 				log.Info("closing connection", "err", err)
 				return
 			}
+			r := request{Request: req}
+			if req.Key == int16(kmsg.Produce) {
+				r.frame = frame
+			}
 			select {
-			case reqs <- req:
+			case reqs <- r:
 			case <-ctx.Done():
 				return
 			}
@@ -196,8 +211,16 @@ func (s *Server) serve(nc net.Conn) {
 	}()
 
 	var out []byte
-	for req := range reqs {
+	for r := range reqs {
+		req := r.Request
 		resp, err := s.handle(ctx, conn, req)
+		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
+			// Answered (acks=0 included) or failed: the frame is free.
+			select {
+			case frames <- r.frame[:0]:
+			default:
+			}
+		}
 		if err != nil {
 			log.Info("closing connection", "api", kmsg.NameForKey(req.Key), "version", req.Version, "err", err)
 			return
@@ -222,6 +245,17 @@ func (s *Server) serve(nc net.Conn) {
 		}
 	}
 }
+
+// request is a decoded request and, for Produce, the frame buffer to give
+// back to the reader once it is answered.
+type request struct {
+	*wire.Request
+	frame []byte
+}
+
+// maxPooledFrame is the largest frame buffer a connection keeps for reuse;
+// a connection holds at most readAhead+2 of them.
+const maxPooledFrame = 16 << 20
 
 // framedWriter is a response that writes its own frame (wire.FetchResponse).
 type framedWriter interface {
