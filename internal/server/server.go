@@ -170,7 +170,7 @@ func (s *Server) serve(nc net.Conn) {
 	// handler returns, so nothing keeps them. Other requests keep their
 	// frame (decoded bodies alias it, and a coordinator may hold on to
 	// byte fields such as group member metadata).
-	frames := make(chan []byte, readAhead+2)
+	frames := make(chan []byte, pooledFrames)
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -253,9 +253,13 @@ type request struct {
 	frame []byte
 }
 
-// maxPooledFrame is the largest frame buffer a connection keeps for reuse;
-// a connection holds at most readAhead+2 of them.
-const maxPooledFrame = 16 << 20
+// A connection keeps at most pooledFrames frame buffers of at most
+// maxPooledFrame bytes each for reuse; more in flight at once are
+// allocated and left to the garbage collector.
+const (
+	pooledFrames   = 2
+	maxPooledFrame = 16 << 20
+)
 
 // framedWriter is a response that writes its own frame (wire.FetchResponse).
 type framedWriter interface {
