@@ -28,7 +28,9 @@ var APIVersions = []APIVersion{
 	{Key: int16(kmsg.ListGroups), Min: 0, Max: 5},
 	{Key: int16(kmsg.DeleteGroups), Min: 0, Max: 2},
 	{Key: int16(kmsg.OffsetDelete), Min: 0, Max: 0},
+	{Key: int16(kmsg.TxnOffsetCommit), Min: 0, Max: 3},
 }
+
 
 var codeUnavailable = kerr.CoordinatorNotAvailable.Code
 

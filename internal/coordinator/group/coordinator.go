@@ -69,7 +69,11 @@ type partition struct {
 	groups map[string]*group
 	writer *writer
 	log    *slog.Logger
+	// txnCompletions are transaction markers reported by CompleteTxn while
+	// the partition loads, applied once loaded (txn.go).
+	txnCompletions []txnCompletion
 }
+
 
 // New starts a Coordinator that owns no partition yet (every group gets
 // NOT_COORDINATOR until LoadPartition). cfg should have passed Validate;
@@ -431,6 +435,9 @@ type appendJob struct {
 	done  func(err error) // run on the run goroutine
 }
 
+// transactional reports a job of transactional offset commits.
+func (j *appendJob) transactional() bool { return len(j.recs) > 0 && j.recs[0].Txn != nil }
+
 // writer is the goroutine that appends to one partition of
 // __consumer_offsets, one Store.Append at a time, combining the jobs queued
 // meanwhile, and reports back to the run goroutine in order.
@@ -496,7 +503,10 @@ func (w *writer) take() []*appendJob {
 		return nil
 	}
 	n, size := 1, w.mu.queue[0].bytes
-	for n < len(w.mu.queue) && size+w.mu.queue[n].bytes <= w.c.cfg.MaxAppendBytes {
+	// A transaction's records go alone: they form a batch of their own.
+	for n < len(w.mu.queue) && !w.mu.queue[0].transactional() && !w.mu.queue[n].transactional() &&
+		size+w.mu.queue[n].bytes <= w.c.cfg.MaxAppendBytes {
+
 		size += w.mu.queue[n].bytes
 		n++
 	}

@@ -61,7 +61,15 @@
 // above 2, such as KIP-848 consumer groups, or newer value versions) and
 // records that do not decode are skipped and counted.
 //
+// Transactional offset commits (TxnOffsetCommit, KIP-98) are written as a
+// transactional batch of the producer; they stay pending, invisible to
+// OffsetFetch (and UNSTABLE_OFFSET_COMMIT with require_stable, KIP-447),
+// until the broker reports the transaction's COMMIT marker on the
+// partition (CompleteTxn), or are dropped by its ABORT. Loading replays
+// them with their markers (txn.go).
+//
 // # Protocol
+
 //
 // The states are Kafka's: Empty, PreparingRebalance, CompletingRebalance,
 // Stable, Dead. A rebalance begins when a member joins, leaves, changes its

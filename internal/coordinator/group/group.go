@@ -186,7 +186,11 @@ type group struct {
 
 	offsets        map[tp]offsetEntry
 	pendingCommits map[tp]int // commits being written, per partition
+	// pendingTxnOffsets are the offsets committed by open transactions, by
+	// producer id, applied by their COMMIT marker (txn.go).
+	pendingTxnOffsets map[int64]map[tp]offsetEntry
 }
+
 
 func newGroup(part *partition, id string, now time.Time) *group {
 	return &group{

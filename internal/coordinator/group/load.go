@@ -16,7 +16,11 @@ type loadState struct {
 	records int // records read
 	skipped int // records of unknown types or corrupt, skipped
 	lastErr error
+	// txnOffsets are the offsets of transactions not ended yet in the
+	// records read: producer id -> group -> partition.
+	txnOffsets map[int64]map[string]map[tp]offsetEntry
 }
+
 
 func newLoadState() *loadState {
 	return &loadState{groups: map[string]*kmsg.GroupMetadataValue{}, offsets: map[string]map[tp]offsetEntry{}}
@@ -35,6 +39,9 @@ func (ls *loadState) numOffsets() int {
 // partition's groups without a coordinator. It does not retain rec.
 func (ls *loadState) apply(rec Record) error {
 	ls.records++
+	if rec.Txn != nil {
+		return ls.applyTxn(rec)
+	}
 	d, err := Decode(rec)
 	if err != nil {
 		ls.skipped++
@@ -141,6 +148,12 @@ func (c *Coordinator) install(part *partition, ls *loadState) {
 		}
 		g.offsets = offsets
 	}
+	ls.installTxnOffsets(part, now)
 	part.writer = c.startWriter(part.id)
 	part.loaded = true
+	for _, tc := range part.txnCompletions {
+		c.completeTxn(part, tc.producerID, tc.commit)
+	}
+	part.txnCompletions = nil
 }
+

@@ -175,7 +175,7 @@ type fetchedPartition struct {
 
 // fetchOffsets reads the offsets of groupID for topics, or all of its
 // offsets when all. A group that does not exist has no offsets (-1 each).
-func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, all bool) ([]fetchedTopic, int16) {
+func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequestTopic, all, requireStable bool) ([]fetchedTopic, int16) {
 	part, code := c.partitionOf(groupID)
 	if code != 0 {
 		return nil, code
@@ -185,6 +185,10 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 		g = nil
 	}
 	get := func(k tp) fetchedPartition {
+		if g != nil && requireStable && g.hasPendingTxnOffset(k) {
+			// KIP-447: an open transaction committed an offset here.
+			return fetchedPartition{partition: k.partition, offset: -1, leaderEpoch: -1, code: kerr.UnstableOffsetCommit.Code}
+		}
 		if g != nil {
 			if e, ok := g.offsets[k]; ok {
 				return fetchedPartition{partition: k.partition, offset: e.offset, leaderEpoch: e.leaderEpoch, metadata: e.metadata}
@@ -228,7 +232,7 @@ func (c *Coordinator) offsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			for _, t := range rg.Topics {
 				topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 			}
-			fts, code := c.fetchOffsets(rg.Group, topics, rg.Topics == nil)
+			fts, code := c.fetchOffsets(rg.Group, topics, rg.Topics == nil, req.RequireStable)
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
 			og.ErrorCode = code
@@ -251,7 +255,7 @@ func (c *Coordinator) offsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 		return resp
 	}
 	all := req.Topics == nil && v >= 2
-	fts, code := c.fetchOffsets(req.Group, req.Topics, all)
+	fts, code := c.fetchOffsets(req.Group, req.Topics, all, v >= 7 && req.RequireStable)
 	if code != 0 {
 		if v >= 2 {
 			resp.ErrorCode = code
@@ -421,7 +425,8 @@ func (c *Coordinator) expireOffsets(now time.Time) {
 					}
 				}
 			}
-			deleteGroup := allExpired && g.state == stateEmpty && len(g.pending) == 0 && len(g.pendingCommits) == 0
+			deleteGroup := allExpired && g.state == stateEmpty && len(g.pending) == 0 && len(g.pendingCommits) == 0 && len(g.pendingTxnOffsets) == 0
+
 			if len(expired) == 0 && !deleteGroup {
 				continue
 			}

@@ -40,7 +40,7 @@ func (s *memStore) Append(ctx context.Context, p int32, recs []Record) error {
 		return s.failErr
 	}
 	for _, r := range recs {
-		c := Record{Key: bytes.Clone(r.Key)}
+		c := Record{Key: bytes.Clone(r.Key), Txn: r.Txn}
 		if r.Value != nil {
 			c.Value = bytes.Clone(r.Value)
 		}
