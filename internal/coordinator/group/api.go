@@ -31,7 +31,6 @@ var APIVersions = []APIVersion{
 	{Key: int16(kmsg.TxnOffsetCommit), Min: 0, Max: 3},
 }
 
-
 var codeUnavailable = kerr.CoordinatorNotAvailable.Code
 
 // JoinGroup handles a JoinGroup request (v0-v9) from client cl. It returns

@@ -74,7 +74,6 @@ type partition struct {
 	txnCompletions []txnCompletion
 }
 
-
 // New starts a Coordinator that owns no partition yet (every group gets
 // NOT_COORDINATOR until LoadPartition). cfg should have passed Validate;
 // logger nil discards. Close stops it.

@@ -69,7 +69,6 @@
 // them with their markers (txn.go).
 //
 // # Protocol
-
 //
 // The states are Kafka's: Empty, PreparingRebalance, CompletingRebalance,
 // Stable, Dead. A rebalance begins when a member joins, leaves, changes its

@@ -191,7 +191,6 @@ type group struct {
 	pendingTxnOffsets map[int64]map[tp]offsetEntry
 }
 
-
 func newGroup(part *partition, id string, now time.Time) *group {
 	return &group{
 		id:             id,

@@ -21,7 +21,6 @@ type loadState struct {
 	txnOffsets map[int64]map[string]map[tp]offsetEntry
 }
 
-
 func newLoadState() *loadState {
 	return &loadState{groups: map[string]*kmsg.GroupMetadataValue{}, offsets: map[string]map[tp]offsetEntry{}}
 }
@@ -156,4 +155,3 @@ func (c *Coordinator) install(part *partition, ls *loadState) {
 	}
 	part.txnCompletions = nil
 }
-
