@@ -90,6 +90,34 @@ type Node struct {
 	// TransactionStateLogNumPartitions is
 	// transaction.state.log.num.partitions (default 50).
 	TransactionStateLogNumPartitions int32
+	// TransactionStateLogReplicationFactor is
+	// transaction.state.log.replication.factor (default 3, capped by the
+	// number of brokers).
+	TransactionStateLogReplicationFactor int16
+	// TransactionStateLogMinISR is transaction.state.log.min.isr, the
+	// min.insync.replicas of __transaction_state (default 2, capped by its
+	// replication factor).
+	TransactionStateLogMinISR int32
+	// TransactionStateLogSegmentBytes is
+	// transaction.state.log.segment.bytes (default 104857600).
+	TransactionStateLogSegmentBytes int64
+	// TransactionMaxTimeout is transaction.max.timeout.ms: the largest
+	// transaction.timeout.ms a producer may ask for (default 15 min).
+	TransactionMaxTimeout time.Duration
+	// TransactionalIDExpiration is transactional.id.expiration.ms (default
+	// 7 days).
+	TransactionalIDExpiration time.Duration
+	// TransactionAbortTimedOutInterval is
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms (default
+	// 10 s).
+	TransactionAbortTimedOutInterval time.Duration
+	// TransactionRemoveExpiredInterval is
+	// transaction.remove.expired.transaction.cleanup.interval.ms (default
+	// 1 h).
+	TransactionRemoveExpiredInterval time.Duration
+	// ProducerIDExpiration is producer.id.expiration.ms: a partition
+	// forgets the state of a producer idle this long (default 1 day).
+	ProducerIDExpiration time.Duration
 	// GroupInitialRebalanceDelay is group.initial.rebalance.delay.ms
 	// (default 3 s).
 	GroupInitialRebalanceDelay time.Duration
@@ -419,23 +447,36 @@ var nodeProps = map[string]nodeProp{
 	"cluster.id":                              {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
 	// Accepted for compatibility with existing server.properties files;
 	// Samsa has no thread pools to size.
-	"num.network.threads":                              {"3", ignored, "accepted, unused"},
-	"num.io.threads":                                   {"8", ignored, "accepted, unused"},
-	"num.recovery.threads.per.data.dir":                {"1", ignored, "accepted, unused"},
-	"socket.send.buffer.bytes":                         {"102400", ignored, "accepted, unused"},
-	"socket.receive.buffer.bytes":                      {"102400", ignored, "accepted, unused"},
-	"log.retention.check.interval.ms":                  {"300000", millis(func(n *Node) *time.Duration { return &n.LogRetentionCheckInterval }, time.Millisecond), "how often retention runs"},
-	"log.cleaner.enable":                               {"true", boolean(func(n *Node) *bool { return &n.LogCleanerEnable }), "run the log cleaner"},
-	"log.cleaner.backoff.ms":                           {"15000", millis(func(n *Node) *time.Duration { return &n.LogCleanerBackoff }, time.Millisecond), "log cleaner sleep when idle"},
-	"log.cleaner.dedupe.buffer.size":                   {"134217728", i64(func(n *Node) *int64 { return &n.LogCleanerDedupeBufferSize }, 1024), "log cleaner key map memory"},
-	"log.cleaner.threads":                              {"1", ignored, "accepted; one cleaner goroutine"},
-	"log.cleaner.io.buffer.size":                       {"524288", ignored, "accepted, unused"},
-	"log.cleaner.io.max.bytes.per.second":              {"1.7976931348623157E308", ignored, "accepted, unthrottled"},
-	"log.cleaner.io.buffer.load.factor":                {"0.9", ignored, "accepted, 0.9"},
-	"transaction.state.log.replication.factor":         {"3", ignored, "capped by cluster size"},
-	"transaction.state.log.min.isr":                    {"2", ignored, "capped by cluster size"},
-	"share.coordinator.state.topic.replication.factor": {"3", ignored, "accepted, unused"},
-	"share.coordinator.state.topic.min.isr":            {"2", ignored, "accepted, unused"},
+	"num.network.threads":                 {"3", ignored, "accepted, unused"},
+	"num.io.threads":                      {"8", ignored, "accepted, unused"},
+	"num.recovery.threads.per.data.dir":   {"1", ignored, "accepted, unused"},
+	"socket.send.buffer.bytes":            {"102400", ignored, "accepted, unused"},
+	"socket.receive.buffer.bytes":         {"102400", ignored, "accepted, unused"},
+	"log.retention.check.interval.ms":     {"300000", millis(func(n *Node) *time.Duration { return &n.LogRetentionCheckInterval }, time.Millisecond), "how often retention runs"},
+	"log.cleaner.enable":                  {"true", boolean(func(n *Node) *bool { return &n.LogCleanerEnable }), "run the log cleaner"},
+	"log.cleaner.backoff.ms":              {"15000", millis(func(n *Node) *time.Duration { return &n.LogCleanerBackoff }, time.Millisecond), "log cleaner sleep when idle"},
+	"log.cleaner.dedupe.buffer.size":      {"134217728", i64(func(n *Node) *int64 { return &n.LogCleanerDedupeBufferSize }, 1024), "log cleaner key map memory"},
+	"log.cleaner.threads":                 {"1", ignored, "accepted; one cleaner goroutine"},
+	"log.cleaner.io.buffer.size":          {"524288", ignored, "accepted, unused"},
+	"log.cleaner.io.max.bytes.per.second": {"1.7976931348623157E308", ignored, "accepted, unthrottled"},
+	"log.cleaner.io.buffer.load.factor":   {"0.9", ignored, "accepted, 0.9"},
+	"transaction.state.log.replication.factor": {"3", func(n *Node, v string) error {
+		i, err := parseInt32(v)
+		if err != nil || i < 1 || i > 32767 {
+			return fmt.Errorf("%w %q", errBadValue, v)
+		}
+		n.TransactionStateLogReplicationFactor = int16(i)
+		return nil
+	}, "replication factor of __transaction_state, capped by cluster size"},
+	"transaction.state.log.min.isr":                               {"2", i32(func(n *Node) *int32 { return &n.TransactionStateLogMinISR }, 1), "min.insync.replicas of __transaction_state, capped by its replication factor"},
+	"transaction.state.log.segment.bytes":                         {"104857600", i64(func(n *Node) *int64 { return &n.TransactionStateLogSegmentBytes }, 14), "segment.bytes of __transaction_state"},
+	"transaction.max.timeout.ms":                                  {"900000", millis(func(n *Node) *time.Duration { return &n.TransactionMaxTimeout }, time.Millisecond), "largest transaction.timeout.ms"},
+	"transactional.id.expiration.ms":                              {"604800000", millis(func(n *Node) *time.Duration { return &n.TransactionalIDExpiration }, time.Millisecond), "idle transactional ids are removed"},
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": {"10000", millis(func(n *Node) *time.Duration { return &n.TransactionAbortTimedOutInterval }, time.Millisecond), "period of the transaction timeout check"},
+	"transaction.remove.expired.transaction.cleanup.interval.ms":  {"3600000", millis(func(n *Node) *time.Duration { return &n.TransactionRemoveExpiredInterval }, time.Millisecond), "period of the transactional id expiration check"},
+	"producer.id.expiration.ms":                                   {"86400000", millis(func(n *Node) *time.Duration { return &n.ProducerIDExpiration }, time.Millisecond), "idle producer state is forgotten"},
+	"share.coordinator.state.topic.replication.factor":            {"3", ignored, "accepted, unused"},
+	"share.coordinator.state.topic.min.isr":                       {"2", ignored, "accepted, unused"},
 }
 
 // Parse builds a Node from properties (file contents with overrides
