@@ -106,9 +106,12 @@ func (t *brokerTracker) run(stopc chan struct{}) {
 
 // RegisterBroker records a broker's endpoints and rack (BrokerRegistration,
 // KIP-631) and returns its broker epoch (the offset of the registration
-// record, as Kafka uses). A registered broker starts unfenced: a restarted
-// broker rejoins ISRs only through its leaders' AlterPartition, so it
-// cannot lead a partition it lags on.
+// record, as Kafka uses). A registered broker starts unfenced. A new
+// process (incarnation) of a broker first leaves every ISR and leadership
+// its previous process held, with new leader epochs, so a restarted broker
+// rejoins ISRs only through its leaders' AlterPartition and cannot lead a
+// partition it lags on (it leads again only where it was the last in-sync
+// replica).
 func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation metadata.UUID, endpoints []metadata.Endpoint, rack *string) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -117,8 +120,24 @@ func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation m
 		c.brokers.seen(id)
 		return b.Epoch, nil
 	}
-	epoch := im.Offset + 1
-	recs := []metadata.Record{metadata.RegisterBrokerRecord{BrokerID: id, Epoch: epoch, IncarnationID: incarnation, Endpoints: endpoints, Rack: rack}}
+	var recs []metadata.Record
+	if b := im.Broker(id); b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation {
+		// A new process of a broker whose session is still open (it
+		// restarted within broker.session.timeout.ms, or registered with
+		// another active controller): what its previous process had
+		// may be gone, an unflushed log tail after a power failure. As
+		// Kafka's controller does, it leaves every ISR and its
+		// leaderships move to other in-sync replicas first, as when its
+		// session expires; it rejoins each ISR through AlterPartition
+		// once caught up. Leading again at the same epoch with a shorter
+		// log would make its followers truncate acknowledged records.
+		fence := c.fenceRecordsLocked(im, id)
+		c.logger.Info("broker restarted: moving it out of its ISRs and leaderships", "broker", id, "partitions", len(fence)-1)
+		recs = append(recs, fence...)
+		im = im.Apply(im.Offset+1, fence)
+	}
+	epoch := im.Offset + 1 // the offset of the registration record
+	recs = append(recs, metadata.RegisterBrokerRecord{BrokerID: id, Epoch: epoch, IncarnationID: incarnation, Endpoints: endpoints, Rack: rack})
 	recs = append(recs, c.electLeadersLocked(im, id)...)
 	if err := c.commitLocked(ctx, recs); err != nil {
 		return 0, err

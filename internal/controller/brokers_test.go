@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/quorum"
+	"github.com/samsahq/samsa/internal/storage"
+)
+
+// newLocalController is the active controller of node 1 over a local
+// (single-voter) metadata log in a temporary directory.
+func newLocalController(t *testing.T) *Controller {
+	t.Helper()
+	dir := t.TempDir()
+	node, err := config.Parse(map[string]string{"node.id": "1", "log.dirs": dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "controller-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := quorum.OpenLocal(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(node, q, "controller-test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		q.Close()
+		logs.Close()
+	})
+	// The local log announces its leadership from its dispatcher.
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !c.Active() {
+		select {
+		case <-deadline.C:
+			t.Fatal("the controller of a local log is not active")
+		case <-tick.C:
+		}
+	}
+	return c
+}
+
+func incarnation(b byte) metadata.UUID { return metadata.UUID{b} }
+
+// A broker that registers with a new incarnation while its previous
+// process's session is still open (a restart quicker than
+// broker.session.timeout.ms) may have lost an unflushed log tail: it
+// leaves every ISR and its leaderships move to other in-sync replicas
+// with a new leader epoch, as when its session expires (KIP-903's
+// premise). A broker that was the only in-sync replica leads again, at a
+// new epoch. The same process registering again changes nothing.
+func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
+	c := newLocalController(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= 3; id++ {
+		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[id] = e
+	}
+	errs, err := c.CreateTopics(ctx, []CreateTopic{
+		{Name: "shared", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}},
+		{Name: "alone", Partitions: 1, ReplicationFactor: 1, Assignments: [][]int32{{1}}},
+	}, false)
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("create: %v %v", err, errs)
+	}
+	part := func(topic string) metadata.Partition {
+		return c.Image().Topic(topic).Partitions[0]
+	}
+	before, beforeAlone := part("shared"), part("alone")
+	if before.Leader != 1 || beforeAlone.Leader != 1 {
+		t.Fatalf("leaders %d, %d; want 1", before.Leader, beforeAlone.Leader)
+	}
+
+	// The same process again: nothing changes.
+	e, err := c.RegisterBroker(ctx, 1, incarnation(1), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	if err != nil || e != epochs[1] {
+		t.Fatalf("same incarnation: epoch %d (%v), want %d", e, err, epochs[1])
+	}
+	if got := part("shared"); got.Leader != 1 || got.LeaderEpoch != before.LeaderEpoch {
+		t.Fatalf("same incarnation moved leadership: %+v", got)
+	}
+
+	// A new process of broker 1, before its session expired.
+	e, err = c.RegisterBroker(ctx, 1, incarnation(9), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e <= epochs[1] {
+		t.Fatalf("new incarnation: broker epoch %d, not above %d", e, epochs[1])
+	}
+	if b := c.Image().Broker(1); b == nil || b.Fenced || b.Epoch != e {
+		t.Fatalf("broker 1 after registering again: %+v", b)
+	}
+	after := part("shared")
+	if after.Leader == 1 || after.Leader < 0 || slices.Contains(after.ISR, 1) || after.LeaderEpoch <= before.LeaderEpoch {
+		t.Fatalf("shared after broker 1 restarted: leader %d epoch %d ISR %v (before: epoch %d)", after.Leader, after.LeaderEpoch, after.ISR, before.LeaderEpoch)
+	}
+	alone := part("alone")
+	if alone.Leader != 1 || alone.LeaderEpoch <= beforeAlone.LeaderEpoch || !slices.Equal(alone.ISR, []int32{1}) {
+		t.Fatalf("alone after broker 1 restarted: leader %d epoch %d ISR %v", alone.Leader, alone.LeaderEpoch, alone.ISR)
+	}
+}
