@@ -83,14 +83,16 @@ func TestClusterSeparateRoles(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	// Only brokers are in the cluster's metadata.
-	md, err := adm.BrokerMetadata(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ids := md.Brokers.NodeIDs(); !slices.Equal(ids, brokers) {
-		t.Fatalf("metadata brokers %v, want %v", ids, brokers)
-	}
+	// Only brokers are in the cluster's metadata, once unfenced.
+	waitFor(t, 20*time.Second, "every broker in the metadata", func() bool {
+		md, err := adm.BrokerMetadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := md.Brokers.NodeIDs()
+		slices.Sort(ids)
+		return slices.Equal(ids, brokers)
+	})
 
 	// DescribeQuorum through a broker: controllers vote, brokers observe.
 	active := c.ActiveController()
