@@ -385,3 +385,54 @@ func TestClusterConsumerGroup(t *testing.T) {
 		t.Fatalf("lag after commit: %d, want 1", total)
 	}
 }
+
+// TestFollowerFollowsLogStart: DeleteRecords on the leader moves the log
+// start offset of the followers too, so that a new leader keeps it.
+func TestFollowerFollowsLogStart(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"broker.heartbeat.interval.ms": "500"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "ls"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "full ISR", func() bool { return len(describe(t, adm, "ls").Partitions[0].ISR) == 3 })
+	var recs []*kgo.Record
+	for i := 0; i < 100; i++ {
+		recs = append(recs, &kgo.Record{Topic: "ls", Value: []byte(fmt.Sprint(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.AddOffset("ls", 0, 60, -1)
+	if res, err := adm.DeleteRecords(ctx, offs); err != nil || res.Error() != nil {
+		t.Fatalf("DeleteRecords: %v %v", err, res.Error())
+	}
+	leader := describe(t, adm, "ls").Partitions[0].Leader
+	// Produce once more with acks=all (kgo's default): the answer comes
+	// once every follower fetched the record, in a response that also
+	// carried the new log start, and asked for more.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "ls", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopNode(leader); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a new leader", func() bool {
+		l := describe(t, adm, "ls").Partitions[0].Leader
+		return l >= 0 && l != leader
+	})
+	start, err := adm.ListStartOffsets(ctx, "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := start.Lookup("ls", 0); o.Offset != 60 {
+		t.Fatalf("log start on the new leader: %d, want 60", o.Offset)
+	}
+}

@@ -233,7 +233,17 @@ func (f *fetcher) apply(p *Partition, rp *kmsg.FetchResponseTopicPartition) erro
 	if p.Config().FollowerThrottled.Has(p.Partition, f.m.opts.NodeID) {
 		f.m.opts.FollowerThrottle.Record(int64(len(rp.RecordBatches)), time.Now())
 	}
-	return p.appendAsFollower(rp.RecordBatches, rp.HighWatermark)
+	if err := p.appendAsFollower(rp.RecordBatches, rp.HighWatermark); err != nil {
+		return err
+	}
+	// Follow the leader's log start offset (retention, DeleteRecords), so
+	// that this replica deletes the same records.
+	if ls := min(rp.LogStartOffset, p.LogEndOffset()); ls > p.LogStartOffset() {
+		if err := p.log.SetLogStartOffset(ls); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restartAt empties the follower's log to start at offset.
