@@ -94,6 +94,7 @@ type Broker struct {
 	pidEnd  int64
 
 	groups *groups // the group coordinator and its wiring (groups.go)
+	txns   *txns   // the transaction coordinator and its wiring (txn.go)
 
 	closed atomic.Bool
 }
@@ -126,6 +127,7 @@ func New(cfg Config) (*Broker, error) {
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
 	b.startGroups()
+	b.startTxns()
 	var applyErr error
 	cfg.Controller.OnImage(func(old, next *metadata.Image) {
 		if err := b.applyImage(old, next); err != nil && applyErr == nil {
@@ -133,6 +135,7 @@ func New(cfg Config) (*Broker, error) {
 		}
 	})
 	if applyErr != nil {
+		b.closeTxns()
 		b.closeGroups()
 		return nil, applyErr
 	}
@@ -171,6 +174,7 @@ func (b *Broker) Close() {
 	}
 	close(b.stop)
 	b.wg.Wait()
+	b.closeTxns()
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
@@ -284,6 +288,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 		}
 	}
 	b.applyGroupImage(next)
+	b.applyTxnImage(next)
 	return firstErr
 }
 

@@ -8,6 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/coordinator/group"
+	"github.com/samsahq/samsa/internal/coordinator/txn"
+	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/server"
 )
 
@@ -19,9 +21,10 @@ const (
 
 // FindCoordinator v0-v4 (several keys from v4, KIP-699). The coordinator of
 // group G is the leader of partition group.PartitionFor(G,
-// offsets.topic.num.partitions) of __consumer_offsets, which is created on
-// the first request. Transaction keys get COORDINATOR_NOT_AVAILABLE until
-// the transaction coordinator answers them here.
+// offsets.topic.num.partitions) of __consumer_offsets; that of
+// transactional id T (key type 1) the leader of partition
+// txn.PartitionFor(T, transaction.state.log.num.partitions) of
+// __transaction_state. Each topic is created on the first request.
 func init() { register(kmsg.FindCoordinator, 0, 4, handleFindCoordinator) }
 
 func handleFindCoordinator(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -50,14 +53,22 @@ func (b *Broker) findCoordinator(ctx context.Context, c *server.Conn, keyType in
 		}
 		return co
 	}
+	var t *metadata.Topic
+	var err error
+	var p int32
 	switch keyType {
 	case coordinatorGroup:
+		t, err = b.ensureOffsetsTopic(ctx)
+		p = group.PartitionFor(key, b.groups.coord.NumPartitions())
 	case coordinatorTransaction:
-		return fail(kerr.CoordinatorNotAvailable.Code, "transactions are not supported yet")
+		if key == "" {
+			return fail(kerr.InvalidRequest.Code, "empty transactional id")
+		}
+		t, err = b.ensureTxnTopic(ctx)
+		p = txn.PartitionFor(key, b.txns.coord.NumPartitions())
 	default:
 		return fail(kerr.InvalidRequest.Code, "unknown coordinator type")
 	}
-	t, err := b.ensureOffsetsTopic(ctx)
 	if err != nil {
 		b.logger.Warn("find coordinator", "key", key, "err", err)
 		if errors.Is(err, context.Canceled) {
@@ -65,7 +76,6 @@ func (b *Broker) findCoordinator(ctx context.Context, c *server.Conn, keyType in
 		}
 		return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
 	}
-	p := group.PartitionFor(key, b.groups.coord.NumPartitions())
 	if int(p) >= len(t.Partitions) {
 		return fail(kerr.CoordinatorNotAvailable.Code, "")
 	}

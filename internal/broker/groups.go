@@ -229,12 +229,19 @@ func (s offsetsStore) Append(ctx context.Context, p int32, recs []group.Record) 
 	for i, r := range recs {
 		rs[i] = record.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
 	}
-	batch, err := record.Build(record.Spec{
+	spec := record.Spec{
 		BaseTimestamp: time.Now().UnixMilli(),
 		ProducerID:    record.NoProducerID,
 		ProducerEpoch: record.NoProducerEpoch,
 		BaseSequence:  record.NoSequence,
-	}, rs)
+	}
+	if tx := recs[0].Txn; tx != nil {
+		// TxnOffsetCommit: a transactional batch of the producer, whose
+		// epoch the log checks (a fenced producer gets
+		// INVALID_PRODUCER_EPOCH).
+		spec.Transactional, spec.ProducerID, spec.ProducerEpoch = true, tx.ProducerID, tx.ProducerEpoch
+	}
+	batch, err := record.Build(spec, rs)
 	if err != nil {
 		return err
 	}
@@ -267,8 +274,9 @@ func (s offsetsStore) Append(ctx context.Context, p int32, recs []group.Record) 
 }
 
 // Load reads the partition from its log start offset to its
-// high-watermark. Control batches and transactional batches are skipped
-// (transactional offset commits are not supported yet).
+// high-watermark. Records of transactional batches (TxnOffsetCommit) come
+// with their producer, and transaction markers as records with
+// Txn.Marker; other control batches are skipped.
 func (s offsetsStore) Load(ctx context.Context, p int32, fn func(group.Record) error) error {
 	rp, err := s.partition(p)
 	if err != nil {
@@ -293,14 +301,23 @@ func (s offsetsStore) Load(ctx context.Context, p int32, fn func(group.Record) e
 		next := off
 		_, err = record.Batches(res.Records, func(batch []byte, h record.Header) error {
 			next = h.NextOffset()
-			if h.IsControl() || h.IsTransactional() {
-				return nil
+			var tx *group.TxnInfo
+			if h.IsTransactional() {
+				tx = &group.TxnInfo{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch}
 			}
 			return record.Records(batch, func(r record.Record) error {
 				if r.Offset < off {
 					return nil
 				}
-				return fn(group.Record{Key: r.Key, Value: r.Value})
+				if h.IsControl() {
+					// Transaction markers end TxnOffsetCommit's offsets.
+					m, err := record.ParseEndTxnMarker(r.Key, r.Value)
+					if err != nil || tx == nil {
+						return nil
+					}
+					return fn(group.Record{Txn: &group.TxnInfo{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, Marker: true, Commit: m.Commit}})
+				}
+				return fn(group.Record{Key: r.Key, Value: r.Value, Txn: tx})
 			})
 		})
 		if err != nil {
@@ -324,6 +341,10 @@ func storeError(err error) error {
 		return kerr.MessageTooLarge
 	case errors.Is(err, replica.ErrRecordListLarge):
 		return kerr.RecordListTooLarge
+	case errors.Is(err, storage.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch
+	case errors.Is(err, storage.ErrInvalidTxnState):
+		return kerr.InvalidTxnState
 	}
 	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 }

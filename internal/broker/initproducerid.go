@@ -9,11 +9,11 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// InitProducerId v0-v4 for idempotent producers (no transactional id):
-// a fresh producer id with epoch 0, from blocks the controller reserves in
+// InitProducerId v0-v4. Idempotent producers (no transactional id) get a
+// fresh producer id with epoch 0, from blocks the controller reserves in
 // the metadata log so that no id is reused after a restart (KIP-730).
-// Transactional ids get COORDINATOR_NOT_AVAILABLE until the transaction
-// coordinator exists.
+// Transactional ids are answered by the transaction coordinator (epoch
+// bump and fencing, see txn.Coordinator.InitProducerID).
 func init() { register(kmsg.InitProducerID, 0, 4, handleInitProducerID) }
 
 func handleInitProducerID(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -21,8 +21,7 @@ func handleInitProducerID(ctx context.Context, b *Broker, _ *server.Conn, kreq k
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		return resp, nil
+		return b.txns.coord.InitProducerID(ctx, req), nil
 	}
 	id, err := b.nextProducerID(ctx)
 	if err != nil {

@@ -72,14 +72,3 @@ func (b *Broker) verifyTxnProduce(ctx context.Context, req *kmsg.ProduceRequest)
 	}
 	return guards, errs
 }
-
-// verifyPartitionsInTxn asks the coordinator of txnID whether each
-// partition is in the open transaction of pid at epoch; codes are per
-// partition, zero when it is.
-func (b *Broker) verifyPartitionsInTxn(ctx context.Context, txnID string, pid int64, epoch int16, tps []verifyKey) map[verifyKey]int16 {
-	out := make(map[verifyKey]int16, len(tps))
-	for _, k := range tps {
-		out[k] = kerr.CoordinatorNotAvailable.Code
-	}
-	return out
-}
