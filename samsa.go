@@ -107,10 +107,24 @@ func StartNode(ctx context.Context, nc *config.Node, logger *slog.Logger) (*Node
 	return startNode(ctx, nc, logger, nil)
 }
 
-// lateHandler lets listeners bind before the broker exists.
-type lateHandler struct{ b atomic.Pointer[broker.Broker] }
+// lateHandler lets listeners bind before the broker exists. Requests on
+// client (non-controller) listeners wait until the broker serves: it has
+// registered and its metadata image has caught up with its registration,
+// so that a restarted node answers no client from a stale image.
+type lateHandler struct {
+	b     atomic.Pointer[broker.Broker]
+	node  *config.Node
+	ready chan struct{} // closed once the broker serves clients
+}
 
 func (h *lateHandler) Handle(ctx context.Context, c *server.Conn, req *wire.Request) (kmsg.Response, error) {
+	if !h.node.IsControllerListener(c.Listener) {
+		select {
+		case <-h.ready:
+		case <-ctx.Done():
+			return nil, errors.New("node starting")
+		}
+	}
 	b := h.b.Load()
 	if b == nil {
 		return nil, errors.New("node starting")
@@ -171,7 +185,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	}
 
 	// Bind every listener; requests wait for the broker below.
-	h := &lateHandler{}
+	h := &lateHandler{node: nc, ready: make(chan struct{})}
 	var endpoints []metadata.Endpoint
 	var versions, ctrlVersions *wire.Versions
 	versions, ctrlVersions = broker.SupportedVersions()
@@ -274,6 +288,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			return nil, fmt.Errorf("registering broker: %w", err)
 		}
 	}
+	close(h.ready)
 	n.wg.Add(1)
 	go n.background()
 	return n, nil

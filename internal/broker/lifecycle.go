@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,12 +14,27 @@ import (
 )
 
 // Start registers the broker with the active controller (retrying until
-// ctx ends) and then heartbeats every broker.heartbeat.interval.ms until
-// Close, registering again when the controller forgot it.
+// ctx ends), waits until this node's metadata image holds that
+// registration (a restarted node may replay a local metadata log far
+// behind the quorum; Kafka's brokers too catch up before serving), and
+// then heartbeats every broker.heartbeat.interval.ms until Close,
+// registering again when the controller forgot it.
 func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error {
 	b.endpoints = endpoints
 	if err := b.register(ctx); err != nil {
 		return err
+	}
+	epoch := b.brokerEpoch.Load()
+	caughtUp := b.ctrl.WaitImage(ctx, func(im *metadata.Image) bool {
+		br := im.Broker(b.node.NodeID)
+		return br != nil && br.Epoch >= epoch
+	})
+	if !caughtUp {
+		err := context.Cause(ctx)
+		if err == nil {
+			err = errors.New("controller closed")
+		}
+		return fmt.Errorf("catching up with the metadata log to broker epoch %d: %w", epoch, err)
 	}
 	b.wg.Add(1)
 	go b.heartbeats()
