@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,19 @@ func TestKillPartitionLeaders(t *testing.T) {
 	}
 	p.stop()
 	p.verify(t, c, partitions, absent)
+	noStaleMetadata(t, p)
+}
+
+// noStaleMetadata fails the test when a broker answered the producer
+// UNKNOWN_TOPIC_OR_PARTITION for its topic, which exists throughout: a
+// restarted node served clients before its metadata caught up.
+func noStaleMetadata(t *testing.T, p *producer) {
+	t.Helper()
+	for msg, n := range p.failures() {
+		if strings.Contains(msg, "UNKNOWN_TOPIC_OR_PARTITION") {
+			t.Errorf("%d records failed with %s", n, msg)
+		}
+	}
 }
 
 // TestPauseFollowers: a follower stopped with SIGSTOP past
@@ -420,4 +434,5 @@ func TestRestartLosingUnflushedTail(t *testing.T) {
 	p.waitAcks(t, 1000, 30*time.Second)
 	p.stop()
 	p.verify(t, c, 1, nil)
+	noStaleMetadata(t, p)
 }
