@@ -11,7 +11,9 @@
 //
 // Every broker runs as its own child process, started fresh for each
 // workload, so that its CPU time and peak resident memory (VmHWM) are its
-// own. The Kafka workloads use one client for every broker: `samsa perf`
+// own. Throughput workloads run -reps times (2) with the targets
+// interleaved, and each target's best run is reported, so that other work
+// on a shared machine weighs on every target alike. The Kafka workloads use one client for every broker: `samsa perf`
 // from the binary built from this checkout (franz-go). NATS uses its own Go
 // client (async publish, an ordered pull consumer). -quick runs every
 // workload with 50,000 records and a 3-second e2e, to check the script.
@@ -27,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -58,6 +61,7 @@ type settings struct {
 	e2eRate    float64
 	e2eFor     time.Duration
 	e2eWarmup  time.Duration
+	reps       int
 	only       string
 	repo       string
 	out        string
@@ -72,16 +76,18 @@ func run() error {
 	flag.StringVar(&s.repo, "repo", "..", "the repository root (where cmd/samsa is)")
 	flag.StringVar(&s.out, "out", "", "markdown report to write (default REPO/docs/BENCHMARKS.md)")
 	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp")
+	flag.IntVar(&s.reps, "reps", 2, "runs of each throughput workload (the best is reported)")
 	flag.Parse()
 	s.records, s.recordSize, s.partitions = 1_000_000, 1024, 8
 	s.e2eRate, s.e2eFor, s.e2eWarmup = 20000, 30*time.Second, 5*time.Second
 	if s.quick {
-		s.records, s.e2eFor, s.e2eWarmup = 50_000, 3*time.Second, time.Second
+		s.records, s.e2eFor, s.e2eWarmup, s.reps = 50_000, 3*time.Second, time.Second, 1
 	}
 	if s.out == "" {
 		s.out = filepath.Join(s.repo, "docs", "BENCHMARKS.md")
 	}
 	started := time.Now()
+	loadBefore := loadAverage()
 	var err error
 	if s.tmp, err = os.MkdirTemp("", "samsa-bench-"); err != nil {
 		return err
@@ -102,7 +108,7 @@ func run() error {
 	var rows []row
 	add := func(r ...row) {
 		for _, x := range r {
-			logf("%-16s %-26s %s", x.Target, x.Workload, x.brief())
+			logf("%-16s %-28s %s", x.Target, x.Workload, x.brief())
 		}
 		rows = append(rows, r...)
 	}
@@ -110,20 +116,52 @@ func run() error {
 	if want("tcp") {
 		add(loopbackTCP(s))
 	}
-	for _, t := range []string{"samsa", "kfake", "blackhole"} {
+	// Throughput runs are repeated with the targets interleaved, so that
+	// other work on the machine falls on all of them alike; the report
+	// keeps each one's best run.
+	kafka := []string{"samsa", "kfake", "blackhole"}
+	for rep := 0; rep < s.reps; rep++ {
+		for i, w := range produceWorkloads {
+			for j := range kafka {
+				t := kafka[(i+j+rep)%len(kafka)]
+				if want(t) {
+					add(kafkaProduce(s, t, w.acks, w.compression, i == 0 && t != "blackhole")...)
+				}
+			}
+		}
+		if want("nats") {
+			add(natsPublish(s)...)
+		}
+	}
+	for _, t := range kafka[:2] {
 		if want(t) {
-			add(kafkaTarget(s, t)...)
+			add(kafkaE2E(s, t))
 		}
 	}
 	if want("nats") {
-		add(natsTarget(s)...)
+		add(natsE2E(s))
 	}
-	rep := report{Settings: s, Rows: rows, Started: started, Took: time.Since(started)}
+	rows = best(rows)
+	rep := report{Settings: s, Rows: rows, Started: started, Took: time.Since(started), Load: [2]string{loadBefore, loadAverage()}}
 	if err := rep.write(); err != nil {
 		return err
 	}
 	logf("wrote %s in %s", s.out, time.Since(started).Round(time.Second))
 	return nil
+}
+
+// loadAverage is the first three fields of /proc/loadavg: other work on
+// the machine shows in the figures.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func logf(format string, args ...any) {
@@ -141,9 +179,11 @@ type row struct {
 	P99      float64 `json:"p99_ms,omitempty"`
 	P999     float64 `json:"p99_9_ms,omitempty"`
 	Max      float64 `json:"max_ms,omitempty"`
-	Server   usage   `json:"server"`
-	Client   usage   `json:"client"`
-	Err      string  `json:"error,omitempty"`
+	// SendDelay (e2e) is how late the generator sent its latest record.
+	SendDelay float64 `json:"max_send_delay_ms,omitempty"`
+	Server    usage   `json:"server"`
+	Client    usage   `json:"client"`
+	Err       string  `json:"error,omitempty"`
 }
 
 func (r row) brief() string {
@@ -167,6 +207,7 @@ func fromResult(target, workload string, c *clientRun) row {
 	r.P99 = num(c.Result, "latency_ms.p99")
 	r.P999 = num(c.Result, "latency_ms.p99_9")
 	r.Max = num(c.Result, "latency_ms.max")
+	r.SendDelay = num(c.Result, "max_send_delay_ms")
 	return r
 }
 
@@ -246,64 +287,67 @@ func kafkaServer(s settings, target string) (*server, error) {
 	}
 }
 
-// kafkaTarget runs the Kafka workloads against a fresh server each.
-func kafkaTarget(s settings, target string) []row {
-	name := map[string]string{"samsa": "Samsa", "kfake": "kfake", "blackhole": "kfake blackhole"}[target]
-	var rows []row
-	common := []string{"--partitions", strconv.Itoa(s.partitions), "--record-size", strconv.Itoa(s.recordSize),
+var targetNames = map[string]string{"samsa": "Samsa", "kfake": "kfake", "blackhole": "kfake blackhole", "nats": "NATS JetStream"}
+
+// kafkaArgs are the client settings every Kafka workload shares.
+func kafkaArgs(s settings) []string {
+	return []string{"--partitions", strconv.Itoa(s.partitions), "--record-size", strconv.Itoa(s.recordSize),
 		"--linger", "5ms", "--batch-max-bytes", strconv.Itoa(1 << 20), "-q"}
-	limit := 5 * time.Minute
-	for i, w := range produceWorkloads {
-		workload := fmt.Sprintf("produce acks=%s %s", w.acks, w.compression)
-		srv, err := kafkaServer(s, target)
-		if err != nil {
-			rows = append(rows, row{Target: name, Workload: workload, Err: err.Error()})
-			continue
-		}
-		topic := "bench"
-		before := srv.sample()
-		c, err := runClient(limit, append([]string{s.samsa, "perf", "produce", topic, "-b", srv.addr,
-			"--records", strconv.Itoa(s.records), "--acks", w.acks, "--compression", w.compression}, common...)...)
-		var r row
-		if err != nil {
-			r = row{Target: name, Workload: workload, Err: err.Error()}
-		} else {
-			r = fromResult(name, workload, c)
-			r.Server = delta(before, srv.sample())
-		}
-		rows = append(rows, r)
-		if i == 0 && target != "blackhole" && err == nil {
-			before := srv.sample()
-			c, err := runClient(limit, s.samsa, "perf", "consume", topic, "-b", srv.addr, "-q",
-				"--fetch-max-bytes", strconv.Itoa(1<<20), "--partition-max-bytes", strconv.Itoa(1<<20))
-			if err != nil {
-				rows = append(rows, row{Target: name, Workload: "consume", Err: err.Error()})
-			} else {
-				r := fromResult(name, "consume", c)
-				r.Server = delta(before, srv.sample())
-				rows = append(rows, r)
-			}
-		}
-		srv.stop()
-	}
-	if target == "blackhole" {
-		return rows
-	}
-	workload := fmt.Sprintf("e2e %.0f/s acks=all", s.e2eRate)
+}
+
+const clientLimit = 5 * time.Minute
+
+// kafkaProduce runs one produce workload against a fresh server and, when
+// consume is set, reads the records back from the same server.
+func kafkaProduce(s settings, target, acks, compression string, consume bool) []row {
+	name := targetNames[target]
+	workload := fmt.Sprintf("produce acks=%s %s", acks, compression)
 	srv, err := kafkaServer(s, target)
 	if err != nil {
-		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+		return []row{{Target: name, Workload: workload, Err: err.Error()}}
 	}
 	defer srv.stop()
 	before := srv.sample()
-	c, err := runClient(limit, append([]string{s.samsa, "perf", "e2e", "e2e", "-b", srv.addr,
-		"--rate", fmt.Sprint(s.e2eRate), "--duration", s.e2eFor.String(), "--warmup", s.e2eWarmup.String(), "--acks", "all"}, common...)...)
+	c, err := runClient(clientLimit, append([]string{s.samsa, "perf", "produce", "bench", "-b", srv.addr,
+		"--records", strconv.Itoa(s.records), "--acks", acks, "--compression", compression}, kafkaArgs(s)...)...)
 	if err != nil {
-		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+		return []row{{Target: name, Workload: workload, Err: err.Error()}}
 	}
 	r := fromResult(name, workload, c)
 	r.Server = delta(before, srv.sample())
-	return append(rows, r)
+	rows := []row{r}
+	if consume {
+		before := srv.sample()
+		c, err := runClient(clientLimit, s.samsa, "perf", "consume", "bench", "-b", srv.addr, "-q",
+			"--fetch-max-bytes", strconv.Itoa(1<<20), "--partition-max-bytes", strconv.Itoa(1<<20))
+		if err != nil {
+			return append(rows, row{Target: name, Workload: "consume", Err: err.Error()})
+		}
+		r := fromResult(name, "consume", c)
+		r.Server = delta(before, srv.sample())
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// kafkaE2E runs the fixed-rate end-to-end workload against a fresh server.
+func kafkaE2E(s settings, target string) row {
+	name := targetNames[target]
+	workload := fmt.Sprintf("e2e %.0f/s acks=all", s.e2eRate)
+	srv, err := kafkaServer(s, target)
+	if err != nil {
+		return row{Target: name, Workload: workload, Err: err.Error()}
+	}
+	defer srv.stop()
+	before := srv.sample()
+	c, err := runClient(clientLimit, append([]string{s.samsa, "perf", "e2e", "e2e", "-b", srv.addr,
+		"--rate", fmt.Sprint(s.e2eRate), "--duration", s.e2eFor.String(), "--warmup", s.e2eWarmup.String(), "--acks", "all"}, kafkaArgs(s)...)...)
+	if err != nil {
+		return row{Target: name, Workload: workload, Err: err.Error()}
+	}
+	r := fromResult(name, workload, c)
+	r.Server = delta(before, srv.sample())
+	return r
 }
 
 // delta is the CPU spent between two samples and the peak memory of the
@@ -312,62 +356,86 @@ func delta(before, after usage) usage {
 	return usage{CPUSeconds: after.CPUSeconds - before.CPUSeconds, PeakRSSMB: after.PeakRSSMB}
 }
 
-// natsTarget runs publish, consume and e2e against a fresh nats-server
-// with JetStream on file storage.
-func natsTarget(s settings) []row {
-	const name = "NATS JetStream"
-	var rows []row
-	start := func() (*server, error) {
-		port := freePort()
-		dir, err := os.MkdirTemp(s.tmp, "nats-")
-		if err != nil {
-			return nil, err
-		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
-		return startServer("nats", addr, dir, s.self, "serve-nats", "-port", strconv.Itoa(port), "-dir", dir)
-	}
-	limit := 5 * time.Minute
-	srv, err := start()
+// natsServer starts a fresh nats-server with JetStream on file storage.
+func natsServer(s settings) (*server, error) {
+	port := freePort()
+	dir, err := os.MkdirTemp(s.tmp, "nats-")
 	if err != nil {
-		return []row{{Target: name, Workload: "publish", Err: err.Error()}}
+		return nil, err
 	}
-	url := "nats://" + srv.addr
-	size := strconv.Itoa(s.recordSize)
-	workload := "publish (async, stream ack)"
-	before := srv.sample()
-	c, err := runClient(limit, s.self, "nats-client", "produce", "-url", url, "-records", strconv.Itoa(s.records), "-record-size", size)
-	if err != nil {
-		rows = append(rows, row{Target: name, Workload: workload, Err: err.Error()})
-	} else {
-		r := fromResult(name, workload, c)
-		r.Server = delta(before, srv.sample())
-		rows = append(rows, r)
-		before = srv.sample()
-		c, err = runClient(limit, s.self, "nats-client", "consume", "-url", url, "-records", strconv.Itoa(s.records), "-record-size", size)
-		if err != nil {
-			rows = append(rows, row{Target: name, Workload: "consume", Err: err.Error()})
-		} else {
-			r := fromResult(name, "consume", c)
-			r.Server = delta(before, srv.sample())
-			rows = append(rows, r)
-		}
-	}
-	srv.stop()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	return startServer("nats", addr, dir, s.self, "serve-nats", "-port", strconv.Itoa(port), "-dir", dir)
+}
 
-	workload = fmt.Sprintf("e2e %.0f/s", s.e2eRate)
-	if srv, err = start(); err != nil {
-		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+// natsPublish publishes the records to a fresh server, then reads them
+// back.
+func natsPublish(s settings) []row {
+	name := targetNames["nats"]
+	workload := "publish (async, stream ack)"
+	srv, err := natsServer(s)
+	if err != nil {
+		return []row{{Target: name, Workload: workload, Err: err.Error()}}
 	}
 	defer srv.stop()
-	before = srv.sample()
-	c, err = runClient(limit, s.self, "nats-client", "e2e", "-url", "nats://"+srv.addr, "-record-size", size,
-		"-rate", fmt.Sprint(s.e2eRate), "-duration", s.e2eFor.String(), "-warmup", s.e2eWarmup.String())
+	url := "nats://" + srv.addr
+	size := strconv.Itoa(s.recordSize)
+	before := srv.sample()
+	c, err := runClient(clientLimit, s.self, "nats-client", "produce", "-url", url, "-records", strconv.Itoa(s.records), "-record-size", size)
 	if err != nil {
-		return append(rows, row{Target: name, Workload: workload, Err: err.Error()})
+		return []row{{Target: name, Workload: workload, Err: err.Error()}}
 	}
 	r := fromResult(name, workload, c)
 	r.Server = delta(before, srv.sample())
+	rows := []row{r}
+	before = srv.sample()
+	c, err = runClient(clientLimit, s.self, "nats-client", "consume", "-url", url, "-records", strconv.Itoa(s.records), "-record-size", size)
+	if err != nil {
+		return append(rows, row{Target: name, Workload: "consume", Err: err.Error()})
+	}
+	r = fromResult(name, "consume", c)
+	r.Server = delta(before, srv.sample())
 	return append(rows, r)
+}
+
+// natsE2E runs the fixed-rate end-to-end workload against a fresh server.
+func natsE2E(s settings) row {
+	name := targetNames["nats"]
+	workload := fmt.Sprintf("e2e %.0f/s", s.e2eRate)
+	srv, err := natsServer(s)
+	if err != nil {
+		return row{Target: name, Workload: workload, Err: err.Error()}
+	}
+	defer srv.stop()
+	before := srv.sample()
+	c, err := runClient(clientLimit, s.self, "nats-client", "e2e", "-url", "nats://"+srv.addr, "-record-size", strconv.Itoa(s.recordSize),
+		"-rate", fmt.Sprint(s.e2eRate), "-duration", s.e2eFor.String(), "-warmup", s.e2eWarmup.String())
+	if err != nil {
+		return row{Target: name, Workload: workload, Err: err.Error()}
+	}
+	r := fromResult(name, workload, c)
+	r.Server = delta(before, srv.sample())
+	return r
+}
+
+// best keeps, for each target and workload, the run with the most
+// records/s (a failed run only when every run failed), in first-seen
+// order.
+func best(rows []row) []row {
+	type key struct{ t, w string }
+	at := map[key]int{}
+	var out []row
+	for _, r := range rows {
+		k := key{r.Target, r.Workload}
+		i, ok := at[k]
+		switch {
+		case !ok:
+			at[k] = len(out)
+			out = append(out, r)
+		case out[i].Err != "" || (r.Err == "" && r.RecPerS > out[i].RecPerS):
+			out[i] = r
+		}
+	}
+	return out
 }
 
 // writeJSON writes v indented to path.

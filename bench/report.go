@@ -22,6 +22,7 @@ type report struct {
 	Rows     []row
 	Started  time.Time
 	Took     time.Duration
+	Load     [2]string // load averages before and after
 }
 
 // find returns the row of target and workload (by prefix), or nil.
@@ -116,13 +117,14 @@ func (rp *report) write() error {
 	if s.quick {
 		p("**Quick mode**: %d records per workload and a %s e2e run; these figures only show that the script works.\n\n", s.records, s.e2eFor)
 	}
-	p("Machine: %s.\n\n", machine())
+	p("Machine: %s. Load average (1, 5, 15 min) before the run: %s; after: %s (the machine may be shared: a load above its core count shows in the figures).\n\n", machine(), rp.Load[0], rp.Load[1])
 	p("Workloads: %d records of %d bytes (values of words, about 2x compressible) over %d partitions; linger 5 ms, 1 MiB batches, "+
 		"1 MiB fetches; e2e at %.0f records/s for %s after a %s warm-up that is not counted, acks=all, from the time each record was due to the time the consumer got it. "+
 		"Kafka targets use the same client (`samsa perf`, franz-go) and run one fresh broker process per workload (consume reads what the "+
 		"acks=1 none run wrote, on the same broker); NATS uses its own Go client (async publish with up to 4096 in flight, ordered pull "+
-		"consumer). Clients and brokers share the machine's cores. MB is 10^6 bytes.\n\n",
-		s.records, s.recordSize, s.partitions, s.e2eRate, s.e2eFor, s.e2eWarmup)
+		"consumer). Clients and brokers share the machine's cores. Each throughput workload ran %d times with the targets interleaved; "+
+		"the table shows each target's best run. MB is 10^6 bytes.\n\n",
+		s.records, s.recordSize, s.partitions, s.e2eRate, s.e2eFor, s.e2eWarmup, s.reps)
 
 	p("## Targets\n\nRatios of records/s measured in this run.\n\n| target | measured | met |\n| --- | --- | --- |\n")
 	for _, t := range rp.targets() {
@@ -138,11 +140,11 @@ func (rp *report) write() error {
 	p("\n## Results\n\nLatency is the acknowledgement latency for produce (from the Produce call, so it includes time queued in the client " +
 		"at full speed) and the end-to-end latency for e2e, in milliseconds. CPU is user plus system seconds during the workload; " +
 		"peak RSS is the process's high-water mark since it started.\n\n")
-	p("| target | workload | records/s | MB/s | p50 | p99 | p99.9 | max | broker CPU s | broker peak RSS MB | client CPU s | client peak RSS MB |\n")
-	p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	p("| target | workload | records/s | MB/s | p50 | p99 | p99.9 | max | broker CPU s | broker peak RSS MB | client CPU s | client peak RSS MB | generator late by, max ms |\n")
+	p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rp.Rows {
 		if r.Err != "" {
-			p("| %s | %s | failed: %s | | | | | | | | | |\n", r.Target, r.Workload, oneLine(r.Err))
+			p("| %s | %s | failed: %s | | | | | | | | | | |\n", r.Target, r.Workload, oneLine(r.Err))
 			continue
 		}
 		lat := func(v float64) string {
@@ -151,8 +153,8 @@ func (rp *report) write() error {
 			}
 			return fmt.Sprintf("%.2f", v)
 		}
-		p("| %s | %s | %.0f | %.1f | %s | %s | %s | %s | %.1f | %.0f | %.1f | %.0f |\n", r.Target, r.Workload, r.RecPerS, r.MBPerS,
-			lat(r.P50), lat(r.P99), lat(r.P999), lat(r.Max), r.Server.CPUSeconds, r.Server.PeakRSSMB, r.Client.CPUSeconds, r.Client.PeakRSSMB)
+		p("| %s | %s | %.0f | %.1f | %s | %s | %s | %s | %.1f | %.0f | %.1f | %.0f | %s |\n", r.Target, r.Workload, r.RecPerS, r.MBPerS,
+			lat(r.P50), lat(r.P99), lat(r.P999), lat(r.Max), r.Server.CPUSeconds, r.Server.PeakRSSMB, r.Client.CPUSeconds, r.Client.PeakRSSMB, lat(r.SendDelay))
 	}
 	p("\n## Charts\n\n")
 	for _, c := range charts {
