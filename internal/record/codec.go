@@ -68,7 +68,11 @@ func Decompress(codec Codec, src []byte, maxBytes int) ([]byte, error) {
 	case CodecSnappy:
 		out, err = decodeSnappy(src, maxBytes)
 	case CodecLZ4:
-		out, err = readLimited(lz4.NewReader(bytes.NewReader(src)), maxBytes)
+		r := lz4Readers.Get().(*lz4.Reader)
+		r.Reset(bytes.NewReader(src))
+		out, err = readLimited(r, maxBytes)
+		r.Reset(nil)
+		lz4Readers.Put(r)
 	case CodecZstd:
 		out, err = decodeZstd(src, maxBytes)
 	default:
@@ -163,6 +167,13 @@ func decodeSnappyBlock(dst, block []byte, max int) ([]byte, error) {
 	return dst[:start+n], nil
 }
 
+// lz4Readers and lz4Writers keep lz4 frame readers and writers, whose
+// block buffers are large, for reuse (Reset between uses).
+var (
+	lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
+	lz4Writers = sync.Pool{New: func() any { return lz4.NewWriter(nil) }}
+)
+
 var zstdEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
 	return zstd.NewWriter(nil,
 		zstd.WithWindowSize(64<<10),
@@ -192,13 +203,16 @@ func Compress(dst []byte, codec Codec, src []byte) ([]byte, error) {
 		return append(dst, snappy.Encode(nil, src)...), nil
 	case CodecLZ4:
 		buf := bytes.NewBuffer(dst)
-		w := lz4.NewWriter(buf)
+		w := lz4Writers.Get().(*lz4.Writer)
+		defer lz4Writers.Put(w)
+		w.Reset(buf)
 		if _, err := w.Write(src); err != nil {
 			return nil, err
 		}
 		if err := w.Close(); err != nil {
 			return nil, err
 		}
+		w.Reset(nil)
 		return buf.Bytes(), nil
 	case CodecZstd:
 		enc, err := zstdEncoder()

@@ -247,7 +247,12 @@ func AppendBatch(dst []byte, spec Spec, records []Record) ([]byte, error) {
 	if len(records) > math.MaxInt32 {
 		return nil, fmt.Errorf("record: %d records in one batch", len(records))
 	}
-	var body []byte
+	size := 0
+	for i := range records {
+		n := recordBodySize(&records[i])
+		size += varintSize(int64(n)) + n
+	}
+	body := make([]byte, 0, size)
 	lastDelta := max(spec.LastOffsetDelta, 0)
 	var maxTsDelta int64
 	for i := range records {
@@ -307,19 +312,49 @@ func appendBytes(dst, v []byte, nullable bool) []byte {
 	return append(dst, v...)
 }
 
-// appendRecord appends r's wire form, length prefix included.
+// appendRecord appends r's wire form, length prefix included, without a
+// buffer of its own: the length is computed first.
 func appendRecord(dst []byte, r *Record) []byte {
-	body := make([]byte, 0, 16+len(r.Key)+len(r.Value))
-	body = append(body, byte(r.Attributes))
-	body = binary.AppendVarint(body, r.TimestampDelta)
-	body = binary.AppendVarint(body, int64(r.OffsetDelta))
-	body = appendBytes(body, r.Key, true)
-	body = appendBytes(body, r.Value, true)
-	body = binary.AppendVarint(body, int64(len(r.Headers)))
+	dst = binary.AppendVarint(dst, int64(recordBodySize(r)))
+	dst = append(dst, byte(r.Attributes))
+	dst = binary.AppendVarint(dst, r.TimestampDelta)
+	dst = binary.AppendVarint(dst, int64(r.OffsetDelta))
+	dst = appendBytes(dst, r.Key, true)
+	dst = appendBytes(dst, r.Value, true)
+	dst = binary.AppendVarint(dst, int64(len(r.Headers)))
 	for _, h := range r.Headers {
-		body = appendBytes(body, []byte(h.Key), false)
-		body = appendBytes(body, h.Value, true)
+		dst = binary.AppendVarint(dst, int64(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = appendBytes(dst, h.Value, true)
 	}
-	dst = binary.AppendVarint(dst, int64(len(body)))
-	return append(dst, body...)
+	return dst
+}
+
+// recordBodySize is the size of r's wire form after its length prefix.
+func recordBodySize(r *Record) int {
+	n := 1 + varintSize(r.TimestampDelta) + varintSize(int64(r.OffsetDelta)) +
+		bytesSize(r.Key) + bytesSize(r.Value) + varintSize(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintSize(int64(len(h.Key))) + len(h.Key) + bytesSize(h.Value)
+	}
+	return n
+}
+
+// bytesSize is the size of a nullable bytes field: varint length, bytes.
+func bytesSize(v []byte) int {
+	if v == nil {
+		return 1 // varint -1
+	}
+	return varintSize(int64(len(v))) + len(v)
+}
+
+// varintSize is the size of v zigzag-encoded as a varint.
+func varintSize(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
 }
