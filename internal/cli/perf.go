@@ -54,6 +54,7 @@ type perfProducerFlags struct {
 	bufferedBytes  int
 	partitions     int32
 	replication    int16
+	topicConfigs   []string
 	payload        string
 	quiet          bool
 	reportInterval time.Duration
@@ -69,6 +70,7 @@ func (f *perfProducerFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.bufferedBytes, "max-buffered-bytes", 64<<20, "bytes of records the client buffers before Produce blocks (buffer.memory)")
 	fl.Int32Var(&f.partitions, "partitions", 0, "create the topic with this many partitions when it does not exist (0: the topic must exist)")
 	fl.Int16Var(&f.replication, "replication-factor", -1, "replication factor of a topic created by --partitions (-1: the broker's default)")
+	fl.StringArrayVar(&f.topicConfigs, "topic-config", nil, "`key=value` config of a topic created by --partitions (compression.type=lz4, ...); may be repeated")
 	fl.StringVar(&f.payload, "payload", "text", "record values: text (words, compressible about 2x like logs or JSON) or random (incompressible)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
 	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
@@ -99,14 +101,18 @@ func (f *perfProducerFlags) options() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// ensureTopic creates topic with partitions when it is missing; an existing
-// topic is used as it is.
-func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, replication int16) error {
+// ensureTopic creates topic with partitions and configs (key=value) when it
+// is missing; an existing topic is used as it is.
+func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, replication int16, configs []string) error {
 	if partitions <= 0 {
 		return nil
 	}
+	cfg, err := parseConfigs(configs)
+	if err != nil {
+		return err
+	}
 	adm := kadm.NewClient(cl)
-	resp, err := adm.CreateTopic(ctx, partitions, replication, nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, replication, cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}

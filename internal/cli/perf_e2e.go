@@ -68,7 +68,7 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 		return err
 	}
 	defer pcl.Close()
-	if err := ensureTopic(ctx, pcl, topic, f.partitions, f.replication); err != nil {
+	if err := ensureTopic(ctx, pcl, topic, f.partitions, f.replication, f.topicConfigs); err != nil {
 		return err
 	}
 	// The consumer starts from the end offsets listed now, so that it sees

@@ -51,7 +51,7 @@ func runPerfProduce(cmd *cobra.Command, cf *clientFlags, f *perfProduceFlags, to
 		return err
 	}
 	defer cl.Close()
-	if err := ensureTopic(ctx, cl, topic, f.partitions, f.replication); err != nil {
+	if err := ensureTopic(ctx, cl, topic, f.partitions, f.replication, f.topicConfigs); err != nil {
 		return err
 	}
 	pool := newPayloadPool(f.payload, f.recordSize)

@@ -101,3 +101,15 @@ func TestPerfFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestPerfTopicConfig: --topic-config sets configs of the topic that
+// --partitions creates.
+func TestPerfTopicConfig(t *testing.T) {
+	addr := startSamsa(t, "")
+	mustRun(t, nil, "perf", "produce", "zt", "-b", addr, "--partitions", "1", "--records", "10", "-q",
+		"--topic-config", "compression.type=zstd")
+	r := mustRun(t, nil, "topic", "describe", "zt", "-b", addr)
+	if !strings.Contains(r.stdout, "compression.type") || !strings.Contains(r.stdout, "zstd") {
+		t.Fatalf("topic describe:\n%s\nwant compression.type zstd", r.stdout)
+	}
+}
