@@ -15,7 +15,9 @@ import (
 )
 
 // Metadata v0-v12. Topics that do not exist are created when
-// auto.create.topics.enable is set and the request allows it (v4+).
+// auto.create.topics.enable is set and the request allows it (v4+); as in
+// Kafka, the response that creates them lists them with LEADER_NOT_AVAILABLE
+// and no partitions, and clients ask again (kafka-go's tests count on it).
 func init() { register(kmsg.Metadata, 0, 12, handleMetadata) }
 
 func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -23,7 +25,8 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	im := b.image()
 
-	// Auto-create first so the response shows the new topics.
+	// Auto-create first; the new topics are answered LEADER_NOT_AVAILABLE.
+	var created map[string]bool
 	if req.Topics != nil && b.node.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) {
 		var create []controller.CreateTopic
 		for _, t := range req.Topics {
@@ -34,6 +37,10 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 		if len(create) > 0 {
 			b.autoCreate(ctx, create)
 			im = b.image()
+			created = make(map[string]bool, len(create))
+			for _, c := range create {
+				created[c.Name] = true
+			}
 		}
 	}
 
@@ -69,6 +76,10 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 			}
 		}
 		mt := b.metadataTopic(im, name, t, req)
+		if t != nil && created[name] {
+			mt.ErrorCode = kerr.LeaderNotAvailable.Code
+			mt.Partitions = nil
+		}
 		if t == nil {
 			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			if controller.ValidTopicName(name) != nil && rt.Topic != nil {
