@@ -132,6 +132,11 @@ func run() error {
 		if want("nats") {
 			add(natsPublish(s)...)
 		}
+		if want("samsa") {
+			// The cost of compression.type: the broker recompresses
+			// what the producer sent uncompressed.
+			add(kafkaProduce(s, "samsa", "1", "none", false, "--topic-config", "compression.type=lz4")...)
+		}
 	}
 	for _, t := range kafka[:2] {
 		if want(t) {
@@ -299,9 +304,12 @@ const clientLimit = 5 * time.Minute
 
 // kafkaProduce runs one produce workload against a fresh server and, when
 // consume is set, reads the records back from the same server.
-func kafkaProduce(s settings, target, acks, compression string, consume bool) []row {
+func kafkaProduce(s settings, target, acks, compression string, consume bool, extra ...string) []row {
 	name := targetNames[target]
 	workload := fmt.Sprintf("produce acks=%s %s", acks, compression)
+	if len(extra) > 0 {
+		workload += ", topic " + strings.Join(extra[1:], " ")
+	}
 	srv, err := kafkaServer(s, target)
 	if err != nil {
 		return []row{{Target: name, Workload: workload, Err: err.Error()}}
@@ -309,7 +317,7 @@ func kafkaProduce(s settings, target, acks, compression string, consume bool) []
 	defer srv.stop()
 	before := srv.sample()
 	c, err := runClient(clientLimit, append([]string{s.samsa, "perf", "produce", "bench", "-b", srv.addr,
-		"--records", strconv.Itoa(s.records), "--acks", acks, "--compression", compression}, kafkaArgs(s)...)...)
+		"--records", strconv.Itoa(s.records), "--acks", acks, "--compression", compression}, append(kafkaArgs(s), extra...)...)...)
 	if err != nil {
 		return []row{{Target: name, Workload: workload, Err: err.Error()}}
 	}

@@ -25,8 +25,14 @@ type report struct {
 	Load     [2]string // load averages before and after
 }
 
-// find returns the row of target and workload (by prefix), or nil.
+// find returns the row of target and workload (exactly, else by prefix),
+// or nil.
 func (rp *report) find(target, workload string) *row {
+	for i := range rp.Rows {
+		if r := &rp.Rows[i]; r.Target == target && r.Workload == workload && r.Err == "" {
+			return r
+		}
+	}
 	for i := range rp.Rows {
 		r := &rp.Rows[i]
 		if r.Target == target && strings.HasPrefix(r.Workload, workload) && r.Err == "" {
