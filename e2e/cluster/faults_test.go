@@ -36,7 +36,17 @@ func pause(d time.Duration) {
 // restarted broker must truncate that tail (KIP-101/KIP-279), and the
 // record must be gone, and the broker must rejoin the ISR. Every
 // acknowledged (acks=all) record is read back once, at its offset.
+//
+// The producer runs without retries (each record sent once) and, as a
+// second subtest, as franz-go's default idempotent producer that retries:
+// then the brokers must drop the duplicates of retried batches, also
+// after the partition changed leader.
 func TestKillPartitionLeaders(t *testing.T) {
+	t.Run("once", func(t *testing.T) { killPartitionLeaders(t, false) })
+	t.Run("idempotent", func(t *testing.T) { killPartitionLeaders(t, true) })
+}
+
+func killPartitionLeaders(t *testing.T, idempotent bool) {
 	rounds, lines, rate := 1, 5000, 2000
 	if *longRun {
 		rounds, lines, rate = 3, 0, 5000
@@ -45,7 +55,7 @@ func TestKillPartitionLeaders(t *testing.T) {
 	c := startCluster(t, false)
 	const topic, partitions = "debian", 3
 	createTopic(t, c, newClient(t, c), topic, partitions, map[string]string{"min.insync.replicas": "2"})
-	p := startProducer(t, c, topic, keys, values, rate)
+	p := startProducerMode(t, c, topic, keys, values, rate, idempotent)
 	p.waitAcks(t, 1000, 30*time.Second)
 	absent := map[string]bool{}
 

@@ -244,24 +244,36 @@ type producer struct {
 }
 
 // startProducer produces keys/values round and round to topic, about
-// perSecond records a second, with acks=all, until stop.
+// perSecond records a second, with acks=all, until stop. The client
+// neither retries nor uses idempotence: every record is sent once.
 func startProducer(t testing.TB, c *proctest.Cluster, topic string, keys, values [][]byte, perSecond int) *producer {
+	t.Helper()
+	return startProducerMode(t, c, topic, keys, values, perSecond, false)
+}
+
+// startProducerMode is startProducer, or with idempotent the client's
+// defaults: an idempotent producer that retries until the delivery
+// timeout, relying on the brokers to drop the duplicates of its retries
+// (KIP-98), also across leader changes.
+func startProducerMode(t testing.TB, c *proctest.Cluster, topic string, keys, values [][]byte, perSecond int, idempotent bool) *producer {
 	t.Helper()
 	p := &producer{t: t, c: c, topic: topic, done: make(chan struct{}), acked: map[int64]ack{}, failed: map[string]int{}}
 	p.cond = sync.NewCond(&p.mu)
-	p.cl = newClient(t, c,
+	opts := []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.DisableIdempotentWrite(),
-		kgo.RecordRetries(0),
 		// A record that fails for good does not trigger a metadata
 		// update in franz-go: refresh often so that the producer finds
 		// new leaders after a kill.
-		kgo.MetadataMaxAge(500*time.Millisecond),
-		kgo.ProduceRequestTimeout(5*time.Second),
-		kgo.RecordDeliveryTimeout(10*time.Second),
-		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MetadataMaxAge(500 * time.Millisecond),
+		kgo.ProduceRequestTimeout(5 * time.Second),
+		kgo.RecordDeliveryTimeout(20 * time.Second),
+		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.MaxBufferedRecords(2000),
-	)
+	}
+	if !idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+	}
+	p.cl = newClient(t, c, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	go p.run(ctx, keys, values, perSecond)

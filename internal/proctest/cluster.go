@@ -20,7 +20,8 @@ type ClusterConfig struct {
 	// Nodes is the number of combined nodes (broker and controller, ids
 	// 1..Nodes); default 3.
 	Nodes int
-	// Dir holds node-<id> data directories; default t.TempDir().
+	// Dir holds node-<id> data directories; default a new temporary
+	// directory removed at test cleanup. It must not contain a comma.
 	Dir string
 	// Overrides are key=value server properties given to every node
 	// (replica.lag.time.max.ms=2000, ...).
@@ -84,7 +85,17 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 		cfg.Nodes = 3
 	}
 	if cfg.Dir == "" {
-		cfg.Dir = t.TempDir()
+		// Not t.TempDir: a subtest name may put a comma in it, and
+		// log.dirs is a comma-separated list.
+		dir, err := os.MkdirTemp("", "proctest-cluster-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		cfg.Dir = dir
+	}
+	if strings.Contains(cfg.Dir, ",") {
+		t.Fatalf("proctest: cluster directory %q holds a comma (log.dirs separator)", cfg.Dir)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 60 * time.Second
