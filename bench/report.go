@@ -213,11 +213,18 @@ func machine() string {
 
 type chart struct{ title, file string }
 
-var palette = []color.Color{
-	color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}, // Samsa
-	color.RGBA{R: 0xe0, G: 0x8a, B: 0x1e, A: 0xff}, // kfake
-	color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}, // blackhole
-	color.RGBA{R: 0x3a, G: 0x9a, B: 0x5b, A: 0xff}, // NATS
+// colorOf gives each target the same color in every chart.
+func colorOf(name string) color.Color {
+	switch {
+	case strings.HasPrefix(name, "Samsa"):
+		return color.RGBA{R: 0x2b, G: 0x6c, B: 0xb0, A: 0xff}
+	case strings.HasPrefix(name, "kfake blackhole"):
+		return color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}
+	case strings.HasPrefix(name, "kfake"):
+		return color.RGBA{R: 0xe0, G: 0x8a, B: 0x1e, A: 0xff}
+	default:
+		return color.RGBA{R: 0x3a, G: 0x9a, B: 0x5b, A: 0xff}
+	}
 }
 
 type series struct {
@@ -243,7 +250,7 @@ func bars(path, title, ylabel string, categories []string, ss []series) error {
 		if err != nil {
 			return err
 		}
-		bc.Color = palette[i%len(palette)]
+		bc.Color = colorOf(s.name)
 		bc.LineStyle.Width = 0
 		bc.Offset = w * vg.Length(float64(i)-float64(len(ss)-1)/2)
 		p.Add(bc)
