@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,6 +21,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/record"
 )
 
 // Exactly-once tests (KIP-98): transactions with franz-go, librdkafka
@@ -531,4 +536,590 @@ c.close()
 		t.Fatalf("python consumer %s: %v\n%s", level, err, out)
 	}
 	return strings.Fields(string(out)), true
+}
+
+// TestTxnFencing: a second producer with the same transactional id fences
+// the first: the first's open transaction is aborted, its later produce
+// and commit fail, and only the second's records are committed.
+func TestTxnFencing(t *testing.T) {
+	n := startNode(t, t.TempDir(), txnProps(nil))
+	admin := newClient(t, n)
+	createTopic(t, admin, "fenced", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := newClient(t, n, kgo.TransactionalID("shared"), kgo.DefaultProduceTopic("fenced"))
+	if err := first.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.ProduceSync(ctx, kgo.StringRecord("zombie-1")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	second := newClient(t, n, kgo.TransactionalID("shared"), kgo.DefaultProduceTopic("fenced"))
+	if err := second.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.ProduceSync(ctx, kgo.StringRecord("second-1")).FirstErr(); err != nil {
+		t.Fatalf("second producer: %v", err)
+	}
+	zerr := first.ProduceSync(ctx, kgo.StringRecord("zombie-2")).FirstErr()
+	cerr := first.EndTransaction(ctx, kgo.TryCommit)
+	if zerr == nil && cerr == nil {
+		t.Fatal("the fenced producer produced and committed")
+	}
+	fenced := func(err error) bool {
+		return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidProducerIDMapping)
+	}
+	if !fenced(zerr) && !fenced(cerr) {
+		t.Fatalf("fenced producer: produce %v, commit %v; want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", zerr, cerr)
+	}
+	if err := second.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("second commit: %v", err)
+	}
+	got := readTopic(t, n.Addr(), "fenced", kgo.ReadCommitted(), 1, 30*time.Second)
+	if len(got) != 1 || string(got[0].Value) != "second-1" {
+		var vs []string
+		for _, r := range got {
+			vs = append(vs, string(r.Value))
+		}
+		t.Fatalf("read_committed after fencing: %q", vs)
+	}
+	t.Logf("fenced producer: produce %v; commit %v", zerr, cerr)
+}
+
+// dropProxy is a TCP proxy between clients and one broker that drops the
+// responses to chosen Produce requests and cuts the connection instead,
+// as a lost acknowledgement: the broker wrote the records, the producer
+// does not know and retries.
+type dropProxy struct {
+	ln     net.Listener
+	target string
+	// drop says, for the n-th Produce response (1-based), whether to
+	// drop it.
+	drop func(n int) bool
+
+	mu       sync.Mutex
+	produces int
+	dropped  int
+	conns    []net.Conn
+	wg       sync.WaitGroup
+}
+
+func startDropProxy(t *testing.T, drop func(n int) bool) *dropProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{ln: ln, drop: drop}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *dropProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *dropProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *dropProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		var mu sync.Mutex
+		keys := map[int32]int16{} // correlation id -> API key
+		p.wg.Add(2)
+		go func() { // client -> broker
+			defer p.wg.Done()
+			defer s.Close()
+			for {
+				frame, err := readFrame(c)
+				if err != nil {
+					return
+				}
+				if len(frame) >= 12 {
+					mu.Lock()
+					keys[int32(be32(frame[8:]))] = int16(uint16(frame[4])<<8 | uint16(frame[5]))
+					mu.Unlock()
+				}
+				if _, err := s.Write(frame); err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // broker -> client
+			defer p.wg.Done()
+			defer c.Close()
+			for {
+				frame, err := readFrame(s)
+				if err != nil {
+					return
+				}
+				if len(frame) >= 8 {
+					mu.Lock()
+					key, ok := keys[int32(be32(frame[4:]))]
+					mu.Unlock()
+					if ok && key == int16(kmsg.Produce) {
+						p.mu.Lock()
+						p.produces++
+						drop := p.drop(p.produces)
+						if drop {
+							p.dropped++
+						}
+						p.mu.Unlock()
+						if drop {
+							s.Close()
+							return
+						}
+					}
+				}
+				if _, err := c.Write(frame); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+
+// readFrame reads one size-prefixed Kafka frame, prefix included.
+func readFrame(r io.Reader) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := be32(size[:])
+	if n > 64<<20 {
+		return nil, fmt.Errorf("frame of %d bytes", n)
+	}
+	frame := make([]byte, 4+n)
+	copy(frame, size[:])
+	_, err := io.ReadFull(r, frame[4:])
+	return frame, err
+}
+
+// freePort returns a loopback port free at the time of the call.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestIdempotentLostAcks: an idempotent producer whose acknowledgements
+// are lost (a proxy drops Produce responses and cuts the connection)
+// retries its batches, and the broker writes none of them twice.
+func TestIdempotentLostAcks(t *testing.T) {
+	proxy := startDropProxy(t, func(n int) bool { return n == 3 || n == 11 || n == 12 })
+	n := startNode(t, t.TempDir(), map[string]string{
+		"advertised.listeners": "PLAINTEXT://" + proxy.addr(),
+	})
+	proxy.target = n.Addr()
+	admin := newClient(t, n)
+	createTopic(t, admin, "acks", 2, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(proxy.addr()), kgo.DefaultProduceTopic("acks"),
+		kgo.ProducerLinger(2*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 10 * time.Millisecond }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const total = 2000
+	var wg sync.WaitGroup
+	var failed sync.Map
+	for i := range total {
+		wg.Add(1)
+		v := strconv.Itoa(i)
+		cl.Produce(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				failed.Store(v, err)
+			}
+		})
+		if i%100 == 99 {
+			if err := cl.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	wg.Wait()
+	failed.Range(func(k, v any) bool { t.Fatalf("record %s: %v", k, v); return false })
+	proxy.mu.Lock()
+	dropped, produces := proxy.dropped, proxy.produces
+	proxy.mu.Unlock()
+	if dropped != 3 {
+		t.Fatalf("the proxy dropped %d of %d Produce responses, want 3", dropped, produces)
+	}
+	got := readTopic(t, n.Addr(), "acks", kgo.ReadUncommitted(), total, 30*time.Second)
+	seen := map[string]int{}
+	for _, r := range got {
+		seen[string(r.Value)]++
+	}
+	for i := range total {
+		if c := seen[strconv.Itoa(i)]; c != 1 {
+			t.Fatalf("record %d written %d times", i, c)
+		}
+	}
+	if len(got) != total {
+		t.Fatalf("%d records, want %d", len(got), total)
+	}
+	t.Logf("%d records through %d Produce requests, %d responses dropped: no duplicate", total, produces, dropped)
+}
+
+// describeTxn returns the state of a transactional id (DescribeTransactions
+// through kadm).
+func describeTxn(t *testing.T, cl *kgo.Client, id string) kadm.DescribedTransaction {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ds, err := kadm.NewClient(cl).DescribeTransactions(ctx, id)
+	if err != nil {
+		t.Fatalf("describe %s: %v", id, err)
+	}
+	return ds[id]
+}
+
+// waitTxnEnded waits until id's transaction is CompleteCommit or
+// CompleteAbort and the last stable offset of topic's partition 0 reached
+// its high-watermark: the transaction does not hang.
+func waitTxnEnded(t *testing.T, cl *kgo.Client, id, topic string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		d := describeTxn(t, cl, id)
+		if d.Err == nil && (d.State == "CompleteCommit" || d.State == "CompleteAbort") {
+			if hw, lso := listLatest(t, cl, topic, 0, 0), listLatest(t, cl, topic, 0, 1); hw == lso {
+				return d.State
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transaction %s still %q (err %v) after %v", id, d.State, d.Err, within)
+		}
+		<-tick.C
+	}
+}
+
+// restartNode closes n and starts a node on the same directory and ports.
+func restartNode(t *testing.T, n *samsa.Node, dir string, props map[string]string) *samsa.Node {
+	t.Helper()
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	return startNode(t, dir, props)
+}
+
+// TestTxnBrokerRestart restarts the broker in the middle of transactions:
+// one whose producer goes on and ends it after the restart (it commits or
+// aborts, and consumers see all its records or none), one whose producer
+// is gone (the coordinator aborts it after its timeout). Neither hangs.
+func TestTxnBrokerRestart(t *testing.T) {
+	dir := t.TempDir()
+	props := txnProps(map[string]string{
+		"listeners": fmt.Sprintf("PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", freePort(t), freePort(t)),
+	})
+	n := startNode(t, dir, props)
+	admin := newClient(t, n)
+	createTopic(t, admin, "restart-a", 1, nil)
+	createTopic(t, admin, "restart-b", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := newClient(t, n, kgo.TransactionalID("restart-a"), kgo.DefaultProduceTopic("restart-a"),
+		kgo.RequestTimeoutOverhead(5*time.Second), kgo.RetryTimeout(time.Minute))
+	b := newClient(t, n, kgo.TransactionalID("restart-b"), kgo.DefaultProduceTopic("restart-b"), kgo.TransactionTimeout(3*time.Second))
+	for _, cl := range []*kgo.Client{a, b} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 50 {
+			if err := cl.ProduceSync(ctx, kgo.StringRecord(strconv.Itoa(i))).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+	}
+	b.Close() // producer b is gone with its transaction open
+
+	n = restartNode(t, n, dir, props)
+	admin = newClient(t, n)
+	err := a.EndTransaction(ctx, kgo.TryCommit)
+	if err != nil {
+		t.Logf("commit after the restart failed (%v): aborting", err)
+		if aerr := a.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+			t.Logf("abort: %v", aerr)
+		}
+	}
+	stateA := waitTxnEnded(t, admin, "restart-a", "restart-a", 30*time.Second)
+	wantA := 0
+	if stateA == "CompleteCommit" {
+		wantA = 50
+	}
+	if err == nil && stateA != "CompleteCommit" {
+		t.Fatalf("commit acknowledged but the transaction is %s", stateA)
+	}
+	if got := readTopic(t, n.Addr(), "restart-a", kgo.ReadCommitted(), wantA, 20*time.Second); len(got) != wantA {
+		t.Fatalf("restart-a: %d committed records, want %d (%s)", len(got), wantA, stateA)
+	}
+	if stateB := waitTxnEnded(t, admin, "restart-b", "restart-b", 30*time.Second); stateB != "CompleteAbort" {
+		t.Fatalf("abandoned transaction ended %s", stateB)
+	}
+	if got := readTopic(t, n.Addr(), "restart-b", kgo.ReadCommitted(), 0, 5*time.Second); len(got) != 0 {
+		t.Fatalf("abandoned transaction: %d records visible to read_committed", len(got))
+	}
+	t.Logf("transaction ended after the restart: %s; abandoned one: CompleteAbort", stateA)
+}
+
+// TestTxnBrokerKilled kills the broker process with SIGKILL in the middle
+// of a transaction (no clean shutdown: the producer state is recovered
+// from the log) and restarts it; a new instance of the producer then
+// fences the old one, whose transaction is aborted, and commits its own.
+func TestTxnBrokerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the samsa binary")
+	}
+	dir := t.TempDir()
+	args := []string{"server", "--override", "log.dirs=" + dir,
+		"--override", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", freePort(t), freePort(t))}
+	for k, v := range txnProps(nil) {
+		args = append(args, "--override", k+"="+v)
+	}
+	srv := proctest.StartArgs(t, dir, args...)
+	admin, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 1, 1, nil, "killed"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.TransactionalID("killed"), kgo.DefaultProduceTopic("killed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := old.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := old.ProduceSync(ctx, kgo.StringRecord("old-"+strconv.Itoa(i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	srv = proctest.StartArgs(t, dir, args...)
+
+	fresh, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.TransactionalID("killed"), kgo.DefaultProduceTopic("killed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := fresh.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := fresh.ProduceSync(ctx, kgo.StringRecord("new-"+strconv.Itoa(i))).FirstErr(); err != nil {
+			t.Fatalf("new producer: %v", err)
+		}
+	}
+	if err := fresh.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("new producer commit: %v", err)
+	}
+	if err := old.EndTransaction(ctx, kgo.TryCommit); err == nil {
+		t.Fatal("the old producer committed after being fenced")
+	}
+	if state := waitTxnEnded(t, admin, "killed", "killed", 30*time.Second); state != "CompleteCommit" {
+		t.Fatalf("state %s", state)
+	}
+	got := readTopic(t, srv.Addr, "killed", kgo.ReadCommitted(), 10, 20*time.Second)
+	for _, r := range got {
+		if !strings.HasPrefix(string(r.Value), "new-") {
+			t.Fatalf("record %q of the fenced transaction is visible", r.Value)
+		}
+	}
+	if len(got) != 10 {
+		t.Fatalf("%d committed records, want 10", len(got))
+	}
+	if raw := readTopic(t, srv.Addr, "killed", kgo.ReadUncommitted(), 110, 20*time.Second); len(raw) != 110 {
+		t.Fatalf("read_uncommitted: %d records, want 110", len(raw))
+	}
+}
+
+// rawProduce sends one batch of producer pid/epoch from sequence seq to
+// topic/partition with Produce v9 (transactional when txnID is not empty)
+// and returns the partition's error code and base offset.
+func rawProduce(t *testing.T, cl *kgo.Client, txnID, topic string, partition int32, pid int64, epoch int16, seq int32, value string) (int16, int64) {
+	t.Helper()
+	batch, err := record.Build(record.Spec{Transactional: txnID != "", ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
+		BaseTimestamp: time.Now().UnixMilli()}, []record.Record{{Value: []byte(value)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 9
+	if txnID != "" {
+		req.TransactionID = &txnID
+	}
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, batch
+	rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
+	req.Topics = []kmsg.ProduceRequestTopic{rt}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode == kerr.UnknownServerError.Code {
+		t.Fatalf("produce answered UNKNOWN_SERVER_ERROR: %v", p.ErrorMessage)
+	}
+	return p.ErrorCode, p.BaseOffset
+}
+
+func wantErr(t *testing.T, what string, got int16, want *kerr.Error) {
+	t.Helper()
+	var w int16
+	if want != nil {
+		w = want.Code
+	}
+	if got != w {
+		t.Fatalf("%s: %v, want %v", what, kerr.ErrorForCode(got), want)
+	}
+}
+
+// TestTxnServerChecks follows the broker's defences with raw requests:
+// idempotent duplicates, gaps and stale epochs; and KIP-890 part 1: a
+// transactional produce to a partition not added to the open transaction
+// is rejected, and so are a late produce after the transaction ended and
+// the requests of a fenced epoch.
+func TestTxnServerChecks(t *testing.T) {
+	n := startNode(t, t.TempDir(), txnProps(nil))
+	cl := newClient(t, n)
+	createTopic(t, cl, "checks", 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Idempotence.
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionTimeoutMillis = 60000
+	ipr, err := ip.RequestWith(ctx, cl)
+	if err != nil || ipr.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v %v", err, ipr)
+	}
+	pid, epoch := ipr.ProducerID, ipr.ProducerEpoch
+	code, first := rawProduce(t, cl, "", "checks", 0, pid, epoch, 0, "a")
+	wantErr(t, "first batch", code, nil)
+	code, off := rawProduce(t, cl, "", "checks", 0, pid, epoch, 0, "a")
+	wantErr(t, "retried batch", code, nil)
+	if off != first {
+		t.Fatalf("retry answered offset %d, want %d", off, first)
+	}
+	code, _ = rawProduce(t, cl, "", "checks", 0, pid, epoch, 5, "gap")
+	wantErr(t, "sequence gap", code, kerr.OutOfOrderSequenceNumber)
+	code, _ = rawProduce(t, cl, "", "checks", 0, pid, epoch+1, 0, "bump")
+	wantErr(t, "epoch bump from 0", code, nil)
+	code, _ = rawProduce(t, cl, "", "checks", 0, pid, epoch, 1, "stale")
+	wantErr(t, "stale epoch", code, kerr.InvalidProducerEpoch)
+
+	// Transactions.
+	const id = "raw-txn"
+	txnID := id
+	init := func() (int64, int16) {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &txnID, 60000
+		for {
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.ErrorCode == kerr.ConcurrentTransactions.Code || resp.ErrorCode == kerr.CoordinatorLoadInProgress.Code {
+				continue
+			}
+			wantErr(t, "InitProducerId", resp.ErrorCode, nil)
+			return resp.ProducerID, resp.ProducerEpoch
+		}
+	}
+	addPartitions := func(pid int64, epoch int16, partition int32) int16 {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = id, pid, epoch
+		rt := kmsg.NewAddPartitionsToTxnRequestTopic()
+		rt.Topic, rt.Partitions = "checks", []int32{partition}
+		req.Topics = []kmsg.AddPartitionsToTxnRequestTopic{rt}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	endTxn := func(pid int64, epoch int16, commit bool) int16 {
+		req := kmsg.NewPtrEndTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	tpid, tepoch := init()
+	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 0, "unadded")
+	wantErr(t, "transactional produce to a partition not added", code, kerr.InvalidTxnState)
+	wantErr(t, "AddPartitionsToTxn", addPartitions(tpid, tepoch, 0), nil)
+	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 0, "added")
+	wantErr(t, "produce after AddPartitionsToTxn", code, nil)
+	code, _ = rawProduce(t, cl, id, "checks", 1, tpid, tepoch, 1, "other partition")
+	wantErr(t, "produce to another partition not added", code, kerr.InvalidTxnState)
+	wantErr(t, "commit", endTxn(tpid, tepoch, true), nil)
+	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "late")
+	wantErr(t, "produce after the transaction ended", code, kerr.InvalidTxnState)
+
+	// A new instance fences the old epoch.
+	wantErr(t, "AddPartitionsToTxn", addPartitions(tpid, tepoch, 0), nil)
+	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "open")
+	wantErr(t, "produce", code, nil)
+	npid, nepoch := init()
+	if npid != tpid || nepoch <= tepoch+1 {
+		t.Fatalf("new instance: producer %d epoch %d (old %d/%d)", npid, nepoch, tpid, tepoch)
+	}
+	wantErr(t, "late EndTxn of the fenced producer", endTxn(tpid, tepoch, true), kerr.ProducerFenced)
+	wantErr(t, "AddPartitionsToTxn of the fenced producer", addPartitions(tpid, tepoch, 1), kerr.ProducerFenced)
+	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 2, "zombie")
+	if code != kerr.InvalidProducerEpoch.Code && code != kerr.InvalidTxnState.Code {
+		t.Fatalf("produce of the fenced producer: %v", kerr.ErrorForCode(code))
+	}
+	got := readTopic(t, n.Addr(), "checks", kgo.ReadCommitted(), 3, 10*time.Second)
+	var vs []string
+	for _, r := range got {
+		vs = append(vs, string(r.Value))
+	}
+	if strings.Join(vs, ",") != "a,bump,added" {
+		t.Fatalf("read_committed: %q", vs)
+	}
 }
