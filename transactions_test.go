@@ -699,7 +699,9 @@ func (p *dropProxy) accept() {
 	}
 }
 
-func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
 
 // readFrame reads one size-prefixed Kafka frame, prefix included.
 func readFrame(r io.Reader) ([]byte, error) {
