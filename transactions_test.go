@@ -1125,3 +1125,87 @@ func TestTxnServerChecks(t *testing.T) {
 		t.Fatalf("read_committed: %q", vs)
 	}
 }
+
+// TestTxnCluster runs transactions on a three-node cluster, where markers
+// go to partition leaders on other brokers (WriteTxnMarkers) and
+// transactional produce is verified with a coordinator elsewhere
+// (AddPartitionsToTxn v4); then the coordinator's node stops in the middle
+// of a transaction, which the coordinator elected next ends.
+func TestTxnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three nodes")
+	}
+	c := startCluster(t, 3, txnProps(map[string]string{"default.replication.factor": "3", "min.insync.replicas": "2"}))
+	seeds := c.Addrs()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 6, 3, nil, "ct"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("cluster-tx"), kgo.DefaultProduceTopic("ct"),
+		kgo.RetryTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	committed := map[string]bool{}
+	txn := func(i int, commit bool) error {
+		if err := p.BeginTransaction(); err != nil {
+			return err
+		}
+		for j := range 30 {
+			v := fmt.Sprintf("%d-%d", i, j)
+			if err := p.ProduceSync(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
+				return err
+			}
+			if commit {
+				committed[v] = true
+			}
+		}
+		return nil
+	}
+	for i, commit := range []bool{true, false, true, false, true} {
+		if err := txn(i, commit); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("end %d: %v", i, err)
+		}
+	}
+	// Stop the coordinator in the middle of a transaction.
+	coord := describeTxn(t, admin, "cluster-tx").Coordinator
+	if err := txn(5, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopNode(coord); err != nil {
+		t.Fatal(err)
+	}
+	endErr := p.EndTransaction(ctx, kgo.TryCommit)
+	if endErr != nil {
+		for j := range 30 {
+			delete(committed, fmt.Sprintf("5-%d", j))
+		}
+		t.Logf("commit with the coordinator stopped: %v", endErr)
+	}
+	if err := c.StartNode(ctx, coord); err != nil {
+		t.Fatal(err)
+	}
+	got := readTopic(t, seeds[0], "ct", kgo.ReadCommitted(), len(committed), 30*time.Second)
+	seen := map[string]bool{}
+	for _, r := range got {
+		v := string(r.Value)
+		if seen[v] || !committed[v] {
+			t.Fatalf("read_committed: %q unexpected or twice", v)
+		}
+		seen[v] = true
+	}
+	if len(seen) != len(committed) {
+		t.Fatalf("read_committed: %d records, want %d", len(seen), len(committed))
+	}
+	t.Logf("cluster: %d committed records read back; commit after stopping coordinator %d: %v", len(committed), coord, endErr)
+}
