@@ -591,13 +591,13 @@ func TestTxnFencing(t *testing.T) {
 // as a lost acknowledgement: the broker wrote the records, the producer
 // does not know and retries.
 type dropProxy struct {
-	ln     net.Listener
-	target string
+	ln net.Listener
 	// drop says, for the n-th Produce response (1-based), whether to
 	// drop it.
 	drop func(n int) bool
 
-	mu       sync.Mutex
+	mu       sync.Mutex // guards the fields below
+	target   string     // the broker's address
 	produces int
 	dropped  int
 	conns    []net.Conn
@@ -636,7 +636,10 @@ func (p *dropProxy) accept() {
 		if err != nil {
 			return
 		}
-		s, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		s, err := net.Dial("tcp", target)
 		if err != nil {
 			c.Close()
 			continue
@@ -738,7 +741,9 @@ func TestIdempotentLostAcks(t *testing.T) {
 	n := startNode(t, t.TempDir(), map[string]string{
 		"advertised.listeners": "PLAINTEXT://" + proxy.addr(),
 	})
+	proxy.mu.Lock()
 	proxy.target = n.Addr()
+	proxy.mu.Unlock()
 	admin := newClient(t, n)
 	createTopic(t, admin, "acks", 2, nil)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(proxy.addr()), kgo.DefaultProduceTopic("acks"),
