@@ -1,0 +1,553 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { clientCommands = append(clientCommands, newGroupCommand) }
+
+// groupFlags are the flags shared by the group subcommands.
+type groupFlags struct {
+	clientFlags
+	timeout time.Duration
+}
+
+func (f *groupFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	if f.timeout <= 0 {
+		return context.WithCancel(cmd.Context())
+	}
+	return context.WithTimeout(cmd.Context(), f.timeout)
+}
+
+func newGroupCommand() *cobra.Command {
+	f := new(groupFlags)
+	cmd := &cobra.Command{
+		Use:   "group",
+		Short: "List, describe, reset the offsets of and delete consumer groups",
+		Args:  cobra.NoArgs,
+	}
+	f.add(cmd)
+	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second,
+		"give up after this long (zero or negative: no limit)")
+	cmd.AddCommand(
+		newGroupListCommand(f),
+		newGroupDescribeCommand(f),
+		newGroupResetOffsetsCommand(f),
+		newGroupDeleteCommand(f),
+	)
+	return cmd
+}
+
+func newGroupListCommand(f *groupFlags) *cobra.Command {
+	var (
+		states []string
+		long   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List consumer groups",
+		Long: `List the groups of every broker with ListGroups, one name a line, sorted.
+
+--state keeps the groups in that state (Empty, PreparingRebalance,
+CompletingRebalance, Stable, Dead; any case; may be repeated). --long adds
+the state, protocol type and coordinator of each group.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			adm, err := f.newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			groups, err := adm.ListGroups(ctx, states...)
+			if err != nil {
+				return fmt.Errorf("list groups: %w", err)
+			}
+			w := cmd.OutOrStdout()
+			if !long {
+				for _, g := range groups.Sorted() {
+					fmt.Fprintln(w, g.Group)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR")
+			for _, g := range groups.Sorted() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.Group, g.State, dash(g.ProtocolType), g.Coordinator)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only groups in this state (repeatable)")
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "show state, protocol type and coordinator")
+	return cmd
+}
+
+func newGroupDescribeCommand(f *groupFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe GROUP...",
+		Short: "Show a group's state, members, assignment, committed offsets and lag",
+		Long: `Describe groups with DescribeGroups, OffsetFetch and ListOffsets.
+
+For each group: its state, protocol and coordinator; then per partition the
+committed offset (CURRENT-OFFSET, "-" when none), the log end offset (the
+high-watermark) and the lag between them, with the member consuming it;
+then the members and their assignments.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			adm, err := f.newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			lags, err := adm.Lag(ctx, args...)
+			if err != nil {
+				return fmt.Errorf("describe groups: %w", err)
+			}
+			w := cmd.OutOrStdout()
+			var errs []error
+			for i, g := range args {
+				l, ok := lags[g]
+				switch {
+				case !ok:
+					errs = append(errs, fmt.Errorf("describe group %s: not in the response", g))
+					continue
+				case l.Error() != nil:
+					errs = append(errs, fmt.Errorf("describe group %s: %w", g, l.Error()))
+					continue
+				case l.State == "Dead":
+					errs = append(errs, fmt.Errorf("group %s does not exist", g))
+					continue
+				}
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				writeGroupLag(w, l)
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
+
+// writeGroupLag prints one described group with its lag.
+func writeGroupLag(w io.Writer, l kadm.DescribedGroupLag) {
+	proto := l.ProtocolType
+	if l.Protocol != "" {
+		proto += "/" + l.Protocol
+	}
+	fmt.Fprintf(w, "Group: %s\tState: %s\tProtocol: %s\tCoordinator: %d\tMembers: %d\n",
+		l.Group, l.State, dash(proto), l.Coordinator.NodeID, len(l.Members))
+	lags := l.Lag.Sorted()
+	if len(lags) == 0 {
+		fmt.Fprintln(w, "No committed offsets or assigned partitions.")
+	} else {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+		var total int64
+		for _, pl := range lags {
+			current, lag, end := "-", "-", "-"
+			if pl.End.Err == nil {
+				end = strconv.FormatInt(pl.End.Offset, 10)
+			}
+			if pl.Commit.At >= 0 {
+				current = strconv.FormatInt(pl.Commit.At, 10)
+				if pl.Lag >= 0 && pl.Err == nil {
+					lag = strconv.FormatInt(pl.Lag, 10)
+					total += pl.Lag
+				}
+			}
+			member, host, client := "-", "-", "-"
+			if pl.Member != nil {
+				member, host, client = pl.Member.MemberID, pl.Member.ClientHost, pl.Member.ClientID
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", pl.Topic, pl.Partition, current, end, lag, member, host, client)
+			if pl.Err != nil {
+				fmt.Fprintf(tw, "\tError: %v", pl.Err)
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "Total lag: %d\n", total)
+	}
+	if len(l.Members) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tASSIGNMENT")
+	for _, m := range l.Members {
+		inst := "-"
+		if m.InstanceID != nil {
+			inst = *m.InstanceID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, inst, m.ClientID, m.ClientHost, memberAssignment(m))
+	}
+	tw.Flush()
+}
+
+// memberAssignment formats a consumer member's partitions as
+// topic[0,1,2] topic2[3]; "-" for none or another protocol.
+func memberAssignment(m kadm.DescribedGroupMember) string {
+	a, ok := m.Assigned.AsConsumer()
+	if !ok || len(a.Topics) == 0 {
+		return "-"
+	}
+	topics := slices.Clone(a.Topics)
+	slices.SortFunc(topics, func(x, y kmsg.ConsumerMemberAssignmentTopic) int { return strings.Compare(x.Topic, y.Topic) })
+	parts := make([]string, 0, len(topics))
+	for _, t := range topics {
+		ps := slices.Clone(t.Partitions)
+		slices.Sort(ps)
+		parts = append(parts, t.Topic+"["+joinInt32(ps)+"]")
+	}
+	return strings.Join(parts, " ")
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// resetSpec is how reset-offsets computes new offsets.
+type resetSpec struct {
+	earliest, latest bool
+	datetime         string
+	offset           int64
+	offsetSet        bool
+	shift            int64
+	shiftSet         bool
+}
+
+func (s resetSpec) validate() error {
+	n := 0
+	for _, set := range []bool{s.earliest, s.latest, s.datetime != "", s.offsetSet, s.shiftSet} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return errors.New("give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by")
+	}
+	return nil
+}
+
+func newGroupResetOffsetsCommand(f *groupFlags) *cobra.Command {
+	var (
+		spec      resetSpec
+		topics    []string
+		allTopics bool
+		execute   bool
+		dryRun    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reset-offsets GROUP (--topic T[:P,P...]... | --all-topics) --to-earliest|--to-latest|--to-datetime TIME|--to-offset N|--shift-by N [--execute]",
+		Short: "Set a group's committed offsets",
+		Long: `Compute new committed offsets for a group and, with --execute, commit them.
+
+As in Kafka, the group must be inactive (Empty, or not existing): stop its
+consumers first. Without --execute (or with --dry-run, the default) the new
+offsets are only shown.
+
+--topic names a topic (all its partitions) or some partitions of it
+(orders:0,2); it may be repeated. --all-topics takes every topic the group
+has committed offsets for.
+
+--to-earliest and --to-latest use the log start and end offsets;
+--to-datetime the first offset whose record timestamp is at or after TIME
+(RFC 3339, 2006-01-02T15:04:05.000 in local time as Kafka's tool takes it,
+or milliseconds since the epoch; the log end when none); --to-offset N that
+offset, clamped to [log start, log end]; --shift-by N the committed offset
+moved by N (negative moves back), clamped likewise.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group := args[0]
+			if err := spec.validate(); err != nil {
+				return err
+			}
+			if execute && dryRun && cmd.Flags().Changed("dry-run") {
+				return errors.New("give one of --dry-run and --execute")
+			}
+			if allTopics == (len(topics) > 0) {
+				return errors.New("give --topic or --all-topics")
+			}
+			var at int64
+			if spec.datetime != "" {
+				t, err := parseResetTime(spec.datetime)
+				if err != nil {
+					return err
+				}
+				at = t.UnixMilli()
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			adm, err := f.newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+
+			described, err := adm.DescribeGroups(ctx, group)
+			if err != nil {
+				return fmt.Errorf("describe group %s: %w", group, err)
+			}
+			if d, ok := described[group]; ok {
+				if d.Err != nil {
+					return fmt.Errorf("describe group %s: %w", group, d.Err)
+				}
+				if d.State != "Empty" && d.State != "Dead" {
+					return fmt.Errorf("offsets of group %s can be reset only while it is inactive, but it is %s: stop its consumers first", group, d.State)
+				}
+			}
+			committed, err := adm.FetchOffsets(ctx, group)
+			if err != nil {
+				return fmt.Errorf("fetch offsets of group %s: %w", group, err)
+			}
+			if err := committed.Error(); err != nil {
+				return fmt.Errorf("fetch offsets of group %s: %w", group, err)
+			}
+			want, err := resetPartitions(ctx, adm, topics, allTopics, committed)
+			if err != nil {
+				return err
+			}
+			names := slices.Sorted(func(yield func(string) bool) {
+				for t := range want {
+					if !yield(t) {
+						return
+					}
+				}
+			})
+			starts, err := adm.ListStartOffsets(ctx, names...)
+			if err != nil {
+				return fmt.Errorf("list start offsets: %w", err)
+			}
+			ends, err := adm.ListEndOffsets(ctx, names...)
+			if err != nil {
+				return fmt.Errorf("list end offsets: %w", err)
+			}
+			var after kadm.ListedOffsets
+			if spec.datetime != "" {
+				if after, err = adm.ListOffsetsAfterMilli(ctx, at, names...); err != nil {
+					return fmt.Errorf("list offsets by time: %w", err)
+				}
+			}
+			next := kadm.Offsets{}
+			for _, t := range names {
+				for _, p := range want[t] {
+					start, ok1 := starts.Lookup(t, p)
+					end, ok2 := ends.Lookup(t, p)
+					if !ok1 || !ok2 || start.Err != nil || end.Err != nil {
+						return fmt.Errorf("partition %s/%d: no start or end offset: %v %v", t, p, start.Err, end.Err)
+					}
+					clamp := func(o int64) int64 { return min(max(o, start.Offset), end.Offset) }
+					var o int64
+					switch {
+					case spec.earliest:
+						o = start.Offset
+					case spec.latest:
+						o = end.Offset
+					case spec.datetime != "":
+						a, ok := after.Lookup(t, p)
+						if !ok || a.Err != nil {
+							return fmt.Errorf("partition %s/%d: no offset for %s: %v", t, p, spec.datetime, a.Err)
+						}
+						o = a.Offset
+						if o < 0 {
+							o = end.Offset
+						}
+						o = clamp(o)
+					case spec.offsetSet:
+						o = clamp(spec.offset)
+					case spec.shiftSet:
+						c, ok := committed.Lookup(t, p)
+						if !ok || c.At < 0 {
+							return fmt.Errorf("partition %s/%d: no committed offset to shift", t, p)
+						}
+						o = clamp(c.At + spec.shift)
+					}
+					next.Add(kadm.Offset{Topic: t, Partition: p, At: o, LeaderEpoch: -1})
+				}
+			}
+
+			w := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEW-OFFSET")
+			for _, o := range next.Sorted() {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", group, o.Topic, o.Partition, o.At)
+			}
+			tw.Flush()
+			if !execute {
+				fmt.Fprintln(cmd.ErrOrStderr(), "Dry run: nothing committed; add --execute to commit these offsets.")
+				return nil
+			}
+			resps, err := adm.CommitOffsets(ctx, group, next)
+			if err != nil {
+				return fmt.Errorf("commit offsets of group %s: %w", group, err)
+			}
+			if err := resps.Error(); err != nil {
+				return fmt.Errorf("commit offsets of group %s: %w", group, err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "Committed %d offsets for group %s.\n", len(next.Sorted()), group)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&topics, "topic", nil, "topic, or topic:partition,partition (repeatable)")
+	cmd.Flags().BoolVar(&allTopics, "all-topics", false, "every topic the group has committed offsets for")
+	cmd.Flags().BoolVar(&spec.earliest, "to-earliest", false, "reset to the log start offset")
+	cmd.Flags().BoolVar(&spec.latest, "to-latest", false, "reset to the log end offset")
+	cmd.Flags().StringVar(&spec.datetime, "to-datetime", "", "reset to the first offset at or after this time")
+	cmd.Flags().Int64Var(&spec.offset, "to-offset", 0, "reset to this offset")
+	cmd.Flags().Int64Var(&spec.shift, "shift-by", 0, "move the committed offset by this many (negative: back)")
+	cmd.Flags().BoolVar(&execute, "execute", false, "commit the new offsets")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", true, "only show the new offsets (the default)")
+	cmd.PreRun = func(cmd *cobra.Command, _ []string) {
+		spec.offsetSet = cmd.Flags().Changed("to-offset")
+		spec.shiftSet = cmd.Flags().Changed("shift-by")
+	}
+	return cmd
+}
+
+// resetPartitions resolves the partitions reset-offsets works on: those of
+// --topic (all of a topic's when none are named), or every partition the
+// group committed for with --all-topics.
+func resetPartitions(ctx context.Context, adm *kadm.Client, topics []string, all bool, committed kadm.OffsetResponses) (map[string][]int32, error) {
+	want := map[string][]int32{}
+	if all {
+		committed.Each(func(o kadm.OffsetResponse) {
+			if o.At >= 0 {
+				want[o.Topic] = append(want[o.Topic], o.Partition)
+			}
+		})
+		if len(want) == 0 {
+			return nil, errors.New("the group has no committed offsets")
+		}
+		for t := range want {
+			slices.Sort(want[t])
+		}
+		return want, nil
+	}
+	var whole []string
+	for _, spec := range topics {
+		name, list, hasList := strings.Cut(spec, ":")
+		if name == "" {
+			return nil, fmt.Errorf("--topic %q: no topic name", spec)
+		}
+		if !hasList {
+			whole = append(whole, name)
+			continue
+		}
+		for _, s := range strings.Split(list, ",") {
+			p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil || p < 0 {
+				return nil, fmt.Errorf("--topic %q: bad partition %q", spec, s)
+			}
+			if !slices.Contains(want[name], int32(p)) {
+				want[name] = append(want[name], int32(p))
+			}
+		}
+	}
+	if len(whole) > 0 {
+		details, err := adm.ListTopics(ctx, whole...)
+		if err != nil {
+			return nil, fmt.Errorf("list topics: %w", err)
+		}
+		for _, name := range whole {
+			td, ok := details[name]
+			if !ok || td.Err != nil {
+				err := error(kerr.UnknownTopicOrPartition)
+				if ok && td.Err != nil {
+					err = td.Err
+				}
+				return nil, fmt.Errorf("topic %s: %w", name, err)
+			}
+			want[name] = td.Partitions.Numbers()
+		}
+	}
+	for t := range want {
+		slices.Sort(want[t])
+	}
+	return want, nil
+}
+
+// parseResetTime reads --to-datetime: RFC 3339, Kafka's
+// yyyy-MM-ddTHH:mm:ss.SSS in local time (also without milliseconds), or
+// milliseconds since the epoch.
+func parseResetTime(s string) (time.Time, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05.000", "2006-01-02T15:04:05", "2006-01-02T15:04:05.000Z07:00"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("--to-datetime %q: want RFC 3339 (2006-01-02T15:04:05Z), 2006-01-02T15:04:05.000 (local time) or milliseconds since the epoch", s)
+}
+
+// deleteGroupsErr formats a group's deletion error.
+func deleteGroupsErr(group string, r kadm.DeleteGroupResponse) error {
+	switch {
+	case errors.Is(r.Err, kerr.GroupIDNotFound):
+		return fmt.Errorf("group %s does not exist", group)
+	case errors.Is(r.Err, kerr.NonEmptyGroup):
+		return fmt.Errorf("group %s is not empty: stop its consumers first (%s)", group, kafkaError(r.Err, r.ErrMessage))
+	}
+	return fmt.Errorf("delete group %s: %s", group, kafkaError(r.Err, r.ErrMessage))
+}
+
+func newGroupDeleteCommand(f *groupFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete GROUP...",
+		Short: "Delete consumer groups and their committed offsets",
+		Long: `Delete groups with DeleteGroups. Only groups without members (Empty) can be
+deleted; their committed offsets go with them.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			adm, err := f.newAdmin(cmd)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			resps, err := adm.DeleteGroups(ctx, args...)
+			if err != nil {
+				return fmt.Errorf("delete groups: %w", err)
+			}
+			var errs []error
+			for _, g := range args {
+				r, ok := resps[g]
+				switch {
+				case !ok:
+					errs = append(errs, fmt.Errorf("delete group %s: not in the response", g))
+				case r.Err != nil:
+					errs = append(errs, deleteGroupsErr(g, r))
+				default:
+					fmt.Fprintf(cmd.OutOrStdout(), "Deleted group %s.\n", g)
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+}
