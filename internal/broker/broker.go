@@ -340,6 +340,7 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 			IndexIntervalBytes:    int32(b.topicInt(t, "index.interval.bytes")),
 			SegmentIndexBytes:     int32(b.topicInt(t, "segment.index.bytes")),
 			FlushIntervalMessages: flush,
+			ProducerIDExpiration:  b.node.ProducerIDExpiration,
 			Cleanup:               b.cleanupConfig(t),
 		},
 	}

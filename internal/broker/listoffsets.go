@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
 )
 
@@ -66,7 +67,7 @@ func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.R
 				switch {
 				case err != nil:
 					sp.ErrorCode = errCode(err)
-				case ok && off < p.HighWatermark():
+				case ok && off < visibleEnd(p, req.IsolationLevel):
 					if ls := p.LogStartOffset(); off < ls {
 						off = ls
 					}
@@ -78,4 +79,13 @@ func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.R
 		resp.Topics = append(resp.Topics, st)
 	}
 	return resp, nil
+}
+
+// visibleEnd is the offset a consumer at the isolation level reads up to:
+// the last stable offset for read_committed (1), else the high-watermark.
+func visibleEnd(p *replica.Partition, isolation int8) int64 {
+	if isolation == 1 {
+		return p.LastStableOffset()
+	}
+	return p.HighWatermark()
 }
