@@ -105,7 +105,8 @@ func newGroupDescribeCommand(f *groupFlags) *cobra.Command {
 
 For each group: its state, protocol and coordinator; then per partition the
 committed offset (CURRENT-OFFSET, "-" when none), the log end offset (the
-high-watermark) and the lag between them, with the member consuming it;
+high-watermark) and the lag between them (from the log start offset when
+nothing is committed), with the member consuming it, and the total lag;
 then the members and their assignments.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -168,10 +169,10 @@ func writeGroupLag(w io.Writer, l kadm.DescribedGroupLag) {
 			}
 			if pl.Commit.At >= 0 {
 				current = strconv.FormatInt(pl.Commit.At, 10)
-				if pl.Lag >= 0 && pl.Err == nil {
-					lag = strconv.FormatInt(pl.Lag, 10)
-					total += pl.Lag
-				}
+			}
+			if pl.Lag >= 0 && pl.Err == nil {
+				lag = strconv.FormatInt(pl.Lag, 10)
+				total += pl.Lag
 			}
 			member, host, client := "-", "-", "-"
 			if pl.Member != nil {
