@@ -51,6 +51,7 @@ var errorCodes = []struct {
 	{controller.ErrInvalidReplication, kerr.InvalidReplicationFactor},
 	{controller.ErrInvalidConfig, kerr.InvalidConfig},
 	{controller.ErrDeleteDisabled, kerr.TopicDeletionDisabled},
+	{controller.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
 	{controller.ErrInvalidRequest, kerr.InvalidRequest},
 }
 

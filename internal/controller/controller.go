@@ -35,6 +35,10 @@ var (
 	ErrInvalidConfig      = errors.New("invalid config")               // INVALID_CONFIG
 	ErrDeleteDisabled     = errors.New("topic deletion is disabled")   // TOPIC_DELETION_DISABLED
 	ErrInvalidRequest     = errors.New("invalid request")              // INVALID_REQUEST
+	// ErrInvalidReplicaAssignment reports a manual assignment that does not
+	// fit: a count other than the new partitions', an unknown or repeated
+	// broker, a replication factor other than the topic's.
+	ErrInvalidReplicaAssignment = errors.New("invalid replica assignment") // INVALID_REPLICA_ASSIGNMENT
 )
 
 // ProducerIDBlockSize is the size of a block of producer ids reserved at
@@ -438,9 +442,17 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 		return fmt.Errorf("%w: topic has %d partitions, asked for %d", ErrInvalidPartitions, have, count)
 	}
 	if assignments != nil && len(assignments) != int(count-have) {
-		return fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidRequest, len(assignments), count-have)
+		return fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidReplicaAssignment, len(assignments), count-have)
 	}
 	rf := int16(len(t.Partitions[0].Replicas))
+	for _, a := range assignments {
+		if err := validReplicas(im, a); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidReplicaAssignment, err)
+		}
+		if len(a) != int(rf) {
+			return fmt.Errorf("%w: %d replicas, the topic has %d", ErrInvalidReplicaAssignment, len(a), rf)
+		}
+	}
 	var recs []metadata.Record
 	for p := have; p < count; p++ {
 		replicas := placeReplicas(unfencedBrokers(im), p, rf)
