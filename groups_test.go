@@ -702,3 +702,52 @@ func TestGroupOffsetsSurviveRestart(t *testing.T) {
 	}
 	c2.cl.Close()
 }
+
+// A group whose committed offset is past the log end, or below the log
+// start, gets OFFSET_OUT_OF_RANGE on fetch and resets by
+// auto.offset.reset.
+func TestGroupCommittedOffsetOutOfRange(t *testing.T) {
+	n := startNode(t, t.TempDir(), groupProps)
+	const topic = "oor"
+	admin := newClient(t, n)
+	createTopic(t, admin, topic, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for p := range int32(2) {
+		for i := range 10 {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte{byte(i)}})
+		}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(admin)
+	// Partition 1 starts at 5 after DeleteRecords.
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topic, Partition: 1, At: 5})
+	if resp, err := adm.DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, resp.Error())
+	}
+	// Committed: past the end on partition 0, below the start on 1.
+	commit := kadm.Offsets{}
+	commit.Add(kadm.Offset{Topic: topic, Partition: 0, At: 50, LeaderEpoch: -1})
+	commit.Add(kadm.Offset{Topic: topic, Partition: 1, At: 2, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(ctx, "oor-group", commit); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	r := &groupRun{t: t, topic: topic, seen: map[tpo]string{}, changed: make(chan struct{})}
+	c := r.newMember(n, "c", "oor-group", kgo.RangeBalancer())
+	c.consume(ctx, func() bool { return r.count() >= 15 }, nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.seen {
+		if k.partition == 1 && k.offset < 5 {
+			t.Errorf("consumed %d/%d below the log start", k.partition, k.offset)
+		}
+	}
+	if len(r.seen) != 15 {
+		t.Fatalf("consumed %d records, want 10 of partition 0 from its start and 5 of partition 1 from its log start", len(r.seen))
+	}
+}
