@@ -213,7 +213,8 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Orig
 	leo := l.logEndOffset.Load()
 	res = AppendResult{BaseOffset: leo, LastOffset: leo - 1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1}
 	hs := make([]record.Header, 0, 1)
-	var pbs []producerBatch // batches with a producer id
+	var pbsBuf [1]producerBatch
+	pbs := pbsBuf[:0] // batches with a producer id
 	next := leo
 	_, err = record.Batches(batches, func(b []byte, h record.Header) error {
 		if h.LastOffsetDelta < 0 {

@@ -111,7 +111,8 @@ type batchMeta struct {
 type producerEntry struct {
 	id               int64
 	epoch            int16
-	batches          []batchMeta // oldest first, at most producerBatchesKept
+	batches          [producerBatchesKept]batchMeta // oldest first, nBatches of them
+	nBatches         int
 	lastTimestamp    int64
 	coordinatorEpoch int32
 	txnFirstOffset   int64 // -1: no open transaction
@@ -126,13 +127,12 @@ func newProducerEntry(id int64) *producerEntry {
 
 func (e *producerEntry) clone() *producerEntry {
 	c := *e
-	c.batches = slices.Clone(e.batches)
 	return &c
 }
 
 func (e *producerEntry) lastSeq() int32 {
-	if n := len(e.batches); n > 0 {
-		return e.batches[n-1].lastSeq
+	if e.nBatches > 0 {
+		return e.batches[e.nBatches-1].lastSeq
 	}
 	return noSequence
 }
@@ -145,16 +145,18 @@ func (e *producerEntry) info() ProducerInfo {
 // setEpoch moves the entry to epoch, forgetting the batches of the old one.
 func (e *producerEntry) setEpoch(epoch int16) {
 	if e.epoch != epoch {
-		e.batches = nil
+		e.nBatches = 0
 		e.epoch = epoch
 	}
 }
 
 func (e *producerEntry) addBatch(b batchMeta) {
-	if len(e.batches) == producerBatchesKept {
-		e.batches = slices.Delete(e.batches, 0, 1)
+	if e.nBatches == producerBatchesKept {
+		copy(e.batches[:], e.batches[1:])
+		e.nBatches--
 	}
-	e.batches = append(e.batches, b)
+	e.batches[e.nBatches] = b
+	e.nBatches++
 }
 
 // findDuplicate returns the remembered batch with the header's epoch and
@@ -163,7 +165,7 @@ func (e *producerEntry) findDuplicate(h *record.Header) *batchMeta {
 	if e.epoch != h.ProducerEpoch {
 		return nil
 	}
-	for i := range e.batches {
+	for i := range e.nBatches {
 		if b := &e.batches[i]; b.firstSeq == h.BaseSequence && b.lastSeq == h.LastSequence() {
 			return b
 		}
@@ -229,7 +231,7 @@ type txnEvent struct {
 // producerUpdate is the effect of an append on the producer state, computed
 // before the write and applied after it.
 type producerUpdate struct {
-	entries map[int64]*producerEntry
+	entries []*producerEntry // the producers' new states, usually one
 	events  []txnEvent
 	// duplicate is the earlier batch a client retried; nothing is written.
 	duplicate *batchMeta
@@ -289,10 +291,12 @@ func (ps *producerState) expireLocked(now time.Time) {
 func (ps *producerState) prepare(pbs []producerBatch, origin Origin, now time.Time) (*producerUpdate, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	u := &producerUpdate{entries: map[int64]*producerEntry{}}
+	u := &producerUpdate{}
 	entry := func(id int64) (e *producerEntry, known bool) {
-		if e := u.entries[id]; e != nil {
-			return e, true
+		for _, e := range u.entries {
+			if e.id == id {
+				return e, true
+			}
 		}
 		if cur := ps.producers[id]; cur != nil && (origin == OriginReplication || !ps.expiredLocked(cur, now)) {
 			e = cur.clone()
@@ -300,7 +304,7 @@ func (ps *producerState) prepare(pbs []producerBatch, origin Origin, now time.Ti
 		} else {
 			e = newProducerEntry(id)
 		}
-		u.entries[id] = e
+		u.entries = append(u.entries, e)
 		return e, known
 	}
 	for i := range pbs {
@@ -376,7 +380,9 @@ func (ps *producerState) commit(u *producerUpdate, seg *segment, next int64) err
 	defer ps.mu.Unlock()
 	var err error
 	if u != nil {
-		maps.Copy(ps.producers, u.entries)
+		for _, e := range u.entries {
+			ps.producers[e.id] = e
+		}
 		for _, ev := range u.events {
 			if !ev.complete {
 				ps.ongoing = insertSpan(ps.ongoing, ev.span)
@@ -531,7 +537,7 @@ func (ps *producerState) snapshotEntriesLocked() []ProducerSnapshotEntry {
 		e := ps.producers[id]
 		se := ProducerSnapshotEntry{ProducerID: id, ProducerEpoch: e.epoch, LastSequence: noSequence, LastOffset: -1,
 			Timestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnFirstOffset: e.txnFirstOffset}
-		if n := len(e.batches); n > 0 {
+		if n := e.nBatches; n > 0 {
 			b := e.batches[n-1]
 			se.LastSequence, se.LastOffset, se.OffsetDelta = b.lastSeq, b.lastOffset, int32(b.lastOffset-b.firstOffset)
 		}
@@ -555,8 +561,9 @@ func (ps *producerState) restoreLocked(entries []ProducerSnapshotEntry, offset i
 			if se.LastSequence >= 0 && first < 0 {
 				first += 1 << 31 // sequences wrap after MaxInt32
 			}
-			e.batches = []batchMeta{{firstSeq: int32(first), lastSeq: se.LastSequence,
-				firstOffset: se.LastOffset - int64(se.OffsetDelta), lastOffset: se.LastOffset, timestamp: se.Timestamp}}
+			e.batches[0] = batchMeta{firstSeq: int32(first), lastSeq: se.LastSequence,
+				firstOffset: se.LastOffset - int64(se.OffsetDelta), lastOffset: se.LastOffset, timestamp: se.Timestamp}
+			e.nBatches = 1
 		}
 		ps.producers[se.ProducerID] = e
 		if e.txnFirstOffset >= 0 {
