@@ -3,8 +3,8 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
