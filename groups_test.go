@@ -39,7 +39,7 @@ func loadDebian(t *testing.T, topic string) []*kgo.Record {
 	t.Helper()
 	f, err := os.Open(debianData) // relative to the package: the project root
 	if err != nil {
-		t.Fatalf("data set: %v", err)
+		t.Skipf("Debian data set not available (see ../shared/data/README.md): %v", err)
 	}
 	defer f.Close()
 	zr, err := gzip.NewReader(f)

@@ -311,7 +311,7 @@ func TestOffsetExpiry(t *testing.T) {
 		h := newHarness(t, cfg, nil)
 		defer h.close()
 		start := time.Now()
-		until := func(d time.Duration) { time.Sleep(start.Add(d).Sub(time.Now())) }
+		until := func(d time.Duration) { time.Sleep(time.Until(start.Add(d))) }
 		h.checkCommitted("simple", h.commit("simple", nil, map[tp]int64{{"t", 0}: 1, {"t", 1}: 1}), 0)
 		req := kmsg.NewPtrOffsetCommitRequest()
 		req.Version = 2

@@ -54,8 +54,6 @@ func (q *timerQueue) popDue(now time.Time) *timer {
 	return heap.Pop(&q.h).(*timer)
 }
 
-func (q *timerQueue) len() int { return len(q.h) }
-
 type timerHeap []*timer
 
 func (h timerHeap) Len() int { return len(h) }
