@@ -271,7 +271,6 @@ func TestTxnCopierProcess(t *testing.T) {
 		kgo.ConsumerGroup("debian-copier"),
 		kgo.ConsumeTopics("debian-in"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.SessionTimeout(6*time.Second),
 		kgo.HeartbeatInterval(500*time.Millisecond),
 		kgo.DefaultProduceTopic("debian-out"),
