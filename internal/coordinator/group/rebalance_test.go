@@ -578,3 +578,37 @@ func TestCloseAnswersWaiters(t *testing.T) {
 		}
 	})
 }
+
+// A static member's restart that cannot be written keeps the old member
+// id; one during CompletingRebalance starts another rebalance.
+func TestStaticMemberRestartEdgeCases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, nil)
+		defer h.close()
+		ms := h.stableGroup(testGroup, 2, true)
+		follower := ms[1]
+		if follower.leader {
+			follower = ms[0]
+		}
+		h.store.setFail(kerr.NotLeaderForPartition)
+		r := mustReady(t, h.join(joinReq(testGroup, "", follower.instanceID, 9, protocols("range"))), "static rejoin")
+		checkCode(t, "static rejoin that cannot be written", r.ErrorCode, kerr.NotCoordinator.Code)
+		h.store.setFail(nil)
+		checkCode(t, "old id after the failed restart", h.heartbeat(testGroup, follower), 0)
+		if s := h.state(testGroup); s != "Stable" {
+			t.Fatalf("state %s", s)
+		}
+
+		// Both rejoin: CompletingRebalance; then the follower restarts.
+		chs := h.rejoin(testGroup, ms...)
+		completeJoins(t, chs, []*string{ms[0].instanceID, ms[1].instanceID})
+		if s := h.state(testGroup); s != "CompletingRebalance" {
+			t.Fatalf("state %s", s)
+		}
+		r2 := h.join(joinReq(testGroup, "", follower.instanceID, 9, protocols("range")))
+		if s := h.state(testGroup); s != "PreparingRebalance" {
+			t.Fatalf("static rejoin while completing: state %s", s)
+		}
+		mustWait(t, r2, "restarted member's join")
+	})
+}
