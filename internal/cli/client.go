@@ -141,6 +141,14 @@ func (p *progress) add(n, size int64) {
 }
 
 // fail counts a failed record.
+// logf writes a line to the progress writer without interleaving with the
+// progress lines.
+func (p *progress) logf(format string, args ...any) {
+	p.mu.Lock()
+	fmt.Fprintf(p.w, format, args...)
+	p.mu.Unlock()
+}
+
 func (p *progress) fail() {
 	p.mu.Lock()
 	p.failed++

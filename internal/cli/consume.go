@@ -187,7 +187,7 @@ poll:
 				runErr = fmt.Errorf("fetch partition %d: %w", fe.Partition, fe.Err)
 				break poll
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "samsa consume: %v (retrying)\n", fe.Err)
+			prog.logf("samsa consume: %v (retrying)\n", fe.Err)
 			transient = true
 		}
 		if transient && fetches.NumRecords() == 0 {
