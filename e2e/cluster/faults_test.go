@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/proctest"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/wire"
 )
@@ -41,18 +42,21 @@ func pause(d time.Duration) {
 // second subtest, as franz-go's default idempotent producer that retries:
 // then the brokers must drop the duplicates of retried batches, also
 // after the partition changed leader.
+//
+// It runs on 3 combined nodes and on 3 controllers with 3 brokers.
 func TestKillPartitionLeaders(t *testing.T) {
-	t.Run("once", func(t *testing.T) { killPartitionLeaders(t, false) })
-	t.Run("idempotent", func(t *testing.T) { killPartitionLeaders(t, true) })
+	t.Run("combined/once", func(t *testing.T) { killPartitionLeaders(t, layouts[0].cfg, false) })
+	t.Run("combined/idempotent", func(t *testing.T) { killPartitionLeaders(t, layouts[0].cfg, true) })
+	t.Run("separate/once", func(t *testing.T) { killPartitionLeaders(t, layouts[1].cfg, false) })
 }
 
-func killPartitionLeaders(t *testing.T, idempotent bool) {
+func killPartitionLeaders(t *testing.T, layout proctest.ClusterConfig, idempotent bool) {
 	rounds, lines, rate := 1, 5000, 2000
 	if *longRun {
 		rounds, lines, rate = 3, 0, 5000
 	}
 	keys, values := dataset(t, lines)
-	c := startCluster(t, false)
+	c := startLayout(t, layout)
 	const topic, partitions = "debian", 3
 	createTopic(t, c, newClient(t, c), topic, partitions, map[string]string{"min.insync.replicas": "2"})
 	p := startProducerMode(t, c, topic, keys, values, rate, idempotent)
@@ -160,6 +164,8 @@ func TestPauseFollowers(t *testing.T) {
 	p := startProducer(t, c, topic, keys, values, 1000)
 	p.waitAcks(t, 500, 30*time.Second)
 
+	start := time.Now()
+	since := func() time.Duration { return time.Since(start).Round(100 * time.Millisecond) }
 	for round := range rounds {
 		leader := mustView(t, c, topic, others(c)...).parts[0].leader
 		followers := others(c, leader)
@@ -171,11 +177,15 @@ func TestPauseFollowers(t *testing.T) {
 			v, err := view(c.Node(leader).Addr(), topic)
 			return err == nil && !slices.Contains(v.parts[0].isr, first.ID) && v.parts[0].leader == leader
 		})
+		t.Logf("%v: node %d out of the ISR", since(), first.ID)
 		p.waitAcks(t, 500, 30*time.Second)
 
 		// min.insync.replicas=3 with two in-sync replicas: refused before
 		// anything is written.
-		strictCl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+		// Short client timeouts: the stopped node may lead this topic
+		// until its session expires, and requests to it hang.
+		strictCl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0),
+			kgo.RequestTimeoutOverhead(time.Second), kgo.ProduceRequestTimeout(time.Second), kgo.MetadataMaxAge(500*time.Millisecond))
 		waitFor(t, 30*time.Second, "NOT_ENOUGH_REPLICAS from "+strict, func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -186,6 +196,7 @@ func TestPauseFollowers(t *testing.T) {
 			return errors.Is(err, kerr.NotEnoughReplicas)
 		})
 		strictCl.Close()
+		t.Logf("%v: NOT_ENOUGH_REPLICAS from %s", since(), strict)
 
 		t.Logf("round %d: pausing node %d too", round, second.ID)
 		second.Pause()
@@ -206,6 +217,7 @@ func TestPauseFollowers(t *testing.T) {
 			v, err := view(c.Node(leader).Addr(), topic)
 			return err == nil && len(v.parts[0].isr) == 3
 		})
+		t.Logf("%v: full ISR again", since())
 		p.waitAcks(t, 500, 30*time.Second)
 	}
 	p.stop()
@@ -222,14 +234,21 @@ func total(m map[string]int) int {
 
 // TestKillController: SIGKILL of the active controller gives another
 // active controller within seconds; topic creation keeps working, and
-// records produced meanwhile are all there.
+// records produced meanwhile are all there. On 3 combined nodes and on 3
+// controllers with 3 brokers.
 func TestKillController(t *testing.T) {
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) { killController(t, l.cfg) })
+	}
+}
+
+func killController(t *testing.T, layout proctest.ClusterConfig) {
 	rounds := 1
 	if *longRun {
 		rounds = 3
 	}
 	keys, values := dataset(t, 2000)
-	c := startCluster(t, false)
+	c := startLayout(t, layout)
 	cl := newClient(t, c)
 	const topic = "ctl"
 	createTopic(t, c, cl, topic, 3, map[string]string{"min.insync.replicas": "2"})
@@ -238,17 +257,28 @@ func TestKillController(t *testing.T) {
 	adm := kadm.NewClient(cl)
 
 	for round := range rounds {
-		ctl := mustView(t, c, "", others(c)...).controller
-		if ctl < 0 {
-			t.Fatal("no active controller")
+		// The leader of the metadata quorum, as DescribeQuorum (which
+		// brokers forward) tells; on combined nodes Metadata's
+		// controller id names it too, while broker-only nodes name
+		// themselves there, as Kafka's do.
+		var ctl int32 = -1
+		waitFor(t, 15*time.Second, "the active controller", func() bool {
+			id, err := quorumLeader(c.Node(others(c)[0]).Addr())
+			ctl = id
+			return err == nil && id >= 0
+		})
+		if layout.Nodes > 0 {
+			if v := mustView(t, c, "", others(c)...); v.controller != ctl {
+				t.Fatalf("Metadata names controller %d, DescribeQuorum %d", v.controller, ctl)
+			}
 		}
 		rest := others(c, ctl)
 		killed := time.Now()
 		c.Node(ctl).Kill()
 		var next int32
 		waitFor(t, 15*time.Second, "a new active controller", func() bool {
-			v, err := view(c.Node(rest[0]).Addr(), "")
-			next = v.controller
+			id, err := quorumLeader(c.Node(rest[0]).Addr())
+			next = id
 			return err == nil && next >= 0 && next != ctl
 		})
 		t.Logf("round %d: node %d took over from node %d after %v", round, next, ctl, time.Since(killed).Round(10*time.Millisecond))
@@ -276,6 +306,9 @@ func TestKillController(t *testing.T) {
 		name = fmt.Sprintf("after-restart-%d", round)
 		createTopic(t, c, cl, name, 1, nil)
 		produceOne(t, cl, name)
+		if !c.Node(ctl).Broker {
+			continue // a controller-only node is in no ISR
+		}
 		waitFor(t, 60*time.Second, fmt.Sprintf("node %d back in every ISR of %s", ctl, topic), func() bool {
 			v, err := view(c.Node(rest[0]).Addr(), topic)
 			if err != nil {

@@ -49,6 +49,23 @@ func startCluster(t *testing.T, proxied bool, extra ...string) *proctest.Cluster
 	return proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Proxied: proxied, Overrides: append(slices.Clone(faultOverrides), extra...)})
 }
 
+// layouts are the cluster shapes a fault test runs on: 3 combined nodes,
+// and 3 controller-only nodes with 3 broker-only nodes.
+var layouts = []struct {
+	name string
+	cfg  proctest.ClusterConfig
+}{
+	{"combined", proctest.ClusterConfig{Nodes: 3}},
+	{"separate", proctest.ClusterConfig{Controllers: 3, Brokers: 3}},
+}
+
+// startLayout starts a cluster of the given shape with the fault timings.
+func startLayout(t *testing.T, cfg proctest.ClusterConfig) *proctest.Cluster {
+	t.Helper()
+	cfg.Overrides = slices.Clone(faultOverrides)
+	return proctest.StartCluster(t, cfg)
+}
+
 // dataset returns up to n lines of ../shared/data/debian-packages.jsonl.gz
 // as record values with their package names as keys, or skips the test
 // when the data set is absent.
@@ -117,7 +134,8 @@ func createTopic(t *testing.T, c *proctest.Cluster, cl *kgo.Client, topic string
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
-	for _, n := range c.Nodes {
+	for _, id := range c.Brokers() {
+		n := c.Node(id)
 		waitFor(t, 30*time.Second, fmt.Sprintf("topic %s with full ISRs on node %d", topic, n.ID), func() bool {
 			v, err := view(n.Addr(), topic)
 			if err != nil || len(v.parts) != int(partitions) {
@@ -190,6 +208,37 @@ func view(addr, topic string) (clusterView, error) {
 	return v, nil
 }
 
+// quorumLeader asks the broker at addr, within 5 s, which node leads the
+// metadata quorum (DescribeQuorum, forwarded to the active controller).
+func quorumLeader(addr string) (int32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl := wire.NewClient(addr, "fault-test", 16<<20)
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	req.SetVersion(1)
+	rt := kmsg.NewDescribeQuorumRequestTopic()
+	rt.Topic = "__cluster_metadata"
+	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+	req.Topics = append(req.Topics, rt)
+	r, err := cl.Request(ctx, req)
+	if err != nil {
+		return -1, err
+	}
+	resp := r.(*kmsg.DescribeQuorumResponse)
+	if resp.ErrorCode != 0 {
+		return -1, kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return -1, fmt.Errorf("malformed DescribeQuorum response")
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		return -1, kerr.ErrorForCode(p.ErrorCode)
+	}
+	return p.LeaderID, nil
+}
+
 // mustView is view from the first of nodes that answers.
 func mustView(t testing.TB, c *proctest.Cluster, topic string, nodes ...int32) clusterView {
 	t.Helper()
@@ -207,12 +256,12 @@ func mustView(t testing.TB, c *proctest.Cluster, topic string, nodes ...int32) c
 	return clusterView{}
 }
 
-// others are the node ids of c other than ids.
+// others are the ids of the broker nodes of c other than ids.
 func others(c *proctest.Cluster, ids ...int32) []int32 {
 	var out []int32
-	for _, n := range c.Nodes {
-		if !slices.Contains(ids, n.ID) {
-			out = append(out, n.ID)
+	for _, id := range c.Brokers() {
+		if !slices.Contains(ids, id) {
+			out = append(out, id)
 		}
 	}
 	return out
@@ -353,7 +402,8 @@ func (p *producer) waitAcks(t testing.TB, n int, d time.Duration) {
 // views describes topic as every node sees it, for failure messages.
 func views(c *proctest.Cluster, topic string) string {
 	var b strings.Builder
-	for _, n := range c.Nodes {
+	for _, id := range c.Brokers() {
+		n := c.Node(id)
 		v, err := view(n.Addr(), topic)
 		if err != nil {
 			fmt.Fprintf(&b, "node %d: %v\n", n.ID, err)

@@ -18,8 +18,13 @@ import (
 // ClusterConfig configures StartCluster.
 type ClusterConfig struct {
 	// Nodes is the number of combined nodes (broker and controller, ids
-	// 1..Nodes); default 3.
+	// 1..Nodes); default 3 when Controllers and Brokers are 0.
 	Nodes int
+	// Controllers and Brokers, when either is set, start separate roles
+	// instead (Nodes must be 0): controller-only nodes (the voters, ids
+	// 1..Controllers, default 3) and broker-only nodes (observers of the
+	// quorum, the ids after them, default 3).
+	Controllers, Brokers int
 	// Dir holds node-<id> data directories; default a new temporary
 	// directory removed at test cleanup. It must not contain a comma.
 	Dir string
@@ -58,9 +63,12 @@ type Cluster struct {
 type Node struct {
 	c  *Cluster
 	ID int32
+	// Broker and Controller tell the node's process.roles.
+	Broker, Controller bool
 	// Dir is the node's log.dirs.
 	Dir string
-	// BrokerPort and ControllerPort are the node's own listeners.
+	// BrokerPort and ControllerPort are the node's own listeners (0 for
+	// a role it does not have).
 	BrokerPort, ControllerPort int
 	// BrokerProxy (Proxied only) is where the other nodes, and clients
 	// following metadata, reach this node's broker listener.
@@ -81,7 +89,18 @@ type Node struct {
 // address). Failures are fatal to the test, with the nodes' logs.
 func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
-	if cfg.Nodes <= 0 {
+	switch {
+	case cfg.Controllers > 0 || cfg.Brokers > 0:
+		if cfg.Nodes > 0 {
+			t.Fatal("proctest: ClusterConfig sets Nodes and Controllers or Brokers")
+		}
+		if cfg.Controllers <= 0 {
+			cfg.Controllers = 3
+		}
+		if cfg.Brokers <= 0 {
+			cfg.Brokers = 3
+		}
+	case cfg.Nodes <= 0:
 		cfg.Nodes = 3
 	}
 	if cfg.Dir == "" {
@@ -153,16 +172,25 @@ func (c *Cluster) layout() error {
 			p.Close()
 		}
 	}
-	ports, err := freePorts(2 * c.cfg.Nodes)
+	total := c.cfg.Nodes + c.cfg.Controllers + c.cfg.Brokers
+	ports, err := freePorts(2 * total)
 	if err != nil {
 		return err
 	}
 	c.Nodes = nil
-	for i := range c.cfg.Nodes {
+	for i := range total {
 		n := &Node{c: c, ID: int32(i + 1), Dir: filepath.Join(c.cfg.Dir, "node-"+strconv.Itoa(i+1)),
-			BrokerPort: ports[2*i], ControllerPort: ports[2*i+1]}
+			Broker: c.cfg.Nodes > 0 || i >= c.cfg.Controllers, Controller: c.cfg.Nodes > 0 || i < c.cfg.Controllers}
+		if n.Broker {
+			n.BrokerPort = ports[2*i]
+		}
+		if n.Controller {
+			n.ControllerPort = ports[2*i+1]
+		}
 		if c.cfg.Proxied {
-			n.BrokerProxy = NewProxy(c.t, n.brokerAddr())
+			if n.Broker {
+				n.BrokerProxy = NewProxy(c.t, n.brokerAddr())
+			}
 			n.ControllerProxies = map[int32]*Proxy{}
 		}
 		c.Nodes = append(c.Nodes, n)
@@ -170,6 +198,9 @@ func (c *Cluster) layout() error {
 	for _, n := range c.Nodes {
 		var voters []string
 		for _, v := range c.Nodes {
+			if !v.Controller {
+				continue
+			}
 			addr := "127.0.0.1:" + strconv.Itoa(v.ControllerPort)
 			if c.cfg.Proxied && v != n {
 				p := NewProxy(c.t, addr)
@@ -178,14 +209,24 @@ func (c *Cluster) layout() error {
 			}
 			voters = append(voters, fmt.Sprintf("%d@%s", v.ID, addr))
 		}
+		var listeners, roles []string
+		if n.Broker {
+			listeners = append(listeners, fmt.Sprintf("PLAINTEXT://127.0.0.1:%d", n.BrokerPort))
+			roles = append(roles, "broker")
+		}
+		if n.Controller {
+			listeners = append(listeners, fmt.Sprintf("CONTROLLER://127.0.0.1:%d", n.ControllerPort))
+			roles = append(roles, "controller")
+		}
 		props := []string{
 			"node.id=" + strconv.Itoa(int(n.ID)),
+			"process.roles=" + strings.Join(roles, ","),
 			"cluster.id=" + c.ID,
 			"log.dirs=" + n.Dir,
-			fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", n.BrokerPort, n.ControllerPort),
+			"listeners=" + strings.Join(listeners, ","),
 			"controller.quorum.voters=" + strings.Join(voters, ","),
 		}
-		if c.cfg.Proxied {
+		if n.BrokerProxy != nil {
 			props = append(props, "advertised.listeners=PLAINTEXT://"+n.BrokerProxy.Addr())
 		}
 		props = append(props, c.cfg.Overrides...)
@@ -285,11 +326,36 @@ func (c *Cluster) cleanup() {
 // Node returns the node with id (1-based).
 func (c *Cluster) Node(id int32) *Node { return c.Nodes[id-1] }
 
-// Addrs are the nodes' own broker addresses, for clients' seed brokers.
+// Addrs are the broker nodes' own addresses, for clients' seed brokers.
 func (c *Cluster) Addrs() []string {
 	var out []string
 	for _, n := range c.Nodes {
-		out = append(out, n.brokerAddr())
+		if n.Broker {
+			out = append(out, n.brokerAddr())
+		}
+	}
+	return out
+}
+
+// Brokers are the ids of the nodes with the broker role.
+func (c *Cluster) Brokers() []int32 {
+	var out []int32
+	for _, n := range c.Nodes {
+		if n.Broker {
+			out = append(out, n.ID)
+		}
+	}
+	return out
+}
+
+// Controllers are the ids of the nodes with the controller role (the
+// voters).
+func (c *Cluster) Controllers() []int32 {
+	var out []int32
+	for _, n := range c.Nodes {
+		if n.Controller {
+			out = append(out, n.ID)
+		}
 	}
 	return out
 }
@@ -327,7 +393,9 @@ func (c *Cluster) links(id int32, fn func(*Proxy)) {
 		c.t.Fatal("proctest: Isolate and Heal need ClusterConfig.Proxied")
 	}
 	n := c.Node(id)
-	fn(n.BrokerProxy)
+	if n.BrokerProxy != nil {
+		fn(n.BrokerProxy)
+	}
 	for _, p := range n.ControllerProxies {
 		fn(p)
 	}
@@ -338,8 +406,13 @@ func (c *Cluster) links(id int32, fn func(*Proxy)) {
 	}
 }
 
-// Addr is the node's own broker address.
-func (n *Node) Addr() string { return n.brokerAddr() }
+// Addr is the node's own broker address, "" for a controller-only node.
+func (n *Node) Addr() string {
+	if !n.Broker {
+		return ""
+	}
+	return n.brokerAddr()
+}
 
 func (n *Node) server() *Server {
 	n.mu.Lock()
