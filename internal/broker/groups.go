@@ -248,7 +248,12 @@ func (s offsetsStore) Append(ctx context.Context, p int32, recs []group.Record) 
 	if max := rp.Config().MaxMessageBytes; max > 0 && len(batch) > int(max) {
 		return kerr.MessageTooLarge
 	}
-	res, err := rp.AppendInternal(batch)
+	var res storage.AppendResult
+	if tx := recs[0].Txn; tx != nil {
+		res, err = rp.AppendInternalTxn(batch, s.b.takeOffsetsGuard(p, tx.ProducerID))
+	} else {
+		res, err = rp.AppendInternal(batch)
+	}
 	if err != nil {
 		return storeError(err)
 	}

@@ -51,6 +51,27 @@ type txns struct {
 
 	clientsMu sync.Mutex // guards clients
 	clients   map[string]*wire.Client
+
+	// offsetsGuards are the KIP-890 guards of TxnOffsetCommits verified
+	// with the coordinator and not yet appended to __consumer_offsets, by
+	// partition and producer id (txnoffsetcommit.go).
+	offsetsGuards sync.Map // offsetsGuardKey -> *replica.TxnVerification
+}
+
+// offsetsGuardKey names a TxnOffsetCommit in flight.
+type offsetsGuardKey struct {
+	partition  int32
+	producerID int64
+}
+
+// takeOffsetsGuard returns and forgets the guard of producerID's
+// TxnOffsetCommit to partition of __consumer_offsets, or nil.
+func (b *Broker) takeOffsetsGuard(partition int32, producerID int64) *replica.TxnVerification {
+	v, ok := b.txns.offsetsGuards.LoadAndDelete(offsetsGuardKey{partition, producerID})
+	if !ok {
+		return nil
+	}
+	return v.(*replica.TxnVerification)
 }
 
 // startTxns creates the coordinator; called by New.

@@ -48,7 +48,21 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, _ *server.Conn, kreq 
 		}
 	}
 	k := verifyKey{offsetsTopic, b.groupOffsetsPartition(req.Group)}
+	gk := offsetsGuardKey{k.partition, req.ProducerID}
+	if p := b.replicas.Get(offsetsTopic, k.partition); p != nil && p.IsLeader() {
+		// The guard the append needs unless the producer's transaction is
+		// open in the partition already; a marker written before the
+		// append voids it, as for a transactional produce.
+		if g := p.StartTxnVerification(req.ProducerID, req.ProducerEpoch); g != nil {
+			b.txns.offsetsGuards.Store(gk, g)
+		} else {
+			b.txns.offsetsGuards.Delete(gk)
+		}
+	}
 	codes := b.verifyPartitionsInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []verifyKey{k})
+	if codes[k] != 0 {
+		b.txns.offsetsGuards.Delete(gk)
+	}
 	switch code := codes[k]; code {
 	case 0:
 	case kerr.NotEnoughReplicas.Code:

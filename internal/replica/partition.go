@@ -349,7 +349,7 @@ func (p *Partition) appendAsLeader(batches []byte, origin storage.Origin, verifi
 		p.mu.Unlock()
 		return storage.AppendResult{}, ErrNotLeader
 	}
-	if origin == storage.OriginClient {
+	if origin == storage.OriginClient || verified != nil {
 		if err := p.checkVerificationLocked(batches, verified); err != nil {
 			p.mu.Unlock()
 			return storage.AppendResult{}, err

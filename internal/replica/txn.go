@@ -129,3 +129,20 @@ func (p *Partition) ReadSliceCommitted(offset int64, maxBytes int32, minOne bool
 	}
 	return fs, res, nil
 }
+
+// AppendInternalTxn is AppendInternal for a transactional batch the broker
+// writes for a producer (TxnOffsetCommit's offsets): like a client's
+// transactional produce, a batch that would start the producer's
+// transaction here needs verified, the guard of StartTxnVerification taken
+// before the coordinator confirmed the partition is in the transaction;
+// otherwise, and when a marker ended the transaction meanwhile, it gets
+// storage.ErrInvalidTxnState and nothing is written.
+func (p *Partition) AppendInternalTxn(batches []byte, verified *TxnVerification) (storage.AppendResult, error) {
+	if !p.leader.Load() {
+		return storage.AppendResult{}, ErrNotLeader
+	}
+	if verified == nil {
+		verified = &TxnVerification{producerID: -1} // never current: only an open transaction passes
+	}
+	return p.appendAsLeader(batches, storage.OriginCoordinator, verified)
+}
