@@ -24,7 +24,10 @@
 // the decoded kmsg request (its Version set) and returns the response for
 // that version; it never returns a Go error. The versions implemented are
 // in APIVersions. The broker handles authorization and, for OffsetCommit,
-// unknown topics (UNKNOWN_TOPIC_OR_PARTITION) before calling.
+// unknown topics (UNKNOWN_TOPIC_OR_PARTITION) before calling. The broker's
+// side (the Store over its partitions of __consumer_offsets, the topic's
+// creation with Kafka's configs, loading and unloading on leadership
+// changes, FindCoordinator) is internal/broker/groups.go.
 //
 // # Persistence
 //
