@@ -1108,8 +1108,13 @@ func TestTxnServerChecks(t *testing.T) {
 
 	// A new instance fences the old epoch.
 	wantErr(t, "AddPartitionsToTxn", addPartitions(tpid, tepoch, 0), nil)
-	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "open")
+	code, openAt := rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "open")
 	wantErr(t, "produce", code, nil)
+	// ListOffsets latest: read_committed gets the LSO, the open
+	// transaction's first offset; read_uncommitted the high-watermark.
+	if lso, hw := listLatest(t, cl, "checks", 0, 1), listLatest(t, cl, "checks", 0, 0); lso != openAt || hw != openAt+1 {
+		t.Fatalf("with a transaction open at %d: LSO %d, high-watermark %d", openAt, lso, hw)
+	}
 	npid, nepoch := init()
 	if npid != tpid || nepoch <= tepoch+1 {
 		t.Fatalf("new instance: producer %d epoch %d (old %d/%d)", npid, nepoch, tpid, tepoch)
