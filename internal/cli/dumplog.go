@@ -16,7 +16,7 @@ func newDumpLogCommand() *cobra.Command {
 	var opts dumplog.Options
 	cmd := &cobra.Command{
 		Use:   "dump-log FILE...",
-		Short: "Decode segment files (.log, .index, .timeindex), like kafka-dump-log",
+		Short: "Decode segment files (.log, .index, .timeindex, .snapshot, .txnindex), like kafka-dump-log",
 		Long: `Decode the files of a partition directory, as kafka-dump-log does.
 
 FILE.log    one line per record batch, with its position and size in the
@@ -36,7 +36,14 @@ FILE.timeindex
             one line per entry: timestamp and absolute offset. When the
             .log beside it exists, each timestamp is checked against the
             largest batch max timestamp up to the batch holding the offset.
-
+FILE.snapshot
+            producer state below that offset: one line per producer id with
+            its epoch, coordinator epoch, open transaction's first offset,
+            and its last batch's sequences, offset and timestamp.
+FILE.txnindex
+            one line per aborted transaction whose ABORT marker is in the
+            segment: producer id, first and last offsets, last stable
+            offset.
 The base offset comes from the file name (00000000000000000042.log).
 The command exits non-zero when a file cannot be read or shows problems
 (bad CRC, torn or corrupt batch, index mismatch).`,

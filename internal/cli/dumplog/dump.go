@@ -1,6 +1,8 @@
 // Package dumplog decodes the files of a partition directory for
 // samsa dump-log, as Kafka's kafka-dump-log does: segment files (.log),
-// offset indexes (.index) and time indexes (.timeindex).
+// offset indexes (.index), time indexes (.timeindex), producer state
+// snapshots (.snapshot) and transaction indexes (.txnindex), the last two
+// in the formats of package storage.
 //
 // It reads files it does not trust: every length is bounded by the bytes
 // left in the file before anything is allocated, a torn or corrupt batch
@@ -72,8 +74,12 @@ func File(w *bufio.Writer, name string, opts Options) error {
 		return dumpOffsetIndex(w, name)
 	case ".timeindex":
 		return dumpTimeIndex(w, name)
+	case ".snapshot":
+		return dumpProducerSnapshot(w, name)
+	case ".txnindex":
+		return dumpTxnIndex(w, name)
 	}
-	return fmt.Errorf("unknown file type %q: want .log, .index or .timeindex", filepath.Ext(name))
+	return fmt.Errorf("unknown file type %q: want .log, .index, .timeindex, .snapshot or .txnindex", filepath.Ext(name))
 }
 
 // baseOffsetOf parses the base offset from a segment file name; ok is false
