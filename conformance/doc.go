@@ -30,6 +30,11 @@
 // Kafka before 4.0's fix, advertises Produce from v3 only, so librdkafka
 // 2.0 sends gzip and snappy batches uncompressed there.)
 //
+// run-client-suites.sh runs the clients' own suites (kafka-go's, and
+// kafkajs's specs from a checkout) against samsa on localhost:9092 and fills
+// the client-suites section of the doc, with suite-triage.txt saying who is
+// at fault for each failure. It is not part of CI.
+//
 // A failure of a scenario whose APIs the broker advertises fails the test,
 // unless known-failures.txt lists it with a reason (and then the test fails
 // when it passes, so the list stays current).
