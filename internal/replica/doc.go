@@ -7,6 +7,15 @@
 // on every append. The seam for replication is Partition: followers,
 // the ISR and acks=all waiting attach there.
 //
+// Transactions (txn.go, KIP-98): the last stable offset is the
+// high-watermark, or the first offset of the oldest transaction still open
+// in the log's producer state when lower; read_committed reads stop there
+// and list the aborted transactions in range. Markers are written for the
+// transaction coordinator, once per partition and transaction. A
+// producer's first transactional batch in a partition needs a
+// verification guard (KIP-890 part 1), voided by any marker of that
+// producer, so that a late write cannot open a transaction nobody ends.
+//
 // Locks: Manager.mu guards the partition map; Partition.mu serializes
 // appends and HW changes; Partition.waitMu guards the waiters. Never take
 // Manager.mu while holding a Partition lock.
