@@ -28,8 +28,8 @@ func TestThroughput(t *testing.T) {
 		t.Skip("run with -throughput (or SAMSA_THROUGHPUT=1)")
 	}
 	keys, values := dataset(t, 0)
-	// The data set (33 MB) several times over: long enough to measure.
-	passes := 6
+	// The data set (33 MB) 15 times over: long enough to measure.
+	passes := 15
 	var payload int64
 	for i := range values {
 		payload += int64(len(keys[i]) + len(values[i]))
@@ -95,6 +95,24 @@ func TestThroughput(t *testing.T) {
 			if n := failed.Load(); n > 0 {
 				t.Fatalf("%d records failed", n)
 			}
+			// With acks=all everything acknowledged is below the
+			// high-watermarks at once; with acks=1 once the followers
+			// caught up.
+			hws := func() int64 {
+				ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "perf")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var hw int64
+				ends.Each(func(o kadm.ListedOffset) { hw += o.Offset })
+				return hw
+			}
+			if r.acks == kgo.AllISRAcks() {
+				if hw := hws(); hw != int64(records)+1 {
+					t.Fatalf("high-watermarks sum to %d after acks=all, want %d", hw, records+1)
+				}
+			}
+			waitFor(t, time.Minute, "every record below the high-watermarks", func() bool { return hws() == int64(records)+1 })
 			mbs := float64(payload) / elapsed.Seconds() / 1e6
 			line := fmt.Sprintf("%-24s %-7s %8.1f MB/s %9.0f records/s (%d records, %.1f MB in %v)", r.name, r.cname, mbs,
 				float64(records)/elapsed.Seconds(), records, float64(payload)/1e6, elapsed.Round(time.Millisecond))
