@@ -62,6 +62,8 @@ func TestConformance(t *testing.T) {
 	}
 	ctx := context.Background()
 	tmp := t.TempDir()
+	out, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	commit := strings.TrimSpace(string(out))
 	bin := *flagSamsa
 	if bin == "" {
 		var err error
@@ -130,8 +132,7 @@ func TestConformance(t *testing.T) {
 	}
 
 	if *flagDoc != "" && *flagClients == "" && *flagScenarios == "" {
-		commit, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-		body := RenderScenarios(Meta{Date: time.Now(), Commit: strings.TrimSpace(string(commit))}, cls, scs, results)
+		body := RenderScenarios(Meta{Date: time.Now(), Commit: commit, Prebuilt: *flagSamsa != ""}, cls, scs, results)
 		if err := WriteScenarios(*flagDoc, body); err != nil {
 			t.Fatal(err)
 		}

@@ -34,8 +34,9 @@ client has no such feature).
 
 // Meta is the header of the scenarios section.
 type Meta struct {
-	Date   time.Time
-	Commit string // samsa's git commit, "" if unknown
+	Date     time.Time
+	Commit   string // samsa's git commit when the run started, "" if unknown
+	Prebuilt bool   // the binary was given (-samsa), not built from Commit
 }
 
 // RenderScenarios renders the scenarios section (without markers).
@@ -44,6 +45,9 @@ func RenderScenarios(meta Meta, clients []Client, scenarios []Scenario, results 
 	fmt.Fprintf(&b, "## Scenarios\n\nGenerated %s", meta.Date.UTC().Format("2006-01-02 15:04 MST"))
 	if meta.Commit != "" {
 		fmt.Fprintf(&b, " against samsa commit `%s`", meta.Commit)
+		if meta.Prebuilt {
+			b.WriteString(" (the checkout's HEAD; the binary was prebuilt)")
+		}
 	}
 	b.WriteString(".\n\n")
 
