@@ -46,13 +46,20 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 func describe(t *testing.T, adm *kadm.Client, topic string) kadm.TopicDetail {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	td, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return td[topic]
+	// Right after creation a topic may show no partitions yet
+	// (LEADER_NOT_AVAILABLE while its node applies the metadata).
+	var td kadm.TopicDetail
+	waitFor(t, 20*time.Second, "partitions of "+topic, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		tds, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return false
+		}
+		td = tds[topic]
+		return len(td.Partitions) > 0
+	})
+	return td
 }
 
 // TestClusterReplication: 3 nodes, RF 3, min.insync.replicas 2, acks=all.
