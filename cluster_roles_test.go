@@ -59,7 +59,9 @@ func TestClusterSeparateRoles(t *testing.T) {
 		Controllers: 3,
 		Brokers:     3,
 		Dir:         t.TempDir(),
-		Properties:  map[string]string{"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"},
+		// Sessions long enough that a -race run on a loaded machine does
+		// not fence brokers that are merely slow.
+		Properties: map[string]string{"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "500"},
 	})
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
@@ -84,14 +86,20 @@ func TestClusterSeparateRoles(t *testing.T) {
 	adm := kadm.NewClient(cl)
 
 	// Only brokers are in the cluster's metadata, once unfenced.
-	waitFor(t, 20*time.Second, "every broker in the metadata", func() bool {
+	var seenIDs []int32
+	defer func() {
+		if t.Failed() {
+			t.Logf("brokers last seen in the metadata: %v", seenIDs)
+		}
+	}()
+	waitFor(t, 40*time.Second, "every broker in the metadata", func() bool {
 		md, err := adm.BrokerMetadata(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids := md.Brokers.NodeIDs()
-		slices.Sort(ids)
-		return slices.Equal(ids, brokers)
+		seenIDs = md.Brokers.NodeIDs()
+		slices.Sort(seenIDs)
+		return slices.Equal(seenIDs, brokers)
 	})
 
 	// DescribeQuorum through a broker: controllers vote, brokers observe.
