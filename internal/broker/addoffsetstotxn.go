@@ -14,5 +14,8 @@ import (
 func init() { registerTxnAPI(kmsg.AddOffsetsToTxn, handleAddOffsetsToTxn) }
 
 func handleAddOffsetsToTxn(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
-	return b.txns.coord.AddOffsetsToTxn(ctx, kreq.(*kmsg.AddOffsetsToTxnRequest)), nil
+	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
+	resp := b.txns.coord.AddOffsetsToTxn(ctx, req)
+	resp.ErrorCode = fencedForVersion(resp.ErrorCode, req.Version, 2)
+	return resp, nil
 }

@@ -29,7 +29,14 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *server.Conn, kr
 			}
 		}
 		if !unknown {
-			return b.txns.coord.AddPartitionsToTxn(ctx, req), nil
+			resp := b.txns.coord.AddPartitionsToTxn(ctx, req)
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					p := &resp.Topics[i].Partitions[j]
+					p.ErrorCode = fencedForVersion(p.ErrorCode, req.Version, 2)
+				}
+			}
+			return resp, nil
 		}
 		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 		for _, t := range req.Topics {

@@ -13,5 +13,8 @@ import (
 func init() { registerTxnAPI(kmsg.EndTxn, handleEndTxn) }
 
 func handleEndTxn(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
-	return b.txns.coord.EndTxn(ctx, kreq.(*kmsg.EndTxnRequest)), nil
+	req := kreq.(*kmsg.EndTxnRequest)
+	resp := b.txns.coord.EndTxn(ctx, req)
+	resp.ErrorCode = fencedForVersion(resp.ErrorCode, req.Version, 2)
+	return resp, nil
 }

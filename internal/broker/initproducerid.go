@@ -21,7 +21,9 @@ func handleInitProducerID(ctx context.Context, b *Broker, _ *server.Conn, kreq k
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		return b.txns.coord.InitProducerID(ctx, req), nil
+		resp := b.txns.coord.InitProducerID(ctx, req)
+		resp.ErrorCode = fencedForVersion(resp.ErrorCode, req.Version, 4)
+		return resp, nil
 	}
 	id, err := b.nextProducerID(ctx)
 	if err != nil {
