@@ -47,8 +47,8 @@ import (
 // A batch keeps its base offset, last offset delta, producer id and epoch,
 // base sequence and partition leader epoch when rewritten; one whose
 // records all go is kept as an empty batch (a header) when it is its
-// producer's last batch or the last batch of its group, and dropped
-// otherwise. The first time a batch holding a kept tombstone (or a
+// producer's last batch, or the last batch of a group of which nothing
+// else survives, and dropped otherwise. The first time a batch holding a kept tombstone (or a
 // removable transaction marker) is cleaned, its delete horizon is set to
 // now + delete.retention.ms (KIP-534: attribute bit 6, the horizon in the
 // base timestamp); a later cleaning after the horizon removes them.
@@ -536,7 +536,12 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 			if b.Position >= size {
 				return errStop // appended past the snapshot (cannot happen to a closed segment)
 			}
-			lastOfGroup := lastSeg && b.Position+int64(b.Header.Size()) >= size
+			// The last batch of the group is kept as a header only when
+			// nothing else of the group survives, so that the swap has a
+			// segment; otherwise emptied batches of producers without
+			// state go, as in Kafka (readers such as kafka-go stall on
+			// runs of empty batches).
+			lastOfGroup := lastSeg && b.Position+int64(b.Header.Size()) >= size && w.pos == 0
 			out, err := c.filter(b.Batch, b.Header, lastOfGroup)
 			if err != nil {
 				return fmt.Errorf("storage: cleaning %s at position %d: %w", path, b.Position, err)

@@ -674,3 +674,45 @@ func TestManagerCleanerTask(t *testing.T) {
 		}
 	})
 }
+
+// TestCleanDropsEmptiedBatchesOfNonProducers: batches without producer ids
+// whose records all go are dropped, as Kafka does, rather than kept as a
+// header at the end of each cleaned group (kafka-go's reader stalls on runs
+// of empty batches). Only a group of which nothing survives keeps one, so
+// that the swap has a segment (Kafka swaps in an empty segment instead).
+func TestCleanDropsEmptiedBatchesOfNonProducers(t *testing.T) {
+	clock := &fakeClock{t: testEpoch}
+	l := compactedLog(t, t.TempDir(), clock, 700)
+	for i := range 150 {
+		key := "k" // overwritten again and again
+		if i%5 == 0 {
+			key = fmt.Sprintf("u%d", i) // survives: every segment keeps some records
+		}
+		if _, err := l.Append(kvBatch(t, record.CodecNone, clock.t.UnixMilli(), noProducer, put(key, fmt.Sprint(i))), 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit := activeBase(l)
+	want := latest(readRecords(t, l), limit)
+	clean(t, l, CleanOptions{Force: true})
+	for _, h := range readBatchHeaders(t, l) {
+		if h.NumRecords == 0 && h.BaseOffset < limit {
+			t.Fatalf("empty batch at %d after cleaning", h.BaseOffset)
+		}
+	}
+	checkCompacted(t, l, limit, want)
+}
+
+// readBatchHeaders lists every batch header of the log.
+func readBatchHeaders(t testing.TB, l *Log) []record.Header {
+	t.Helper()
+	var out []record.Header
+	_, err := record.Batches(readAllLog(t, l), func(_ []byte, h record.Header) error {
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
