@@ -51,7 +51,6 @@ type Config struct {
 // Node is a running Samsa node: a broker, a controller or both
 // (process.roles).
 type Node struct {
-	cfg       Config
 	node      *config.Node
 	logger    *slog.Logger
 	logs      *storage.Manager

@@ -336,7 +336,7 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 		FollowerThrottled: replica.ThrottledReplicas(followerThrottled),
 		Storage: storage.Config{
 			SegmentBytes:          b.topicInt(t, "segment.bytes"),
-			SegmentMs:             time.Duration(b.topicInt(t, "segment.ms")) * time.Millisecond,
+			SegmentAge:            time.Duration(b.topicInt(t, "segment.ms")) * time.Millisecond,
 			IndexIntervalBytes:    int32(b.topicInt(t, "index.interval.bytes")),
 			SegmentIndexBytes:     int32(b.topicInt(t, "segment.index.bytes")),
 			FlushIntervalMessages: flush,

@@ -27,7 +27,7 @@ func (b *Broker) cleanupConfig(t *metadata.Topic) storage.Cleanup {
 			c.Compact = true
 		}
 	}
-	c.RetentionMs = configMillis(b.topicInt(t, "retention.ms"))
+	c.RetentionAge = configMillis(b.topicInt(t, "retention.ms"))
 	c.RetentionBytes = b.topicInt(t, "retention.bytes")
 	c.FileDeleteDelay = configMillis(b.topicInt(t, "file.delete.delay.ms"))
 	c.DeleteRetention = configMillis(b.topicInt(t, "delete.retention.ms"))

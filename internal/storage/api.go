@@ -24,9 +24,9 @@ type Config struct {
 	// SegmentBytes rolls the active segment past this size (log.segment.bytes,
 	// topic segment.bytes; default 1 GiB).
 	SegmentBytes int64
-	// SegmentMs rolls the active segment once its first batch is this old
+	// SegmentAge rolls the active segment once its first batch is this old
 	// (log.roll.ms / log.roll.hours, topic segment.ms; default 7 days).
-	SegmentMs time.Duration
+	SegmentAge time.Duration
 	// IndexIntervalBytes is the bytes of batches between two entries of the
 	// sparse offset and time indexes (log.index.interval.bytes, topic
 	// index.interval.bytes; default 4096).

@@ -9,7 +9,7 @@ import (
 // Kafka's defaults for Config fields left zero.
 const (
 	DefaultSegmentBytes       = 1 << 30            // log.segment.bytes
-	DefaultSegmentMs          = 7 * 24 * time.Hour // log.roll.hours = 168
+	DefaultSegmentAge         = 7 * 24 * time.Hour // log.roll.hours = 168
 	DefaultIndexIntervalBytes = 4096               // log.index.interval.bytes
 	DefaultSegmentIndexBytes  = 10 << 20           // log.index.size.max.bytes
 )
@@ -23,8 +23,8 @@ func (c Config) WithDefaults() Config {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
 	}
-	if c.SegmentMs == 0 {
-		c.SegmentMs = DefaultSegmentMs
+	if c.SegmentAge == 0 {
+		c.SegmentAge = DefaultSegmentAge
 	}
 	if c.IndexIntervalBytes == 0 {
 		c.IndexIntervalBytes = DefaultIndexIntervalBytes
@@ -39,7 +39,7 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate reports a field out of Kafka's range: SegmentBytes in
-// [14, MaxInt32] (index positions are int32), SegmentMs at least 1ms,
+// [14, MaxInt32] (index positions are int32), SegmentAge at least 1ms,
 // IndexIntervalBytes and FlushIntervalMessages not negative,
 // SegmentIndexBytes at least 12 (one time index entry). Zero fields are
 // valid (they mean the default).
@@ -48,8 +48,8 @@ func (c Config) Validate() error {
 	switch {
 	case d.SegmentBytes < minSegmentBytes || d.SegmentBytes > math.MaxInt32:
 		return fmt.Errorf("storage: segment.bytes %d not in [%d, %d]", c.SegmentBytes, minSegmentBytes, math.MaxInt32)
-	case d.SegmentMs < time.Millisecond:
-		return fmt.Errorf("storage: segment.ms %v below 1ms", c.SegmentMs)
+	case d.SegmentAge < time.Millisecond:
+		return fmt.Errorf("storage: segment.ms %v below 1ms", c.SegmentAge)
 	case d.IndexIntervalBytes < 0:
 		return fmt.Errorf("storage: index.interval.bytes %d is negative", c.IndexIntervalBytes)
 	case d.SegmentIndexBytes < timeEntrySize:
@@ -72,8 +72,8 @@ func (c Config) Inherit(parent Config) Config {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = parent.SegmentBytes
 	}
-	if c.SegmentMs == 0 {
-		c.SegmentMs = parent.SegmentMs
+	if c.SegmentAge == 0 {
+		c.SegmentAge = parent.SegmentAge
 	}
 	if c.IndexIntervalBytes == 0 {
 		c.IndexIntervalBytes = parent.IndexIntervalBytes
@@ -100,14 +100,14 @@ func (c Config) Inherit(parent Config) Config {
 // Long.MAX_VALUE milliseconds.
 type Cleanup struct {
 	// Delete is cleanup.policy containing delete: segments go by age
-	// (RetentionMs) and by total size (RetentionBytes).
+	// (RetentionAge) and by total size (RetentionBytes).
 	Delete bool
 	// Compact is cleanup.policy containing compact: the log cleaner keeps
 	// the latest record of each key.
 	Compact bool
-	// RetentionMs is retention.ms: a closed segment whose largest
+	// RetentionAge is retention.ms: a closed segment whose largest
 	// timestamp is older than this is deleted. Negative: no limit.
-	RetentionMs time.Duration
+	RetentionAge time.Duration
 	// RetentionBytes is retention.bytes: the oldest segments are deleted
 	// while the log is larger than this. Negative: no limit.
 	RetentionBytes int64
@@ -144,7 +144,7 @@ const NoLimit = -1
 func DefaultCleanup() Cleanup {
 	return Cleanup{
 		Delete:                 true,
-		RetentionMs:            7 * 24 * time.Hour,
+		RetentionAge:           7 * 24 * time.Hour,
 		RetentionBytes:         NoLimit,
 		FileDeleteDelay:        time.Minute,
 		DeleteRetention:        24 * time.Hour,
@@ -176,8 +176,8 @@ func (c Cleanup) Validate() error {
 // segment.ms, or max.compaction.lag.ms when compacting and sooner (as
 // Kafka's LogConfig.maxSegmentMs).
 func (c Config) maxSegmentAge() time.Duration {
-	if c.Cleanup.Compact && c.Cleanup.MaxCompactionLag > 0 && c.Cleanup.MaxCompactionLag < c.SegmentMs {
+	if c.Cleanup.Compact && c.Cleanup.MaxCompactionLag > 0 && c.Cleanup.MaxCompactionLag < c.SegmentAge {
 		return c.Cleanup.MaxCompactionLag
 	}
-	return c.SegmentMs
+	return c.SegmentAge
 }

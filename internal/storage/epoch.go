@@ -118,13 +118,6 @@ func (c *epochCache) truncateFromEnd(offset int64) bool {
 	return true
 }
 
-// clear drops the whole history (the log restarted empty).
-func (c *epochCache) clear() {
-	c.mu.Lock()
-	c.entries = nil
-	c.mu.Unlock()
-}
-
 func (c *epochCache) flush() error {
 	c.mu.Lock()
 	data := encodeEpochCheckpoint(c.entries)

@@ -317,7 +317,7 @@ func (l *Log) timeWaitedLocked(s *segment, msgTs int64, now time.Time) time.Dura
 	return now.Sub(s.created)
 }
 
-// MaybeRoll rolls the active segment if it is older than Config.SegmentMs,
+// MaybeRoll rolls the active segment if it is older than Config.SegmentAge,
 // or than max.compaction.lag.ms on a compacted log when sooner (wall time minus the max timestamp of its first batch, or since it was
 // created when that is unknown). An empty segment never rolls.
 func (l *Log) MaybeRoll() error {

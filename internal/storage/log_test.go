@@ -221,7 +221,7 @@ func TestOffsetOverflowRolls(t *testing.T) {
 
 func TestSegmentMsRoll(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1000, 0)}
-	l, err := Open(OpenOptions{Dir: t.TempDir(), Config: Config{SegmentMs: time.Hour}, Now: clock.now})
+	l, err := Open(OpenOptions{Dir: t.TempDir(), Config: Config{SegmentAge: time.Hour}, Now: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}

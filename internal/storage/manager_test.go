@@ -40,8 +40,8 @@ func TestManagerLifecycle(t *testing.T) {
 		data[tp] = &appended{}
 		fill(t, l, data[tp], 40, 0)
 	}
-	if l, err := m.Create(TopicPartition{"inherits", 0}, Config{SegmentMs: time.Hour}); err != nil ||
-		l.Config().SegmentBytes != smallSegments.SegmentBytes || l.Config().SegmentMs != time.Hour {
+	if l, err := m.Create(TopicPartition{"inherits", 0}, Config{SegmentAge: time.Hour}); err != nil ||
+		l.Config().SegmentBytes != smallSegments.SegmentBytes || l.Config().SegmentAge != time.Hour {
 		t.Fatalf("config not inherited: %v", err)
 	}
 	if err := m.Delete(TopicPartition{"inherits", 0}); err != nil {

@@ -203,8 +203,8 @@ func (l *Log) DeleteOldSegments() (deleted int, err error) {
 			overSize -= s.size.Load()
 			continue
 		}
-		if cfg.RetentionMs >= 0 {
-			if ts := segmentLargestTimestamp(s); ts != noTimestamp && now.UnixMilli()-ts > cfg.RetentionMs.Milliseconds() {
+		if cfg.RetentionAge >= 0 {
+			if ts := segmentLargestTimestamp(s); ts != noTimestamp && now.UnixMilli()-ts > cfg.RetentionAge.Milliseconds() {
 				reasons["retention_ms"]++
 				overSize -= s.size.Load()
 				continue

@@ -46,7 +46,7 @@ func deleteOld(t *testing.T, l *Log) int {
 func TestRetentionByTime(t *testing.T) {
 	clock := &fakeClock{t: testEpoch}
 	cfg := DefaultCleanup()
-	cfg.RetentionMs = time.Hour
+	cfg.RetentionAge = time.Hour
 	l := retentionLog(t, clock, cfg)
 	old := testEpoch.Add(-2 * time.Hour).UnixMilli()
 	appendAt(t, l, 10, old) // segments [0,8) [8,16) and half of [16,24)
@@ -113,7 +113,7 @@ func TestRetentionBySize(t *testing.T) {
 func TestRetentionStopsAtHighWatermark(t *testing.T) {
 	clock := &fakeClock{t: testEpoch}
 	cfg := DefaultCleanup()
-	cfg.RetentionMs = 0
+	cfg.RetentionAge = 0
 	l := retentionLog(t, clock, cfg)
 	appendAt(t, l, 12, testEpoch.Add(-time.Minute).UnixMilli())
 	l.SetBounds(func() (int64, int64) { return 15, 15 })
@@ -174,7 +174,7 @@ func TestManagerRetentionTask(t *testing.T) {
 		defer m.Close()
 		seg := 4 * int64(len(testBatch(t, 2, 0, "x")))
 		cfg := DefaultCleanup()
-		cfg.RetentionMs = time.Hour
+		cfg.RetentionAge = time.Hour
 		tp := TopicPartition{Topic: "t", Partition: 0}
 		l, err := m.Create(tp, Config{SegmentBytes: seg, Cleanup: cfg})
 		if err != nil {
