@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,29 @@ func (f *clientFlags) seeds(cmd *cobra.Command) []string {
 		}
 	}
 	return seeds
+}
+
+// adminFlags are the flags of the admin command groups (topic, group,
+// txn): the connection flags and --timeout.
+type adminFlags struct {
+	clientFlags
+	timeout time.Duration
+}
+
+// addWithTimeout registers --brokers and --timeout (default 30 s) on cmd's
+// persistent flags.
+func (f *adminFlags) addWithTimeout(cmd *cobra.Command) {
+	f.add(cmd)
+	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second,
+		"give up after this long (zero or negative: no limit)")
+}
+
+// context returns cmd's context bounded by --timeout.
+func (f *adminFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	if f.timeout <= 0 {
+		return context.WithCancel(cmd.Context())
+	}
+	return context.WithTimeout(cmd.Context(), f.timeout)
 }
 
 // newClient creates a kgo client for the seed brokers with the extra options.

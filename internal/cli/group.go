@@ -19,18 +19,8 @@ import (
 
 func init() { clientCommands = append(clientCommands, newGroupCommand) }
 
-// groupFlags are the flags shared by the group subcommands.
-type groupFlags struct {
-	clientFlags
-	timeout time.Duration
-}
-
-func (f *groupFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	if f.timeout <= 0 {
-		return context.WithCancel(cmd.Context())
-	}
-	return context.WithTimeout(cmd.Context(), f.timeout)
-}
+// groupFlags are the flags shared by the subcommands: --brokers and --timeout.
+type groupFlags = adminFlags
 
 func newGroupCommand() *cobra.Command {
 	f := new(groupFlags)
@@ -39,9 +29,7 @@ func newGroupCommand() *cobra.Command {
 		Short: "List, describe, reset the offsets of and delete consumer groups",
 		Args:  cobra.NoArgs,
 	}
-	f.add(cmd)
-	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second,
-		"give up after this long (zero or negative: no limit)")
+	f.addWithTimeout(cmd)
 	cmd.AddCommand(
 		newGroupListCommand(f),
 		newGroupDescribeCommand(f),

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -21,19 +19,8 @@ import (
 
 func init() { clientCommands = append(clientCommands, newTopicCommand) }
 
-// topicFlags are the flags shared by the topic subcommands.
-type topicFlags struct {
-	clientFlags
-	timeout time.Duration
-}
-
-// context returns cmd's context bounded by --timeout.
-func (f *topicFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	if f.timeout <= 0 {
-		return context.WithCancel(cmd.Context())
-	}
-	return context.WithTimeout(cmd.Context(), f.timeout)
-}
+// topicFlags are the flags shared by the subcommands: --brokers and --timeout.
+type topicFlags = adminFlags
 
 func newTopicCommand() *cobra.Command {
 	f := new(topicFlags)
@@ -42,9 +29,7 @@ func newTopicCommand() *cobra.Command {
 		Short: "Create, list, describe, delete topics and alter their configs",
 		Args:  cobra.NoArgs,
 	}
-	f.add(cmd)
-	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second,
-		"give up after this long (zero or negative: no limit)")
+	f.addWithTimeout(cmd)
 	cmd.AddCommand(
 		newTopicCreateCommand(f),
 		newTopicListCommand(f),

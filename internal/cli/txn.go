@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,18 +13,8 @@ import (
 
 func init() { clientCommands = append(clientCommands, newTxnCommand) }
 
-// txnFlags are the flags shared by the txn subcommands.
-type txnFlags struct {
-	clientFlags
-	timeout time.Duration
-}
-
-func (f *txnFlags) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	if f.timeout <= 0 {
-		return context.WithCancel(cmd.Context())
-	}
-	return context.WithTimeout(cmd.Context(), f.timeout)
-}
+// txnFlags are the flags shared by the subcommands: --brokers and --timeout.
+type txnFlags = adminFlags
 
 // newTxnCommand is `samsa txn`, after Kafka's kafka-transactions.sh: list
 // the transactional ids, describe one, and list the producers of a
@@ -37,9 +26,7 @@ func newTxnCommand() *cobra.Command {
 		Short: "List and describe transactions and the producers of partitions",
 		Args:  cobra.NoArgs,
 	}
-	f.add(cmd)
-	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 30*time.Second,
-		"give up after this long (zero or negative: no limit)")
+	f.addWithTimeout(cmd)
 	cmd.AddCommand(newTxnListCommand(f), newTxnDescribeCommand(f), newTxnProducersCommand(f))
 	return cmd
 }
