@@ -1,10 +1,13 @@
 package samsa_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"hash/crc32"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/record"
 )
 
 // rawRequest writes one request frame on conn and reads the response body
@@ -201,9 +206,11 @@ func TestCorruptBatchRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A bad CRC is CORRUPT_MESSAGE; three bytes hold no batch at all,
+	// INVALID_RECORD as in Kafka's ProduceRequest.validateRecords.
 	for _, p := range resp.Topics[0].Partitions {
-		if p.ErrorCode != kerr.CorruptMessage.Code {
-			t.Errorf("partition %d: error %d, want CORRUPT_MESSAGE", p.Partition, p.ErrorCode)
+		if want := []int16{kerr.CorruptMessage.Code, kerr.InvalidRecord.Code}[p.Partition]; p.ErrorCode != want {
+			t.Errorf("partition %d: error %v, want %v", p.Partition, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(want))
 		}
 	}
 	// Nothing was written.
@@ -211,6 +218,151 @@ func TestCorruptBatchRejected(t *testing.T) {
 	lo.Each(func(o kadm.ListedOffset) {
 		if o.Offset != 0 {
 			t.Errorf("partition %d end offset %d after rejected batches", o.Partition, o.Offset)
+		}
+	})
+}
+
+// roundTrip sends req (at its version) on conn and decodes the response,
+// whose header has tagged fields from the request's first flexible version
+// (ApiVersions aside).
+func roundTrip(t *testing.T, conn net.Conn, req kmsg.Request, correlationID int32) kmsg.Response {
+	t.Helper()
+	body := rawRequest(t, conn, req, correlationID)
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != int16(kmsg.ApiVersions) {
+		if len(body) == 0 || body[0] != 0 {
+			t.Fatalf("response header tags %x", body[:min(len(body), 1)])
+		}
+		body = body[1:]
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decoding %s v%d: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return resp
+}
+
+// legacyMessageSet is a message set of one magic 0 or 1 message (the
+// formats before KIP-98), CRC-32 (IEEE) computed.
+func legacyMessageSet(magic int8, value string) []byte {
+	var body []byte
+	if magic == 0 {
+		m := kmsg.MessageV0{Magic: 0, Value: []byte(value)}
+		body = m.AppendTo(nil)
+	} else {
+		m := kmsg.MessageV1{Magic: 1, Timestamp: time.Now().UnixMilli(), Value: []byte(value)}
+		body = m.AppendTo(nil)
+	}
+	// body: offset (8), size (4), crc (4), then what the CRC and size cover.
+	binary.BigEndian.PutUint32(body[8:], uint32(len(body)-12))
+	binary.BigEndian.PutUint32(body[12:], crc32.ChecksumIEEE(body[16:]))
+	return body
+}
+
+// TestProduceRecordsChecks: as Kafka's ProduceRequest.validateRecords, a
+// partition's records in Produce v3+ must be exactly one batch of magic 2,
+// whatever the batches (with or without producer ids, compressed or not);
+// magic 0 and 1 message sets get INVALID_RECORD. Nothing of a refused
+// partition is written; the other partitions of the request are.
+func TestProduceRecordsChecks(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n)
+	createTopic(t, cl, "p", 2, nil)
+	batch := func(codec record.Codec, values ...string) []byte {
+		t.Helper()
+		var recs []record.Record
+		for i, v := range values {
+			recs = append(recs, record.Record{OffsetDelta: int32(i), Value: []byte(v)})
+		}
+		b, err := record.Build(record.Spec{Codec: codec, ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch,
+			BaseSequence: record.NoSequence, BaseTimestamp: time.Now().UnixMilli()}, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	join := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
+	plain, gzip, zstd := batch(record.CodecNone, "a", "b"), batch(record.CodecGzip, "c"), batch(record.CodecZstd, "z")
+	badMagic := append([]byte(nil), plain...)
+	badMagic[16] = 3
+
+	conn := dial(t, n.Addr())
+	var corr int32
+	produce := func(version int16, parts map[int32][]byte) map[int32]kmsg.ProduceResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(version)
+		req.Acks, req.TimeoutMillis = 1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "p"
+		for p, recs := range parts {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = p, recs
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		corr++
+		resp := roundTrip(t, conn, req, corr).(*kmsg.ProduceResponse)
+		out := map[int32]kmsg.ProduceResponseTopicPartition{}
+		for _, st := range resp.Topics {
+			for _, sp := range st.Partitions {
+				out[sp.Partition] = sp
+			}
+		}
+		return out
+	}
+	written := int64(0) // records accepted into partition 0
+	for _, tc := range []struct {
+		name    string
+		version int16
+		records []byte
+		want    *kerr.Error
+		msg     string // in the error message from v8
+	}{
+		{"two uncompressed batches without producer ids", 9, join(plain, plain), kerr.InvalidRecord, "exactly one record batch per partition"},
+		{"two compressed batches", 11, join(gzip, gzip), kerr.InvalidRecord, "exactly one record batch per partition"},
+		{"two batches at v3", 3, join(plain, gzip), kerr.InvalidRecord, ""},
+		{"magic 1 message set", 9, legacyMessageSet(1, "old"), kerr.InvalidRecord, "magic version 2"},
+		{"magic 0 message set", 3, legacyMessageSet(0, "older"), kerr.InvalidRecord, ""},
+		{"magic 1 message set, then a batch", 8, join(legacyMessageSet(1, "old"), plain), kerr.InvalidRecord, "magic version 2"},
+		{"no records", 9, []byte{}, kerr.InvalidRecord, "at least one record batch"},
+		{"null records", 9, nil, kerr.InvalidRecord, "at least one record batch"},
+		{"a partial batch", 9, plain[:40], kerr.InvalidRecord, "at least one record batch"},
+		{"magic 3", 9, badMagic, kerr.CorruptMessage, "invalid magic"},
+		{"zstd before v7", 6, zstd, kerr.UnsupportedCompressionType, ""},
+		{"zstd at v7", 7, zstd, nil, ""},
+		{"one batch at v3", 3, plain, nil, ""},
+		{"one compressed batch at v11", 11, gzip, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := produce(tc.version, map[int32][]byte{0: tc.records})[0]
+			if tc.want == nil {
+				if sp.ErrorCode != 0 || sp.BaseOffset != written {
+					t.Fatalf("error %v, base offset %d, want %d", kerr.ErrorForCode(sp.ErrorCode), sp.BaseOffset, written)
+				}
+				_, _ = record.Batches(tc.records, func(_ []byte, h record.Header) error { written += int64(h.NumRecords); return nil })
+				return
+			}
+			if sp.ErrorCode != tc.want.Code || sp.BaseOffset != -1 {
+				t.Fatalf("error %v, base offset %d, want %v", kerr.ErrorForCode(sp.ErrorCode), sp.BaseOffset, tc.want)
+			}
+			if tc.version >= 8 && (sp.ErrorMessage == nil || !strings.Contains(*sp.ErrorMessage, tc.msg)) {
+				t.Fatalf("error message %v, want one with %q", sp.ErrorMessage, tc.msg)
+			}
+		})
+	}
+	// One partition refused, the other written, in the same request.
+	got := produce(9, map[int32][]byte{0: join(plain, plain), 1: plain})
+	if got[0].ErrorCode != kerr.InvalidRecord.Code || got[1].ErrorCode != 0 || got[1].BaseOffset != 0 {
+		t.Fatalf("mixed request: %+v", got)
+	}
+	lo, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo.Each(func(o kadm.ListedOffset) {
+		if want := map[int32]int64{0: written, 1: 2}[o.Partition]; o.Offset != want {
+			t.Errorf("partition %d ends at %d, want %d", o.Partition, o.Offset, want)
 		}
 	})
 }

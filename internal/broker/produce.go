@@ -2,18 +2,22 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
 )
 
 // Produce v3-v11 (record batch v2 only). Each partition is validated and
-// appended on its own: a bad batch fails its partition with CORRUPT_MESSAGE,
-// MESSAGE_TOO_LARGE or RECORD_LIST_TOO_LARGE while the others succeed.
+// appended on its own: a bad batch fails its partition with INVALID_RECORD,
+// CORRUPT_MESSAGE, MESSAGE_TOO_LARGE or RECORD_LIST_TOO_LARGE while the
+// others succeed. As in Kafka, each partition's records must be exactly one
+// batch of magic 2 (see checkProduceRecords).
 // acks=0 sends no response; acks=1 is answered once the leader appended;
 // acks=-1 (all) waits until the high-watermark passes the appended records,
 // that is until every in-sync replica has them, or until the request's
@@ -59,8 +63,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 			switch {
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case len(rp.Records) == 0:
-				sp.ErrorCode = kerr.CorruptMessage.Code
+			case checkProduceRecords(req.Version, rp.Records, &sp):
 			case verifyErrs[verifyKey{rt.Topic, rp.Partition}] != 0:
 				sp.ErrorCode = verifyErrs[verifyKey{rt.Topic, rp.Partition}]
 
@@ -146,4 +149,46 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		return nil, nil
 	}
 	return resp, nil
+}
+
+// checkProduceRecords applies Kafka's checks of a Produce v3+ partition's
+// records before any append (ProduceRequest.validateRecords, called by
+// KafkaApis.handleProduceRequest): the records must hold a whole first
+// batch (else INVALID_RECORD), framed with a valid size and magic (else
+// CORRUPT_MESSAGE), of magic 2 (else INVALID_RECORD: magic 0 and 1
+// message sets are refused whatever their content, Kafka converts no
+// format up), not zstd-compressed before v7 (else
+// UNSUPPORTED_COMPRESSION_TYPE, KIP-110), and followed by no other whole
+// batch (else INVALID_RECORD): one batch per partition, with or without
+// producer ids, compressed or not. Kafka's LogValidator repeats the last
+// rule ("Compressed outer record has more than one batch"). The error
+// message is Kafka's exception message; Kafka itself sends none in this
+// case, and responses before v8 have no field for it. It reports whether
+// it failed sp.
+func checkProduceRecords(version int16, records []byte, sp *kmsg.ProduceResponseTopicPartition) bool {
+	fail := func(err *kerr.Error, msg string) bool {
+		sp.ErrorCode = err.Code
+		sp.ErrorMessage = &msg
+		return true
+	}
+	size, magic, err := record.NextBatch(records)
+	switch {
+	case err != nil:
+		return fail(kerr.CorruptMessage, err.Error())
+	case size == 0:
+		return fail(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d must have at least one record batch per partition", version))
+	case magic != 2:
+		return fail(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain record batches with magic version 2", version))
+	}
+	if h, err := record.ParseHeader(records[:size]); err == nil && version < 7 && h.Codec() == record.CodecZstd {
+		return fail(kerr.UnsupportedCompressionType, fmt.Sprintf("Produce requests with version %d are not allowed to use ZStandard compression", version))
+	}
+	next, _, err := record.NextBatch(records[size:])
+	switch {
+	case err != nil:
+		return fail(kerr.CorruptMessage, err.Error())
+	case next > 0:
+		return fail(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
+	}
+	return false
 }

@@ -68,9 +68,11 @@ func (c Codec) String() string {
 	return fmt.Sprintf("codec(%d)", int8(c))
 }
 
-// Errors returned by Parse, Validate and Batches. Callers map them to Kafka
-// error codes: ErrCorrupt and ErrTruncated to CORRUPT_MESSAGE,
-// ErrUnsupportedMagic to UNSUPPORTED_FOR_MESSAGE_FORMAT or CORRUPT_MESSAGE.
+// Errors returned by Parse, Validate, Batches and NextBatch. Callers map
+// them to Kafka error codes: ErrCorrupt and ErrTruncated to
+// CORRUPT_MESSAGE, ErrUnsupportedMagic to UNSUPPORTED_FOR_MESSAGE_FORMAT or
+// CORRUPT_MESSAGE. (A Produce request's magic 0 and 1 record sets never
+// get this far: the broker answers them INVALID_RECORD, see NextBatch.)
 var (
 	ErrTruncated        = errors.New("record: truncated batch")
 	ErrCorrupt          = errors.New("record: corrupt batch")
@@ -238,4 +240,39 @@ func Batches(b []byte, fn func(batch []byte, h Header) error) (consumed int, err
 		consumed += size
 	}
 	return consumed, nil
+}
+
+// legacyRecordOverheadV0 is the smallest value of a message set entry's
+// size field: a magic 0 message without key or value (CRC 4, magic 1,
+// attributes 1, key length 4, value length 4), Kafka's
+// LegacyRecord.RECORD_OVERHEAD_V0.
+const legacyRecordOverheadV0 = 14
+
+// NextBatch frames the batch at the start of b whatever its magic, as
+// Kafka's ByteBufferLogInputStream does: magic 0 and 1 message set
+// entries (before KIP-98) and v2 batches share their first 17 bytes,
+// offset (8), size (4), CRC or partition leader epoch (4) and magic (1).
+// It returns the entry's size in bytes, LogOverhead included, and its
+// magic; size is 0 when b holds no whole entry (fewer than 17 bytes, or
+// fewer than the size field announces). A size field below 14 or a magic
+// outside 0-2 is ErrCorrupt. Nothing past the magic byte is checked.
+func NextBatch(b []byte) (size int, magic int8, err error) {
+	if len(b) < LogOverhead {
+		return 0, 0, nil
+	}
+	length := int32(binary.BigEndian.Uint32(b[offBatchLength:]))
+	if length < legacyRecordOverheadV0 {
+		return 0, 0, fmt.Errorf("%w: size %d is less than the minimum record overhead (%d)", ErrCorrupt, length, legacyRecordOverheadV0)
+	}
+	if len(b) < offMagic+1 {
+		return 0, 0, nil
+	}
+	magic = int8(b[offMagic])
+	if magic < 0 || magic > currentMagicValue {
+		return 0, 0, fmt.Errorf("%w: invalid magic %d", ErrCorrupt, magic)
+	}
+	if int64(length)+LogOverhead > int64(len(b)) {
+		return 0, 0, nil
+	}
+	return int(length) + LogOverhead, magic, nil
 }

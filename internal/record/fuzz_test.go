@@ -35,14 +35,17 @@ func TestWriteCorpus(t *testing.T) {
 	}
 	seeds := seedBatches(t)
 	all := bytes.Join(seeds, nil)
-	for _, target := range []string{"FuzzRecords", "FuzzValidate", "FuzzBatches"} {
+	for _, target := range []string{"FuzzRecords", "FuzzValidate", "FuzzBatches", "FuzzNextBatch"} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		inputs := seeds
-		if target == "FuzzBatches" {
+		switch target {
+		case "FuzzBatches":
 			inputs = [][]byte{all, all[:len(all)-7]}
+		case "FuzzNextBatch":
+			inputs = [][]byte{all, all[:len(all)-7], legacyMessage(1)}
 		}
 		for i, in := range inputs {
 			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", in)
@@ -112,6 +115,31 @@ func FuzzBatches(f *testing.F) {
 		})
 		if consumed != sum || consumed > len(b) || (err == nil && consumed != len(b)) {
 			t.Fatalf("consumed %d, batches %d, input %d, err %v", consumed, sum, len(b), err)
+		}
+	})
+}
+
+func FuzzNextBatch(f *testing.F) {
+	all := bytes.Join(seedBatches(f), nil)
+	f.Add(all)
+	f.Add(all[:len(all)-7])
+	f.Add(legacyMessage(1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		size, magic, err := NextBatch(b)
+		if err != nil {
+			if size != 0 {
+				t.Fatalf("size %d with %v", size, err)
+			}
+			return
+		}
+		if size > len(b) || (size > 0 && size < LogOverhead+legacyRecordOverheadV0) || magic < 0 || magic > 2 {
+			t.Fatalf("size %d magic %d for %d bytes", size, magic, len(b))
+		}
+		// A whole v2 batch frames as Batches sees it.
+		if size > 0 && magic == 2 && size >= HeaderSize {
+			if _, err := Batches(b[:size], func([]byte, Header) error { return nil }); err != nil {
+				t.Fatalf("framed v2 batch of %d bytes: %v", size, err)
+			}
 		}
 	})
 }
