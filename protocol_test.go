@@ -366,3 +366,28 @@ func TestProduceRecordsChecks(t *testing.T) {
 		}
 	})
 }
+
+// TestProduceV0toV2Closes: ApiVersions advertises Produce from v0 (as Kafka
+// 4 does for librdkafka, KAFKA-18659), but v0-v2, the versions that carried
+// magic 0 and 1 message sets, were removed (KIP-896): the connection is
+// closed, as Kafka's SocketServer does for a version it does not serve.
+func TestProduceV0toV2Closes(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	createTopic(t, newClient(t, n), "old", 1, nil)
+	for v := int16(0); v <= 2; v++ {
+		conn := dial(t, n.Addr())
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(v)
+		req.Acks, req.TimeoutMillis = 1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "old"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = legacyMessageSet(int8(min(v, 1)), "old")
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		if _, err := conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)); err != nil {
+			t.Fatal(err)
+		}
+		expectClosed(t, conn)
+	}
+}
