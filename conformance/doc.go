@@ -19,7 +19,10 @@
 //	       [--group G] [--codec C] [--groups 0|1]
 //
 // and prints on its last stdout line `RESULT {"status": S, "detail": D}`
-// where S is "pass", "fail" or "na" (the client has no such feature). The
+// where S is "pass", "fail" or "na" (the client has no such feature); a
+// scenario whose result the driver checks (compacted-read: the key→value
+// map the client saw) has the runner print it before, on a line
+// `DATA JSON`. The
 // driver itself decides "not yet": a scenario whose APIs the broker does
 // not advertise in ApiVersions is not run, and flips to run as soon as the
 // broker advertises them.

@@ -36,6 +36,9 @@ type Result struct {
 	Known    string        // the known-failures.txt reason, for a known failure
 	Duration time.Duration // the runner's wall time
 	Output   string        // the runner's output tail, for the test log
+	// Data is the runner's last `DATA ` line without the prefix: what a
+	// scenario's runner reports for the driver to check (Env.Reported).
+	Data string
 }
 
 // Client is one row of the table: a runner program and its arguments.
@@ -67,6 +70,9 @@ func RunRunner(ctx context.Context, c Client, timeout time.Duration, args ...str
 		if s, ok := strings.CutPrefix(sc.Text(), "RESULT "); ok {
 			line = s
 		}
+		if s, ok := strings.CutPrefix(sc.Text(), "DATA "); ok {
+			r.Data = s
+		}
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -90,12 +96,17 @@ func RunRunner(ctx context.Context, c Client, timeout time.Duration, args ...str
 	return r
 }
 
+// ServerOverrides are the --override flags of every scenario server:
+// compacted-read waits for the log cleaner, which otherwise sleeps 15s
+// (log.cleaner.backoff.ms) between looks at the compacted logs.
+var ServerOverrides = []string{"log.cleaner.backoff.ms=200"}
+
 // RunClient starts a samsa server for c, runs every scenario through c's
 // runner, and stops the server. logf receives progress and failures'
 // output.
 func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []Scenario, logf func(string, ...any)) (map[string]Result, error) {
 	results := map[string]Result{}
-	srv, err := StartServer(bin, dataDir)
+	srv, err := StartServer(bin, dataDir, ServerOverrides...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +142,10 @@ func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []
 			results[s.ID] = Result{Status: NotYet, Detail: "the broker does not advertise " + strings.Join(m, ", ")}
 			continue
 		}
-		e := &Env{Client: cl, Admin: adm, Topic: "conf-" + s.ID, Group: "conf-" + s.ID}
+		e := &Env{Client: cl, Admin: adm, Topic: "conf-" + s.ID, Group: "conf-" + s.ID,
+			Addr: srv.Addr, Dir: srv.Dir, Logf: func(format string, args ...any) {
+				logf("%s %s: "+format, append([]any{c.ID, s.ID}, args...)...)
+			}}
 		r := runScenario(ctx, *c, srv, e, s, groupsAdvertised)
 		if srv.Exited() {
 			r.Status = Fail
@@ -154,7 +168,14 @@ func runScenario(ctx context.Context, c Client, srv *Server, e *Env, s Scenario,
 	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if s.Partitions > 0 {
-		resp, err := e.Admin.CreateTopic(setupCtx, s.Partitions, 1, nil, e.Topic)
+		var configs map[string]*string
+		for k, v := range s.Configs {
+			if configs == nil {
+				configs = map[string]*string{}
+			}
+			configs[k] = &v
+		}
+		resp, err := e.Admin.CreateTopic(setupCtx, s.Partitions, 1, configs, e.Topic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -174,6 +195,7 @@ func runScenario(ctx context.Context, c Client, srv *Server, e *Env, s Scenario,
 	}
 	r := RunRunner(ctx, c, 3*time.Minute, args...)
 	if r.Status == Pass && s.Verify != nil {
+		e.Reported = r.Data
 		vctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		if err := s.Verify(vctx, e); err != nil {

@@ -32,6 +32,9 @@ type Scenario struct {
 	// Partitions of the topic created by the driver before the runner
 	// starts; 0 means the driver creates none.
 	Partitions int32
+	// Configs of that topic (Kafka topic config names); nil means the
+	// broker's defaults.
+	Configs map[string]string
 	// Setup runs after the topic is created, before the runner.
 	Setup func(ctx context.Context, e *Env) error
 	// Verify checks from the broker's side what the runner left, after it
@@ -46,6 +49,13 @@ type Env struct {
 	Admin  *kadm.Client
 	Topic  string
 	Group  string
+	Addr   string // the server's bootstrap host:port
+	Dir    string // the server's log.dirs
+	// Reported is the runner's last `DATA ` line (without the prefix),
+	// for Verify; "" when it printed none.
+	Reported string
+	// Logf writes to the test log.
+	Logf func(format string, args ...any)
 }
 
 var produceNeeds = []kmsg.Key{kmsg.Metadata, kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets}
@@ -83,6 +93,7 @@ var Scenarios = []Scenario{
 	{ID: "delete-topic", Title: "delete a topic with the client's admin API; metadata no longer lists it",
 		Runner: "delete-topic", Needs: []kmsg.Key{kmsg.DeleteTopics, kmsg.Metadata}, Partitions: 2,
 		Verify: verifyDeleted},
+	compactedScenario(),
 }
 
 func produceScenario(codec string) Scenario {

@@ -13,9 +13,11 @@ const { ZstdCodec } = require('zstd-codec')
 
 const PRODUCE_COUNT = 10000
 const TIMESTAMP_BASE = 1700000000000
+const COMPACTED_READ_BOUND = 40000 // ms; see cmd/goclients/compacted.go
 
 class NA extends Error {}
 class Fail extends Error {}
+class Stalled extends Error {}
 
 const log = msg => process.stderr.write(`${new Date().toISOString().slice(11, 23)} ${msg}\n`)
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
@@ -168,27 +170,14 @@ class Client {
   }
 
   async consumeGroup(topic, partition, n, readCommitted) {
-    const c = this.kafka.consumer({ groupId: `conf-read-${Date.now()}-${Math.random()}`, readUncommitted: !readCommitted, maxWaitTimeInMs: 200 })
-    await c.connect()
     const out = []
+    const enough = r => out.push(r) >= n
     try {
-      await c.subscribe({ topic, fromBeginning: true })
-      let done
-      const finished = new Promise(resolve => (done = resolve))
-      await c.run({
-        autoCommit: false,
-        eachBatch: async ({ batch }) => {
-          if (batch.partition !== partition) return
-          for (const m of batch.messages) out.push(fromMessage(m, batch.partition))
-          if (out.length >= n) done()
-        },
-      })
-      await Promise.race([finished, sleep(120000)])
-      if (out.length < n) throw new Fail(`consumed ${out.length} of ${n} records in 120s`)
-      return out.slice(0, n)
-    } finally {
-      await c.disconnect()
+      await this.consumeFrom(topic, partition, enough, Date.now() + 120000, readCommitted)
+    } catch (e) {
+      throw e instanceof Stalled ? new Fail(`consumed ${out.length} of ${n} records in 120s`) : e
     }
+    return out.slice(0, n)
   }
 
   async consumeFetch(topic, partition, n) {
@@ -222,6 +211,37 @@ class Client {
       return out.slice(0, n)
     } finally {
       await cluster.disconnect()
+    }
+  }
+
+  // consumeFrom reads partition from the earliest offset with a consumer
+  // of a new group (kafkajs has no consumer without one) and calls fn with
+  // each record until fn returns true; it throws Stalled at deadline
+  // (Date.now()) and what fn throws.
+  async consumeFrom(topic, partition, fn, deadline, readCommitted = false) {
+    if (this.a.groups !== '1') throw new Fail('the broker does not advertise the group APIs, which kafkajs needs to consume')
+    const c = this.kafka.consumer({ groupId: `conf-read-${Date.now()}-${Math.random()}`, readUncommitted: !readCommitted, maxWaitTimeInMs: 200 })
+    await c.connect()
+    try {
+      await c.subscribe({ topic, fromBeginning: true })
+      let done
+      const finished = new Promise(resolve => (done = resolve))
+      await c.run({
+        autoCommit: false,
+        eachBatch: async ({ batch }) => {
+          if (batch.partition !== partition) return
+          try {
+            for (const m of batch.messages) if (fn(fromMessage(m, batch.partition))) return done(null)
+          } catch (e) {
+            done(e)
+          }
+        },
+      })
+      const timer = new Promise(resolve => setTimeout(() => resolve(new Stalled()), deadline - Date.now()))
+      const err = await Promise.race([finished, timer])
+      if (err) throw err
+    } finally {
+      await c.disconnect()
     }
   }
 
@@ -439,6 +459,41 @@ async function scenarioTransactions(c, a) {
   }
 }
 
+// scenarioCompactedRead reads the compacted topic the driver prepared to
+// its last offset and prints the key -> value map seen on a DATA line; as
+// cmd/goclients/compacted.go.
+async function scenarioCompactedRead(c, a) {
+  const end = await c.offsetForTime(a.topic, 0, -1)
+  if (end <= 0) throw new Fail(`ListOffsets latest: ${end}: the topic is empty`)
+  const values = {}
+  let n = 0
+  let last = -1
+  const t0 = Date.now()
+  let err = null
+  try {
+    await c.consumeFrom(
+      a.topic,
+      0,
+      r => {
+        if (r.offset <= last) throw new Fail(`looped: offset ${r.offset} delivered after offset ${last} (record ${n + 1})`)
+        last = r.offset
+        n++
+        values[r.key] = r.value
+        return r.offset >= end - 1
+      },
+      t0 + COMPACTED_READ_BOUND
+    )
+  } catch (e) {
+    if (e instanceof Stalled)
+      err = new Fail(`stalled at offset ${last + 1}: ${n} records read in ${COMPACTED_READ_BOUND / 1000}s, last offset ${last}, log end offset ${end}`)
+    else if (e instanceof Fail) err = e
+    else err = new Fail(`after ${n} records (last offset ${last}, log end offset ${end}): ${e.name}: ${e.message}`)
+  }
+  process.stdout.write(`DATA ${JSON.stringify({ records: n, last_offset: last, end_offset: end, values })}\n`)
+  log(`read ${n} records to offset ${last} (end ${end}) in ${Date.now() - t0}ms`)
+  if (err) throw err
+}
+
 async function run(c, a) {
   switch (a.scenario) {
     case 'version':
@@ -463,6 +518,8 @@ async function run(c, a) {
       return scenarioGroup(c, a)
     case 'transactions':
       return scenarioTransactions(c, a)
+    case 'compacted-read':
+      return scenarioCompactedRead(c, a)
   }
   throw new Fail(`unknown scenario ${a.scenario}`)
 }

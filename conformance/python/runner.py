@@ -18,6 +18,7 @@ import traceback
 
 PRODUCE_COUNT = 10000
 TIMESTAMP_BASE = 1700000000000
+COMPACTED_READ_BOUND = 40  # seconds; see cmd/goclients/compacted.go
 
 
 class NA(Exception):
@@ -26,6 +27,10 @@ class NA(Exception):
 
 class Fail(Exception):
     pass
+
+
+class Stalled(Exception):
+    """consume_from reached its deadline."""
 
 
 def log(msg):
@@ -64,7 +69,26 @@ def same_values(got, want):
 # ---------------------------------------------------------------- confluent
 
 
-class Confluent:
+class Client:
+    """What both clients share: consume on top of their consume_from(topic,
+    partition, fn, deadline, read_committed), which reads partition from the
+    earliest offset, without a group, and calls fn with each record until
+    fn returns True, and raises Stalled at deadline (time.time())."""
+
+    def consume(self, topic, partition, n, read_committed=False):
+        out = []
+
+        def enough(r):
+            out.append(r)
+            return len(out) >= n
+        try:
+            self.consume_from(topic, partition, enough, time.time() + 120, read_committed)
+        except Stalled:
+            raise Fail("consumed %d of %d records in 120s" % (len(out), n))
+        return out[:n]
+
+
+class Confluent(Client):
     def __init__(self, bootstrap):
         import confluent_kafka
         self.ck = confluent_kafka
@@ -127,25 +151,22 @@ class Confluent:
     def _rec(m):
         return {"key": m.key(), "value": m.value(), "headers": m.headers() or [], "partition": m.partition(), "offset": m.offset()}
 
-    def consume(self, topic, partition, n, read_committed=False):
+    def consume_from(self, topic, partition, fn, deadline, read_committed=False):
         from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
         c = Consumer(self.conf(**{"group.id": "samsa-conformance-assign", "enable.auto.commit": False,
                                   "isolation.level": "read_committed" if read_committed else "read_uncommitted"}))
         try:
             c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-            out = []
-            deadline = time.time() + 120
-            while len(out) < n:
-                if time.time() > deadline:
-                    raise Fail("consumed %d of %d records in 120s" % (len(out), n))
+            while time.time() < deadline:
                 for m in c.consume(num_messages=1000, timeout=0.2):
                     if m.error():
                         if m.error().fatal():
                             raise Fail("consume: %s" % m.error())
                         log("consumer error (not fatal): %s" % m.error())
                         continue
-                    out.append(self._rec(m))
-            return out[:n]
+                    if fn(self._rec(m)):
+                        return
+            raise Stalled()
         finally:
             c.close()
 
@@ -253,7 +274,7 @@ class ConfluentTxn:
 # ------------------------------------------------------------- kafka-python
 
 
-class KafkaPython:
+class KafkaPython(Client):
     def __init__(self, bootstrap):
         import kafka
         self.kafka = kafka
@@ -298,7 +319,7 @@ class KafkaPython:
         finally:
             p.close(10)
 
-    def consume(self, topic, partition, n, read_committed=False):
+    def consume_from(self, topic, partition, fn, deadline, read_committed=False):
         if read_committed:
             raise NA("kafka-python 2.0 has no read_committed isolation")
         from kafka import KafkaConsumer, TopicPartition
@@ -308,15 +329,12 @@ class KafkaPython:
             tp = TopicPartition(topic, partition)
             c.assign([tp])
             c.seek_to_beginning(tp)
-            out = []
-            deadline = time.time() + 120
-            while len(out) < n:
-                if time.time() > deadline:
-                    raise Fail("consumed %d of %d records in 120s" % (len(out), n))
-                for recs in c.poll(timeout_ms=200, max_records=5000).values():
+            while time.time() < deadline:
+                for recs in c.poll(timeout_ms=200, max_records=1000).values():
                     for r in recs:
-                        out.append({"key": r.key, "value": r.value, "headers": list(r.headers), "partition": r.partition, "offset": r.offset})
-            return out[:n]
+                        if fn({"key": r.key, "value": r.value, "headers": list(r.headers), "partition": r.partition, "offset": r.offset}):
+                            return
+            raise Stalled()
         finally:
             c.close()
 
@@ -594,6 +612,42 @@ def scenario_transactions(c, a):
         raise Fail("read_uncommitted: %s" % e)
 
 
+def scenario_compacted_read(c, a):
+    """Reads the compacted topic the driver prepared to its last offset and
+    prints the key -> value map seen on a DATA line; as
+    cmd/goclients/compacted.go."""
+    end = c.offset_for_time(a.topic, 0, -1)
+    if end <= 0:
+        raise Fail("ListOffsets latest: %d: the topic is empty" % end)
+    values = {}
+    st = {"n": 0, "last": -1}
+
+    def on_record(r):
+        if r["offset"] <= st["last"]:
+            raise Fail("looped: offset %d delivered after offset %d (record %d)" % (r["offset"], st["last"], st["n"] + 1))
+        st["last"] = r["offset"]
+        st["n"] += 1
+        values[r["key"].decode()] = None if r["value"] is None else r["value"].decode()
+        return r["offset"] >= end - 1
+
+    t0 = time.time()
+    err = None
+    try:
+        c.consume_from(a.topic, 0, on_record, t0 + COMPACTED_READ_BOUND)
+    except Stalled:
+        err = Fail("stalled at offset %d: %d records read in %ds, last offset %d, log end offset %d"
+                   % (st["last"] + 1, st["n"], COMPACTED_READ_BOUND, st["last"], end))
+    except Fail as e:
+        err = e
+    except Exception as e:  # a client's own error: say where it happened
+        traceback.print_exc()
+        err = Fail("after %d records (last offset %d, log end offset %d): %s: %s" % (st["n"], st["last"], end, type(e).__name__, e))
+    print("DATA " + json.dumps({"records": st["n"], "last_offset": st["last"], "end_offset": end, "values": values}), flush=True)
+    log("read %d records to offset %d (end %d) in %.2fs" % (st["n"], st["last"], end, time.time() - t0))
+    if err is not None:
+        raise err
+
+
 def run(c, a):
     s = a.scenario
     if s == "version":
@@ -617,6 +671,8 @@ def run(c, a):
         scenario_group(c, a)
     elif s == "transactions":
         scenario_transactions(c, a)
+    elif s == "compacted-read":
+        scenario_compacted_read(c, a)
     else:
         raise Fail("unknown scenario %r" % s)
     return ""

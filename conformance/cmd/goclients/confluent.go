@@ -322,3 +322,33 @@ func (t *confluentTxn) produce(ctx context.Context, recs []record) error {
 func (t *confluentTxn) commit(ctx context.Context) error { return t.p.CommitTransaction(ctx) }
 func (t *confluentTxn) abort(ctx context.Context) error  { return t.p.AbortTransaction(ctx) }
 func (t *confluentTxn) close()                           { t.p.Close() }
+
+func (c *confluentClient) consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (bool, error)) error {
+	cons, err := kafka.NewConsumer(c.conf(kafka.ConfigMap{"group.id": "samsa-conformance-assign", "enable.auto.commit": false}))
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	if err := cons.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: partition, Offset: kafka.OffsetBeginning}}); err != nil {
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch ev := cons.Poll(200).(type) {
+		case *kafka.Message:
+			if ev.TopicPartition.Error != nil {
+				return ev.TopicPartition.Error
+			}
+			if stop, err := fn(fromConfluent(ev)); stop || err != nil {
+				return err
+			}
+		case kafka.Error:
+			if ev.IsFatal() {
+				return ev
+			}
+			logf("consumer error (not fatal): %v", ev)
+		}
+	}
+}

@@ -264,3 +264,28 @@ func (t *franzTxn) produce(ctx context.Context, recs []record) error {
 func (t *franzTxn) commit(ctx context.Context) error { return t.cl.EndTransaction(ctx, kgo.TryCommit) }
 func (t *franzTxn) abort(ctx context.Context) error  { return t.cl.EndTransaction(ctx, kgo.TryAbort) }
 func (t *franzTxn) close()                           { t.cl.Close() }
+
+func (c *franzClient) consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (bool, error)) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) { ferr = fmt.Errorf("fetch %s-%d: %w", t, p, err) })
+		if ferr != nil {
+			return ferr
+		}
+		for _, r := range fs.Records() {
+			if stop, err := fn(fromKgo(r)); stop || err != nil {
+				return err
+			}
+		}
+	}
+}

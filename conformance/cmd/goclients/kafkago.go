@@ -285,3 +285,21 @@ func (m *kafkaGoMember) close() error {
 func (c *kafkaGoClient) newTxnProducer(ctx context.Context, topic, txnID string) (txnProducer, error) {
 	return nil, na{"kafka-go has no transactional producer"}
 }
+
+func (c *kafkaGoClient) consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (bool, error)) error {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Topic: topic, Partition: int(partition),
+		MaxBytes: 10 << 20, MaxWait: 500 * time.Millisecond})
+	defer r.Close()
+	if err := r.SetOffset(kafka.FirstOffset); err != nil {
+		return err
+	}
+	for {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			return err
+		}
+		if stop, err := fn(fromKafkaGo(m)); stop || err != nil {
+			return err
+		}
+	}
+}

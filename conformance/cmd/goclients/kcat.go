@@ -165,3 +165,38 @@ func (c *kcatClient) newMember(ctx context.Context, topic, group string) (member
 func (c *kcatClient) newTxnProducer(ctx context.Context, topic, txnID string) (txnProducer, error) {
 	return nil, na{"kcat wraps a whole run in one transaction and cannot abort; librdkafka's transactions are covered by confluent-kafka-python and confluent-kafka-go"}
 }
+
+// consumeFrom runs kcat -C -e, which exits at the end of the partition,
+// and hands fn the records it printed (all of them when ctx ended first:
+// the process is killed, its output kept). -Z prints a null value as NULL.
+func (c *kcatClient) consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (bool, error)) error {
+	out, runErr := c.run(ctx, nil, "-C", "-t", topic, "-p", strconv.Itoa(int(partition)), "-o", "beginning",
+		"-e", "-q", "-Z", "-f", "%o\t%k\t%s\n")
+	for _, line := range strings.Split(string(out), "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 {
+			return fmt.Errorf("kcat output line %q", line)
+		}
+		o, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("kcat output line %q", line)
+		}
+		r := record{Offset: o, Key: []byte(f[1]), Partition: partition}
+		if f[2] != "NULL" {
+			r.Value = []byte(f[2])
+		}
+		if stop, err := fn(r); stop || err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return nil // the end of the partition (-e) before fn stopped
+}

@@ -55,6 +55,11 @@ type client interface {
 	// consume reads the first n records of partition from the earliest
 	// offset, without a group.
 	consume(ctx context.Context, topic string, partition int32, n int, readCommitted bool) ([]record, error)
+	// consumeFrom reads partition from the earliest offset, without a
+	// group, and calls fn with each record (Value nil for a null value)
+	// until fn returns stop or an error; it returns fn's error, or ctx's
+	// when ctx ends first.
+	consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (stop bool, err error)) error
 	// offsetForTime is ListOffsets: the first offset with a timestamp at
 	// or after ts, or the earliest (ts -2) or latest (ts -1) offset.
 	offsetForTime(ctx context.Context, topic string, partition int32, ts int64) (int64, error)
@@ -177,6 +182,8 @@ func run(ctx context.Context, c client) error {
 		return scenarioGroup(ctx, c)
 	case "transactions":
 		return scenarioTransactions(ctx, c)
+	case "compacted-read":
+		return scenarioCompactedRead(ctx, c)
 	}
 	return fmt.Errorf("unknown scenario %q", opts.scenario)
 }

@@ -194,12 +194,18 @@ func (c *saramaClient) describeConfigs(ctx context.Context, topic string) (map[s
 	if err != nil {
 		return nil, err
 	}
-	entries, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
+	res, err := adm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic}}, sarama.DescribeConfigsOptions{})
 	if err != nil {
 		return nil, err
 	}
+	if len(res) != 1 {
+		return nil, fmt.Errorf("%d resources in the answer", len(res))
+	}
+	if res[0].ErrorCode != sarama.ErrNoError {
+		return nil, fmt.Errorf("%w: %s", res[0].ErrorCode, res[0].ErrorMsg)
+	}
 	out := map[string]string{}
-	for _, e := range entries {
+	for _, e := range res[0].Configs {
 		out[e.Name] = e.Value
 	}
 	return out, nil
@@ -370,3 +376,30 @@ func (t *saramaTxn) produce(ctx context.Context, recs []record) error {
 func (t *saramaTxn) commit(ctx context.Context) error { return t.p.CommitTxn() }
 func (t *saramaTxn) abort(ctx context.Context) error  { return t.p.AbortTxn() }
 func (t *saramaTxn) close()                           { t.p.Close() }
+
+func (c *saramaClient) consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (bool, error)) error {
+	cfg := saramaConfig()
+	cfg.Consumer.Return.Errors = true
+	cons, err := sarama.NewConsumer(c.addrs, cfg)
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	pc, err := cons.ConsumePartition(topic, partition, sarama.OffsetOldest)
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	for {
+		select {
+		case m := <-pc.Messages():
+			if stop, err := fn(fromSarama(m)); stop || err != nil {
+				return err
+			}
+		case err := <-pc.Errors():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
