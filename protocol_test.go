@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -390,4 +391,118 @@ func TestProduceV0toV2Closes(t *testing.T) {
 		}
 		expectClosed(t, conn)
 	}
+}
+
+// TestDescribeConfigsSynonyms checks sources and synonyms against Kafka's
+// ConfigHelper: a topic config lists its own value (DYNAMIC_TOPIC_CONFIG),
+// then the broker properties of its synonym chain that are set
+// (STATIC_BROKER_CONFIG), then those with a default (DEFAULT_CONFIG), from
+// the first entry named as the chain's head (log.retention.ms for
+// retention.ms); the source is that of the first synonym.
+func TestDescribeConfigsSynonyms(t *testing.T) {
+	n := startNode(t, t.TempDir(), map[string]string{
+		"log.retention.ms":    "7200000",
+		"log.retention.hours": "1", // below log.retention.ms
+		"log.roll.hours":      "2",
+		"message.max.bytes":   "2000000",
+	})
+	cl := newClient(t, n)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	createTopic(t, cl, "plain", 1, nil)
+	createTopic(t, cl, "own", 1, map[string]*string{"retention.ms": kmsg.StringPtr("1000")})
+
+	type syn struct {
+		name, value string
+		src         kmsg.ConfigSource
+	}
+	const (
+		static  = kmsg.ConfigSourceStaticBrokerConfig
+		def     = kmsg.ConfigSourceDefaultConfig
+		dynamic = kmsg.ConfigSourceDynamicTopicConfig
+	)
+	check := func(t *testing.T, rcs kadm.ResourceConfigs, resource, name string, value *string, src kmsg.ConfigSource, want []syn) {
+		t.Helper()
+		rc, err := rcs.On(resource, nil)
+		if err != nil || rc.Err != nil {
+			t.Fatalf("%s: %v %v", resource, err, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key != name {
+				continue
+			}
+			var got []syn
+			for _, s := range c.Synonyms {
+				got = append(got, syn{s.Key, orNull(s.Value), s.Source})
+			}
+			if orNull(c.Value) != orNull(value) || c.Source != src || !slices.Equal(got, want) {
+				t.Errorf("%s %s = %s (%v), synonyms %v; want %s (%v), %v", resource, name, orNull(c.Value), c.Source, got, orNull(value), src, want)
+			}
+			return
+		}
+		t.Errorf("%s: no config %s", resource, name)
+	}
+	str := kmsg.StringPtr
+
+	topics, err := adm.DescribeTopicConfigs(ctx, "plain", "own")
+	if err != nil {
+		t.Fatal(err)
+	}
+	retention := []syn{{"log.retention.ms", "7200000", static}, {"log.retention.hours", "1", static}, {"log.retention.hours", "168", def}}
+	check(t, topics, "plain", "retention.ms", str("7200000"), static, retention)
+	check(t, topics, "own", "retention.ms", str("1000"), dynamic, append([]syn{{"retention.ms", "1000", dynamic}}, retention...))
+	// log.roll.ms (the head of segment.ms's chain) is neither set nor has
+	// a default: Kafka drops the log.roll.hours entries before it.
+	check(t, topics, "plain", "segment.ms", str("7200000"), def, nil)
+	check(t, topics, "plain", "segment.bytes", str("1073741824"), def, []syn{{"log.segment.bytes", "1073741824", def}})
+	check(t, topics, "plain", "max.message.bytes", str("2000000"), static, []syn{{"message.max.bytes", "2000000", static}, {"message.max.bytes", "1048588", def}})
+	check(t, topics, "plain", "flush.ms", str("9223372036854775807"), def, nil)
+	check(t, topics, "plain", "leader.replication.throttled.replicas", str(""), def, nil)
+
+	brokers, err := adm.DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As Kafka's DynamicBrokerReconfigurationTest expects of these.
+	check(t, brokers, "1", "log.retention.ms", str("7200000"), static, retention)
+	check(t, brokers, "1", "log.retention.hours", str("1"), static, retention[1:])
+	check(t, brokers, "1", "log.roll.hours", str("2"), static, []syn{{"log.roll.hours", "2", static}, {"log.roll.hours", "168", def}})
+	check(t, brokers, "1", "log.roll.ms", nil, def, nil)
+	check(t, brokers, "1", "log.retention.minutes", nil, def, nil)
+	check(t, brokers, "1", "num.partitions", str("1"), def, []syn{{"num.partitions", "1", def}})
+
+	// The empty name is the cluster-wide dynamic defaults: none. Another
+	// broker's id, or no id, is INVALID_REQUEST.
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, name := range []string{"", "7", "x"} {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, name
+		req.Resources = append(req.Resources, r)
+	}
+	// An empty list of names asks for all, as null does.
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeTopic, "plain", []string{}
+	req.Resources = append(req.Resources, r)
+	req.SetVersion(4)
+	// Raw, since clients send a broker resource to the broker it names.
+	resp := roundTrip(t, dial(t, n.Addr()), req, 1).(*kmsg.DescribeConfigsResponse)
+	if got := resp.Resources[0]; got.ErrorCode != 0 || len(got.Configs) != 0 {
+		t.Errorf("cluster defaults: %v, %d configs", kerr.ErrorForCode(got.ErrorCode), len(got.Configs))
+	}
+	for _, got := range resp.Resources[1:3] {
+		if got.ErrorCode != kerr.InvalidRequest.Code || got.ErrorMessage == nil {
+			t.Errorf("broker %q: %v %v", got.ResourceName, kerr.ErrorForCode(got.ErrorCode), got.ErrorMessage)
+		}
+	}
+	if got := resp.Resources[3]; got.ErrorCode != 0 || len(got.Configs) < 20 {
+		t.Errorf("topic with an empty list of names: %v, %d configs", kerr.ErrorForCode(got.ErrorCode), len(got.Configs))
+	}
+}
+
+// orNull is *s, or "<null>".
+func orNull(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return *s
 }

@@ -73,34 +73,45 @@ func compactedValue(r int, key string) *string {
 // k00..k11 are written in four batches of three per round; after the
 // cleaning:
 //   - rounds 1-4 (16 batches, 16 segments) are wholly superseded by round
-//     5: a run of emptied batches at the start of the log;
+//     5: a run of emptied batches and segments at the start of the log;
 //   - round 6 rewrites k03, k06 and k09, leaving three round-5 batches
 //     with gaps;
-//   - round 7 tombstones k00..k02 in one batch, which empties round 5's
-//     first batch, and is itself emptied once its delete horizon passes;
-//   - round 8 brings k01 back; k10 is tombstoned alone (emptied later);
+//   - k00..k02 are tombstoned in one batch, which empties round 5's first
+//     batch; k01 comes back later, and the batch, with the tombstones of
+//     k00 and k02 alone, is emptied once their delete horizon passes; so
+//     is k10's tombstone batch. Each of the two lies between batches of
+//     three live records (k12..k20, written once) that are too big to
+//     share a segment with it (271 + 91 bytes > segment.bytes), so the
+//     cleaning after the horizon empties a whole group of one segment:
+//     an empty segment (or, on a broker that keeps it, a header-only
+//     batch) between live ones, which a fetch must step over;
 //   - the last batch writes k05 again: the log's last offset is a live
 //     record, where the runner stops.
 func compactedBatches() [][]compactedRecord {
 	key := func(i int) string { return fmt.Sprintf("k%02d", i) }
+	live := func(r int, keys ...int) []compactedRecord {
+		var b []compactedRecord
+		for _, i := range keys {
+			b = append(b, compactedRecord{key(i), compactedValue(r, key(i))})
+		}
+		return b
+	}
 	var out [][]compactedRecord
 	for r := 1; r <= 5; r++ {
 		for g := range 4 {
-			var b []compactedRecord
-			for i := 3 * g; i < 3*g+3; i++ {
-				b = append(b, compactedRecord{key(i), compactedValue(r, key(i))})
-			}
-			out = append(out, b)
+			out = append(out, live(r, 3*g, 3*g+1, 3*g+2))
 		}
 	}
-	out = append(out,
-		[]compactedRecord{{"k03", compactedValue(6, "k03")}, {"k06", compactedValue(6, "k06")}, {"k09", compactedValue(6, "k09")}},
+	return append(out,
+		live(6, 3, 6, 9),
+		live(7, 12, 13, 14),
 		[]compactedRecord{{"k00", nil}, {"k01", nil}, {"k02", nil}},
-		[]compactedRecord{{"k01", compactedValue(8, "k01")}},
+		live(7, 15, 16, 17),
 		[]compactedRecord{{"k10", nil}},
-		[]compactedRecord{{"k05", compactedValue(9, "k05")}},
+		live(7, 18, 19, 20),
+		live(8, 1),
+		live(9, 5),
 	)
-	return out
 }
 
 // compactedExpected is the latest value of each key of compactedBatches
@@ -132,7 +143,7 @@ func compactedRecords() int64 {
 func compactedScenario() Scenario {
 	return Scenario{
 		ID: "compacted-read",
-		Title: fmt.Sprintf("read a compacted topic whose cleaner emptied batches and whole segments (%d batches of 12 keys, a segment each, "+
+		Title: fmt.Sprintf("read a compacted topic whose cleaner emptied batches and whole segments (%d batches of 21 keys, a segment each, "+
 			"tombstones past their delete horizon) from its start to its end offset without looping or stalling; "+
 			"the key→value map seen is each live key's latest value, once", len(compactedBatches())),
 		Runner: "compacted-read", Needs: produceNeeds, Partitions: 1, Configs: compactedConfigs,

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,7 +14,20 @@ import (
 )
 
 // DescribeConfigs v1-v4 for topics and brokers, with sources (default,
-// static broker, dynamic topic), synonyms (v1+) and types (v3+, KIP-569).
+// static broker, dynamic topic), synonyms (v1+) and types (v3+, KIP-569),
+// as Kafka's ConfigHelper answers them:
+//
+//   - a topic config's source is that of its first synonym, DEFAULT_CONFIG
+//     without any; its synonyms are the topic's own value
+//     (DYNAMIC_TOPIC_CONFIG) when set, then those of its broker synonym
+//     (brokerConfigSynonyms): for retention.ms, log.retention.ms set in
+//     the properties, log.retention.minutes and log.retention.hours.
+//   - a broker resource named by this node's id lists every property with
+//     the synonyms of its name; the empty name (the cluster-wide dynamic
+//     defaults) lists nothing, since Samsa has no dynamic broker configs;
+//     another name is INVALID_REQUEST.
+//
+// An empty list of config names, like a null one, asks for every config.
 func init() { register(kmsg.DescribeConfigs, 1, 4, handleDescribeConfigs) }
 
 func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -23,15 +38,20 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		wanted := func(name string) bool {
-			if r.ConfigNames == nil {
-				return true
+			return len(r.ConfigNames) == 0 || slices.Contains(r.ConfigNames, name)
+		}
+		add := func(name string, value *string, typ config.ConfigType, readOnly bool, synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) {
+			c := kmsg.NewDescribeConfigsResponseResourceConfig()
+			c.Name, c.Value, c.ConfigType, c.ReadOnly = name, value, kmsg.ConfigType(typ), readOnly
+			c.Source = kmsg.ConfigSourceDefaultConfig
+			if len(synonyms) > 0 {
+				c.Source = synonyms[0].Source
 			}
-			for _, n := range r.ConfigNames {
-				if n == name {
-					return true
-				}
+			c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
+			if req.IncludeSynonyms {
+				c.ConfigSynonyms = synonyms
 			}
-			return false
+			rr.Configs = append(rr.Configs, c)
 		}
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
@@ -45,45 +65,33 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 					continue
 				}
 				tc, _ := config.LookupTopicConfig(name)
-				v, src := b.topicConfig(t, name)
-				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name, c.Value, c.Source = name, kmsg.StringPtr(v), src
-				c.ConfigType = kmsg.ConfigType(tc.Type)
-				c.IsDefault = src == kmsg.ConfigSourceDefaultConfig
-				if req.IncludeSynonyms {
-					if src == kmsg.ConfigSourceDynamicTopicConfig {
-						c.ConfigSynonyms = append(c.ConfigSynonyms, synonym(name, v, src))
-					}
-					if bs := b.node.BrokerSource(name); bs != "" {
-						c.ConfigSynonyms = append(c.ConfigSynonyms, synonym(bs, b.node.Set[bs], kmsg.ConfigSourceStaticBrokerConfig))
-					}
-					c.ConfigSynonyms = append(c.ConfigSynonyms, synonym(tc.Synonym, tc.Default, kmsg.ConfigSourceDefaultConfig))
+				v, _ := b.topicConfig(t, name)
+				var synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+				if tv, ok := t.Configs[name]; ok {
+					synonyms = append(synonyms, synonym(name, &tv, kmsg.ConfigSourceDynamicTopicConfig))
 				}
-				rr.Configs = append(rr.Configs, c)
+				if tc.Synonym != "" {
+					synonyms = append(synonyms, b.brokerSynonyms(tc.Synonym)...)
+				}
+				add(name, &v, tc.Type, false, synonyms)
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			if r.ResourceName != "" && r.ResourceName != strconv.Itoa(int(b.node.NodeID)) {
-				rr.ErrorCode = kerr.InvalidRequest.Code
-				rr.ErrorMessage = kmsg.StringPtr("not this broker")
+			if r.ResourceName == "" {
+				break // no cluster-wide dynamic defaults
+			}
+			if msg := b.checkBrokerResource(r.ResourceName); msg != "" {
+				rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, &msg
 				break
 			}
 			for _, bc := range b.node.BrokerConfigs() {
 				if !wanted(bc.Name) {
 					continue
 				}
-				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name, c.Value = bc.Name, kmsg.StringPtr(bc.Value)
-				c.Source = kmsg.ConfigSourceDefaultConfig
-				if bc.Set {
-					c.Source = kmsg.ConfigSourceStaticBrokerConfig
+				v := &bc.Value
+				if _, ok := config.BrokerDefault(bc.Name); !bc.Set && !ok {
+					v = nil // null in Kafka: no default, not set
 				}
-				c.IsDefault = !bc.Set
-				c.ReadOnly = true
-				c.ConfigType = kmsg.ConfigTypeString
-				if req.IncludeSynonyms {
-					c.ConfigSynonyms = append(c.ConfigSynonyms, synonym(bc.Name, bc.Value, c.Source))
-				}
-				rr.Configs = append(rr.Configs, c)
+				add(bc.Name, v, config.TypeString, true, b.brokerSynonyms(bc.Name))
 			}
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
@@ -94,8 +102,50 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 	return resp, nil
 }
 
-func synonym(name, value string, src kmsg.ConfigSource) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+// checkBrokerResource returns Kafka's INVALID_REQUEST message for a broker
+// resource name that is not this node's id, "" for this node's.
+func (b *Broker) checkBrokerResource(name string) string {
+	id, err := strconv.ParseInt(name, 10, 32)
+	switch {
+	case err != nil:
+		return "Broker id must be an integer, but it is: " + name
+	case int32(id) != b.node.NodeID:
+		return fmt.Sprintf("Unexpected broker id, expected %d or empty string, but received %s", b.node.NodeID, name)
+	}
+	return ""
+}
+
+// brokerSynonyms are the synonyms of broker property name in Kafka's order
+// (ConfigHelper.configSynonyms): each of config.BrokerSynonyms(name) the
+// node's properties set (STATIC_BROKER_CONFIG), then each that has a
+// default in Kafka (DEFAULT_CONFIG); those before the first entry of name
+// itself are dropped. So retention.ms of a topic, whose broker synonym
+// log.retention.ms is set neither in the properties nor by default, lists
+// no synonym even when log.retention.hours is set: Kafka does the same
+// (the dropped entries are meant for describing a property's base name).
+// Samsa has no dynamic broker configs, so no DYNAMIC_BROKER_CONFIG or
+// DYNAMIC_DEFAULT_BROKER_CONFIG entries.
+func (b *Broker) brokerSynonyms(name string) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	names := config.BrokerSynonyms(name)
+	var out []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	for _, n := range names {
+		if v, ok := b.node.Set[n]; ok {
+			out = append(out, synonym(n, &v, kmsg.ConfigSourceStaticBrokerConfig))
+		}
+	}
+	for _, n := range names {
+		if v, ok := config.BrokerDefault(n); ok {
+			out = append(out, synonym(n, &v, kmsg.ConfigSourceDefaultConfig))
+		}
+	}
+	for len(out) > 0 && out[0].Name != name {
+		out = out[1:]
+	}
+	return out
+}
+
+func synonym(name string, value *string, src kmsg.ConfigSource) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
 	s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-	s.Name, s.Value, s.Source = name, kmsg.StringPtr(value), src
+	s.Name, s.Value, s.Source = name, value, src
 	return s
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,5 +64,33 @@ func TestReadProperties(t *testing.T) {
 	}
 	if p["node.id"] != "3" || p["listeners"] != "PLAINTEXT://a:1,CONTROLLER://a:2" || p["log.dirs"] != "/d" {
 		t.Fatalf("%q", p)
+	}
+}
+
+func TestBrokerSynonymsAndDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		synonyms []string
+		def      string
+		hasDef   bool
+	}{
+		{"log.retention.ms", []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}, "", false},
+		{"log.retention.minutes", []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}, "", false},
+		{"log.retention.hours", []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}, "168", true},
+		{"log.roll.ms", []string{"log.roll.ms", "log.roll.hours"}, "", false},
+		{"log.roll.hours", []string{"log.roll.ms", "log.roll.hours"}, "168", true},
+		{"log.roll.jitter.hours", []string{"log.roll.jitter.ms", "log.roll.jitter.hours"}, "0", true},
+		{"log.flush.interval.ms", []string{"log.flush.interval.ms", "log.flush.scheduler.interval.ms"}, "", false},
+		{"log.segment.bytes", []string{"log.segment.bytes"}, "1073741824", true},
+		{"message.max.bytes", []string{"message.max.bytes"}, "1048588", true},
+		{"num.partitions", []string{"num.partitions"}, "1", true},
+		{"no.such.property", []string{"no.such.property"}, "", false},
+	} {
+		if got := BrokerSynonyms(tc.name); !slices.Equal(got, tc.synonyms) {
+			t.Errorf("BrokerSynonyms(%s) = %v, want %v", tc.name, got, tc.synonyms)
+		}
+		if def, ok := BrokerDefault(tc.name); def != tc.def || ok != tc.hasDef {
+			t.Errorf("BrokerDefault(%s) = %q %t, want %q %t", tc.name, def, ok, tc.def, tc.hasDef)
+		}
 	}
 }

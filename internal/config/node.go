@@ -671,7 +671,8 @@ type BrokerConfig struct {
 }
 
 // BrokerConfigs lists the node's properties and the broker synonyms of
-// topic configs, sorted by name, with their values.
+// topic configs, sorted by name, with their values: the given one, else
+// Kafka's default ("" when Kafka has none, see BrokerDefault).
 func (n *Node) BrokerConfigs() []BrokerConfig {
 	var out []BrokerConfig
 	add := func(name, def string) {
@@ -684,17 +685,14 @@ func (n *Node) BrokerConfigs() []BrokerConfig {
 	for name, p := range nodeProps {
 		add(name, p.def)
 	}
-	for syn, topic := range brokerSynonyms {
+	for syn := range brokerSynonyms {
 		if syn == "" {
 			continue
 		}
 		if _, dup := nodeProps[syn]; dup {
 			continue
 		}
-		def := ""
-		if c := topicConfigs[topic]; c.Synonym == syn {
-			def = c.Default
-		}
+		def, _ := BrokerDefault(syn)
 		add(syn, def)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -34,11 +34,16 @@ type TopicConfig struct {
 	Alt     []synonym
 	// Valid checks a value; nil means any value of Type.
 	Valid func(string) error
+	// synonymNoDefault: Kafka defines Synonym without a default of its
+	// own (its value comes from the Alt synonyms), so DescribeConfigs
+	// lists no DEFAULT_CONFIG entry for it.
+	synonymNoDefault bool
 }
 
 type synonym struct {
 	name  string
 	scale int64
+	def   string // Kafka's default of the broker property; "" none
 }
 
 func oneOf(vals ...string) func(string) error {
@@ -86,7 +91,7 @@ func init() {
 		{Name: "delete.retention.ms", Type: TypeLong, Default: "86400000", Synonym: "log.cleaner.delete.retention.ms", Valid: atLeast(0)},
 		{Name: "file.delete.delay.ms", Type: TypeLong, Default: "60000", Synonym: "log.segment.delete.delay.ms", Valid: atLeast(0)},
 		{Name: "flush.messages", Type: TypeLong, Default: longMax, Synonym: "log.flush.interval.messages", Valid: atLeast(1)},
-		{Name: "flush.ms", Type: TypeLong, Default: longMax, Synonym: "log.flush.interval.ms", Valid: atLeast(0)},
+		{Name: "flush.ms", Type: TypeLong, Default: longMax, Synonym: "log.flush.interval.ms", synonymNoDefault: true, Valid: atLeast(0)},
 		{Name: "index.interval.bytes", Type: TypeInt, Default: "4096", Synonym: "log.index.interval.bytes", Valid: atLeast(0)},
 		{Name: "max.compaction.lag.ms", Type: TypeLong, Default: longMax, Synonym: "log.cleaner.max.compaction.lag.ms", Valid: atLeast(1)},
 		{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Synonym: "message.max.bytes", Valid: atLeast(0)},
@@ -105,12 +110,14 @@ func init() {
 		{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Synonym: "min.insync.replicas", Valid: atLeast(1)},
 		{Name: "preallocate", Type: TypeBoolean, Default: "false", Synonym: "log.preallocate", Valid: oneOf("true", "false")},
 		{Name: "retention.bytes", Type: TypeLong, Default: "-1", Synonym: "log.retention.bytes", Valid: atLeast(-1)},
-		{Name: "retention.ms", Type: TypeLong, Default: "604800000", Synonym: "log.retention.ms", Scale: 1,
-			Alt: []synonym{{"log.retention.minutes", 60000}, {"log.retention.hours", 3600000}}, Valid: atLeast(-1)},
+		{Name: "retention.ms", Type: TypeLong, Default: "604800000", Synonym: "log.retention.ms", Scale: 1, synonymNoDefault: true,
+			Alt: []synonym{{"log.retention.minutes", 60000, ""}, {"log.retention.hours", 3600000, "168"}}, Valid: atLeast(-1)},
 		{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Synonym: "log.segment.bytes", Valid: atLeast(14)},
 		{Name: "segment.index.bytes", Type: TypeInt, Default: "10485760", Synonym: "log.index.size.max.bytes", Valid: atLeast(4)},
-		{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Synonym: "log.roll.jitter.ms", Alt: []synonym{{"log.roll.jitter.hours", 3600000}}, Valid: atLeast(0)},
-		{Name: "segment.ms", Type: TypeLong, Default: "604800000", Synonym: "log.roll.ms", Alt: []synonym{{"log.roll.hours", 3600000}}, Valid: atLeast(1)},
+		{Name: "segment.jitter.ms", Type: TypeLong, Default: "0", Synonym: "log.roll.jitter.ms", synonymNoDefault: true,
+			Alt: []synonym{{"log.roll.jitter.hours", 3600000, "0"}}, Valid: atLeast(0)},
+		{Name: "segment.ms", Type: TypeLong, Default: "604800000", Synonym: "log.roll.ms", synonymNoDefault: true,
+			Alt: []synonym{{"log.roll.hours", 3600000, "168"}}, Valid: atLeast(1)},
 		{Name: "unclean.leader.election.enable", Type: TypeBoolean, Default: "false", Synonym: "unclean.leader.election.enable", Valid: oneOf("true", "false")},
 		{Name: "leader.replication.throttled.replicas", Type: TypeList, Default: ""},
 		{Name: "follower.replication.throttled.replicas", Type: TypeList, Default: ""},
@@ -128,6 +135,57 @@ func init() {
 
 // brokerSynonyms maps a broker property to the topic config it defaults.
 var brokerSynonyms = map[string]string{}
+
+// BrokerSynonyms returns the broker properties that set the same thing as
+// broker property name, highest priority first, as Kafka's
+// DynamicBrokerConfig.brokerConfigSynonyms: log.retention.ms,
+// log.retention.minutes and log.retention.hours for any of the three;
+// log.roll.ms and log.roll.hours; log.roll.jitter.ms and
+// log.roll.jitter.hours; log.flush.interval.ms then
+// log.flush.scheduler.interval.ms (its fallback) for the first; name alone
+// otherwise.
+func BrokerSynonyms(name string) []string {
+	if name == "log.flush.interval.ms" {
+		return []string{name, "log.flush.scheduler.interval.ms"}
+	}
+	if t, ok := brokerSynonyms[name]; ok && len(topicConfigs[t].Alt) > 0 {
+		c := topicConfigs[t]
+		out := []string{c.Synonym}
+		for _, a := range c.Alt {
+			out = append(out, a.name)
+		}
+		return out
+	}
+	return []string{name}
+}
+
+// BrokerDefault returns Kafka's default of broker property name, the value
+// DescribeConfigs reports as DEFAULT_CONFIG, and false when Kafka defines
+// none (log.retention.ms, log.retention.minutes, log.roll.ms,
+// log.roll.jitter.ms, log.flush.interval.ms, broker.rack, ...: their value
+// comes from another property or is null) or the property is unknown.
+func BrokerDefault(name string) (string, bool) {
+	if p, ok := nodeProps[name]; ok {
+		return p.def, p.def != ""
+	}
+	t, ok := brokerSynonyms[name]
+	if !ok {
+		return "", false
+	}
+	c := topicConfigs[t]
+	if c.Synonym == name {
+		if c.synonymNoDefault {
+			return "", false
+		}
+		return c.Default, true
+	}
+	for _, a := range c.Alt {
+		if a.name == name {
+			return a.def, a.def != ""
+		}
+	}
+	return "", false
+}
 
 // LookupTopicConfig returns the description of a topic config name.
 func LookupTopicConfig(name string) (TopicConfig, bool) {

@@ -35,9 +35,18 @@ type Config struct {
 	// a full index rolls the segment (log.index.size.max.bytes, topic
 	// segment.index.bytes; default 10 MiB).
 	SegmentIndexBytes int32
-	// FlushIntervalMessages fsyncs after this many messages
-	// (log.flush.interval.messages; zero means never: leave it to the OS).
+	// FlushIntervalMessages is flush.messages (log.flush.interval.messages):
+	// an append that leaves this many messages or more above the recovery
+	// point returns after an fsync that covers it, shared with concurrent
+	// appends (flush.go). Zero means never (Kafka's default,
+	// Long.MAX_VALUE): leave it to the OS and to replication.
 	FlushIntervalMessages int64
+	// FlushInterval is flush.ms (log.flush.interval.ms): the Manager's
+	// flush task fsyncs a log with unflushed messages once its last flush
+	// is this old (flush.go). Zero means never (Kafka's default,
+	// Long.MAX_VALUE); Kafka's flush.ms=0, flush at every check, is any
+	// value below the task's resolution, such as time.Nanosecond.
+	FlushInterval time.Duration
 	// ProducerIDExpiration is producer.id.expiration.ms: the producer state
 	// of a producer id that wrote nothing to the partition for this long,
 	// and has no transaction open in it, is forgotten (default 1 day;

@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/samsahq/samsa/internal/record"
@@ -77,5 +80,60 @@ func BenchmarkReadSequential(b *testing.B) {
 		if off >= n {
 			off = 0
 		}
+	}
+}
+
+// BenchmarkAppendFlushEveryMessage appends batches of one 1 KB record with
+// flush.messages=1 (every append waits for an fsync covering it) from 1, 8
+// and 64 goroutines, to one log and spread over 8 logs. It reports
+// appends/s, flushes/op (flushes per append: 1 without grouping, below 1
+// when concurrent appends share them; a flush fsyncs the segment's .log,
+// .index and .timeindex) and x-vs-1, appends/s against the one-appender,
+// one-log case of the same run (the sub-benchmarks run in order).
+//
+//	go test -run '^$' -bench AppendFlushEveryMessage -benchtime 2s ./internal/storage
+func BenchmarkAppendFlushEveryMessage(b *testing.B) {
+	var base float64 // appends/s of partitions=1/appenders=1
+	for _, c := range []struct{ partitions, appenders int }{{1, 1}, {1, 8}, {1, 64}, {8, 8}, {8, 64}} {
+		b.Run(fmt.Sprintf("partitions=%d/appenders=%d", c.partitions, c.appenders), func(b *testing.B) {
+			logs := make([]*Log, c.partitions)
+			for i := range logs {
+				logs[i] = openTest(b, b.TempDir(), Config{SegmentBytes: 64 << 20, FlushIntervalMessages: 1}, 0)
+			}
+			batch := benchBatch(b)
+			b.SetBytes(int64(len(batch)))
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for g := range c.appenders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l := logs[g%len(logs)]
+					buf := append([]byte(nil), batch...)
+					for next.Add(1) <= int64(b.N) {
+						if _, err := l.Append(buf, 0); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			var flushes int64
+			for _, l := range logs {
+				flushes += l.flushes.Load()
+			}
+			rate := float64(b.N) / b.Elapsed().Seconds()
+			if c.partitions == 1 && c.appenders == 1 {
+				base = rate
+			}
+			b.ReportMetric(rate, "appends/s")
+			b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+			if base > 0 {
+				b.ReportMetric(rate/base, "x-vs-1")
+			}
+		})
 	}
 }

@@ -40,7 +40,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports a field out of Kafka's range: SegmentBytes in
 // [14, MaxInt32] (index positions are int32), SegmentAge at least 1ms,
-// IndexIntervalBytes and FlushIntervalMessages not negative,
+// IndexIntervalBytes, FlushIntervalMessages and FlushInterval not negative,
 // SegmentIndexBytes at least 12 (one time index entry). Zero fields are
 // valid (they mean the default).
 func (c Config) Validate() error {
@@ -56,6 +56,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("storage: segment.index.bytes %d below %d", c.SegmentIndexBytes, timeEntrySize)
 	case d.FlushIntervalMessages < 0:
 		return fmt.Errorf("storage: flush.messages %d is negative", c.FlushIntervalMessages)
+	case d.FlushInterval < 0:
+		return fmt.Errorf("storage: flush.ms %v is negative", c.FlushInterval)
 	}
 	return c.Cleanup.Validate()
 }
@@ -83,6 +85,9 @@ func (c Config) Inherit(parent Config) Config {
 	}
 	if c.FlushIntervalMessages == 0 {
 		c.FlushIntervalMessages = parent.FlushIntervalMessages
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = parent.FlushInterval
 	}
 	if c.ProducerIDExpiration == 0 {
 		c.ProducerIDExpiration = parent.ProducerIDExpiration

@@ -146,8 +146,9 @@
 // index files if they pass a sanity check (whole entries, increasing, the
 // last offset entry naming a batch that is there); otherwise those are
 // rebuilt too. Batches written before a crash of the process are in the
-// page cache and survive; only fsync (Flush, flush.messages, the flush
-// after a roll) makes them survive a crash of the machine.
+// page cache and survive; only fsync (Flush, flush.messages, flush.ms, the
+// flush after a roll; see flush.go) makes them survive a crash of the
+// machine.
 //
 // # Retention and compaction
 //
@@ -172,6 +173,7 @@
 // pread (never a shared file position); truncation and close take that lock
 // exclusively. Retention and the cleaner publish a new segment list under
 // Log.mu and close the segments they retire afterwards, so reads in flight
-// finish on the old files. Lock order: Log.flushMu, Log.mu, segment.rw,
-// index.mu.
+// finish on the old files. Flushes of a log run one at a time through its
+// flush gate (flush.go), which appends waiting for an fsync share. Lock
+// order: the flush gate, Log.mu, segment.rw, index.mu.
 package storage

@@ -33,7 +33,8 @@ const readRetries = 16
 // concurrent use: one lock serializes appends, rolls and truncation; reads
 // take a snapshot of the segment list and no log-wide lock.
 //
-// Lock order: flushMu, then mu, then a segment's rw, then an index's mu.
+// Lock order: the flush gate (flush.go), then mu, then a segment's rw,
+// then an index's mu.
 type Log struct {
 	dir    string
 	logger *slog.Logger
@@ -47,7 +48,13 @@ type Log struct {
 	recoveryPoint  atomic.Int64
 	closed         atomic.Bool // files closed; reads give ErrClosed
 
-	flushMu sync.Mutex // serializes flushes
+	// Flushes (flush.go).
+	gate        flushGate                           // one flush at a time; waiters share the next one
+	flushFailed atomic.Pointer[error]               // the first fsync failure: the log takes no more writes
+	lastFlush   atomic.Int64                        // l.now() of the last flush that synced, Unix ns; zero: none yet
+	flushes     atomic.Int64                        // flushes that synced files (each a few fsyncs), for tests and benchmarks
+	dirtied     atomic.Pointer[func(due time.Time)] // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
+	flushHook   func() error                        // tests: runs before a flush's fsyncs; an error fails the flush
 
 	mu          sync.Mutex // guards the fields below; serializes writes
 	cfg         Config
@@ -97,6 +104,9 @@ func (l *Log) SetConfig(cfg Config) error {
 	l.cfg = cfg.WithDefaults()
 	if l.producers != nil {
 		l.producers.setExpiration(l.cfg.ProducerIDExpiration)
+	}
+	if l.logEndOffset.Load() > l.recoveryPoint.Load() {
+		l.dirtiedLocked() // flush.ms may be due sooner now
 	}
 	return nil
 }
@@ -162,8 +172,10 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 // modified), rolls segments as Config asks, and adds index entries.
 // Returns the offsets assigned. Errors: ErrClosed, record.ErrCorrupt or
 // record.ErrTruncated (wrapped) when batches is not whole batches,
-// ErrRecordSetTooLarge, or an I/O error. When FlushIntervalMessages is
-// reached the log is flushed before Append returns.
+// ErrRecordSetTooLarge, ErrFlushFailed, or an I/O error. When
+// FlushIntervalMessages is reached Append returns after an fsync that
+// covers the batches, shared with concurrent appends (see FlushTo); an
+// error then means the batches are in the log but not known to be on disk.
 //
 // Batches with a producer id are checked as OriginCoordinator (see
 // AppendWith).
@@ -196,12 +208,25 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
 	return l.append(batches, false, 0, OriginReplication)
 }
 
+// AppendDeferred is AppendWith for a caller that appends under a lock of
+// its own (a partition's) and must not hold it through an fsync: it never
+// waits for one. When flush.messages asks for an fsync of the batches,
+// flush is true and the caller calls FlushTo(res.LastOffset+1) once it has
+// released its lock and before it acknowledges the batches, so that
+// appends from other callers share the fsync. A duplicate (res.Duplicate)
+// whose first append is not flushed yet gives flush true too.
+func (l *Log) AppendDeferred(batches []byte, leaderEpoch int32, origin Origin) (res AppendResult, flush bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appendLocked(batches, true, leaderEpoch, origin)
+}
+
 func (l *Log) append(batches []byte, assign bool, epoch int32, origin Origin) (AppendResult, error) {
 	l.mu.Lock()
 	res, flush, err := l.appendLocked(batches, assign, epoch, origin)
 	l.mu.Unlock()
 	if err == nil && flush {
-		err = l.Flush()
+		err = l.FlushTo(res.LastOffset + 1)
 	}
 	return res, err
 }
@@ -209,6 +234,9 @@ func (l *Log) append(batches []byte, assign bool, epoch int32, origin Origin) (A
 func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Origin) (res AppendResult, flush bool, err error) {
 	if l.closing {
 		return res, false, ErrClosed
+	}
+	if err := l.flushFailure(); err != nil {
+		return res, false, err
 	}
 	leo := l.logEndOffset.Load()
 	res = AppendResult{BaseOffset: leo, LastOffset: leo - 1, MaxTimestamp: noTimestamp, OffsetOfMaxTimestamp: -1}
@@ -259,7 +287,8 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Orig
 			return res, false, err
 		}
 		if d := pu.duplicate; d != nil {
-			return AppendResult{BaseOffset: d.firstOffset, LastOffset: d.lastOffset, MaxTimestamp: d.timestamp, OffsetOfMaxTimestamp: d.lastOffset, Duplicate: true}, false, nil
+			flush = l.cfg.FlushIntervalMessages > 0 && d.lastOffset >= l.recoveryPoint.Load()
+			return AppendResult{BaseOffset: d.firstOffset, LastOffset: d.lastOffset, MaxTimestamp: d.timestamp, OffsetOfMaxTimestamp: d.lastOffset, Duplicate: true}, flush, nil
 		}
 	}
 
@@ -291,7 +320,12 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Orig
 		l.logger.Error("transaction index append failed", "segment", seg.String(), "err", err)
 	}
 	l.recordEpochsLocked(hs)
-	flush = l.cfg.FlushIntervalMessages > 0 && next-l.recoveryPoint.Load() >= l.cfg.FlushIntervalMessages
+	rp := l.recoveryPoint.Load()
+	if leo <= rp {
+		l.dirtiedLocked()
+	}
+	// Kafka's UnifiedLog.append: unflushedMessages >= flush.messages.
+	flush = l.cfg.FlushIntervalMessages > 0 && next-rp >= l.cfg.FlushIntervalMessages
 	return res, flush, nil
 }
 
@@ -379,96 +413,6 @@ func (l *Log) rollLocked(newBase int64) (*segment, error) {
 	l.requestFlushLocked(newBase)
 	return s, nil
 }
-
-// requestFlushLocked asks the background flusher to flush below offset.
-func (l *Log) requestFlushLocked(offset int64) {
-	if offset > l.flushTarget.Load() {
-		l.flushTarget.Store(offset)
-	}
-	if !l.flusherOn {
-		l.flusherOn = true
-		l.wg.Add(1)
-		go l.flusher()
-	}
-	select {
-	case l.flushKick <- struct{}{}:
-	default:
-	}
-}
-
-func (l *Log) flusher() {
-	defer l.wg.Done()
-	for {
-		select {
-		case <-l.done:
-			return
-		case <-l.flushKick:
-			if err := l.flushTo(l.flushTarget.Load(), false); err != nil && !errors.Is(err, ErrClosed) {
-				l.logger.Error("background flush failed", "err", err)
-			}
-		}
-	}
-}
-
-// Flush fsyncs every segment up to the log end and advances the recovery
-// point. Errors: ErrClosed, or the I/O error of fsync.
-func (l *Log) Flush() error {
-	return l.flushTo(l.logEndOffset.Load(), false)
-}
-
-// flushTo fsyncs the segments holding offsets in [recovery point, offset)
-// (and the active one if force) and then raises the recovery point to
-// offset, unless a truncation happened meanwhile.
-func (l *Log) flushTo(offset int64, force bool) error {
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	if l.closed.Load() {
-		return ErrClosed
-	}
-	l.mu.Lock()
-	rp := l.recoveryPoint.Load()
-	gen := l.truncations
-	segs := l.segments()
-	dirDirty := l.dirDirty
-	l.dirDirty = false
-	l.mu.Unlock()
-	if offset <= rp && !force && !dirDirty {
-		return nil
-	}
-	start := time.Now()
-	for i, s := range segs {
-		last := i == len(segs)-1
-		if !last && segs[i+1].baseOffset <= rp && !force {
-			continue
-		}
-		if s.baseOffset >= offset && !(force && last) {
-			continue
-		}
-		if err := s.flush(); err != nil {
-			return err
-		}
-	}
-	if dirDirty {
-		if err := syncDir(l.dir); err != nil {
-			l.mu.Lock()
-			l.dirDirty = true
-			l.mu.Unlock()
-			return err
-		}
-	}
-	if d := time.Since(start); d > slowFlush {
-		l.logger.Warn("slow flush", "duration", d, "up_to_offset", offset)
-	}
-	l.mu.Lock()
-	if gen == l.truncations && offset > l.recoveryPoint.Load() && offset <= l.logEndOffset.Load() {
-		l.recoveryPoint.Store(offset)
-	}
-	l.mu.Unlock()
-	return nil
-}
-
-// slowFlush is the fsync duration past which a flush is logged.
-const slowFlush = time.Second
 
 // Read returns whole batches starting with the batch holding offset, up to
 // maxBytes in all, never including a batch whose last offset is at or past
@@ -771,10 +715,9 @@ func (l *Log) Close() error {
 
 	close(l.done)
 	l.wg.Wait()
-	err = errors.Join(err, l.flushTo(l.logEndOffset.Load(), true))
-
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
+	l.gate.enter()
+	defer l.gate.exit()
+	err = errors.Join(err, l.flushInGate(0, true, true))
 	l.closed.Store(true)
 	for _, s := range l.segments() {
 		err = errors.Join(err, s.close())

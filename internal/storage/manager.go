@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,6 +40,11 @@ type ManagerOptions struct {
 	// 5 minutes). It also runs soon after a log's start offset moves
 	// (DeleteRecords).
 	RetentionCheckInterval time.Duration
+	// FlushCheckInterval is log.flush.scheduler.interval.ms: how often the
+	// flush task checks the logs against their flush.ms. Zero (Kafka's
+	// default is Long.MAX_VALUE) checks when the next log is due instead
+	// (flush.go).
+	FlushCheckInterval time.Duration
 	// Cleaner configures the log cleaner of compacted logs.
 	Cleaner CleanerOptions
 	Logger  *slog.Logger // nil discards
@@ -87,6 +93,8 @@ type Manager struct {
 	tasks         sync.WaitGroup
 	retentionKick chan struct{}
 	cleanerKick   chan struct{}
+	flushKick     chan struct{}
+	flushWake     atomic.Int64 // Unix ns of the flush task's next check (flush.go)
 }
 
 type logDir struct {
@@ -132,6 +140,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{},
 		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1)}
+	m.flushKick = make(chan struct{}, 1)
 	if err := m.prepareDirs(); err != nil {
 		return nil, err
 	}
@@ -143,6 +152,8 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		}
 	}
 	m.startTasks()
+	m.tasks.Add(1)
+	go m.flushTask()
 	return m, nil
 }
 
@@ -261,6 +272,7 @@ func (m *Manager) loadDir(d *logDir) error {
 			l.SetCleanerCheckpoint(off)
 		}
 		m.adopt(l)
+		m.adoptFlush(l)
 		m.logs[tp] = &managedLog{log: l, dir: d}
 	}
 	if clean {
@@ -368,6 +380,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		return nil, err
 	}
 	m.adopt(l)
+	m.adoptFlush(l)
 	m.logs[tp] = &managedLog{log: l, dir: d}
 	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
 	return l, nil
@@ -474,7 +487,7 @@ func (m *Manager) MaybeRoll() error {
 	return errors.Join(errs...)
 }
 
-// Flush flushes every log (log.flush.interval.ms). Errors are joined.
+// Flush flushes every log now. Errors are joined.
 func (m *Manager) Flush() error {
 	var errs []error
 	for _, l := range m.Logs() {
