@@ -202,7 +202,7 @@ func (l *Log) flushInGate(offset int64, toEnd, force bool) error {
 	if gen == l.truncations && offset > l.recoveryPoint.Load() && offset <= l.logEndOffset.Load() {
 		l.recoveryPoint.Store(offset)
 	}
-	l.lastFlush.Store(l.now().UnixNano())
+	l.lastFlush.Store(time.Now().UnixNano())
 	l.mu.Unlock()
 	return nil
 }
@@ -278,11 +278,13 @@ func (l *Log) dirtiedLocked() {
 // checks at that period, as Kafka does. Without it (Kafka's default,
 // Long.MAX_VALUE, under which Kafka never applies flush.ms) it sleeps until
 // the earliest log is due, and an append that leaves a clean log with
-// unflushed records wakes it when that log is due sooner.
+// unflushed records wakes it when that log is due sooner. Times are
+// time.Now's (not ManagerOptions.Now or OpenOptions.Now: flushes run in
+// the background), which testing/synctest fakes.
 
 // adoptFlush wires a log to the flush task.
 func (m *Manager) adoptFlush(l *Log) {
-	l.lastFlush.CompareAndSwap(0, m.opts.Now().UnixNano())
+	l.lastFlush.CompareAndSwap(0, time.Now().UnixNano())
 	fn := func(due time.Time) {
 		if m.opts.FlushCheckInterval <= 0 && wakeNanos(due) < m.flushWake.Load() {
 			kickChan(m.flushKick)
@@ -309,7 +311,7 @@ func (m *Manager) flushTask() {
 		// While the logs are scanned every append that dirties one kicks:
 		// the scan may have passed it.
 		m.flushWake.Store(math.MinInt64)
-		now := m.opts.Now()
+		now := time.Now()
 		next := m.flushDueLogs(now)
 		if iv := m.opts.FlushCheckInterval; iv > 0 {
 			next = now.Add(iv)
@@ -317,7 +319,7 @@ func (m *Manager) flushTask() {
 		m.flushWake.Store(wakeNanos(next))
 		var fire <-chan time.Time
 		if !next.IsZero() {
-			timer.Reset(max(next.Sub(m.opts.Now()), 0))
+			timer.Reset(max(time.Until(next), 0))
 			fire = timer.C
 		}
 		select {

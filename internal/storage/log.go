@@ -51,7 +51,7 @@ type Log struct {
 	// Flushes (flush.go).
 	gate        flushGate                           // one flush at a time; waiters share the next one
 	flushFailed atomic.Pointer[error]               // the first fsync failure: the log takes no more writes
-	lastFlush   atomic.Int64                        // l.now() of the last flush that synced, Unix ns; zero: none yet
+	lastFlush   atomic.Int64                        // time.Now() of the last flush that synced, Unix ns; zero: none yet
 	flushes     atomic.Int64                        // flushes that synced files (each a few fsyncs), for tests and benchmarks
 	dirtied     atomic.Pointer[func(due time.Time)] // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
 	flushHook   func() error                        // tests: runs before a flush's fsyncs; an error fails the flush
