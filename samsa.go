@@ -158,9 +158,11 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		NodeID:    nc.NodeID,
 		ClusterID: nc.ClusterID,
 		Default:   storage.Config{},
-		// Retention and the log cleaner (log.retention.check.interval.ms,
+		// Retention, flush.ms checks and the log cleaner
+		// (log.retention.check.interval.ms, log.flush.scheduler.interval.ms,
 		// log.cleaner.*); topic configs reach each log through the broker.
 		RetentionCheckInterval: nc.LogRetentionCheckInterval,
+		FlushCheckInterval:     nc.LogFlushSchedulerInterval,
 		Cleaner: storage.CleanerOptions{
 			Disable:          !nc.LogCleanerEnable,
 			Backoff:          nc.LogCleanerBackoff,

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -316,10 +317,7 @@ func (b *Broker) topicInt(t *metadata.Topic, name string) int64 {
 func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 	ts, _ := b.topicConfig(t, "message.timestamp.type")
 	policy, _ := b.topicConfig(t, "cleanup.policy")
-	flush := b.topicInt(t, "flush.messages")
-	if flush == 1<<63-1 {
-		flush = 0
-	}
+	flush, flushInterval := b.flushConfig(t)
 	leaderThrottled, _ := b.topicConfig(t, "leader.replication.throttled.replicas")
 	followerThrottled, _ := b.topicConfig(t, "follower.replication.throttled.replicas")
 	compression, _ := b.topicConfig(t, "compression.type")
@@ -340,10 +338,34 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 			IndexIntervalBytes:    int32(b.topicInt(t, "index.interval.bytes")),
 			SegmentIndexBytes:     int32(b.topicInt(t, "segment.index.bytes")),
 			FlushIntervalMessages: flush,
+			FlushInterval:         flushInterval,
 			ProducerIDExpiration:  b.node.ProducerIDExpiration,
 			Cleanup:               b.cleanupConfig(t),
 		},
 	}
+}
+
+// flushConfig resolves flush.messages and flush.ms as storage takes them:
+// Long.MAX_VALUE (the default) is never, storage's zero, and flush.ms=0,
+// flush at every check, the smallest positive interval. As in Kafka,
+// flush.ms set neither on the topic nor by log.flush.interval.ms is
+// log.flush.scheduler.interval.ms.
+func (b *Broker) flushConfig(t *metadata.Topic) (messages int64, interval time.Duration) {
+	messages = b.topicInt(t, "flush.messages")
+	if messages == math.MaxInt64 {
+		messages = 0
+	}
+	ms := b.topicInt(t, "flush.ms")
+	if _, src := b.topicConfig(t, "flush.ms"); src == kmsg.ConfigSourceDefaultConfig && b.node.LogFlushSchedulerInterval > 0 {
+		ms = b.node.LogFlushSchedulerInterval.Milliseconds()
+	}
+	switch {
+	case ms == 0:
+		interval = time.Nanosecond
+	case ms > 0 && ms < math.MaxInt64:
+		interval = configMillis(ms)
+	}
+	return messages, interval
 }
 
 // errCode maps an error from the layers below to a Kafka error code.

@@ -19,6 +19,7 @@ var errorCodes = []struct {
 }{
 	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{storage.ErrClosed, kerr.NotLeaderForPartition},
+	{storage.ErrFlushFailed, kerr.KafkaStorageError},
 	{record.ErrCorrupt, kerr.CorruptMessage},
 	{record.ErrTruncated, kerr.CorruptMessage},
 	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -68,6 +69,12 @@ type Node struct {
 	// LogFlushOffsetCheckpointIntervalMs is
 	// log.flush.offset.checkpoint.interval.ms (default 60000).
 	LogFlushOffsetCheckpointIntervalMs int64
+	// LogFlushSchedulerInterval is log.flush.scheduler.interval.ms: how
+	// often logs are checked against their flush.ms, and flush.ms itself
+	// when neither the topic nor log.flush.interval.ms sets it (as Kafka).
+	// Zero for Kafka's default, Long.MAX_VALUE: then logs are checked when
+	// the next one is due.
+	LogFlushSchedulerInterval time.Duration
 	// LogRetentionCheckInterval is log.retention.check.interval.ms: how
 	// often segments are checked against retention.ms and
 	// retention.bytes (default 5 min; zero means the default).
@@ -418,6 +425,17 @@ var nodeProps = map[string]nodeProp{
 	"log.flush.interval.ms": {"", func(n *Node, v string) error {
 		return i64(func(n *Node) *int64 { return &n.LogFlushIntervalMs }, 0)(n, v)
 	}, "fsync interval"},
+	"log.flush.scheduler.interval.ms": {"9223372036854775807", func(n *Node, v string) error {
+		i, err := parseInt64(v)
+		if err != nil || i < 1 {
+			return fmt.Errorf("%w %q (an integer >= 1)", errBadValue, v)
+		}
+		n.LogFlushSchedulerInterval = 0
+		if i < math.MaxInt64/int64(time.Millisecond) {
+			n.LogFlushSchedulerInterval = time.Duration(i) * time.Millisecond
+		}
+		return nil
+	}, "how often logs are checked against flush.ms"},
 	"log.flush.offset.checkpoint.interval.ms": {"60000", i64(func(n *Node) *int64 { return &n.LogFlushOffsetCheckpointIntervalMs }, 0), "recovery point checkpoint interval"},
 	"offsets.topic.num.partitions":            {"50", i32(func(n *Node) *int32 { return &n.OffsetsTopicNumPartitions }, 1), "partitions of __consumer_offsets"},
 	"offsets.topic.replication.factor": {"3", func(n *Node, v string) error {

@@ -239,6 +239,12 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 	if newEpoch && p.hw.Load() > p.log.LogEndOffset() {
 		p.hw.Store(p.log.LogEndOffset())
 	}
+	if newEpoch && p.cfg.Load().Storage.FlushIntervalMessages > 0 && p.log.RecoveryPoint() < p.log.LogEndOffset() {
+		// The high-watermark counts flushed records only (see
+		// maybeAdvanceHWLocked): flush a tail left by a crash, which no
+		// append may come to flush. A failure is logged by the log.
+		p.log.Flush()
+	}
 	p.maybeAdvanceHWLocked()
 	p.mu.Unlock()
 	p.notify()
@@ -282,6 +288,11 @@ func (p *Partition) makeFollower(st State) {
 //
 // With acks=-1 (all), fewer in-sync replicas than min.insync.replicas give
 // ErrNotEnoughReplicas before anything is written.
+//
+// When the topic's flush.messages asks for an fsync, Append returns after
+// one that covers the batches, shared with concurrent producers
+// (storage.Log.FlushTo); storage.ErrFlushFailed then means the batches are
+// in the log but not known to be on disk.
 func (p *Partition) Append(batches []byte, acks int16, nowMillis int64, verified *TxnVerification) (storage.AppendResult, error) {
 	cfg := p.cfg.Load()
 	if !p.leader.Load() {
@@ -355,7 +366,7 @@ func (p *Partition) appendAsLeader(batches []byte, origin storage.Origin, verifi
 			return storage.AppendResult{}, err
 		}
 	}
-	res, err := p.log.AppendWith(batches, p.leaderEpoch.Load(), origin)
+	res, flush, err := p.log.AppendDeferred(batches, p.leaderEpoch.Load(), origin)
 	if err == nil && verified != nil && !res.Duplicate {
 		p.clearVerificationLocked(verified)
 	}
@@ -363,6 +374,16 @@ func (p *Partition) appendAsLeader(batches []byte, origin storage.Origin, verifi
 		p.maybeAdvanceHWLocked()
 	}
 	p.mu.Unlock()
+	if err == nil && flush {
+		// flush.messages: answer only after an fsync that covers the
+		// batches, waited for outside the partition lock so that
+		// concurrent producers share it (group commit).
+		if err = p.log.FlushTo(res.LastOffset + 1); err == nil {
+			p.mu.Lock()
+			p.maybeAdvanceHWLocked()
+			p.mu.Unlock()
+		}
+	}
 	if err == nil {
 		p.notify()
 	}
@@ -371,9 +392,16 @@ func (p *Partition) appendAsLeader(batches []byte, origin storage.Origin, verifi
 
 // maybeAdvanceHWLocked sets the high-watermark to the smallest log end
 // offset over the ISR (the leader's own included). A follower whose log end
-// offset is not known yet holds the high-watermark where it is.
+// offset is not known yet holds the high-watermark where it is. With
+// flush.messages set, the leader's own log end counts no more than
+// flush.messages-1 messages above its recovery point: Kafka's leader
+// fsyncs inside the append, before its high-watermark moves, and appends
+// here wait for their fsync outside the partition lock.
 func (p *Partition) maybeAdvanceHWLocked() bool {
 	hw := p.log.LogEndOffset()
+	if n := p.cfg.Load().Storage.FlushIntervalMessages; n > 0 {
+		hw = min(hw, p.log.RecoveryPoint()+n-1)
+	}
 	for _, r := range p.ISR() {
 		if r == p.localID {
 			continue
