@@ -3,7 +3,9 @@ package samsa_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -295,5 +297,157 @@ func TestDescribeQuorumSingleNode(t *testing.T) {
 	}
 	if q.LeaderID != 1 || q.LeaderEpoch != 0 || q.HighWatermark <= 0 || len(q.CurrentVoters) != 1 || q.CurrentVoters[0].LogEndOffset != q.HighWatermark {
 		t.Fatalf("DescribeQuorum %+v", q)
+	}
+}
+
+// TestControllerListenerAPIs: a controller listener advertises and serves
+// only what Kafka's controllers do (ApiMessageType listener "controller"):
+// ApiVersions lists those, a broker API such as Metadata or Produce closes
+// the connection (Kafka's SocketServer: "not enabled"), and the admin APIs
+// work there as with kafka-metadata-quorum --bootstrap-controller. Broker
+// listeners advertise no broker-to-controller API.
+func TestControllerListenerAPIs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Controllers: 1, Brokers: 1, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	defer c.Close()
+	ctrlAddr, brokerAddr := c.ControllerAddr(1), c.Node(2).Addr()
+	request := func(addr string, req kmsg.Request) kmsg.Response {
+		t.Helper()
+		cl := wire.NewClient(addr, "test", 64<<20)
+		defer cl.Close()
+		resp, err := cl.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("%s to %s: %v", kmsg.NameForKey(req.Key()), addr, err)
+		}
+		return resp
+	}
+	apiKeys := func(addr string) map[int16]kmsg.ApiVersionsResponseApiKey {
+		t.Helper()
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(3)
+		resp := request(addr, req).(*kmsg.ApiVersionsResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("ApiVersions to %s: %v", addr, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		out := map[int16]kmsg.ApiVersionsResponseApiKey{}
+		for _, k := range resp.ApiKeys {
+			out[k.ApiKey] = k
+		}
+		return out
+	}
+
+	ctrlKeys := apiKeys(ctrlAddr)
+	var got []string
+	for k := range ctrlKeys {
+		got = append(got, kmsg.NameForKey(k))
+	}
+	slices.Sort(got)
+	want := []string{"AllocateProducerIDs", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "ApiVersions",
+		"BrokerHeartbeat", "BrokerRegistration", "CreatePartitions", "CreateTopics", "DeleteTopics", "DescribeCluster",
+		"DescribeConfigs", "DescribeQuorum", "ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments"}
+	if !slices.Equal(got, want) {
+		t.Errorf("controller listener advertises %v, want %v", got, want)
+	}
+	brokerKeys := apiKeys(brokerAddr)
+	for _, k := range []kmsg.Key{kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition, kmsg.AllocateProducerIDs} {
+		if _, ok := brokerKeys[int16(k)]; ok {
+			t.Errorf("broker listener advertises %s", kmsg.NameForKey(int16(k)))
+		}
+	}
+	if p, ok := brokerKeys[int16(kmsg.Produce)]; !ok || p.MinVersion != 0 {
+		t.Errorf("broker listener: Produce %+v", p)
+	}
+
+	// Broker APIs on the controller listener close the connection.
+	for _, req := range []kmsg.Request{kmsg.NewPtrMetadataRequest(), kmsg.NewPtrProduceRequest(), kmsg.NewPtrFindCoordinatorRequest()} {
+		req.SetVersion(req.MaxVersion())
+		conn := dial(t, ctrlAddr)
+		if _, err := conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)); err != nil {
+			t.Fatal(err)
+		}
+		expectClosed(t, conn)
+	}
+
+	// Admin requests straight to the controller.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.SetVersion(7)
+	ct.TimeoutMillis = 10000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "via-controller", 1, 1
+	ct.Topics = append(ct.Topics, rt)
+	if resp := request(ctrlAddr, ct).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics to the controller: %v", kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	}
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.SetVersion(4)
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName, dr.ConfigNames = kmsg.ConfigResourceTypeTopic, "via-controller", []string{"retention.ms"}
+	dc.Resources = append(dc.Resources, dr)
+	if resp := request(ctrlAddr, dc).(*kmsg.DescribeConfigsResponse); resp.Resources[0].ErrorCode != 0 || len(resp.Resources[0].Configs) != 1 {
+		t.Fatalf("DescribeConfigs to the controller: %+v", resp.Resources[0])
+	}
+
+	// DescribeCluster: controllers on the controller listener, brokers on
+	// the broker listener; the other endpoint type is refused (KIP-919).
+	describe := func(addr string, version int16, endpointType int8) *kmsg.DescribeClusterResponse {
+		t.Helper()
+		req := kmsg.NewPtrDescribeClusterRequest()
+		req.SetVersion(version)
+		req.EndpointType = endpointType
+		return request(addr, req).(*kmsg.DescribeClusterResponse)
+	}
+	host, port, _ := net.SplitHostPort(ctrlAddr)
+	if r := describe(ctrlAddr, 1, 2); r.ErrorCode != 0 || r.EndpointType != 2 || r.ControllerID != 1 || len(r.Brokers) != 1 ||
+		r.Brokers[0].NodeID != 1 || r.Brokers[0].Host != host || strconv.Itoa(int(r.Brokers[0].Port)) != port {
+		t.Errorf("DescribeCluster of the controllers: %+v", r)
+	}
+	if r := describe(brokerAddr, 1, 1); r.ErrorCode != 0 || r.EndpointType != 1 || len(r.Brokers) != 1 || r.Brokers[0].NodeID != 2 {
+		t.Errorf("DescribeCluster of the brokers: %+v", r)
+	}
+	for _, tc := range []struct {
+		addr         string
+		version      int16
+		endpointType int8
+		want         *kerr.Error
+	}{
+		{ctrlAddr, 1, 1, kerr.MismatchedEndpointType},
+		{ctrlAddr, 0, 1, kerr.InvalidRequest},
+		{brokerAddr, 1, 2, kerr.MismatchedEndpointType},
+		{brokerAddr, 1, 3, kerr.UnsupportedEndpointType},
+	} {
+		if r := describe(tc.addr, tc.version, tc.endpointType); r.ErrorCode != tc.want.Code {
+			t.Errorf("DescribeCluster v%d type %d to %s: %v, want %v", tc.version, tc.endpointType, tc.addr, kerr.ErrorForCode(r.ErrorCode), tc.want)
+		}
+	}
+
+	// Fetch on the controller listener reads __cluster_metadata only.
+	f := kmsg.NewPtrFetchRequest()
+	f.SetVersion(12)
+	f.ReplicaID, f.SessionEpoch = -1, -1
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	f.Topics = []kmsg.FetchRequestTopic{{Topic: "via-controller", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
+	if r := request(ctrlAddr, f).(*kmsg.FetchResponse); r.ErrorCode != kerr.InvalidRequest.Code || len(r.Topics) != 0 {
+		t.Errorf("Fetch of a topic from the controller: %v, %d topics", kerr.ErrorForCode(r.ErrorCode), len(r.Topics))
+	}
+
+	// The broker still forwards admin requests to the controller and
+	// serves clients.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokerAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "via-broker"); err != nil {
+		t.Fatalf("CreateTopics through the broker: %v", err)
+	}
+	for _, topic := range []string{"via-controller", "via-broker"} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", topic, err)
+		}
 	}
 }

@@ -9,23 +9,55 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// ApiVersions v0-v3 (KIP-35, KIP-511).
+// ApiVersions v0-v3 (KIP-35, KIP-511). Each listener advertises what it
+// serves: broker listeners the client APIs, controller listeners only the
+// controller's (see controllerListenerAPIs), as Kafka's ApiVersionManager
+// does per listener type.
 func init() { register(kmsg.ApiVersions, 0, 3, handleApiVersions) }
 
-func handleApiVersions(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+// controllerListenerAPIs are the APIs served on controller listeners as well
+// as on broker listeners, those of Samsa's whose request schema lists the
+// "controller" listener in Kafka (clients/src/main/resources/common/message,
+// dispatched by ControllerApis): ApiVersions; Fetch, of __cluster_metadata
+// only (observers, KIP-595); DescribeQuorum; DescribeConfigs and
+// DescribeCluster (KIP-919); and the admin requests brokers forward to the
+// active controller (forwarded, KIP-590), which admin clients also send to
+// controllers with bootstrap.controllers (KIP-919). The
+// broker-to-controller APIs (registerController) are served on controller
+// listeners only. Any other request on a controller listener closes the
+// connection, as Kafka's SocketServer does ("Received request api key ...
+// which is not enabled").
+var controllerListenerAPIs = func() map[kmsg.Key]bool {
+	m := map[kmsg.Key]bool{
+		kmsg.ApiVersions:     true,
+		kmsg.Fetch:           true,
+		kmsg.DescribeQuorum:  true,
+		kmsg.DescribeConfigs: true,
+		kmsg.DescribeCluster: true,
+	}
+	for k := range forwarded {
+		m[k] = true
+	}
+	return m
+}()
+
+func handleApiVersions(_ context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = advertisedKeys(b)
+	resp.ApiKeys = b.advertisedKeys(c)
 	return resp, nil
 }
 
-// advertisedKeys is the version table as ApiVersions advertises it. As
-// Kafka 4.0 does (KAFKA-18659), Produce is advertised from v0 although v0-v2
-// are rejected when requested: librdkafka before 2.10 enables gzip, snappy
-// and lz4 only when the broker's Produce range overlaps v0-v2, and would
-// otherwise send every batch uncompressed. Clients pick the highest shared
-// version, so none is led to send v0-v2.
-func advertisedKeys(b *Broker) []kmsg.ApiVersionsResponseApiKey {
+// advertisedKeys is the version table ApiVersions advertises on c's
+// listener. As Kafka 4.0 does (KAFKA-18659), broker listeners advertise
+// Produce from v0 although v0-v2 are rejected when requested: librdkafka
+// before 2.10 enables gzip, snappy and lz4 only when the broker's Produce
+// range overlaps v0-v2, and would otherwise send every batch uncompressed.
+// Clients pick the highest shared version, so none is led to send v0-v2.
+func (b *Broker) advertisedKeys(c *server.Conn) []kmsg.ApiVersionsResponseApiKey {
+	if b.onControllerListener(c) {
+		return b.ctrlVers.Keys()
+	}
 	keys := b.versions.Keys()
 	for i := range keys {
 		if keys[i].ApiKey == int16(kmsg.Produce) {
@@ -35,13 +67,20 @@ func advertisedKeys(b *Broker) []kmsg.ApiVersionsResponseApiKey {
 	return keys
 }
 
+// onControllerListener reports whether c came in on a controller listener
+// (controller.listener.names); nil is a broker listener.
+func (b *Broker) onControllerListener(c *server.Conn) bool {
+	return c != nil && b.node.IsControllerListener(c.Listener)
+}
+
 // unsupportedApiVersions answers an ApiVersions request of a version newer
-// than supported: UNSUPPORTED_VERSION in the v0 layout with the supported
-// ranges, so the client can retry with a version it shares (KIP-511).
-func (b *Broker) unsupportedApiVersions() *kmsg.ApiVersionsResponse {
+// than supported: UNSUPPORTED_VERSION in the v0 layout with the ranges
+// supported on c's listener, so the client can retry with a version it
+// shares (KIP-511).
+func (b *Broker) unsupportedApiVersions(c *server.Conn) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = advertisedKeys(b)
+	resp.ApiKeys = b.advertisedKeys(c)
 	return resp
 }

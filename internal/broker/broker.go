@@ -144,12 +144,16 @@ func New(cfg Config) (*Broker, error) {
 }
 
 // SupportedVersions returns the tables of supported APIs of broker
-// listeners and of controller listeners (which also serve the
-// broker-to-controller APIs).
+// listeners (all but the broker-to-controller APIs) and of controller
+// listeners (the broker-to-controller APIs and controllerListenerAPIs, as
+// Kafka's controllers serve). A request for an API not in a listener's
+// table closes the connection.
 func SupportedVersions() (brokerListener, controllerListener *wire.Versions) {
 	brokerListener, controllerListener = wire.NewVersions(), wire.NewVersions()
 	for _, a := range apis {
-		controllerListener.Add(a.key, a.min, a.max)
+		if a.controllerOnly || controllerListenerAPIs[a.key] {
+			controllerListener.Add(a.key, a.min, a.max)
+		}
 		if !a.controllerOnly {
 			brokerListener.Add(a.key, a.min, a.max)
 		}
@@ -161,7 +165,7 @@ func SupportedVersions() (brokerListener, controllerListener *wire.Versions) {
 func (b *Broker) Versions() *wire.Versions { return b.versions }
 
 // ControllerVersions is the table of supported APIs of controller
-// listeners: the broker's and the broker-to-controller APIs.
+// listeners (see SupportedVersions).
 func (b *Broker) ControllerVersions() *wire.Versions { return b.ctrlVers }
 
 // Replicas are the hosted partitions.
@@ -205,7 +209,7 @@ func (c isrChanger) AlterPartition(ctx context.Context, topicID [16]byte, partit
 func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) (kmsg.Response, error) {
 	if req.Body == nil {
 		if req.Key == int16(kmsg.ApiVersions) {
-			return b.unsupportedApiVersions(), nil
+			return b.unsupportedApiVersions(c), nil
 		}
 		return nil, fmt.Errorf("unsupported API %s (key %d) version %d", kmsg.NameForKey(req.Key), req.Key, req.Version)
 	}

@@ -20,16 +20,22 @@ import (
 // first batch found is returned whole (KIP-74). read_committed consumers
 // (v4+, KIP-98) read below the last stable offset and get the aborted
 // transactions in range; read_uncommitted ones read up to the
-// high-watermark.
+// high-watermark. On a controller listener Fetch reads __cluster_metadata
+// only (observers, describequorum.go); another topic gets a top-level
+// INVALID_REQUEST, as from Kafka's KafkaRaftClient.
 func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 
 func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
-	if b.quorum != nil && c != nil && b.node.IsControllerListener(c.Listener) && isMetadataFetch(req) {
-		// An observer following the metadata quorum (describequorum.go).
+	kresp := req.ResponseKind().(*kmsg.FetchResponse)
+	if b.onControllerListener(c) {
+		if b.quorum == nil || !isMetadataFetch(req) {
+			kresp.ErrorCode = kerr.InvalidRequest.Code
+			return kresp, nil
+		}
+		// An observer following the metadata quorum.
 		return b.quorum.HandleFetch(ctx, req), nil
 	}
-	kresp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp := &wire.FetchResponse{FetchResponse: kresp, Sendfile: b.node.FetchSendfile}
 	if req.SessionEpoch > 0 {
 		// An incremental fetch (KIP-227): we never hand out a session, so
