@@ -164,9 +164,10 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		RetentionCheckInterval: nc.LogRetentionCheckInterval,
 		FlushCheckInterval:     nc.LogFlushSchedulerInterval,
 		Cleaner: storage.CleanerOptions{
-			Disable:          !nc.LogCleanerEnable,
-			Backoff:          nc.LogCleanerBackoff,
-			DedupeBufferSize: nc.LogCleanerDedupeBufferSize,
+			Disable:             !nc.LogCleanerEnable,
+			Backoff:             nc.LogCleanerBackoff,
+			DedupeBufferSize:    nc.LogCleanerDedupeBufferSize,
+			IOMaxBytesPerSecond: nc.LogCleanerIOMaxBytesPerSecond,
 		},
 		Logger: logger,
 	})

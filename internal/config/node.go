@@ -89,6 +89,10 @@ type Node struct {
 	// memory, in bytes, that bounds the keys one cleaning maps (default
 	// 134217728).
 	LogCleanerDedupeBufferSize int64
+	// LogCleanerIOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second:
+	// the bytes per second the log cleaner reads and writes (default
+	// Double.MAX_VALUE, unthrottled).
+	LogCleanerIOMaxBytesPerSecond float64
 	// OffsetsTopicNumPartitions is offsets.topic.num.partitions (default 50).
 	OffsetsTopicNumPartitions int32
 	// OffsetsTopicReplicationFactor is offsets.topic.replication.factor
@@ -344,6 +348,18 @@ func boolean(dst func(*Node) *bool) func(*Node, string) error {
 	}
 }
 
+// positive parses a positive floating-point number (a Java double).
+func positive(dst func(*Node) *float64) func(*Node, string) error {
+	return func(n *Node, v string) error {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(f > 0) {
+			return fmt.Errorf("%w %q (a positive number)", errBadValue, v)
+		}
+		*dst(n) = f
+		return nil
+	}
+}
+
 func ignored(*Node, string) error { return nil }
 
 // nodeProps are the node-level properties Samsa reads. Topic config
@@ -478,7 +494,7 @@ var nodeProps = map[string]nodeProp{
 	"log.cleaner.dedupe.buffer.size":      {"134217728", i64(func(n *Node) *int64 { return &n.LogCleanerDedupeBufferSize }, 1024), "log cleaner key map memory"},
 	"log.cleaner.threads":                 {"1", ignored, "accepted; one cleaner goroutine"},
 	"log.cleaner.io.buffer.size":          {"524288", ignored, "accepted, unused"},
-	"log.cleaner.io.max.bytes.per.second": {"1.7976931348623157E308", ignored, "accepted, unthrottled"},
+	"log.cleaner.io.max.bytes.per.second": {"1.7976931348623157E308", positive(func(n *Node) *float64 { return &n.LogCleanerIOMaxBytesPerSecond }), "log cleaner reads and writes, bytes per second"},
 	"log.cleaner.io.buffer.load.factor":   {"0.9", ignored, "accepted, 0.9"},
 	"transaction.state.log.replication.factor": {"3", func(n *Node, v string) error {
 		i, err := parseInt32(v)

@@ -53,6 +53,10 @@ import (
 // now + delete.retention.ms (KIP-534: attribute bit 6, the horizon in the
 // base timestamp); a later cleaning after the horizon removes them.
 
+// The cleaner's reads and writes of segments go through a throttler
+// (log.cleaner.io.max.bytes.per.second, throttle.go) shared by the
+// Manager's cleanings.
+
 // ErrCleaningAborted reports a cleaning that gave up because the segments
 // it was rewriting changed under it (retention, DeleteRecords, truncation,
 // close). Nothing is lost; the next cleaning starts over.
@@ -81,6 +85,9 @@ type CleanOptions struct {
 	// Force cleans whatever is cleanable even when the dirty ratio is
 	// below min.cleanable.dirty.ratio.
 	Force bool
+
+	// throttle bounds the cleaning's I/O (the Manager's, nil: none).
+	throttle *throttler
 }
 
 // CleanResult describes one Clean.
@@ -241,6 +248,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 		om:         newOffsetMap(opts.MaxKeys),
 		txnKept:    map[int64]bool{},
 		minHorizon: math.MaxInt64,
+		throttle:   opts.throttle,
 	}
 	c.res.FirstDirtyOffset = p.firstDirty
 	var err error
@@ -431,6 +439,7 @@ type cleaning struct {
 	// this pass: its COMMIT marker must stay.
 	txnKept    map[int64]bool
 	minHorizon int64 // earliest future delete horizon written
+	throttle   *throttler
 	res        CleanResult
 	kept       []record.Record // scratch
 }
@@ -465,6 +474,9 @@ func (c *cleaning) buildOffsetMap(p cleanPlan) error {
 			h := &b.Header
 			if h.LastOffset() < first {
 				return nil
+			}
+			if err := c.throttle.maybeThrottle(c.ctx, int64(len(b.Batch))); err != nil {
+				return err
 			}
 			if !h.IsControl() && !(h.IsTransactional() && c.tx.isAborted(h.ProducerID, h.BaseOffset)) {
 				err := record.Records(b.Batch, func(r record.Record) error {
@@ -542,6 +554,9 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 			// state go, as in Kafka (readers such as kafka-go stall on
 			// runs of empty batches).
 			lastOfGroup := lastSeg && b.Position+int64(b.Header.Size()) >= size && w.pos == 0
+			if err := c.throttle.maybeThrottle(c.ctx, int64(len(b.Batch))); err != nil {
+				return err
+			}
 			out, err := c.filter(b.Batch, b.Header, lastOfGroup)
 			if err != nil {
 				return fmt.Errorf("storage: cleaning %s at position %d: %w", path, b.Position, err)
@@ -554,6 +569,7 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 				if err := w.write(out, h); err != nil {
 					return err
 				}
+				return c.throttle.maybeThrottle(c.ctx, int64(len(out)))
 			}
 			return nil
 		})

@@ -63,6 +63,11 @@ type CleanerOptions struct {
 	// bounds the keys one cleaning maps (see MaxKeysForBuffer; default
 	// 128 MiB).
 	DedupeBufferSize int64
+	// IOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second: the
+	// bytes the cleaner reads and writes of segments per second, over
+	// all its cleanings (Kafka's Throttler, see throttler). Zero,
+	// negative or math.MaxFloat64 (Kafka's default) means unthrottled.
+	IOMaxBytesPerSecond float64
 }
 
 // Defaults of ManagerOptions.
@@ -95,6 +100,7 @@ type Manager struct {
 	cleanerKick   chan struct{}
 	flushKick     chan struct{}
 	flushWake     atomic.Int64 // Unix ns of the flush task's next check (flush.go)
+	throttle      *throttler   // the cleaner's I/O; nil: unthrottled
 }
 
 type logDir struct {
@@ -139,7 +145,8 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		opts.Cleaner.DedupeBufferSize = DefaultDedupeBufferSize
 	}
 	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{},
-		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1)}
+		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1),
+		throttle: newThrottler(opts.Cleaner.IOMaxBytesPerSecond)}
 	m.flushKick = make(chan struct{}, 1)
 	if err := m.prepareDirs(); err != nil {
 		return nil, err

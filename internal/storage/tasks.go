@@ -10,7 +10,8 @@ import (
 // log each log.retention.check.interval.ms, and removal of .deleted files
 // when file.delete.delay.ms has passed) and the log cleaner (one goroutine
 // that cleans the dirtiest compacted log, then the next, and sleeps
-// log.cleaner.backoff.ms when none is due). Both stop in Close before the
+// log.cleaner.backoff.ms when none is due; its reads and writes are held
+// to log.cleaner.io.max.bytes.per.second). Both stop in Close before the
 // logs close; a cleaning in progress is cancelled.
 
 // adopt wires a log to the Manager's tasks.
@@ -155,7 +156,7 @@ func (m *Manager) cleanOnce(ctx context.Context, failed map[*Log]bool) bool {
 	if best == nil {
 		return false
 	}
-	res, err := best.Clean(ctx, CleanOptions{MaxKeys: MaxKeysForBuffer(m.opts.Cleaner.DedupeBufferSize)})
+	res, err := best.Clean(ctx, CleanOptions{MaxKeys: MaxKeysForBuffer(m.opts.Cleaner.DedupeBufferSize), throttle: m.throttle})
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrCleaningAborted), errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):
