@@ -498,3 +498,143 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("delete records on a compacted topic: %v", r.Err)
 	}
 }
+
+// TestCompactEmptiedSegments compacts a topic with tiny segments
+// (segment.bytes 200: two batches each) where most records overwrite one
+// key, so that the first segments and most middle ones keep nothing: the
+// cleaner replaces them with empty segments, as Kafka does. Fetches at
+// every offset below the high-watermark move on to the next batch, a
+// franz-go consumer reads exactly the latest record of each key, the log
+// start stays 0, ListOffsets by timestamp skips the emptied offsets, and
+// all of it holds after a restart.
+func TestCompactEmptiedSegments(t *testing.T) {
+	const topic = "emptied"
+	dir := t.TempDir()
+	props := map[string]string{
+		"log.cleaner.backoff.ms":              "100",
+		"log.retention.check.interval.ms":     "200",
+		"log.cleaner.io.max.bytes.per.second": "10485760",
+	}
+	n := startNode(t, dir, props)
+	cl := newClient(t, n)
+	// Compaction is switched on once every segment is closed, so that one
+	// cleaning covers them all: later ones would merge the empty segments
+	// into their neighbours (segment.bytes allows it).
+	createTopic(t, cl, topic, 1, map[string]*string{
+		"segment.bytes":        ptr("200"),
+		"segment.ms":           ptr("500"),
+		"file.delete.delay.ms": ptr("0"),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	want := map[string]string{}
+	for i := range 60 {
+		key := "hot"
+		if i%15 == 7 {
+			key = fmt.Sprintf("keep-%d", i)
+		}
+		value := strconv.Itoa(i)
+		want[key] = value
+		// One at a time: one batch each.
+		r := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value), Timestamp: base.Add(time.Duration(i) * time.Second)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pdir := filepath.Join(dir, topic+"-0")
+	pollUntil(t, 10*time.Second, func() error {
+		if bases, _, sizes := segmentBases(t, pdir); len(bases) < 20 || sizes[len(sizes)-1] != 0 {
+			return fmt.Errorf("segments %v of %v bytes: the active segment has not rolled", bases, sizes)
+		}
+		return nil
+	})
+	alterTopicConfig(t, cl, topic, kadm.AlterConfig{Name: "cleanup.policy", Value: ptr("compact")})
+
+	check := func(cl *kgo.Client) error {
+		// Not segmentBases: the cleaner renames files under the listing.
+		entries, err := os.ReadDir(pdir)
+		if err != nil {
+			return err
+		}
+		var empty, bases []int64
+		for _, e := range entries {
+			b, err := strconv.ParseInt(strings.TrimSuffix(e.Name(), ".log"), 10, 64)
+			if err != nil || !strings.HasSuffix(e.Name(), ".log") {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			bases = append(bases, b)
+			if fi.Size() == 0 {
+				empty = append(empty, b)
+			}
+		}
+		if len(empty) < 10 || empty[0] != 0 || slices.Equal(empty, bases) {
+			return fmt.Errorf("empty segments %v of %v: want the first ones and most middle ones", empty, bases)
+		}
+		got, err := latestByKey(readToEnd(t, cl, topic, 1))
+		if err != nil {
+			return err
+		}
+		if len(got) != len(want) {
+			return fmt.Errorf("%d records, want %d", len(got), len(want))
+		}
+		for k, v := range want {
+			if r := got[k]; r == nil || string(r.Value) != v {
+				return fmt.Errorf("key %s: %v, want %s", k, r, v)
+			}
+		}
+		return nil
+	}
+	pollUntil(t, 30*time.Second, func() error { return check(cl) })
+	bases, _, sizes := segmentBases(t, pdir)
+	t.Logf("compacted into segments %v of %v bytes", bases, sizes)
+
+	verify := func(n *samsa.Node, cl *kgo.Client) {
+		t.Helper()
+		// Every offset below the high-watermark answers with the batch
+		// holding or following it.
+		hw := fetchAt(t, cl, topic, 0, 0).HighWatermark
+		for off := int64(0); off < hw; off++ {
+			p := fetchAt(t, cl, topic, 0, off)
+			if p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+				t.Fatalf("fetch at %d (high-watermark %d): error %d, %d bytes", off, hw, p.ErrorCode, len(p.RecordBatches))
+			}
+			if h, err := record.ParseHeader(p.RecordBatches); err != nil || h.LastOffset() < off || h.NumRecords == 0 {
+				t.Fatalf("fetch at %d: batch %+v %v", off, h, err)
+			}
+		}
+		if s := startOffset(t, cl, topic); s != 0 {
+			t.Fatalf("log start %d, want 0: compaction must not move it", s)
+		}
+		// ListOffsets by timestamp: record 3's time finds keep-7.
+		lo, err := kadm.NewClient(cl).ListOffsetsAfterMilli(ctx, base.Add(3*time.Second).UnixMilli(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := lo.Lookup(topic, 0); o.Offset != 7 {
+			t.Fatalf("offset for the time of offset 3: %d, want 7", o.Offset)
+		}
+		got, err := latestByKey(consumeCount(t, n, topic, len(want)))
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("franz-go consumer: %d records, %v", len(got), err)
+		}
+		for k, v := range want {
+			if r := got[k]; r == nil || string(r.Value) != v {
+				t.Fatalf("franz-go consumer, key %s: %v, want %s", k, r, v)
+			}
+		}
+	}
+	verify(n, cl)
+
+	n.Close()
+	n2 := startNode(t, dir, props)
+	cl2 := newClient(t, n2)
+	if err := check(cl2); err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	verify(n2, cl2)
+}

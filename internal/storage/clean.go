@@ -40,19 +40,32 @@ import (
 //     <base>.log.swap, the replaced segments' files are renamed to
 //     .deleted, and the swap file becomes <base>.log. Open removes
 //     .cleaned files and completes a .swap (see completeSwap), so a crash
-//     at any point leaves either the old segments or the cleaned one;
+//     at any point leaves either the old segments, or the cleaned one
+//     followed by those old segments of the group it does not reach
+//     (uncleaned, still valid);
 //  5. moves the cleaner checkpoint to the end of the mapped range
 //     (cleaner-offset-checkpoint, written by the Manager).
 //
 // A batch keeps its base offset, last offset delta, producer id and epoch,
 // base sequence and partition leader epoch when rewritten; one whose
-// records all go is kept as an empty batch (a header) when it is its
-// producer's last batch, or the last batch of a group of which nothing
-// else survives, and dropped otherwise. The first time a batch holding a kept tombstone (or a
-// removable transaction marker) is cleaned, its delete horizon is set to
-// now + delete.retention.ms (KIP-534: attribute bit 6, the horizon in the
-// base timestamp); a later cleaning after the horizon removes them.
-
+// records all go is dropped, except its producer's last batch, which is
+// kept as an empty batch (a header) so that the producer's epoch and
+// sequence survive a rebuild of the producer state (Kafka keeps it for the
+// same reason). A group of which nothing survives is swapped for an empty
+// segment: a zero-length .log with empty index files, named after the
+// group's base offset, as Kafka does. Such a segment keeps the offsets up
+// to the next segment's base for itself, so that the log start offset,
+// segment lookups and later groupings stay as they were; reads at an
+// offset in it go on to the next segment, and retention.ms takes its
+// file's modification time, which the cleaner sets to that of the last
+// segment it replaced (Kafka's LogCleaner does the same). A group that is
+// one empty segment already is left alone.
+//
+// The first time a batch holding a kept tombstone (or a removable
+// transaction marker) is cleaned, its delete horizon is set to now +
+// delete.retention.ms (KIP-534: attribute bit 6, the horizon in the base
+// timestamp); a later cleaning after the horizon removes them.
+//
 // The cleaner's reads and writes of segments go through a throttler
 // (log.cleaner.io.max.bytes.per.second, throttle.go) shared by the
 // Manager's cleanings.
@@ -105,9 +118,12 @@ type CleanResult struct {
 	BytesRead, BytesWritten int64
 	// RecordsRead and RecordsKept of the rewritten segments.
 	RecordsRead, RecordsKept int64
-	// EmptyBatches kept as headers only.
+	// EmptyBatches kept as headers only (producers' last batches).
 	EmptyBatches int
-	Duration     time.Duration
+	// EmptySegments: groups of which nothing survived, swapped for an
+	// empty segment (counted in Groups too).
+	EmptySegments int
+	Duration      time.Duration
 }
 
 // cleanPlan is what a cleaning would do now.
@@ -280,7 +296,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 	c.res.Duration = time.Since(start)
 	l.logger.Info("cleaned log",
 		"first_dirty_offset", c.res.FirstDirtyOffset, "end_offset", endOffset, "keys", c.res.Keys,
-		"segments", c.res.Segments, "groups", c.res.Groups,
+		"segments", c.res.Segments, "groups", c.res.Groups, "empty_segments", c.res.EmptySegments,
 		"bytes_read", c.res.BytesRead, "bytes_written", c.res.BytesWritten,
 		"records_read", c.res.RecordsRead, "records_kept", c.res.RecordsKept,
 		"duration", c.res.Duration)
@@ -534,10 +550,9 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 			w.discard()
 		}
 	}()
-	for i, s := range group {
+	for _, s := range group {
 		path := s.path(logSuffix)
 		size := s.size.Load()
-		lastSeg := i == len(group)-1
 		_, err := ScanSegment(path, func(b SegmentBatch) error {
 			if err := checkBatch(path, b); err != nil {
 				return err
@@ -548,30 +563,24 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 			if b.Position >= size {
 				return errStop // appended past the snapshot (cannot happen to a closed segment)
 			}
-			// The last batch of the group is kept as a header only when
-			// nothing else of the group survives, so that the swap has a
-			// segment; otherwise emptied batches of producers without
-			// state go, as in Kafka (readers such as kafka-go stall on
-			// runs of empty batches).
-			lastOfGroup := lastSeg && b.Position+int64(b.Header.Size()) >= size && w.pos == 0
 			if err := c.throttle.maybeThrottle(c.ctx, int64(len(b.Batch))); err != nil {
 				return err
 			}
-			out, err := c.filter(b.Batch, b.Header, lastOfGroup)
+			out, err := c.filter(b.Batch, b.Header)
 			if err != nil {
 				return fmt.Errorf("storage: cleaning %s at position %d: %w", path, b.Position, err)
 			}
-			if out != nil {
-				h, err := record.ParseHeader(out)
-				if err != nil {
-					return err
-				}
-				if err := w.write(out, h); err != nil {
-					return err
-				}
-				return c.throttle.maybeThrottle(c.ctx, int64(len(out)))
+			if out == nil {
+				return nil
 			}
-			return nil
+			h, err := record.ParseHeader(out)
+			if err != nil {
+				return err
+			}
+			if err := w.write(out, h); err != nil {
+				return err
+			}
+			return c.throttle.maybeThrottle(c.ctx, int64(len(out)))
 		})
 		if errors.Is(err, os.ErrNotExist) {
 			return ErrCleaningAborted
@@ -581,12 +590,21 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 		}
 		c.res.BytesRead += size
 	}
-	if w.pos == 0 {
-		// Only empty segments: nothing to swap in (closed segments are
-		// never empty, so this does not happen).
-		return nil
+	last := group[len(group)-1]
+	if w.pos == 0 && len(group) == 1 && last.size.Load() == 0 {
+		return nil // an empty segment alone: nothing changes
 	}
-	if err := w.finish(); err != nil {
+	// The cleaned segment keeps the last replaced segment's modification
+	// time, which retention.ms goes by when it holds no timestamp (empty),
+	// as Kafka's cleaner does.
+	fi, err := os.Stat(last.path(logSuffix))
+	if errors.Is(err, os.ErrNotExist) {
+		return ErrCleaningAborted
+	}
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	if err := w.finish(fi.ModTime()); err != nil {
 		return err
 	}
 	if err := l.replaceSegments(group, w, next); err != nil {
@@ -595,18 +613,20 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 	ok = true
 	c.res.Segments += len(group)
 	c.res.Groups++
+	if w.pos == 0 {
+		c.res.EmptySegments++
+	}
 	c.res.BytesWritten += w.pos
 	return nil
 }
 
 // filter returns what of one batch stays: the batch itself, a rebuilt
-// batch, an empty batch (header only), or nil. lastOfGroup keeps the
-// group's last batch at least as a header, so that the cleaned segment
-// ends where the group did.
-func (c *cleaning) filter(batch []byte, h record.Header, lastOfGroup bool) ([]byte, error) {
+// batch, an empty batch (header only: its producer's last batch, so that
+// the producer's epoch and sequence survive), or nil.
+func (c *cleaning) filter(batch []byte, h record.Header) ([]byte, error) {
 	hasHorizon := h.Attributes&record.DeleteHorizonBit != 0
 	horizonPassed := hasHorizon && h.BaseTimestamp <= c.now
-	keepHeader := lastOfGroup || (h.ProducerID >= 0 && c.tx.lastBatch[h.ProducerID] == h.BaseOffset)
+	keepHeader := h.ProducerID >= 0 && c.tx.lastBatch[h.ProducerID] == h.BaseOffset
 	empty := func() ([]byte, error) {
 		if !keepHeader {
 			return nil, nil
@@ -810,13 +830,18 @@ func (w *cleanedWriter) write(b []byte, h record.Header) error {
 	return nil
 }
 
-// finish writes the index files and fsyncs all three.
-func (w *cleanedWriter) finish() error {
+// finish writes the index files and fsyncs all three. The .log gets
+// modification time mtime. A writer that wrote nothing leaves an empty
+// segment: a zero-length .log and empty index files.
+func (w *cleanedWriter) finish(mtime time.Time) error {
 	if n := len(w.tentries); w.maxTs >= 0 && (n == 0 || w.maxTs > w.tentries[n-1].Timestamp) {
 		w.tentries = append(w.tentries, TimeEntry{Timestamp: w.maxTs, RelativeOffset: w.rel(w.offsetOfMaxTs)})
 	}
 	if err := w.w.Flush(); err != nil {
 		return fmt.Errorf("storage: write cleaned segment: %w", err)
+	}
+	if err := os.Chtimes(w.f.Name(), time.Time{}, mtime); err != nil {
+		return fmt.Errorf("storage: cleaned segment: %w", err)
 	}
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("storage: fsync cleaned segment: %w", err)

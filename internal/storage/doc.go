@@ -27,7 +27,8 @@
 // Files ending in .deleted (scheduled for deletion), .cleaned (an
 // unfinished log cleaner output) and index files ending in .swap are
 // removed on open. A complete NNN.log.swap (finished cleaner output)
-// replaces the segments whose base offsets it covers and becomes NNN.log.
+// replaces segment NNN and the segments whose base offsets lie below its
+// next offset, and becomes NNN.log (see Log.completeSwap).
 //
 // # .log
 //
@@ -35,7 +36,12 @@
 // back, with the base offset and partition leader epoch stamped by Append.
 // Offsets increase strictly from batch to batch (gaps are allowed: a
 // compacted log has them); every offset of a segment lies in
-// [base, base+MaxInt32]. A segment is rolled (a new one started at the log
+// [base, base+MaxInt32] and below the next segment's base. A closed
+// segment may be empty (a zero-length .log with empty index files): the
+// log cleaner leaves one where nothing of the segments it merged
+// survives, as Kafka does. It owns the offsets from its base up to the
+// next segment's base: reads there go on to the next segment, and its
+// age under retention.ms is its file's modification time. A segment is rolled (a new one started at the log
 // end offset) when appending would take it past segment.bytes, when its
 // first batch is older than segment.ms, when an index is full, or when an
 // offset would not fit 32 bits relative to the base.
@@ -159,9 +165,12 @@
 // (by their largest timestamp) or beyond retention.bytes, never above the
 // high-watermark. The log cleaner (clean.go, Log.Clean) rewrites closed
 // segments below the last stable offset keeping the latest record of each
-// key. Both rename the files they retire to .deleted and remove them
+// key, replacing a group of segments of which nothing survives with an
+// empty segment; compaction never moves the log start offset. Both
+// rename the files they retire to .deleted and remove them
 // file.delete.delay.ms later; the cleaner swaps its output in through
-// .cleaned and .swap files as described under Recovery. Neither acts on a
+// .cleaned and .swap files as described under Recovery, and holds its
+// reads and writes to log.cleaner.io.max.bytes.per.second (throttle.go). Neither acts on a
 // log before its owner gives it bounds (Log.SetBounds). The Manager runs
 // both in the background (tasks.go).
 //

@@ -239,7 +239,18 @@ func (l *Log) load(opts OpenOptions) error {
 }
 
 // completeSwap finishes a log cleaner swap: a valid NNN.log.swap replaces
-// the segments whose base offsets it covers; an invalid one is removed.
+// segment NNN and the segments whose base offsets lie in [NNN, next),
+// next being the offset after the swap's last batch; an invalid one is
+// removed. As with Kafka's LogLoader, that range is empty for an empty
+// swap (a group of which nothing survived): NNN alone is replaced, and
+// whatever other old segments of the group are still there stay, with
+// their uncleaned records. That is safe at every stage of
+// replaceSegments: below next the log is the cleaned segment; from next
+// on the cleaning kept nothing of the group, and an old segment left
+// there holds a superset of it (the records superseding what it dropped
+// are in it or after the group, untouched). The files of segment NNN (its
+// .txnindex too: a cleaned segment has none) are replaced whether or not
+// its .log is still there.
 func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 	swapPath := filepath.Join(l.dir, segmentName(base)+logSuffix+swapSuffix)
 	var next int64 = base
@@ -260,7 +271,7 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 		return os.Remove(swapPath)
 	}
 	for b := range bases {
-		if b >= base && b < next {
+		if b > base && b < next {
 			s := &segment{baseOffset: b, dir: l.dir}
 			if err := s.remove(); err != nil {
 				return err
@@ -269,7 +280,7 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 		}
 	}
 	s := &segment{baseOffset: base, dir: l.dir}
-	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -277,7 +288,7 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 	if err := os.Rename(swapPath, s.path(logSuffix)); err != nil {
 		return fmt.Errorf("storage: complete swap: %w", err)
 	}
-	l.logger.Info("completed segment swap", "segment", s.path(logSuffix), "next_offset", next)
+	l.logger.Info("completed segment swap", "segment", s.path(logSuffix), "next_offset", next, "bytes", info.Size)
 	bases[base] = true
 	l.dirDirty = true
 	return nil
