@@ -64,7 +64,11 @@ import (
 // The first time a batch holding a kept tombstone (or a removable
 // transaction marker) is cleaned, its delete horizon is set to now +
 // delete.retention.ms (KIP-534: attribute bit 6, the horizon in the base
-// timestamp); a later cleaning after the horizon removes them.
+// timestamp); a later cleaning after the horizon removes them, and a batch
+// rewritten without tombstones loses its horizon. The earliest horizon
+// still ahead is kept in memory (Log.deleteHorizon) so that the log is
+// cleaned again when it passes; a reopened log finds it with one walk of
+// its batch headers before its first cleaning (findDeleteHorizon).
 //
 // The cleaner's reads and writes of segments go through a throttler
 // (log.cleaner.io.max.bytes.per.second, throttle.go) shared by the
@@ -193,8 +197,51 @@ func (l *Log) plan(now time.Time) (p cleanPlan, cfg Config, ok bool) {
 			p.needNow = true
 		}
 	}
-	p.horizonDue = p.end > 0 && l.deleteHorizon.Load() <= nowMs
+	if p.end > 0 {
+		horizon := l.deleteHorizon.Load()
+		if horizon == horizonUnknown {
+			horizon = l.findDeleteHorizon(p.segs[:len(p.segs)-1])
+		}
+		p.horizonDue = horizon <= nowMs
+	}
 	return p, cfg, true
+}
+
+// horizonUnknown is Log.deleteHorizon of a log opened and not yet looked
+// at by the cleaner: its batches may hold delete horizons written before
+// the restart.
+const horizonUnknown = math.MinInt64
+
+// findDeleteHorizon walks the batch headers of segs (the closed segments,
+// where cleanings write horizons) for the earliest delete horizon, passed
+// or not, and records it in Log.deleteHorizon (math.MaxInt64 when there
+// is none), unless a cleaning recorded one meanwhile. A segment retired
+// under the walk leaves the horizon unknown, for the next plan to try
+// again; a corrupt one is logged and skipped (the cleaning that reads it
+// fails on it anyway).
+func (l *Log) findDeleteHorizon(segs []*segment) int64 {
+	found := int64(math.MaxInt64)
+	for _, s := range segs {
+		err := s.walkHeaders(func(_ int64, h record.Header) error {
+			if h.Attributes&record.DeleteHorizonBit != 0 {
+				found = min(found, h.BaseTimestamp)
+			}
+			return nil
+		})
+		if errors.Is(err, ErrCleaningAborted) {
+			return math.MaxInt64
+		}
+		if err != nil {
+			l.logger.Warn("looking for delete horizons failed", "segment", s.String(), "err", err)
+		}
+	}
+	if !l.deleteHorizon.CompareAndSwap(horizonUnknown, found) {
+		return l.deleteHorizon.Load()
+	}
+	if found != math.MaxInt64 {
+		l.logger.Info("found delete horizon", "delete_horizon", time.UnixMilli(found).UTC())
+	}
+	return found
 }
 
 // due reports whether the plan is worth a cleaning under minRatio.
@@ -708,16 +755,19 @@ func (c *cleaning) filter(batch []byte, h record.Header) ([]byte, error) {
 	switch {
 	case len(c.kept) == 0:
 		return empty()
-	case len(c.kept) == int(h.NumRecords) && (!tombstones || hasHorizon):
+	case len(c.kept) == int(h.NumRecords) && tombstones == hasHorizon:
 		if tombstones {
 			c.noteHorizon(h, true)
 		}
 		return batch, nil
 	}
+	// A batch keeps a delete horizon only while it holds tombstones, so
+	// that a horizon found in the log (findDeleteHorizon) means work.
 	horizon := int64(-1)
-	if hasHorizon {
+	switch {
+	case tombstones && hasHorizon:
 		horizon = h.BaseTimestamp
-	} else if tombstones {
+	case tombstones:
 		horizon = c.now + c.cfg.Cleanup.DeleteRetention.Milliseconds()
 	}
 	return c.rebuildRecords(h, c.kept, horizon)

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -557,6 +558,89 @@ func TestRetentionEmptySegments(t *testing.T) {
 			checkEveryOffsetReads(t, e.l)
 			if got := deleteOld(t, e.l); got != 0 {
 				t.Fatalf("a second retention pass deleted %d segments", got)
+			}
+		})
+	}
+}
+
+// TestCleanDeleteHorizonAfterReopen: tombstones kept by a cleaning carry
+// their delete horizon in the log; a reopened log finds it (one walk of
+// the batch headers) before its first cleaning, so that they go once
+// delete.retention.ms has passed even though the dirty ratio calls for no
+// cleaning, as they would have without the restart.
+func TestCleanDeleteHorizonAfterReopen(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		last      []kv // the batch written last
+		supersede bool // later records of the tombstones' keys, cleaned before the restart
+		rp        int64
+		early     bool // the cleaner looks before the horizon too
+		wantDue   bool
+	}{
+		{name: "tombstones, clean shutdown", last: []kv{del("k1"), del("k2")}, rp: -1, early: true, wantDue: true},
+		{name: "tombstones, crash", last: []kv{del("k1"), del("k2")}, rp: 0, wantDue: true},
+		{name: "no tombstones", last: []kv{put("k1", "x")}, rp: -1, early: true},
+		// The tombstone's batch loses its horizon when rewritten without
+		// it: nothing is left for the horizon to remove.
+		{name: "tombstones superseded", last: []kv{del("k1"), put("k9", "z")}, supersede: true, rp: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{t: testEpoch}
+			dir := t.TempDir()
+			l := compactedLog(t, dir, clock, 400)
+			appendB := func(kvs ...kv) {
+				t.Helper()
+				if _, err := l.Append(kvBatch(t, record.CodecNone, clock.t.UnixMilli(), noProducer, kvs...), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range 30 {
+				appendB(put(fmt.Sprintf("k%d", i%10), fmt.Sprint(i)))
+			}
+			appendB(tc.last...)
+			if err := l.roll(); err != nil {
+				t.Fatal(err)
+			}
+			clean(t, l, CleanOptions{Force: true})
+			if tc.supersede {
+				appendB(put("k1", "back"))
+				if err := l.roll(); err != nil {
+					t.Fatal(err)
+				}
+				clean(t, l, CleanOptions{Force: true})
+			}
+			appendB(put("active", "1"))
+			want := latest(readRecords(t, l), l.LogEndOffset())
+			ck := l.CleanerCheckpoint()
+			cfg := l.Config()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			l = openEmptying(t, dir, clock, cfg, tc.rp)
+			l.SetCleanerCheckpoint(ck) // as the Manager does from cleaner-offset-checkpoint
+			if tc.early {
+				if p, ok := l.CleanPriority(); ok {
+					t.Fatalf("due at %v right after reopening, before any horizon", p)
+				}
+			}
+			clock.t = clock.t.Add(time.Hour + time.Millisecond) // delete.retention.ms
+			p, ok := l.CleanPriority()
+			if ok != tc.wantDue || ok && p != math.Inf(1) {
+				t.Fatalf("after the horizon: due %v at %v, want due %v", ok, p, tc.wantDue)
+			}
+			if !tc.wantDue {
+				return
+			}
+			if res := clean(t, l, CleanOptions{}); res.Groups == 0 {
+				t.Fatalf("no cleaning after the horizon: %+v", res)
+			}
+			for _, kv := range tc.last {
+				delete(want, kv.key)
+			}
+			checkCompacted(t, l, l.LogEndOffset(), want)
+			if _, ok := l.CleanPriority(); ok {
+				t.Fatal("still due after removing the tombstones")
 			}
 		})
 	}

@@ -78,7 +78,7 @@ type Log struct {
 	bounds         atomic.Pointer[BoundsFunc]
 	startMoved     atomic.Pointer[func()] // called when SetLogStartOffset raised the log start
 	cleanerOffset  atomic.Int64           // first dirty offset: below it the cleaner has cleaned; -1 unknown
-	deleteHorizon  atomic.Int64           // earliest future delete horizon of kept tombstones and markers, ms; MaxInt64 none known
+	deleteHorizon  atomic.Int64           // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
 	pendingDeletes []pendingDelete        // files renamed .deleted, removed when due; guarded by mu
 }
 

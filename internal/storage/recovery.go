@@ -50,7 +50,7 @@ func Open(opts OpenOptions) (*Log, error) {
 		producers: newProducerState(opts.Dir, opts.Config.WithDefaults().ProducerIDExpiration),
 	}
 	l.cleanerOffset.Store(-1)
-	l.deleteHorizon.Store(math.MaxInt64)
+	l.deleteHorizon.Store(horizonUnknown)
 	if err := l.load(opts); err != nil {
 		for _, s := range l.segments() {
 			s.closeFiles()
