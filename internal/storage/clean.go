@@ -193,8 +193,13 @@ func (l *Log) plan(now time.Time) (p cleanPlan, cfg Config, ok bool) {
 		}
 	}
 	if lag := cfg.Cleanup.MaxCompactionLag; lag > 0 && p.dirtyBytes > 0 {
-		if ts, ok := firstBatchTimestamp(p.segs[p.dirtyFrom]); ok && ts >= 0 && nowMs-ts > lag.Milliseconds() {
-			p.needNow = true
+		// The oldest dirty batch: the first of the first dirty segment
+		// that has one (a cleaned segment may be empty).
+		for _, s := range p.segs[p.dirtyFrom:p.end] {
+			if ts, ok := firstBatchTimestamp(s); ok {
+				p.needNow = ts >= 0 && nowMs-ts > lag.Milliseconds()
+				break
+			}
 		}
 	}
 	if p.end > 0 {

@@ -645,3 +645,24 @@ func TestCleanDeleteHorizonAfterReopen(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanMaxCompactionLagAfterEmptySegment: max.compaction.lag.ms looks
+// at the oldest dirty batch even when the first dirty segment is empty.
+func TestCleanMaxCompactionLagAfterEmptySegment(t *testing.T) {
+	e := writeEmptying(t, 400)
+	clean(t, e.l, CleanOptions{Force: true})
+	// As if the cleaner's checkpoint were older: dirty from the empty
+	// segment at 45 on, little against the clean part before it.
+	e.l.SetCleanerCheckpoint(45)
+	if p, ok := e.l.CleanPriority(); ok {
+		t.Fatalf("due at %v below min.cleanable.dirty.ratio", p)
+	}
+	e.cfg.Cleanup.MaxCompactionLag = time.Minute
+	if err := e.l.SetConfig(e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.t = testEpoch.Add(2 * time.Minute) // the record at 52 is 68 s old
+	if p, ok := e.l.CleanPriority(); !ok || p != math.Inf(1) {
+		t.Fatalf("due %v at %v, want due now by max.compaction.lag.ms", ok, p)
+	}
+}
