@@ -23,7 +23,11 @@ func newPerfProduceCommand(cf *clientFlags) *cobra.Command {
 		Long: `Produce --records records of --record-size bytes without keys to TOPIC
 (kgo's sticky partitioner fills one partition's batch at a time), then wait
 for every acknowledgement. Latency is from the Produce call to the
-acknowledgement, as in kafka-producer-perf-test.
+acknowledgement, as in kafka-producer-perf-test. With --partitions the
+clock starts once the topic has a leader for every partition. Without
+idempotence (--acks 1 or 0) up to --max-in-flight produce requests (5, as
+the Java producer's max.in.flight.requests.per.connection) are in flight to
+a broker; --acks all uses the idempotent producer, which keeps 5.
 
 The final JSON line holds records, bytes, errors, seconds, records_per_sec,
 mb_per_sec and latency_ms (count, mean, p50, p90, p99, p99_9, max). The
@@ -53,6 +57,13 @@ func runPerfProduce(cmd *cobra.Command, cf *clientFlags, f *perfProduceFlags, to
 	defer cl.Close()
 	if err := ensureTopic(ctx, cl, topic, f.partitions, f.replication, f.topicConfigs); err != nil {
 		return err
+	}
+	if f.partitions > 0 {
+		// The clock starts once the topic it may just have created has
+		// its leaders; a topic that must exist has them already.
+		if err := waitForLeaders(ctx, cl, topic, 10*time.Second); err != nil {
+			return err
+		}
 	}
 	pool := newPayloadPool(f.payload, f.recordSize)
 	m := startMeter(cmd.ErrOrStderr(), "produce", f.reportInterval, f.quiet)

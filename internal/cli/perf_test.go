@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // lastJSON decodes the last line of out as a perfResult.
@@ -95,6 +100,7 @@ func TestPerfFlags(t *testing.T) {
 		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--payload", "zeros"},
 		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--records", "0"},
 		{"perf", "e2e", "t", "-b", "127.0.0.1:1", "--rate", "0"},
+		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--acks", "1", "--max-in-flight", "0"},
 	} {
 		if r := run(t, nil, args...); r.err == nil {
 			t.Errorf("%v: no error", args)
@@ -111,5 +117,62 @@ func TestPerfTopicConfig(t *testing.T) {
 	r := mustRun(t, nil, "topic", "describe", "zt", "-b", addr)
 	if !strings.Contains(r.stdout, "compression.type") || !strings.Contains(r.stdout, "zstd") {
 		t.Fatalf("topic describe:\n%s\nwant compression.type zstd", r.stdout)
+	}
+}
+
+// TestPerfMaxInFlight: without idempotence the perf producer keeps up to
+// --max-in-flight produce requests in flight (5 by default, as the Java
+// producer), where kgo's own default is 1; acks=all leaves kgo's
+// idempotent producer as it is.
+func TestPerfMaxInFlight(t *testing.T) {
+	for _, c := range []struct {
+		acks     string
+		inFlight int
+		want     int
+	}{{"1", 5, 5}, {"0", 3, 3}, {"all", 5, 1}} {
+		f := perfProducerFlags{recordSize: 1024, acks: c.acks, compression: "none", batchMaxBytes: 1 << 20,
+			bufferedBytes: 64 << 20, maxInFlight: c.inFlight, payload: "text"}
+		opts, err := f.options()
+		if err != nil {
+			t.Fatalf("acks=%s: %v", c.acks, err)
+		}
+		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers("127.0.0.1:1"))...)
+		if err != nil {
+			t.Fatalf("acks=%s: %v", c.acks, err)
+		}
+		got := cl.OptValue(kgo.MaxProduceRequestsInflightPerBroker)
+		cl.Close()
+		if got != c.want {
+			t.Errorf("acks=%s --max-in-flight %d: kgo keeps %v in flight, want %d", c.acks, c.inFlight, got, c.want)
+		}
+	}
+}
+
+// TestWaitForLeaders: the wait ends once a created topic has its leaders,
+// and gives up without an error at its limit for a topic that has none.
+func TestWaitForLeaders(t *testing.T) {
+	addr := startSamsa(t, "")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := ensureTopic(ctx, cl, "ready", 4, -1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitForLeaders(ctx, cl, "ready", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	md, err := kadm.NewClient(cl).Metadata(ctx, "ready")
+	if err != nil || !topicReady(md.Topics["ready"]) || len(md.Topics["ready"].Partitions) != 4 {
+		t.Fatalf("after the wait: %+v, %v", md.Topics["ready"], err)
+	}
+	start := time.Now()
+	if err := waitForLeaders(ctx, cl, "missing", 100*time.Millisecond); err != nil {
+		t.Fatalf("missing topic: %v, want nil at the limit", err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("gave up on a missing topic after %v, before the limit", d)
 	}
 }
