@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -49,7 +51,13 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		ti, pi int // index of the response entry
 		resp   *kmsg.ProduceResponseTopicPartition
 	}
-	var waits []pending
+	type job struct {
+		p       *replica.Partition
+		records []byte
+		ti, pi  int // index of the response entry
+		v       *replica.TxnVerification
+	}
+	var jobs []job
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
@@ -66,35 +74,62 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 			case checkProduceRecords(req.Version, rp.Records, &sp):
 			case verifyErrs[verifyKey{rt.Topic, rp.Partition}] != 0:
 				sp.ErrorCode = verifyErrs[verifyKey{rt.Topic, rp.Partition}]
-
 			default:
-				res, err := p.Append(rp.Records, req.Acks, now, verified[verifyKey{rt.Topic, rp.Partition}])
-
-				if err != nil {
-					sp.ErrorCode = errCode(err)
-					if sp.ErrorCode == kerr.UnknownServerError.Code {
-						b.logger.Error("append failed", "topic", rt.Topic, "partition", rp.Partition, "err", err)
-						// A failed disk write is not the client's fault but
-						// must not read as success; Kafka answers
-						// KAFKA_STORAGE_ERROR, which clients retry.
-						sp.ErrorCode = kerr.KafkaStorageError.Code
-					}
-					msg := err.Error()
-					sp.ErrorMessage = &msg
-					break
-				}
-				sp.BaseOffset = res.BaseOffset
-				if p.Config().LogAppendTime {
-					sp.LogAppendTime = now
-				}
-				sp.LogStartOffset = p.LogStartOffset()
-				if req.Acks == -1 {
-					waits = append(waits, pending{p: p, last: res.LastOffset, ti: len(resp.Topics), pi: len(st.Partitions)})
-				}
+				jobs = append(jobs, job{p: p, records: rp.Records, ti: len(resp.Topics), pi: len(st.Partitions),
+					v: verified[verifyKey{rt.Topic, rp.Partition}]})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	// The response entries no longer move: each append fills its own.
+	lasts := make([]int64, len(jobs))
+	appendOne := func(i int) {
+		j := jobs[i]
+		sp := &resp.Topics[j.ti].Partitions[j.pi]
+		res, err := j.p.Append(j.records, req.Acks, now, j.v)
+		if err != nil {
+			sp.ErrorCode = errCode(err)
+			if sp.ErrorCode == kerr.UnknownServerError.Code {
+				b.logger.Error("append failed", "topic", resp.Topics[j.ti].Topic, "partition", sp.Partition, "err", err)
+				// A failed disk write is not the client's fault but
+				// must not read as success; Kafka answers
+				// KAFKA_STORAGE_ERROR, which clients retry.
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+			}
+			msg := err.Error()
+			sp.ErrorMessage = &msg
+			return
+		}
+		sp.BaseOffset = res.BaseOffset
+		if j.p.Config().LogAppendTime {
+			sp.LogAppendTime = now
+		}
+		sp.LogStartOffset = j.p.LogStartOffset()
+		lasts[i] = res.LastOffset
+	}
+	// Appends copy into the page cache and take a fraction of a core; on
+	// a loaded machine running them in parallel measured slower (0.85-0.9x
+	// for 8 partitions of 1 MiB batches), so only requests that wait for
+	// fsyncs (flush.messages) spread over goroutines, to wait together.
+	parallel := false
+	for _, j := range jobs {
+		parallel = parallel || j.p.Config().Storage.FlushIntervalMessages > 0
+	}
+	if parallel {
+		appendAll(len(jobs), appendOne)
+	} else {
+		for i := range jobs {
+			appendOne(i)
+		}
+	}
+	var waits []pending
+	if req.Acks == -1 {
+		for i, j := range jobs {
+			if resp.Topics[j.ti].Partitions[j.pi].ErrorCode == 0 {
+				waits = append(waits, pending{p: j.p, last: lasts[i], ti: j.ti, pi: j.pi})
+			}
+		}
 	}
 	if len(waits) > 0 {
 		// Point each wait at its response entry now that the slices no
@@ -191,4 +226,36 @@ func checkProduceRecords(version int16, records []byte, sp *kmsg.ProduceResponse
 		return fail(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
 	}
 	return false
+}
+
+// maxParallelAppends bounds the goroutines appending the partitions of one
+// Produce request.
+const maxParallelAppends = 8
+
+// appendAll runs append(i) for i in [0, n): inline for one partition, and
+// for more on up to maxParallelAppends goroutines, so that the partitions
+// of one request wait for their fsyncs (flush.messages) together rather
+// than one after another. It returns when every append has.
+func appendAll(n int, append func(i int)) {
+	if n == 1 {
+		append(0)
+		return
+	}
+	workers := min(n, maxParallelAppends)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				append(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
