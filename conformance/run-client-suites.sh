@@ -156,8 +156,12 @@ mkdir -p "$work/out"
 
 run_kafka_go() {
   local v src
-  # As kafka-go's docker-compose-370.yml sets it.
-  server_extra=(--override message.max.bytes=200000000)
+  # As kafka-go's docker-compose-370.yml sets it; its image starts from
+  # Kafka's config/server.properties, which sets
+  # group.initial.rebalance.delay.ms=0 (consumer_group_rebalance of
+  # TestReaderConsumerGroup counts on the first reader forming the group
+  # alone).
+  server_extra=(--override message.max.bytes=200000000 --override group.initial.rebalance.delay.ms=0)
   stop_server
   v=$(cd "$here" && go list -m -f '{{.Version}}' github.com/segmentio/kafka-go)
   versions[kafka-go]=$v
@@ -199,7 +203,7 @@ run_kafkajs() {
   for f in $(cd "$src" && grep -rlE 'sslBrokers|saslBrokers|sslConnectionOpts|saslConnectionOpts|saslSCRAM|OAUTHBEARER' --include='*.spec.js' src); do
     ignore+=(--testPathIgnorePatterns "$f"); excluded=$((excluded + 1))
   done
-  server_extra=()
+  server_extra=(--override group.initial.rebalance.delay.ms=0) # as kafkajs's docker-compose.2_4.yml
   stop_server; start_server # a fresh log, without kafka-go's topics
   echo "running kafkajs specs ($excluded spec files excluded: SSL/SASL)"
   # One jest run per group of specs (as kafkajs's CI splits them), each
@@ -270,7 +274,7 @@ section="$work/section.md"
 {
   echo "## The clients' own test suites"
   echo
-  echo "Run by \`conformance/run-client-suites.sh\` (not in CI: it needs port 9092 and takes about half an hour). kafka-go: one top-level test at a time, ${test_timeout} each, \`KAFKA_VERSION=3.7.0\`. Counts are of top-level tests (kafka-go) or spec files (kafkajs), and in brackets of leaf tests."
+  echo "Run by \`conformance/run-client-suites.sh\` (not in CI: it needs port 9092 and takes about half an hour). kafka-go: one top-level test at a time, ${test_timeout} each, \`KAFKA_VERSION=3.7.0\`. The server runs with \`group.initial.rebalance.delay.ms=0\`, as in both suites' Docker setups. Counts are of top-level tests (kafka-go) or spec files (kafkajs), and in brackets of leaf tests."
   echo
   echo "| suite | version | last run | samsa commit | pass | fail | skip | note |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
