@@ -19,7 +19,8 @@
 #
 # Environment: TEST_TIMEOUT per test (default 120s), ONLY (a regexp of
 # tests to run, for triage), KEEP=1 keeps the work directory, SUITE_SAMSA a
-# prebuilt samsa binary to use instead of building ../cmd/samsa.
+# prebuilt samsa binary to use instead of building ../cmd/samsa, and
+# SUITE_COMMIT the commit it was built from (recorded instead of HEAD).
 set -euo pipefail
 here=${SUITES_HERE:-$(cd "$(dirname "$0")" && pwd)}
 if [ -z "${SUITES_HERE:-}" ]; then
@@ -104,7 +105,7 @@ if [ -f "$meta" ]; then
   done <"$meta"
 fi
 now_date=$(date -u '+%Y-%m-%d %H:%M UTC')
-now_commit=$(cd "$root" && git rev-parse --short HEAD)
+now_commit=${SUITE_COMMIT:-$(cd "$root" && git rev-parse --short HEAD)}
 for s in "${suites[@]}"; do
   [ "$s" = report ] && continue
   all_suites+=("$s"); rundate[$s]=$now_date; runcommit[$s]=$now_commit
