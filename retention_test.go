@@ -232,6 +232,7 @@ func TestCompactDebian(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
+	appendTails(t, n, dir, topic, 3, "tail", want)
 
 	// A record without a key is rejected on a compacted topic.
 	err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("no key")}).FirstErr()
@@ -262,6 +263,9 @@ func TestCompactDebian(t *testing.T) {
 	t.Logf("compacted %d records to %d in %v", len(recs), len(want), time.Since(start))
 	latest := map[string]string{}
 	for _, r := range consumeCount(t, n, topic, len(want)) {
+		if strings.HasPrefix(string(r.Key), "tail") {
+			continue
+		}
 		var p debianPackage
 		if err := json.Unmarshal(r.Value, &p); err != nil {
 			t.Fatal(err)
@@ -288,6 +292,7 @@ func TestCompactDebian(t *testing.T) {
 	if err := cl.ProduceSync(ctx, tombs...).FirstErr(); err != nil {
 		t.Fatalf("produce tombstones: %v", err)
 	}
+	appendTails(t, n, dir, topic, 3, "tail2", want)
 	pollUntil(t, 90*time.Second, check(cl, want))
 	if got, err := latestByKey(consumeCount(t, n, topic, len(want))); err != nil || len(got) != len(want) {
 		t.Fatalf("franz-go consumer after the tombstones: %d records, %v", len(got), err)
@@ -302,6 +307,35 @@ func TestCompactDebian(t *testing.T) {
 	}
 	if err := check(cl2, want)(); err != nil {
 		t.Fatalf("after restart: %v", err)
+	}
+}
+
+// appendTails waits until the active segment of every partition of topic
+// (under dir) has rolled by segment.ms and then produces one record with
+// key <name>-<partition> to each, adding them to want. The segment holding a
+// partition's last batch is never cleaned (as Kafka never cleans its active
+// segment), so a test that wants everything before compacted ends the log
+// with records that leave nothing to compact.
+func appendTails(t *testing.T, n *samsa.Node, dir, topic string, partitions int32, name string, want map[string][]byte) {
+	t.Helper()
+	pollUntil(t, 30*time.Second, func() error {
+		for p := range partitions {
+			if bases, _, sizes := segmentBases(t, filepath.Join(dir, fmt.Sprintf("%s-%d", topic, p))); len(bases) == 0 || sizes[len(sizes)-1] != 0 {
+				return fmt.Errorf("partition %d: segments %v of %v bytes: the active segment has not rolled", p, bases, sizes)
+			}
+		}
+		return nil
+	})
+	cl := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for p := range partitions {
+		key := fmt.Sprintf("%s-%d", name, p)
+		r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(key), Value: []byte(key)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		want[key] = []byte(key)
 	}
 }
 
@@ -549,6 +583,12 @@ func TestCompactEmptiedSegments(t *testing.T) {
 		}
 		return nil
 	})
+	// A last record of its own key: the segment holding the log's last
+	// batch is never cleaned.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("tail"), Value: []byte("t")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	want["tail"] = "t"
 	alterTopicConfig(t, cl, topic, kadm.AlterConfig{Name: "cleanup.policy", Value: ptr("compact")})
 
 	check := func(cl *kgo.Client) error {
@@ -637,4 +677,69 @@ func TestCompactEmptiedSegments(t *testing.T) {
 		t.Fatalf("after restart: %v", err)
 	}
 	verify(n2, cl2)
+}
+
+// TestCompactTombstoneAtLogEnd: a compacted partition whose last batch is
+// a tombstone, rolled by segment.ms without a later append, keeps that
+// batch however often the cleaner runs (the segment holding the log's last
+// batch counts as active), so that a consumer reads to the log end: with
+// nothing left after the last surviving record, fetches below the
+// high-watermark would come back empty forever.
+func TestCompactTombstoneAtLogEnd(t *testing.T) {
+	const topic = "tail-tombstone"
+	dir := t.TempDir()
+	n := startNode(t, dir, map[string]string{
+		"log.cleaner.backoff.ms":          "50",
+		"log.retention.check.interval.ms": "200",
+	})
+	cl := newClient(t, n, kgo.DisableIdempotentWrite())
+	createTopic(t, cl, topic, 1, map[string]*string{
+		"cleanup.policy":        ptr("compact"),
+		"segment.bytes":         ptr("100"), // one batch a segment
+		"segment.ms":            ptr("300"),
+		"delete.retention.ms":   ptr("300"),
+		"max.compaction.lag.ms": ptr("100"),
+		"file.delete.delay.ms":  ptr("0"),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, kv := range [][2]string{{"keep", "old"}, {"keep", "v"}, {"gone", "v"}, {"gone", ""}} {
+		r := &kgo.Record{Topic: topic, Key: []byte(kv[0])}
+		if kv[1] != "" {
+			r.Value = []byte(kv[1])
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pdir := filepath.Join(dir, topic+"-0")
+	// The first segment empties once a cleaning ran; by then the active
+	// segment rolled (the cleaning started after the log's last roll).
+	pollUntil(t, 20*time.Second, func() error {
+		if bases, _, sizes := segmentBases(t, pdir); len(bases) < 2 || sizes[0] != 0 || sizes[len(sizes)-1] != 0 {
+			return fmt.Errorf("segments %v of %v bytes: not cleaned yet", bases, sizes)
+		}
+		return nil
+	})
+	// The tombstone's delete horizon passes 300 ms after that cleaning and
+	// the cleaner looks every 50 ms: give it time to remove the tombstone
+	// had it been cleanable, reading to the end all along.
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		recs := readToEnd(t, cl, topic, 1)
+		if len(recs) == 0 || recs[0].Offset != 1 || string(recs[0].Value) != "v" {
+			t.Fatalf("read %v: want keep=v at 1 first", recs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if hw := fetchAt(t, cl, topic, 0, 0).HighWatermark; hw != 4 {
+		t.Fatalf("high-watermark %d, want 4", hw)
+	}
+	fp := fetchAt(t, cl, topic, 0, 3)
+	var last record.Header
+	if _, err := record.Batches(fp.RecordBatches, func(_ []byte, h record.Header) error {
+		last = h
+		return nil
+	}); err != nil || last.BaseOffset != 3 || last.NumRecords != 1 {
+		t.Fatalf("fetch at 3: last batch %+v (%v), want the tombstone at 3", last, err)
+	}
 }

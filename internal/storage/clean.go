@@ -20,7 +20,11 @@ import (
 // it is the clean section, already compacted; from it to the first
 // uncleanable offset is the dirty section. Only closed segments are ever
 // cleaned, and only those wholly below the last stable offset (BoundsFunc)
-// whose records are all older than min.compaction.lag.ms. A cleaning
+// whose records are all older than min.compaction.lag.ms. Nor is the
+// segment holding the log's last batch, which counts as active when the
+// active segment is empty (MaybeRoll rolled it by age): that batch stays
+// whole, records included, as in Kafka's never-cleaned active segment, so
+// that a fetch below the log end always finds a batch. A cleaning
 //
 //  1. walks the batch headers of the whole log to learn each producer's
 //     last batch (whose header must survive, emptied if need be, so that
@@ -168,7 +172,18 @@ func (l *Log) plan(now time.Time) (p cleanPlan, cfg Config, ok bool) {
 		p.firstDirty = logStart
 	}
 	nowMs := now.UnixMilli()
-	for i := 0; i+1 < len(p.segs); i++ {
+	// The segment holding the log's last batch counts as active: it is
+	// never cleaned. Kafka rolls only on append, so its last batch is
+	// always in the active segment, which it never cleans; Samsa's
+	// MaybeRoll rolls a quiet partition by age, leaving an empty active
+	// segment, and the cleaner must not remove that batch either (a
+	// tombstone past its delete horizon would go), or fetches between
+	// the last surviving record and the log end would find nothing.
+	active := len(p.segs) - 1
+	for active > 0 && p.segs[active].size.Load() == 0 {
+		active--
+	}
+	for i := 0; i < active; i++ {
 		s := p.segs[i]
 		if p.segs[i+1].baseOffset > lso {
 			break
