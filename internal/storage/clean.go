@@ -52,10 +52,12 @@ import (
 //
 // A batch keeps its base offset, last offset delta, producer id and epoch,
 // base sequence and partition leader epoch when rewritten; one whose
-// records all go is dropped, except its producer's last batch, which is
-// kept as an empty batch (a header) so that the producer's epoch and
-// sequence survive a rebuild of the producer state (Kafka keeps it for the
-// same reason). A group of which nothing survives is swapped for an empty
+// records all go is dropped, except its producer's last batch while the
+// producer is in the producer state (producer.id.expiration.ms has not
+// expired it), which is kept as an empty batch (a header) so that the
+// producer's epoch and sequence survive a rebuild of the producer state
+// (Kafka keeps the last batches of its active producers for the same
+// reason). Once the producer expires, the next cleaning drops it. A group of which nothing survives is swapped for an empty
 // segment: a zero-length .log with empty index files, named after the
 // group's base offset, as Kafka does. Such a segment keeps the offsets up
 // to the next segment's base for itself, so that the log start offset,
@@ -329,6 +331,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 	c := &cleaning{
 		l: l, ctx: ctx, cfg: cfg, now: now.UnixMilli(),
 		om:         newOffsetMap(opts.MaxKeys),
+		active:     l.producers.active(now),
 		txnKept:    map[int64]bool{},
 		minHorizon: math.MaxInt64,
 		throttle:   opts.throttle,
@@ -518,6 +521,9 @@ type cleaning struct {
 	now int64 // milliseconds
 	om  *offsetMap
 	tx  *txnState
+	// active holds the producers whose state has not expired: only their
+	// last batches are kept, emptied if need be.
+	active map[int64]bool
 	// txnKept marks producers whose current transaction kept data in
 	// this pass: its COMMIT marker must stay.
 	txnKept    map[int64]bool
@@ -688,12 +694,12 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 }
 
 // filter returns what of one batch stays: the batch itself, a rebuilt
-// batch, an empty batch (header only: its producer's last batch, so that
-// the producer's epoch and sequence survive), or nil.
+// batch, an empty batch (header only: the last batch of a producer still
+// in the producer state, so that its epoch and sequence survive), or nil.
 func (c *cleaning) filter(batch []byte, h record.Header) ([]byte, error) {
 	hasHorizon := h.Attributes&record.DeleteHorizonBit != 0
 	horizonPassed := hasHorizon && h.BaseTimestamp <= c.now
-	keepHeader := h.ProducerID >= 0 && c.tx.lastBatch[h.ProducerID] == h.BaseOffset
+	keepHeader := h.ProducerID >= 0 && c.active[h.ProducerID] && c.tx.lastBatch[h.ProducerID] == h.BaseOffset
 	empty := func() ([]byte, error) {
 		if !keepHeader {
 			return nil, nil

@@ -70,3 +70,60 @@ func TestCleanKeepsLastBatchAfterAgeRoll(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanDropsLastBatchOfExpiredProducer checks that a producer's last
+// batch, kept emptied while the producer is in the producer state, goes
+// once producer.id.expiration.ms has expired the producer, as Kafka keeps
+// only the last batches of its active producers.
+func TestCleanDropsLastBatchOfExpiredProducer(t *testing.T) {
+	clock := &fakeClock{t: testEpoch}
+	l := compactedLog(t, t.TempDir(), clock, 1<<20)
+	appendB := func(p producer, kvs ...kv) {
+		t.Helper()
+		if _, err := l.Append(kvBatch(t, record.CodecNone, clock.t.UnixMilli(), p, kvs...), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendB(producer{id: 5, epoch: 1, seq: 0}, put("a", "1"), put("b", "1")) // 0-1
+	appendB(producer{id: 6, epoch: 0, seq: 0}, put("c", "1"))                // 2
+	appendB(noProducer, put("a", "2"), put("b", "2"))                        // 3-4: supersedes producer 5's only batch
+	if err := l.roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendB(noProducer, put("z", "1")) // 5
+
+	emptyAt := func() []int64 {
+		var out []int64
+		for _, h := range readBatchHeaders(t, l) {
+			if h.NumRecords == 0 {
+				out = append(out, h.BaseOffset)
+			}
+		}
+		return out
+	}
+	if res := clean(t, l, CleanOptions{Force: true}); res.EmptyBatches != 1 {
+		t.Fatalf("clean result %+v: want producer 5's last batch kept empty", res)
+	}
+	if got := emptyAt(); len(got) != 1 || got[0] != 0 {
+		t.Fatalf("empty batches at %v, want [0]", got)
+	}
+
+	// Producer 6 writes again just before producer 5 expires: it stays.
+	clock.t = clock.t.Add(DefaultProducerIDExpiration - time.Minute)
+	appendB(producer{id: 6, epoch: 0, seq: 1}, put("c", "2")) // 6: its last batch, superseded
+	appendB(noProducer, put("c", "3"))                        // 7
+	clock.t = clock.t.Add(2 * time.Minute)
+	if err := l.roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendB(noProducer, put("z", "2"))
+	res := clean(t, l, CleanOptions{Force: true})
+	if got := emptyAt(); len(got) != 1 || got[0] != 6 {
+		t.Fatalf("empty batches at %v after producer 5 expired (clean %+v), want only producer 6's at 6", got, res)
+	}
+	for off := range l.LogEndOffset() {
+		if r, err := l.Read(off, 1<<20, 1<<62, true); err != nil || len(r.Records) == 0 {
+			t.Fatalf("read at %d: %d bytes, %v", off, len(r.Records), err)
+		}
+	}
+}

@@ -264,6 +264,21 @@ func (ps *producerState) expiredLocked(e *producerEntry, now time.Time) bool {
 	return e.txnFirstOffset < 0 && now.Sub(e.lastSeen) >= ps.expiration
 }
 
+// active returns the ids of the producers in the state that
+// producer.id.expiration.ms has not expired at now (Kafka's
+// activeProducers, whose last batches its cleaner keeps).
+func (ps *producerState) active(now time.Time) map[int64]bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	m := make(map[int64]bool, len(ps.producers))
+	for id, e := range ps.producers {
+		if !ps.expiredLocked(e, now) {
+			m[id] = true
+		}
+	}
+	return m
+}
+
 // maybeExpire forgets the producers idle for producer.id.expiration.ms,
 // at most every producer.id.expiration.check.interval.ms.
 func (ps *producerState) maybeExpire(now time.Time) {
