@@ -322,3 +322,84 @@ func TestMinInsyncReplicas(t *testing.T) {
 		t.Fatalf("acks=1: %v", err)
 	}
 }
+
+// TestCompactionLagConflict: min.compaction.lag.ms above
+// max.compaction.lag.ms is refused with INVALID_CONFIG on CreateTopics,
+// IncrementalAlterConfigs and AlterConfigs (validate-only too), the two
+// taken from the topic's configs merged over the broker defaults, as
+// Kafka's LogConfig.validateValues does.
+func TestCompactionLagConflict(t *testing.T) {
+	n := startNode(t, t.TempDir(), map[string]string{"log.cleaner.max.compaction.lag.ms": "1000"})
+	cl := newClient(t, n)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := kmsg.StringPtr
+	for _, tc := range []struct {
+		name    string
+		configs map[string]*string
+		wantErr bool
+	}{
+		{"min above max", map[string]*string{"min.compaction.lag.ms": s("100"), "max.compaction.lag.ms": s("50")}, true},
+		{"min above the broker's max", map[string]*string{"min.compaction.lag.ms": s("2000")}, true},
+		{"max below the broker's min (0)", map[string]*string{"max.compaction.lag.ms": s("1")}, false},
+		{"min below the broker's max", map[string]*string{"min.compaction.lag.ms": s("1000")}, false},
+		{"min equal to max", map[string]*string{"min.compaction.lag.ms": s("5000"), "max.compaction.lag.ms": s("5000")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := strings.ReplaceAll(tc.name, " ", "-")
+			topic = strings.NewReplacer("'", "", "(", "", ")", "").Replace(topic)
+			resp, err := adm.CreateTopic(ctx, 1, 1, tc.configs, topic)
+			if err == nil {
+				err = resp.Err
+			}
+			if tc.wantErr {
+				if !kerrIs(err, kerr.InvalidConfig) || !strings.Contains(resp.ErrMessage, "conflict topic config setting min.compaction.lag.ms") {
+					t.Fatalf("create: %v %q, want INVALID_CONFIG", err, resp.ErrMessage)
+				}
+			} else if err != nil {
+				t.Fatalf("create: %v %q", err, resp.ErrMessage)
+			}
+		})
+	}
+
+	createTopic(t, cl, "lags", 1, map[string]*string{"max.compaction.lag.ms": s("10000")})
+	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Name: k, Value: s(v)} }
+	for _, tc := range []struct {
+		name    string
+		alter   func(context.Context, []kadm.AlterConfig, ...string) (kadm.AlterConfigsResponses, error)
+		ops     []kadm.AlterConfig
+		wantErr bool
+	}{
+		{"incremental: min above the topic's max", adm.AlterTopicConfigs, []kadm.AlterConfig{set("min.compaction.lag.ms", "20000")}, true},
+		{"incremental validate-only: min above the topic's max", adm.ValidateAlterTopicConfigs, []kadm.AlterConfig{set("min.compaction.lag.ms", "20000")}, true},
+		{"incremental: min below the topic's max", adm.AlterTopicConfigs, []kadm.AlterConfig{set("min.compaction.lag.ms", "5000")}, false},
+		// Deleting max leaves the broker's 1000 under min 5000.
+		{"incremental: delete max", adm.AlterTopicConfigs, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "max.compaction.lag.ms"}}, true},
+		// AlterConfigs replaces every config: max goes back to 1000.
+		{"alter: min alone", adm.AlterTopicConfigsState, []kadm.AlterConfig{set("min.compaction.lag.ms", "5000")}, true},
+		{"alter validate-only: min alone", adm.ValidateAlterTopicConfigsState, []kadm.AlterConfig{set("min.compaction.lag.ms", "5000")}, true},
+		{"alter: both", adm.AlterTopicConfigsState, []kadm.AlterConfig{set("min.compaction.lag.ms", "5000"), set("max.compaction.lag.ms", "6000")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resps, err := tc.alter(ctx, tc.ops, "lags")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := resps[0]
+			if tc.wantErr {
+				if !kerrIs(r.Err, kerr.InvalidConfig) || !strings.Contains(r.ErrMessage, "conflict topic config setting min.compaction.lag.ms") {
+					t.Fatalf("alter: %v %q, want INVALID_CONFIG", r.Err, r.ErrMessage)
+				}
+			} else if r.Err != nil {
+				t.Fatalf("alter: %v %q", r.Err, r.ErrMessage)
+			}
+		})
+	}
+	if c := topicConfigValue(t, cl, "lags", "min.compaction.lag.ms"); c.Value == nil || *c.Value != "5000" {
+		t.Fatalf("min.compaction.lag.ms %v after the refused changes", c.Value)
+	}
+	if c := topicConfigValue(t, cl, "lags", "max.compaction.lag.ms"); c.Value == nil || *c.Value != "6000" {
+		t.Fatalf("max.compaction.lag.ms %v after the refused changes", c.Value)
+	}
+}

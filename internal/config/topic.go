@@ -218,6 +218,33 @@ func ValidateTopicConfig(name, value string) error {
 	return nil
 }
 
+// ValidateTopicConfigs checks the relations between the configs of one
+// topic (each already valid alone, ValidateTopicConfig), as Kafka's
+// LogConfig.validateValues does on the topic's configs merged over the
+// broker-level defaults: min.compaction.lag.ms must not exceed
+// max.compaction.lag.ms. configs are the topic's own; defaults are the
+// broker-level values (Node.Topic), nil meaning Kafka's defaults. The error
+// is for INVALID_CONFIG's message.
+func ValidateTopicConfigs(configs, defaults map[string]string) error {
+	value := func(name string) (int64, bool) {
+		v, ok := configs[name]
+		if !ok {
+			v, ok = defaults[name]
+		}
+		if !ok {
+			v = topicConfigs[name].Default
+		}
+		i, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return i, err == nil
+	}
+	lo, ok1 := value("min.compaction.lag.ms")
+	hi, ok2 := value("max.compaction.lag.ms")
+	if ok1 && ok2 && lo > hi {
+		return fmt.Errorf("conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", lo, hi)
+	}
+	return nil
+}
+
 // brokerTopicDefaults resolves every topic config's broker-level value from
 // the node properties, scaling units, and validates them.
 func brokerTopicDefaults(props map[string]string) (map[string]string, error) {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -318,6 +319,9 @@ func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]me
 			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
 	}
+	if err := config.ValidateTopicConfigs(t.Configs, c.node.Topic); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
 	var id metadata.UUID
 	rand.Read(id[:])
 	recs := []metadata.Record{metadata.TopicRecord{Name: t.Name, ID: id}}
@@ -503,6 +507,22 @@ func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, change
 				recs = append(recs, metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: topic, Name: k})
 			}
 		}
+	}
+	// The configs as they would be, checked together (Kafka validates the
+	// merged config).
+	merged := map[string]string{}
+	if !replace {
+		maps.Copy(merged, t.Configs)
+	}
+	for _, ch := range changes {
+		if ch.Value != nil {
+			merged[ch.Name] = *ch.Value
+		} else {
+			delete(merged, ch.Name)
+		}
+	}
+	if err := config.ValidateTopicConfigs(merged, c.node.Topic); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if validateOnly {
 		return nil
