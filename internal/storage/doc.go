@@ -122,8 +122,9 @@
 // A snapshot keeps only each producer's last batch, as Kafka's does. Open
 // loads the latest snapshot at or below the first segment recovery
 // re-checks and replays the batch headers after it; snapshots past the log
-// end are removed, and those below the log start offset at each roll
-// (except the latest). Producers stay known after retention or
+// end are removed, and those below the log start offset at each roll and
+// whenever the log start moves (retention, DeleteRecords), except the
+// newest at or below it, which a reload starts from. Producers stay known after retention or
 // DeleteRecords removed their records; a producer with no transaction open
 // is forgotten after producer.id.expiration.ms without appends (counted in
 // wall time from its last append, or from the last Open: Kafka counts from

@@ -147,7 +147,8 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 // retention; Kafka's maybeIncrementLogStartOffset). A lower offset is
 // ignored; one above the log end offset gives ErrOffsetOutOfRange. Segments
 // wholly below it stay on disk until DeleteOldSegments removes them (the
-// Manager runs it soon after).
+// Manager runs it soon after); the producer snapshots below it go at once,
+// but the newest at or below it.
 func (l *Log) SetLogStartOffset(offset int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -159,6 +160,7 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 	}
 	if offset > l.logStartOffset.Load() {
 		l.logStartOffset.Store(offset)
+		l.deleteSnapshotsBelowLocked()
 		if fn := l.startMoved.Load(); fn != nil {
 			(*fn)()
 		}

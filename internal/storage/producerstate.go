@@ -616,6 +616,27 @@ func (ps *producerState) takeSnapshot(now time.Time, keepFrom int64) (written bo
 	return true, ps.deleteSnapshotsLocked(func(off int64) bool { return off < keepFrom && off != ps.lastSnapOffset })
 }
 
+// deleteSnapshotsBelow removes the snapshots below logStart, those of
+// deleted segments (Kafka's deleteProducerSnapshots), except the newest at
+// or below logStart: loadProducerState starts from the latest snapshot at
+// or below its limit, and that one still holds the producers of the
+// deleted segments until they expire. Requires Log.mu.
+func (ps *producerState) deleteSnapshotsBelow(logStart int64) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	offs, err := listSnapshots(ps.dir)
+	if err != nil {
+		return err
+	}
+	keep := int64(-1)
+	for _, off := range offs {
+		if off <= logStart {
+			keep = off
+		}
+	}
+	return ps.deleteSnapshotsLocked(func(off int64) bool { return off < logStart && off != keep })
+}
+
 // deleteSnapshotsLocked removes the snapshot files whose offset matches.
 func (ps *producerState) deleteSnapshotsLocked(match func(int64) bool) error {
 	offs, err := listSnapshots(ps.dir)

@@ -151,7 +151,8 @@ func segmentLargestTimestamp(s *segment) int64 {
 // When every segment qualifies, the active one is rolled first so the log
 // keeps an (empty) active segment; an empty active segment is never
 // deleted. The log start offset moves up to the first remaining segment's
-// base offset. Deleted segments' files are renamed to .deleted and removed
+// base offset, and the producer snapshots below it go but the newest at
+// or below it. Deleted segments' files are renamed to .deleted and removed
 // file.delete.delay.ms later (by a later call, as the Manager's retention
 // task does); this call also removes files whose delay has passed. It
 // returns the number of segments deleted. Errors: ErrClosed, I/O errors of
@@ -241,6 +242,7 @@ func (l *Log) DeleteOldSegments() (deleted int, err error) {
 		if b := rest[0].baseOffset; b > l.logStartOffset.Load() {
 			l.logStartOffset.Store(b)
 		}
+		l.deleteSnapshotsBelowLocked()
 		l.logger.Info("deleted segments", "segments", len(victims), "reasons", reasons,
 			"log_start_offset", l.logStartOffset.Load(), "base_offsets", fmt.Sprintf("%d..%d", victims[0].baseOffset, victims[len(victims)-1].baseOffset))
 	}
@@ -254,6 +256,17 @@ func (l *Log) DeleteOldSegments() (deleted int, err error) {
 		err = fmt.Errorf("storage: deleted %d of %d segments", len(victims), n)
 	}
 	return len(victims), err
+}
+
+// deleteSnapshotsBelowLocked removes the producer snapshots below the log
+// start offset but the one a reload may need (deleteSnapshotsBelow), as
+// Kafka deletes the producer snapshots of deleted segments with them. The
+// directory is not fsynced for it: a removed snapshot that a crash brings
+// back is removed again. Requires mu.
+func (l *Log) deleteSnapshotsBelowLocked() {
+	if err := l.producers.deleteSnapshotsBelow(l.logStartOffset.Load()); err != nil {
+		l.logger.Warn("removing producer snapshots below the log start offset failed", "log_start_offset", l.logStartOffset.Load(), "err", err)
+	}
 }
 
 // Size is the total size in bytes of the log's segments (.log files).
