@@ -326,11 +326,23 @@ func i64(dst func(*Node) *int64, min int64) func(*Node, string) error {
 	}
 }
 
+// millis parses a non-negative duration in unit (Kafka's atLeast(0), or no
+// validator).
 func millis(dst func(*Node) *time.Duration, unit time.Duration) func(*Node, string) error {
+	return durationAtLeast(dst, unit, 0)
+}
+
+// positiveMillis parses a duration in unit of at least one (Kafka's
+// atLeast(1): periods and expirations where zero means nothing sensible).
+func positiveMillis(dst func(*Node) *time.Duration, unit time.Duration) func(*Node, string) error {
+	return durationAtLeast(dst, unit, 1)
+}
+
+func durationAtLeast(dst func(*Node) *time.Duration, unit time.Duration, min int64) func(*Node, string) error {
 	return func(n *Node, v string) error {
 		i, err := parseInt64(v)
-		if err != nil || i < 0 {
-			return fmt.Errorf("%w %q (a non-negative integer)", errBadValue, v)
+		if err != nil || i < min {
+			return fmt.Errorf("%w %q (an integer >= %d)", errBadValue, v, min)
 		}
 		*dst(n) = time.Duration(i) * unit
 		return nil
@@ -467,7 +479,7 @@ var nodeProps = map[string]nodeProp{
 	"group.min.session.timeout.ms":            {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
 	"group.max.session.timeout.ms":            {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
 	"group.max.size":                          {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
-	"offsets.retention.minutes":               {"10080", millis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
+	"offsets.retention.minutes":               {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
 	"fetch.max.bytes":                         {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
 	"replica.lag.time.max.ms":                 {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
 	"replica.fetch.response.max.bytes":        {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
@@ -475,7 +487,7 @@ var nodeProps = map[string]nodeProp{
 	"broker.heartbeat.interval.ms":            {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
 	"samsa.fetch.sendfile":                    {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
 	"auto.leader.rebalance.enable":            {"true", boolean(func(n *Node) *bool { return &n.AutoLeaderRebalanceEnable }), "move leadership back to preferred replicas"},
-	"leader.imbalance.check.interval.seconds": {"300", millis(func(n *Node) *time.Duration { return &n.LeaderImbalanceCheckInterval }, time.Second), "preferred leader check period"},
+	"leader.imbalance.check.interval.seconds": {"300", positiveMillis(func(n *Node) *time.Duration { return &n.LeaderImbalanceCheckInterval }, time.Second), "preferred leader check period"},
 	"leader.imbalance.per.broker.percentage":  {"10", i32(func(n *Node) *int32 { return &n.LeaderImbalancePerBrokerPercentage }, 0), "allowed leader imbalance per broker"},
 	"leader.replication.throttled.rate":       {"9223372036854775807", i64(func(n *Node) *int64 { return &n.LeaderReplicationThrottledRate }, 0), "bytes/s served to throttled followers"},
 	"follower.replication.throttled.rate":     {"9223372036854775807", i64(func(n *Node) *int64 { return &n.FollowerReplicationThrottledRate }, 0), "bytes/s fetched by throttled followers"},
@@ -488,7 +500,7 @@ var nodeProps = map[string]nodeProp{
 	"num.recovery.threads.per.data.dir":   {"1", ignored, "accepted, unused"},
 	"socket.send.buffer.bytes":            {"102400", ignored, "accepted, unused"},
 	"socket.receive.buffer.bytes":         {"102400", ignored, "accepted, unused"},
-	"log.retention.check.interval.ms":     {"300000", millis(func(n *Node) *time.Duration { return &n.LogRetentionCheckInterval }, time.Millisecond), "how often retention runs"},
+	"log.retention.check.interval.ms":     {"300000", positiveMillis(func(n *Node) *time.Duration { return &n.LogRetentionCheckInterval }, time.Millisecond), "how often retention runs"},
 	"log.cleaner.enable":                  {"true", boolean(func(n *Node) *bool { return &n.LogCleanerEnable }), "run the log cleaner"},
 	"log.cleaner.backoff.ms":              {"15000", millis(func(n *Node) *time.Duration { return &n.LogCleanerBackoff }, time.Millisecond), "log cleaner sleep when idle"},
 	"log.cleaner.dedupe.buffer.size":      {"134217728", i64(func(n *Node) *int64 { return &n.LogCleanerDedupeBufferSize }, 1024), "log cleaner key map memory"},
@@ -506,11 +518,11 @@ var nodeProps = map[string]nodeProp{
 	}, "replication factor of __transaction_state, capped by cluster size"},
 	"transaction.state.log.min.isr":                               {"2", i32(func(n *Node) *int32 { return &n.TransactionStateLogMinISR }, 1), "min.insync.replicas of __transaction_state, capped by its replication factor"},
 	"transaction.state.log.segment.bytes":                         {"104857600", i64(func(n *Node) *int64 { return &n.TransactionStateLogSegmentBytes }, 14), "segment.bytes of __transaction_state"},
-	"transaction.max.timeout.ms":                                  {"900000", millis(func(n *Node) *time.Duration { return &n.TransactionMaxTimeout }, time.Millisecond), "largest transaction.timeout.ms"},
-	"transactional.id.expiration.ms":                              {"604800000", millis(func(n *Node) *time.Duration { return &n.TransactionalIDExpiration }, time.Millisecond), "idle transactional ids are removed"},
-	"transaction.abort.timed.out.transaction.cleanup.interval.ms": {"10000", millis(func(n *Node) *time.Duration { return &n.TransactionAbortTimedOutInterval }, time.Millisecond), "period of the transaction timeout check"},
-	"transaction.remove.expired.transaction.cleanup.interval.ms":  {"3600000", millis(func(n *Node) *time.Duration { return &n.TransactionRemoveExpiredInterval }, time.Millisecond), "period of the transactional id expiration check"},
-	"producer.id.expiration.ms":                                   {"86400000", millis(func(n *Node) *time.Duration { return &n.ProducerIDExpiration }, time.Millisecond), "idle producer state is forgotten"},
+	"transaction.max.timeout.ms":                                  {"900000", positiveMillis(func(n *Node) *time.Duration { return &n.TransactionMaxTimeout }, time.Millisecond), "largest transaction.timeout.ms"},
+	"transactional.id.expiration.ms":                              {"604800000", positiveMillis(func(n *Node) *time.Duration { return &n.TransactionalIDExpiration }, time.Millisecond), "idle transactional ids are removed"},
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": {"10000", positiveMillis(func(n *Node) *time.Duration { return &n.TransactionAbortTimedOutInterval }, time.Millisecond), "period of the transaction timeout check"},
+	"transaction.remove.expired.transaction.cleanup.interval.ms":  {"3600000", positiveMillis(func(n *Node) *time.Duration { return &n.TransactionRemoveExpiredInterval }, time.Millisecond), "period of the transactional id expiration check"},
+	"producer.id.expiration.ms":                                   {"86400000", positiveMillis(func(n *Node) *time.Duration { return &n.ProducerIDExpiration }, time.Millisecond), "idle producer state is forgotten"},
 	"share.coordinator.state.topic.replication.factor":            {"3", ignored, "accepted, unused"},
 	"share.coordinator.state.topic.min.isr":                       {"2", ignored, "accepted, unused"},
 }
