@@ -85,8 +85,13 @@ func compactedValue(r int, key string) *string {
 //     cleaning after the horizon empties a whole group of one segment:
 //     an empty segment (or, on a broker that keeps it, a header-only
 //     batch) between live ones, which a fetch must step over;
-//   - the last batch writes k05 again: the log's last offset is a live
-//     record, where the runner stops.
+//   - the last batch but one writes k05 again, superseding round 5's;
+//   - the last batch writes k21, once: the log's last offset is a live
+//     record, where the runner stops. The segment holding a log's last
+//     batch is never cleaned (as Kafka never cleans its active segment,
+//     and Samsa's age roll leaves it the last non-empty one), so the
+//     last batch has a key of its own for everything before it to be
+//     compacted.
 func compactedBatches() [][]compactedRecord {
 	key := func(i int) string { return fmt.Sprintf("k%02d", i) }
 	live := func(r int, keys ...int) []compactedRecord {
@@ -111,6 +116,7 @@ func compactedBatches() [][]compactedRecord {
 		live(7, 18, 19, 20),
 		live(8, 1),
 		live(9, 5),
+		live(10, 21),
 	)
 }
 
@@ -143,7 +149,7 @@ func compactedRecords() int64 {
 func compactedScenario() Scenario {
 	return Scenario{
 		ID: "compacted-read",
-		Title: fmt.Sprintf("read a compacted topic whose cleaner emptied batches and whole segments (%d batches of 21 keys, a segment each, "+
+		Title: fmt.Sprintf("read a compacted topic whose cleaner emptied batches and whole segments (%d batches of 22 keys, a segment each, "+
 			"tombstones past their delete horizon) from its start to its end offset without looping or stalling; "+
 			"the key→value map seen is each live key's latest value, once", len(compactedBatches())),
 		Runner: "compacted-read", Needs: produceNeeds, Partitions: 1, Configs: compactedConfigs,
