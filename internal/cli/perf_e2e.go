@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,6 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// maxE2ERate is the highest --rate of perf e2e, records/s: one record due
+// every 100 ns, beyond what one client sends.
+const maxE2ERate = 10_000_000
 
 type perfE2EFlags struct {
 	perfProducerFlags
@@ -31,7 +36,7 @@ their end offsets at the start, and measure for each record the time from
 when it was due to be sent to when the consumer got it.
 
 Each record carries the time it was due (the first 8 bytes of its value,
-Unix nanoseconds): the generator follows a fixed schedule, so a generator,
+Unix nanoseconds, big-endian; read back against the run's monotonic clock): the generator follows a fixed schedule, so a generator,
 client or broker that falls behind shows in the latency instead of slowing
 the rate down (no coordinated omission). Records produced during --warmup
 are not counted.
@@ -40,13 +45,15 @@ The final JSON line holds latency_ms (end to end), publish_latency_ms
 (due to acknowledgement), records_per_sec, target_rate and
 max_send_delay_ms (how late the generator sent its most delayed record).
 The command fails when any record failed or did not arrive within --drain
-after the last one was sent.`,
+after the last one was sent, when records are outstanding and none was
+acknowledged for --delivery-timeout, or when interrupted (SIGINT or
+SIGTERM), after printing what was done.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runPerfE2E(cmd, cf, f, args[0]) },
 	}
 	f.perfProducerFlags.add(cmd)
 	fl := cmd.Flags()
-	fl.Float64Var(&f.rate, "rate", 20000, "records per second")
+	fl.Float64Var(&f.rate, "rate", 20000, "records per second, more than 0 and at most 10000000")
 	fl.DurationVar(&f.duration, "duration", 30*time.Second, "how long to produce after the warm-up")
 	fl.DurationVar(&f.warmup, "warmup", 0, "produce this long first without counting")
 	fl.DurationVar(&f.drain, "drain", 10*time.Second, "wait this long at most for the last records to arrive")
@@ -58,17 +65,25 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 	if err != nil {
 		return err
 	}
-	if f.rate <= 0 || f.duration <= 0 {
-		return fmt.Errorf("--rate and --duration must be positive")
+	if !(f.rate > 0 && f.rate <= maxE2ERate) {
+		return fmt.Errorf("--rate %v: want more than 0 and at most %d records/s", f.rate, maxE2ERate)
 	}
-	ctx, cancel := context.WithCancel(cmd.Context())
+	if f.duration <= 0 {
+		return fmt.Errorf("--duration %s: want more than 0", f.duration)
+	}
+	if f.warmup < 0 {
+		return fmt.Errorf("--warmup %s: must not be negative", f.warmup)
+	}
+	wd, wctx := startWatchdog(cmd.Context(), f.deliveryTimeout)
+	defer wd.close()
+	ctx, cancel := context.WithCancel(wctx)
 	defer cancel()
 	pcl, err := cf.newClient(cmd, append(opts, kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		return err
 	}
 	defer pcl.Close()
-	if err := ensureTopic(ctx, pcl, topic, f.partitions, f.replication, f.topicConfigs); err != nil {
+	if err := ensureTopic(ctx, pcl, cmd.ErrOrStderr(), topic, f.partitions, f.replication, f.topicConfigs); err != nil {
 		return err
 	}
 	// The consumer starts from the end offsets listed now, so that it sees
@@ -99,9 +114,18 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 	)
 	pool := newPayloadPool(f.payload, f.recordSize)
 	bufs := sync.Pool{New: func() any { b := make([]byte, f.recordSize); return &b }}
+	// The schedule starts now. A record's due time is read back against
+	// start's monotonic clock reading: nanoseconds, unaffected by a wall
+	// clock step during the run.
+	start := time.Now()
+	startNanos := start.UnixNano()
+	dueOf := func(v []byte) time.Time {
+		return start.Add(time.Duration(int64(binary.BigEndian.Uint64(v)) - startNanos))
+	}
 	promise := func(r *kgo.Record, err error) {
 		now := time.Now()
-		due := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
+		due := dueOf(r.Value)
+		wd.acked()
 		mu.Lock()
 		switch {
 		case err != nil:
@@ -132,7 +156,7 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 				if len(r.Value) < 8 {
 					return
 				}
-				due := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
+				due := dueOf(r.Value)
 				mu.Lock()
 				counted := !due.Before(countFrom)
 				mu.Unlock()
@@ -147,7 +171,6 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 		}
 	}()
 
-	start := time.Now()
 	mu.Lock()
 	countFrom = start.Add(f.warmup)
 	mu.Unlock()
@@ -159,7 +182,7 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 	for ctx.Err() == nil {
 		now := time.Now()
 		// Send every record due by now, then sleep until the next.
-		for {
+		for ctx.Err() == nil {
 			due := start.Add(time.Duration(sent) * interval)
 			if due.After(now) || !due.Before(end) {
 				break
@@ -171,6 +194,7 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 			v := (*bp)[:f.recordSize]
 			copy(v, pool.value(sent))
 			binary.BigEndian.PutUint64(v, uint64(due.UnixNano()))
+			wd.produced()
 			pcl.Produce(ctx, &kgo.Record{Value: v}, promise)
 			sent++
 		}
@@ -178,7 +202,7 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 		if !next.Before(end) {
 			break
 		}
-		time.Sleep(time.Until(next))
+		sleepCtx(ctx, time.Until(next))
 	}
 	flushErr := pcl.Flush(ctx)
 	mu.Lock()
@@ -192,7 +216,7 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 		case <-drain.C:
 			drainErr = fmt.Errorf("%d of %d acknowledged records arrived within --drain %s", e2e.count(), want, f.drain)
 		case <-ctx.Done():
-			drainErr = ctx.Err()
+			drainErr = context.Cause(ctx)
 		}
 	}
 	drain.Stop()
@@ -220,7 +244,12 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 	if err := res.write(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.quiet); err != nil {
 		return err
 	}
+	if cause := context.Cause(wctx); errors.Is(cause, errNoProgress) {
+		return fmt.Errorf("%d records sent, %d acknowledged: %w", sent, want, cause)
+	}
 	switch {
+	case cmd.Context().Err() != nil:
+		return fmt.Errorf("interrupted: %d records sent, %d acknowledged, %d counted: %w", sent, want, res.Records, cmd.Context().Err())
 	case perr != nil:
 		return fmt.Errorf("%d records failed; first error: %w", res.Errors, perr)
 	case flushErr != nil:

@@ -3,12 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsahq/samsa"
 )
 
 // lastJSON decodes the last line of out as a perfResult.
@@ -158,7 +164,7 @@ func TestWaitForLeaders(t *testing.T) {
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	if err := ensureTopic(ctx, cl, "ready", 4, -1, nil); err != nil {
+	if err := ensureTopic(ctx, cl, io.Discard, "ready", 4, -1, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitForLeaders(ctx, cl, "ready", time.Minute); err != nil {
@@ -174,5 +180,131 @@ func TestWaitForLeaders(t *testing.T) {
 	}
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Fatalf("gave up on a missing topic after %v, before the limit", d)
+	}
+}
+
+// startSamsaAt starts a Samsa node listening on a fixed free port, so that
+// a test can stop it under a running client; the node is closed by the
+// caller (and by the test's end at the latest).
+func startSamsaAt(t *testing.T) (addr string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := samsa.Start(ctx, samsa.Config{Dir: t.TempDir(),
+		Properties: map[string]string{"listeners": "PLAINTEXT://" + addr + ",CONTROLLER://127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			if err := n.Close(); err != nil {
+				t.Errorf("closing the samsa node: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return addr, stop
+}
+
+// waitAppended waits until topic holds at least n records.
+func waitAppended(ctx context.Context, t *testing.T, addr, topic string, n int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if ends, err := adm.ListEndOffsets(ctx, topic); err == nil {
+			var sum int64
+			ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+			if sum >= n {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s never held %d records", topic, n)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestPerfBrokerDies: with the idempotent producer (--acks all), which kgo
+// never times out by itself, perf produce and perf e2e fail once records
+// are outstanding and none was acknowledged for --delivery-timeout, and
+// still print what was done.
+func TestPerfBrokerDies(t *testing.T) {
+	for _, args := range [][]string{
+		{"perf", "produce", "dies", "--records", "10000000", "--throughput", "2000"},
+		{"perf", "e2e", "dies", "--rate", "2000", "--duration", "10m"},
+	} {
+		t.Run(args[1], func(t *testing.T) {
+			addr, stop := startSamsaAt(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done := make(chan result, 1)
+			go func() {
+				done <- runCtx(ctx, nil, append(args, "-b", addr, "--partitions", "2", "--acks", "all",
+					"--record-size", "100", "--delivery-timeout", "2s", "-q")...)
+			}()
+			waitAppended(ctx, t, addr, "dies", 200)
+			stop()
+			r := <-done
+			if r.err == nil || !errors.Is(r.err, errNoProgress) || !strings.Contains(r.err.Error(), "--delivery-timeout") {
+				t.Fatalf("err %v: want no acknowledgement for --delivery-timeout", r.err)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("stopped by the test's limit, not the watchdog: %v", r.err)
+			}
+			if res := lastJSON(t, r.stdout); res.Records == 0 {
+				t.Errorf("final line %+v: want the records acknowledged before the broker died", res)
+			}
+		})
+	}
+}
+
+// TestPerfInterrupt: perf produce and perf e2e (behind its schedule at a
+// rate it cannot keep) stop promptly when interrupted, fail, and print
+// what was done.
+func TestPerfInterrupt(t *testing.T) {
+	addr := startSamsa(t, "")
+	for _, args := range [][]string{
+		{"perf", "produce", "intr-produce", "--records", "100000000", "--throughput", "2000"},
+		{"perf", "e2e", "intr-e2e", "--rate", "10000000", "--duration", "10m"},
+	} {
+		t.Run(args[1], func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan result, 1)
+			go func() {
+				done <- runCtx(ctx, nil, append(args, "-b", addr, "--partitions", "1", "--record-size", "100", "-q")...)
+			}()
+			limit, stopLimit := context.WithTimeout(context.Background(), time.Minute)
+			defer stopLimit()
+			waitAppended(limit, t, addr, args[2], 100)
+			cancel()
+			select {
+			case r := <-done:
+				if r.err == nil || !strings.Contains(r.err.Error(), "interrupted") {
+					t.Fatalf("err %v: want interrupted", r.err)
+				}
+				if res := lastJSON(t, r.stdout); res.Tool != args[1] {
+					t.Errorf("final line %+v", res)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("still running 20s after the interrupt")
+			}
+		})
 	}
 }

@@ -60,7 +60,7 @@ repeated.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			cfg, err := parseConfigs(configs)
+			cfg, err := parseConfigs("--config", configs)
 			if err != nil {
 				return err
 			}
@@ -91,8 +91,9 @@ repeated.`,
 	return cmd
 }
 
-// parseConfigs turns key=value arguments into the map kadm takes.
-func parseConfigs(kvs []string) (map[string]*string, error) {
+// parseConfigs turns the key=value arguments of flag into the map kadm
+// takes; its errors name flag.
+func parseConfigs(flag string, kvs []string) (map[string]*string, error) {
 	if len(kvs) == 0 {
 		return nil, nil
 	}
@@ -100,7 +101,7 @@ func parseConfigs(kvs []string) (map[string]*string, error) {
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--config %q: want key=value", kv)
+			return nil, fmt.Errorf("%s %q: want key=value", flag, kv)
 		}
 		m[k] = &v
 	}
