@@ -591,6 +591,11 @@ func Parse(props map[string]string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The broker-level values checked together, as Kafka's LogManager
+	// does at startup (LogConfig.validateBrokerLogConfigValues).
+	if err := ValidateTopicConfigs(nil, topic); err != nil {
+		return nil, fmt.Errorf("broker-level log configs: %w", err)
+	}
 	n.Topic = topic
 	if err := n.Validate(); err != nil {
 		return nil, err
