@@ -26,12 +26,17 @@ func newPerfConsumeCommand(cf *clientFlags) *cobra.Command {
 		Use:   "consume TOPIC",
 		Short: "Read a topic from its start as fast as possible and measure",
 		Long: `Read every partition of TOPIC from its log start offset, without a
-consumer group, until the end offsets found at the start (or until
---records records when given), and measure records/s and MB/s (keys and
-values). The final JSON line holds records, bytes, seconds,
-records_per_sec, mb_per_sec and first_record_ms.
+consumer group, until each partition's position reaches the end offset
+found at the start (or until --records records when given), and measure
+records/s and MB/s (keys and values). Transaction markers and offsets
+removed by compaction count toward the position but not as records, so
+records can be fewer than the offsets between start and end. The final
+JSON line holds records, bytes, seconds, records_per_sec, mb_per_sec and
+first_record_ms.
 
-The command fails when no record arrives for --idle.`,
+The command fails when no record arrives for --idle, and at once, before
+reading, on a topic that holds no records (every partition's end offset is
+its log start offset) unless --records is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runPerfConsume(cmd, cf, f, args[0]) },
 	}
@@ -39,13 +44,23 @@ The command fails when no record arrives for --idle.`,
 	fl.Int64VarP(&f.records, "records", "n", 0, "records to read (0: up to the end offsets at the start)")
 	fl.Int32Var(&f.fetchMaxBytes, "fetch-max-bytes", 1<<20, "bytes of one fetch response at most (fetch.max.bytes)")
 	fl.Int32Var(&f.partitionBytes, "partition-max-bytes", 1<<20, "bytes of one partition in a fetch at most (max.partition.fetch.bytes)")
-	fl.DurationVar(&f.idle, "idle", 10*time.Second, "fail when no record arrives for this long")
+	fl.DurationVar(&f.idle, "idle", 10*time.Second, "fail when no record arrives for this long, more than 0")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
 	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
 	return cmd
 }
 
 func runPerfConsume(cmd *cobra.Command, cf *clientFlags, f *perfConsumeFlags, topic string) error {
+	switch {
+	case f.records < 0:
+		return fmt.Errorf("--records %d: want 0 (up to the end offsets) or more", f.records)
+	case f.fetchMaxBytes <= 0:
+		return fmt.Errorf("--fetch-max-bytes %d: want more than 0", f.fetchMaxBytes)
+	case f.partitionBytes <= 0:
+		return fmt.Errorf("--partition-max-bytes %d: want more than 0", f.partitionBytes)
+	case f.idle <= 0:
+		return fmt.Errorf("--idle %s: want more than 0", f.idle)
+	}
 	ctx := cmd.Context()
 	adm, err := cf.newAdmin(cmd)
 	if err != nil {
@@ -56,19 +71,25 @@ func runPerfConsume(cmd *cobra.Command, cf *clientFlags, f *perfConsumeFlags, to
 	if err != nil {
 		return err
 	}
-	want := f.records
-	if want <= 0 {
-		for p, end := range ends {
-			want += end - starts[p]
-		}
-	}
+	// pending holds the end offset of each partition not read to its end
+	// yet. Positions come from the offsets of the records read, control
+	// records (transaction markers) included: end - start counts markers
+	// and compacted-away offsets, which are not records.
+	pending := map[int32]int64{}
 	offsets := map[int32]kgo.Offset{}
 	for p, s := range starts {
 		offsets[p] = kgo.NewOffset().At(s)
+		if ends[p] > s {
+			pending[p] = ends[p]
+		}
+	}
+	if f.records == 0 && len(pending) == 0 {
+		return fmt.Errorf("topic %s holds no records: every partition's end offset is its log start offset", topic)
 	}
 	cl, err := cf.newClient(cmd,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxBytes(f.fetchMaxBytes), kgo.FetchMaxPartitionBytes(f.partitionBytes))
+		kgo.FetchMaxBytes(f.fetchMaxBytes), kgo.FetchMaxPartitionBytes(f.partitionBytes),
+		kgo.KeepControlRecords())
 	if err != nil {
 		return err
 	}
@@ -79,7 +100,7 @@ func runPerfConsume(cmd *cobra.Command, cf *clientFlags, f *perfConsumeFlags, to
 	var first *float64
 	var last time.Time
 	var pollErr error
-	for m.count() < want {
+	for f.records > 0 && m.count() < f.records || f.records == 0 && len(pending) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, f.idle)
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -87,12 +108,19 @@ func runPerfConsume(cmd *cobra.Command, cf *clientFlags, f *perfConsumeFlags, to
 			pollErr = err
 			break
 		}
-		var n, size int64
+		var n, size, seen int64
 		fs.EachRecord(func(r *kgo.Record) {
+			seen++
+			if end, ok := pending[r.Partition]; ok && r.Offset+1 >= end {
+				delete(pending, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
 			n++
 			size += int64(len(r.Key) + len(r.Value))
 		})
-		if n == 0 {
+		if seen == 0 {
 			if errs := fs.Errors(); len(errs) > 0 && !errors.Is(errs[0].Err, context.DeadlineExceeded) {
 				pollErr = fmt.Errorf("partition %d: %w", errs[0].Partition, errs[0].Err)
 			} else {
@@ -101,7 +129,7 @@ func runPerfConsume(cmd *cobra.Command, cf *clientFlags, f *perfConsumeFlags, to
 			break
 		}
 		last = time.Now()
-		if first == nil {
+		if first == nil && n > 0 {
 			v := ms(last.Sub(start))
 			first = &v
 		}
@@ -116,8 +144,11 @@ func runPerfConsume(cmd *cobra.Command, cf *clientFlags, f *perfConsumeFlags, to
 	if err := res.write(cmd.OutOrStdout(), cmd.ErrOrStderr(), f.quiet); err != nil {
 		return err
 	}
-	if pollErr != nil {
-		return fmt.Errorf("read %d of %d records: %w", res.Records, want, pollErr)
+	switch {
+	case pollErr != nil && f.records > 0:
+		return fmt.Errorf("read %d of %d records: %w", res.Records, f.records, pollErr)
+	case pollErr != nil:
+		return fmt.Errorf("read %d records, %d partitions short of their end offsets: %w", res.Records, len(pending), pollErr)
 	}
 	return nil
 }

@@ -98,20 +98,102 @@ func TestPerfE2E(t *testing.T) {
 	}
 }
 
-// TestPerfFlags: bad settings fail before anything is sent.
+// TestPerfFlags: bad settings fail before anything is sent, naming the
+// flag.
 func TestPerfFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--acks", "2"},
-		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--record-size", "4"},
-		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--payload", "zeros"},
-		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--records", "0"},
-		{"perf", "e2e", "t", "-b", "127.0.0.1:1", "--rate", "0"},
-		{"perf", "produce", "t", "-b", "127.0.0.1:1", "--acks", "1", "--max-in-flight", "0"},
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"produce", "--acks", "2"}, "--acks"},
+		{[]string{"produce", "--record-size", "4"}, "--record-size"},
+		{[]string{"produce", "--payload", "zeros"}, "--payload"},
+		{[]string{"produce", "--records", "0"}, "--records"},
+		{[]string{"e2e", "--rate", "0"}, "--rate"},
+		{[]string{"e2e", "--rate", "-3"}, "--rate"},
+		{[]string{"e2e", "--rate", "20000000"}, "--rate"},
+		{[]string{"e2e", "--warmup", "-1s"}, "--warmup"},
+		{[]string{"e2e", "--duration", "0s"}, "--duration"},
+		{[]string{"produce", "--acks", "1", "--max-in-flight", "0"}, "--max-in-flight"},
+		{[]string{"produce", "--batch-max-bytes", "-1"}, "--batch-max-bytes"},
+		{[]string{"e2e", "--batch-max-bytes", "100"}, "--batch-max-bytes"},
+		{[]string{"produce", "--partitions", "1", "--topic-config", "foo"}, "--topic-config"},
+		{[]string{"produce", "--topic-config", "flush.messages=1"}, "--topic-config needs --partitions"},
+		{[]string{"produce", "--partitions", "-1"}, "--partitions"},
+		{[]string{"produce", "--throughput", "0"}, "--throughput"},
+		{[]string{"produce", "--throughput", "-5"}, "--throughput"},
+		{[]string{"produce", "--delivery-timeout", "10ms"}, "--delivery-timeout"},
+		{[]string{"consume", "--fetch-max-bytes", "0"}, "--fetch-max-bytes"},
+		{[]string{"consume", "--partition-max-bytes", "-1"}, "--partition-max-bytes"},
+		{[]string{"consume", "--idle", "0s"}, "--idle"},
+		{[]string{"consume", "--idle", "-1s"}, "--idle"},
+		{[]string{"consume", "--records", "-1"}, "--records"},
 	} {
-		if r := run(t, nil, args...); r.err == nil {
-			t.Errorf("%v: no error", args)
+		args := append([]string{"perf", c.args[0], "t", "-b", "127.0.0.1:1"}, c.args[1:]...)
+		if r := run(t, nil, args...); r.err == nil || !strings.Contains(r.err.Error(), c.want) {
+			t.Errorf("%v: err %v, want one naming %s", args, r.err, c.want)
 		}
 	}
+}
+
+// TestPerfTopicErrors: perf consume refuses an empty topic; a topic config
+// the broker refuses shows the broker's message; --topic-config on a topic
+// that exists warns that it is ignored.
+func TestPerfTopicErrors(t *testing.T) {
+	addr := startSamsa(t, "")
+	mustRun(t, nil, "topic", "create", "empty", "-b", addr, "-p", "2")
+	r := run(t, nil, "perf", "consume", "empty", "-b", addr, "-q")
+	if r.err == nil || !strings.Contains(r.err.Error(), "holds no records") {
+		t.Errorf("consume of an empty topic: %v, want holds no records", r.err)
+	}
+	r = run(t, nil, "perf", "produce", "badcfg", "-b", addr, "--partitions", "1", "--records", "1", "-q",
+		"--topic-config", "no.such.config=1")
+	if r.err == nil || !strings.Contains(r.err.Error(), "INVALID_CONFIG") || !strings.Contains(r.err.Error(), "no.such.config") {
+		t.Errorf("unknown topic config: %v, want INVALID_CONFIG naming it", r.err)
+	}
+	r = mustRun(t, nil, "perf", "produce", "empty", "-b", addr, "--partitions", "1", "--records", "1", "-q",
+		"--topic-config", "flush.messages=1")
+	if !strings.Contains(r.stderr, "warning: topic empty exists: --topic-config ignored") {
+		t.Errorf("stderr %q: want a warning that --topic-config was ignored", r.stderr)
+	}
+}
+
+// TestPerfConsumeTransactional: perf consume reads a topic holding
+// transaction markers to its end offsets and counts records, not offsets.
+func TestPerfConsumeTransactional(t *testing.T) {
+	eachBackend(t, func(t *testing.T, addr string) {
+		mustRun(t, nil, "topic", "create", "txn", "-b", addr, "-p", "2")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("perf-test"), kgo.DefaultProduceTopic("txn"),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		for i, commit := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort, kgo.TryCommit} {
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			for p := range int32(2) {
+				for range 50 {
+					r := kgo.SliceRecord(make([]byte, 10))
+					r.Partition = p
+					cl.Produce(ctx, r, nil)
+				}
+			}
+			if err := cl.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.EndTransaction(ctx, commit); err != nil {
+				t.Fatalf("transaction %d: %v", i, err)
+			}
+		}
+		r := mustRun(t, nil, "perf", "consume", "txn", "-b", addr, "-q", "--idle", "5s")
+		if res := lastJSON(t, r.stdout); res.Records != 300 || res.Bytes != 3000 {
+			t.Fatalf("consume %+v: want the 300 records (aborted ones included) without the markers", res)
+		}
+	})
 }
 
 // TestPerfTopicConfig: --topic-config sets configs of the topic that
