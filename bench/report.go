@@ -124,7 +124,7 @@ func (rp *report) write() error {
 		p("**Quick mode**: %d records per workload and a %s e2e run; these figures only show that the script works.\n\n", s.records, s.e2eFor)
 	}
 	p("Machine: %s. Load average (1, 5, 15 min) before the run: %s; after: %s (the machine may be shared: a load above its core count shows in the figures).\n\n", machine(), rp.Load[0], rp.Load[1])
-	p("Workloads: %d records of %d bytes (values of words, about 2x compressible) over %d partitions; linger 5 ms, 1 MiB batches, "+
+	p("Workloads: %d records of %d bytes (values of words, like logs or JSON: 1 KB of them compresses about 2.7x with lz4, 3.3x with snappy, 4.5x with gzip or zstd) over %d partitions; linger 5 ms, 1 MiB batches, "+
 		"1 MiB fetches; e2e at %.0f records/s for %s after a %s warm-up that is not counted, acks=all, from the time each record was due to the time the consumer got it. "+
 		"Kafka targets use the same client (`samsa perf`, franz-go) and run one fresh broker process per workload (consume reads what the "+
 		"acks=1 none run wrote, on the same broker); NATS uses its own Go client (async publish with up to 4096 in flight, ordered pull "+
