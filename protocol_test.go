@@ -459,6 +459,31 @@ func TestDescribeConfigsSynonyms(t *testing.T) {
 	check(t, topics, "plain", "flush.ms", str("9223372036854775807"), def, nil)
 	check(t, topics, "plain", "leader.replication.throttled.replicas", str(""), def, nil)
 
+	// flush.ms set neither on the topic nor by log.flush.interval.ms is
+	// log.flush.scheduler.interval.ms, the interval the broker fsyncs at
+	// (KafkaConfig.logFlushIntervalMs); as for segment.ms above, Kafka
+	// drops the synonyms before the chain's head, log.flush.interval.ms,
+	// so the source is DEFAULT_CONFIG with no synonym.
+	sched := startNode(t, t.TempDir(), map[string]string{"log.flush.scheduler.interval.ms": "2000"})
+	scl := newClient(t, sched)
+	createTopic(t, scl, "sched", 1, nil)
+	createTopic(t, scl, "sched-own", 1, map[string]*string{"flush.ms": kmsg.StringPtr("500")})
+	schedTopics, err := kadm.NewClient(scl).DescribeTopicConfigs(ctx, "sched", "sched-own")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, schedTopics, "sched", "flush.ms", str("2000"), def, nil)
+	check(t, schedTopics, "sched-own", "flush.ms", str("500"), dynamic, []syn{{"flush.ms", "500", dynamic}})
+	both := startNode(t, t.TempDir(), map[string]string{"log.flush.scheduler.interval.ms": "2000", "log.flush.interval.ms": "3000"})
+	bcl := newClient(t, both)
+	createTopic(t, bcl, "both", 1, nil)
+	bothTopics, err := kadm.NewClient(bcl).DescribeTopicConfigs(ctx, "both")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, bothTopics, "both", "flush.ms", str("3000"), static, []syn{{"log.flush.interval.ms", "3000", static},
+		{"log.flush.scheduler.interval.ms", "2000", static}, {"log.flush.scheduler.interval.ms", "9223372036854775807", def}})
+
 	brokers, err := adm.DescribeBrokerConfigs(ctx, 1)
 	if err != nil {
 		t.Fatal(err)

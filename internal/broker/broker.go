@@ -298,7 +298,12 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 }
 
 // topicConfig returns the effective value of a topic config and its
-// DescribeConfigs source.
+// DescribeConfigs source. flush.ms set neither on the topic nor by
+// log.flush.interval.ms is log.flush.scheduler.interval.ms, as Kafka's
+// KafkaConfig.logFlushIntervalMs, with source DEFAULT_CONFIG: Kafka lists
+// no synonym then, since its synonym list for flush.ms starts at
+// log.flush.interval.ms (ConfigHelper.configSynonyms drops the entries
+// before it), as it does for segment.ms when only log.roll.hours is set.
 func (b *Broker) topicConfig(t *metadata.Topic, name string) (string, kmsg.ConfigSource) {
 	if t != nil {
 		if v, ok := t.Configs[name]; ok {
@@ -307,6 +312,9 @@ func (b *Broker) topicConfig(t *metadata.Topic, name string) (string, kmsg.Confi
 	}
 	if src := b.node.BrokerSource(name); src != "" {
 		return b.node.Topic[name], kmsg.ConfigSourceStaticBrokerConfig
+	}
+	if name == "flush.ms" && b.node.LogFlushSchedulerInterval > 0 {
+		return strconv.FormatInt(b.node.LogFlushSchedulerInterval.Milliseconds(), 10), kmsg.ConfigSourceDefaultConfig
 	}
 	return b.node.Topic[name], kmsg.ConfigSourceDefaultConfig
 }
@@ -359,10 +367,7 @@ func (b *Broker) flushConfig(t *metadata.Topic) (messages int64, interval time.D
 	if messages == math.MaxInt64 {
 		messages = 0
 	}
-	ms := b.topicInt(t, "flush.ms")
-	if _, src := b.topicConfig(t, "flush.ms"); src == kmsg.ConfigSourceDefaultConfig && b.node.LogFlushSchedulerInterval > 0 {
-		ms = b.node.LogFlushSchedulerInterval.Milliseconds()
-	}
+	ms := b.topicInt(t, "flush.ms") // log.flush.scheduler.interval.ms as fallback (topicConfig)
 	switch {
 	case ms == 0:
 		interval = time.Nanosecond
