@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -200,8 +201,13 @@ func TestPerfConsumeTransactional(t *testing.T) {
 // --partitions creates.
 func TestPerfTopicConfig(t *testing.T) {
 	addr := startSamsa(t, "")
-	mustRun(t, nil, "perf", "produce", "zt", "-b", addr, "--partitions", "1", "--records", "10", "-q",
-		"--topic-config", "compression.type=zstd")
+	out := mustRun(t, nil, "perf", "produce", "zt", "-b", addr, "--partitions", "1", "--records", "10", "-q",
+		"--topic-config", "compression.type=zstd", "--throughput", "1000")
+	settings, _ := lastJSON(t, out.stdout).Settings.(map[string]any)
+	if settings["partitions"] != 1.0 || settings["throughput"] != 1000.0 || settings["max_in_flight"] != 5.0 ||
+		fmt.Sprint(settings["topic_configs"]) != "[compression.type=zstd]" {
+		t.Errorf("settings %v: want partitions, throughput, max_in_flight and topic_configs", settings)
+	}
 	r := mustRun(t, nil, "topic", "describe", "zt", "-b", addr)
 	if !strings.Contains(r.stdout, "compression.type") || !strings.Contains(r.stdout, "zstd") {
 		t.Fatalf("topic describe:\n%s\nwant compression.type zstd", r.stdout)
