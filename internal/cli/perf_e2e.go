@@ -36,9 +36,10 @@ their end offsets at the start, and measure for each record the time from
 when it was due to be sent to when the consumer got it.
 
 Each record carries the time it was due (the first 8 bytes of its value,
-Unix nanoseconds, big-endian; read back against the run's monotonic clock): the generator follows a fixed schedule, so a generator,
-client or broker that falls behind shows in the latency instead of slowing
-the rate down (no coordinated omission). Records produced during --warmup
+Unix nanoseconds, big-endian; read back against the run's monotonic
+clock): the generator follows a fixed schedule, so a generator, client or
+broker that falls behind shows in the latency instead of slowing the rate
+down (no coordinated omission). Records produced during --warmup
 are not counted.
 
 The final JSON line holds latency_ms (end to end), publish_latency_ms
