@@ -343,25 +343,38 @@ func appendTails(t *testing.T, n *samsa.Node, dir, topic string, partitions int3
 // directory, in order, and their total size.
 func segmentBases(t *testing.T, dir string) (bases []int64, size int64, sizes []int64) {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(m)
-	for _, f := range m {
-		b, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(f), ".log"), 10, 64)
+	// The broker renames segments (cleaner swaps, retention's .deleted)
+	// while this lists them: a file gone between the listing and its stat
+	// means the listing is stale, so list again.
+	for attempt := 0; ; attempt++ {
+		bases, size, sizes = nil, 0, nil
+		m, err := filepath.Glob(filepath.Join(dir, "*.log"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		fi, err := os.Stat(f)
-		if err != nil {
-			t.Fatal(err)
+		sort.Strings(m)
+		stale := false
+		for _, f := range m {
+			b, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(f), ".log"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(f)
+			if errors.Is(err, os.ErrNotExist) && attempt < 100 {
+				stale = true
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			bases = append(bases, b)
+			sizes = append(sizes, fi.Size())
+			size += fi.Size()
 		}
-		bases = append(bases, b)
-		sizes = append(sizes, fi.Size())
-		size += fi.Size()
+		if !stale {
+			return bases, size, sizes
+		}
 	}
-	return bases, size, sizes
 }
 
 func startOffset(t *testing.T, cl *kgo.Client, topic string) int64 {
