@@ -38,8 +38,9 @@ type fetcher struct {
 func newFetcher(m *Manager, leader int32) *fetcher {
 	ctx, cancel := context.WithCancel(m.ctx)
 	f := &fetcher{m: m, leader: leader, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}), parts: map[TopicPartition]*Partition{}}
-	m.wg.Add(1)
-	go f.run()
+	if !m.spawn(f.run) {
+		cancel() // the manager is closing: a fetcher that never runs
+	}
 	return f
 }
 
@@ -87,7 +88,6 @@ func (f *fetcher) sleep(d time.Duration) bool {
 }
 
 func (f *fetcher) run() {
-	defer f.m.wg.Done()
 	log := f.m.logger.With("leader", f.leader)
 	var client *wire.Client
 	defer func() {

@@ -54,6 +54,26 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	goMu    sync.Mutex // guards closing and wg.Add; a leaf lock (taken inside mu)
+	closing bool       // Close started: spawn starts nothing
+}
+
+// spawn runs fn on a goroutine that Close waits for, unless Close has
+// started (metadata images keep arriving while a node stops); it reports
+// whether fn was started.
+func (m *Manager) spawn(fn func()) bool {
+	m.goMu.Lock()
+	defer m.goMu.Unlock()
+	if m.closing {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn()
+	}()
+	return true
 }
 
 // NewManager returns a Manager over the log manager's logs and starts its
@@ -70,14 +90,16 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
-	m.wg.Add(1)
-	go m.isrChecker()
+	m.spawn(m.isrChecker)
 	return m
 }
 
 // Close stops the fetchers and the ISR checker and writes the
 // high-watermark checkpoint.
 func (m *Manager) Close() {
+	m.goMu.Lock()
+	m.closing = true
+	m.goMu.Unlock()
 	m.cancel()
 	m.mu.Lock()
 	for _, f := range m.fetchers {
@@ -224,9 +246,7 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 		return
 	}
 	epoch, pepoch := p.LeaderEpoch(), p.partitionEpochNow()
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	started := m.spawn(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
 		got, gotEpoch, err := m.opts.Controller.AlterPartition(ctx, p.TopicID, p.Partition, epoch, pepoch, isr)
@@ -237,13 +257,15 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 		}
 		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
 		p.isrUpdated(got, gotEpoch, true)
-	}()
+	})
+	if !started {
+		p.isrUpdated(nil, 0, false)
+	}
 }
 
 // isrChecker shrinks the ISR of led partitions whose followers lag more
 // than replica.lag.time.max.ms, checking every half of it.
 func (m *Manager) isrChecker() {
-	defer m.wg.Done()
 	t := time.NewTicker(m.opts.ReplicaLagTime / 2)
 	defer t.Stop()
 	for {
