@@ -3,8 +3,6 @@ package group
 import (
 	"context"
 	"fmt"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -12,42 +10,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 )
 
-// TestMain fails the package if a goroutine of this package outlives the
-// tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			leaked := leakedGoroutines()
-			if leaked == "" {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-				code = 1
-				break
-			}
-			runtime.Gosched()
-			time.Sleep(10 * time.Millisecond) // real time: waiting for exits outside any bubble
-		}
-	}
-	os.Exit(code)
-}
-
-func leakedGoroutines() string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var leaked []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "coordinator/group.(*Coordinator).run") || strings.Contains(g, "coordinator/group.(*writer).run") {
-			leaked = append(leaked, g)
-		}
-	}
-	return strings.Join(leaked, "\n\n")
-}
+// TestMain fails the package if a goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const (
 	testGroup   = "g1"

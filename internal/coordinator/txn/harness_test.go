@@ -2,47 +2,18 @@ package txn
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 )
 
-// TestMain fails the package if a goroutine of this package outlives the
-// tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			buf = buf[:runtime.Stack(buf, true)]
-			var leaked []string
-			for _, g := range strings.Split(string(buf), "\n\n") {
-				if strings.Contains(g, "coordinator/txn.(*") && !strings.Contains(g, "TestMain") {
-					leaked = append(leaked, g)
-				}
-			}
-			if len(leaked) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", strings.Join(leaked, "\n\n"))
-				code = 1
-				break
-			}
-			time.Sleep(10 * time.Millisecond) // real time, outside any bubble
-		}
-	}
-	os.Exit(code)
-}
+// TestMain fails the package if a goroutine outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // memStore is an in-memory Store: one record list per partition.
 type memStore struct {
