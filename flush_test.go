@@ -109,14 +109,9 @@ func TestFlushMessagesMultiPartitionProduce(t *testing.T) {
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = "fsynced8"
 		for p := range int32(parts) {
-			b, err := record.Build(record.Spec{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch,
-				BaseSequence: record.NoSequence, BaseTimestamp: time.Now().UnixMilli()},
-				[]record.Record{{Value: fmt.Appendf(nil, "p%d-r%d-a", p, round)}, {OffsetDelta: 1, Value: fmt.Appendf(nil, "p%d-r%d-b", p, round)}})
-			if err != nil {
-				t.Fatal(err)
-			}
 			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Partition, rp.Records = p, b
+			rp.Partition = p
+			rp.Records = plainBatch(t, record.CodecNone, fmt.Sprintf("p%d-r%d-a", p, round), fmt.Sprintf("p%d-r%d-b", p, round))
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		req.Topics = append(req.Topics, rt)

@@ -265,23 +265,27 @@ func legacyMessageSet(magic int8, value string) []byte {
 // whatever the batches (with or without producer ids, compressed or not);
 // magic 0 and 1 message sets get INVALID_RECORD. Nothing of a refused
 // partition is written; the other partitions of the request are.
+// plainBatch builds one batch of values without keys or producer id, with
+// codec.
+func plainBatch(t *testing.T, codec record.Codec, values ...string) []byte {
+	t.Helper()
+	var recs []record.Record
+	for i, v := range values {
+		recs = append(recs, record.Record{OffsetDelta: int32(i), Value: []byte(v)})
+	}
+	b, err := record.Build(record.Spec{Codec: codec, ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch,
+		BaseSequence: record.NoSequence, BaseTimestamp: time.Now().UnixMilli()}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestProduceRecordsChecks(t *testing.T) {
 	n := startNode(t, t.TempDir(), nil)
 	cl := newClient(t, n)
 	createTopic(t, cl, "p", 2, nil)
-	batch := func(codec record.Codec, values ...string) []byte {
-		t.Helper()
-		var recs []record.Record
-		for i, v := range values {
-			recs = append(recs, record.Record{OffsetDelta: int32(i), Value: []byte(v)})
-		}
-		b, err := record.Build(record.Spec{Codec: codec, ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch,
-			BaseSequence: record.NoSequence, BaseTimestamp: time.Now().UnixMilli()}, recs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	batch := func(codec record.Codec, values ...string) []byte { return plainBatch(t, codec, values...) }
 	join := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	plain, gzip, zstd := batch(record.CodecNone, "a", "b"), batch(record.CodecGzip, "c"), batch(record.CodecZstd, "z")
 	badMagic := append([]byte(nil), plain...)
