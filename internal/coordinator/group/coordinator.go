@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/samsahq/samsa/internal/deadline"
 )
 
 // Errors returned by the Coordinator's partition methods.
@@ -58,7 +60,7 @@ type Coordinator struct {
 	// Owned by the run goroutine.
 	partitions map[int32]*partition
 	writers    map[int32]*writer // the latest writer per partition, maybe stopping
-	timers     timerQueue
+	timers     deadline.Queue
 	seq        uint64 // member join order
 }
 
@@ -123,36 +125,15 @@ func (c *Coordinator) NumPartitions() int32 { return c.cfg.OffsetsTopicNumPartit
 // run is the only goroutine touching the state.
 func (c *Coordinator) run() {
 	defer c.wg.Done()
-	tm := time.NewTimer(time.Hour)
-	tm.Stop()
-	var armedAt time.Time
-	armed := false
 	c.scheduleRetentionCheck()
 	for {
-		if next := c.timers.next(); next != nil {
-			if !armed || !next.at.Equal(armedAt) {
-				tm.Reset(time.Until(next.at))
-				armedAt, armed = next.at, true
-			}
-		} else if armed {
-			tm.Stop()
-			armed = false
-		}
-		var tc <-chan time.Time
-		if armed {
-			tc = tm.C
-		}
 		select {
 		case fn := <-c.events:
 			fn()
-		case <-tc:
-			armed = false
-			now := time.Now()
-			for t := c.timers.popDue(now); t != nil; t = c.timers.popDue(now) {
-				t.fn()
-			}
+		case <-c.timers.C():
+			c.timers.RunDue()
 		case <-c.done:
-			tm.Stop()
+			c.timers.Stop()
 			for _, w := range c.writers {
 				w.stop()
 			}
@@ -412,15 +393,15 @@ func (c *Coordinator) unload(p int32) {
 // unloadGroup marks g Dead, stops its timers and answers its parked
 // requests with NOT_COORDINATOR.
 func (c *Coordinator) unloadGroup(g *group) {
-	c.timers.cancel(g.joinTimer)
-	c.timers.cancel(g.syncTimer)
+	c.timers.Cancel(g.joinTimer)
+	c.timers.Cancel(g.syncTimer)
 	g.joinTimer, g.syncTimer = nil, nil
 	for _, t := range g.pending {
-		c.timers.cancel(t)
+		c.timers.Cancel(t)
 	}
 	g.transition(stateDead, time.Now())
 	for _, m := range g.sortedMembers() {
-		c.timers.cancel(m.heartbeat)
+		c.timers.Cancel(m.heartbeat)
 		m.heartbeat = nil
 		completeJoin(m, errJoinResponse(m.join, kerr.NotCoordinator.Code, m.id))
 		completeSync(m, kerr.NotCoordinator.Code, nil, nil)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/deadline"
 )
 
 // state is a classic group's state, as Kafka's ClassicGroupState.
@@ -101,7 +103,7 @@ type member struct {
 	// isNew: joined in the current rebalance and not yet past it; such a
 	// member expires after NewMemberJoinTimeout even while parked.
 	isNew     bool
-	heartbeat *timer
+	heartbeat *deadline.Timer
 	seq       uint64 // order of joining, for deterministic iteration
 }
 
@@ -171,14 +173,14 @@ type group struct {
 	leader           string  // "": none
 
 	members     map[string]*member
-	static      map[string]string // group.instance.id -> member id
-	pending     map[string]*timer // KIP-394 member ids given out, not yet joined
-	pendingSync map[string]bool   // members that joined and have not synced
-	supported   map[string]int    // protocol name -> members supporting it
+	static      map[string]string          // group.instance.id -> member id
+	pending     map[string]*deadline.Timer // KIP-394 member ids given out, not yet joined
+	pendingSync map[string]bool            // members that joined and have not synced
+	supported   map[string]int             // protocol name -> members supporting it
 
-	newMemberAdded bool   // a member joined during the initial rebalance delay
-	joinTimer      *timer // rebalance timeout, or initial delay
-	syncTimer      *timer // pending sync expiry
+	newMemberAdded bool            // a member joined during the initial rebalance delay
+	joinTimer      *deadline.Timer // rebalance timeout, or initial delay
+	syncTimer      *deadline.Timer // pending sync expiry
 
 	// subscribed is the union of the members' subscribed topics for the
 	// consumer protocol; nil when not known.
@@ -200,7 +202,7 @@ func newGroup(part *partition, id string, now time.Time) *group {
 		stateTimestamp: now.UnixMilli(),
 		members:        map[string]*member{},
 		static:         map[string]string{},
-		pending:        map[string]*timer{},
+		pending:        map[string]*deadline.Timer{},
 		pendingSync:    map[string]bool{},
 		supported:      map[string]int{},
 		offsets:        map[tp]offsetEntry{},

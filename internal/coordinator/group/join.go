@@ -219,7 +219,7 @@ func (c *Coordinator) joinNewMember(g *group, j joinRequest) {
 		return
 	}
 	if j.req.Version >= 4 { // KIP-394: hand out the id, expect a second join
-		g.pending[id] = c.timers.schedule(time.Now().Add(durationMs(j.session)), func() { c.expirePending(g, id) })
+		g.pending[id] = c.timers.Schedule(time.Now().Add(durationMs(j.session)), func() { c.expirePending(g, id) })
 		c.logGroup(g).Debug("member id required", "member_id", id)
 		j.fail(kerr.MemberIDRequired.Code, id)
 		return
@@ -276,7 +276,7 @@ func (c *Coordinator) joinExistingMember(g *group, j joinRequest) {
 // addMemberAndRebalance adds a new member parked in its JoinGroup.
 func (c *Coordinator) addMemberAndRebalance(g *group, j joinRequest, id string) {
 	if t, ok := g.pending[id]; ok {
-		c.timers.cancel(t)
+		c.timers.Cancel(t)
 	}
 	m := &member{
 		id:                 id,
@@ -327,7 +327,7 @@ func (c *Coordinator) updateMemberAndRebalance(g *group, m *member, j joinReques
 func (c *Coordinator) replaceStaticMember(g *group, instanceID, oldID, newID string) *member {
 	old := g.members[oldID]
 	delete(g.members, oldID)
-	c.timers.cancel(old.heartbeat)
+	c.timers.Cancel(old.heartbeat)
 	old.heartbeat = nil
 	fenced := errJoinResponse(old.join, kerr.FencedInstanceID.Code, oldID)
 	completeJoin(old, fenced)
@@ -422,8 +422,8 @@ func (c *Coordinator) replaceStaticMemberAndRebalance(g *group, j joinRequest, o
 
 // rescheduleHeartbeat sets m's session deadline to now+d.
 func (c *Coordinator) rescheduleHeartbeat(g *group, m *member, d time.Duration) {
-	c.timers.cancel(m.heartbeat)
-	m.heartbeat = c.timers.schedule(time.Now().Add(d), func() { c.expireHeartbeat(g, m) })
+	c.timers.Cancel(m.heartbeat)
+	m.heartbeat = c.timers.Schedule(time.Now().Add(d), func() { c.expireHeartbeat(g, m) })
 }
 
 // expireHeartbeat runs at m's session deadline.
@@ -464,7 +464,7 @@ func (c *Coordinator) maybeDropUnused(g *group) {
 
 // removeMember drops m, answering its parked requests with code.
 func (c *Coordinator) removeMember(g *group, m *member, code int16) {
-	c.timers.cancel(m.heartbeat)
+	c.timers.Cancel(m.heartbeat)
 	m.heartbeat = nil
 	completeJoin(m, errJoinResponse(m.join, code, ""))
 	completeSync(m, code, nil, nil)
@@ -509,14 +509,14 @@ func (c *Coordinator) prepareRebalance(g *group, reason string) {
 		c.resetAndPropagateAssignmentError(g, kerr.RebalanceInProgress.Code)
 	}
 	c.removeSyncExpiration(g)
-	c.timers.cancel(g.joinTimer)
+	c.timers.Cancel(g.joinTimer)
 	g.joinTimer = nil
 	now := time.Now()
 	initial := g.state == stateEmpty
 	if initial {
 		delay := c.cfg.InitialRebalanceDelay
 		remaining := maxOf(g.rebalanceTimeout()-delay, 0)
-		g.joinTimer = c.timers.schedule(now.Add(delay), func() { c.tryCompleteInitialRebalance(g, delay, remaining) })
+		g.joinTimer = c.timers.Schedule(now.Add(delay), func() { c.tryCompleteInitialRebalance(g, delay, remaining) })
 	}
 	c.logGroup(g).Info("preparing to rebalance", "old_state", g.state.String(), "generation", g.generation, "reason", reason)
 	g.transition(statePreparingRebalance, now)
@@ -530,7 +530,7 @@ func (c *Coordinator) completeJoinElseSchedule(g *group) {
 		c.completeJoinPhase(g)
 		return
 	}
-	g.joinTimer = c.timers.schedule(time.Now().Add(g.rebalanceTimeout()), func() {
+	g.joinTimer = c.timers.Schedule(time.Now().Add(g.rebalanceTimeout()), func() {
 		g.joinTimer = nil
 		c.completeJoinPhase(g)
 	})
@@ -544,7 +544,7 @@ func (c *Coordinator) tryCompleteInitialRebalance(g *group, delay, remaining tim
 		g.newMemberAdded = false
 		newDelay := min(c.cfg.InitialRebalanceDelay, remaining)
 		newRemaining := maxOf(remaining-delay, 0)
-		g.joinTimer = c.timers.schedule(time.Now().Add(newDelay), func() { c.tryCompleteInitialRebalance(g, newDelay, newRemaining) })
+		g.joinTimer = c.timers.Schedule(time.Now().Add(newDelay), func() { c.tryCompleteInitialRebalance(g, newDelay, newRemaining) })
 		return
 	}
 	c.completeJoinPhase(g)
@@ -554,7 +554,7 @@ func (c *Coordinator) tryCompleteInitialRebalance(g *group, delay, remaining tim
 // rejoin are removed, the generation advances, and the parked JoinGroup
 // requests are answered (the leader gets the member list).
 func (c *Coordinator) completeJoinPhase(g *group) {
-	c.timers.cancel(g.joinTimer)
+	c.timers.Cancel(g.joinTimer)
 	g.joinTimer = nil
 	if g.state != statePreparingRebalance {
 		return
@@ -569,7 +569,7 @@ func (c *Coordinator) completeJoinPhase(g *group) {
 		// No member rejoined (only static members that have not yet):
 		// wait for their sessions to expire.
 		c.logGroup(g).Warn("could not complete rebalance: no member rejoined")
-		g.joinTimer = c.timers.schedule(time.Now().Add(g.rebalanceTimeout()), func() {
+		g.joinTimer = c.timers.Schedule(time.Now().Add(g.rebalanceTimeout()), func() {
 			g.joinTimer = nil
 			c.completeJoinPhase(g)
 		})
@@ -607,7 +607,7 @@ func (c *Coordinator) completeJoinPhase(g *group) {
 		g.pendingSync[m.id] = true
 	}
 	gen := g.generation
-	g.syncTimer = c.timers.schedule(now.Add(g.rebalanceTimeout()), func() { c.expirePendingSync(g, gen) })
+	g.syncTimer = c.timers.Schedule(now.Add(g.rebalanceTimeout()), func() { c.expirePendingSync(g, gen) })
 }
 
 // expirePendingSync removes the members that joined generation gen but did
@@ -629,14 +629,14 @@ func (c *Coordinator) expirePendingSync(g *group, gen int32) {
 
 func (c *Coordinator) removeSyncExpiration(g *group) {
 	clear(g.pendingSync)
-	c.timers.cancel(g.syncTimer)
+	c.timers.Cancel(g.syncTimer)
 	g.syncTimer = nil
 }
 
 func (c *Coordinator) removePendingSync(g *group, id string) {
 	delete(g.pendingSync, id)
 	if len(g.pendingSync) == 0 {
-		c.timers.cancel(g.syncTimer)
+		c.timers.Cancel(g.syncTimer)
 		g.syncTimer = nil
 	}
 }
@@ -885,7 +885,7 @@ func (c *Coordinator) leaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 			add(ident, 0)
 			left++
 		case g.pending[ident.MemberID] != nil:
-			c.timers.cancel(g.pending[ident.MemberID])
+			c.timers.Cancel(g.pending[ident.MemberID])
 			delete(g.pending, ident.MemberID)
 			c.logGroup(g).Info("pending member left", "member_id", ident.MemberID, "reason", reason)
 			add(ident, 0)

@@ -383,7 +383,7 @@ func (g *group) expirationBase() func(offsetEntry) int64 {
 // scheduleRetentionCheck arms the periodic expiration of offsets
 // (offsets.retention.check.interval.ms).
 func (c *Coordinator) scheduleRetentionCheck() {
-	c.timers.schedule(time.Now().Add(c.cfg.OffsetsRetentionCheckInterval), func() {
+	c.timers.Schedule(time.Now().Add(c.cfg.OffsetsRetentionCheckInterval), func() {
 		c.expireOffsets(time.Now())
 		c.scheduleRetentionCheck()
 	})

@@ -2,7 +2,6 @@ package txn
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/samsahq/samsa/internal/deadline"
 )
 
 // Errors returned by the Coordinator's partition methods.
@@ -110,7 +111,7 @@ type Coordinator struct {
 	// Owned by the run goroutine.
 	partitions map[int32]*partition
 	writers    map[int32]*writer
-	timers     timerQueue
+	timers     deadline.Queue
 }
 
 // partition is one loaded (or loading) partition of __transaction_state.
@@ -177,37 +178,16 @@ func (c *Coordinator) Partition(transactionalID string) int32 {
 // run is the only goroutine touching the state.
 func (c *Coordinator) run() {
 	defer c.wg.Done()
-	tm := time.NewTimer(time.Hour)
-	tm.Stop()
-	var armedAt time.Time
-	armed := false
 	c.scheduleTimeoutCheck()
 	c.scheduleExpirationCheck()
 	for {
-		if next := c.timers.next(); next != nil {
-			if !armed || !next.at.Equal(armedAt) {
-				tm.Reset(time.Until(next.at))
-				armedAt, armed = next.at, true
-			}
-		} else if armed {
-			tm.Stop()
-			armed = false
-		}
-		var tc <-chan time.Time
-		if armed {
-			tc = tm.C
-		}
 		select {
 		case fn := <-c.events:
 			fn()
-		case <-tc:
-			armed = false
-			now := time.Now()
-			for t := c.timers.popDue(now); t != nil; t = c.timers.popDue(now) {
-				t.fn()
-			}
+		case <-c.timers.C():
+			c.timers.RunDue()
 		case <-c.done:
-			tm.Stop()
+			c.timers.Stop()
 			for _, p := range c.partitions {
 				p.cancel()
 			}
@@ -601,69 +581,4 @@ func (w *writer) run() {
 			}
 		}
 	}
-}
-
-// timer is one deadline in a timerQueue, owned by the run goroutine.
-type timer struct {
-	at    time.Time
-	seq   uint64
-	fn    func()
-	index int
-}
-
-// timerQueue is a min-heap of deadlines; the run goroutine arms one
-// time.Timer for its earliest entry, so that testing/synctest drives them.
-type timerQueue struct {
-	h   timerHeap
-	seq uint64
-}
-
-func (q *timerQueue) schedule(at time.Time, fn func()) *timer {
-	q.seq++
-	t := &timer{at: at, seq: q.seq, fn: fn}
-	heap.Push(&q.h, t)
-	return t
-}
-
-func (q *timerQueue) next() *timer {
-	if len(q.h) == 0 {
-		return nil
-	}
-	return q.h[0]
-}
-
-func (q *timerQueue) popDue(now time.Time) *timer {
-	if len(q.h) == 0 || q.h[0].at.After(now) {
-		return nil
-	}
-	return heap.Pop(&q.h).(*timer)
-}
-
-type timerHeap []*timer
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if !h[i].at.Equal(h[j].at) {
-		return h[i].at.Before(h[j].at)
-	}
-	return h[i].seq < h[j].seq
-}
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *timerHeap) Push(x any) {
-	t := x.(*timer)
-	t.index = len(*h)
-	*h = append(*h, t)
-}
-func (h *timerHeap) Pop() any {
-	old := *h
-	n := len(old)
-	t := old[n-1]
-	old[n-1] = nil
-	t.index = -1
-	*h = old[:n-1]
-	return t
 }

@@ -318,14 +318,14 @@ func (c *Coordinator) complete(part *partition, m *txnMeta, prepared kmsg.Transa
 			return
 		}
 		part.log.Warn("writing transaction completion failed; retrying", "transactional_id", m.id, "err", err)
-		c.timers.schedule(time.Now().Add(c.cfg.MarkerRetryBackoff), func() { c.complete(part, m, prepared) })
+		c.timers.Schedule(time.Now().Add(c.cfg.MarkerRetryBackoff), func() { c.complete(part, m, prepared) })
 	})
 }
 
 // scheduleTimeoutCheck arms the periodic abort of timed-out transactions
 // (transaction.abort.timed.out.transaction.cleanup.interval.ms).
 func (c *Coordinator) scheduleTimeoutCheck() {
-	c.timers.schedule(time.Now().Add(c.cfg.AbortTimedOutInterval), func() {
+	c.timers.Schedule(time.Now().Add(c.cfg.AbortTimedOutInterval), func() {
 		c.abortTimedOut(time.Now())
 		c.scheduleTimeoutCheck()
 	})
@@ -357,7 +357,7 @@ func (c *Coordinator) abortTimedOut(now time.Time) {
 // scheduleExpirationCheck arms the periodic removal of expired
 // transactional ids (transaction.remove.expired.transaction.cleanup.interval.ms).
 func (c *Coordinator) scheduleExpirationCheck() {
-	c.timers.schedule(time.Now().Add(c.cfg.RemoveExpiredIDInterval), func() {
+	c.timers.Schedule(time.Now().Add(c.cfg.RemoveExpiredIDInterval), func() {
 		c.expireIDs(time.Now())
 		c.scheduleExpirationCheck()
 	})
