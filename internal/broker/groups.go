@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/coordinator/group"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
@@ -39,15 +38,7 @@ var offsetsTopicConfigs = map[string]string{
 // groups is the broker's side of the group coordinator.
 type groups struct {
 	coord *group.Coordinator
-
-	ctx    context.Context // canceled by close: loads in flight
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // partition loads
-
-	mu     sync.Mutex      // guards loaded
-	loaded map[int32]int32 // partition -> leader epoch it was loaded at
-
-	createMu sync.Mutex // one creation of __consumer_offsets at a time
+	loads *coordinatorLoads // of __consumer_offsets
 }
 
 // startGroups creates the coordinator; called by New before the first
@@ -68,13 +59,10 @@ func (b *Broker) startGroups() {
 	if err := cfg.Validate(); err != nil {
 		b.logger.Error("group coordinator config", "err", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.groups = &groups{
-		coord:  group.New(cfg, offsetsStore{b}, b.logger.With("component", "group-coordinator")),
-		ctx:    ctx,
-		cancel: cancel,
-		loaded: map[int32]int32{},
-	}
+	coord := group.New(cfg, offsetsStore{b}, b.logger.With("component", "group-coordinator"))
+	b.groups = &groups{coord: coord, loads: newCoordinatorLoads(offsetsTopic, coord.NumPartitions(),
+		func(ctx context.Context, p, _ int32) error { return coord.LoadPartition(ctx, p) },
+		coord.UnloadPartition, group.ErrPartitionUnloaded)}
 }
 
 // closeGroups stops the coordinator: parked group requests are answered
@@ -84,9 +72,9 @@ func (b *Broker) closeGroups() {
 	if g == nil {
 		return
 	}
-	g.cancel()
+	g.loads.cancel()
 	g.coord.Close()
-	g.wg.Wait()
+	g.loads.wg.Wait()
 }
 
 // applyGroupImage loads the partitions of __consumer_offsets this broker
@@ -98,44 +86,11 @@ func (b *Broker) applyGroupImage(next *metadata.Image) {
 	if g == nil {
 		return
 	}
-	t := next.Topic(offsetsTopic)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for p, epoch := range g.loaded {
-		if t == nil || int(p) >= len(t.Partitions) || t.Partitions[p].Leader != b.node.NodeID || t.Partitions[p].LeaderEpoch != epoch {
-			delete(g.loaded, p)
-			g.coord.UnloadPartition(p)
-		}
-	}
-	if t == nil {
-		return
-	}
-	if int32(len(t.Partitions)) != g.coord.NumPartitions() {
+	if t := next.Topic(offsetsTopic); t != nil && int32(len(t.Partitions)) != g.coord.NumPartitions() {
 		b.logger.Warn("__consumer_offsets partitions differ from offsets.topic.num.partitions; groups hash by the configured count",
 			"partitions", len(t.Partitions), "offsets.topic.num.partitions", g.coord.NumPartitions())
 	}
-	for i, pm := range t.Partitions {
-		p := int32(i)
-		if pm.Leader != b.node.NodeID || p >= g.coord.NumPartitions() {
-			continue
-		}
-		if _, ok := g.loaded[p]; ok {
-			continue
-		}
-		g.loaded[p] = pm.LeaderEpoch
-		g.wg.Add(1)
-		go func() {
-			defer g.wg.Done()
-			if err := g.coord.LoadPartition(g.ctx, p); err != nil && g.ctx.Err() == nil && !errors.Is(err, group.ErrPartitionUnloaded) {
-				b.logger.Error("loading __consumer_offsets partition failed", "partition", p, "err", err)
-				g.mu.Lock()
-				if g.loaded[p] == pm.LeaderEpoch {
-					delete(g.loaded, p) // retried on the next image
-				}
-				g.mu.Unlock()
-			}
-		}()
-	}
+	g.loads.apply(b, next)
 }
 
 // ensureOffsetsTopic returns __consumer_offsets, creating it with Kafka's
@@ -143,41 +98,8 @@ func (b *Broker) applyGroupImage(next *metadata.Image) {
 // offsets.topic.replication.factor replicas capped by the brokers
 // registered).
 func (b *Broker) ensureOffsetsTopic(ctx context.Context) (*metadata.Topic, error) {
-	if t := b.image().Topic(offsetsTopic); t != nil {
-		return t, nil
-	}
-	g := b.groups
-	g.createMu.Lock()
-	defer g.createMu.Unlock()
-	im := b.image()
-	if t := im.Topic(offsetsTopic); t != nil {
-		return t, nil
-	}
-	rf := b.node.OffsetsTopicReplicationFactor
-	if n := int16(len(im.Brokers())); rf > n || rf <= 0 {
-		rf = n
-	}
-	configs := map[string]string{}
-	for k, v := range offsetsTopicConfigs {
-		configs[k] = v
-	}
-	errs, err := b.createTopics(ctx, []controller.CreateTopic{{
-		Name:              offsetsTopic,
-		Partitions:        b.node.OffsetsTopicNumPartitions,
-		ReplicationFactor: rf,
-		Configs:           configs,
-	}})
-	if err == nil && len(errs) == 1 && errs[0] != nil && !errors.Is(errs[0], controller.ErrTopicExists) {
-		err = errs[0]
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating %s: %w", offsetsTopic, err)
-	}
-	b.logger.Info("created internal topic", "topic", offsetsTopic, "partitions", b.node.OffsetsTopicNumPartitions, "replication_factor", rf)
-	if t := b.image().Topic(offsetsTopic); t != nil {
-		return t, nil
-	}
-	return nil, fmt.Errorf("%s not in the metadata after creation", offsetsTopic)
+	return b.groups.loads.ensureTopic(ctx, b, b.node.OffsetsTopicNumPartitions, b.node.OffsetsTopicReplicationFactor,
+		func(int16) map[string]string { return maps.Clone(offsetsTopicConfigs) })
 }
 
 // clientIDKey carries the request header's client.id in the context of a

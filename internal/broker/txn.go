@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/coordinator/group"
 	"github.com/samsahq/samsa/internal/coordinator/txn"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -39,15 +38,7 @@ const markerWriteTimeout = 30 * time.Second
 // txns is the broker's side of the transaction coordinator.
 type txns struct {
 	coord *txn.Coordinator
-
-	ctx    context.Context // canceled by closeTxns: loads in flight
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex      // guards loaded
-	loaded map[int32]int32 // partition -> leader epoch it was loaded at
-
-	createMu sync.Mutex // one creation of __transaction_state at a time
+	loads *coordinatorLoads // of __transaction_state, loaded at their leader epoch (the coordinator epoch)
 
 	clientsMu sync.Mutex // guards clients
 	clients   map[string]*wire.Client
@@ -88,14 +79,14 @@ func (b *Broker) startTxns() {
 	if err := cfg.Validate(); err != nil {
 		b.logger.Error("transaction coordinator config", "err", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.txns = &txns{ctx: ctx, cancel: cancel, loaded: map[int32]int32{}, clients: map[string]*wire.Client{}}
-	b.txns.coord = txn.New(cfg, txn.Deps{
+	coord := txn.New(cfg, txn.Deps{
 		Store:         txnStore{b},
 		Markers:       markerWriter{b},
 		NewProducerID: b.nextProducerID,
 		Logger:        b.logger.With("component", "txn-coordinator"),
 	})
+	b.txns = &txns{coord: coord, clients: map[string]*wire.Client{},
+		loads: newCoordinatorLoads(txnTopic, coord.NumPartitions(), coord.LoadPartition, coord.UnloadPartition, txn.ErrPartitionUnloaded)}
 }
 
 // closeTxns stops the coordinator and closes the connections to other
@@ -105,9 +96,9 @@ func (b *Broker) closeTxns() {
 	if t == nil {
 		return
 	}
-	t.cancel()
+	t.loads.cancel()
 	t.coord.Close()
-	t.wg.Wait()
+	t.loads.wg.Wait()
 	t.clientsMu.Lock()
 	for _, c := range t.clients {
 		c.Close()
@@ -125,40 +116,7 @@ func (b *Broker) applyTxnImage(next *metadata.Image) {
 	if t == nil {
 		return
 	}
-	topic := next.Topic(txnTopic)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for p, epoch := range t.loaded {
-		if topic == nil || int(p) >= len(topic.Partitions) || topic.Partitions[p].Leader != b.node.NodeID || topic.Partitions[p].LeaderEpoch != epoch {
-			delete(t.loaded, p)
-			t.coord.UnloadPartition(p)
-		}
-	}
-	if topic == nil {
-		return
-	}
-	for i, pm := range topic.Partitions {
-		p := int32(i)
-		if pm.Leader != b.node.NodeID || p >= t.coord.NumPartitions() {
-			continue
-		}
-		if _, ok := t.loaded[p]; ok {
-			continue
-		}
-		t.loaded[p] = pm.LeaderEpoch
-		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
-			if err := t.coord.LoadPartition(t.ctx, p, pm.LeaderEpoch); err != nil && t.ctx.Err() == nil && !errors.Is(err, txn.ErrPartitionUnloaded) {
-				b.logger.Error("loading __transaction_state partition failed", "partition", p, "err", err)
-				t.mu.Lock()
-				if t.loaded[p] == pm.LeaderEpoch {
-					delete(t.loaded, p) // retried on the next image
-				}
-				t.mu.Unlock()
-			}
-		}()
-	}
+	t.loads.apply(b, next)
 }
 
 // ensureTxnTopic returns __transaction_state, creating it with Kafka's
@@ -166,45 +124,17 @@ func (b *Broker) applyTxnImage(next *metadata.Image) {
 // transaction.state.log.replication.factor replicas capped by the brokers
 // registered, compacted, uncompressed).
 func (b *Broker) ensureTxnTopic(ctx context.Context) (*metadata.Topic, error) {
-	if t := b.image().Topic(txnTopic); t != nil {
-		return t, nil
-	}
-	tx := b.txns
-	tx.createMu.Lock()
-	defer tx.createMu.Unlock()
-	im := b.image()
-	if t := im.Topic(txnTopic); t != nil {
-		return t, nil
-	}
-	rf := b.node.TransactionStateLogReplicationFactor
-	if n := int16(len(im.Brokers())); rf > n || rf <= 0 {
-		rf = n
-	}
-	minISR := min(b.node.TransactionStateLogMinISR, int32(rf))
-	configs := map[string]string{
-		"cleanup.policy":                 "compact",
-		"compression.type":               "uncompressed",
-		"unclean.leader.election.enable": "false",
-		"segment.bytes":                  strconv.FormatInt(b.node.TransactionStateLogSegmentBytes, 10),
-		"min.insync.replicas":            strconv.Itoa(int(max(minISR, 1))),
-	}
-	errs, err := b.createTopics(ctx, []controller.CreateTopic{{
-		Name:              txnTopic,
-		Partitions:        b.node.TransactionStateLogNumPartitions,
-		ReplicationFactor: rf,
-		Configs:           configs,
-	}})
-	if err == nil && len(errs) == 1 && errs[0] != nil && !errors.Is(errs[0], controller.ErrTopicExists) {
-		err = errs[0]
-	}
-	if err != nil {
-		return nil, fmt.Errorf("creating %s: %w", txnTopic, err)
-	}
-	b.logger.Info("created internal topic", "topic", txnTopic, "partitions", b.node.TransactionStateLogNumPartitions, "replication_factor", rf)
-	if t := b.image().Topic(txnTopic); t != nil {
-		return t, nil
-	}
-	return nil, fmt.Errorf("%s not in the metadata after creation", txnTopic)
+	return b.txns.loads.ensureTopic(ctx, b, b.node.TransactionStateLogNumPartitions, b.node.TransactionStateLogReplicationFactor,
+		func(rf int16) map[string]string {
+			minISR := min(b.node.TransactionStateLogMinISR, int32(rf))
+			return map[string]string{
+				"cleanup.policy":                 "compact",
+				"compression.type":               "uncompressed",
+				"unclean.leader.election.enable": "false",
+				"segment.bytes":                  strconv.FormatInt(b.node.TransactionStateLogSegmentBytes, 10),
+				"min.insync.replicas":            strconv.Itoa(int(max(minISR, 1))),
+			}
+		})
 }
 
 // txnStore is the transaction coordinator's Store: the partitions of
