@@ -1103,7 +1103,16 @@ func TestTxnServerChecks(t *testing.T) {
 	code, _ = rawProduce(t, cl, id, "checks", 1, tpid, tepoch, 1, "other partition")
 	wantErr(t, "produce to another partition not added", code, kerr.InvalidTxnState)
 	wantErr(t, "commit", endTxn(tpid, tepoch, true), nil)
-	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "late")
+	// EndTxn answers once the commit is prepared; until the coordinator
+	// has written the markers, verification answers CONCURRENT_TRANSACTIONS,
+	// which Produce reports as the retriable NOT_ENOUGH_REPLICAS (as Kafka).
+	for {
+		code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "late")
+		if code != kerr.NotEnoughReplicas.Code || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	wantErr(t, "produce after the transaction ended", code, kerr.InvalidTxnState)
 
 	// A new instance fences the old epoch.
