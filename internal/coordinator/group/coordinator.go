@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/samsahq/samsa/internal/coordinator/appendq"
 	"github.com/samsahq/samsa/internal/deadline"
 )
 
@@ -59,7 +60,7 @@ type Coordinator struct {
 
 	// Owned by the run goroutine.
 	partitions map[int32]*partition
-	writers    map[int32]*writer // the latest writer per partition, maybe stopping
+	writers    map[int32]*appendq.Writer[Record] // the latest writer per partition, maybe stopping
 	timers     deadline.Queue
 	seq        uint64 // member join order
 }
@@ -69,7 +70,7 @@ type partition struct {
 	id     int32
 	loaded bool
 	groups map[string]*group
-	writer *writer
+	writer *appendq.Writer[Record]
 	log    *slog.Logger
 	// txnCompletions are transaction markers reported by CompleteTxn while
 	// the partition loads, applied once loaded (txn.go).
@@ -93,7 +94,7 @@ func New(cfg Config, store Store, logger *slog.Logger) *Coordinator {
 		ctx:        ctx,
 		cancel:     cancel,
 		partitions: map[int32]*partition{},
-		writers:    map[int32]*writer{},
+		writers:    map[int32]*appendq.Writer[Record]{},
 	}
 	c.wg.Add(1)
 	go c.run()
@@ -135,7 +136,7 @@ func (c *Coordinator) run() {
 		case <-c.done:
 			c.timers.Stop()
 			for _, w := range c.writers {
-				w.stop()
+				w.Stop()
 			}
 			return
 		}
@@ -223,11 +224,7 @@ func (c *Coordinator) appendRecords(part *partition, recs []Record, done func(er
 		}
 		done(err)
 	}
-	n := 0
-	for _, r := range recs {
-		n += len(r.Key) + len(r.Value)
-	}
-	if part.writer == nil || !part.writer.enqueue(&appendJob{recs: recs, bytes: n, done: wrapped}) {
+	if part.writer == nil || !part.writer.Enqueue(recs, wrapped) {
 		wrapped(errUnloaded)
 	}
 }
@@ -296,7 +293,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 		c.partitions[p] = part
 		var prev <-chan struct{}
 		if w := c.writers[p]; w != nil {
-			prev = w.exited
+			prev = w.Exited()
 		}
 		reply(started{part: part, prevWriter: prev})
 	})
@@ -378,8 +375,8 @@ func (c *Coordinator) unload(p int32) {
 	wasLoaded := part.loaded
 	part.loaded = false
 	if part.writer != nil {
-		for _, j := range part.writer.stop() {
-			j.done(errUnloaded)
+		for _, done := range part.writer.Stop() {
+			done(errUnloaded)
 		}
 	}
 	for _, g := range part.sortedGroups() {
@@ -408,125 +405,20 @@ func (c *Coordinator) unloadGroup(g *group) {
 	}
 }
 
-// appendJob is one write for a writer.
-type appendJob struct {
-	recs  []Record
-	bytes int
-	done  func(err error) // run on the run goroutine
-}
-
-// transactional reports a job of transactional offset commits.
-func (j *appendJob) transactional() bool { return len(j.recs) > 0 && j.recs[0].Txn != nil }
-
-// writer is the goroutine that appends to one partition of
-// __consumer_offsets, one Store.Append at a time, combining the jobs queued
-// meanwhile, and reports back to the run goroutine in order.
-type writer struct {
-	c      *Coordinator
-	p      int32
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{} // capacity 1
-	exited chan struct{} // closed when the goroutine returns
-
-	mu struct {
-		sync.Mutex
-		queue   []*appendJob
-		stopped bool
-	}
-}
-
 // startWriter starts the writer of p; called on the run goroutine.
-func (c *Coordinator) startWriter(p int32) *writer {
-	ctx, cancel := context.WithCancel(c.ctx)
-	w := &writer{c: c, p: p, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+func (c *Coordinator) startWriter(p int32) *appendq.Writer[Record] {
+	w := appendq.New(c.ctx, p, appendq.Config[Record]{
+		Append:   c.store.Append,
+		Timeout:  c.cfg.OffsetCommitTimeout,
+		MaxBytes: c.cfg.MaxAppendBytes,
+		Size:     func(r Record) int { return len(r.Key) + len(r.Value) },
+		// A transaction's records go alone: they form a batch of their own.
+		Alone: func(recs []Record) bool { return len(recs) > 0 && recs[0].Txn != nil },
+		Post:  c.post,
+		Log:   c.log,
+		Topic: offsetsTopicName,
+	})
 	c.writers[p] = w
-	c.wg.Add(1)
-	go w.run()
+	c.wg.Go(w.Run)
 	return w
-}
-
-// enqueue queues j; false once stopped.
-func (w *writer) enqueue(j *appendJob) bool {
-	w.mu.Lock()
-	if w.mu.stopped {
-		w.mu.Unlock()
-		return false
-	}
-	w.mu.queue = append(w.mu.queue, j)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// stop makes the writer exit after its Append in flight (canceled) and
-// returns the jobs it never started.
-func (w *writer) stop() []*appendJob {
-	w.mu.Lock()
-	q := w.mu.queue
-	w.mu.queue = nil
-	w.mu.stopped = true
-	w.mu.Unlock()
-	w.cancel()
-	return q
-}
-
-// take removes the next jobs to write together: at least one, then more
-// while the total stays within MaxAppendBytes.
-func (w *writer) take() []*appendJob {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.mu.stopped || len(w.mu.queue) == 0 {
-		return nil
-	}
-	n, size := 1, w.mu.queue[0].bytes
-	// A transaction's records go alone: they form a batch of their own.
-	for n < len(w.mu.queue) && !w.mu.queue[0].transactional() && !w.mu.queue[n].transactional() &&
-		size+w.mu.queue[n].bytes <= w.c.cfg.MaxAppendBytes {
-
-		size += w.mu.queue[n].bytes
-		n++
-	}
-	jobs := slices.Clone(w.mu.queue[:n])
-	w.mu.queue = slices.Delete(w.mu.queue, 0, n)
-	return jobs
-}
-
-func (w *writer) run() {
-	defer w.c.wg.Done()
-	defer close(w.exited)
-	for {
-		select {
-		case <-w.wake:
-		case <-w.ctx.Done():
-			return
-		}
-		for jobs := w.take(); len(jobs) > 0; jobs = w.take() {
-			var recs []Record
-			if len(jobs) == 1 {
-				recs = jobs[0].recs
-			} else {
-				for _, j := range jobs {
-					recs = append(recs, j.recs...)
-				}
-			}
-			ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.OffsetCommitTimeout)
-			begin := time.Now()
-			err := w.c.store.Append(ctx, w.p, recs)
-			cancel()
-			if d := time.Since(begin); d > time.Second {
-				w.c.log.Warn("slow __consumer_offsets append", "partition", w.p, "records", len(recs), "duration", d, "err", err)
-			}
-			if !w.c.post(func() {
-				for _, j := range jobs {
-					j.done(err)
-				}
-			}) {
-				return
-			}
-		}
-	}
 }

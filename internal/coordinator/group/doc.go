@@ -109,7 +109,7 @@
 // them. Request methods hand it a closure over a channel and wait for their
 // answer; it parks what must wait (a JoinGroup until the rebalance, a commit
 // until written) and never blocks: writes go to one writer goroutine per
-// loaded partition, which calls Store.Append outside the state, one call at
+// loaded partition (package appendq), which calls Store.Append outside the state, one call at
 // a time (combining the writes queued meanwhile, up to MaxAppendBytes), and
 // posts each result back in order. LoadPartition reads the Store on its
 // caller's goroutine and hands the result over. Close cancels loads and

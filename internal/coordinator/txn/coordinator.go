@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/samsahq/samsa/internal/coordinator/appendq"
 	"github.com/samsahq/samsa/internal/deadline"
 )
 
@@ -110,7 +111,7 @@ type Coordinator struct {
 
 	// Owned by the run goroutine.
 	partitions map[int32]*partition
-	writers    map[int32]*writer
+	writers    map[int32]*appendq.Writer[Record]
 	timers     deadline.Queue
 }
 
@@ -121,7 +122,7 @@ type partition struct {
 	// loaded is false while LoadPartition reads it.
 	loaded bool
 	txns   map[string]*txnMeta
-	writer *writer
+	writer *appendq.Writer[Record]
 	ctx    context.Context // canceled when unloaded: marker senders stop
 	cancel context.CancelFunc
 	log    *slog.Logger
@@ -144,7 +145,7 @@ func New(cfg Config, deps Deps) *Coordinator {
 		ctx:        ctx,
 		cancel:     cancel,
 		partitions: map[int32]*partition{},
-		writers:    map[int32]*writer{},
+		writers:    map[int32]*appendq.Writer[Record]{},
 	}
 	c.wg.Add(1)
 	go c.run()
@@ -192,7 +193,7 @@ func (c *Coordinator) run() {
 				p.cancel()
 			}
 			for _, w := range c.writers {
-				w.stop()
+				w.Stop()
 			}
 			return
 		}
@@ -272,7 +273,7 @@ func (c *Coordinator) write(part *partition, m *txnMeta, next *snapshot, done fu
 	if next != nil {
 		rec.Value = valueOf(*next)
 	}
-	job := &appendJob{recs: []Record{rec}, bytes: len(rec.Key) + len(rec.Value), done: func(err error) {
+	written := func(err error) {
 		m.pending = false
 		if err == nil && !c.owns(part) {
 			err = errUnloaded
@@ -292,9 +293,9 @@ func (c *Coordinator) write(part *partition, m *txnMeta, next *snapshot, done fu
 			}
 		}
 		done(err)
-	}}
-	if part.writer == nil || !part.writer.enqueue(job) {
-		job.done(errUnloaded)
+	}
+	if part.writer == nil || !part.writer.Enqueue([]Record{rec}, written) {
+		written(errUnloaded)
 	}
 }
 
@@ -350,7 +351,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p, coordinatorEpoch int
 		c.partitions[p] = part
 		var prev <-chan struct{}
 		if w := c.writers[p]; w != nil {
-			prev = w.exited
+			prev = w.Exited()
 		}
 		reply(started{part: part, prevWriter: prev})
 	})
@@ -462,8 +463,8 @@ func (c *Coordinator) UnloadPartition(p int32) {
 			wasLoaded := part.loaded
 			part.loaded = false
 			if part.writer != nil {
-				for _, j := range part.writer.stop() {
-					j.done(errUnloaded)
+				for _, done := range part.writer.Stop() {
+					done(errUnloaded)
 				}
 			}
 			if wasLoaded {
@@ -474,111 +475,18 @@ func (c *Coordinator) UnloadPartition(p int32) {
 	})
 }
 
-// appendJob is one write for a writer.
-type appendJob struct {
-	recs  []Record
-	bytes int
-	done  func(err error) // run on the run goroutine
-}
-
-// writer appends to one partition of __transaction_state, one Store.Append
-// at a time, combining the jobs queued meanwhile, and reports back to the
-// run goroutine in order.
-type writer struct {
-	c      *Coordinator
-	p      int32
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{} // capacity 1
-	exited chan struct{}
-
-	mu struct {
-		sync.Mutex
-		queue   []*appendJob
-		stopped bool
-	}
-}
-
-func (c *Coordinator) startWriter(p int32) *writer {
-	ctx, cancel := context.WithCancel(c.ctx)
-	w := &writer{c: c, p: p, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+// startWriter starts the writer of p; called on the run goroutine.
+func (c *Coordinator) startWriter(p int32) *appendq.Writer[Record] {
+	w := appendq.New(c.ctx, p, appendq.Config[Record]{
+		Append:   c.deps.Store.Append,
+		Timeout:  c.cfg.WriteTimeout,
+		MaxBytes: maxAppendBytes,
+		Size:     func(r Record) int { return len(r.Key) + len(r.Value) },
+		Post:     c.post,
+		Log:      c.log,
+		Topic:    transactionStateTopic,
+	})
 	c.writers[p] = w
-	c.wg.Add(1)
-	go w.run()
+	c.wg.Go(w.Run)
 	return w
-}
-
-func (w *writer) enqueue(j *appendJob) bool {
-	w.mu.Lock()
-	if w.mu.stopped {
-		w.mu.Unlock()
-		return false
-	}
-	w.mu.queue = append(w.mu.queue, j)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// stop makes the writer exit after its Append in flight (canceled) and
-// returns the jobs it never started.
-func (w *writer) stop() []*appendJob {
-	w.mu.Lock()
-	q := w.mu.queue
-	w.mu.queue = nil
-	w.mu.stopped = true
-	w.mu.Unlock()
-	w.cancel()
-	return q
-}
-
-func (w *writer) take() []*appendJob {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.mu.stopped || len(w.mu.queue) == 0 {
-		return nil
-	}
-	n, size := 1, w.mu.queue[0].bytes
-	for n < len(w.mu.queue) && size+w.mu.queue[n].bytes <= maxAppendBytes {
-		size += w.mu.queue[n].bytes
-		n++
-	}
-	jobs := slices.Clone(w.mu.queue[:n])
-	w.mu.queue = slices.Delete(w.mu.queue, 0, n)
-	return jobs
-}
-
-func (w *writer) run() {
-	defer w.c.wg.Done()
-	defer close(w.exited)
-	for {
-		select {
-		case <-w.wake:
-		case <-w.ctx.Done():
-			return
-		}
-		for jobs := w.take(); len(jobs) > 0; jobs = w.take() {
-			var recs []Record
-			for _, j := range jobs {
-				recs = append(recs, j.recs...)
-			}
-			ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.WriteTimeout)
-			begin := time.Now()
-			err := w.c.deps.Store.Append(ctx, w.p, recs)
-			cancel()
-			if d := time.Since(begin); d > time.Second {
-				w.c.log.Warn("slow __transaction_state append", "partition", w.p, "records", len(recs), "duration", d, "err", err)
-			}
-			if !w.c.post(func() {
-				for _, j := range jobs {
-					j.done(err)
-				}
-			}) {
-				return
-			}
-		}
-	}
 }

@@ -75,8 +75,9 @@
 // One goroutine, started by New, owns the state and a heap of timers armed
 // on one time.Timer (so that testing/synctest drives the timeouts).
 // Request methods hand it a closure and wait for their answer. Writes go
-// to one writer goroutine per loaded partition, which calls Store.Append
-// outside the state, one call at a time, and posts results back in order;
+// to one writer goroutine per loaded partition (package appendq), which
+// calls Store.Append outside the state, one call at a time (combining the
+// writes queued meanwhile, up to 1 MiB), and posts results back in order;
 // the markers of each ending transaction are written by a goroutine of
 // their own through the MarkerWriter. Close cancels loads, writes and
 // marker sends and waits for every goroutine it started.
