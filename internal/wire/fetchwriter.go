@@ -34,8 +34,8 @@ type FileRegion struct {
 type FetchResponse struct {
 	*kmsg.FetchResponse
 	// Sendfile writes regions with sendfile(2) at explicit offsets;
-	// otherwise they are read with pread(2) into pooled buffers and
-	// written with writev(2).
+	// otherwise they are read with pread(2) into one pooled 1 MiB
+	// buffer and written with writev(2) each time it fills.
 	Sendfile bool
 	regions  []markedRegion
 }
@@ -84,7 +84,12 @@ func (f *FetchResponse) Release() {
 	}
 }
 
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+// bufSize is the buffer the buffered path reads records into: one a
+// response being written, whatever its number of partitions, refilled
+// for records past its size.
+const bufSize = 1 << 20
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
 // WriteFramed writes the response framed for correlationID to c, splicing
 // in the file regions, and releases them.
@@ -95,11 +100,6 @@ func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32) error {
 
 	// Split the encoded response at each marker: pieces[i] ends just
 	// before region i's length prefix.
-	type piece struct {
-		bytes  []byte
-		prefix []byte
-		region *markedRegion
-	}
 	var pieces []piece
 	rest := head[4:]
 	total := 0
@@ -129,33 +129,9 @@ func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32) error {
 	binary.BigEndian.PutUint32(size[:], uint32(total))
 
 	if !f.Sendfile {
-		bufs := net.Buffers{size[:]}
-		var pooled []*[]byte
-		defer func() {
-			for _, b := range pooled {
-				*b = (*b)[:0]
-				bufPool.Put(b)
-			}
-		}()
-		for _, p := range pieces {
-			bufs = append(bufs, p.bytes)
-			if p.region == nil {
-				continue
-			}
-			bufs = append(bufs, p.prefix)
-			bp := bufPool.Get().(*[]byte)
-			pooled = append(pooled, bp)
-			if int64(cap(*bp)) < p.region.Length {
-				*bp = make([]byte, p.region.Length)
-			}
-			b := (*bp)[:p.region.Length]
-			if _, err := p.region.File.ReadAt(b, p.region.Position); err != nil {
-				return fmt.Errorf("wire: reading records: %w", err)
-			}
-			bufs = append(bufs, b)
-		}
-		_, err := bufs.WriteTo(c)
-		return err
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		return writeBuffered(c, size[:], pieces, *bp)
 	}
 
 	pending := net.Buffers{size[:]}
@@ -175,6 +151,53 @@ func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32) error {
 	}
 	_, err := pending.WriteTo(c)
 	return err
+}
+
+// piece is a part of an encoded Fetch response: bytes, then when region
+// is set the region's length prefix and its records.
+type piece struct {
+	bytes  []byte
+	prefix []byte
+	region *markedRegion
+}
+
+// writeBuffered writes size and pieces to c, reading the regions' records
+// with pread(2) into buf and writing with writev(2) each time buf is full
+// and at the end. Memory stays len(buf) however many partitions or bytes
+// the response holds (Kafka writes from the files, holding none).
+func writeBuffered(c net.Conn, size []byte, pieces []piece, buf []byte) error {
+	bufs := append(make(net.Buffers, 0, 64), size)
+	used := 0
+	flush := func() error {
+		w := bufs // WriteTo consumes its receiver
+		_, err := w.WriteTo(c)
+		bufs, used = bufs[:0], 0
+		return err
+	}
+	for _, p := range pieces {
+		bufs = append(bufs, p.bytes)
+		if p.region == nil {
+			continue
+		}
+		bufs = append(bufs, p.prefix)
+		pos, left := p.region.Position, p.region.Length
+		for left > 0 {
+			if used == len(buf) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			b := buf[used:min(int64(len(buf)), int64(used)+left)]
+			if _, err := p.region.File.ReadAt(b, pos); err != nil {
+				return fmt.Errorf("wire: reading records: %w", err)
+			}
+			bufs = append(bufs, b)
+			used += len(b)
+			pos += int64(len(b))
+			left -= int64(len(b))
+		}
+	}
+	return flush()
 }
 
 // sendfile copies n bytes of f at off to c with sendfile(2), using an

@@ -3,8 +3,6 @@ package wire
 import (
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -20,18 +18,11 @@ import (
 // write paths alone (go test -bench WriteFramed -count 6 ./internal/wire).
 func BenchmarkWriteFramed(b *testing.B) {
 	const region = 1 << 20
-	f, err := os.Create(filepath.Join(b.TempDir(), "segment.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	data := make([]byte, 64*region)
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	if _, err := f.Write(data); err != nil {
-		b.Fatal(err)
-	}
+	f := segmentFile(b, data)
 	for _, sendfile := range []bool{false, true} {
 		name := "pread+writev"
 		if sendfile {
