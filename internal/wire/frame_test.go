@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"runtime"
 	"testing"
 	"testing/iotest"
 
@@ -25,6 +27,16 @@ func requestFrame(req kmsg.Request, correlationID int32) []byte {
 	return f.AppendRequest(nil, req, correlationID)
 }
 
+// shortReaders give a frame whole, one byte a read, or half of each read.
+var shortReaders = []struct {
+	name string
+	r    func(io.Reader) io.Reader
+}{
+	{"whole", func(r io.Reader) io.Reader { return r }},
+	{"one byte", iotest.OneByteReader},
+	{"half", iotest.HalfReader},
+}
+
 func TestReadFrameAndParse(t *testing.T) {
 	meta := kmsg.NewPtrMetadataRequest()
 	meta.SetVersion(12)
@@ -43,14 +55,7 @@ func TestReadFrameAndParse(t *testing.T) {
 		{"metadata v1", old},
 	} {
 		frame := requestFrame(tc.req, 42)
-		for _, rd := range []struct {
-			name string
-			r    func(io.Reader) io.Reader
-		}{
-			{"whole", func(r io.Reader) io.Reader { return r }},
-			{"one byte", iotest.OneByteReader},
-			{"half", iotest.HalfReader},
-		} {
+		for _, rd := range shortReaders {
 			t.Run(tc.name+"/"+rd.name, func(t *testing.T) {
 				body, err := ReadFrame(rd.r(bytes.NewReader(frame)), nil, 1<<20)
 				if err != nil {
@@ -90,6 +95,50 @@ func TestReadFrameLimits(t *testing.T) {
 	tiny := append(binary.BigEndian.AppendUint32(nil, 2), 1, 2)
 	if _, err := ReadFrame(bytes.NewReader(tiny), nil, 1<<20); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("tiny: %v", err)
+	}
+}
+
+// TestReadFrameGrows: frames larger than the buffer given, read whole or in
+// short reads, come back intact; a buffer large enough is used as it is.
+func TestReadFrameGrows(t *testing.T) {
+	body := make([]byte, 5*firstFrameChunk+123)
+	for i := range body {
+		body[i] = byte(i*13 + i>>9)
+	}
+	frame := append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	for _, rd := range shortReaders {
+		for _, given := range []int{0, 10, firstFrameChunk + 1, len(body)} {
+			t.Run(fmt.Sprintf("%s/cap %d", rd.name, given), func(t *testing.T) {
+				buf := make([]byte, 3, given+3)[3:]
+				got, err := ReadFrame(rd.r(bytes.NewReader(frame)), buf, 1<<20)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, body) {
+					t.Fatalf("read %d bytes, not the %d sent", len(got), len(body))
+				}
+				if given >= len(body) && &got[0] != &buf[:1][0] {
+					t.Error("a large enough buffer was not used")
+				}
+			})
+		}
+	}
+}
+
+// TestReadFrameAnnouncedNotSent: a frame that announces 100 MB and sends
+// 1,000 bytes costs about 64 KiB, not 100 MB.
+func TestReadFrameAnnouncedNotSent(t *testing.T) {
+	frame := append(binary.BigEndian.AppendUint32(nil, 100<<20), make([]byte, 1000)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if _, err := ReadFrame(bytes.NewReader(frame), nil, 100<<20); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("truncated: %v", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("10 frames announcing 100 MB and sending 1,000 bytes allocated %d MB", alloc>>20)
 	}
 }
 
