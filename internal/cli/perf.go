@@ -66,7 +66,7 @@ type perfProducerFlags struct {
 
 func (f *perfProducerFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.IntVar(&f.recordSize, "record-size", 1024, "bytes of each record's value")
+	fl.IntVar(&f.recordSize, "record-size", 1024, "bytes of each record's value (perf e2e: at least 8, its due time)")
 	fl.StringVar(&f.acks, "acks", "all", "acknowledgements to wait for: all, 1 or 0 (all uses the idempotent producer)")
 	fl.StringVarP(&f.compression, "compression", "z", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
 	fl.DurationVar(&f.linger, "linger", 5*time.Millisecond, "wait this long for more records before sending a batch (linger.ms)")
@@ -112,8 +112,8 @@ func (f *perfProducerFlags) options() ([]kgo.Opt, error) {
 	// fills whole batches one partition at a time, as the Java producer
 	// does since KIP-480.
 	opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
-	if f.recordSize < 8 {
-		return nil, fmt.Errorf("--record-size %d: want at least 8", f.recordSize)
+	if f.recordSize < 0 {
+		return nil, fmt.Errorf("--record-size %d: want 0 or more", f.recordSize)
 	}
 	if f.bufferedBytes < f.batchMaxBytes {
 		return nil, fmt.Errorf("--max-buffered-bytes %d: want at least --batch-max-bytes", f.bufferedBytes)

@@ -66,6 +66,9 @@ func runPerfE2E(cmd *cobra.Command, cf *clientFlags, f *perfE2EFlags, topic stri
 	if err != nil {
 		return err
 	}
+	if f.recordSize < 8 {
+		return fmt.Errorf("--record-size %d: want at least 8, the bytes of the due time each record carries", f.recordSize)
+	}
 	if !(f.rate > 0 && f.rate <= maxE2ERate) {
 		return fmt.Errorf("--rate %v: want more than 0 and at most %d records/s", f.rate, maxE2ERate)
 	}

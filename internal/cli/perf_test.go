@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,17 +34,21 @@ func lastJSON(t *testing.T, out string) perfResult {
 // latency for each acknowledgement; perf consume then reads them all back.
 func TestPerfProduceConsume(t *testing.T) {
 	eachBackend(t, func(t *testing.T, addr string) {
-		for _, c := range []struct{ acks, compression, payload string }{
-			{"1", "none", "text"},
-			{"all", "lz4", "random"},
+		for _, c := range []struct {
+			acks, compression, payload string
+			size                       int
+		}{
+			{"1", "none", "text", 100},
+			{"all", "lz4", "random", 100},
+			{"1", "none", "text", 0}, // empty values, as kafka-producer-perf-test --record-size 0
 		} {
-			topic := "perf-" + c.acks + "-" + c.compression
+			topic := fmt.Sprintf("perf-%s-%s-%d", c.acks, c.compression, c.size)
 			r := mustRun(t, nil, "perf", "produce", topic, "-b", addr, "--partitions", "3", "--records", "3000",
-				"--record-size", "100", "--acks", c.acks, "--compression", c.compression, "--payload", c.payload,
+				"--record-size", strconv.Itoa(c.size), "--acks", c.acks, "--compression", c.compression, "--payload", c.payload,
 				"--batch-max-bytes", "16384")
 			res := lastJSON(t, r.stdout)
-			if res.Tool != "produce" || res.Records != 3000 || res.Bytes != 300000 || res.Errors != 0 {
-				t.Fatalf("produce %+v: want 3000 records of 100 bytes", res)
+			if res.Tool != "produce" || res.Records != 3000 || res.Bytes != 3000*int64(c.size) || res.Errors != 0 {
+				t.Fatalf("produce %+v: want 3000 records of %d bytes", res, c.size)
 			}
 			if l := res.Latency; l == nil || l.Count != 3000 || l.P50 > l.P99 || l.P99 > l.P999 || l.P999 > l.Max || l.P50 <= 0 {
 				t.Fatalf("produce latency %+v: want 3000 ordered samples", res.Latency)
@@ -53,7 +58,7 @@ func TestPerfProduceConsume(t *testing.T) {
 			}
 			r = mustRun(t, nil, "perf", "consume", topic, "-b", addr, "-q")
 			res = lastJSON(t, r.stdout)
-			if res.Tool != "consume" || res.Records != 3000 || res.Bytes != 300000 || res.FirstRecordMs == nil {
+			if res.Tool != "consume" || res.Records != 3000 || res.Bytes != 3000*int64(c.size) || res.FirstRecordMs == nil {
 				t.Fatalf("consume %+v: want the 3000 records back", res)
 			}
 			if r.stderr != "" {
@@ -107,7 +112,8 @@ func TestPerfFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"produce", "--acks", "2"}, "--acks"},
-		{[]string{"produce", "--record-size", "4"}, "--record-size"},
+		{[]string{"produce", "--record-size", "-1"}, "--record-size"},
+		{[]string{"e2e", "--record-size", "4"}, "--record-size"},
 		{[]string{"produce", "--payload", "zeros"}, "--payload"},
 		{[]string{"produce", "--records", "0"}, "--records"},
 		{[]string{"e2e", "--rate", "0"}, "--rate"},
