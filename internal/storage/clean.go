@@ -1067,11 +1067,7 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 	l.segs.Store(&updated)
 	l.scheduleDeleteLocked(deleted, l.cfg.Cleanup.FileDeleteDelay)
 	l.mu.Unlock()
-	for _, o := range olds {
-		if err := o.close(); err != nil {
-			l.logger.Warn("closing replaced segment failed", "segment", o.String(), "err", err)
-		}
-	}
+	l.closeRetired(olds)
 	return nil
 }
 

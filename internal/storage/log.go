@@ -80,6 +80,7 @@ type Log struct {
 	cleanerOffset  atomic.Int64           // first dirty offset: below it the cleaner has cleaned; -1 unknown
 	deleteHorizon  atomic.Int64           // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
 	pendingDeletes []pendingDelete        // files renamed .deleted, removed when due; guarded by mu
+	retired        []*segment             // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
 }
 
 // Dir is the partition directory.
@@ -721,7 +722,11 @@ func (l *Log) Close() error {
 	defer l.gate.exit()
 	err = errors.Join(err, l.flushInGate(0, true, true))
 	l.closed.Store(true)
-	for _, s := range l.segments() {
+	l.mu.Lock()
+	retired := l.retired
+	l.retired = nil
+	l.mu.Unlock()
+	for _, s := range append(retired, l.segments()...) {
 		err = errors.Join(err, s.close())
 	}
 	return err

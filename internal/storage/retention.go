@@ -86,11 +86,50 @@ func (l *Log) scheduleDeleteLocked(paths []string, delay time.Duration) {
 	l.pendingDeletes = append(l.pendingDeletes, pendingDelete{paths: paths, due: l.now().Add(delay)})
 }
 
-// removeDueFiles removes the .deleted files whose delay has passed and
-// returns when the next ones are due (zero time when none are pending).
+// closeRetired closes segments that deletion or cleaning took out of the
+// log, without waiting for readers: a fetch writing a segment's bytes to a
+// slow or stalled consumer holds it for as long as the socket write takes,
+// and waiting would stall retention (or the cleaner) of every log of the
+// node. Segments still being read are closed by a later removeDueFiles
+// (every retention pass) or by Close; their files stay open until then,
+// whether or not the .deleted names are removed. Must not hold mu.
+func (l *Log) closeRetired(segs []*segment) {
+	var busy []*segment
+	for _, s := range segs {
+		ok, err := s.tryClose()
+		if err != nil {
+			l.logger.Warn("closing retired segment failed", "segment", s.String(), "err", err)
+		}
+		if !ok {
+			busy = append(busy, s)
+		}
+	}
+	if len(busy) == 0 {
+		return
+	}
+	l.mu.Lock()
+	if !l.closed.Load() {
+		l.retired = append(l.retired, busy...)
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	// Close has already closed the retired segments: wait for these.
+	for _, s := range busy {
+		if err := s.close(); err != nil {
+			l.logger.Warn("closing retired segment failed", "segment", s.String(), "err", err)
+		}
+	}
+}
+
+// removeDueFiles removes the .deleted files whose delay has passed, closes
+// the retired segments no longer being read, and returns when the next
+// files are due (zero time when none are pending).
 func (l *Log) removeDueFiles() (next time.Time) {
 	now := l.now()
 	l.mu.Lock()
+	retired := l.retired
+	l.retired = nil
 	var due []pendingDelete
 	kept := l.pendingDeletes[:0]
 	for _, p := range l.pendingDeletes {
@@ -105,6 +144,7 @@ func (l *Log) removeDueFiles() (next time.Time) {
 	}
 	l.pendingDeletes = kept
 	l.mu.Unlock()
+	l.closeRetired(retired)
 	for _, p := range due {
 		for _, path := range p.paths {
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -247,11 +287,7 @@ func (l *Log) DeleteOldSegments() (deleted int, err error) {
 			"log_start_offset", l.logStartOffset.Load(), "base_offsets", fmt.Sprintf("%d..%d", victims[0].baseOffset, victims[len(victims)-1].baseOffset))
 	}
 	l.mu.Unlock()
-	for _, s := range victims {
-		if cerr := s.close(); cerr != nil {
-			l.logger.Warn("closing deleted segment failed", "segment", s.String(), "err", cerr)
-		}
-	}
+	l.closeRetired(victims)
 	if len(victims) < n {
 		err = fmt.Errorf("storage: deleted %d of %d segments", len(victims), n)
 	}

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -215,4 +216,75 @@ func TestManagerRetentionTask(t *testing.T) {
 			t.Fatalf("segment holding the log start: %v", err)
 		}
 	})
+}
+
+// TestRetentionDoesNotWaitForReaders: a fetch holding a segment's bytes
+// (ReadSlice, as the sendfile path does while it writes them to a slow
+// consumer) neither stops retention from deleting the segment nor makes it
+// wait; the reader still reads its bytes, and the segment is closed by the
+// first retention pass after the reader let go.
+func TestRetentionDoesNotWaitForReaders(t *testing.T) {
+	clock := &fakeClock{t: testEpoch}
+	l := retentionLog(t, clock, DefaultCleanup())
+	appendAt(t, l, 12, testEpoch.UnixMilli()) // segments [0,8) [8,16) [16,24)
+	first := l.segments()[0]
+	slice, _, err := l.ReadSlice(0, 1<<20, l.LogEndOffset(), true)
+	if err != nil || slice.Length == 0 {
+		t.Fatalf("read slice: %+v %v", slice, err)
+	}
+	if err := l.SetLogStartOffset(16); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		n, _ := l.DeleteOldSegments()
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n != 2 {
+			t.Fatalf("deleted %d segments, want 2", n)
+		}
+	case <-time.After(10 * time.Second):
+		slice.Release()
+		t.Fatal("retention waited for a reader of the deleted segment")
+	}
+	clock.t = clock.t.Add(DefaultCleanup().FileDeleteDelay)
+	deleteOld(t, l) // removes the .deleted files; the reader keeps its file
+	if got := segmentFiles(t, l.Dir(), ".deleted"); len(got) != 0 {
+		t.Fatalf(".deleted files left after the delay: %v", got)
+	}
+	buf := make([]byte, slice.Length)
+	if _, err := slice.File.ReadAt(buf, slice.Position); err != nil {
+		t.Fatalf("reader of the deleted segment: %v", err)
+	}
+	if !bytes.HasPrefix(buf, testBatch(t, 2, testEpoch.UnixMilli()-1, "r")[:8]) {
+		t.Fatal("reader of the deleted segment got other bytes")
+	}
+	slice.Release()
+	first.rw.RLock()
+	closed := first.closed
+	first.rw.RUnlock()
+	if closed {
+		t.Fatal("segment closed under its reader")
+	}
+	// The next pass closes it (the log's flusher may hold it for a moment
+	// too, hence the retries).
+	var left int
+	for range 100 {
+		deleteOld(t, l)
+		l.mu.Lock()
+		left = len(l.retired)
+		l.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first.rw.RLock()
+	closed = first.closed
+	first.rw.RUnlock()
+	if !closed || left != 0 {
+		t.Fatalf("after the reader let go: closed %v, %d retired segments left open", closed, left)
+	}
 }

@@ -432,6 +432,20 @@ func (s *segment) close() error {
 	return s.closeFiles()
 }
 
+// tryClose is close without waiting for readers: while any holds the
+// segment it closes nothing and reports false.
+func (s *segment) tryClose() (bool, error) {
+	if !s.rw.TryLock() {
+		return false, nil
+	}
+	defer s.rw.Unlock()
+	if s.closed {
+		return true, nil
+	}
+	s.closed = true
+	return true, s.closeFiles()
+}
+
 func (s *segment) closeFiles() error {
 	var errs []error
 	for _, f := range []*os.File{s.log, s.indexFile(), s.timeIndexFile()} {
