@@ -403,3 +403,121 @@ func TestCompactionLagConflict(t *testing.T) {
 		t.Fatalf("max.compaction.lag.ms %v after the refused changes", c.Value)
 	}
 }
+
+// TestAlterConfigsChecks: what AlterConfigs and IncrementalAlterConfigs
+// refuse, with Kafka's error codes (ConfigAdminManager.preprocess,
+// ConfigurationControlManager, LogConfig): a resource named twice, a config
+// named twice, or a null value other than a DELETE is INVALID_REQUEST; an
+// INT config past 32 bits or a value below its minimum is INVALID_CONFIG;
+// retention.bytes takes any long; deleting a config nobody set, even an
+// unknown one, changes nothing. Nothing refused changes the topic.
+func TestAlterConfigsChecks(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n)
+	createTopic(t, cl, "checks", 1, map[string]*string{"retention.ms": kmsg.StringPtr("1000")})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type cfg struct {
+		name  string
+		value *string
+		op    kmsg.IncrementalAlterConfigOp
+	}
+	s := kmsg.StringPtr
+	incremental := func(twice bool, cs ...cfg) (*kerr.Error, string) {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "checks"
+		for _, c := range cs {
+			rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			rc.Name, rc.Value, rc.Op = c.name, c.value, c.op
+			r.Configs = append(r.Configs, rc)
+		}
+		req.Resources = append(req.Resources, r)
+		if twice {
+			req.Resources = append(req.Resources, r)
+		}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rr := range resp.Resources[1:] {
+			if rr.ErrorCode != resp.Resources[0].ErrorCode {
+				t.Fatalf("resources answered differently: %+v", resp.Resources)
+			}
+		}
+		rr := resp.Resources[0]
+		return kerr.TypedErrorForCode(rr.ErrorCode), deref(rr.ErrorMessage)
+	}
+	legacy := func(cs ...cfg) (*kerr.Error, string) {
+		req := kmsg.NewPtrAlterConfigsRequest()
+		r := kmsg.NewAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "checks"
+		for _, c := range cs {
+			rc := kmsg.NewAlterConfigsRequestResourceConfig()
+			rc.Name, rc.Value = c.name, c.value
+			r.Configs = append(r.Configs, rc)
+		}
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rr := resp.Resources[0]
+		return kerr.TypedErrorForCode(rr.ErrorCode), deref(rr.ErrorMessage)
+	}
+	set := func(k, v string) cfg { return cfg{name: k, value: s(v)} }
+	del := func(k string) cfg { return cfg{name: k, op: kmsg.IncrementalAlterConfigOpDelete} }
+	for _, tc := range []struct {
+		name string
+		send func() (*kerr.Error, string)
+		want *kerr.Error
+	}{
+		{"resource twice", func() (*kerr.Error, string) { return incremental(true, set("retention.ms", "5")) }, kerr.InvalidRequest},
+		{"config twice", func() (*kerr.Error, string) {
+			return incremental(false, set("retention.ms", "5"), set("retention.ms", "6"))
+		}, kerr.InvalidRequest},
+		{"null SET", func() (*kerr.Error, string) { return incremental(false, cfg{name: "retention.ms"}) }, kerr.InvalidRequest},
+		{"null APPEND", func() (*kerr.Error, string) {
+			return incremental(false, cfg{name: "cleanup.policy", op: kmsg.IncrementalAlterConfigOpAppend})
+		}, kerr.InvalidRequest},
+		{"segment.bytes past 32 bits", func() (*kerr.Error, string) { return incremental(false, set("segment.bytes", "3000000000")) }, kerr.InvalidConfig},
+		{"max.message.bytes past 32 bits", func() (*kerr.Error, string) {
+			return incremental(false, set("max.message.bytes", "4294967296"))
+		}, kerr.InvalidConfig},
+		{"retention.ms -2", func() (*kerr.Error, string) { return incremental(false, set("retention.ms", "-2")) }, kerr.InvalidConfig},
+		{"unknown config", func() (*kerr.Error, string) { return incremental(false, set("no.such.config", "1")) }, kerr.InvalidConfig},
+		{"legacy config twice", func() (*kerr.Error, string) { return legacy(set("retention.ms", "5"), set("retention.ms", "6")) }, kerr.InvalidRequest},
+		{"legacy null value", func() (*kerr.Error, string) { return legacy(set("retention.ms", "5"), cfg{name: "segment.ms"}) }, kerr.InvalidRequest},
+		{"legacy segment.index.bytes past 32 bits", func() (*kerr.Error, string) {
+			return legacy(set("retention.ms", "1000"), set("segment.index.bytes", "2147483648"))
+		}, kerr.InvalidConfig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, msg := tc.send()
+			if got != tc.want {
+				t.Fatalf("%v %q, want %v", got, msg, tc.want)
+			}
+		})
+	}
+	if c := topicConfigValue(t, cl, "checks", "retention.ms"); c.Value == nil || *c.Value != "1000" || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("retention.ms %v after the refused changes", c.Value)
+	}
+
+	// Accepted as in Kafka.
+	if err, msg := incremental(false, set("retention.bytes", "-2"), set("segment.bytes", "2147483647")); err != nil {
+		t.Fatalf("retention.bytes=-2, segment.bytes=2^31-1: %v %q", err, msg)
+	}
+	if err, msg := incremental(false, del("no.such.config"), del("segment.ms")); err != nil {
+		t.Fatalf("deleting configs nobody set: %v %q", err, msg)
+	}
+	if c := topicConfigValue(t, cl, "checks", "retention.bytes"); c.Value == nil || *c.Value != "-2" {
+		t.Fatalf("retention.bytes %v", c.Value)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

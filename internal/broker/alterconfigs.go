@@ -25,21 +25,63 @@ func init() {
 
 var errBrokerConfigs = fmt.Errorf("%w: dynamic broker configs are not supported yet", controller.ErrInvalidRequest)
 
+// resourceKey names a config resource, to find those named twice.
+type resourceKey struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// checkConfigNames is Kafka's ConfigAdminManager.preprocess for one
+// resource: a config named twice, or a null value for anything but an
+// IncrementalAlterConfigs DELETE, is INVALID_REQUEST. dup says whether
+// the request names the resource more than once (INVALID_REQUEST too).
+// names and nulls are the resource's config names and whether each value
+// is null (and not a DELETE).
+func checkConfigNames(dup bool, names []string, nulls []bool) error {
+	if dup {
+		return fmt.Errorf("%w: each resource must appear at most once", controller.ErrInvalidRequest)
+	}
+	seen := make(map[string]bool, len(names))
+	var nullNames []string
+	for i, n := range names {
+		if seen[n] {
+			return fmt.Errorf("%w: duplicate config key %s", controller.ErrInvalidRequest, n)
+		}
+		seen[n] = true
+		if nulls[i] {
+			nullNames = append(nullNames, n)
+		}
+	}
+	if len(nullNames) > 0 {
+		return fmt.Errorf("%w: null value not supported for %s", controller.ErrInvalidRequest, strings.Join(nullNames, ", "))
+	}
+	return nil
+}
+
 func handleAlterConfigs(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	named := map[resourceKey]int{}
+	for _, r := range req.Resources {
+		named[resourceKey{r.ResourceType, r.ResourceName}]++
+	}
 	for _, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		var err error
-		switch r.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		names, nulls := make([]string, len(r.Configs)), make([]bool, len(r.Configs))
+		for i, c := range r.Configs {
+			names[i], nulls[i] = c.Name, c.Value == nil
+		}
+		err := checkConfigNames(named[resourceKey{r.ResourceType, r.ResourceName}] > 1, names, nulls)
+		switch {
+		case err != nil:
+		case r.ResourceType == kmsg.ConfigResourceTypeTopic:
 			changes := make([]controller.ConfigChange, 0, len(r.Configs))
 			for _, c := range r.Configs {
 				changes = append(changes, controller.ConfigChange{Name: c.Name, Value: c.Value})
 			}
 			err = b.ctrl.AlterTopicConfigs(ctx, r.ResourceName, changes, true, req.ValidateOnly)
-		case kmsg.ConfigResourceTypeBroker:
+		case r.ResourceType == kmsg.ConfigResourceTypeBroker:
 			err = errBrokerConfigs
 		default:
 			err = fmt.Errorf("%w: unsupported resource type %d", controller.ErrInvalidRequest, r.ResourceType)
@@ -54,12 +96,21 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *server.Con
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	im := b.image()
+	named := map[resourceKey]int{}
+	for _, r := range req.Resources {
+		named[resourceKey{r.ResourceType, r.ResourceName}]++
+	}
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		var err error
-		switch r.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		names, nulls := make([]string, len(r.Configs)), make([]bool, len(r.Configs))
+		for i, c := range r.Configs {
+			names[i], nulls[i] = c.Name, c.Value == nil && c.Op != kmsg.IncrementalAlterConfigOpDelete
+		}
+		err := checkConfigNames(named[resourceKey{r.ResourceType, r.ResourceName}] > 1, names, nulls)
+		switch {
+		case err != nil:
+		case r.ResourceType == kmsg.ConfigResourceTypeTopic:
 			t := im.Topic(r.ResourceName)
 			if t == nil {
 				err = fmt.Errorf("%w: %s", controller.ErrUnknownTopic, r.ResourceName)
@@ -71,9 +122,6 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *server.Con
 				switch c.Op {
 				case kmsg.IncrementalAlterConfigOpSet:
 					ch.Value = c.Value
-					if ch.Value == nil {
-						err = fmt.Errorf("%w: null value for %s", controller.ErrInvalidConfig, c.Name)
-					}
 				case kmsg.IncrementalAlterConfigOpDelete:
 				case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
 					tc, ok := config.LookupTopicConfig(c.Name)
@@ -101,7 +149,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, _ *server.Con
 			if err == nil {
 				err = b.ctrl.AlterTopicConfigs(ctx, r.ResourceName, changes, false, req.ValidateOnly)
 			}
-		case kmsg.ConfigResourceTypeBroker:
+		case r.ResourceType == kmsg.ConfigResourceTypeBroker:
 			err = errBrokerConfigs
 		default:
 			err = fmt.Errorf("%w: unsupported resource type %d", controller.ErrInvalidRequest, r.ResourceType)

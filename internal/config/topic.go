@@ -109,7 +109,8 @@ func init() {
 		{Name: "min.compaction.lag.ms", Type: TypeLong, Default: "0", Synonym: "log.cleaner.min.compaction.lag.ms", Valid: atLeast(0)},
 		{Name: "min.insync.replicas", Type: TypeInt, Default: "1", Synonym: "min.insync.replicas", Valid: atLeast(1)},
 		{Name: "preallocate", Type: TypeBoolean, Default: "false", Synonym: "log.preallocate", Valid: oneOf("true", "false")},
-		{Name: "retention.bytes", Type: TypeLong, Default: "-1", Synonym: "log.retention.bytes", Valid: atLeast(-1)},
+		// Any long, as Kafka: every negative value means no limit.
+		{Name: "retention.bytes", Type: TypeLong, Default: "-1", Synonym: "log.retention.bytes"},
 		{Name: "retention.ms", Type: TypeLong, Default: "604800000", Synonym: "log.retention.ms", Scale: 1, synonymNoDefault: true,
 			Alt: []synonym{{"log.retention.minutes", 60000, ""}, {"log.retention.hours", 3600000, "168"}}, Valid: atLeast(-1)},
 		{Name: "segment.bytes", Type: TypeInt, Default: "1073741824", Synonym: "log.segment.bytes", Valid: atLeast(14)},
@@ -210,10 +211,30 @@ func ValidateTopicConfig(name, value string) error {
 	if !ok {
 		return fmt.Errorf("unknown topic config %s", name)
 	}
-	if c.Valid != nil {
-		if err := c.Valid(value); err != nil {
-			return fmt.Errorf("invalid value %q for %s: %v", value, name, err)
+	if err := c.check(value); err != nil {
+		return fmt.Errorf("invalid value %q for %s: %v", value, name, err)
+	}
+	return nil
+}
+
+// check checks a value against the config's type, then against Valid. An
+// INT must fit 32 bits and a LONG 64, as Kafka parses them: a larger
+// segment.bytes or max.message.bytes would be cut to 32 bits where used.
+func (c TopicConfig) check(v string) error {
+	bits := 0
+	switch c.Type {
+	case TypeInt:
+		bits = 32
+	case TypeLong:
+		bits = 64
+	}
+	if bits != 0 {
+		if _, err := strconv.ParseInt(v, 10, bits); err != nil {
+			return fmt.Errorf("not a %d-bit integer", bits)
 		}
+	}
+	if c.Valid != nil {
+		return c.Valid(v)
 	}
 	return nil
 }
@@ -270,8 +291,8 @@ func brokerTopicDefaults(props map[string]string) (map[string]string, error) {
 			}
 		}
 		v = strings.TrimSpace(v)
-		if ok && c.Valid != nil {
-			if err := c.Valid(v); err != nil {
+		if ok {
+			if err := c.check(v); err != nil {
 				return nil, fmt.Errorf("config %s=%q: %v", src, v, err)
 			}
 		}

@@ -491,6 +491,9 @@ func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, change
 	listed := map[string]bool{}
 	for _, ch := range changes {
 		if _, ok := config.LookupTopicConfig(ch.Name); !ok {
+			if _, set := t.Configs[ch.Name]; ch.Value == nil && !set {
+				continue // deleting what is not there changes nothing, as in Kafka
+			}
 			return fmt.Errorf("%w: unknown topic config %s", ErrInvalidConfig, ch.Name)
 		}
 		if ch.Value != nil {
