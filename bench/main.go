@@ -74,7 +74,7 @@ func run() error {
 	var s settings
 	flag.BoolVar(&s.quick, "quick", false, "50,000 records and a 3 s e2e: a smoke test of the script")
 	flag.StringVar(&s.repo, "repo", "..", "the repository root (where cmd/samsa is)")
-	flag.StringVar(&s.out, "out", "", "markdown report to write (default REPO/docs/BENCHMARKS.md)")
+	flag.StringVar(&s.out, "out", "", "markdown report to write, its charts and results.json beside it in bench/ (default REPO/docs/BENCHMARKS.md; with -quick TMPDIR/samsa-bench-quick/BENCHMARKS.md)")
 	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp")
 	flag.IntVar(&s.reps, "reps", 2, "runs of each throughput workload (the best is reported)")
 	flag.Parse()
@@ -85,6 +85,11 @@ func run() error {
 	}
 	if s.out == "" {
 		s.out = filepath.Join(s.repo, "docs", "BENCHMARKS.md")
+		if s.quick {
+			// A smoke test must not replace the report and charts of
+			// a full run in the checkout.
+			s.out = filepath.Join(os.TempDir(), "samsa-bench-quick", "BENCHMARKS.md")
+		}
 	}
 	started := time.Now()
 	loadBefore := loadAverage()
