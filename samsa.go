@@ -200,6 +200,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			Handler:         h,
 			Versions:        versions,
 			MaxRequestBytes: nc.SocketRequestMaxBytes,
+			IdleTimeout:     nc.ConnectionsMaxIdle,
 			Logger:          logger,
 		}
 		if isCtrl {

@@ -60,6 +60,10 @@ type Node struct {
 	// SocketRequestMaxBytes is socket.request.max.bytes, the largest request
 	// frame (default 104857600); a larger one closes the connection.
 	SocketRequestMaxBytes int32
+	// ConnectionsMaxIdle is connections.max.idle.ms (default 10 minutes):
+	// a client connection with nothing read or written for this long is
+	// closed; negative keeps idle connections open, as Kafka's Selector.
+	ConnectionsMaxIdle time.Duration
 	// LogFlushIntervalMessages is log.flush.interval.messages (default
 	// Long.MAX_VALUE, i.e. leave flushing to the OS).
 	LogFlushIntervalMessages int64
@@ -445,10 +449,18 @@ var nodeProps = map[string]nodeProp{
 		n.DefaultReplicationFactor = int16(i)
 		return nil
 	}, "default replication factor"},
-	"auto.create.topics.enable":   {"true", boolean(func(n *Node) *bool { return &n.AutoCreateTopicsEnable }), "create topics on Metadata and Produce"},
-	"delete.topic.enable":         {"true", boolean(func(n *Node) *bool { return &n.DeleteTopicEnable }), "allow DeleteTopics"},
-	"message.max.bytes":           {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
-	"socket.request.max.bytes":    {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"auto.create.topics.enable": {"true", boolean(func(n *Node) *bool { return &n.AutoCreateTopicsEnable }), "create topics on Metadata and Produce"},
+	"delete.topic.enable":       {"true", boolean(func(n *Node) *bool { return &n.DeleteTopicEnable }), "allow DeleteTopics"},
+	"message.max.bytes":         {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
+	"socket.request.max.bytes":  {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"connections.max.idle.ms": {"600000", func(n *Node, v string) error {
+		i, err := parseInt64(v)
+		if err != nil {
+			return fmt.Errorf("%w %q (an integer; negative: never)", errBadValue, v)
+		}
+		n.ConnectionsMaxIdle = time.Duration(min(i, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
+		return nil
+	}, "close client connections idle this long"},
 	"log.flush.interval.messages": {"9223372036854775807", i64(func(n *Node) *int64 { return &n.LogFlushIntervalMessages }, 1), "fsync after this many messages"},
 	"log.flush.interval.ms": {"", func(n *Node, v string) error {
 		return i64(func(n *Node) *int64 { return &n.LogFlushIntervalMs }, 0)(n, v)

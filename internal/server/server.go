@@ -15,8 +15,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -50,6 +53,12 @@ type Config struct {
 	Versions *wire.Versions
 	// MaxRequestBytes is socket.request.max.bytes.
 	MaxRequestBytes int32
+	// IdleTimeout is connections.max.idle.ms: a Kafka connection on
+	// which nothing was read or written for this long is closed (a
+	// silent client, a request that stopped arriving halfway, or a
+	// client that no longer reads its responses). Zero or negative
+	// keeps idle connections open.
+	IdleTimeout time.Duration
 	// Divert, when set, sees the first four bytes of each connection
 	// and may take the connection over (the metadata quorum's raft
 	// connections share the controller listener): a non-nil result is
@@ -148,13 +157,31 @@ func (s *Server) serve(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	br := bufio.NewReaderSize(nc, 64<<10)
+	// Each read or write pushes the deadline of both back by the idle
+	// timeout, so a connection closes once neither moved for that long.
+	var diverted atomic.Bool // then the taker keeps its own deadlines
+	touch := func() {}
+	if s.cfg.IdleTimeout > 0 {
+		touch = func() {
+			if !diverted.Load() {
+				nc.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			}
+		}
+	}
+	touch()
+	var rd io.Reader = nc
+	if s.cfg.IdleTimeout > 0 {
+		rd = touchReader{nc, touch}
+	}
+	br := bufio.NewReaderSize(rd, 64<<10)
 	if s.cfg.Divert != nil {
 		first, err := br.Peek(4)
 		if err != nil {
 			return
 		}
 		if h := s.cfg.Divert([4]byte(first)); h != nil {
+			diverted.Store(true)
+			nc.SetDeadline(time.Time{})
 			h(&peekedConn{Conn: nc, r: br})
 			return
 		}
@@ -183,7 +210,10 @@ func (s *Server) serve(nc net.Conn) {
 			}
 			frame, err := wire.ReadFrame(br, buf, s.cfg.MaxRequestBytes)
 			if err != nil {
-				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				switch {
+				case errors.Is(err, os.ErrDeadlineExceeded):
+					log.Debug("closing idle connection", "connections.max.idle.ms", s.cfg.IdleTimeout.Milliseconds())
+				case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 					log.Info("closing connection", "err", err)
 				}
 				return
@@ -228,6 +258,7 @@ func (s *Server) serve(nc net.Conn) {
 		if resp == nil {
 			continue
 		}
+		touch()
 		if fw, ok := resp.(framedWriter); ok {
 			// Responses that splice file regions write themselves.
 			if err := fw.WriteFramed(nc, req.CorrelationID); err != nil {
@@ -238,8 +269,10 @@ func (s *Server) serve(nc net.Conn) {
 		}
 		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
 		if _, err := nc.Write(out); err != nil {
+			log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 			return
 		}
+		touch()
 		if cap(out) > 1<<20 {
 			out = nil // do not pin large buffers on idle connections
 		}
@@ -264,6 +297,21 @@ const (
 // framedWriter is a response that writes its own frame (wire.FetchResponse).
 type framedWriter interface {
 	WriteFramed(c net.Conn, correlationID int32) error
+}
+
+// touchReader calls touch after each read that got bytes: a request
+// arriving slowly keeps its connection from being idle.
+type touchReader struct {
+	r     io.Reader
+	touch func()
+}
+
+func (t touchReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.touch()
+	}
+	return n, err
 }
 
 // peekedConn is a connection whose first bytes were buffered by a peek.
