@@ -198,7 +198,7 @@ func TestIdleDivertedUntouched(t *testing.T) {
 		if _, err := c.Write([]byte("RAFT")); err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait() // diverted
+		synctest.Wait()                                  // diverted
 		if _, err := c.Write([]byte("ab")); err != nil { // read by the taker
 			t.Fatal(err)
 		}
@@ -208,6 +208,37 @@ func TestIdleDivertedUntouched(t *testing.T) {
 		}
 		if err := <-got; err != nil {
 			t.Fatalf("the taker's read: %v", err)
+		}
+	})
+}
+
+// TestIdleNotWhileHandling: a request its handler works on for longer than
+// the idle timeout (a JoinGroup waiting for its rebalance) keeps the
+// connection open, and the idle timeout starts again at its response.
+func TestIdleNotWhileHandling(t *testing.T) {
+	const idle = time.Minute
+	synctest.Test(t, func(t *testing.T) {
+		ln := newPipeListener()
+		h := handlerFunc(func(ctx context.Context, c *Conn, req *wire.Request) (kmsg.Response, error) {
+			time.Sleep(5 * idle)
+			return kmsg.NewPtrApiVersionsResponse(), nil
+		})
+		s, err := Listen(Config{Name: "PLAINTEXT", Listener: ln, Handler: h, Versions: versions(), MaxRequestBytes: 1 << 20, IdleTimeout: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		c := ln.dial()
+		if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := wire.ReadFrame(c, nil, 1<<20); err != nil {
+			t.Fatalf("response after %v of handling: %v", time.Since(start), err)
+		}
+		answered := time.Now()
+		if got := closedAt(t, c).Sub(answered); got != idle {
+			t.Errorf("closed %v after the response, want %v", got, idle)
 		}
 	})
 }

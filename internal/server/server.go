@@ -18,7 +18,6 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -158,14 +157,33 @@ func (s *Server) serve(nc net.Conn) {
 		tc.SetNoDelay(true)
 	}
 	// Each read or write pushes the deadline of both back by the idle
-	// timeout, so a connection closes once neither moved for that long.
-	var diverted atomic.Bool // then the taker keeps its own deadlines
+	// timeout, so a connection closes once neither moved for that long;
+	// while a handler works on a request (a JoinGroup may wait for its
+	// rebalance timeout) there is no deadline.
+	var idle struct {
+		sync.Mutex
+		handling bool
+		diverted bool // the taker keeps its own deadlines
+	}
 	touch := func() {}
+	setHandling := func(bool) {}
 	if s.cfg.IdleTimeout > 0 {
 		touch = func() {
-			if !diverted.Load() {
+			idle.Lock()
+			defer idle.Unlock()
+			switch {
+			case idle.diverted:
+			case idle.handling:
+				nc.SetDeadline(time.Time{})
+			default:
 				nc.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
 			}
+		}
+		setHandling = func(h bool) {
+			idle.Lock()
+			idle.handling = h
+			idle.Unlock()
+			touch()
 		}
 	}
 	touch()
@@ -180,7 +198,9 @@ func (s *Server) serve(nc net.Conn) {
 			return
 		}
 		if h := s.cfg.Divert([4]byte(first)); h != nil {
-			diverted.Store(true)
+			idle.Lock()
+			idle.diverted = true
+			idle.Unlock()
 			nc.SetDeadline(time.Time{})
 			h(&peekedConn{Conn: nc, r: br})
 			return
@@ -243,7 +263,9 @@ func (s *Server) serve(nc net.Conn) {
 	var out []byte
 	for r := range reqs {
 		req := r.Request
+		setHandling(true)
 		resp, err := s.handle(ctx, conn, req)
+		setHandling(false) // and the response's write has the idle timeout
 		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
 			// Answered (acks=0 included) or failed: the frame is free.
 			select {
@@ -258,13 +280,13 @@ func (s *Server) serve(nc net.Conn) {
 		if resp == nil {
 			continue
 		}
-		touch()
 		if fw, ok := resp.(framedWriter); ok {
 			// Responses that splice file regions write themselves.
 			if err := fw.WriteFramed(nc, req.CorrelationID); err != nil {
 				log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 				return
 			}
+			touch()
 			continue
 		}
 		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
