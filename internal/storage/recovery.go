@@ -320,11 +320,23 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 	if size > 0 && len(tentries) == 0 {
 		return errors.New("time index is empty")
 	}
-	if len(entries) == 0 && indexInterval > 0 && size > 2*indexInterval {
-		// Appends add an entry past every index.interval.bytes: an empty
-		// index of a segment this large was lost (a missing file comes
-		// back empty).
-		return errors.New("offset index is empty")
+	if len(entries) == 0 && indexInterval > 0 && size > indexInterval {
+		// Appends add an entry for a batch that starts more than
+		// index.interval.bytes after the last entry (the segment's start
+		// when there is none): if such a batch is here, the index was lost
+		// (a missing file comes back empty). A segment of one large batch
+		// has none.
+		pos := int64(0)
+		for pos <= indexInterval && pos < size {
+			h, err := s.readHeaderAt(pos, size)
+			if err != nil {
+				return err
+			}
+			pos += int64(h.Size())
+		}
+		if pos < size {
+			return errors.New("offset index is empty")
+		}
 	}
 	maxRel := limit - 1 - s.baseOffset
 	if n := len(entries); n > 0 {

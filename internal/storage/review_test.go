@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,5 +59,49 @@ func TestDeleteLongTopicName(t *testing.T) {
 	}
 	if len(deletedDirName(tp, [16]byte{})) > 255 {
 		t.Fatal("name too long")
+	}
+}
+
+// TestEmptyIndexOfLargeBatchesKept: a closed segment whose batches all
+// start within index.interval.bytes of its start has no offset index entry
+// however large it is (one big batch, or a small one and a big one), so
+// its empty index is right and reopening after a clean shutdown does not
+// rebuild it (TestMissingIndexOfClosedSegmentRebuilt: a lost index that
+// had entries is rebuilt).
+func TestEmptyIndexOfLargeBatchesKept(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{SegmentBytes: 100000, IndexIntervalBytes: 200}
+	l := openTest(t, dir, cfg, 0)
+	a := &appended{}
+	appendOne := func(n int) {
+		b := testBatch(t, n, 1000+int64(len(a.batches)), fmt.Sprint(len(a.batches)))
+		if _, err := l.Append(b, 1); err != nil {
+			t.Fatal(err)
+		}
+		a.batches = append(a.batches, b)
+	}
+	appendOne(200) // one batch of about 3 KB: a segment of its own
+	if err := l.roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendOne(1) // a small batch, then a big one: still no entry
+	appendOne(200)
+	if err := l.roll(); err != nil {
+		t.Fatal(err)
+	}
+	appendOne(1)
+	l.Close()
+	reopen := func() string {
+		var logs bytes.Buffer
+		l, err := Open(OpenOptions{Dir: dir, Config: cfg, RecoveryPoint: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEveryOffset(t, l, a)
+		l.Close()
+		return logs.String()
+	}
+	if logs := reopen(); strings.Contains(logs, "rebuilding indexes") {
+		t.Fatalf("reopening rebuilt a right empty index:\n%s", logs)
 	}
 }
