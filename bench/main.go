@@ -159,7 +159,7 @@ func run() error {
 	logf("wrote %s in %s", s.out, time.Since(started).Round(time.Second))
 	for _, r := range rows {
 		if r.Target == "Samsa" && r.Err != "" {
-			return fmt.Errorf("Samsa %s failed: %s", r.Workload, r.Err)
+			return fmt.Errorf("samsa %s failed: %s", r.Workload, r.Err)
 		}
 	}
 	return nil

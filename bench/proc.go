@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -176,4 +175,3 @@ func num(m map[string]any, path string) float64 {
 	return f
 }
 
-var errSkipped = errors.New("skipped")
