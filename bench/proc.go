@@ -174,4 +174,3 @@ func num(m map[string]any, path string) float64 {
 	f, _ := v.(float64)
 	return f
 }
-
