@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -239,6 +240,88 @@ func TestIdleNotWhileHandling(t *testing.T) {
 		answered := time.Now()
 		if got := closedAt(t, c).Sub(answered); got != idle {
 			t.Errorf("closed %v after the response, want %v", got, idle)
+		}
+	})
+}
+
+// TestIdleSlowReader: a response the client reads slowly, taking far
+// longer than the idle timeout but some bytes within each, is written
+// whole, and the connection then stays open for the idle timeout; a
+// client that stops reading halfway is cut off one to two idle timeouts
+// after its last read. The response's write had a single deadline, idle
+// after it began, and the reader's deadline ran while the write went on:
+// a consumer reading a large Fetch response slower than its size per
+// connections.max.idle.ms was cut off at every try.
+func TestIdleSlowReader(t *testing.T) {
+	const idle = time.Minute
+	synctest.Test(t, func(t *testing.T) {
+		ln := newPipeListener()
+		h := handlerFunc(func(ctx context.Context, c *Conn, req *wire.Request) (kmsg.Response, error) {
+			resp := kmsg.NewPtrApiVersionsResponse()
+			for i := range 1000 { // about 6 KB
+				k := kmsg.NewApiVersionsResponseApiKey()
+				k.ApiKey, k.MaxVersion = int16(i), int16(i)
+				resp.ApiKeys = append(resp.ApiKeys, k)
+			}
+			return resp, nil
+		})
+		s, err := Listen(Config{Name: "PLAINTEXT", Listener: ln, Handler: h, Versions: versions(), MaxRequestBytes: 1 << 20, IdleTimeout: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		frame := kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)
+
+		// 100 bytes every 40 seconds: over 40 minutes for the response.
+		slow := ln.dial()
+		if _, err := slow.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(slow, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		for got := 0; got < len(body); {
+			time.Sleep(40 * time.Second)
+			n, err := slow.Read(body[got:min(got+100, len(body))])
+			if err != nil {
+				t.Fatalf("after %d of %d bytes, %v into the response: %v", got, len(body), time.Since(start), err)
+			}
+			got += n
+		}
+		last := time.Now()
+		if last.Sub(start) < 30*idle {
+			t.Fatalf("the response took %v, want far longer than %v", last.Sub(start), idle)
+		}
+		if got := closedAt(t, slow).Sub(last); got != idle {
+			t.Errorf("closed %v after the slow response was read, want %v", got, idle)
+		}
+
+		// 100 bytes every 40 seconds, then nothing.
+		stalled := ln.dial()
+		if _, err := stalled.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			time.Sleep(40 * time.Second)
+			if _, err := stalled.Read(body[:100]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(idle)
+		synctest.Wait()
+		if n := s.open(); n != 1 {
+			t.Fatalf("%v after the last read of a response: %d connections open, want 1", idle, n)
+		}
+		time.Sleep(idle)
+		synctest.Wait()
+		if n := s.open(); n != 0 {
+			t.Errorf("%v after the last read of a response: %d connections open, want 0", 2*idle, n)
+		}
+		if _, err := io.Copy(io.Discard, stalled); err != nil {
+			t.Errorf("reading after the server closed: %v", err)
 		}
 	})
 }

@@ -55,7 +55,9 @@ type Config struct {
 	// IdleTimeout is connections.max.idle.ms: a Kafka connection on
 	// which nothing was read or written for this long is closed (a
 	// silent client, a request that stopped arriving halfway, or a
-	// client that no longer reads its responses). Zero or negative
+	// client that no longer reads its responses: one to two times this
+	// after its last read). Handling a request does not count, nor does
+	// writing a response the client keeps reading. Zero or negative
 	// keeps idle connections open.
 	IdleTimeout time.Duration
 	// Divert, when set, sees the first four bytes of each connection
@@ -156,35 +158,41 @@ func (s *Server) serve(nc net.Conn) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	// Each read or write pushes the deadline of both back by the idle
-	// timeout, so a connection closes once neither moved for that long;
-	// while a handler works on a request (a JoinGroup may wait for its
-	// rebalance timeout) there is no deadline.
+	// connections.max.idle.ms: each read pushes the read deadline back
+	// by the idle timeout, so a client that sends nothing for that long is
+	// cut off. While a request is handled (a JoinGroup may wait for its
+	// rebalance timeout) and its response written there is no read
+	// deadline; the response's write has a deadline of its own, pushed
+	// back whenever the client took some of its bytes, so a client that
+	// stops reading is cut off one to two idle timeouts after its last
+	// read, and one that reads slowly is not.
 	var idle struct {
 		sync.Mutex
-		handling bool
+		busy     bool // a request is handled or its response written
 		diverted bool // the taker keeps its own deadlines
 	}
 	touch := func() {}
-	setHandling := func(bool) {}
+	setBusy := func(bool) {}
+	writeDeadline := func() {}
 	if s.cfg.IdleTimeout > 0 {
 		touch = func() {
 			idle.Lock()
 			defer idle.Unlock()
-			switch {
-			case idle.diverted:
-			case idle.handling:
-				nc.SetDeadline(time.Time{})
-			default:
-				nc.SetDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			if !idle.busy && !idle.diverted {
+				nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
 			}
 		}
-		setHandling = func(h bool) {
+		setBusy = func(busy bool) {
 			idle.Lock()
-			idle.handling = h
-			idle.Unlock()
-			touch()
+			defer idle.Unlock()
+			idle.busy = busy
+			if busy {
+				nc.SetReadDeadline(time.Time{})
+			} else {
+				nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			}
 		}
+		writeDeadline = func() { nc.SetWriteDeadline(time.Now().Add(s.cfg.IdleTimeout)) }
 	}
 	touch()
 	var rd io.Reader = nc
@@ -263,9 +271,8 @@ func (s *Server) serve(nc net.Conn) {
 	var out []byte
 	for r := range reqs {
 		req := r.Request
-		setHandling(true)
+		setBusy(true)
 		resp, err := s.handle(ctx, conn, req)
-		setHandling(false) // and the response's write has the idle timeout
 		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
 			// Answered (acks=0 included) or failed: the frame is free.
 			select {
@@ -278,23 +285,25 @@ func (s *Server) serve(nc net.Conn) {
 			return
 		}
 		if resp == nil {
+			setBusy(false)
 			continue
 		}
+		writeDeadline()
 		if fw, ok := resp.(framedWriter); ok {
 			// Responses that splice file regions write themselves.
-			if err := fw.WriteFramed(nc, req.CorrelationID); err != nil {
+			if err := fw.WriteFramed(nc, req.CorrelationID, writeDeadline); err != nil {
 				log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 				return
 			}
-			touch()
+			setBusy(false)
 			continue
 		}
 		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
-		if _, err := nc.Write(out); err != nil {
+		if _, err := (wire.ProgressWriter{Conn: nc, Progress: writeDeadline}).Write(out); err != nil {
 			log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 			return
 		}
-		touch()
+		setBusy(false)
 		if cap(out) > 1<<20 {
 			out = nil // do not pin large buffers on idle connections
 		}
@@ -316,9 +325,11 @@ const (
 	maxPooledFrame = 16 << 20
 )
 
-// framedWriter is a response that writes its own frame (wire.FetchResponse).
+// framedWriter is a response that writes its own frame (wire.FetchResponse),
+// calling progress each time some bytes were written, as
+// wire.ProgressWriter does.
 type framedWriter interface {
-	WriteFramed(c net.Conn, correlationID int32) error
+	WriteFramed(c net.Conn, correlationID int32, progress func()) error
 }
 
 // touchReader calls touch after each read that got bytes: a request

@@ -92,8 +92,10 @@ const bufSize = 1 << 20
 var bufPool = sync.Pool{New: func() any { b := make([]byte, bufSize); return &b }}
 
 // WriteFramed writes the response framed for correlationID to c, splicing
-// in the file regions, and releases them.
-func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32) error {
+// in the file regions, and releases them. It calls progress, when not
+// nil, each time some bytes were written, and goes on when a write
+// reaches c's deadline after some bytes, as ProgressWriter does.
+func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32, progress func()) error {
 	defer f.Release()
 	head := AppendResponse(nil, correlationID, f.FetchResponse)
 	flexible := f.IsFlexible()
@@ -131,7 +133,7 @@ func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32) error {
 	if !f.Sendfile {
 		bp := bufPool.Get().(*[]byte)
 		defer bufPool.Put(bp)
-		return writeBuffered(c, size[:], pieces, *bp)
+		return writeBuffered(c, size[:], pieces, *bp, progress)
 	}
 
 	pending := net.Buffers{size[:]}
@@ -141,16 +143,61 @@ func (f *FetchResponse) WriteFramed(c net.Conn, correlationID int32) error {
 			break
 		}
 		pending = append(pending, p.prefix)
-		if _, err := pending.WriteTo(c); err != nil {
+		if err := writeBuffers(c, &pending, progress); err != nil {
 			return err
 		}
 		pending = pending[:0]
-		if err := sendfile(c, p.region.File, p.region.Position, p.region.Length); err != nil {
+		if err := sendfile(c, p.region.File, p.region.Position, p.region.Length, progress); err != nil {
 			return err
 		}
 	}
-	_, err := pending.WriteTo(c)
-	return err
+	return writeBuffers(c, &pending, progress)
+}
+
+// ProgressWriter writes to Conn, calling Progress, when set, each time
+// some bytes were written: when a write returns, and when it reaches the
+// connection's deadline after writing some bytes, in which case it goes
+// on with the rest. A write that writes nothing before the deadline fails
+// with os.ErrDeadlineExceeded. Progress may push the deadline back: the
+// deadline then bounds the time the peer takes no bytes (to within twice
+// the time it is pushed back by), not the time the whole write takes
+// (the server's connections.max.idle.ms).
+type ProgressWriter struct {
+	Conn     net.Conn
+	Progress func()
+}
+
+func (w ProgressWriter) Write(p []byte) (int, error) {
+	written := 0
+	for {
+		n, err := w.Conn.Write(p[written:])
+		written += n
+		if !progressed(n, err, w.Progress) {
+			return written, err
+		}
+	}
+}
+
+// writeBuffers writes bufs to c, with writev(2) where c supports it, as
+// ProgressWriter does. It consumes bufs.
+func writeBuffers(c net.Conn, bufs *net.Buffers, progress func()) error {
+	for {
+		n, err := bufs.WriteTo(c)
+		if !progressed(n, err, progress) {
+			return err
+		}
+	}
+}
+
+// progressed calls progress, when set, after a write that wrote n > 0
+// bytes and returned err, and tells whether the write reached its
+// deadline after those bytes and should go on.
+func progressed[N int | int64](n N, err error, progress func()) bool {
+	if n == 0 || progress == nil {
+		return false
+	}
+	progress()
+	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // piece is a part of an encoded Fetch response: bytes, then when region
@@ -165,12 +212,12 @@ type piece struct {
 // with pread(2) into buf and writing with writev(2) each time buf is full
 // and at the end. Memory stays len(buf) however many partitions or bytes
 // the response holds (Kafka writes from the files, holding none).
-func writeBuffered(c net.Conn, size []byte, pieces []piece, buf []byte) error {
+func writeBuffered(c net.Conn, size []byte, pieces []piece, buf []byte, progress func()) error {
 	bufs := append(make(net.Buffers, 0, 64), size)
 	used := 0
 	flush := func() error {
 		w := bufs // WriteTo consumes its receiver
-		_, err := w.WriteTo(c)
+		err := writeBuffers(c, &w, progress)
 		bufs, used = bufs[:0], 0
 		return err
 	}
@@ -201,11 +248,12 @@ func writeBuffered(c net.Conn, size []byte, pieces []piece, buf []byte) error {
 }
 
 // sendfile copies n bytes of f at off to c with sendfile(2), using an
-// explicit offset so that the file's shared position never moves.
-func sendfile(c net.Conn, f *os.File, off, n int64) error {
+// explicit offset so that the file's shared position never moves. It
+// calls progress, when not nil, as ProgressWriter does.
+func sendfile(c net.Conn, f *os.File, off, n int64, progress func()) error {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		_, err := io.Copy(c, io.NewSectionReader(f, off, n))
+		_, err := io.Copy(ProgressWriter{c, progress}, io.NewSectionReader(f, off, n))
 		return err
 	}
 	rc, err := sc.SyscallConn()
@@ -216,33 +264,41 @@ func sendfile(c net.Conn, f *os.File, off, n int64) error {
 	if err != nil {
 		return err
 	}
-	var werr error
-	ferr := fc.Control(func(infd uintptr) {
-		werr = rc.Write(func(outfd uintptr) bool {
-			for n > 0 {
-				chunk := min(n, 1<<30)
-				w, err := unix.Sendfile(int(outfd), int(infd), &off, int(chunk))
-				if w > 0 {
-					n -= int64(w)
+	for {
+		left := n
+		var serr error // of sendfile(2); rc.Write's own is the socket's
+		var werr error
+		ferr := fc.Control(func(infd uintptr) {
+			werr = rc.Write(func(outfd uintptr) bool {
+				for n > 0 {
+					chunk := min(n, 1<<30)
+					w, err := unix.Sendfile(int(outfd), int(infd), &off, int(chunk))
+					if w > 0 {
+						n -= int64(w)
+					}
+					switch {
+					case errors.Is(err, unix.EAGAIN):
+						return false // wait until the socket is writable
+					case errors.Is(err, unix.EINTR):
+						continue
+					case err != nil:
+						serr = err
+						return true
+					case w == 0:
+						serr = io.ErrUnexpectedEOF
+						return true
+					}
 				}
-				switch {
-				case errors.Is(err, unix.EAGAIN):
-					return false // wait until the socket is writable
-				case errors.Is(err, unix.EINTR):
-					continue
-				case err != nil:
-					werr = err
-					return true
-				case w == 0:
-					werr = io.ErrUnexpectedEOF
-					return true
-				}
-			}
-			return true
+				return true
+			})
 		})
-	})
-	if ferr != nil {
-		return ferr
+		switch {
+		case ferr != nil:
+			return ferr
+		case serr != nil:
+			return serr
+		case !progressed(left-n, werr, progress):
+			return werr
+		}
 	}
-	return werr
 }

@@ -61,7 +61,7 @@ func BenchmarkWriteFramed(b *testing.B) {
 				t.Partitions = append(t.Partitions, kmsg.NewFetchResponseTopicPartition())
 				resp.Topics = append(resp.Topics, t)
 				resp.SetRecords(&resp.Topics[0].Partitions[0], FileRegion{File: f, Position: int64(i%64) * region, Length: region})
-				if err := resp.WriteFramed(c, int32(i)); err != nil {
+				if err := resp.WriteFramed(c, int32(i), nil); err != nil {
 					b.Fatal(err)
 				}
 				i++

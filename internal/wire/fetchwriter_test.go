@@ -118,7 +118,7 @@ func TestWriteFramed(t *testing.T) {
 					for i, r := range tc.regions {
 						resp.SetRecords(&resp.Topics[0].Partitions[i], FileRegion{File: f, Position: r.pos, Length: r.n, Release: func() { released++ }})
 					}
-					if err := resp.WriteFramed(c, 42); err != nil {
+					if err := resp.WriteFramed(c, 42, nil); err != nil {
 						t.Fatal(err)
 					}
 					if released != len(tc.regions) {
@@ -176,7 +176,7 @@ func TestWriteFramedBufferedMemory(t *testing.T) {
 		return resp
 	}
 	write := func(resp *FetchResponse) {
-		if err := resp.WriteFramed(c, 1); err != nil {
+		if err := resp.WriteFramed(c, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		<-frames
