@@ -62,7 +62,8 @@ type Node struct {
 	SocketRequestMaxBytes int32
 	// ConnectionsMaxIdle is connections.max.idle.ms (default 10 minutes):
 	// a client connection with nothing read or written for this long is
-	// closed; negative keeps idle connections open, as Kafka's Selector.
+	// closed; negative keeps idle connections open, as Kafka's Selector,
+	// and so does zero (with which Kafka closes them almost at once).
 	ConnectionsMaxIdle time.Duration
 	// LogFlushIntervalMessages is log.flush.interval.messages (default
 	// Long.MAX_VALUE, i.e. leave flushing to the OS).
@@ -458,7 +459,9 @@ var nodeProps = map[string]nodeProp{
 		if err != nil {
 			return fmt.Errorf("%w %q (an integer; negative: never)", errBadValue, v)
 		}
-		n.ConnectionsMaxIdle = time.Duration(min(i, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
+		// Clamped before the multiplication: a large negative value
+		// wrapped around to a positive timeout (Long.MIN_VALUE+1 to 1 ms).
+		n.ConnectionsMaxIdle = time.Duration(max(min(i, int64(math.MaxInt64/time.Millisecond)), -1)) * time.Millisecond
 		return nil
 	}, "close client connections idle this long"},
 	"log.flush.interval.messages": {"9223372036854775807", i64(func(n *Node) *int64 { return &n.LogFlushIntervalMessages }, 1), "fsync after this many messages"},
