@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 )
 
 // Client is one Kafka-protocol connection from this node to another
@@ -44,6 +47,13 @@ func (c *Client) Addr() string { return c.addr }
 func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.conn != nil && closedByPeer(c.conn, c.rd) {
+		// The other broker closed it while it was idle
+		// (connections.max.idle.ms): dial again rather than fail this
+		// request on the dead connection.
+		c.conn.Close()
+		c.conn = nil
+	}
 	if c.conn == nil {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", c.addr)
@@ -108,10 +118,45 @@ func (c *Client) exchange(req kmsg.Request) (kmsg.Response, error) {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.conn != nil && closedByPeer(c.conn, c.rd) {
+		// The other broker closed it while it was idle
+		// (connections.max.idle.ms): dial again rather than fail this
+		// request on the dead connection.
+		c.conn.Close()
+		c.conn = nil
+	}
 	if c.conn == nil {
 		return nil
 	}
 	err := c.conn.Close()
 	c.conn = nil
 	return err
+}
+
+// closedByPeer reports whether the idle connection conn can no longer
+// carry a request: the peer closed it (a read would return end of file),
+// reset it, or sent bytes nobody asked for. It peeks at the socket without
+// blocking and without consuming anything; false when it cannot tell.
+func closedByPeer(conn net.Conn, rd *bufio.Reader) bool {
+	if rd.Buffered() > 0 {
+		return true
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	closed := false
+	var b [1]byte
+	if err := raw.Read(func(fd uintptr) bool {
+		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		closed = n > 0 || (n == 0 && err == nil) || (err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR))
+		return true // never wait for readiness
+	}); err != nil {
+		return true
+	}
+	return closed
 }

@@ -1,0 +1,106 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestClientRedialsClosedIdleConnection: a broker closes an idle
+// connection (connections.max.idle.ms); the next request of this node's
+// Client goes out on a new connection instead of failing on the old one.
+func TestClientRedialsClosedIdleConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	v := NewVersions()
+	v.Add(kmsg.ApiVersions, 0, 3)
+	served := make(chan struct{}, 4)
+	go func() {
+		// Each connection gets one answer, then the server closes it.
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			frame, err := ReadFrame(c, nil, 1<<20)
+			if err == nil {
+				var req *Request
+				if req, err = ParseRequest(frame, v); err == nil {
+					_, err = c.Write(AppendResponse(nil, req.CorrelationID, kmsg.NewPtrApiVersionsResponse()))
+				}
+			}
+			c.Close()
+			if err != nil {
+				t.Errorf("server: %v", err)
+				return
+			}
+			served <- struct{}{}
+		}
+	}()
+	cl := NewClient(ln.Addr().String(), "test", 1<<20)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if _, err := cl.Request(ctx, kmsg.NewPtrApiVersionsRequest()); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		<-served
+		// The server's close reaches this side: wait until the old
+		// connection reads as closed, as after an idle timeout.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			cl.mu.Lock()
+			closed := closedByPeer(cl.conn, cl.rd)
+			cl.mu.Unlock()
+			if closed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the server's close never showed")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestClosedByPeerOpenConnection: an open idle connection is not taken
+// for closed.
+func TestClosedByPeerOpenConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := <-accepted
+	defer s.Close()
+	rd := bufio.NewReader(c)
+	if closedByPeer(c, rd) {
+		t.Fatal("an open connection read as closed")
+	}
+	s.Close()
+	for deadline := time.Now().Add(5 * time.Second); !closedByPeer(c, rd); {
+		if time.Now().After(deadline) {
+			t.Fatal("a closed connection never read as closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
