@@ -29,7 +29,8 @@ PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093.
 Configuration uses Kafka's property names and defaults: a server.properties
 file (--config), then SAMSA_* environment variables
 (SAMSA_LOG_SEGMENT_BYTES=1048576 sets log.segment.bytes), then
---override key=value flags, each overriding the ones before. An unknown property or invalid value stops startup.
+--override key=value flags, each overriding the ones before. An unknown
+property or invalid value stops startup.
 SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -85,7 +86,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 		},
 	}
 	cmd.Flags().StringVar(&configFile, "config", "", "server.properties file")
-	cmd.Flags().StringArrayVar(&overrides, "override", nil, "key=value property, overriding the file (repeatable)")
+	cmd.Flags().StringArrayVar(&overrides, "override", nil, "key=value property, overriding the file and SAMSA_* variables (repeatable)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiles on this `host:port` (for profiling; keep it on loopback)")
 	return cmd
