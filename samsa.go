@@ -151,7 +151,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if len(nc.QuorumVoters) > 0 && nc.ClusterID == "" && !formatted(nc.LogDirs) {
 		// Each node would make up its own cluster id (Kafka refuses to
 		// start unformatted).
-		return nil, fmt.Errorf("samsa: log dirs %s are not formatted: run samsa storage format --cluster-id ID on every node of the cluster (or set cluster.id)", strings.Join(nc.LogDirs, ","))
+		return nil, fmt.Errorf("log dirs %s are not formatted: run samsa storage format --cluster-id ID on every node of the cluster (or set cluster.id)", strings.Join(nc.LogDirs, ","))
 	}
 	n.logs, err = storage.OpenManager(storage.ManagerOptions{
 		Dirs:      nc.LogDirs,

@@ -18,6 +18,11 @@ import (
 // errNoController: no active controller is known yet.
 var errNoController = errors.New("no active controller known")
 
+// errLocalController: the active controller is this node's own and there
+// is no address to reach it by (a single node lists no
+// controller.quorum.voters): the caller asks it directly.
+var errLocalController = errors.New("the active controller is this node's")
+
 // controllerChannel carries this broker's requests to the active
 // controller over its controller listener (controller.quorum.voters gives
 // the addresses). Callers first try the local controller when it is the
@@ -58,7 +63,14 @@ func (cc *controllerChannel) send(ctx context.Context, req kmsg.Request, notCont
 		var err error
 		if leader >= 0 {
 			var c *wire.Client
-			if c, err = cc.client(leader); err == nil {
+			if c, err = cc.client(leader); err != nil && leader == cc.b.node.NodeID {
+				// No voter entry to dial for this node's own controller
+				// (a single node): the caller asks it directly once it is
+				// active.
+				if cc.b.ctrl.Active() {
+					return nil, errLocalController
+				}
+			} else if err == nil {
 				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				var resp kmsg.Response
 				resp, err = c.Request(rctx, req)

@@ -64,13 +64,15 @@ func (b *Broker) register(ctx context.Context) error {
 }
 
 func (b *Broker) registerOnce(ctx context.Context) error {
-	if b.ctrl.Active() {
+	local := func() (done bool, err error) {
 		epoch, err := b.ctrl.RegisterBroker(ctx, b.node.NodeID, b.incarnation, b.endpoints, b.rack())
 		if err == nil {
 			b.brokerEpoch.Store(epoch)
-			return nil
 		}
-		if !errors.Is(err, controller.ErrNotController) {
+		return !errors.Is(err, controller.ErrNotController), err
+	}
+	if b.ctrl.Active() {
+		if done, err := local(); done {
 			return err
 		}
 	}
@@ -88,6 +90,11 @@ func (b *Broker) registerOnce(ctx context.Context) error {
 	resp, err := b.ctrlChan.send(rctx, req, func(r kmsg.Response) bool {
 		return r.(*kmsg.BrokerRegistrationResponse).ErrorCode == kerr.NotController.Code
 	})
+	if errors.Is(err, errLocalController) {
+		// This node's controller became active meanwhile.
+		_, err = local()
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -115,6 +122,11 @@ func (b *Broker) heartbeat(ctx context.Context, shutdown bool) (shouldShutdown b
 	resp, err := b.ctrlChan.send(ctx, req, func(r kmsg.Response) bool {
 		return r.(*kmsg.BrokerHeartbeatResponse).ErrorCode == kerr.NotController.Code
 	})
+	if errors.Is(err, errLocalController) {
+		// This node's controller became active meanwhile.
+		_, should, err := b.ctrl.Heartbeat(ctx, b.node.NodeID, b.brokerEpoch.Load(), shutdown)
+		return should, err
+	}
 	if err != nil {
 		return false, err
 	}
