@@ -3,21 +3,18 @@ package cli
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/samsahq/samsa"
-	"github.com/samsahq/samsa/internal/config"
 )
 
 func newServerCommand() *cobra.Command {
 	var (
-		configFile string
-		overrides  []string
-		logLevel   string
-		pprofAddr  string
+		nf        nodeFlags
+		logLevel  string
+		pprofAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -34,28 +31,7 @@ property or invalid value stops startup.
 SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			props := map[string]string{}
-			if configFile != "" {
-				p, err := config.ReadPropertiesFile(configFile)
-				if err != nil {
-					return err
-				}
-				props = p
-			}
-			for _, kv := range os.Environ() {
-				k, v, _ := strings.Cut(kv, "=")
-				if name, ok := strings.CutPrefix(k, "SAMSA_"); ok && name != "BROKERS" {
-					props[strings.ToLower(strings.ReplaceAll(name, "_", "."))] = v
-				}
-			}
-			for _, o := range overrides {
-				k, v, ok := strings.Cut(o, "=")
-				if !ok {
-					return fmt.Errorf("--override %q is not key=value", o)
-				}
-				props[strings.TrimSpace(k)] = v
-			}
-			nc, err := config.Parse(props)
+			nc, err := nf.node()
 			if err != nil {
 				return err
 			}
@@ -85,8 +61,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&configFile, "config", "", "server.properties file")
-	cmd.Flags().StringArrayVar(&overrides, "override", nil, "key=value property, overriding the file and SAMSA_* variables (repeatable)")
+	nf.add(cmd)
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiles on this `host:port` (for profiling; keep it on loopback)")
 	return cmd

@@ -36,8 +36,10 @@ start.`,
 	return cmd
 }
 
-// nodeFlags are the --config and --override flags reading a node's
-// server.properties.
+// nodeFlags are the flags reading a node's configuration, as samsa server
+// and samsa storage read it: a server.properties file (--config), then
+// SAMSA_* environment variables (SAMSA_LOG_DIRS sets log.dirs; SAMSA_BROKERS
+// is the clients' bootstrap list, not a property), then --override flags.
 type nodeFlags struct {
 	configFile string
 	overrides  []string
@@ -45,10 +47,10 @@ type nodeFlags struct {
 
 func (f *nodeFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.configFile, "config", "c", "", "server.properties file")
-	cmd.Flags().StringArrayVar(&f.overrides, "override", nil, "key=value property, overriding the file (repeatable)")
+	cmd.Flags().StringArrayVar(&f.overrides, "override", nil, "key=value property, overriding the file and SAMSA_* variables (repeatable)")
 }
 
-// node parses the properties the flags give.
+// node parses the properties the file, the environment and the flags give.
 func (f *nodeFlags) node() (*config.Node, error) {
 	props := map[string]string{}
 	if f.configFile != "" {
@@ -57,6 +59,12 @@ func (f *nodeFlags) node() (*config.Node, error) {
 			return nil, err
 		}
 		props = p
+	}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if name, ok := strings.CutPrefix(k, "SAMSA_"); ok && name != "BROKERS" {
+			props[strings.ToLower(strings.ReplaceAll(name, "_", "."))] = v
+		}
 	}
 	for _, o := range f.overrides {
 		k, v, ok := strings.Cut(o, "=")
@@ -91,7 +99,8 @@ func newStorageFormatCommand() *cobra.Command {
 		Short: "Write meta.properties with the cluster id into every log dir",
 		Long: `Write meta.properties (version 1, node.id, cluster.id and a new
 directory.id) into each of the node's log dirs (log.dirs or log.dir),
-creating them. A dir that already has a meta.properties is an error,
+creating them. The node's configuration is read as samsa server reads it:
+--config, then SAMSA_* environment variables, then --override. A dir that already has a meta.properties is an error,
 unless --ignore-formatted skips it; a dir of another cluster or node is
 always an error.`,
 		Args: cobra.NoArgs,

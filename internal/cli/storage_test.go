@@ -94,3 +94,26 @@ func TestStorageFormatThenStart(t *testing.T) {
 		t.Fatalf("unformatted quorum node: %v", err)
 	}
 }
+
+// TestStorageFormatEnvironment: storage format reads the node's
+// configuration as samsa server does, SAMSA_* variables included, so it
+// formats the log dirs the server will open.
+func TestStorageFormatEnvironment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "env-dir")
+	t.Setenv("SAMSA_LOG_DIRS", dir)
+	t.Setenv("SAMSA_NODE_ID", "7")
+	mustRun(t, nil, "storage", "format", "--cluster-id", "envcluster")
+	m, err := storage.ReadMetaProperties(filepath.Join(dir, storage.MetaPropertiesFile))
+	if err != nil {
+		t.Fatalf("the dir SAMSA_LOG_DIRS names: %v", err)
+	}
+	if m.ClusterID != "envcluster" || m.NodeID != 7 {
+		t.Fatalf("meta.properties %+v, want cluster envcluster, node 7", m)
+	}
+	// --override still wins over the environment.
+	other := filepath.Join(t.TempDir(), "override-dir")
+	mustRun(t, nil, "storage", "format", "--cluster-id", "envcluster", "--override", "log.dirs="+other)
+	if _, err := os.Stat(filepath.Join(other, storage.MetaPropertiesFile)); err != nil {
+		t.Fatalf("--override log.dirs: %v", err)
+	}
+}
