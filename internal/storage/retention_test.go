@@ -268,19 +268,16 @@ func TestRetentionDoesNotWaitForReaders(t *testing.T) {
 	if closed {
 		t.Fatal("segment closed under its reader")
 	}
-	// The next pass closes it (the log's flusher may hold it for a moment
-	// too, hence the retries).
-	var left int
-	for range 100 {
-		deleteOld(t, l)
-		l.mu.Lock()
-		left = len(l.retired)
-		l.mu.Unlock()
-		if left == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The next pass closes it. The background flush of the rolled
+	// segments (started by the appends) may hold it meanwhile: Flush
+	// waits for that flush, after which nothing else reads it.
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
 	}
+	deleteOld(t, l)
+	l.mu.Lock()
+	left := len(l.retired)
+	l.mu.Unlock()
 	first.rw.RLock()
 	closed = first.closed
 	first.rw.RUnlock()

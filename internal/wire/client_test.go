@@ -3,11 +3,14 @@ package wire
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 )
 
 // TestClientRedialsClosedIdleConnection: a broker closes an idle
@@ -53,19 +56,14 @@ func TestClientRedialsClosedIdleConnection(t *testing.T) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 		<-served
-		// The server's close reaches this side: wait until the old
-		// connection reads as closed, as after an idle timeout.
-		for deadline := time.Now().Add(5 * time.Second); ; {
-			cl.mu.Lock()
-			closed := closedByPeer(cl.conn, cl.rd)
-			cl.mu.Unlock()
-			if closed {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the server's close never showed")
-			}
-			time.Sleep(time.Millisecond)
+		// The server's close reaches this side as after an idle
+		// timeout: the old connection reads as closed.
+		cl.mu.Lock()
+		waitReadable(t, cl.conn)
+		closed := closedByPeer(cl.conn, cl.rd)
+		cl.mu.Unlock()
+		if !closed {
+			t.Fatal("the server's close does not read as closed")
 		}
 	}
 }
@@ -97,10 +95,27 @@ func TestClosedByPeerOpenConnection(t *testing.T) {
 		t.Fatal("an open connection read as closed")
 	}
 	s.Close()
-	for deadline := time.Now().Add(5 * time.Second); !closedByPeer(c, rd); {
-		if time.Now().After(deadline) {
-			t.Fatal("a closed connection never read as closed")
-		}
-		time.Sleep(time.Millisecond)
+	waitReadable(t, c)
+	if !closedByPeer(c, rd) {
+		t.Fatal("a closed connection does not read as closed")
+	}
+}
+
+// waitReadable waits, without reading, until c has something to read
+// (bytes, or the peer's close), for at most 5 seconds.
+func waitReadable(t *testing.T, c net.Conn) {
+	t.Helper()
+	raw, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	defer c.SetReadDeadline(time.Time{})
+	var b [1]byte
+	if err := raw.Read(func(fd uintptr) bool {
+		_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return !errors.Is(err, unix.EAGAIN) // false: wait for readiness
+	}); err != nil {
+		t.Fatalf("waiting for the connection to be readable: %v", err)
 	}
 }
