@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,6 +39,13 @@ type Node struct {
 	AdvertisedListeners []Listener
 	// ControllerListenerNames is controller.listener.names (default CONTROLLER).
 	ControllerListenerNames []string
+	// ListenerSecurityProtocols is listener.security.protocol.map: listener
+	// name (upper case) to security protocol (PLAINTEXT, SSL,
+	// SASL_PLAINTEXT or SASL_SSL); default Kafka's, each protocol for the
+	// listener of its own name. Validate refuses a listener that maps to
+	// anything but PLAINTEXT; entries no listener uses are accepted. See
+	// SecurityProtocol for the map Kafka actually applies.
+	ListenerSecurityProtocols map[string]string
 	// QuorumVoters is controller.quorum.voters (id@host:port,...), the
 	// controllers that vote on the metadata log, at their controller
 	// listeners; empty means a single combined node whose metadata log has
@@ -282,6 +290,92 @@ func ParseVoters(v string) ([]Voter, error) {
 	return out, nil
 }
 
+// DefaultListenerSecurityProtocolMap is Kafka's default of
+// listener.security.protocol.map.
+const DefaultListenerSecurityProtocolMap = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+
+// securityProtocols are Kafka's security protocols (SecurityProtocol).
+var securityProtocols = []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+
+// parseSecurityProtocolMap parses a listener.security.protocol.map value,
+// NAME:PROTOCOL[,...], names and protocols in any case (Kafka upper-cases
+// both); a later entry for the same name wins, as in Kafka's Csv map.
+func parseSecurityProtocolMap(v string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range parseList(v) {
+		name, proto, ok := strings.Cut(kv, ":")
+		name, proto = strings.ToUpper(strings.TrimSpace(name)), strings.ToUpper(strings.TrimSpace(proto))
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%w %q (NAME:PROTOCOL)", errBadValue, kv)
+		}
+		if !slices.Contains(securityProtocols, proto) {
+			return nil, fmt.Errorf("%w %q: unknown security protocol %s (%s)", errBadValue, kv, proto, strings.Join(securityProtocols, ", "))
+		}
+		m[name] = proto
+	}
+	return m, nil
+}
+
+// SecurityProtocol is the security protocol of listener name as Kafka's
+// KafkaConfig.effectiveListenerSecurityProtocolMap has it: the entry of
+// listener.security.protocol.map, or, when that property is not set and no
+// listener or controller listener is named SSL or SASL_*, PLAINTEXT for
+// the names in controller.listener.names. False when the name has none.
+func (n *Node) SecurityProtocol(name string) (string, bool) {
+	if p, ok := n.ListenerSecurityProtocols[name]; ok {
+		return p, true
+	}
+	if _, set := n.Set["listener.security.protocol.map"]; set || !n.IsControllerListener(name) {
+		return "", false
+	}
+	secure := func(name string) bool { return name != "PLAINTEXT" && slices.Contains(securityProtocols, name) }
+	for _, c := range n.ControllerListenerNames {
+		if secure(c) {
+			return "", false
+		}
+	}
+	for _, l := range n.Listeners {
+		if secure(l.Name) {
+			return "", false
+		}
+	}
+	return "PLAINTEXT", true
+}
+
+// validateSecurityProtocols checks that every listener, advertised listener
+// and controller listener name has a security protocol (as Kafka does) and
+// that it is PLAINTEXT, the only one Samsa serves so far: a listener named
+// or mapped SSL or SASL_* would otherwise serve plaintext on its port.
+func (n *Node) validateSecurityProtocols() error {
+	check := func(prop, name string, required bool) error {
+		p, ok := n.SecurityProtocol(name)
+		switch {
+		case !ok && required:
+			return fmt.Errorf("config %s: listener %s has no security protocol in listener.security.protocol.map", prop, name)
+		case ok && p != "PLAINTEXT":
+			return fmt.Errorf("config %s: listener %s uses security protocol %s (listener.security.protocol.map); Samsa serves only PLAINTEXT listeners until TLS and SASL are supported", prop, name, p)
+		}
+		return nil
+	}
+	for _, l := range n.Listeners {
+		if err := check("listeners", l.Name, true); err != nil {
+			return err
+		}
+	}
+	for _, l := range n.AdvertisedListeners {
+		if err := check("advertised.listeners", l.Name, true); err != nil {
+			return err
+		}
+	}
+	// A broker-only node dials its controllers on the first of these.
+	for _, c := range n.ControllerListenerNames {
+		if err := check("controller.listener.names", c, n.HasRole("broker") && !n.HasRole("controller")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ParseListeners parses a listeners value: NAME://host:port[,...].
 func ParseListeners(v string) ([]Listener, error) {
 	var out []Listener
@@ -413,18 +507,11 @@ var nodeProps = map[string]nodeProp{
 		n.ControllerListenerNames = parseList(strings.ToUpper(v))
 		return nil
 	}, "listeners used by controllers"},
-	"listener.security.protocol.map": {"", func(n *Node, v string) error {
-		for _, kv := range parseList(v) {
-			_, proto, ok := strings.Cut(kv, ":")
-			if !ok {
-				return fmt.Errorf("%w %q", errBadValue, kv)
-			}
-			if strings.ToUpper(proto) != "PLAINTEXT" {
-				return fmt.Errorf("security protocol %s is not supported yet (PLAINTEXT only)", proto)
-			}
-		}
-		return nil
-	}, "listener name to security protocol (PLAINTEXT only for now)"},
+	"listener.security.protocol.map": {DefaultListenerSecurityProtocolMap, func(n *Node, v string) error {
+		m, err := parseSecurityProtocolMap(v)
+		n.ListenerSecurityProtocols = m
+		return err
+	}, "listener name to security protocol; listeners must map to PLAINTEXT for now"},
 	"inter.broker.listener.name": {"", ignored, "single node: unused"},
 	"controller.quorum.voters": {"", func(n *Node, v string) (err error) {
 		n.QuorumVoters, err = ParseVoters(v)
@@ -678,7 +765,7 @@ func (n *Node) Validate() error {
 			return fmt.Errorf("config listeners: a broker-only node binds no controller listener (controller.listener.names %s)", strings.Join(n.ControllerListenerNames, ","))
 		}
 	}
-	return nil
+	return n.validateSecurityProtocols()
 }
 
 // HasRole reports whether process.roles holds role.

@@ -1,0 +1,86 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// kafkaKRaftServerProperties is the settings of Kafka's stock
+// config/kraft/server.properties (3.x; 4.0's config/server.properties has the
+// same listeners and map).
+const kafkaKRaftServerProperties = `
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+`
+
+func TestKafkaStockServerProperties(t *testing.T) {
+	props, err := ReadProperties(strings.NewReader(kafkaKRaftServerProperties))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Parse(props)
+	if err != nil {
+		t.Fatalf("Kafka's server.properties refused: %v", err)
+	}
+	if p, _ := n.SecurityProtocol("SSL"); p != "SSL" {
+		t.Fatalf("SSL maps to %q", p)
+	}
+}
+
+func TestListenerSecurityProtocols(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		props map[string]string
+		want  string // error substring; empty: accepted
+	}{
+		{"defaults", nil, ""},
+		// Kafka's default map has no CONTROLLER entry: KRaft maps the
+		// controller listener names to PLAINTEXT when the map is not set.
+		{"default map, controller listener", map[string]string{"listeners": "PLAINTEXT://:1,CONTROLLER://:2"}, ""},
+		{"SSL listener by name", map[string]string{"listeners": "SSL://:1,CONTROLLER://:2"}, "listener SSL uses security protocol SSL"},
+		{"SASL_PLAINTEXT listener by name", map[string]string{"listeners": "PLAINTEXT://:1,SASL_PLAINTEXT://:3,CONTROLLER://:2", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"}, "listener SASL_PLAINTEXT uses security protocol SASL_PLAINTEXT"},
+		{"mapped to SASL_SSL", map[string]string{"listeners": "EXTERNAL://:1,CONTROLLER://:2", "listener.security.protocol.map": "external:sasl_ssl,CONTROLLER:PLAINTEXT"}, "listener EXTERNAL uses security protocol SASL_SSL"},
+		{"unmapped name", map[string]string{"listeners": "EXTERNAL://:1,CONTROLLER://:2"}, "listener EXTERNAL has no security protocol"},
+		{"mapped names", map[string]string{"listeners": "EXTERNAL://:1,INTERNAL://:3,CONTROLLER://:2", "listener.security.protocol.map": "EXTERNAL:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL"}, ""},
+		// An explicit map must list the controller listener too, as in Kafka.
+		{"explicit map without controller", map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}, "listener CONTROLLER has no security protocol"},
+		{"SSL controller", map[string]string{"listeners": "PLAINTEXT://:1,CONTROLLER://:2", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "listener CONTROLLER uses security protocol SSL"},
+		{"advertised SSL", map[string]string{"advertised.listeners": "SSL://h:1"}, "config advertised.listeners: listener SSL uses security protocol SSL"},
+		{"unknown protocol", map[string]string{"listener.security.protocol.map": "PLAINTEXT:TLS"}, "unknown security protocol TLS"},
+		{"no colon", map[string]string{"listener.security.protocol.map": "PLAINTEXT"}, "listener.security.protocol.map"},
+		{"broker-only, default map", map[string]string{"process.roles": "broker", "node.id": "2", "controller.quorum.voters": "1@h:9093", "listeners": "PLAINTEXT://:1"}, ""},
+		{"broker-only, controller not mapped", map[string]string{"process.roles": "broker", "node.id": "2", "controller.quorum.voters": "1@h:9093", "listeners": "PLAINTEXT://:1", "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}, "controller.listener.names: listener CONTROLLER has no security protocol"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.props)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
