@@ -10,6 +10,7 @@ package samsa
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 
 	"errors"
@@ -191,6 +192,10 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	var endpoints []metadata.Endpoint
 	var versions, ctrlVersions *wire.Versions
 	versions, ctrlVersions = broker.SupportedVersions()
+	brokerQuotas, ctrlQuotas, err := connectionQuotas(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
 	for _, l := range nc.Listeners {
 		isCtrl := nc.IsControllerListener(l.Name)
 		scfg := server.Config{
@@ -201,10 +206,12 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			Versions:        versions,
 			MaxRequestBytes: nc.SocketRequestMaxBytes,
 			IdleTimeout:     nc.ConnectionsMaxIdle,
+			Quotas:          brokerQuotas,
 			Logger:          logger,
 		}
 		if isCtrl {
 			scfg.Versions = ctrlVersions
+			scfg.Quotas = ctrlQuotas
 			if transport != nil {
 				scfg.Divert = func(first [4]byte) func(net.Conn) {
 					if first == quorum.Preamble {
@@ -297,6 +304,34 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	return n, nil
 }
 
+// connectionQuotas are the connection limits (max.connections,
+// max.connections.per.ip, max.connections.per.ip.overrides) of the broker's
+// listeners and of the controller listeners, counted apart as Kafka's
+// broker and controller socket servers count them; the first broker
+// listener, which other brokers replicate from, is the protected
+// inter-broker listener. Both nil when no limit is set.
+func connectionQuotas(ctx context.Context, nc *config.Node) (brokerQuotas, ctrlQuotas *server.Quotas, err error) {
+	if nc.MaxConnections == math.MaxInt32 && nc.MaxConnectionsPerIP == math.MaxInt32 && len(nc.MaxConnectionsPerIPOverrides) == 0 {
+		return nil, nil, nil
+	}
+	qc := server.QuotaConfig{
+		MaxConnections:      int(nc.MaxConnections),
+		MaxConnectionsPerIP: int(nc.MaxConnectionsPerIP),
+		PerIPOverrides:      map[string]int{},
+	}
+	for h, c := range nc.MaxConnectionsPerIPOverrides {
+		qc.PerIPOverrides[h] = int(c)
+	}
+	if ctrlQuotas, err = server.NewQuotas(ctx, qc); err != nil {
+		return nil, nil, err
+	}
+	if l, ok := nc.BrokerListener(); ok {
+		qc.Protected = l.Name
+	}
+	brokerQuotas, err = server.NewQuotas(ctx, qc)
+	return brokerQuotas, ctrlQuotas, err
+}
+
 // formatted reports whether one of dirs has a meta.properties.
 func formatted(dirs []string) bool {
 	for _, d := range dirs {
@@ -305,6 +340,17 @@ func formatted(dirs []string) bool {
 		}
 	}
 	return false
+}
+
+// ListenerAddr is the bound host:port of the listener named name (upper
+// case, as in listeners), "" when the node has none by that name.
+func (n *Node) ListenerAddr(name string) string {
+	for _, l := range n.listeners {
+		if l.Name() == name {
+			return l.Addr().String()
+		}
+	}
+	return ""
 }
 
 // Addr is the host:port of the node's first broker listener, for clients'

@@ -68,6 +68,17 @@ type Node struct {
 	// SocketRequestMaxBytes is socket.request.max.bytes, the largest request
 	// frame (default 104857600); a larger one closes the connection.
 	SocketRequestMaxBytes int32
+	// MaxConnections is max.connections: connections open at once on the
+	// broker's listeners, and on the controller listeners, each counted
+	// apart as Kafka's two socket servers do (default Integer.MAX_VALUE).
+	MaxConnections int32
+	// MaxConnectionsPerIP is max.connections.per.ip: connections open at
+	// once from one address (default Integer.MAX_VALUE); zero needs
+	// MaxConnectionsPerIPOverrides.
+	MaxConnectionsPerIP int32
+	// MaxConnectionsPerIPOverrides is max.connections.per.ip.overrides,
+	// "host:count,...": host name or IP address to its own limit.
+	MaxConnectionsPerIPOverrides map[string]int32
 	// ConnectionsMaxIdle is connections.max.idle.ms (default 10 minutes):
 	// a client connection with nothing read or written for this long is
 	// closed; negative keeps idle connections open, as Kafka's Selector,
@@ -541,6 +552,26 @@ var nodeProps = map[string]nodeProp{
 	"delete.topic.enable":       {"true", boolean(func(n *Node) *bool { return &n.DeleteTopicEnable }), "allow DeleteTopics"},
 	"message.max.bytes":         {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
 	"socket.request.max.bytes":  {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"max.connections":        {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
+	"max.connections.per.ip": {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
+	"max.connections.per.ip.overrides": {"", func(n *Node, v string) error {
+		m := map[string]int32{}
+		for _, kv := range parseList(v) {
+			// Kafka splits at the last colon (an IPv6 address has more).
+			i := strings.LastIndex(kv, ":")
+			if i <= 0 {
+				return fmt.Errorf("%w %q (host:count)", errBadValue, kv)
+			}
+			host := strings.TrimSpace(kv[:i])
+			c, err := parseInt32(kv[i+1:])
+			if err != nil || c < 0 || host == "" {
+				return fmt.Errorf("%w %q (host:count, a count >= 0)", errBadValue, kv)
+			}
+			m[host] = c
+		}
+		n.MaxConnectionsPerIPOverrides = m
+		return nil
+	}, "per-address limits, host:count,..."},
 	"connections.max.idle.ms": {"600000", func(n *Node, v string) error {
 		i, err := parseInt64(v)
 		if err != nil {
@@ -722,6 +753,9 @@ func (n *Node) Validate() error {
 	}
 	if n.GroupMinSessionTimeout > n.GroupMaxSessionTimeout {
 		return errors.New("config group.min.session.timeout.ms is above group.max.session.timeout.ms")
+	}
+	if n.MaxConnectionsPerIP == 0 && len(n.MaxConnectionsPerIPOverrides) == 0 {
+		return errors.New("config max.connections.per.ip can be zero only if max.connections.per.ip.overrides is set")
 	}
 	if len(n.ControllerListenerNames) == 0 {
 		return errors.New("config controller.listener.names: empty")

@@ -61,12 +61,13 @@ func Binary(t testing.TB) string {
 
 // Server is a running samsa server process.
 type Server struct {
-	Addr string // bootstrap host:port
-	Dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	logs strings.Builder
+	Addr    string // bootstrap host:port
+	Dir     string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	mu      sync.Mutex // guards logs and changed
+	logs    strings.Builder
+	changed chan struct{} // closed and replaced when a line is logged
 }
 
 var bootstrapRE = regexp.MustCompile(`bootstrap=(\S+)`)
@@ -105,7 +106,7 @@ func StartArgs(t testing.TB, dir string, args ...string) *Server {
 // each other to elect a controller). On error the process is killed; the
 // returned Server, when not nil, is still to be cleaned up by the caller.
 func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Server, error) {
-	s := &Server{Dir: dir, done: make(chan struct{})}
+	s := &Server{Dir: dir, done: make(chan struct{}), changed: make(chan struct{})}
 	s.cmd = exec.Command(bin, args...)
 	// The server reads SAMSA_* variables as properties: tests give theirs
 	// as arguments, and the test's own SAMSA_* settings stay out.
@@ -129,6 +130,8 @@ func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Serv
 			line := sc.Text()
 			s.mu.Lock()
 			s.logs.WriteString(line + "\n")
+			close(s.changed)
+			s.changed = make(chan struct{})
 			s.mu.Unlock()
 			if m := bootstrapRE.FindStringSubmatch(line); m != nil {
 				select {
@@ -160,6 +163,39 @@ func (s *Server) Logs() string {
 	defer s.mu.Unlock()
 	return s.logs.String()
 }
+
+// WaitLog waits up to timeout for a line matching re in what the server
+// logged from byte offset from of Logs on, and returns the logs up to that
+// line's end; an error when the timeout passes or the process exits first.
+func (s *Server) WaitLog(re *regexp.Regexp, from int, timeout time.Duration) (string, error) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		logs, changed := s.logs.String(), s.changed
+		s.mu.Unlock()
+		if from > len(logs) {
+			from = len(logs)
+		}
+		if loc := re.FindStringIndex(logs[from:]); loc != nil {
+			end := from + loc[1]
+			if nl := strings.IndexByte(logs[end:], '\n'); nl >= 0 {
+				end += nl + 1
+			}
+			return logs[:end], nil
+		}
+		select {
+		case <-changed:
+		case <-s.done:
+			return logs, fmt.Errorf("server exited before logging %s", re)
+		case <-timer.C:
+			return logs, fmt.Errorf("server did not log %s within %v", re, timeout)
+		}
+	}
+}
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // Kill sends SIGKILL and waits for the process to exit.
 func (s *Server) Kill() {

@@ -65,6 +65,10 @@ type Config struct {
 	// connections share the controller listener): a non-nil result is
 	// run on the connection's goroutine with those bytes still unread.
 	Divert func(first [4]byte) func(net.Conn)
+	// Quotas, when set, are the connection limits (max.connections,
+	// max.connections.per.ip) this listener shares with the others of
+	// its socket server; nil means no limits.
+	Quotas *Quotas
 	Logger *slog.Logger // nil discards
 }
 
@@ -97,10 +101,16 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, ln: ln, logger: logger.With("listener", cfg.Name), ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
+	if cfg.Quotas != nil {
+		cfg.Quotas.register(cfg.Name)
+	}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
 }
+
+// Name is the listener's name.
+func (s *Server) Name() string { return s.cfg.Name }
 
 // Addr is the bound address (with the real port when 0 was asked).
 func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }
@@ -120,40 +130,119 @@ func (s *Server) Close() error {
 	return err
 }
 
+// Accept backoff after a failed accept (EMFILE, ENFILE, ECONNABORTED, ...),
+// as Go's net/http Server.Serve: 5 ms, doubling up to 1 s, back to none
+// after an accept succeeds. Failures are logged at most once per
+// logInterval, with how many there were.
+const (
+	minAcceptDelay = 5 * time.Millisecond
+	maxAcceptDelay = time.Second
+	logInterval    = time.Second
+)
+
 func (s *Server) accept() {
 	defer s.wg.Done()
+	var (
+		delay    time.Duration
+		failures int // since the last accept
+		// Not reset by an accept: out of descriptors, accepts alternate
+		// with failures as each connection takes the one freed.
+		failLog, okLog, quotaLog limiter
+	)
+	q := s.cfg.Quotas
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil {
 				return
 			}
-			s.logger.Warn("accept failed", "err", err)
+			delay = min(max(2*delay, minAcceptDelay), maxAcceptDelay)
+			failures++
+			if ok, skipped := failLog.allow(time.Now()); ok {
+				s.logger.Warn("accept failed, backing off", "err", err, "failures", failures, "not_logged", skipped, "delay", delay)
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			}
 			continue
+		}
+		if failures > 0 {
+			if ok, skipped := okLog.allow(time.Now()); ok {
+				s.logger.Info("accepting again", "failures", failures, "not_logged", skipped)
+			}
+			delay, failures = 0, 0
+		}
+		var tc *tracked
+		if q != nil {
+			// At max.connections this waits, holding c, as Kafka's
+			// acceptor does; later connections wait in the backlog.
+			tc, err = q.admit(s.ctx, s.cfg.Name, c.RemoteAddr(), func() { c.Close() }, func(total int) {
+				s.logger.Info("max.connections reached: not accepting until a connection closes", "connections", total)
+			})
+			if err != nil {
+				c.Close()
+				if s.ctx.Err() != nil {
+					return
+				}
+				if ok, skipped := quotaLog.allow(time.Now()); ok {
+					s.logger.Info("rejected connection", "remote", c.RemoteAddr().String(), "reason", err.Error(), "not_logged", skipped)
+				}
+				continue
+			}
 		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
+			if tc != nil {
+				q.done(tc)
+			}
 			return
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serve(c)
+		go s.serve(c, tc)
 	}
+}
+
+// limiter lets a repeated log line through at most once per logInterval;
+// not safe for concurrent use.
+type limiter struct {
+	last    time.Time
+	skipped int
+}
+
+// allow reports whether to log now, and how many were held back since the
+// last one logged.
+func (l *limiter) allow(now time.Time) (ok bool, skipped int) {
+	if !l.last.IsZero() && now.Sub(l.last) < logInterval {
+		l.skipped++
+		return false, 0
+	}
+	skipped, l.last, l.skipped = l.skipped, now, 0
+	return true, skipped
 }
 
 // readAhead is how many decoded requests wait while one is handled.
 const readAhead = 4
 
-func (s *Server) serve(nc net.Conn) {
+// serve runs the connection nc; tc, when not nil, is its place in the
+// quotas, given back when it closes.
+func (s *Server) serve(nc net.Conn, tc *tracked) {
 	defer s.wg.Done()
 	defer func() {
 		nc.Close()
 		s.mu.Lock()
 		delete(s.conns, nc)
 		s.mu.Unlock()
+		if tc != nil {
+			s.cfg.Quotas.done(tc)
+		}
 	}()
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -271,6 +360,9 @@ func (s *Server) serve(nc net.Conn) {
 	var out []byte
 	for r := range reqs {
 		req := r.Request
+		if tc != nil {
+			tc.touch()
+		}
 		setBusy(true)
 		resp, err := s.handle(ctx, conn, req)
 		if r.frame != nil && cap(r.frame) <= maxPooledFrame {

@@ -1,0 +1,160 @@
+package samsa_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
+
+	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// TestAcceptBackoffLowFileLimit runs a samsa process, lowers its
+// RLIMIT_NOFILE (prlimit(2)) to a few descriptors above what it has open
+// and opens more connections than that: the accept loop backs off (5 ms
+// doubling to 1 s) and logs once a second instead of per failure (a node
+// with a low limit wrote 870,000 warnings, 130 MB, in 5 s); once the
+// connections close, the node accepts again and serves a client.
+func TestAcceptBackoffLowFileLimit(t *testing.T) {
+	s := proctest.Start(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr), kgo.DefaultProduceTopic("fds"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(s.Pid()) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := uint64(len(fds) + 8)
+	if err := unix.Prlimit(s.Pid(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	from := len(s.Logs())
+	var conns []net.Conn
+	for range 40 {
+		c, err := net.Dial("tcp", s.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// The backoff reaches its cap after 5+10+...+640 ms of failures.
+	logs, err := s.WaitLog(regexp.MustCompile(`accept failed, backing off.*delay=1s`), from, 20*time.Second)
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, tail(s.Logs(), 4000))
+	}
+	logs = logs[from:]
+	if n := strings.Count(logs, "accept failed"); n == 0 || n > 4 || len(logs) > 16<<10 {
+		t.Fatalf("%d accept warnings, %d bytes of logs while out of descriptors:\n%s", n, len(logs), tail(logs, 4000))
+	}
+	if !strings.Contains(logs, "too many open files") {
+		t.Fatalf("no EMFILE in the warnings:\n%s", tail(logs, 4000))
+	}
+
+	for _, c := range conns {
+		c.Close()
+	}
+	start := time.Now()
+	cl.Close()
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(s.Addr), kgo.DefaultProduceTopic("fds"), kgo.ConsumeTopics("fds"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	if err := cl2.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatalf("produce after descriptors freed up: %v", err)
+	}
+	var got []string
+	for len(got) < 2 {
+		fs := cl2.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %v: %v", got, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if got[0] != "before" || got[1] != "after" {
+		t.Fatalf("consumed %v", got)
+	}
+	t.Logf("served %v after the connections closed; logs since the limit:\n%s", time.Since(start), tail(s.Logs()[from:], 3000))
+}
+
+// TestConnectionLimits: max.connections.per.ip closes a connection past
+// the limit at once; max.connections stops the broker listener accepting
+// until one closes (Kafka's acceptor blocks), while the controller
+// listener, counted apart as Kafka's controller socket server is, still
+// answers.
+func TestConnectionLimits(t *testing.T) {
+	t.Run("per ip", func(t *testing.T) {
+		n := startNode(t, t.TempDir(), map[string]string{"max.connections.per.ip": "2"})
+		a, b := rawConn(t, n.Addr()), rawConn(t, n.Addr())
+		for _, c := range []net.Conn{a, b} {
+			if err := apiVersions(c, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := apiVersions(rawConn(t, n.Addr()), 5*time.Second); err == nil {
+			t.Fatal("third connection from 127.0.0.1 served with max.connections.per.ip=2")
+		}
+	})
+	t.Run("max.connections", func(t *testing.T) {
+		n := startNode(t, t.TempDir(), map[string]string{"max.connections": "2"})
+		a, b := rawConn(t, n.Addr()), rawConn(t, n.Addr())
+		for _, c := range []net.Conn{a, b} {
+			if err := apiVersions(c, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := rawConn(t, n.Addr())
+		if err := apiVersions(c, 300*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("third connection with max.connections=2: %v, want no answer while two are open", err)
+		}
+		if err := apiVersions(rawConn(t, n.ListenerAddr("CONTROLLER")), 5*time.Second); err != nil {
+			t.Fatalf("controller listener at the broker listeners' max.connections: %v", err)
+		}
+		a.Close()
+		// The waiting connection's request, sent above, is answered now.
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := wire.ReadFrame(c, nil, 1<<20); err != nil {
+			t.Fatalf("waiting connection after one closed: %v", err)
+		}
+	})
+}
+
+func rawConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// apiVersions sends ApiVersions v0 on c and waits up to timeout for the
+// answer.
+func apiVersions(c net.Conn, timeout time.Duration) error {
+	req := kmsg.NewPtrApiVersionsRequest()
+	if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)); err != nil {
+		return err
+	}
+	c.SetReadDeadline(time.Now().Add(timeout))
+	_, err := wire.ReadFrame(c, nil, 1<<20)
+	return err
+}
