@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/samsahq/samsa/internal/buildinfo"
 )
 
 // Main runs the samsa command line with args (without the program name) and
@@ -32,8 +34,11 @@ func newRoot() *cobra.Command {
 		Short:         "Samsa: a Kafka-compatible streaming platform",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints the same line as `samsa version`.
+		Version: buildinfo.Version(),
 	}
-	root.AddCommand(newServerCommand())
+	root.SetVersionTemplate("samsa {{.Version}}\n")
+	root.AddCommand(newServerCommand(), newVersionCommand())
 	for _, add := range clientCommands {
 		root.AddCommand(add())
 	}
@@ -43,3 +48,28 @@ func newRoot() *cobra.Command {
 // clientCommands are the constructors of the client-side subcommands; each
 // file registers its own in an init function.
 var clientCommands []func() *cobra.Command
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of this binary (as --version), then its commit, commit time and Go version",
+		Long: `Print the version of this binary: the first line as samsa --version prints
+it (module version, commit and whether the tree had uncommitted changes, Go
+version), then one field a line. Fields the Go toolchain did not record
+(a build outside a git checkout has no commit) are left out.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			i := buildinfo.Read()
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "samsa %s\nversion: %s\n", i, i.Version)
+			if i.Revision != "" {
+				fmt.Fprintf(out, "commit: %s\nmodified: %t\n", i.Revision, i.Modified)
+			}
+			if i.Time != "" {
+				fmt.Fprintf(out, "commit time: %s\n", i.Time)
+			}
+			fmt.Fprintf(out, "go: %s\n", i.GoVersion)
+			return nil
+		},
+	}
+}

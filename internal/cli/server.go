@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/buildinfo"
 )
 
 func newServerCommand() *cobra.Command {
@@ -51,7 +52,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 			if err != nil {
 				return err
 			}
-			logger.Info("samsa started", "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr())
+			logger.Info("samsa started", "version", buildinfo.Version(), "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr())
 			<-cmd.Context().Done()
 			logger.Info("stopping")
 			if err := n.Close(); err != nil {
