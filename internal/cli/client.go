@@ -164,7 +164,6 @@ func (p *progress) add(n, size int64) {
 	p.mu.Unlock()
 }
 
-// fail counts a failed record.
 // logf writes a line to the progress writer without interleaving with the
 // progress lines.
 func (p *progress) logf(format string, args ...any) {
@@ -173,6 +172,7 @@ func (p *progress) logf(format string, args ...any) {
 	p.mu.Unlock()
 }
 
+// fail counts a failed record.
 func (p *progress) fail() {
 	p.mu.Lock()
 	p.failed++

@@ -3,11 +3,15 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,8 +80,12 @@ to one partition for 16 KiB, then move on (KIP-794). --partition sends every
 record to one partition.
 
 Delivery: --acks all (the default) uses the idempotent producer; --acks 1
-and --acks 0 turn idempotence off. The command exits non-zero when any
-record failed or when standard input cannot be read to the end.
+and --acks 0 turn idempotence off. Before reading standard input the
+command checks that a broker answers, and exits non-zero at once, saying
+why (connection refused, no answer within 5s), when none does; a broker
+that cannot be reached later is reported at most every 5 seconds while
+records are retried. The command exits non-zero when any record failed or
+when standard input cannot be read to the end.
 
 A progress line goes to standard error about once a second, and a summary
 at the end, unless --quiet.`,
@@ -177,13 +185,21 @@ func runProduce(cmd *cobra.Command, f *produceFlags, topic string) error {
 	ctx := cmd.Context()
 	// A missing topic is created when the broker allows it
 	// (auto.create.topics.enable), as with Kafka's console producer.
-	cl, err := f.newClient(cmd, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
+	warn := &connectWarner{quiet: f.quiet}
+	cl, err := f.newClient(cmd, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.WithHooks(warn))...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	// No broker answering is said at once, not after each record has
+	// been retried for --delivery-timeout.
+	if err := ping(ctx, cl, f.seeds(cmd)); err != nil {
+		return err
+	}
 
 	prog := startProgress(cmd.ErrOrStderr(), "produce", "acked", time.Second, f.quiet)
+	warn.logf = prog.logf
+	warn.armed.Store(true)
 	var (
 		mu       sync.Mutex // guards firstErr
 		firstErr error
@@ -276,6 +292,55 @@ func runProduce(cmd *cobra.Command, f *produceFlags, topic string) error {
 		errs = append(errs, fmt.Errorf("%d of %d records acknowledged: %w", acked, sent, flushErr))
 	}
 	return errors.Join(errs...)
+}
+
+// pingTimeout bounds the check that a broker answers before producing.
+const pingTimeout = 5 * time.Second
+
+// ping checks that one of the brokers answers an ApiVersions request
+// within pingTimeout, and otherwise says why (the last dial or request
+// error).
+func ping(ctx context.Context, cl *kgo.Client, seeds []string) error {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	err := cl.Ping(pctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no broker of %s answered within %v", strings.Join(seeds, ","), pingTimeout)
+	}
+	return fmt.Errorf("cannot reach a broker of %s: %w", strings.Join(seeds, ","), err)
+}
+
+// connectWarner is a kgo hook that reports a failed connection to a broker
+// with logf, at most once per connectWarnInterval, once armed: the
+// progress line alone ("0 records acked") looks like a hang while records
+// are retried.
+type connectWarner struct {
+	quiet bool
+	logf  func(format string, args ...any) // set before armed
+	armed atomic.Bool
+
+	mu   sync.Mutex // guards last
+	last time.Time
+}
+
+const connectWarnInterval = 5 * time.Second
+
+// OnBrokerConnect implements kgo.HookBrokerConnect.
+func (c *connectWarner) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err == nil || c.quiet || !c.armed.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := time.Now(); now.Sub(c.last) >= connectWarnInterval {
+		c.last = now
+		c.logf("samsa produce: cannot connect to broker %d at %s: %v (retrying until --delivery-timeout)\n", meta.NodeID, net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err)
+	}
 }
 
 // errLineTooLong is returned by readLine for a line above the limit.
