@@ -55,17 +55,37 @@ kafka-reassign-partitions' JSON:
   {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}
 
 New replicas copy the partition from its leader; once they are in sync the
-replicas left out of the plan are removed.`,
+replicas left out of the plan are removed. execute, verify and cancel take
+the plan's file as their argument or with --plan:
+
+  samsa reassign execute plan.json`,
 	}
 	f.add(cmd)
+	// The plan is the argument or --plan, as the user finds natural.
 	withPlan := func(c *cobra.Command) *cobra.Command {
-		c.Flags().StringVar(&plan, "plan", "", "reassignment JSON file (required)")
-		c.MarkFlagRequired("plan")
+		c.Use += " [PLAN.json]"
+		c.Flags().StringVar(&plan, "plan", "", "reassignment JSON `file` (or give it as the argument)")
+		c.Args = cobra.MaximumNArgs(1)
 		return c
 	}
+	planPath := func(c *cobra.Command, args []string) (string, error) {
+		switch {
+		case len(args) == 1 && plan != "" && args[0] != plan:
+			return "", fmt.Errorf("two plans: %s and --plan %s", args[0], plan)
+		case len(args) == 1:
+			return args[0], nil
+		case plan == "":
+			return "", fmt.Errorf("no plan: give the reassignment JSON file, samsa reassign %s PLAN.json (or --plan PLAN.json)", c.Name())
+		}
+		return plan, nil
+	}
 	run := func(cancel bool) func(*cobra.Command, []string) error {
-		return func(c *cobra.Command, _ []string) error {
-			p, err := readPlan(plan)
+		return func(c *cobra.Command, args []string) error {
+			path, err := planPath(c, args)
+			if err != nil {
+				return err
+			}
+			p, err := readPlan(path)
 			if err != nil {
 				return err
 			}
@@ -106,14 +126,17 @@ replicas left out of the plan are removed.`,
 			return nil
 		}
 	}
-	cmd.AddCommand(withPlan(&cobra.Command{Use: "execute", Short: "Start the reassignments of a plan", Args: cobra.NoArgs, RunE: run(false)}))
-	cmd.AddCommand(withPlan(&cobra.Command{Use: "cancel", Short: "Cancel the reassignments of a plan in progress", Args: cobra.NoArgs, RunE: run(true)}))
+	cmd.AddCommand(withPlan(&cobra.Command{Use: "execute", Short: "Start the reassignments of a plan", RunE: run(false)}))
+	cmd.AddCommand(withPlan(&cobra.Command{Use: "cancel", Short: "Cancel the reassignments of a plan in progress", RunE: run(true)}))
 	cmd.AddCommand(withPlan(&cobra.Command{
 		Use:   "verify",
 		Short: "Tell whether each partition of a plan has reached its replicas",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			p, err := readPlan(plan)
+		RunE: func(c *cobra.Command, args []string) error {
+			path, err := planPath(c, args)
+			if err != nil {
+				return err
+			}
+			p, err := readPlan(path)
 			if err != nil {
 				return err
 			}

@@ -32,7 +32,7 @@ func TestReassign(t *testing.T) {
 	}
 	plan := filepath.Join(t.TempDir(), "plan.json")
 	os.WriteFile(plan, []byte(`{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":`+target+`}]}`), 0o644)
-	if out := mustRun(t, nil, "reassign", "execute", "--plan", plan, b).stdout; !strings.Contains(out, "moving-0: started") {
+	if out := mustRun(t, nil, "reassign", "execute", plan, b).stdout; !strings.Contains(out, "moving-0: started") {
 		t.Fatalf("execute: %q", out)
 	}
 	deadline := time.NewTimer(time.Minute)
@@ -40,7 +40,7 @@ func TestReassign(t *testing.T) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		r := run(t, nil, "reassign", "verify", "--plan", plan, b)
+		r := run(t, nil, "reassign", "verify", plan, b)
 		if r.err == nil && strings.Contains(r.stdout, "moving-0: complete") {
 			break
 		}
@@ -60,5 +60,22 @@ func TestReassign(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"version":1,"partitions":[{"topic":"moving","partition":0,"replicas":[9]}]}`), 0o644)
 	if r := run(t, nil, "reassign", "execute", "--plan", bad, b); r.err == nil || !strings.Contains(r.stdout, "INVALID_REPLICATION_FACTOR") {
 		t.Fatalf("unknown broker: %q %v", r.stdout, r.err)
+	}
+}
+
+// TestReassignPlanArgument: the plan is the argument or --plan; without
+// either the error says how to give it.
+func TestReassignPlanArgument(t *testing.T) {
+	for _, sub := range []string{"execute", "verify", "cancel"} {
+		if r := run(t, nil, "reassign", sub, "--brokers", "127.0.0.1:1"); r.err == nil || !strings.Contains(r.err.Error(), "samsa reassign "+sub+" PLAN.json (or --plan PLAN.json)") {
+			t.Errorf("%s without a plan: %v", sub, r.err)
+		}
+		if r := run(t, nil, "reassign", sub, "a.json", "--plan", "b.json", "--brokers", "127.0.0.1:1"); r.err == nil || !strings.Contains(r.err.Error(), "two plans") {
+			t.Errorf("%s with two plans: %v", sub, r.err)
+		}
+		missing := filepath.Join(t.TempDir(), "missing.json")
+		if r := run(t, nil, "reassign", sub, missing, "--brokers", "127.0.0.1:1"); r.err == nil || !strings.Contains(r.err.Error(), missing) {
+			t.Errorf("%s with a missing plan file: %v", sub, r.err)
+		}
 	}
 }
