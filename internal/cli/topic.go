@@ -26,7 +26,7 @@ func newTopicCommand() *cobra.Command {
 	f := new(topicFlags)
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe, delete topics and alter their configs",
+		Short: "Create, list, describe, delete topics, delete their records and alter their configs",
 		Args:  cobra.NoArgs,
 	}
 	f.addWithTimeout(cmd)
@@ -35,6 +35,7 @@ func newTopicCommand() *cobra.Command {
 		newTopicListCommand(f),
 		newTopicDescribeCommand(f),
 		newTopicDeleteCommand(f),
+		newTopicDeleteRecordsCommand(f),
 		newTopicAlterConfigCommand(f),
 	)
 	return cmd
