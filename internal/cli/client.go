@@ -121,7 +121,8 @@ type progress struct {
 	noun  string // what the records count: "acked", "consumed"
 	start time.Time
 
-	mu      sync.Mutex // guards the counters below and writes to w
+	mu      sync.Mutex // guards the counters below, note and writes to w
+	note    string     // replaces the counters in the status line when set
 	records int64
 	bytes   int64
 	failed  int64
@@ -148,7 +149,11 @@ func startProgress(w io.Writer, verb, noun string, interval time.Duration, quiet
 				return
 			case <-t.C:
 				p.mu.Lock()
-				fmt.Fprintf(p.w, "samsa %s: %s\n", p.verb, p.statusLocked())
+				if p.note != "" {
+					fmt.Fprintf(p.w, "samsa %s: %s (%s)\n", p.verb, p.note, time.Since(p.start).Round(time.Second))
+				} else {
+					fmt.Fprintf(p.w, "samsa %s: %s\n", p.verb, p.statusLocked())
+				}
 				p.mu.Unlock()
 			}
 		}
@@ -161,6 +166,15 @@ func (p *progress) add(n, size int64) {
 	p.mu.Lock()
 	p.records += n
 	p.bytes += size
+	p.mu.Unlock()
+}
+
+// setNote makes the periodic line say note instead of the counters (a
+// consumer waiting to join its group has none to show); "" shows them
+// again.
+func (p *progress) setNote(note string) {
+	p.mu.Lock()
+	p.note = note
 	p.mu.Unlock()
 }
 

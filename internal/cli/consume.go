@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,7 +59,10 @@ it assumes this is the group's only member.
 ` + formatHelp + `
 
 A progress line goes to standard error about once a second, and a summary
-at the end, unless --quiet. Interrupt (Ctrl-C) stops cleanly.`,
+at the end, unless --quiet; with --group it says "joining group G" until
+the group has assigned partitions (a new group's first rebalance waits
+group.initial.rebalance.delay.ms, 3 s by default), then which ones.
+Interrupt (Ctrl-C) stops cleanly.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runConsume(cmd, f, args[0]) },
 	}
@@ -141,6 +145,28 @@ func runConsume(cmd *cobra.Command, f *consumeFlags, topic string) error {
 		}
 		opts = append(opts, kgo.ConsumerGroup(f.group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(reset), kgo.AutoCommitMarks())
+		// Joining takes a while: a new group's first rebalance waits
+		// group.initial.rebalance.delay.ms (3 s by default) for more
+		// members. Say so, rather than "0 records consumed" lines that
+		// look like a hang.
+		joining := fmt.Sprintf("joining group %s; the coordinator may delay a new group's first rebalance (group.initial.rebalance.delay.ms, 3 s by default)", f.group)
+		if !f.quiet {
+			prog.logf("samsa consume: %s\n", joining)
+		}
+		prog.setNote("joining group " + f.group)
+		opts = append(opts,
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+				prog.setNote("")
+				if !f.quiet {
+					prog.logf("samsa consume: joined group %s, assigned partitions %s\n", f.group, joinInt32(sorted(assigned[topic])))
+				}
+			}),
+			kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) {
+				prog.setNote("rejoining group " + f.group)
+			}),
+			kgo.OnPartitionsLost(func(context.Context, *kgo.Client, map[string][]int32) {
+				prog.setNote("rejoining group " + f.group)
+			}))
 	} else {
 		parts := make(map[int32]kgo.Offset, len(ranges))
 		for p, r := range ranges {
@@ -248,6 +274,13 @@ poll:
 		}
 	}
 	return runErr
+}
+
+// sorted returns ps sorted, in a new slice.
+func sorted(ps []int32) []int32 {
+	ps = slices.Clone(ps)
+	slices.Sort(ps)
+	return ps
 }
 
 // plan lists the topic's offsets and returns, for each partition to read,

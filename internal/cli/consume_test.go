@@ -498,3 +498,24 @@ func TestConsumeAfterDeleteRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestConsumeGroupJoining: while a new group's first rebalance waits
+// group.initial.rebalance.delay.ms (3 s by default on a Samsa node), samsa
+// consume --group says it is joining, not "0 records consumed" once a
+// second as if it hung, then says which partitions it got.
+func TestConsumeGroupJoining(t *testing.T) {
+	b := "--brokers=" + startSamsa(t, "")
+	mustRun(t, nil, "topic", "create", "j", b, "-p", "2")
+	mustRun(t, strings.NewReader(lines("a")), "produce", "j", b, "-q", "--partition", "1")
+	r := mustRun(t, nil, "consume", "j", b, "--group", "joiners", "--from-beginning", "--max-messages", "1")
+	if r.stdout != "a\n" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	joined := strings.Index(r.stderr, "samsa consume: joined group joiners, assigned partitions 0,1\n")
+	if !strings.HasPrefix(r.stderr, "samsa consume: joining group joiners;") || joined < 0 {
+		t.Fatalf("stderr does not tell joining, then joined:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr[:joined], "records consumed") || !strings.Contains(r.stderr[:joined], "samsa consume: joining group joiners (") {
+		t.Fatalf("progress while joining:\n%s", r.stderr)
+	}
+}
