@@ -12,14 +12,25 @@ import (
 )
 
 // CreateTopics v2-v7, with validate_only. v5+ responses carry the created
-// topic's partitions, replication factor and configs (KIP-525).
+// topic's partitions, replication factor and configs (KIP-525). A name
+// listed twice creates neither entry and gets one result, INVALID_REQUEST
+// "Duplicate topic name.", as Kafka's ControllerApis; the other topics
+// are created.
 func init() { register(kmsg.CreateTopics, 2, 7, handleCreateTopics) }
 
 func handleCreateTopics(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	topics := make([]controller.CreateTopic, len(req.Topics))
+	names := make([]string, len(req.Topics))
 	for i, t := range req.Topics {
+		names[i] = t.Topic
+	}
+	dup := duplicates(names)
+	topics := make([]controller.CreateTopic, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		if dup[t.Topic] {
+			continue
+		}
 		ct := controller.CreateTopic{Name: t.Topic, Partitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor, Configs: map[string]string{}}
 		for _, a := range t.ReplicaAssignment {
 			for int(a.Partition) >= len(ct.Assignments) {
@@ -32,20 +43,32 @@ func handleCreateTopics(ctx context.Context, b *Broker, _ *server.Conn, kreq kms
 				ct.Configs[c.Name] = *c.Value
 			}
 		}
-		topics[i] = ct
+		topics = append(topics, ct)
 	}
 	errs, err := b.ctrl.CreateTopics(ctx, topics, req.ValidateOnly)
 	if err != nil {
 		return nil, err
 	}
 	im := b.image()
-	for i, t := range req.Topics {
+	i := 0
+	answered := map[string]bool{}
+	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
-		if errs[i] != nil {
-			rt.ErrorCode = errCode(errs[i])
-			rt.ErrorMessage = errMessage(errs[i])
+		if dup[t.Topic] {
+			if !answered[t.Topic] {
+				answered[t.Topic] = true
+				rt.ErrorCode, rt.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(msgDuplicateTopic)
+				resp.Topics = append(resp.Topics, rt)
+			}
+			continue
+		}
+		err := errs[i]
+		i++
+		if err != nil {
+			rt.ErrorCode = errCode(err)
+			rt.ErrorMessage = errMessage(err)
 			if rt.ErrorCode == kerr.TopicAlreadyExists.Code {
 				rt.ErrorMessage = kmsg.StringPtr("Topic '" + t.Topic + "' already exists.")
 			}

@@ -9,65 +9,114 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// DeleteTopics v1-v6 (v6 names topics by name or id).
+// DeleteTopics v1-v6 (v6 names topics by name or id). As Kafka's
+// ControllerApis, a name or id listed twice deletes nothing for it and gets
+// one INVALID_REQUEST result ("Duplicate topic name." / "Duplicate topic
+// id."), and so does a v6 entry with both a name and an id, or neither;
+// the other topics are deleted.
 func init() { register(kmsg.DeleteTopics, 1, 6, handleDeleteTopics) }
+
+// Kafka's messages for DeleteTopics v6 entries it refuses.
+const (
+	msgDuplicateTopicID = "Duplicate topic id."
+	msgNoTopicNorID     = "Neither topic name nor id were specified."
+)
 
 func handleDeleteTopics(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	im := b.image()
+	// entry is one topic of the request: by name, by id (byID), or an
+	// error already decided (invalid, a message, or an unknown id).
 	type entry struct {
-		name string
-		id   [16]byte
-		ok   bool
+		name    string
+		id      [16]byte
+		byID    bool
+		invalid string // INVALID_REQUEST with this message
+		unknown bool   // an id no topic has
 	}
 	var entries []entry
 	if req.Version >= 6 {
 		for _, t := range req.Topics {
 			switch {
+			case t.Topic != nil && t.TopicID != [16]byte{}:
+				entries = append(entries, entry{name: *t.Topic, id: t.TopicID, invalid: "You may not specify both topic name and topic id."})
 			case t.Topic != nil:
-				e := entry{name: *t.Topic, ok: true}
-				if mt := im.Topic(*t.Topic); mt != nil {
-					e.id = mt.ID
-				}
-				entries = append(entries, e)
+				entries = append(entries, entry{name: *t.Topic})
+			case t.TopicID == [16]byte{}:
+				entries = append(entries, entry{invalid: msgNoTopicNorID})
 			default:
-				mt := im.TopicByID(t.TopicID)
-				if mt == nil {
-					entries = append(entries, entry{id: t.TopicID})
-				} else {
-					entries = append(entries, entry{name: mt.Name, id: mt.ID, ok: true})
-				}
+				entries = append(entries, entry{id: t.TopicID, byID: true})
 			}
 		}
 	} else {
 		for _, n := range req.TopicNames {
-			e := entry{name: n, ok: true}
-			if mt := im.Topic(n); mt != nil {
+			entries = append(entries, entry{name: n})
+		}
+	}
+	names, ids := map[string]int{}, map[[16]byte]int{}
+	for _, e := range entries {
+		switch {
+		case e.invalid != "":
+		case e.byID:
+			ids[e.id]++
+		default:
+			names[e.name]++
+		}
+	}
+	answered := map[entry]bool{}
+	var toDelete []string
+	for i := range entries {
+		e := &entries[i]
+		switch {
+		case e.invalid != "":
+		case e.byID && ids[e.id] > 1:
+			e.invalid = msgDuplicateTopicID
+		case !e.byID && names[e.name] > 1:
+			e.invalid = msgDuplicateTopic
+		case e.byID:
+			if mt := im.TopicByID(e.id); mt != nil {
+				e.name = mt.Name
+				toDelete = append(toDelete, e.name)
+			} else {
+				e.unknown = true
+			}
+		default:
+			if mt := im.Topic(e.name); mt != nil {
 				e.id = mt.ID
 			}
-			entries = append(entries, e)
+			toDelete = append(toDelete, e.name)
 		}
 	}
-	var names []string
-	for _, e := range entries {
-		if e.ok {
-			names = append(names, e.name)
-		}
-	}
-	errs, err := b.ctrl.DeleteTopics(ctx, names)
+	errs, err := b.ctrl.DeleteTopics(ctx, toDelete)
 	if err != nil {
 		return nil, err
 	}
 	i := 0
 	for _, e := range entries {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
-		rt.TopicID = e.id
-		if !e.ok {
+		switch {
+		case e.invalid != "":
+			if e.invalid == msgDuplicateTopic || e.invalid == msgDuplicateTopicID {
+				// One result for a name or id listed twice.
+				key := entry{name: e.name, id: e.id, byID: e.byID}
+				if answered[key] {
+					continue
+				}
+				answered[key] = true
+			}
+			if !e.byID && e.invalid != msgNoTopicNorID {
+				n := e.name
+				rt.Topic = &n
+			}
+			rt.TopicID = e.id
+			rt.ErrorCode, rt.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr(e.invalid)
+		case e.unknown:
+			rt.TopicID = e.id
 			rt.ErrorCode = kerr.UnknownTopicID.Code
-		} else {
+		default:
 			n := e.name
-			rt.Topic = &n
+			rt.Topic, rt.TopicID = &n, e.id
 			rt.ErrorCode = errCode(errs[i])
 			if errs[i] != nil {
 				rt.ErrorMessage = errMessage(errs[i])

@@ -17,12 +17,15 @@ const (
 	listMaxTimestamp = -3 // the record with the largest timestamp (KIP-734)
 )
 
-// ListOffsets v1-v8: earliest, latest, max timestamp and by timestamp.
+// ListOffsets v1-v8: earliest, latest, max timestamp and by timestamp. A
+// partition listed twice gets INVALID_REQUEST in each entry, as Kafka's
+// ReplicaManager.fetchOffset answers ListOffsetsRequest.duplicatePartitions.
 func init() { register(kmsg.ListOffsets, 1, 8, handleListOffsets) }
 
 func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	dup := duplicatePartitions(req)
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -32,6 +35,11 @@ func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.R
 			sp.Timestamp = -1
 			sp.Offset = -1
 			sp.LeaderEpoch = -1
+			if dup[topicPartition{rt.Topic, rp.Partition}] {
+				sp.ErrorCode = kerr.InvalidRequest.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			if p == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -88,4 +96,37 @@ func visibleEnd(p *replica.Partition, isolation int8) int64 {
 		return p.LastStableOffset()
 	}
 	return p.HighWatermark()
+}
+
+// topicPartition names one partition.
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// duplicatePartitions returns the partitions req lists more than once; nil
+// when none is (a request of one partition costs no map).
+func duplicatePartitions(req *kmsg.ListOffsetsRequest) map[topicPartition]bool {
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	if n < 2 {
+		return nil
+	}
+	var dup map[topicPartition]bool
+	seen := make(map[topicPartition]bool, n)
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tp := topicPartition{t.Topic, p.Partition}
+			if seen[tp] {
+				if dup == nil {
+					dup = map[topicPartition]bool{}
+				}
+				dup[tp] = true
+			}
+			seen[tp] = true
+		}
+	}
+	return dup
 }
