@@ -84,3 +84,32 @@ func TestListenerSecurityProtocols(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxConnectionsConfig(t *testing.T) {
+	n, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.MaxConnections != 2147483647 || n.MaxConnectionsPerIP != 2147483647 || len(n.MaxConnectionsPerIPOverrides) != 0 {
+		t.Fatalf("defaults: %d %d %v", n.MaxConnections, n.MaxConnectionsPerIP, n.MaxConnectionsPerIPOverrides)
+	}
+	n, err = Parse(map[string]string{"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "host1:10, 127.0.0.1:200,::1:5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := n.MaxConnectionsPerIPOverrides; len(o) != 3 || o["host1"] != 10 || o["127.0.0.1"] != 200 || o["::1"] != 5 {
+		t.Fatalf("overrides %v", o)
+	}
+	for _, tc := range []struct{ props map[string]string }{
+		{map[string]string{"max.connections.per.ip": "0"}},
+		{map[string]string{"max.connections": "-1"}},
+		{map[string]string{"max.connections.per.ip.overrides": "host1"}},
+		{map[string]string{"max.connections.per.ip.overrides": "host1:x"}},
+		{map[string]string{"max.connections.per.ip.overrides": ":5"}},
+		{map[string]string{"max.connections.per.ip.overrides": "host1:-1"}},
+	} {
+		if _, err := Parse(tc.props); err == nil {
+			t.Errorf("Parse(%v) accepted", tc.props)
+		}
+	}
+}

@@ -552,8 +552,8 @@ var nodeProps = map[string]nodeProp{
 	"delete.topic.enable":       {"true", boolean(func(n *Node) *bool { return &n.DeleteTopicEnable }), "allow DeleteTopics"},
 	"message.max.bytes":         {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
 	"socket.request.max.bytes":  {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
-	"max.connections":        {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
-	"max.connections.per.ip": {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
+	"max.connections":           {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
+	"max.connections.per.ip":    {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
 	"max.connections.per.ip.overrides": {"", func(n *Node, v string) error {
 		m := map[string]int32{}
 		for _, kv := range parseList(v) {
