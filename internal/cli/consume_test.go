@@ -421,10 +421,9 @@ func testClientErrors(t *testing.T, addr string) {
 			}
 		})
 	}
-	// A broker that cannot be reached fails the records after
-	// --delivery-timeout.
+	// A broker that cannot be reached is said at once.
 	r := run(t, strings.NewReader("a\nb\n"), "produce", "two", "--brokers", "127.0.0.1:1", "--delivery-timeout", "1s", "-q")
-	if r.err == nil || !strings.Contains(r.err.Error(), "2 of 2 records failed") {
+	if r.err == nil || !strings.Contains(r.err.Error(), "cannot reach a broker of 127.0.0.1:1") {
 		t.Errorf("produce to no broker: %v", r.err)
 	}
 
