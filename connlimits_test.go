@@ -137,6 +137,38 @@ func TestConnectionLimits(t *testing.T) {
 	})
 }
 
+// TestConnectionLimitsInterBroker: with two broker listeners, the first
+// (which other brokers replicate from: Kafka's inter-broker listener)
+// still accepts at max.connections and closes the least recently active
+// connection of the other listener, as Kafka's ConnectionQuotas does.
+func TestConnectionLimitsInterBroker(t *testing.T) {
+	n := startNode(t, t.TempDir(), map[string]string{
+		"listeners":                      "PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"max.connections":                "2",
+	})
+	ext := n.ListenerAddr("EXTERNAL")
+	a, b := rawConn(t, ext), rawConn(t, ext)
+	for _, c := range []net.Conn{a, b} {
+		if err := apiVersions(c, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := apiVersions(b, 5*time.Second); err != nil { // b is now the most recently active
+		t.Fatal(err)
+	}
+	if err := apiVersions(rawConn(t, n.ListenerAddr("PLAINTEXT")), 5*time.Second); err != nil {
+		t.Fatalf("inter-broker listener at max.connections: %v", err)
+	}
+	a.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := a.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("least recently active EXTERNAL connection: read %v, want it closed", err)
+	}
+	if err := apiVersions(b, 5*time.Second); err != nil {
+		t.Fatalf("most recently active EXTERNAL connection: %v", err)
+	}
+}
+
 func rawConn(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
