@@ -7,18 +7,21 @@ package broker
 // msgDuplicateTopic is Kafka's error message for a topic named twice.
 const msgDuplicateTopic = "Duplicate topic name."
 
-// duplicates returns the names listed more than once; nil when none is.
-func duplicates(names []string) map[string]bool {
-	var dup map[string]bool
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if seen[n] {
+// duplicates returns the keys listed more than once; nil when none is.
+func duplicates[K comparable](keys []K) map[K]bool {
+	if len(keys) < 2 {
+		return nil
+	}
+	var dup map[K]bool
+	seen := make(map[K]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] {
 			if dup == nil {
-				dup = map[string]bool{}
+				dup = map[K]bool{}
 			}
-			dup[n] = true
+			dup[k] = true
 		}
-		seen[n] = true
+		seen[k] = true
 	}
 	return dup
 }

@@ -107,26 +107,14 @@ type topicPartition struct {
 // duplicatePartitions returns the partitions req lists more than once; nil
 // when none is (a request of one partition costs no map).
 func duplicatePartitions(req *kmsg.ListOffsetsRequest) map[topicPartition]bool {
-	n := 0
-	for _, t := range req.Topics {
-		n += len(t.Partitions)
-	}
-	if n < 2 {
+	if len(req.Topics) == 1 && len(req.Topics[0].Partitions) < 2 {
 		return nil
 	}
-	var dup map[topicPartition]bool
-	seen := make(map[topicPartition]bool, n)
+	var tps []topicPartition
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
-			tp := topicPartition{t.Topic, p.Partition}
-			if seen[tp] {
-				if dup == nil {
-					dup = map[topicPartition]bool{}
-				}
-				dup[tp] = true
-			}
-			seen[tp] = true
+			tps = append(tps, topicPartition{t.Topic, p.Partition})
 		}
 	}
-	return dup
+	return duplicates(tps)
 }
