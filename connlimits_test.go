@@ -26,35 +26,9 @@ import (
 // with a low limit wrote 870,000 warnings, 130 MB, in 5 s); once the
 // connections close, the node accepts again and serves a client.
 func TestAcceptBackoffLowFileLimit(t *testing.T) {
-	s := proctest.Start(t, t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr), kgo.DefaultProduceTopic("fds"), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-
-	fds, err := os.ReadDir("/proc/" + strconv.Itoa(s.Pid()) + "/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := uint64(len(fds) + 8)
-	if err := unix.Prlimit(s.Pid(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
-		t.Fatalf("prlimit: %v", err)
-	}
-	from := len(s.Logs())
-	var conns []net.Conn
-	for range 40 {
-		c, err := net.Dial("tcp", s.Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
+	s, cl := startWithRecord(t)
+	from := lowerFileLimit(t, s, 8)
+	conns := dialMany(t, s.Addr, 40)
 	// The backoff reaches its cap after 5+10+...+640 ms of failures.
 	logs, err := s.WaitLog(regexp.MustCompile(`accept failed, backing off.*delay=1s`), from, 20*time.Second)
 	if err != nil {
@@ -67,23 +41,99 @@ func TestAcceptBackoffLowFileLimit(t *testing.T) {
 	if !strings.Contains(logs, "too many open files") {
 		t.Fatalf("no EMFILE in the warnings:\n%s", tail(logs, 4000))
 	}
-
 	for _, c := range conns {
 		c.Close()
 	}
-	start := time.Now()
 	cl.Close()
-	cl2, err := kgo.NewClient(kgo.SeedBrokers(s.Addr), kgo.DefaultProduceTopic("fds"), kgo.ConsumeTopics("fds"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	start := time.Now()
+	checkServes(t, s)
+	t.Logf("served %v after the connections closed; logs since the limit:\n%s", time.Since(start), tail(s.Logs()[from:], 3000))
+}
+
+// TestMaxConnectionsLowFileLimit: the same process, with max.connections
+// below its descriptor limit, never runs out of descriptors: the listener
+// stops accepting at the limit (logged once), no accept fails, and the
+// node serves again once connections close.
+func TestMaxConnectionsLowFileLimit(t *testing.T) {
+	s, cl := startWithRecord(t, "max.connections=6")
+	cl.Close() // its connections are counted until the node sees them close
+	from := lowerFileLimit(t, s, 16)
+	conns := dialMany(t, s.Addr, 40)
+	if _, err := s.WaitLog(regexp.MustCompile(`max.connections reached`), from, 20*time.Second); err != nil {
+		t.Fatalf("%v:\n%s", err, tail(s.Logs(), 4000))
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	checkServes(t, s)
+	// One line a second at most, with how many waits were not logged.
+	logs := s.Logs()[from:]
+	if strings.Contains(logs, "accept failed") || strings.Count(logs, "max.connections reached") > 3 {
+		t.Fatalf("logs since the descriptor limit:\n%s", tail(logs, 4000))
+	}
+}
+
+// startWithRecord starts a samsa process with overrides and produces
+// "before" to topic fds; the client is still open.
+func startWithRecord(t *testing.T, overrides ...string) (*proctest.Server, *kgo.Client) {
+	t.Helper()
+	s := proctest.Start(t, t.TempDir(), overrides...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr), kgo.DefaultProduceTopic("fds"), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl2.Close()
-	if err := cl2.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+	t.Cleanup(cl.Close)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return s, cl
+}
+
+// lowerFileLimit sets s's RLIMIT_NOFILE (soft and hard) to spare
+// descriptors above those it has open, and returns the length of its logs
+// then.
+func lowerFileLimit(t *testing.T, s *proctest.Server, spare int) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(s.Pid()) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := uint64(len(fds) + spare)
+	if err := unix.Prlimit(s.Pid(), unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
+		t.Fatalf("prlimit: %v", err)
+	}
+	return len(s.Logs())
+}
+
+// dialMany opens n connections to addr, closed at the test's end.
+func dialMany(t *testing.T, addr string, n int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conns[i] = dial(t, addr)
+	}
+	return conns
+}
+
+// checkServes produces "after" to topic fds with a new client and reads
+// back "before" and "after".
+func checkServes(t *testing.T, s *proctest.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr), kgo.DefaultProduceTopic("fds"), kgo.ConsumeTopics("fds"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("produce after descriptors freed up: %v", err)
 	}
 	var got []string
 	for len(got) < 2 {
-		fs := cl2.PollFetches(ctx)
+		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			t.Fatalf("consumed %v: %v", got, err)
 		}
@@ -92,7 +142,6 @@ func TestAcceptBackoffLowFileLimit(t *testing.T) {
 	if got[0] != "before" || got[1] != "after" {
 		t.Fatalf("consumed %v", got)
 	}
-	t.Logf("served %v after the connections closed; logs since the limit:\n%s", time.Since(start), tail(s.Logs()[from:], 3000))
 }
 
 // TestConnectionLimits: max.connections.per.ip closes a connection past

@@ -162,9 +162,9 @@ func TestMaxConnectionsPerIP(t *testing.T) {
 		cfg   QuotaConfig
 		limit int
 	}{
-		{"per ip", QuotaConfig{MaxConnectionsPerIP: 2}, 2},
-		{"override", QuotaConfig{MaxConnectionsPerIP: 2, PerIPOverrides: map[string]int{"127.0.0.1": 3}}, 3},
-		{"override by name", QuotaConfig{MaxConnectionsPerIP: 0, PerIPOverrides: map[string]int{"localhost": 1}}, 1},
+		{"per ip", QuotaConfig{MaxConnections: -1, MaxConnectionsPerIP: 2}, 2},
+		{"override", QuotaConfig{MaxConnections: -1, MaxConnectionsPerIP: 2, PerIPOverrides: map[string]int{"127.0.0.1": 3}}, 3},
+		{"override by name", QuotaConfig{MaxConnections: -1, MaxConnectionsPerIP: 0, PerIPOverrides: map[string]int{"localhost": 1}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, err := NewQuotas(context.Background(), tc.cfg)

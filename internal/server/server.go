@@ -5,6 +5,12 @@
 // current one is handled. A request larger than socket.request.max.bytes or
 // a malformed frame closes that connection only, and a panic in a handler
 // is recovered, logged and closes the connection.
+//
+// A failed accept (out of file descriptors, EMFILE/ENFILE, and any other
+// error) is retried after a backoff, 5 ms doubling to 1 s as net/http's
+// Server.Serve, and logged at most once a second. Quotas enforce Kafka's
+// max.connections and max.connections.per.ip across the listeners that
+// share them.
 package server
 
 import (
@@ -147,7 +153,7 @@ func (s *Server) accept() {
 		failures int // since the last accept
 		// Not reset by an accept: out of descriptors, accepts alternate
 		// with failures as each connection takes the one freed.
-		failLog, okLog, quotaLog limiter
+		failLog, okLog, quotaLog, fullLog limiter
 	)
 	q := s.cfg.Quotas
 	for {
@@ -181,7 +187,9 @@ func (s *Server) accept() {
 			// At max.connections this waits, holding c, as Kafka's
 			// acceptor does; later connections wait in the backlog.
 			tc, err = q.admit(s.ctx, s.cfg.Name, c.RemoteAddr(), func() { c.Close() }, func(total int) {
-				s.logger.Info("max.connections reached: not accepting until a connection closes", "connections", total)
+				if ok, skipped := fullLog.allow(time.Now()); ok {
+					s.logger.Info("max.connections reached: not accepting until a connection closes", "connections", total, "not_logged", skipped)
+				}
 			})
 			if err != nil {
 				c.Close()
