@@ -747,6 +747,10 @@ func Parse(props map[string]string) (*Node, error) {
 //   - broker: controller.quorum.voters without node.id (the broker follows
 //     the quorum as an observer), a broker listener and no controller
 //     listener.
+//
+// Then every listener has a security protocol in
+// listener.security.protocol.map (see SecurityProtocol) and it is
+// PLAINTEXT, and max.connections.per.ip is zero only with overrides.
 func (n *Node) Validate() error {
 	if len(n.LogDirs) == 0 {
 		return errors.New("config log.dirs: no directory")
