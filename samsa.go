@@ -36,8 +36,9 @@ import (
 
 // Config of a node started with Start.
 type Config struct {
-	// Dir is the data directory (log.dirs). Required unless Properties
-	// sets log.dirs or log.dir.
+	// Dir is the data directory (log.dirs), taken as one directory even
+	// when its name holds a comma (t.TempDir in a subtest named "a, b").
+	// Required unless Properties sets log.dirs or log.dir.
 	Dir string
 	// Properties are Kafka server properties (node.id, listeners,
 	// log.segment.bytes, ...), as in server.properties. When listeners is
@@ -96,6 +97,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	nc, err := config.Parse(props)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Dir != "" {
+		// Not split at commas as log.dirs is: a subtest's temporary
+		// directory once became two dirs, one relative to the working
+		// directory, and its segments were committed.
+		nc.LogDirs = []string{cfg.Dir}
 	}
 	return startNode(ctx, nc, cfg.Logger, nil)
 }

@@ -76,6 +76,12 @@ var bootstrapRE = regexp.MustCompile(`bootstrap=(\S+)`)
 // SIGKILL at test cleanup if it is still running.
 func Start(t testing.TB, dir string, overrides ...string) *Server {
 	t.Helper()
+	if strings.Contains(dir, ",") {
+		// log.dirs is a comma-separated list: a t.TempDir of a subtest
+		// named "a, b" would put a relative log dir in the test's
+		// working directory, inside the checkout.
+		t.Fatalf("proctest: log dir %q holds a comma (log.dirs separator); use os.MkdirTemp", dir)
+	}
 	args := []string{"server",
 		"--override", "log.dirs=" + dir,
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
