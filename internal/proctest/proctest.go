@@ -95,7 +95,7 @@ func Start(t testing.TB, dir string, overrides ...string) *Server {
 // StartArgs runs the samsa binary with args, as Start does.
 func StartArgs(t testing.TB, dir string, args ...string) *Server {
 	t.Helper()
-	s, err := startProcess(Binary(t), dir, 30*time.Second, args...)
+	s, err := StartProcess(Binary(t), dir, 30*time.Second, args...)
 	if s != nil {
 		t.Cleanup(func() { s.Kill() })
 	}
@@ -105,12 +105,14 @@ func StartArgs(t testing.TB, dir string, args ...string) *Server {
 	return s
 }
 
-// startProcess runs bin with args and waits up to timeout for its
+// StartProcess runs bin with args and waits up to timeout for its
 // bootstrap= log line. It does not touch a testing.TB, so that several
 // servers can start from several goroutines (a cluster's nodes wait for
-// each other to elect a controller). On error the process is killed; the
-// returned Server, when not nil, is still to be cleaned up by the caller.
-func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Server, error) {
+// each other to elect a controller), and so that the conformance suite
+// (its own module) starts its servers with it. On error the process is
+// killed or has exited; the returned Server, when not nil, is still to be
+// cleaned up by the caller (Kill).
+func StartProcess(bin, dir string, timeout time.Duration, args ...string) (*Server, error) {
 	s := &Server{Dir: dir, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, args...)
 	// The server reads SAMSA_* variables as properties: tests give theirs
@@ -134,7 +136,9 @@ func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Serv
 		for sc.Scan() {
 			line := sc.Text()
 			s.mu.Lock()
-			s.logs.WriteString(line + "\n")
+			if s.logs.Len() < maxLogs {
+				s.logs.WriteString(line + "\n")
+			}
 			s.mu.Unlock()
 			if m := bootstrapRE.FindStringSubmatch(line); m != nil {
 				select {
@@ -160,7 +164,11 @@ func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Serv
 	}
 }
 
-// Logs returns what the server wrote to stderr so far.
+// maxLogs bounds what a Server keeps of its process's logs: a
+// conformance run keeps a server for many minutes.
+const maxLogs = 8 << 20
+
+// Logs returns what the server wrote to stderr so far (its first 8 MiB).
 func (s *Server) Logs() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
