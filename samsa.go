@@ -107,9 +107,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return startNode(ctx, nc, cfg.Logger, nil)
 }
 
-// StartNode starts a node from a parsed configuration (the samsa server
-// command uses it).
-func StartNode(ctx context.Context, nc *config.Node, logger *slog.Logger) (*Node, error) {
+// StartProperties starts a node from Kafka server properties as `samsa
+// server` does: unlike Start, nothing is added to them, so unset
+// properties keep their defaults (listeners
+// PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093, log.dir
+// ./samsa-data; see docs/configuration.md). An unknown property or an
+// invalid value is an error. logger nil discards the node's logs.
+func StartProperties(ctx context.Context, props map[string]string, logger *slog.Logger) (*Node, error) {
+	nc, err := config.Parse(props)
+	if err != nil {
+		return nil, err
+	}
 	return startNode(ctx, nc, logger, nil)
 }
 
