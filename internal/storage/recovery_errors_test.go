@@ -1,30 +1,12 @@
 package storage
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/samsahq/samsa/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for a Log's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // TestRecoveryErrorsNameTheFile: what recovery finds wrong names the file
 // and the position in it (as etcd's WAL decoder does), not only the
@@ -64,15 +46,9 @@ func TestRecoveryErrorsNameTheFile(t *testing.T) {
 		}, "crc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			l := openTest(t, dir, smallSegments, 0)
-			var a appended
-			fill(t, l, &a, 60, 0)
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
+			dir, _, _ := damagedLog(t)
 			file := tc.damage(t, dir)
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			l2, err := Open(OpenOptions{Dir: dir, Config: smallSegments, RecoveryPoint: -1,
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			if err != nil {

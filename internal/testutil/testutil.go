@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -55,20 +56,49 @@ func DebianPath(tb testing.TB) string {
 // per line, each ending in a newline.
 func Debian(tb testing.TB) []byte {
 	tb.Helper()
-	f, err := os.Open(DebianPath(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	zr := openDebian(tb)
 	b, err := io.ReadAll(zr)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// openDebian opens the Debian package index, uncompressed; the file is
+// closed at the test's cleanup.
+func openDebian(tb testing.TB) io.Reader {
+	tb.Helper()
+	f, err := os.Open(DebianPath(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return zr
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent use: a node's or a
+// log's logger writes to it from their goroutines while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (w *SyncBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// String returns what was written so far.
+func (w *SyncBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // DebianLine is one line of the Debian package index.
@@ -83,16 +113,7 @@ type DebianLine struct {
 // file order (all of them when n <= 0), each with its package name.
 func DebianLines(tb testing.TB, n int) []DebianLine {
 	tb.Helper()
-	f, err := os.Open(DebianPath(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sc := bufio.NewScanner(zr)
+	sc := bufio.NewScanner(openDebian(tb))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var out []DebianLine
 	for sc.Scan() && (n <= 0 || len(out) < n) {
