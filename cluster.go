@@ -183,8 +183,14 @@ func (c *Cluster) nodeConfig(id int32) (*config.Node, error) {
 		listeners = append(listeners, fmt.Sprintf("CONTROLLER://127.0.0.1:%d", p[1]))
 	}
 	props["listeners"] = strings.Join(listeners, ",")
-	props["log.dirs"] = filepath.Join(c.cfg.Dir, "node-"+strconv.Itoa(int(id)))
-	return config.Parse(props)
+	dir := filepath.Join(c.cfg.Dir, "node-"+strconv.Itoa(int(id)))
+	props["log.dirs"] = dir
+	nc, err := config.Parse(props)
+	if err != nil {
+		return nil, err
+	}
+	nc.LogDirs = []string{dir} // one directory, commas and all (see Config.Dir)
+	return nc, nil
 }
 
 // Addrs are the broker addresses of every broker (running or not), for

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 func startCluster(t *testing.T, nodes int, props map[string]string) *samsa.Cluster {
@@ -27,21 +28,10 @@ func startCluster(t *testing.T, nodes int, props map[string]string) *samsa.Clust
 	return c
 }
 
-// waitFor polls cond every 50 ms until it holds or d passes (a real
-// cluster has no event to wait on from outside).
+// waitFor is testutil.WaitFor.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
+	testutil.WaitFor(t, d, what, cond)
 }
 
 func describe(t *testing.T, adm *kadm.Client, topic string) kadm.TopicDetail {

@@ -1,10 +1,7 @@
 package samsa_test
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -19,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // Consumer groups and committed offsets (issue 3), through real nodes and
@@ -31,36 +29,13 @@ var groupProps = map[string]string{
 	"group.min.session.timeout.ms":     "1000",
 }
 
-const debianData = "../shared/data/debian-packages.jsonl.gz"
-
 // loadDebian reads the Debian package index: one record per line, keyed by
 // package.
 func loadDebian(t *testing.T, topic string) []*kgo.Record {
 	t.Helper()
-	f, err := os.Open(debianData) // relative to the package: the project root
-	if err != nil {
-		t.Skipf("Debian data set not available (see ../shared/data/README.md): %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var recs []*kgo.Record
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var p struct {
-			Package string `json:"package"`
-		}
-		line := slices.Clone(sc.Bytes())
-		if err := json.Unmarshal(line, &p); err != nil {
-			t.Fatalf("data set line %d: %v", len(recs)+1, err)
-		}
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(p.Package), Value: line})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	for _, l := range testutil.DebianLines(t, 0) {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(l.Package), Value: l.Line})
 	}
 	return recs
 }

@@ -1,8 +1,6 @@
 package samsa_test
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,11 +21,8 @@ import (
 
 	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/testutil"
 )
-
-// debianPath is the Debian package data set (see ../shared/data/README.md),
-// relative to this package's directory, the project root.
-const debianPath = "../shared/data/debian-packages.jsonl.gz"
 
 // debianPackage is one line of the data set, as far as the tests look.
 type debianPackage struct {
@@ -40,28 +35,9 @@ type debianPackage struct {
 // file order.
 func readDebianRecords(t *testing.T, topic string) []*kgo.Record {
 	t.Helper()
-	f, err := os.Open(debianPath)
-	if err != nil {
-		t.Skipf("Debian data set not available: %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var recs []*kgo.Record
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := slices.Clone(sc.Bytes())
-		var p debianPackage
-		if err := json.Unmarshal(line, &p); err != nil {
-			t.Fatalf("line %d: %v", len(recs)+1, err)
-		}
-		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(p.Package), Value: line})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	for _, l := range testutil.DebianLines(t, 0) {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(l.Package), Value: l.Line})
 	}
 	return recs
 }

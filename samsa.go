@@ -37,8 +37,9 @@ import (
 
 // Config of a node started with Start.
 type Config struct {
-	// Dir is the data directory (log.dirs). Required unless Properties
-	// sets log.dirs or log.dir.
+	// Dir is the data directory (log.dirs), taken as one directory even
+	// when its name holds a comma (t.TempDir in a subtest named "a, b").
+	// Required unless Properties sets log.dirs or log.dir.
 	Dir string
 	// Properties are Kafka server properties (node.id, listeners,
 	// log.segment.bytes, ...), as in server.properties. When listeners is
@@ -64,8 +65,6 @@ type Node struct {
 	listeners []*server.Server
 	addr      string
 
-	stop chan struct{}
-	wg   sync.WaitGroup
 	// noControlledShutdown skips moving leadership away in Close (the
 	// whole cluster is stopping).
 	noControlledShutdown atomic.Bool
@@ -98,12 +97,26 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Dir != "" {
+		// Not split at commas as log.dirs is: a subtest's temporary
+		// directory once became two dirs, one relative to the working
+		// directory, and its segments were committed.
+		nc.LogDirs = []string{cfg.Dir}
+	}
 	return startNode(ctx, nc, cfg.Logger, nil)
 }
 
-// StartNode starts a node from a parsed configuration (the samsa server
-// command uses it).
-func StartNode(ctx context.Context, nc *config.Node, logger *slog.Logger) (*Node, error) {
+// StartProperties starts a node from Kafka server properties as `samsa
+// server` does: unlike Start, nothing is added to them, so unset
+// properties keep their defaults (listeners
+// PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093, log.dir
+// ./samsa-data; see docs/configuration.md). An unknown property or an
+// invalid value is an error. logger nil discards the node's logs.
+func StartProperties(ctx context.Context, props map[string]string, logger *slog.Logger) (*Node, error) {
+	nc, err := config.Parse(props)
+	if err != nil {
+		return nil, err
+	}
 	return startNode(ctx, nc, logger, nil)
 }
 
@@ -140,7 +153,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	logger = logger.With("node", nc.NodeID)
-	n := &Node{node: nc, logger: logger, stop: make(chan struct{})}
+	n := &Node{node: nc, logger: logger}
 	defer func() {
 		if err != nil {
 			for _, l := range bound {
@@ -164,6 +177,9 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		// log.cleaner.*); topic configs reach each log through the broker.
 		RetentionCheckInterval: nc.LogRetentionCheckInterval,
 		FlushCheckInterval:     nc.LogFlushSchedulerInterval,
+		// Rolls by segment.ms, and the checkpoints
+		// (log.flush.offset.checkpoint.interval.ms).
+		CheckpointInterval: time.Duration(nc.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond,
 		Cleaner: storage.CleanerOptions{
 			Disable:             !nc.LogCleanerEnable,
 			Backoff:             nc.LogCleanerBackoff,
@@ -299,8 +315,13 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 	}
 	close(h.ready)
-	n.wg.Add(1)
-	go n.background()
+	replicas := n.broker.Replicas()
+	n.logs.SetCheckpointHook(func() error {
+		if err := replicas.Checkpoint(); err != nil {
+			return fmt.Errorf("writing replication-offset-checkpoint: %w", err)
+		}
+		return nil
+	})
 	return n, nil
 }
 
@@ -360,39 +381,6 @@ func (n *Node) Addr() string { return n.addr }
 // ClusterID is the cluster id from meta.properties.
 func (n *Node) ClusterID() string { return n.logs.ClusterID() }
 
-// background runs periodic work: segment rolls by age and recovery-point
-// checkpoints (log.flush.offset.checkpoint.interval.ms).
-func (n *Node) background() {
-	defer n.wg.Done()
-	interval := time.Duration(n.node.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond
-	if interval <= 0 {
-		interval = time.Minute
-	}
-	roll := time.NewTicker(time.Second)
-	defer roll.Stop()
-	ckpt := time.NewTicker(interval)
-	defer ckpt.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-roll.C:
-			for _, p := range n.broker.Replicas().Partitions() {
-				if err := p.Log().MaybeRoll(); err != nil {
-					n.logger.Warn("rolling segment failed", "topic", p.Topic, "partition", p.Partition, "err", err)
-				}
-			}
-		case <-ckpt.C:
-			if err := n.logs.Checkpoint(); err != nil {
-				n.logger.Warn("writing checkpoints failed", "err", err)
-			}
-			if err := n.broker.Replicas().Checkpoint(); err != nil {
-				n.logger.Warn("writing replication-offset-checkpoint failed", "err", err)
-			}
-		}
-	}
-}
-
 // Close stops the node cleanly: a controlled shutdown moves partition
 // leadership to other replicas first (when there are any), then the
 // listeners stop, the quorum and controller stop, and the logs are flushed
@@ -404,7 +392,6 @@ func (n *Node) Close() error {
 		return n.closeErr
 	}
 	n.closed = true
-	close(n.stop)
 	var errs []error
 	if n.broker != nil && n.local == nil && n.node.HasRole("broker") && !n.noControlledShutdown.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -416,10 +403,12 @@ func (n *Node) Close() error {
 	for _, l := range n.listeners {
 		errs = append(errs, l.Close())
 	}
+	if n.logs != nil {
+		n.logs.SetCheckpointHook(nil) // the replicas write theirs in Close
+	}
 	if n.broker != nil {
 		n.broker.Close()
 	}
-	n.wg.Wait()
 	if n.ctrl != nil {
 		n.ctrl.Close()
 	}

@@ -1,34 +1,18 @@
 package samsa_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
-// lockedBuffer is a bytes.Buffer safe for the node's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
+// lockedBuffer is safe for the node's goroutines.
+type lockedBuffer = testutil.SyncBuffer
 
 // TestSingleNodeRegistersLocally: a fresh single node (no
 // controller.quorum.voters) registers with its own controller, never over

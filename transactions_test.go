@@ -2,7 +2,6 @@ package samsa_test
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -25,36 +24,19 @@ import (
 	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/proctest"
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // Exactly-once tests (KIP-98): transactions with franz-go, librdkafka
 // (kcat, Python confluent-kafka) and raw requests, against real nodes.
 
-// txnDebianPath is the Debian package index (see ../shared/data/README.md),
-// relative to the package directory, the project root.
-const txnDebianPath = "../shared/data/debian-packages.jsonl.gz"
-
 // debianLines returns the first n lines of the Debian data set (all of
 // them when n <= 0).
 func debianLines(t *testing.T, n int) [][]byte {
 	t.Helper()
-	f, err := os.Open(txnDebianPath)
-	if err != nil {
-		t.Skipf("Debian data set not available: %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var out [][]byte
-	for sc.Scan() && (n <= 0 || len(out) < n) {
-		out = append(out, append([]byte(nil), sc.Bytes()...))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	for _, l := range testutil.DebianLines(t, n) {
+		out = append(out, l.Line)
 	}
 	return out
 }

@@ -2,13 +2,9 @@ package e2e
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,36 +14,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
-// debianLines returns the lines of ../shared/data/debian-packages.jsonl.gz
-// and their package names, or skips the test when the data set is absent.
+// debianLines returns the lines of the Debian data set and their package
+// names (testutil.DebianLines).
 func debianLines(t *testing.T) (lines [][]byte, keys []string) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	path := filepath.Join(filepath.Dir(file), "..", "..", "shared", "data", "debian-packages.jsonl.gz")
-	f, err := os.Open(path)
-	if err != nil {
-		t.Skipf("Debian data set not available: %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(zr); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n")) {
-		var rec struct {
-			Package string `json:"package"`
-		}
-		if err := json.Unmarshal(l, &rec); err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, l)
-		keys = append(keys, rec.Package)
+	for _, l := range testutil.DebianLines(t, 0) {
+		lines = append(lines, l.Line)
+		keys = append(keys, l.Package)
 	}
 	return lines, keys
 }

@@ -1,17 +1,11 @@
 package cluster
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/testutil"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -66,36 +61,13 @@ func startLayout(t *testing.T, cfg proctest.ClusterConfig) *proctest.Cluster {
 	return proctest.StartCluster(t, cfg)
 }
 
-// dataset returns up to n lines of ../shared/data/debian-packages.jsonl.gz
-// as record values with their package names as keys, or skips the test
-// when the data set is absent.
+// dataset returns up to n lines of the Debian data set as record values
+// with their package names as keys (testutil.DebianLines).
 func dataset(t testing.TB, n int) (keys, values [][]byte) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	path := filepath.Join(filepath.Dir(file), "..", "..", "..", "shared", "data", "debian-packages.jsonl.gz")
-	f, err := os.Open(path)
-	if err != nil {
-		t.Skipf("Debian data set not available: %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() && (n <= 0 || len(values) < n) {
-		var rec struct {
-			Package string `json:"package"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, []byte(rec.Package))
-		values = append(values, bytes.Clone(sc.Bytes()))
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	for _, l := range testutil.DebianLines(t, n) {
+		keys = append(keys, []byte(l.Package))
+		values = append(values, l.Line)
 	}
 	return keys, values
 }
@@ -151,18 +123,10 @@ func createTopic(t *testing.T, c *proctest.Cluster, cl *kgo.Client, topic string
 	}
 }
 
-// waitFor polls cond every 100 ms until it holds, failing the test after d.
+// waitFor is testutil.WaitFor.
 func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	testutil.WaitFor(t, d, what, cond)
 }
 
 // partState is one partition as a node's Metadata response shows it.

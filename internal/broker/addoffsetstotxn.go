@@ -8,6 +8,15 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// AddOffsetsToTxn: v0-3
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: PRODUCER_FENCED may be returned for a fenced producer (KIP-588)
+//   - v3: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // AddOffsetsToTxn v0-v3: the transaction coordinator adds the group's
 // partition of __consumer_offsets to the transaction, so that the
 // TxnOffsetCommit that follows ends with it.

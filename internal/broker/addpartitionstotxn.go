@@ -10,6 +10,19 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// AddPartitionsToTxn: v0-4
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: PRODUCER_FENCED may be returned for a fenced producer (KIP-588)
+//   - v3: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v4: drops TransactionalID (request), drops ProducerID (request), drops
+//     ProducerEpoch (request), drops Topics (request), Transactions
+//     (request), ErrorCode (response), Transactions (response), drops Topics
+//     (response)
+
 // AddPartitionsToTxn v0-v4, answered by the transaction coordinator once
 // the partitions are written to __transaction_state. As Kafka's KafkaApis,
 // a request naming a partition that does not exist adds nothing: those get

@@ -14,6 +14,20 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// AlterConfigs: v0-2
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: flexible versions: compact encodings and tagged fields (KIP-482)
+
+// IncrementalAlterConfigs: v0-1
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // AlterConfigs v0-v2 (replaces a topic's configs) and IncrementalAlterConfigs
 // v0-v1 (KIP-339: SET, DELETE, APPEND, SUBTRACT). Topic configs take effect
 // at once and persist in the metadata log. Dynamic broker configs are not

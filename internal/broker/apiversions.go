@@ -9,6 +9,16 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// ApiVersions: v0-3
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: ThrottleMillis (response)
+//   - v2: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v3: flexible versions: compact encodings and tagged fields (KIP-482),
+//     ClientSoftwareName (request), ClientSoftwareVersion (request)
+
 // ApiVersions v0-v3 (KIP-35, KIP-511). Each listener advertises what it
 // serves: broker listeners the client APIs, controller listeners only the
 // controller's (see controllerListenerAPIs), as Kafka's ApiVersionManager

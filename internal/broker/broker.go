@@ -13,7 +13,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,16 +318,32 @@ func (b *Broker) topicConfig(t *metadata.Topic, name string) (string, kmsg.Confi
 	return b.node.Topic[name], kmsg.ConfigSourceDefaultConfig
 }
 
+// topicInt returns the effective value of an integer topic config, parsed
+// by config.TopicInt. An invalid value (CreateTopics and AlterConfigs
+// keep them out of the image) is logged, and the broker-level value
+// applies.
 func (b *Broker) topicInt(t *metadata.Topic, name string) int64 {
 	v, _ := b.topicConfig(t, name)
-	i, _ := strconv.ParseInt(v, 10, 64)
+	i, err := config.TopicInt(name, v)
+	if err != nil {
+		b.invalidTopicConfig(t, err)
+		i, _ = config.TopicInt(name, b.node.Topic[name])
+	}
 	return i
+}
+
+// invalidTopicConfig logs a topic config value the broker cannot apply.
+func (b *Broker) invalidTopicConfig(t *metadata.Topic, err error) {
+	name := ""
+	if t != nil {
+		name = t.Name
+	}
+	b.logger.Warn("invalid topic config: using the broker's value", "topic", name, "err", err)
 }
 
 // logConfig resolves the configs a partition of t applies.
 func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 	ts, _ := b.topicConfig(t, "message.timestamp.type")
-	policy, _ := b.topicConfig(t, "cleanup.policy")
 	flush, flushInterval := b.flushConfig(t)
 	leaderThrottled, _ := b.topicConfig(t, "leader.replication.throttled.replicas")
 	followerThrottled, _ := b.topicConfig(t, "follower.replication.throttled.replicas")
@@ -341,7 +356,7 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 		SegmentBytes:      b.topicInt(t, "segment.bytes"),
 		LogAppendTime:     ts == "LogAppendTime",
 		MinInsyncReplicas: int32(b.topicInt(t, "min.insync.replicas")),
-		Compact:           strings.Contains(policy, "compact"),
+		Compact:           b.cleanupPolicy(t).Compact,
 		LeaderThrottled:   replica.ThrottledReplicas(leaderThrottled),
 		FollowerThrottled: replica.ThrottledReplicas(followerThrottled),
 		Storage: storage.Config{

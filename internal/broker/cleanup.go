@@ -2,10 +2,9 @@ package broker
 
 import (
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/storage"
 )
@@ -17,16 +16,7 @@ import (
 // default. A change arrives with the next metadata image and applies to
 // the partitions at once (applyImage → Partition.SetConfig).
 func (b *Broker) cleanupConfig(t *metadata.Topic) storage.Cleanup {
-	var c storage.Cleanup
-	policy, _ := b.topicConfig(t, "cleanup.policy")
-	for _, p := range strings.Split(policy, ",") {
-		switch strings.TrimSpace(p) {
-		case "delete":
-			c.Delete = true
-		case "compact":
-			c.Compact = true
-		}
-	}
+	c := b.cleanupPolicy(t)
 	c.RetentionAge = configMillis(b.topicInt(t, "retention.ms"))
 	c.RetentionBytes = b.topicInt(t, "retention.bytes")
 	c.FileDeleteDelay = configMillis(b.topicInt(t, "file.delete.delay.ms"))
@@ -34,10 +24,25 @@ func (b *Broker) cleanupConfig(t *metadata.Topic) storage.Cleanup {
 	c.MinCompactionLag = configMillis(b.topicInt(t, "min.compaction.lag.ms"))
 	c.MaxCompactionLag = configMillis(b.topicInt(t, "max.compaction.lag.ms"))
 	ratio, _ := b.topicConfig(t, "min.cleanable.dirty.ratio")
-	if f, err := strconv.ParseFloat(ratio, 64); err == nil && f >= 0 && f <= 1 {
-		c.MinCleanableDirtyRatio = f
+	f, err := config.TopicRatio("min.cleanable.dirty.ratio", ratio)
+	if err != nil {
+		b.invalidTopicConfig(t, err)
+		f, _ = config.TopicRatio("min.cleanable.dirty.ratio", b.node.Topic["min.cleanable.dirty.ratio"])
 	}
+	c.MinCleanableDirtyRatio = f
 	return c
+}
+
+// cleanupPolicy is t's cleanup.policy as storage takes it (Delete and
+// Compact set, the rest zero), parsed by config.CleanupPolicy.
+func (b *Broker) cleanupPolicy(t *metadata.Topic) storage.Cleanup {
+	policy, _ := b.topicConfig(t, "cleanup.policy")
+	del, compact, err := config.CleanupPolicy(policy)
+	if err != nil {
+		b.invalidTopicConfig(t, err)
+		del, compact, _ = config.CleanupPolicy(b.node.Topic["cleanup.policy"])
+	}
+	return storage.Cleanup{Delete: del, Compact: compact}
 }
 
 // configMillis converts a millisecond config to a duration: negative values

@@ -10,6 +10,28 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// BrokerRegistration: v0-1
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: IsMigratingZkBroker (request)
+
+// BrokerHeartbeat: v0-1
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: no field change
+
+// AlterPartition: v2
+//
+// Version notes:
+//   - v2: the lowest version served
+
+// AllocateProducerIDs: v0
+//
+// Version notes:
+//   - v0: the lowest version served
+
 // The APIs brokers send to the active controller over the controller
 // listener (KIP-631, KIP-497, KIP-730). A node whose controller is not the
 // active one answers NOT_CONTROLLER.

@@ -9,6 +9,15 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// CreatePartitions: v0-3
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v3: THROTTLING_QUOTA_EXCEEDED may be returned (KIP-599)
+
 // CreatePartitions v0-v3. A topic named twice is not changed and gets one
 // result, INVALID_REQUEST "Duplicate topic name.", as in Kafka.
 func init() { register(kmsg.CreatePartitions, 0, 3, handleCreatePartitions) }

@@ -11,6 +11,20 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// CreateTopics: v2-7
+//
+// Version notes:
+//   - v2: the lowest version served
+//   - v3: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v4: num_partitions and replication_factor -1 take the broker defaults
+//     (KIP-464)
+//   - v5: flexible versions: compact encodings and tagged fields (KIP-482),
+//     NumPartitions (response Topic), ReplicationFactor (response Topic),
+//     Configs (response Topic)
+//   - v6: THROTTLING_QUOTA_EXCEEDED may be returned (KIP-599)
+//   - v7: TopicID (response Topic)
+
 // CreateTopics v2-v7, with validate_only. v5+ responses carry the created
 // topic's partitions, replication factor and configs (KIP-525). A name
 // listed twice creates neither entry and gets one result, INVALID_REQUEST

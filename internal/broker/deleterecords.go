@@ -9,6 +9,14 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// DeleteRecords: v0-2
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // DeleteRecords v0-v2 (KIP-107): raise partitions' log start offsets, the
 // "low watermark" below which records are no longer readable. Offset -1
 // means the high-watermark. The segments wholly below the new log start go

@@ -9,6 +9,18 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// DeleteTopics: v1-6
+//
+// Version notes:
+//   - v1: the lowest version served
+//   - v2: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v3: no field change
+//   - v4: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v5: ErrorMessage (response Topic)
+//   - v6: drops TopicNames (request), Topics (request), TopicID (response
+//     Topic)
+
 // DeleteTopics v1-v6 (v6 names topics by name or id). As Kafka's
 // ControllerApis, a name or id listed twice deletes nothing for it and gets
 // one INVALID_REQUEST result ("Duplicate topic name." / "Duplicate topic

@@ -16,6 +16,12 @@ const (
 	endpointTypeControllers int8 = 2
 )
 
+// DescribeCluster: v0-1
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: EndpointType (request), EndpointType (response)
+
 // DescribeCluster v0-v1 (KIP-700). Broker listeners describe the live
 // brokers; controller listeners describe the controllers, the voters of
 // the metadata quorum at their controller.quorum.voters addresses, with the

@@ -13,6 +13,16 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// DescribeConfigs: v1-4
+//
+// Version notes:
+//   - v1: the lowest version served
+//   - v2: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v3: IncludeDocumentation (request), ConfigType (response
+//     ResourceConfig), Documentation (response ResourceConfig)
+//   - v4: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // DescribeConfigs v1-v4 for topics and brokers, with sources (default,
 // static broker, dynamic topic), synonyms (v1+) and types (v3+, KIP-569),
 // as Kafka's ConfigHelper answers them:

@@ -12,6 +12,18 @@ import (
 // every operation allowed (no ACLs yet): READ, DELETE, DESCRIBE.
 const allGroupOperations = 1<<3 | 1<<6 | 1<<8
 
+// DescribeGroups: v0-5
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: ThrottleMillis (response)
+//   - v2: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v3: IncludeAuthorizedOperations (request), AuthorizedOperations
+//     (response Group)
+//   - v4: InstanceID (response GroupMember)
+//   - v5: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // DescribeGroups: state, protocol and members (their metadata and
 // assignment for Stable groups) of groups this broker coordinates.
 func init() { registerGroupAPI(kmsg.DescribeGroups, handleDescribeGroups) }

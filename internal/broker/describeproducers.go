@@ -9,6 +9,11 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// DescribeProducers: v0
+//
+// Version notes:
+//   - v0: the lowest version served
+
 // DescribeProducers v0 (KIP-664): the producers a partition leader keeps
 // state for: producer id, epoch, last sequence and timestamp, coordinator
 // epoch of its last marker, and the first offset of its open transaction

@@ -22,6 +22,16 @@ type MetadataQuorum interface {
 	Describe(ctx context.Context) (quorum.QuorumInfo, error)
 }
 
+// DescribeQuorum: v0-2
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: LastFetchTimestamp (response TopicPartitionReplicaState),
+//     LastCaughtUpTimestamp (response TopicPartitionReplicaState)
+//   - v2: ReplicaDirectoryID (response TopicPartitionReplicaState),
+//     ErrorMessage (response TopicPartition), ErrorMessage (response), Nodes
+//     (response)
+
 // DescribeQuorum v0-v2 (KIP-595, KIP-836, KIP-853 without directory ids).
 // The leader of the metadata quorum answers it. A voter that does not lead
 // answers NOT_LEADER_OR_FOLLOWER on its controller listener; on a broker

@@ -8,6 +8,11 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// DescribeTransactions: v0
+//
+// Version notes:
+//   - v0: the lowest version served
+
 // DescribeTransactions v0 (KIP-664): the state of transactional ids whose
 // coordinator this broker is (clients send it to the coordinator).
 func init() { registerTxnAPI(kmsg.DescribeTransactions, handleDescribeTransactions) }

@@ -9,6 +9,13 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// ElectLeaders: v0-2
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: ElectionType (request), ErrorCode (response)
+//   - v2: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // ElectLeaders v0-v2 (KIP-183, KIP-460): preferred or unclean leader
 // elections, on the active controller (forwarded there by other brokers).
 // Topics nil means every partition.

@@ -8,6 +8,15 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// EndTxn: v0-3
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: PRODUCER_FENCED may be returned for a fenced producer (KIP-588)
+//   - v3: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // EndTxn v0-v3: answered once PrepareCommit or PrepareAbort is written to
 // __transaction_state; the coordinator then writes the markers.
 func init() { registerTxnAPI(kmsg.EndTxn, handleEndTxn) }

@@ -13,6 +13,25 @@ import (
 	"github.com/samsahq/samsa/internal/wire"
 )
 
+// Fetch: v4-12
+//
+// Version notes:
+//   - v4: the lowest version served: isolation_level and aborted
+//     transactions (KIP-98)
+//   - v5: LogStartOffset (request TopicPartition), LogStartOffset (response
+//     TopicPartition)
+//   - v6: no field change
+//   - v7: Topic (request ForgottenTopic), SessionID (request), SessionEpoch
+//     (request), ForgottenTopics (request), ErrorCode (response), SessionID
+//     (response)
+//   - v8: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v9: CurrentLeaderEpoch (request TopicPartition)
+//   - v10: zstd-compressed batches (KIP-110)
+//   - v11: Rack (request), PreferredReadReplica (response TopicPartition)
+//   - v12: flexible versions: compact encodings and tagged fields (KIP-482),
+//     LastFetchedEpoch (request TopicPartition)
+
 // Fetch v4-v12. Fetch sessions (KIP-227) are declined: every response
 // carries session id 0, so clients keep sending full fetches. A fetch that
 // finds fewer than min_bytes waits up to max_wait_ms and wakes on append.

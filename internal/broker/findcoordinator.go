@@ -19,6 +19,20 @@ const (
 	coordinatorTransaction = 1
 )
 
+// FindCoordinator: v0-4
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: CoordinatorType (request), ThrottleMillis (response), ErrorMessage
+//     (response)
+//   - v2: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v3: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v4: drops CoordinatorKey (request), CoordinatorKeys (request), drops
+//     ErrorCode (response), drops ErrorMessage (response), drops NodeID
+//     (response), drops Host (response), drops Port (response), Coordinators
+//     (response); several coordinator keys in one request (KIP-699)
+
 // FindCoordinator v0-v4 (several keys from v4, KIP-699). The coordinator of
 // group G is the leader of partition group.PartitionFor(G,
 // offsets.topic.num.partitions) of __consumer_offsets; that of

@@ -9,6 +9,16 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// InitProducerID: v0-4
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v3: ProducerID (request), ProducerEpoch (request)
+//   - v4: PRODUCER_FENCED may be returned for a fenced producer (KIP-588)
+
 // InitProducerId v0-v4. Idempotent producers (no transactional id) get a
 // fresh producer id with epoch 0, from blocks the controller reserves in
 // the metadata log so that no id is reused after a restart (KIP-730).

@@ -17,6 +17,22 @@ const (
 	listMaxTimestamp = -3 // the record with the largest timestamp (KIP-734)
 )
 
+// ListOffsets: v1-8
+//
+// Version notes:
+//   - v1: the lowest version served: one timestamp per partition, no
+//     max_num_offsets
+//   - v2: IsolationLevel (request), ThrottleMillis (response)
+//   - v3: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v4: CurrentLeaderEpoch (request TopicPartition), LeaderEpoch (response
+//     TopicPartition)
+//   - v5: OFFSET_NOT_AVAILABLE may be returned (KIP-207)
+//   - v6: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v7: timestamp -3 (MAX_TIMESTAMP) finds the record with the largest
+//     timestamp (KIP-734)
+//   - v8: timestamp -4 (EARLIEST_LOCAL_TIMESTAMP, KIP-405)
+
 // ListOffsets v1-v8: earliest, latest, max timestamp and by timestamp. A
 // partition listed twice gets INVALID_REQUEST in each entry, as Kafka's
 // ReplicaManager.fetchOffset answers ListOffsetsRequest.duplicatePartitions.

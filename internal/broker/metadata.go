@@ -14,6 +14,28 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// Metadata: v0-12
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: Rack (response Broker), IsInternal (response Topic), ControllerID
+//     (response)
+//   - v2: ClusterID (response)
+//   - v3: ThrottleMillis (response)
+//   - v4: AllowAutoTopicCreation (request)
+//   - v5: OfflineReplicas (response TopicPartition)
+//   - v6: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v7: LeaderEpoch (response TopicPartition)
+//   - v8: IncludeClusterAuthorizedOperations (request),
+//     IncludeTopicAuthorizedOperations (request), AuthorizedOperations
+//     (response Topic), AuthorizedOperations (response)
+//   - v9: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v10: TopicID (request Topic), TopicID (response Topic)
+//   - v11: drops IncludeClusterAuthorizedOperations (request), drops
+//     AuthorizedOperations (response)
+//   - v12: no field change
+
 // Metadata v0-v12. Topics that do not exist are created when
 // auto.create.topics.enable is set and the request allows it (v4+); as in
 // Kafka, the response that creates them lists them with LEADER_NOT_AVAILABLE

@@ -9,6 +9,24 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// OffsetCommit: v0-9
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: Timestamp (request TopicPartition), Generation (request), MemberID
+//     (request)
+//   - v2: drops Timestamp (request TopicPartition), RetentionTimeMillis
+//     (request)
+//   - v3: ThrottleMillis (response)
+//   - v4: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v5: drops RetentionTimeMillis (request)
+//   - v6: LeaderEpoch (request TopicPartition)
+//   - v7: InstanceID (request)
+//   - v8: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v9: the member epoch of a KIP-848 consumer group may stand in for the
+//     generation
+
 // OffsetCommit: answered once the offsets are written to
 // __consumer_offsets. Partitions of topics that do not exist get
 // UNKNOWN_TOPIC_OR_PARTITION here, as Kafka's KafkaApis does, and are not

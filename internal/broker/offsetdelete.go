@@ -8,6 +8,11 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// OffsetDelete: v0
+//
+// Version notes:
+//   - v0: the lowest version served
+
 // OffsetDelete (KIP-496): committed offsets of topics the group does not
 // consume are deleted.
 func init() { registerGroupAPI(kmsg.OffsetDelete, handleOffsetDelete) }

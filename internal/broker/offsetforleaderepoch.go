@@ -9,6 +9,16 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// OffsetForLeaderEpoch: v0-4
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: LeaderEpoch (response TopicPartition)
+//   - v2: CurrentLeaderEpoch (request TopicPartition), ThrottleMillis
+//     (response)
+//   - v3: ReplicaID (request)
+//   - v4: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // OffsetForLeaderEpoch v0-v4 (KIP-101, KIP-279, KIP-320): for each
 // partition, the largest epoch at or below the requested one in the
 // leader's history and the offset where the next epoch starts. Only the

@@ -15,6 +15,22 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// Produce: v3-11
+//
+// Version notes:
+//   - v3: the lowest version served: record batch v2 (magic 2) and
+//     transactional_id (KIP-98); message sets (v0-v2) are not served
+//   - v4: KAFKA_STORAGE_ERROR may be returned (KIP-112)
+//   - v5: LogStartOffset (response TopicPartition)
+//   - v6: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v7: zstd-compressed batches (KIP-110)
+//   - v8: ErrorRecords (response TopicPartition), ErrorMessage (response
+//     TopicPartition)
+//   - v9: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v10: tagged CurrentLeader and NodeEndpoints in the response (KIP-951)
+//   - v11: TRANSACTION_ABORTABLE may be returned (KIP-890)
+
 // Produce v3-v11 (record batch v2 only). Each partition is validated and
 // appended on its own: a bad batch fails its partition with INVALID_RECORD,
 // CORRUPT_MESSAGE, MESSAGE_TOO_LARGE or RECORD_LIST_TOO_LARGE while the

@@ -9,6 +9,16 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// AlterPartitionAssignments: v0
+//
+// Version notes:
+//   - v0: the lowest version served
+
+// ListPartitionReassignments: v0
+//
+// Version notes:
+//   - v0: the lowest version served
+
 // AlterPartitionReassignments v0 and ListPartitionReassignments v0
 // (KIP-455), on the active controller (forwarded there by other brokers).
 func init() {

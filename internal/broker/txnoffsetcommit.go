@@ -9,6 +9,16 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// TxnOffsetCommit: v0-3
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: throttle_time_ms returned before the throttle, which clients apply
+//     themselves (KIP-219)
+//   - v2: LeaderEpoch (request TopicPartition)
+//   - v3: flexible versions: compact encodings and tagged fields (KIP-482),
+//     Generation (request), MemberID (request), InstanceID (request)
+
 // TxnOffsetCommit v0-v3 (KIP-98, KIP-447 from v3): the group coordinator
 // writes the offsets as part of the producer's transaction; they become
 // visible when it commits. Partitions of topics that do not exist get

@@ -9,6 +9,12 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
+// WriteTxnMarkers: v0-1
+//
+// Version notes:
+//   - v0: the lowest version served
+//   - v1: flexible versions: compact encodings and tagged fields (KIP-482)
+
 // WriteTxnMarkers v0-v1, broker to broker: a transaction coordinator on
 // another broker asks this one, the leader of the partitions, to write
 // COMMIT or ABORT markers. Each partition is answered once its marker is

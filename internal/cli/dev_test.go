@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // samsa dev starts a 3-node cluster, prints its bootstrap addresses,
@@ -84,10 +86,17 @@ func TestDev(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	td, err := adm.ListTopics(rctx, "dev")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The client asks whichever broker it picks, which may not know the
+	// new topic yet: wait until one answers with its partition.
+	var td kadm.TopicDetails
+	testutil.WaitFor(t, 30*time.Second, "topic dev in a broker's metadata", func() bool {
+		td, err = adm.ListTopics(rctx, "dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := td["dev"].Partitions[0]
+		return td["dev"].Err == nil && ok
+	})
 	if rf := len(td["dev"].Partitions[0].Replicas); rf != 3 {
 		t.Fatalf("default replication factor %d, want 3", rf)
 	}

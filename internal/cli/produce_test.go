@@ -3,44 +3,24 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
-// debianData is the shared data set, relative to this package's directory
-// (../shared/data from the repository root).
-const debianData = "../../../shared/data/debian-packages.jsonl.gz"
-
-// loadDebian returns the uncompressed lines of the Debian data set, or
-// skips the test when the file is absent.
+// loadDebian returns the uncompressed lines of the Debian data set
+// (testutil.Debian).
 func loadDebian(t *testing.T) []byte {
 	t.Helper()
-	f, err := os.Open(debianData)
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("data set %s is absent: skipping the produce/consume round trip", debianData)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testutil.Debian(t)
 }
 
 // javaMurmur2 is Kafka's Utils.murmur2, written from its description here

@@ -9,6 +9,7 @@ import (
 
 	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/buildinfo"
+	"github.com/samsahq/samsa/internal/config"
 )
 
 func newServerCommand() *cobra.Command {
@@ -32,7 +33,11 @@ property or invalid value stops startup.
 SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nc, err := nf.node()
+			props, err := nf.props()
+			if err != nil {
+				return err
+			}
+			nc, err := config.Parse(props) // checked before any log line; the node parses them again
 			if err != nil {
 				return err
 			}
@@ -48,7 +53,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				}
 				defer stop()
 			}
-			n, err := samsa.StartNode(cmd.Context(), nc, logger)
+			n, err := samsa.StartProperties(cmd.Context(), props, logger)
 			if err != nil {
 				return err
 			}

@@ -52,6 +52,16 @@ func (f *nodeFlags) add(cmd *cobra.Command) {
 
 // node parses the properties the file, the environment and the flags give.
 func (f *nodeFlags) node() (*config.Node, error) {
+	props, err := f.props()
+	if err != nil {
+		return nil, err
+	}
+	return config.Parse(props)
+}
+
+// props are the properties the file, the environment and the flags give,
+// unparsed.
+func (f *nodeFlags) props() (map[string]string, error) {
 	props := map[string]string{}
 	if f.configFile != "" {
 		p, err := config.ReadPropertiesFile(f.configFile)
@@ -73,7 +83,7 @@ func (f *nodeFlags) node() (*config.Node, error) {
 		}
 		props[strings.TrimSpace(k)] = v
 	}
-	return config.Parse(props)
+	return props, nil
 }
 
 // validClusterID checks a cluster id given to format: non-empty, without

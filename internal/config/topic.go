@@ -217,6 +217,48 @@ func ValidateTopicConfig(name, value string) error {
 	return nil
 }
 
+// TopicInt parses the value of an INT or LONG topic config as
+// ValidateTopicConfig checks it (32 or 64 bits, then the config's range).
+// The broker reads the image's topic configs with it; the error, naming
+// the config, is for the log: CreateTopics and AlterConfigs keep invalid
+// values out of the metadata.
+func TopicInt(name, value string) (int64, error) {
+	c, ok := topicConfigs[name]
+	if !ok || (c.Type != TypeInt && c.Type != TypeLong) {
+		return 0, fmt.Errorf("%s is not an integer topic config", name)
+	}
+	if err := c.check(value); err != nil {
+		return 0, fmt.Errorf("invalid value %q for %s: %v", value, name, err)
+	}
+	return strconv.ParseInt(value, 10, 64)
+}
+
+// TopicRatio parses the value of a DOUBLE topic config
+// (min.cleanable.dirty.ratio), as TopicInt does an integer.
+func TopicRatio(name, value string) (float64, error) {
+	c, ok := topicConfigs[name]
+	if !ok || c.Type != TypeDouble {
+		return 0, fmt.Errorf("%s is not a double topic config", name)
+	}
+	if err := c.check(value); err != nil {
+		return 0, fmt.Errorf("invalid value %q for %s: %v", value, name, err)
+	}
+	return strconv.ParseFloat(value, 64)
+}
+
+// CleanupPolicy parses cleanup.policy: delete, compact or both, comma
+// separated.
+func CleanupPolicy(value string) (del, compact bool, err error) {
+	if err := cleanupPolicy(value); err != nil {
+		return false, false, fmt.Errorf("invalid value %q for cleanup.policy: %v", value, err)
+	}
+	for _, p := range parseList(value) {
+		del = del || p == "delete"
+		compact = compact || p == "compact"
+	}
+	return del, compact, nil
+}
+
 // check checks a value against the config's type, then against Valid. An
 // INT must fit 32 bits and a LONG 64, as Kafka parses them: a larger
 // segment.bytes or max.message.bytes would be cut to 32 bits where used.

@@ -263,7 +263,7 @@ func (c *Cluster) startAll() error {
 func (n *Node) brokerAddr() string { return "127.0.0.1:" + strconv.Itoa(n.BrokerPort) }
 
 func (n *Node) start() error {
-	s, err := startProcess(n.c.bin, n.Dir, n.c.cfg.StartTimeout, n.args...)
+	s, err := StartProcess(n.c.bin, n.Dir, n.c.cfg.StartTimeout, n.args...)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s != nil {

@@ -77,6 +77,12 @@ var bootstrapRE = regexp.MustCompile(`bootstrap=(\S+)`)
 // SIGKILL at test cleanup if it is still running.
 func Start(t testing.TB, dir string, overrides ...string) *Server {
 	t.Helper()
+	if strings.Contains(dir, ",") {
+		// log.dirs is a comma-separated list: a t.TempDir of a subtest
+		// named "a, b" would put a relative log dir in the test's
+		// working directory, inside the checkout.
+		t.Fatalf("proctest: log dir %q holds a comma (log.dirs separator); use os.MkdirTemp", dir)
+	}
 	args := []string{"server",
 		"--override", "log.dirs=" + dir,
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
@@ -90,7 +96,7 @@ func Start(t testing.TB, dir string, overrides ...string) *Server {
 // StartArgs runs the samsa binary with args, as Start does.
 func StartArgs(t testing.TB, dir string, args ...string) *Server {
 	t.Helper()
-	s, err := startProcess(Binary(t), dir, 30*time.Second, args...)
+	s, err := StartProcess(Binary(t), dir, 30*time.Second, args...)
 	if s != nil {
 		t.Cleanup(func() { s.Kill() })
 	}
@@ -100,12 +106,14 @@ func StartArgs(t testing.TB, dir string, args ...string) *Server {
 	return s
 }
 
-// startProcess runs bin with args and waits up to timeout for its
+// StartProcess runs bin with args and waits up to timeout for its
 // bootstrap= log line. It does not touch a testing.TB, so that several
 // servers can start from several goroutines (a cluster's nodes wait for
-// each other to elect a controller). On error the process is killed; the
-// returned Server, when not nil, is still to be cleaned up by the caller.
-func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Server, error) {
+// each other to elect a controller), and so that the conformance suite
+// (its own module) starts its servers with it. On error the process is
+// killed or has exited; the returned Server, when not nil, is still to be
+// cleaned up by the caller (Kill).
+func StartProcess(bin, dir string, timeout time.Duration, args ...string) (*Server, error) {
 	s := &Server{Dir: dir, done: make(chan struct{}), changed: make(chan struct{})}
 	s.cmd = exec.Command(bin, args...)
 	// The server reads SAMSA_* variables as properties: tests give theirs
@@ -129,7 +137,9 @@ func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Serv
 		for sc.Scan() {
 			line := sc.Text()
 			s.mu.Lock()
-			s.logs.WriteString(line + "\n")
+			if s.logs.Len() < maxLogs {
+				s.logs.WriteString(line + "\n")
+			}
 			close(s.changed)
 			s.changed = make(chan struct{})
 			s.mu.Unlock()
@@ -157,7 +167,11 @@ func startProcess(bin, dir string, timeout time.Duration, args ...string) (*Serv
 	}
 }
 
-// Logs returns what the server wrote to stderr so far.
+// maxLogs bounds what a Server keeps of its process's logs: a
+// conformance run keeps a server for many minutes.
+const maxLogs = 8 << 20
+
+// Logs returns what the server wrote to stderr so far (its first 8 MiB).
 func (s *Server) Logs() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

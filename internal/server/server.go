@@ -56,7 +56,10 @@ type Config struct {
 	Listener net.Listener
 	Handler  Handler
 	Versions *wire.Versions
-	// MaxRequestBytes is socket.request.max.bytes.
+	// MaxRequestBytes is socket.request.max.bytes: the largest request
+	// accepted, in bytes after the 4-byte size; a connection sending a
+	// larger one is closed. Zero means DefaultMaxRequestBytes; negative
+	// is invalid.
 	MaxRequestBytes int32
 	// IdleTimeout is connections.max.idle.ms: a Kafka connection on
 	// which nothing was read or written for this long is closed (a
@@ -78,6 +81,18 @@ type Config struct {
 	Logger *slog.Logger // nil discards
 }
 
+// DefaultMaxRequestBytes is Kafka's default socket.request.max.bytes,
+// 100 MiB.
+const DefaultMaxRequestBytes = 100 << 20
+
+// Validate reports a Config that Listen refuses.
+func (c *Config) Validate() error {
+	if c.MaxRequestBytes < 0 {
+		return fmt.Errorf("listener %s: MaxRequestBytes (socket.request.max.bytes) %d is negative", c.Name, c.MaxRequestBytes)
+	}
+	return nil
+}
+
 // Server is one listener and its connections.
 type Server struct {
 	cfg    Config
@@ -92,8 +107,18 @@ type Server struct {
 	closed bool
 }
 
-// Listen binds cfg.Addr and starts accepting connections.
+// Listen binds cfg.Addr and starts accepting connections. It returns
+// cfg.Validate's error without binding.
 func Listen(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
 	ln := cfg.Listener
 	if ln == nil {
 		var err error

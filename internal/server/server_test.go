@@ -141,3 +141,31 @@ func TestCloseStopsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMaxRequestBytesDefault: a Config without MaxRequestBytes serves
+// requests up to Kafka's default socket.request.max.bytes (it rejected
+// every request before), and a negative one is refused.
+func TestMaxRequestBytesDefault(t *testing.T) {
+	s, err := Listen(Config{Name: "PLAINTEXT", Addr: "127.0.0.1:0", Versions: versions(),
+		Handler: handlerFunc(func(_ context.Context, _ *Conn, req *wire.Request) (kmsg.Response, error) {
+			return req.Body.ResponseKind(), nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(0)
+	if _, err := send(t, c, av, 1); err != nil {
+		t.Fatalf("ApiVersions with the default MaxRequestBytes: %v", err)
+	}
+
+	if _, err := Listen(Config{Name: "PLAINTEXT", Addr: "127.0.0.1:0", Versions: versions(), MaxRequestBytes: -1}); err == nil {
+		t.Fatal("Listen with MaxRequestBytes -1: no error")
+	}
+}

@@ -1,37 +1,19 @@
 package storage
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/testutil"
 )
-
-// debianPath is the Debian package data set (../shared/data/README.md from
-// the project root).
-const debianPath = "../../../shared/data/debian-packages.jsonl.gz"
 
 // debianBatches reads the data set into snappy batches of up to 200
 // records keyed by package, as a producer would send them.
 func debianBatches(b *testing.B) (batches [][]byte, raw int64) {
 	b.Helper()
-	f, err := os.Open(debianPath)
-	if err != nil {
-		b.Skipf("Debian data set not available: %v", err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var recs []record.Record
 	flush := func() {
 		batch, err := record.Build(record.Spec{Codec: record.CodecSnappy, BaseTimestamp: testEpoch.UnixMilli(),
@@ -42,16 +24,9 @@ func debianBatches(b *testing.B) (batches [][]byte, raw int64) {
 		batches = append(batches, batch)
 		recs = recs[:0]
 	}
-	for sc.Scan() {
-		var p struct {
-			Package string `json:"package"`
-		}
-		line := slices.Clone(sc.Bytes())
-		if err := json.Unmarshal(line, &p); err != nil {
-			b.Fatal(err)
-		}
-		raw += int64(len(line))
-		recs = append(recs, record.Record{OffsetDelta: int32(len(recs)), Key: []byte(p.Package), Value: line})
+	for _, l := range testutil.DebianLines(b, 0) {
+		raw += int64(len(l.Line))
+		recs = append(recs, record.Record{OffsetDelta: int32(len(recs)), Key: []byte(l.Package), Value: l.Line})
 		if len(recs) == 200 {
 			flush()
 		}

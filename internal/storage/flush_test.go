@@ -294,7 +294,9 @@ func TestManagerFlushCheckInterval(t *testing.T) {
 // of the test.
 func openFlushManager(t *testing.T, checkInterval time.Duration) *Manager {
 	t.Helper()
-	m, err := OpenManager(ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, FlushCheckInterval: checkInterval})
+	// No rolls by age: a roll flushes, and these tests append batches
+	// stamped 1970.
+	m, err := OpenManager(ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, FlushCheckInterval: checkInterval, RollCheckInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,16 @@ type ManagerOptions struct {
 	// default is Long.MAX_VALUE) checks when the next log is due instead
 	// (flush.go).
 	FlushCheckInterval time.Duration
+	// CheckpointInterval is log.flush.offset.checkpoint.interval.ms: how
+	// often the recovery-point, log-start-offset and cleaner-offset
+	// checkpoints are written (Checkpoint), then the hook set with
+	// SetCheckpointHook runs. Zero or negative means 1 minute.
+	CheckpointInterval time.Duration
+	// RollCheckInterval is how often the periodic task rolls the logs
+	// whose active segment is older than their segment.ms (MaybeRoll).
+	// Zero means DefaultRollCheckInterval (1 s); negative never rolls by
+	// age.
+	RollCheckInterval time.Duration
 	// Cleaner configures the log cleaner of compacted logs.
 	Cleaner CleanerOptions
 	Logger  *slog.Logger // nil discards
@@ -74,6 +84,8 @@ type CleanerOptions struct {
 const (
 	DefaultRetentionCheckInterval = 5 * time.Minute  // log.retention.check.interval.ms
 	DefaultCleanerBackoff         = 15 * time.Second // log.cleaner.backoff.ms
+	DefaultCheckpointInterval     = time.Minute      // log.flush.offset.checkpoint.interval.ms
+	DefaultRollCheckInterval      = time.Second
 )
 
 // Manager holds every partition log of a node's log dirs (Kafka's
@@ -92,7 +104,8 @@ type Manager struct {
 
 	wg sync.WaitGroup // directory removals in the background
 
-	// Background tasks (tasks.go): retention and the log cleaner.
+	// Background tasks (tasks.go): retention, the log cleaner, rolls by
+	// age and checkpoints.
 	stop          chan struct{} // closed by Close
 	cancel        func()        // cancels a cleaning in progress
 	tasks         sync.WaitGroup
@@ -101,6 +114,7 @@ type Manager struct {
 	flushKick     chan struct{}
 	flushWake     atomic.Int64 // Unix ns of the flush task's next check (flush.go)
 	throttle      *throttler   // the cleaner's I/O; nil: unthrottled
+	ckptHook      atomic.Pointer[func() error]
 }
 
 type logDir struct {
@@ -137,6 +151,12 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	}
 	if opts.RetentionCheckInterval <= 0 {
 		opts.RetentionCheckInterval = DefaultRetentionCheckInterval
+	}
+	if opts.RollCheckInterval == 0 {
+		opts.RollCheckInterval = DefaultRollCheckInterval
+	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = DefaultCheckpointInterval
 	}
 	if opts.Cleaner.Backoff <= 0 {
 		opts.Cleaner.Backoff = DefaultCleanerBackoff

@@ -734,7 +734,9 @@ func (l *Log) loadProducerState(limit int64, clean bool) error {
 		data, err := os.ReadFile(snapshotPath(l.dir, off))
 		var se []ProducerSnapshotEntry
 		if err == nil {
-			se, err = DecodeProducerSnapshot(data)
+			if se, err = DecodeProducerSnapshot(data); err != nil {
+				err = fmt.Errorf("%s: %w", snapshotPath(l.dir, off), err)
+			}
 		}
 		if err != nil {
 			l.logger.Warn("removing unreadable producer snapshot", "offset", off, "err", err)

@@ -257,10 +257,10 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 	var valid int64
 	info, err := ScanSegment(swapPath, func(b SegmentBatch) error {
 		if b.Err != nil {
-			return b.Err
+			return fmt.Errorf("%s at position %d: %w", swapPath, b.Position, b.Err)
 		}
 		if !b.CRCValid || b.Header.BaseOffset < next {
-			return fmt.Errorf("%w: invalid batch at %d", record.ErrCorrupt, b.Position)
+			return fmt.Errorf("%w: %s at position %d: invalid batch", record.ErrCorrupt, swapPath, b.Position)
 		}
 		next = b.Header.NextOffset()
 		valid = b.Position + int64(b.Header.Size())
@@ -307,7 +307,7 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 	}
 	entries, err := DecodeOffsetIndex(ib)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", s.index.path, err)
 	}
 	tb, err := readAll(s.timeIndex.f)
 	if err != nil {
@@ -315,10 +315,10 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 	}
 	tentries, err := DecodeTimeIndex(tb)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", s.timeIndex.path, err)
 	}
 	if size > 0 && len(tentries) == 0 {
-		return errors.New("time index is empty")
+		return fmt.Errorf("%s is empty, its log %d bytes", s.timeIndex.path, size)
 	}
 	if len(entries) == 0 && indexInterval > 0 && size > indexInterval {
 		// Appends add an entry for a batch that starts more than
@@ -335,25 +335,25 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 			pos += int64(h.Size())
 		}
 		if pos < size {
-			return errors.New("offset index is empty")
+			return fmt.Errorf("%s is empty, but the batch at position %d of its log is more than index.interval.bytes in", s.index.path, pos)
 		}
 	}
 	maxRel := limit - 1 - s.baseOffset
 	if n := len(entries); n > 0 {
 		e := entries[n-1]
 		if int64(e.RelativeOffset) > maxRel || int64(e.Position) >= size {
-			return fmt.Errorf("%w: last entry %v past the log", ErrCorruptIndex, e)
+			return fmt.Errorf("%w: %s at byte %d: last entry %v past the log (%d bytes, next segment at offset %d)", ErrCorruptIndex, s.index.path, (n-1)*offsetEntrySize, e, size, limit)
 		}
 		h, err := s.readHeaderAt(int64(e.Position), size)
 		if err != nil {
 			return err
 		}
 		if h.LastOffset() != s.baseOffset+int64(e.RelativeOffset) {
-			return fmt.Errorf("%w: entry %v names a batch ending at %d", ErrCorruptIndex, e, h.LastOffset())
+			return fmt.Errorf("%w: %s at byte %d: entry %v names the batch at position %d, which ends at offset %d", ErrCorruptIndex, s.index.path, (n-1)*offsetEntrySize, e, e.Position, h.LastOffset())
 		}
 	}
 	if n := len(tentries); n > 0 && int64(tentries[n-1].RelativeOffset) > maxRel {
-		return fmt.Errorf("%w: last time entry %v past the log", ErrCorruptIndex, tentries[n-1])
+		return fmt.Errorf("%w: %s at byte %d: last entry %v past the log (next segment at offset %d)", ErrCorruptIndex, s.timeIndex.path, (n-1)*timeEntrySize, tentries[n-1], limit)
 	}
 	s.index.entries = entries
 	s.timeIndex.entries = tentries

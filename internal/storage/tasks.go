@@ -11,7 +11,9 @@ import (
 // when file.delete.delay.ms has passed) and the log cleaner (one goroutine
 // that cleans the dirtiest compacted log, then the next, and sleeps
 // log.cleaner.backoff.ms when none is due; its reads and writes are held
-// to log.cleaner.io.max.bytes.per.second). Both stop in Close before the
+// to log.cleaner.io.max.bytes.per.second), and the periodic task (rolls by
+// segment.ms every second, checkpoints every
+// log.flush.offset.checkpoint.interval.ms). They stop in Close before the
 // logs close; a cleaning in progress is cancelled.
 
 // adopt wires a log to the Manager's tasks.
@@ -30,8 +32,9 @@ func kickChan(ch chan struct{}) {
 func (m *Manager) startTasks() {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	m.tasks.Add(1)
+	m.tasks.Add(2)
 	go m.retentionTask()
+	go m.periodicTask()
 	if !m.opts.Cleaner.Disable {
 		m.tasks.Add(1)
 		go m.cleanerTask(ctx)
@@ -54,6 +57,54 @@ func (m *Manager) KickRetention() { kickChan(m.retentionKick) }
 // KickCleaner asks the log cleaner to look for work now rather than after
 // its backoff.
 func (m *Manager) KickCleaner() { kickChan(m.cleanerKick) }
+
+// SetCheckpointHook sets f to run on the periodic task after each
+// periodic Checkpoint (the replica manager writes
+// replication-offset-checkpoint with it); its error is logged. nil removes
+// the hook. Safe for concurrent use.
+func (m *Manager) SetCheckpointHook(f func() error) {
+	if f == nil {
+		m.ckptHook.Store(nil)
+		return
+	}
+	m.ckptHook.Store(&f)
+}
+
+// periodicTask rolls the logs whose active segment is older than their
+// segment.ms every RollCheckInterval, and writes the checkpoints, then
+// runs the checkpoint hook, every CheckpointInterval.
+func (m *Manager) periodicTask() {
+	defer m.tasks.Done()
+	var rollC <-chan time.Time // nil: no rolls by age
+	if m.opts.RollCheckInterval > 0 {
+		roll := time.NewTicker(m.opts.RollCheckInterval)
+		defer roll.Stop()
+		rollC = roll.C
+	}
+	ckpt := time.NewTicker(m.opts.CheckpointInterval)
+	defer ckpt.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-rollC:
+			for tp, l := range m.Logs() {
+				if err := l.MaybeRoll(); err != nil && !errors.Is(err, ErrClosed) {
+					m.logger.Warn("rolling segment failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				}
+			}
+		case <-ckpt.C:
+			if err := m.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
+				m.logger.Warn("writing checkpoints failed", "err", err)
+			}
+			if f := m.ckptHook.Load(); f != nil {
+				if err := (*f)(); err != nil {
+					m.logger.Warn("checkpoint hook failed", "err", err)
+				}
+			}
+		}
+	}
+}
 
 func (m *Manager) retentionTask() {
 	defer m.tasks.Done()

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/samsahq/samsa/internal/coordinator/actor"
 	"github.com/samsahq/samsa/internal/coordinator/appendq"
 	"github.com/samsahq/samsa/internal/deadline"
 )
@@ -51,18 +51,15 @@ type Coordinator struct {
 	store Store
 	log   *slog.Logger
 
-	events    chan func()   // run on the run goroutine, in order
-	done      chan struct{} // closed when Close begins
-	ctx       context.Context
-	cancel    context.CancelFunc // cancels ctx: loads and appends in flight
-	closeOnce sync.Once
-	wg        sync.WaitGroup // the run goroutine and the writers
+	// loop is the run goroutine, which runs every request's function
+	// and every deadline, and waits in Close for the writers.
+	loop *actor.Loop
 
 	// Owned by the run goroutine.
 	partitions map[int32]*partition
 	writers    map[int32]*appendq.Writer[Record] // the latest writer per partition, maybe stopping
-	timers     deadline.Queue
-	seq        uint64 // member join order
+	timers     *deadline.Queue                   // the loop's
+	seq        uint64                            // member join order
 }
 
 // partition is one loaded (or loading) partition of __consumer_offsets.
@@ -84,20 +81,21 @@ func New(cfg Config, store Store, logger *slog.Logger) *Coordinator {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	loop := actor.New()
 	c := &Coordinator{
 		cfg:        cfg.withDefaults(),
 		store:      store,
 		log:        logger,
-		events:     make(chan func()),
-		done:       make(chan struct{}),
-		ctx:        ctx,
-		cancel:     cancel,
+		loop:       loop,
 		partitions: map[int32]*partition{},
 		writers:    map[int32]*appendq.Writer[Record]{},
+		timers:     loop.Timers(),
 	}
-	c.wg.Add(1)
-	go c.run()
+	loop.Start(c.scheduleRetentionCheck, func() {
+		for _, w := range c.writers {
+			w.Stop()
+		}
+	})
 	return c
 }
 
@@ -106,11 +104,7 @@ func New(cfg Config, store Store, logger *slog.Logger) *Coordinator {
 // canceled, and Close returns once every goroutine it started has exited.
 // Safe to call more than once.
 func (c *Coordinator) Close() error {
-	c.closeOnce.Do(func() {
-		c.cancel()
-		close(c.done)
-	})
-	c.wg.Wait()
+	c.loop.Close()
 	return nil
 }
 
@@ -123,62 +117,14 @@ func (c *Coordinator) Partition(groupID string) int32 {
 // NumPartitions is offsets.topic.num.partitions as configured.
 func (c *Coordinator) NumPartitions() int32 { return c.cfg.OffsetsTopicNumPartitions }
 
-// run is the only goroutine touching the state.
-func (c *Coordinator) run() {
-	defer c.wg.Done()
-	c.scheduleRetentionCheck()
-	for {
-		select {
-		case fn := <-c.events:
-			fn()
-		case <-c.timers.C():
-			c.timers.RunDue()
-		case <-c.done:
-			c.timers.Stop()
-			for _, w := range c.writers {
-				w.Stop()
-			}
-			return
-		}
-	}
-}
-
 // post hands fn to the run goroutine; false if the Coordinator closed.
-func (c *Coordinator) post(fn func()) bool {
-	select {
-	case c.events <- fn:
-		return true
-	case <-c.done:
-		return false
-	}
-}
+func (c *Coordinator) post(fn func()) bool { return c.loop.Post(fn) }
 
 // call runs fn on the run goroutine and waits for the first value it passes
-// to reply, which never blocks fn. ok is false when ctx ended or the
-// Coordinator closed first.
+// to reply, which never blocks fn (actor.Call). ok is false when ctx ended
+// or the Coordinator closed first.
 func call[T any](c *Coordinator, ctx context.Context, fn func(reply func(T))) (v T, ok bool) {
-	ch := make(chan T, 1)
-	reply := func(v T) {
-		select {
-		case ch <- v:
-		default:
-		}
-	}
-	select {
-	case c.events <- func() { fn(reply) }:
-	case <-ctx.Done():
-		return v, false
-	case <-c.done:
-		return v, false
-	}
-	select {
-	case v = <-ch:
-		return v, true
-	case <-ctx.Done():
-		return v, false
-	case <-c.done:
-		return v, false
-	}
+	return actor.Call(c.loop, ctx, fn)
 }
 
 func (c *Coordinator) nextSeq() uint64 {
@@ -305,20 +251,10 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 	}
 	begin := time.Now()
 	ls := newLoadState()
-	err := func() error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(c.ctx, cancel)
-		defer stop()
-		if st.prevWriter != nil { // the previous leadership's last write
-			select {
-			case <-st.prevWriter:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+	// After the previous leadership's last write.
+	err := c.loop.Read(ctx, st.prevWriter, func(ctx context.Context) error {
 		return c.store.Load(ctx, p, ls.apply)
-	}()
+	})
 	res, ok := call(c, context.Background(), func(reply func(error)) {
 		if c.partitions[p] != st.part {
 			reply(ErrPartitionUnloaded)
@@ -341,17 +277,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 	return res
 }
 
-func (c *Coordinator) ctxErr(ctx context.Context) error {
-	select {
-	case <-c.done:
-		return ErrClosed
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return ErrClosed
-}
+func (c *Coordinator) ctxErr(ctx context.Context) error { return c.loop.Err(ctx, ErrClosed) }
 
 // UnloadPartition gives up partition p, as when this broker stops leading
 // it: its groups are dropped from memory, parked JoinGroup and SyncGroup
@@ -407,7 +333,7 @@ func (c *Coordinator) unloadGroup(g *group) {
 
 // startWriter starts the writer of p; called on the run goroutine.
 func (c *Coordinator) startWriter(p int32) *appendq.Writer[Record] {
-	w := appendq.New(c.ctx, p, appendq.Config[Record]{
+	w := appendq.New(c.loop.Ctx(), p, appendq.Config[Record]{
 		Append:   c.store.Append,
 		Timeout:  c.cfg.OffsetCommitTimeout,
 		MaxBytes: c.cfg.MaxAppendBytes,
@@ -419,6 +345,6 @@ func (c *Coordinator) startWriter(p int32) *appendq.Writer[Record] {
 		Topic: offsetsTopicName,
 	})
 	c.writers[p] = w
-	c.wg.Go(w.Run)
+	c.loop.Go(w.Run)
 	return w
 }

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/samsahq/samsa/internal/coordinator/actor"
 	"github.com/samsahq/samsa/internal/coordinator/appendq"
 	"github.com/samsahq/samsa/internal/deadline"
 )
@@ -102,17 +102,15 @@ type Coordinator struct {
 	deps Deps
 	log  *slog.Logger
 
-	events    chan func()
-	done      chan struct{}
-	ctx       context.Context
-	cancel    context.CancelFunc
-	closeOnce sync.Once
-	wg        sync.WaitGroup // the run goroutine, writers, marker senders
+	// loop is the run goroutine, which runs every request's function
+	// and every deadline, and waits in Close for the writers and marker
+	// senders.
+	loop *actor.Loop
 
 	// Owned by the run goroutine.
 	partitions map[int32]*partition
 	writers    map[int32]*appendq.Writer[Record]
-	timers     deadline.Queue
+	timers     *deadline.Queue // the loop's
 }
 
 // partition is one loaded (or loading) partition of __transaction_state.
@@ -135,20 +133,27 @@ func New(cfg Config, deps Deps) *Coordinator {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	loop := actor.New()
 	c := &Coordinator{
 		cfg:        cfg.withDefaults(),
 		deps:       deps,
 		log:        deps.Logger,
-		events:     make(chan func()),
-		done:       make(chan struct{}),
-		ctx:        ctx,
-		cancel:     cancel,
+		loop:       loop,
 		partitions: map[int32]*partition{},
 		writers:    map[int32]*appendq.Writer[Record]{},
+		timers:     loop.Timers(),
 	}
-	c.wg.Add(1)
-	go c.run()
+	loop.Start(func() {
+		c.scheduleTimeoutCheck()
+		c.scheduleExpirationCheck()
+	}, func() {
+		for _, p := range c.partitions {
+			p.cancel()
+		}
+		for _, w := range c.writers {
+			w.Stop()
+		}
+	})
 	return c
 }
 
@@ -159,11 +164,7 @@ func New(cfg Config, deps Deps) *Coordinator {
 // completed by whichever coordinator loads their partition next. Safe to
 // call more than once.
 func (c *Coordinator) Close() error {
-	c.closeOnce.Do(func() {
-		c.cancel()
-		close(c.done)
-	})
-	c.wg.Wait()
+	c.loop.Close()
 	return nil
 }
 
@@ -176,65 +177,14 @@ func (c *Coordinator) Partition(transactionalID string) int32 {
 	return PartitionFor(transactionalID, c.cfg.NumPartitions)
 }
 
-// run is the only goroutine touching the state.
-func (c *Coordinator) run() {
-	defer c.wg.Done()
-	c.scheduleTimeoutCheck()
-	c.scheduleExpirationCheck()
-	for {
-		select {
-		case fn := <-c.events:
-			fn()
-		case <-c.timers.C():
-			c.timers.RunDue()
-		case <-c.done:
-			c.timers.Stop()
-			for _, p := range c.partitions {
-				p.cancel()
-			}
-			for _, w := range c.writers {
-				w.Stop()
-			}
-			return
-		}
-	}
-}
-
 // post hands fn to the run goroutine; false if the Coordinator closed.
-func (c *Coordinator) post(fn func()) bool {
-	select {
-	case c.events <- fn:
-		return true
-	case <-c.done:
-		return false
-	}
-}
+func (c *Coordinator) post(fn func()) bool { return c.loop.Post(fn) }
 
 // call runs fn on the run goroutine and waits for the first value it passes
-// to reply. ok is false when ctx ended or the Coordinator closed first.
+// to reply (actor.Call). ok is false when ctx ended or the Coordinator
+// closed first.
 func call[T any](c *Coordinator, ctx context.Context, fn func(reply func(T))) (v T, ok bool) {
-	ch := make(chan T, 1)
-	reply := func(v T) {
-		select {
-		case ch <- v:
-		default:
-		}
-	}
-	select {
-	case c.events <- func() { fn(reply) }:
-	case <-ctx.Done():
-		return v, false
-	case <-c.done:
-		return v, false
-	}
-	select {
-	case v = <-ch:
-		return v, true
-	case <-ctx.Done():
-		return v, false
-	case <-c.done:
-		return v, false
-	}
+	return actor.Call(c.loop, ctx, fn)
 }
 
 // partitionOf finds the loaded partition of transactionalID:
@@ -345,7 +295,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p, coordinatorEpoch int
 			reply(started{})
 			return
 		}
-		pctx, cancel := context.WithCancel(c.ctx)
+		pctx, cancel := context.WithCancel(c.loop.Ctx())
 		part := &partition{id: p, epoch: coordinatorEpoch, txns: map[string]*txnMeta{}, ctx: pctx, cancel: cancel,
 			log: c.log.With("partition", p, "coordinator_epoch", coordinatorEpoch)}
 		c.partitions[p] = part
@@ -365,18 +315,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p, coordinatorEpoch int
 	loaded := map[string]snapshot{}
 	records, skipped := 0, 0
 	var lastErr error
-	err := func() error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		stop := context.AfterFunc(c.ctx, cancel)
-		defer stop()
-		if st.prevWriter != nil {
-			select {
-			case <-st.prevWriter:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
+	err := c.loop.Read(ctx, st.prevWriter, func(ctx context.Context) error {
 		return c.deps.Store.Load(ctx, p, func(rec Record) error {
 			records++
 			d, err := Decode(rec)
@@ -394,7 +333,7 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p, coordinatorEpoch int
 			loaded[d.Key.TransactionalID] = snapshotFrom(d.Value)
 			return nil
 		})
-	}()
+	})
 	res, ok := call(c, context.Background(), func(reply func(error)) {
 		if c.partitions[p] != st.part {
 			reply(ErrPartitionUnloaded)
@@ -438,17 +377,7 @@ func (c *Coordinator) install(part *partition, loaded map[string]snapshot) {
 	}
 }
 
-func (c *Coordinator) ctxErr(ctx context.Context) error {
-	select {
-	case <-c.done:
-		return ErrClosed
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return ErrClosed
-}
+func (c *Coordinator) ctxErr(ctx context.Context) error { return c.loop.Err(ctx, ErrClosed) }
 
 // UnloadPartition gives up partition p, as when this broker stops leading
 // it: its transactional ids are dropped from memory, writes not yet
@@ -477,7 +406,7 @@ func (c *Coordinator) UnloadPartition(p int32) {
 
 // startWriter starts the writer of p; called on the run goroutine.
 func (c *Coordinator) startWriter(p int32) *appendq.Writer[Record] {
-	w := appendq.New(c.ctx, p, appendq.Config[Record]{
+	w := appendq.New(c.loop.Ctx(), p, appendq.Config[Record]{
 		Append:   c.deps.Store.Append,
 		Timeout:  c.cfg.WriteTimeout,
 		MaxBytes: maxAppendBytes,
@@ -487,6 +416,6 @@ func (c *Coordinator) startWriter(p int32) *appendq.Writer[Record] {
 		Topic:    transactionStateTopic,
 	})
 	c.writers[p] = w
-	c.wg.Go(w.Run)
+	c.loop.Go(w.Run)
 	return w
 }

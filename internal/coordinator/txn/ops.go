@@ -265,9 +265,7 @@ func (c *Coordinator) sendMarkers(part *partition, m *txnMeta) {
 		Commit: m.state == statePrepareCommit, Partitions: append([]TopicPartition(nil), m.partitions...)}
 	state := m.state
 	ctx := part.ctx
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.loop.Go(func() {
 		backoff := c.cfg.MarkerRetryBackoff
 		for len(mk.Partitions) > 0 {
 			retry := c.deps.Markers.WriteMarkers(ctx, mk)
@@ -288,7 +286,7 @@ func (c *Coordinator) sendMarkers(part *partition, m *txnMeta) {
 			backoff = min(2*backoff, maxMarkerRetryBackoff)
 		}
 		c.post(func() { c.complete(part, m, state) })
-	}()
+	})
 }
 
 // complete writes CompleteCommit or CompleteAbort once the markers of the
