@@ -35,7 +35,17 @@ import (
 type Conn struct {
 	Listener   string // listener name, e.g. PLAINTEXT
 	RemoteAddr string
+	// Principal is the Kafka principal of the connection, "User:NAME"
+	// (KafkaPrincipal's type:name form): AnonymousPrincipal until a SASL
+	// exchange or a client certificate names another. Written only by the
+	// connection's own goroutine.
+	Principal string
 }
+
+// AnonymousPrincipal is Kafka's principal of an unauthenticated
+// connection (KafkaPrincipal.ANONYMOUS).
+const AnonymousPrincipal = "User:ANONYMOUS"
+
 
 // Handler answers requests. It is called from one goroutine per connection,
 // for that connection's requests in order; it must be safe for concurrent
@@ -336,7 +346,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			return
 		}
 	}
-	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String()}
+	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String(), Principal: AnonymousPrincipal}
 	log := s.logger.With("remote", conn.RemoteAddr)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
