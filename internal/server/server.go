@@ -46,7 +46,6 @@ type Conn struct {
 // connection (KafkaPrincipal.ANONYMOUS).
 const AnonymousPrincipal = "User:ANONYMOUS"
 
-
 // Handler answers requests. It is called from one goroutine per connection,
 // for that connection's requests in order; it must be safe for concurrent
 // use across connections.
