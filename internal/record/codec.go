@@ -66,7 +66,7 @@ func Decompress(codec Codec, src []byte, maxBytes int) ([]byte, error) {
 			out, err = readLimited(r, maxBytes)
 		}
 	case CodecSnappy:
-		out, err = decodeSnappy(src, maxBytes)
+		out, err = decodeSnappy(nil, src, maxBytes)
 	case CodecLZ4:
 		r := lz4Readers.Get().(*lz4.Reader)
 		r.Reset(bytes.NewReader(src))
@@ -114,15 +114,16 @@ func decodeZstd(src []byte, max int) ([]byte, error) {
 	return out, err
 }
 
-// decodeSnappy decodes a raw snappy block or xerial-framed blocks.
-func decodeSnappy(src []byte, max int) ([]byte, error) {
+// decodeSnappy appends to dst the decoding of a raw snappy block or of
+// xerial-framed blocks, at most max bytes in all.
+func decodeSnappy(dst, src []byte, max int) ([]byte, error) {
 	if !bytes.HasPrefix(src, xerialMagic) {
-		return decodeSnappyBlock(nil, src, max)
+		return decodeSnappyBlock(dst, src, max)
 	}
 	if len(src) < xerialHeaderSize {
 		return nil, errors.New("short xerial header")
 	}
-	var out []byte
+	out := dst
 	for p := xerialHeaderSize; p < len(src); {
 		if len(src)-p < 4 {
 			return nil, errors.New("short xerial block length")
