@@ -357,8 +357,12 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 		LogAppendTime:     ts == "LogAppendTime",
 		MinInsyncReplicas: int32(b.topicInt(t, "min.insync.replicas")),
 		Compact:           b.cleanupPolicy(t).Compact,
-		LeaderThrottled:   replica.ThrottledReplicas(leaderThrottled),
-		FollowerThrottled: replica.ThrottledReplicas(followerThrottled),
+		TimestampBounded:  true,
+		// message.timestamp.before.max.ms, after.max.ms (KIP-937).
+		TimestampBeforeMaxMs: b.topicInt(t, "message.timestamp.before.max.ms"),
+		TimestampAfterMaxMs:  b.topicInt(t, "message.timestamp.after.max.ms"),
+		LeaderThrottled:      replica.ThrottledReplicas(leaderThrottled),
+		FollowerThrottled:    replica.ThrottledReplicas(followerThrottled),
 		Storage: storage.Config{
 			SegmentBytes:          b.topicInt(t, "segment.bytes"),
 			SegmentAge:            time.Duration(b.topicInt(t, "segment.ms")) * time.Millisecond,

@@ -20,7 +20,15 @@ var errorCodes = []struct {
 	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{storage.ErrClosed, kerr.NotLeaderForPartition},
 	{storage.ErrFlushFailed, kerr.KafkaStorageError},
+	// record.Check: the CRC or framing (the bytes may have been damaged
+	// on the way: retriable), content that can never be accepted (not
+	// retriable), and records that decompress past the bound (a
+	// decompression bomb is the client's, never KAFKA_STORAGE_ERROR).
 	{record.ErrCorrupt, kerr.CorruptMessage},
+	{record.ErrInvalidRecord, kerr.InvalidRecord},
+	{record.ErrInvalidTimestamp, kerr.InvalidTimestamp},
+	{record.ErrTooLarge, kerr.RecordListTooLarge},
+	{storage.ErrRecordSetTooLarge, kerr.RecordListTooLarge},
 	{record.ErrTruncated, kerr.CorruptMessage},
 	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
 	{replica.ErrNotLeader, kerr.NotLeaderForPartition},
@@ -28,7 +36,6 @@ var errorCodes = []struct {
 	{replica.ErrUnknownEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrMessageTooLarge, kerr.MessageTooLarge},
 	{replica.ErrRecordListLarge, kerr.RecordListTooLarge},
-	{replica.ErrInvalidRecord, kerr.InvalidRecord},
 	{replica.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
 	{replica.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
 	{storage.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,7 @@ import (
 // timeout (REQUEST_TIMED_OUT).
 func init() { register(kmsg.Produce, 3, 11, handleProduce) }
 
-func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) { //nolint:gocyclo // one pass over the request's partitions
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
@@ -59,7 +60,6 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		}
 		return resp, nil
 	}
-	verified, verifyErrs := b.verifyTxnProduce(ctx, req)
 	now := time.Now().UnixMilli()
 	type pending struct {
 		p      *replica.Partition
@@ -68,10 +68,11 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		resp   *kmsg.ProduceResponseTopicPartition
 	}
 	type job struct {
-		p       *replica.Partition
-		records []byte
-		ti, pi  int // index of the response entry
-		v       *replica.TxnVerification
+		p      *replica.Partition
+		batch  record.Batch
+		key    verifyKey
+		ti, pi int // index of the response entry
+		v      *replica.TxnVerification
 	}
 	var jobs []job
 	for _, rt := range req.Topics {
@@ -83,38 +84,66 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 			sp.BaseOffset = -1
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
+			// Kafka's order: the partition, the framing
+			// (ProduceRequest.validateRecords), the internal topic
+			// (ReplicaManager.appendToLocalLog), then the records.
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case checkProduceRecords(req.Version, rp.Records, &sp):
-			case verifyErrs[verifyKey{rt.Topic, rp.Partition}] != 0:
-				sp.ErrorCode = verifyErrs[verifyKey{rt.Topic, rp.Partition}]
+			case isInternalTopic(rt.Topic):
+				// Only the coordinators write their topics, through
+				// replica.AppendInternal, never Produce.
+				msg := fmt.Sprintf("Cannot append to internal topic %s", rt.Topic)
+				sp.ErrorCode, sp.ErrorMessage = kerr.InvalidTopicException.Code, &msg
 			default:
-				jobs = append(jobs, job{p: p, records: rp.Records, ti: len(resp.Topics), pi: len(st.Partitions),
-					v: verified[verifyKey{rt.Topic, rp.Partition}]})
+				// The one parse of the batch: its header and the
+				// check of every record, handed down to the log.
+				vb, err := p.Check(rp.Records, now)
+				if err != nil {
+					failProduce(&sp, err)
+					break
+				}
+				jobs = append(jobs, job{p: p, batch: vb, key: verifyKey{rt.Topic, rp.Partition}, ti: len(resp.Topics), pi: len(st.Partitions)})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if req.TransactionID != nil && len(jobs) > 0 {
+		targets := make([]verifyTarget, len(jobs))
+		for i, j := range jobs {
+			targets[i] = verifyTarget{key: j.key, p: j.p, h: j.batch.Header}
+		}
+		verified, verifyErrs := b.verifyTxnProduce(ctx, *req.TransactionID, targets)
+		kept := jobs[:0]
+		for _, j := range jobs {
+			if c := verifyErrs[j.key]; c != 0 {
+				resp.Topics[j.ti].Partitions[j.pi].ErrorCode = c
+				continue
+			}
+			j.v = verified[j.key]
+			kept = append(kept, j)
+		}
+		jobs = kept
 	}
 	// The response entries no longer move: each append fills its own.
 	lasts := make([]int64, len(jobs))
 	appendOne := func(i int) {
 		j := jobs[i]
 		sp := &resp.Topics[j.ti].Partitions[j.pi]
-		res, err := j.p.Append(j.records, req.Acks, now, j.v)
+		res, err := j.p.Append(j.batch, req.Acks, now, j.v)
 		if err != nil {
-			sp.ErrorCode = errCode(err)
+			failProduce(sp, err)
 			if sp.ErrorCode == kerr.UnknownServerError.Code {
 				b.logger.Error("append failed", "topic", resp.Topics[j.ti].Topic, "partition", sp.Partition, "err", err)
-				// A failed disk write is not the client's fault but
-				// must not read as success; Kafka answers
+				// What no sentinel names is a failed disk write (the
+				// record errors all map to codes): not the client's
+				// fault but must not read as success; Kafka answers
 				// KAFKA_STORAGE_ERROR, which clients retry.
 				sp.ErrorCode = kerr.KafkaStorageError.Code
 			}
-			msg := err.Error()
-			sp.ErrorMessage = &msg
 			return
 		}
 		sp.BaseOffset = res.BaseOffset
@@ -242,6 +271,32 @@ func checkProduceRecords(version int16, records []byte, sp *kmsg.ProduceResponse
 		return fail(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain exactly one record batch per partition", version))
 	}
 	return false
+}
+
+// failProduce answers a partition's error: its code, its message
+// (error_message, Produce v8+) and, for a batch record.Check refused, the
+// records at fault (record_errors, Produce v8+, KIP-467).
+func failProduce(sp *kmsg.ProduceResponseTopicPartition, err error) {
+	sp.ErrorCode = errCode(err)
+	msg := err.Error()
+	sp.ErrorMessage = &msg
+	var ve *record.ValidationError
+	if errors.As(err, &ve) {
+		for _, re := range ve.Records {
+			er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			er.RelativeOffset = re.BatchIndex
+			m := re.Message
+			er.ErrorMessage = &m
+			sp.ErrorRecords = append(sp.ErrorRecords, er)
+		}
+	}
+}
+
+// isInternalTopic reports Kafka's internal topics (Topic.isInternal):
+// the group coordinator's, the transaction coordinator's and the share
+// coordinator's (KIP-932) state.
+func isInternalTopic(name string) bool {
+	return name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state"
 }
 
 // maxParallelAppends bounds the goroutines appending the partitions of one

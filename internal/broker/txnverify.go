@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
@@ -16,16 +15,21 @@ type verifyKey struct {
 	partition int32
 }
 
+// verifyTarget is a partition of a Produce request whose batch was
+// checked: its partition and the batch's header.
+type verifyTarget struct {
+	key verifyKey
+	p   *replica.Partition
+	h   record.Header
+}
+
 // verifyTxnProduce is KIP-890 part 1 for a transactional Produce: for each
 // partition whose batch would start the producer's transaction there, it
 // asks the transaction coordinator whether the partition was added to the
 // transaction (AddPartitionsToTxn v4 verify_only, answered locally when
 // this broker is the coordinator). It returns the guards to append with
 // and, per partition, the error code to answer instead of appending.
-func (b *Broker) verifyTxnProduce(ctx context.Context, req *kmsg.ProduceRequest) (map[verifyKey]*replica.TxnVerification, map[verifyKey]int16) {
-	if req.TransactionID == nil {
-		return nil, nil
-	}
+func (b *Broker) verifyTxnProduce(ctx context.Context, transactionalID string, targets []verifyTarget) (map[verifyKey]*replica.TxnVerification, map[verifyKey]int16) {
 	var (
 		guards  map[verifyKey]*replica.TxnVerification
 		errs    map[verifyKey]int16
@@ -33,37 +37,31 @@ func (b *Broker) verifyTxnProduce(ctx context.Context, req *kmsg.ProduceRequest)
 		epoch   int16
 		pending []verifyKey
 	)
-	for _, rt := range req.Topics {
-		for _, rp := range rt.Partitions {
-			h, err := record.ParseHeader(rp.Records)
-			if err != nil || !h.IsTransactional() || h.ProducerID < 0 {
-				continue
-			}
-			p := b.replicas.Get(rt.Topic, rp.Partition)
-			if p == nil || !p.IsLeader() {
-				continue // answered by the append
-			}
-			g := p.StartTxnVerification(h.ProducerID, h.ProducerEpoch)
-			if g == nil {
-				continue
-			}
-			k := verifyKey{rt.Topic, rp.Partition}
-			if guards == nil {
-				guards, errs = map[verifyKey]*replica.TxnVerification{}, map[verifyKey]int16{}
-			}
-			if pid >= 0 && (pid != h.ProducerID || epoch != h.ProducerEpoch) {
-				errs[k] = kerr.InvalidProducerIDMapping.Code // one producer per request
-				continue
-			}
-			pid, epoch = h.ProducerID, h.ProducerEpoch
-			guards[k] = g
-			pending = append(pending, k)
+	for _, t := range targets {
+		h := t.h
+		if !h.IsTransactional() || h.ProducerID < 0 {
+			continue
 		}
+		g := t.p.StartTxnVerification(h.ProducerID, h.ProducerEpoch)
+		if g == nil {
+			continue
+		}
+		k := t.key
+		if guards == nil {
+			guards, errs = map[verifyKey]*replica.TxnVerification{}, map[verifyKey]int16{}
+		}
+		if pid >= 0 && (pid != h.ProducerID || epoch != h.ProducerEpoch) {
+			errs[k] = kerr.InvalidProducerIDMapping.Code // one producer per request
+			continue
+		}
+		pid, epoch = h.ProducerID, h.ProducerEpoch
+		guards[k] = g
+		pending = append(pending, k)
 	}
 	if len(pending) == 0 {
 		return guards, errs
 	}
-	codes := b.verifyPartitionsInTxn(ctx, *req.TransactionID, pid, epoch, pending)
+	codes := b.verifyPartitionsInTxn(ctx, transactionalID, pid, epoch, pending)
 	for _, k := range pending {
 		if c := codes[k]; c != 0 {
 			errs[k] = c

@@ -97,7 +97,7 @@ func init() {
 		{Name: "max.message.bytes", Type: TypeInt, Default: "1048588", Synonym: "message.max.bytes", Valid: atLeast(0)},
 		{Name: "message.timestamp.type", Type: TypeString, Default: "CreateTime", Synonym: "log.message.timestamp.type", Valid: oneOf("CreateTime", "LogAppendTime")},
 		{Name: "message.timestamp.before.max.ms", Type: TypeLong, Default: longMax, Synonym: "log.message.timestamp.before.max.ms", Valid: atLeast(0)},
-		{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: longMax, Synonym: "log.message.timestamp.after.max.ms", Valid: atLeast(0)},
+		{Name: "message.timestamp.after.max.ms", Type: TypeLong, Default: "3600000", Synonym: "log.message.timestamp.after.max.ms", Valid: atLeast(0)},
 		{Name: "message.downconversion.enable", Type: TypeBoolean, Default: "true", Synonym: "log.message.downconversion.enable", Valid: oneOf("true", "false")},
 		{Name: "min.cleanable.dirty.ratio", Type: TypeDouble, Default: "0.5", Synonym: "log.cleaner.min.cleanable.ratio", Valid: func(v string) error {
 			f, err := strconv.ParseFloat(v, 64)

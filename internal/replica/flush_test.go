@@ -29,7 +29,7 @@ func TestAppendWaitsForFlush(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				res, err := p.Append(append([]byte(nil), b...), 1, 0, nil)
+				res, err := checkAppend(t, p, append([]byte(nil), b...), nil)
 				if err != nil {
 					errs <- err
 					return

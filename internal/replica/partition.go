@@ -30,6 +30,14 @@ type LogConfig struct {
 	MinInsyncReplicas int32
 	// Compact is cleanup.policy containing compact: records need keys.
 	Compact bool
+	// TimestampBounded applies TimestampBeforeMaxMs and
+	// TimestampAfterMaxMs, message.timestamp.before.max.ms and
+	// message.timestamp.after.max.ms (KIP-937): a CreateTime record more
+	// than that many milliseconds before or after the broker's time is
+	// refused (INVALID_TIMESTAMP). The broker always sets it; the zero
+	// LogConfig bounds nothing.
+	TimestampBounded                          bool
+	TimestampBeforeMaxMs, TimestampAfterMaxMs int64
 	// Recompress and Compression are compression.type: when it names a
 	// codec (Recompress true), batches in another codec are recompressed
 	// on append; with "producer" they stay as the producer sent them.
@@ -269,31 +277,65 @@ func (p *Partition) makeFollower(st State) {
 	p.notify()
 }
 
-// Append validates batches (a Produce partition's records) and appends them
-// at the log end, stamping offsets and the leader epoch in place. It returns
-// record.ErrCorrupt (and friends) for a bad batch, ErrMessageTooLarge or
-// ErrRecordListLarge for oversized input, ErrInvalidRecord for a record
-// without a key on a compacted topic, ErrNotLeader on a follower; nothing
-// is written then. nowMillis stamps LogAppendTime topics.
+// Check validates records, one Produce partition's records (the broker
+// framed them as one v2 batch), before Append: it answers ErrNotLeader on
+// a follower, ErrMessageTooLarge past max.message.bytes,
+// ErrRecordListLarge past segment.bytes, then applies record.Check with
+// the topic's configs (cleanup.policy, message.timestamp.type,
+// message.timestamp.before.max.ms and after.max.ms) and nowMillis; its
+// errors are *record.ValidationError. The batch it returns, bytes
+// unchanged and header parsed, is what Append takes.
+func (p *Partition) Check(records []byte, nowMillis int64) (record.Batch, error) {
+	if !p.leader.Load() {
+		return record.Batch{}, ErrNotLeader
+	}
+	cfg := p.cfg.Load()
+	if cfg.MaxMessageBytes > 0 && len(records) > int(cfg.MaxMessageBytes) {
+		return record.Batch{}, fmt.Errorf("%w: the batch is %d bytes, larger than the maximum allowed (max.message.bytes %d)", ErrMessageTooLarge, len(records), cfg.MaxMessageBytes)
+	}
+	if cfg.SegmentBytes > 0 && int64(len(records)) > cfg.SegmentBytes {
+		return record.Batch{}, fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrRecordListLarge, len(records), cfg.SegmentBytes)
+	}
+	pol := record.Policy{
+		Compacted:            cfg.Compact,
+		LogAppendTime:        cfg.LogAppendTime,
+		NowMillis:            nowMillis,
+		TimestampBeforeMaxMs: record.NoTimestampBound,
+		TimestampAfterMaxMs:  record.NoTimestampBound,
+	}
+	if cfg.TimestampBounded {
+		pol.TimestampBeforeMaxMs, pol.TimestampAfterMaxMs = cfg.TimestampBeforeMaxMs, cfg.TimestampAfterMaxMs
+	}
+	return record.Check(records, &pol)
+}
+
+// Append appends b, a batch Check accepted, at the log end, stamping its
+// offsets and the leader epoch in place (and, on a LogAppendTime topic,
+// its max timestamp, nowMillis). A batch Check did not accept gives
+// record.ErrInvalidRecord; a follower ErrNotLeader; nothing is written
+// then. The header Check parsed goes down to the log, which does not
+// parse the batch again.
 //
 // Batches with a producer id get the producer checks of a client (see
 // storage.Log.AppendWith): a retried batch is answered with its first
 // offsets (AppendResult.Duplicate) and not written again; sequence and
-// epoch errors are storage's. Such a batch must be alone in the records
-// (ErrInvalidRecord otherwise, as Kafka since Produce v3). A transactional
-// batch that would start the producer's transaction in this partition
-// needs verified, the guard of StartTxnVerification once the transaction
-// coordinator confirmed the partition is in the transaction (KIP-890);
-// otherwise it gets storage.ErrInvalidTxnState.
+// epoch errors are storage's. A transactional batch that would start the
+// producer's transaction in this partition needs verified, the guard of
+// StartTxnVerification once the transaction coordinator confirmed the
+// partition is in the transaction (KIP-890); otherwise it gets
+// storage.ErrInvalidTxnState.
 //
 // With acks=-1 (all), fewer in-sync replicas than min.insync.replicas give
 // ErrNotEnoughReplicas before anything is written.
 //
 // When the topic's flush.messages asks for an fsync, Append returns after
-// one that covers the batches, shared with concurrent producers
-// (storage.Log.FlushTo); storage.ErrFlushFailed then means the batches are
+// one that covers the batch, shared with concurrent producers
+// (storage.Log.FlushTo); storage.ErrFlushFailed then means the batch is
 // in the log but not known to be on disk.
-func (p *Partition) Append(batches []byte, acks int16, nowMillis int64, verified *TxnVerification) (storage.AppendResult, error) {
+func (p *Partition) Append(b record.Batch, acks int16, nowMillis int64, verified *TxnVerification) (storage.AppendResult, error) {
+	if !b.Checked() {
+		return storage.AppendResult{}, fmt.Errorf("%w: batch not checked", record.ErrInvalidRecord)
+	}
 	cfg := p.cfg.Load()
 	if !p.leader.Load() {
 		return storage.AppendResult{}, ErrNotLeader
@@ -301,48 +343,22 @@ func (p *Partition) Append(batches []byte, acks int16, nowMillis int64, verified
 	if acks == -1 && int32(len(p.ISR())) < cfg.MinInsyncReplicas {
 		return storage.AppendResult{}, ErrNotEnoughReplicas
 	}
-	if cfg.SegmentBytes > 0 && int64(len(batches)) > cfg.SegmentBytes {
-		return storage.AppendResult{}, ErrRecordListLarge
+	if cfg.LogAppendTime {
+		record.SetMaxTimestampLogAppendTime(b.Bytes, nowMillis)
+		b.Header.MaxTimestamp = nowMillis
+		b.Header.Attributes |= record.TimestampTypeBit
 	}
-	n, idempotent := 0, false
-	consumed, err := record.Batches(batches, func(b []byte, h record.Header) error {
-		idempotent = idempotent || h.ProducerID >= 0
-		if cfg.MaxMessageBytes > 0 && len(b) > int(cfg.MaxMessageBytes) {
-			return ErrMessageTooLarge
+	batch, h := b.Bytes, b.Header
+	if cfg.Recompress && h.Codec() != cfg.Compression {
+		var err error
+		if batch, err = recompressBatch(batch, cfg); err != nil {
+			return storage.AppendResult{}, err
 		}
-		if _, err := record.Validate(b); err != nil {
-			return err
-		}
-		if h.IsControl() {
-			// Only the transaction coordinator writes control batches.
-			return record.ErrCorrupt
-		}
-		if cfg.Compact {
-			if err := requireKeys(b); err != nil {
-				return err
-			}
-		}
-		if cfg.LogAppendTime {
-			record.SetMaxTimestampLogAppendTime(b, nowMillis)
-		}
-		n++
-		return nil
-	})
-	if err != nil {
-		return storage.AppendResult{}, err
-	}
-	if consumed != len(batches) || n == 0 {
-		return storage.AppendResult{}, record.ErrCorrupt
-	}
-	if idempotent && n > 1 {
-		return storage.AppendResult{}, fmt.Errorf("%w: %d batches in a produce with producer ids; one is allowed", ErrInvalidRecord, n)
-	}
-	if cfg.Recompress {
-		if batches, err = recompressBatches(batches, cfg); err != nil {
+		if h, err = record.ParseHeader(batch); err != nil {
 			return storage.AppendResult{}, err
 		}
 	}
-	return p.appendAsLeader(batches, storage.OriginClient, verified)
+	return p.appendAsLeader(batch, &h, storage.OriginClient, verified)
 }
 
 // AppendInternal appends batches built by the broker itself (coordinators'
@@ -351,22 +367,33 @@ func (p *Partition) AppendInternal(batches []byte) (storage.AppendResult, error)
 	if !p.leader.Load() {
 		return storage.AppendResult{}, ErrNotLeader
 	}
-	return p.appendAsLeader(batches, storage.OriginCoordinator, nil)
+	return p.appendAsLeader(batches, nil, storage.OriginCoordinator, nil)
 }
 
-func (p *Partition) appendAsLeader(batches []byte, origin storage.Origin, verified *TxnVerification) (storage.AppendResult, error) {
+// appendAsLeader appends batches; h, when not nil, is the header of
+// batches, then one batch, parsed by the caller.
+func (p *Partition) appendAsLeader(batches []byte, h *record.Header, origin storage.Origin, verified *TxnVerification) (storage.AppendResult, error) {
 	p.mu.Lock()
 	if !p.leader.Load() {
 		p.mu.Unlock()
 		return storage.AppendResult{}, ErrNotLeader
 	}
 	if origin == storage.OriginClient || verified != nil {
-		if err := p.checkVerificationLocked(batches, verified); err != nil {
+		if err := p.checkVerificationLocked(batches, h, verified); err != nil {
 			p.mu.Unlock()
 			return storage.AppendResult{}, err
 		}
 	}
-	res, flush, err := p.log.AppendDeferred(batches, p.leaderEpoch.Load(), origin)
+	var (
+		res   storage.AppendResult
+		flush bool
+		err   error
+	)
+	if h != nil {
+		res, flush, err = p.log.AppendBatchDeferred(batches, *h, p.leaderEpoch.Load(), origin)
+	} else {
+		res, flush, err = p.log.AppendDeferred(batches, p.leaderEpoch.Load(), origin)
+	}
 	if err == nil && verified != nil && !res.Duplicate {
 		p.clearVerificationLocked(verified)
 	}

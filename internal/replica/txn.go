@@ -49,10 +49,18 @@ func (p *Partition) StartTxnVerification(producerID int64, epoch int16) *TxnVeri
 
 // checkVerificationLocked rejects a transactional batch that would start
 // its producer's transaction here without the producer's current guard.
-// Requires mu.
-func (p *Partition) checkVerificationLocked(batches []byte, verified *TxnVerification) error {
-	h, err := record.ParseHeader(batches)
-	if err != nil || h.ProducerID < 0 || !h.IsTransactional() || h.IsControl() {
+// known is the header of batches when the caller parsed it. Requires mu.
+func (p *Partition) checkVerificationLocked(batches []byte, known *record.Header, verified *TxnVerification) error {
+	var h record.Header
+	if known != nil {
+		h = *known
+	} else {
+		var err error
+		if h, err = record.ParseHeader(batches); err != nil {
+			return nil
+		}
+	}
+	if h.ProducerID < 0 || !h.IsTransactional() || h.IsControl() {
 		return nil
 	}
 	if info, ok := p.log.Producer(h.ProducerID); ok && info.CurrentTxnStartOffset >= 0 {
@@ -144,5 +152,5 @@ func (p *Partition) AppendInternalTxn(batches []byte, verified *TxnVerification)
 	if verified == nil {
 		verified = &TxnVerification{producerID: -1} // never current: only an open transaction passes
 	}
-	return p.appendAsLeader(batches, storage.OriginCoordinator, verified)
+	return p.appendAsLeader(batches, nil, storage.OriginCoordinator, verified)
 }

@@ -34,20 +34,20 @@ func txnBatch(t *testing.T, pid int64, epoch int16, seq int32, txn bool) []byte 
 // marker voids.
 func TestTxnVerification(t *testing.T) {
 	p := lead(t)
-	if _, err := p.Append(txnBatch(t, 5, 0, 0, true), 1, 0, nil); !errors.Is(err, storage.ErrInvalidTxnState) {
+	if _, err := checkAppend(t, p, txnBatch(t, 5, 0, 0, true), nil); !errors.Is(err, storage.ErrInvalidTxnState) {
 		t.Fatalf("unverified: %v", err)
 	}
 	g := p.StartTxnVerification(5, 0)
 	if g == nil || p.StartTxnVerification(5, 0) != g {
 		t.Fatal("no guard, or a second one for the same producer and epoch")
 	}
-	if _, err := p.Append(txnBatch(t, 5, 0, 0, true), 1, 0, g); err != nil {
+	if _, err := checkAppend(t, p, txnBatch(t, 5, 0, 0, true), g); err != nil {
 		t.Fatalf("verified: %v", err)
 	}
 	if p.StartTxnVerification(5, 0) != nil {
 		t.Fatal("guard asked while the transaction is open")
 	}
-	if _, err := p.Append(txnBatch(t, 5, 0, 1, true), 1, 0, nil); err != nil {
+	if _, err := checkAppend(t, p, txnBatch(t, 5, 0, 1, true), nil); err != nil {
 		t.Fatalf("open transaction: %v", err)
 	}
 	if lso, hw := p.LastStableOffset(), p.HighWatermark(); lso != 0 || hw != 2 {
@@ -68,7 +68,7 @@ func TestTxnVerification(t *testing.T) {
 	if _, _, err := p.AppendTxnMarker(5, 1, 0, false, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Append(txnBatch(t, 5, 0, 2, true), 1, 0, g); !errors.Is(err, storage.ErrInvalidTxnState) && !errors.Is(err, storage.ErrInvalidProducerEpoch) {
+	if _, err := checkAppend(t, p, txnBatch(t, 5, 0, 2, true), g); !errors.Is(err, storage.ErrInvalidTxnState) && !errors.Is(err, storage.ErrInvalidProducerEpoch) {
 		t.Fatalf("late batch: %v", err)
 	}
 	if _, err := p.AppendInternalTxn(txnBatch(t, 9, 0, -1, true), nil); !errors.Is(err, storage.ErrInvalidTxnState) {
@@ -81,7 +81,7 @@ func TestReadCommitted(t *testing.T) {
 	g := p.StartTxnVerification(7, 0)
 	mustAppend := func(b []byte, g *TxnVerification) {
 		t.Helper()
-		if _, err := p.Append(b, 1, 0, g); err != nil {
+		if _, err := checkAppend(t, p, b, g); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,9 +112,23 @@ func TestReadCommitted(t *testing.T) {
 	if last != 2 {
 		t.Fatalf("read_committed read up to %d, want the marker at 2 (below the LSO)", last)
 	}
-	// Idempotent batches come alone.
+	// A batch comes alone.
 	two := append(txnBatch(t, 11, 0, 0, false), txnBatch(t, 11, 0, 1, false)...)
-	if _, err := p.Append(two, 1, 0, nil); !errors.Is(err, ErrInvalidRecord) {
-		t.Fatalf("two idempotent batches: %v", err)
+	if _, err := p.Check(two, 0); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("two batches: %v", err)
 	}
+	// Append takes only what Check accepted.
+	if _, err := p.Append(record.Batch{Bytes: txnBatch(t, -1, -1, -1, false)}, 1, 0, nil); !errors.Is(err, record.ErrInvalidRecord) {
+		t.Fatalf("unchecked batch: %v", err)
+	}
+}
+
+// checkAppend is the produce path: Check, then Append.
+func checkAppend(t *testing.T, p *Partition, b []byte, g *TxnVerification) (storage.AppendResult, error) {
+	t.Helper()
+	vb, err := p.Check(b, 1)
+	if err != nil {
+		return storage.AppendResult{}, err
+	}
+	return p.Append(vb, 1, 1, g)
 }

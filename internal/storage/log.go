@@ -221,12 +221,24 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
 func (l *Log) AppendDeferred(batches []byte, leaderEpoch int32, origin Origin) (res AppendResult, flush bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.appendLocked(batches, true, leaderEpoch, origin)
+	return l.appendLocked(batches, nil, true, leaderEpoch, origin)
+}
+
+// AppendBatchDeferred is AppendDeferred for one whole batch b whose header
+// h the caller parsed already (record.Check on the produce path): the log
+// does not parse it again. h must be b's header.
+func (l *Log) AppendBatchDeferred(b []byte, h record.Header, leaderEpoch int32, origin Origin) (res AppendResult, flush bool, err error) {
+	if h.Size() != len(b) {
+		return res, false, fmt.Errorf("%w: header of %d bytes for a batch of %d", record.ErrCorrupt, h.Size(), len(b))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appendLocked(b, &h, true, leaderEpoch, origin)
 }
 
 func (l *Log) append(batches []byte, assign bool, epoch int32, origin Origin) (AppendResult, error) {
 	l.mu.Lock()
-	res, flush, err := l.appendLocked(batches, assign, epoch, origin)
+	res, flush, err := l.appendLocked(batches, nil, assign, epoch, origin)
 	l.mu.Unlock()
 	if err == nil && flush {
 		err = l.FlushTo(res.LastOffset + 1)
@@ -234,7 +246,9 @@ func (l *Log) append(batches []byte, assign bool, epoch int32, origin Origin) (A
 	return res, err
 }
 
-func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Origin) (res AppendResult, flush bool, err error) {
+// appendLocked appends batches; known, when not nil, is the header of
+// batches, then one whole batch, and spares parsing it.
+func (l *Log) appendLocked(batches []byte, known *record.Header, assign bool, epoch int32, origin Origin) (res AppendResult, flush bool, err error) {
 	if l.closing {
 		return res, false, ErrClosed
 	}
@@ -247,7 +261,7 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Orig
 	var pbsBuf [1]producerBatch
 	pbs := pbsBuf[:0] // batches with a producer id
 	next := leo
-	_, err = record.Batches(batches, func(b []byte, h record.Header) error {
+	step := func(b []byte, h record.Header) error {
 		if h.LastOffsetDelta < 0 {
 			return fmt.Errorf("%w: last offset delta %d", record.ErrCorrupt, h.LastOffsetDelta)
 		}
@@ -264,7 +278,12 @@ func (l *Log) appendLocked(batches []byte, assign bool, epoch int32, origin Orig
 			pbs = append(pbs, newProducerBatch(b, h))
 		}
 		return nil
-	})
+	}
+	if known != nil {
+		err = step(batches, *known)
+	} else {
+		_, err = record.Batches(batches, step)
+	}
 	if err != nil {
 		return res, false, err
 	}
