@@ -222,3 +222,63 @@ func TestProduceValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProduceToInternalTopics: a client's Produce to the coordinators'
+// topics is refused as Kafka refuses it (INVALID_TOPIC_EXCEPTION), and
+// writes nothing, while the coordinators' own appends (an offset commit,
+// a transaction) still land there.
+func TestProduceToInternalTopics(t *testing.T) {
+	n := startNode(t, t.TempDir(), txnProps(nil))
+	cl := newClient(t, n)
+	createTopic(t, cl, "data", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The coordinators create and write their topics.
+	tx := newClient(t, n, kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("data"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, kgo.StringRecord("v")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	offs := kadm.Offsets{}
+	offs.AddOffset("data", 0, 1, -1)
+	if r, err := adm.CommitOffsets(ctx, "g", offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	for _, topic := range []string{"__consumer_offsets", "__transaction_state"} {
+		before := map[int32]int64{}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := int64(0)
+		ends.Each(func(o kadm.ListedOffset) { before[o.Partition] = o.Offset; written += o.Offset })
+		if written == 0 {
+			t.Fatalf("%s: the coordinator wrote nothing", topic)
+		}
+		// A well-formed record, as a forger would write it.
+		b, err := record.Build(record.Spec{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]record.Record{{Key: []byte{0, 1, 0, 1, 'g'}, Value: []byte{0, 3}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := produceRaw(t, cl, topic, 11, b)
+		if sp.ErrorCode != kerr.InvalidTopicException.Code || deref(sp.ErrorMessage) != "Cannot append to internal topic "+topic {
+			t.Fatalf("%s: %v %q", topic, kerr.ErrorForCode(sp.ErrorCode), deref(sp.ErrorMessage))
+		}
+		ends, err = adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset != before[o.Partition] {
+				t.Errorf("%s-%d: end offset %d, was %d", topic, o.Partition, o.Offset, before[o.Partition])
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,33 @@ import (
 )
 
 func init() { clientCommands = append(clientCommands, newConsumeCommand) }
+
+// undecodable reports a fetch error of franz-go's own decoding of a batch
+// (ProcessFetchPartition: a CRC or length mismatch, data that does not
+// decompress, a bad record count or magic), which comes back at every
+// fetch: no retry mends it.
+func undecodable(err error) bool {
+	var big *kgo.ErrDecompressTooLarge
+	if errors.As(err, &big) {
+		return true
+	}
+	msg := err.Error()
+	for _, p := range []string{"unable to decompress batch", "invalid record batch", "encoded crc", "encoded length",
+		"unable to read", "unknown batch magic", "unknown magic", "unknown message magic", "unknown attributes",
+		"invalid compressed message set", "message set v1 has inner"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return strings.HasPrefix(msg, "length ") && strings.Contains(msg, "too short to allow for a crc")
+}
+
+// consumeStallTimeout bounds how long consume --until-end waits for any
+// record while a partition is below its end offset: a batch the client
+// silently cannot decode (fewer records than its header claims) would
+// otherwise be fetched again forever. Data below the high-watermark comes
+// back at once from a live broker.
+var consumeStallTimeout = 30 * time.Second
 
 type consumeFlags struct {
 	clientFlags
@@ -189,21 +217,49 @@ func runConsume(cmd *cobra.Command, f *consumeFlags, topic string) error {
 		buf     []byte
 		done    = make(map[int32]bool, len(ranges))
 		runErr  error
+		// position is each partition's next offset, for the message of
+		// a batch the client cannot decode.
+		position = make(map[int32]int64, len(ranges))
 	)
+	for p, r := range ranges {
+		position[p] = r.start
+	}
 poll:
 	for {
 		n := 10000
 		if f.maxMessages > 0 {
 			n = int(min(f.maxMessages-printed, 10000))
 		}
-		fetches := cl.PollRecords(ctx, n)
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if f.untilEnd {
+			pollCtx, cancel = context.WithTimeout(ctx, consumeStallTimeout)
+		}
+		fetches := cl.PollRecords(pollCtx, n)
+		cancel()
 		if fetches.IsClientClosed() {
 			break
+		}
+		if ctx.Err() == nil && pollCtx.Err() != nil && fetches.NumRecords() == 0 {
+			var stuck []string
+			for p, r := range ranges {
+				if at := position[p]; !done[p] && at < r.end {
+					stuck = append(stuck, fmt.Sprintf("partition %d at offset %d (end %d)", p, at, r.end))
+				}
+			}
+			if len(stuck) > 0 {
+				slices.Sort(stuck)
+				runErr = fmt.Errorf("no record for %v below the end offset: %s; a batch there may be one the client cannot decode", consumeStallTimeout, strings.Join(stuck, ", "))
+				break
+			}
+			continue
 		}
 		transient := false
 		for _, fe := range fetches.Errors() {
 			if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
-				break poll
+				if ctx.Err() != nil {
+					break poll
+				}
+				continue // the stall bound of one poll
 			}
 			// Kafka errors that are not retriable end the command; the
 			// rest (a broker restarting, a group rejoining) the client
@@ -211,6 +267,17 @@ poll:
 			var ke *kerr.Error
 			if errors.As(fe.Err, &ke) && !ke.Retriable {
 				runErr = fmt.Errorf("fetch partition %d: %w", fe.Partition, fe.Err)
+				break poll
+			}
+			// A batch the client cannot decode (written by a broker
+			// that did not check records) comes back at every fetch:
+			// retrying would loop forever.
+			if undecodable(fe.Err) {
+				at := "its start"
+				if off, ok := position[fe.Partition]; ok {
+					at = fmt.Sprintf("offset %d", off)
+				}
+				runErr = fmt.Errorf("partition %d at %s: the batch there cannot be decoded (%w); the records after it can be read with --offset past it, or the log start moved past it (kafka-delete-records)", fe.Partition, at, fe.Err)
 				break poll
 			}
 			prog.logf("samsa consume: %v (retrying)\n", fe.Err)
@@ -231,6 +298,7 @@ poll:
 			if stop {
 				return
 			}
+			position[r.Partition] = r.Offset + 1
 			rg, known := ranges[r.Partition]
 			if f.untilEnd && known {
 				if r.Offset >= rg.end {
