@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -280,5 +281,85 @@ func TestProduceToInternalTopics(t *testing.T) {
 				t.Errorf("%s-%d: end offset %d, was %d", topic, o.Partition, o.Offset, before[o.Partition])
 			}
 		})
+	}
+}
+
+var captureCorpus = flag.Bool("capture-corpus", false, "write the client batches of TestClientBatchesPassCheck to internal/record/testdata/fuzz/FuzzCheck")
+
+// TestClientBatchesPassCheck: what librdkafka (kcat) and franz-go write, in
+// every codec, passes the broker's checks and reads back; each stored
+// batch passes record.Check again. With -capture-corpus the batches become
+// FuzzCheck's seeds.
+func TestClientBatchesPassCheck(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Skip("kcat not installed")
+	}
+	dir := t.TempDir()
+	n := startNode(t, dir, nil)
+	cl := newClient(t, n)
+	createTopic(t, cl, "clients", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var want []string
+	var origin []string // which client and codec wrote each batch, in order
+	for _, codec := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
+		var in strings.Builder
+		for i := range 30 {
+			v := fmt.Sprintf("kcat-%s-%d-%s", codec, i, strings.Repeat("y", i*7))
+			want = append(want, v)
+			fmt.Fprintf(&in, "k%d\t%s\n", i%3, v)
+		}
+		// -K: key<TAB>value; one linger so that the records share a batch.
+		c := exec.CommandContext(ctx, kcat, "-P", "-b", n.Addr(), "-t", "clients", "-p", "0", "-K", "\t", "-z", codec,
+			"-X", "linger.ms=100", "-X", "enable.idempotence=true")
+		c.Stdin = strings.NewReader(in.String())
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("kcat -z %s: %v\n%s", codec, err, out)
+		}
+		origin = append(origin, "librdkafka-"+codec)
+	}
+	for _, codec := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.GzipCompression(), kgo.SnappyCompression(), kgo.Lz4Compression(), kgo.ZstdCompression()} {
+		p := newClient(t, n, kgo.ProducerBatchCompression(codec), kgo.DefaultProduceTopic("clients"), kgo.ProducerLinger(50*time.Millisecond))
+		var recs []*kgo.Record
+		for i := range 30 {
+			v := fmt.Sprintf("franz-%d-%d-%s", len(origin), i, strings.Repeat("z", i*5))
+			want = append(want, v)
+			recs = append(recs, &kgo.Record{Key: []byte{byte(i)}, Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "n", Value: []byte{byte(i)}}}})
+		}
+		if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("franz-go: %v", err)
+		}
+		origin = append(origin, fmt.Sprintf("franz-go-%d", len(origin)-5))
+	}
+	got := readTopic(t, n.Addr(), "clients", kgo.ReadUncommitted(), len(want), 30*time.Second)
+	if len(got) != len(want) {
+		t.Fatalf("read %d of %d records", len(got), len(want))
+	}
+	seg, err := os.ReadFile(filepath.Join(dir, "clients-0", "00000000000000000000.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	_, err = record.Batches(seg, func(b []byte, h record.Header) error {
+		pol := record.Policy{NowMillis: time.Now().UnixMilli(), TimestampBeforeMaxMs: record.NoTimestampBound, TimestampAfterMaxMs: record.NoTimestampBound}
+		if _, err := record.Check(b, &pol); err != nil {
+			return fmt.Errorf("stored batch at offset %d: %w", h.BaseOffset, err)
+		}
+		if *captureCorpus {
+			name := fmt.Sprintf("client-%02d-%v", i, h.Codec())
+			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
+			if err := os.WriteFile(filepath.Join("internal", "record", "testdata", "fuzz", "FuzzCheck", name), []byte(data), 0o644); err != nil {
+				return err
+			}
+		}
+		i++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i < len(origin) {
+		t.Fatalf("%d batches for %d producers", i, len(origin))
 	}
 }
