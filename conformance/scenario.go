@@ -94,6 +94,7 @@ var Scenarios = []Scenario{
 		Runner: "delete-topic", Needs: []kmsg.Key{kmsg.DeleteTopics, kmsg.Metadata}, Partitions: 2,
 		Verify: verifyDeleted},
 	compactedScenario(),
+	malformedScenario(),
 }
 
 func produceScenario(codec string) Scenario {
