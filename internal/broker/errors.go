@@ -29,6 +29,10 @@ var errorCodes = []struct {
 	{record.ErrInvalidTimestamp, kerr.InvalidTimestamp},
 	{record.ErrTooLarge, kerr.RecordListTooLarge},
 	{storage.ErrRecordSetTooLarge, kerr.RecordListTooLarge},
+	// A fetch that meets a batch header the log cannot frame (data
+	// damaged on disk): the consumer learns the data is corrupt rather
+	// than that the server failed.
+	{storage.ErrCorruptSegment, kerr.CorruptMessage},
 	{record.ErrTruncated, kerr.CorruptMessage},
 	{record.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
 	{replica.ErrNotLeader, kerr.NotLeaderForPartition},

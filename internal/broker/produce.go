@@ -68,11 +68,13 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		resp   *kmsg.ProduceResponseTopicPartition
 	}
 	type job struct {
-		p      *replica.Partition
-		batch  record.Batch
-		key    verifyKey
-		ti, pi int // index of the response entry
-		v      *replica.TxnVerification
+		p       *replica.Partition
+		records []byte
+		batch   record.Batch // records, checked
+		err     error        // of the check
+		key     verifyKey
+		ti, pi  int // index of the response entry
+		v       *replica.TxnVerification
 	}
 	var jobs []job
 	for _, rt := range req.Topics {
@@ -98,19 +100,39 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 				msg := fmt.Sprintf("Cannot append to internal topic %s", rt.Topic)
 				sp.ErrorCode, sp.ErrorMessage = kerr.InvalidTopicException.Code, &msg
 			default:
-				// The one parse of the batch: its header and the
-				// check of every record, handed down to the log.
-				vb, err := p.Check(rp.Records, now)
-				if err != nil {
-					failProduce(&sp, err)
-					break
-				}
-				jobs = append(jobs, job{p: p, batch: vb, key: verifyKey{rt.Topic, rp.Partition}, ti: len(resp.Topics), pi: len(st.Partitions)})
+				jobs = append(jobs, job{p: p, records: rp.Records, key: verifyKey{rt.Topic, rp.Partition}, ti: len(resp.Topics), pi: len(st.Partitions)})
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
+	// The one parse of each batch: its header and the check of every
+	// record, handed down to the log. Decompressing takes far longer than
+	// walking uncompressed records: several compressed batches are
+	// checked in parallel.
+	compressed := 0
+	for _, j := range jobs {
+		if record.CodecOf(j.records) != record.CodecNone {
+			compressed += len(j.records)
+		}
+	}
+	checkOne := func(i int) { jobs[i].batch, jobs[i].err = jobs[i].p.Check(jobs[i].records, now) }
+	if len(jobs) > 1 && compressed >= parallelCheckBytes {
+		appendAll(len(jobs), checkOne)
+	} else {
+		for i := range jobs {
+			checkOne(i)
+		}
+	}
+	checked := jobs[:0]
+	for _, j := range jobs {
+		if j.err != nil {
+			failProduce(&resp.Topics[j.ti].Partitions[j.pi], j.err)
+			continue
+		}
+		checked = append(checked, j)
+	}
+	jobs = checked
 	if req.TransactionID != nil && len(jobs) > 0 {
 		targets := make([]verifyTarget, len(jobs))
 		for i, j := range jobs {
@@ -299,17 +321,23 @@ func isInternalTopic(name string) bool {
 	return name == "__consumer_offsets" || name == "__transaction_state" || name == "__share_group_state"
 }
 
+// parallelCheckBytes is the compressed bytes of one request above which
+// its partitions' batches are checked in parallel: below it, the goroutines
+// cost more than they save.
+const parallelCheckBytes = 64 << 10
+
 // maxParallelAppends bounds the goroutines appending the partitions of one
 // Produce request.
 const maxParallelAppends = 8
 
-// appendAll runs append(i) for i in [0, n): inline for one partition, and
-// for more on up to maxParallelAppends goroutines, so that the partitions
-// of one request wait for their fsyncs (flush.messages) together rather
-// than one after another. It returns when every append has.
-func appendAll(n int, append func(i int)) {
+// appendAll runs fn(i) for i in [0, n): inline for one, and for more on
+// up to maxParallelAppends goroutines, so that the partitions of one
+// request wait for their fsyncs (flush.messages) together rather than one
+// after another, or decompress their batches on several cores. It returns
+// when every call has.
+func appendAll(n int, fn func(i int)) {
 	if n == 1 {
-		append(0)
+		fn(0)
 		return
 	}
 	workers := min(n, maxParallelAppends)
@@ -324,7 +352,7 @@ func appendAll(n int, append func(i int)) {
 				if i >= n {
 					return
 				}
-				append(i)
+				fn(i)
 			}
 		}()
 	}

@@ -162,6 +162,15 @@ func ParseHeader(b []byte) (Header, error) {
 	return h, nil
 }
 
+// CodecOf is the codec of the batch at the start of b (attribute bits
+// 0-2), or CodecNone when b is shorter than a header.
+func CodecOf(b []byte) Codec {
+	if len(b) < HeaderSize {
+		return CodecNone
+	}
+	return Codec(b[offAttributes+1] & CodecMask)
+}
+
 // Validate checks that b holds exactly one whole v2 batch: the length field
 // matches len(b), magic is 2, the CRC-32C matches, the record count is not
 // negative and fits the last offset delta (for uncompressed batches, where

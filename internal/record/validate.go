@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"strings"
-	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -268,28 +267,54 @@ func (p *Policy) maxDecompressed() int {
 	return p.MaxDecompressedBytes
 }
 
+// fail is the refusal of record i for a fault of its structure.
+func (w *walker) fail(i int32, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return &ValidationError{Err: ErrInvalidRecord,
+		Message: fmt.Sprintf("Found invalid record structure at record %d of %d: %s", i, w.h.NumRecords, msg),
+		Records: []RecordError{{BatchIndex: i, Message: msg}}}
+}
+
 // record checks record i of the batch (see Record for the layout).
 func (w *walker) record(s *src, i int32) error {
-	fail := func(format string, args ...any) error {
-		msg := fmt.Sprintf(format, args...)
-		return &ValidationError{Err: ErrInvalidRecord,
-			Message: fmt.Sprintf("Found invalid record structure at record %d of %d: %s", i, w.h.NumRecords, msg),
-			Records: []RecordError{{BatchIndex: i, Message: msg}}}
-	}
 	size, err := s.varint32()
 	if err != nil {
 		if s.r != nil && !errors.Is(err, errShort) && !errors.Is(err, errVarint) {
 			return w.streamError(i, err)
 		}
-		return fail("record length: %v", err)
+		return w.fail(i, "record length: %v", err)
 	}
 	if size <= 0 {
-		return fail("invalid record size %d", size)
+		return w.fail(i, "invalid record size %d", size)
+	}
+	if s.r != nil && int(size) <= s.r.Size() {
+		// The record fits the read buffer: walk it in place, as an
+		// uncompressed one, then step over it.
+		body, err := s.r.Peek(int(size))
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return w.fail(i, "Invalid record size: expected %d bytes in record payload, but only %d remain", size, len(body))
+			}
+			return w.streamError(i, err)
+		}
+		in := src{b: body}
+		if err := w.body(&in, i, size, int64(size)); err != nil {
+			return err
+		}
+		d, err := s.r.Discard(int(size))
+		s.n += int64(d)
+		return err
 	}
 	if err := s.fits(int64(size)); err != nil {
-		return fail("Invalid record size: expected %d bytes in record payload, but %v", size, err)
+		return w.fail(i, "Invalid record size: expected %d bytes in record payload, but %v", size, err)
 	}
-	end := s.n + int64(size)
+	return w.body(s, i, size, s.n+int64(size))
+}
+
+// body checks the fields of record i, size bytes, which end at s's
+// position end.
+func (w *walker) body(s *src, i, size int32, end int64) error {
+	fail := func(format string, args ...any) error { return w.fail(i, format, args...) }
 	// In-record reads are bounded by end: a short stream is corrupt data.
 	field := func(name string, err error) error {
 		if s.r != nil && !errors.Is(err, errShort) && !errors.Is(err, errVarint) && !errors.Is(err, errPastRecord) {
@@ -559,7 +584,32 @@ type stream struct {
 // record walk.
 const streamBufSize = 32 << 10
 
-var streams = sync.Pool{New: func() any { return &stream{buf: bufio.NewReaderSize(nil, streamBufSize)} }}
+// streams keeps the states of compressed batch checks for reuse: a free
+// list, not a sync.Pool, because a pool is emptied by every other garbage
+// collection, and a busy broker collects often: remaking zstd decoders
+// and lz4 readers, whose buffers are large, then cost more than the
+// decompression. It holds at most maxIdleStreams states.
+var streams = make(chan *stream, maxIdleStreams)
+
+// maxIdleStreams bounds the idle states kept: as many as produce requests
+// checked at once on a busy broker, about its cores.
+const maxIdleStreams = 16
+
+func getStream() *stream {
+	select {
+	case st := <-streams:
+		return st
+	default:
+		return &stream{buf: bufio.NewReaderSize(nil, streamBufSize)}
+	}
+}
+
+func putStream(st *stream) {
+	select {
+	case streams <- st:
+	default:
+	}
+}
 
 // limitReader fails with ErrTooLarge once more than max bytes were read.
 type limitReader struct {
@@ -587,8 +637,8 @@ func (l *limitReader) Read(p []byte) (int, error) {
 
 // walkCompressed decompresses data with codec as it walks the records.
 func (w *walker) walkCompressed(codec Codec, data []byte) error {
-	st := streams.Get().(*stream)
-	defer streams.Put(st)
+	st := getStream()
+	defer putStream(st)
 	limit := int64(w.pol.maxDecompressed())
 	st.in.Reset(data)
 	var r io.Reader

@@ -252,3 +252,31 @@ func FuzzCheck(f *testing.F) {
 		}
 	})
 }
+
+// TestCheckLargeRecords: records larger than the streaming read buffer
+// are walked field by field from the stream, with the same rules.
+func TestCheckLargeRecords(t *testing.T) {
+	V, Rec := recordtest.V, recordtest.Rec
+	big := bytes.Repeat([]byte("z"), 40<<10)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		ok   bool
+	}{
+		{"valid", Rec([]byte{0}, V(0), V(0), V(1), []byte("k"), V(int64(len(big))), big, V(0)), true},
+		{"value length past the record", Rec([]byte{0}, V(0), V(0), V(1), []byte("k"), V(int64(len(big))+10), big, V(0)), false},
+		{"byte left in the record", Rec([]byte{0}, V(0), V(0), V(1), []byte("k"), V(int64(len(big))), big, V(0), []byte{1}), false},
+		{"record longer than the stream", append(V(int64(len(big))+100), append([]byte{0, 0, 0, 2, 'k'}, big...)...), false},
+		{"header count too large", Rec([]byte{0}, V(0), V(0), V(1), []byte("k"), V(int64(len(big))), big, V(1000)), false},
+		{"garbage after the record", append(Rec([]byte{0}, V(0), V(0), V(1), []byte("k"), V(int64(len(big))), big, V(0)), 7, 7), false},
+	} {
+		for _, codec := range []record.Codec{record.CodecNone, record.CodecGzip, record.CodecSnappy, record.CodecLZ4, record.CodecZstd} {
+			spec := recordtest.Plain(1, now)
+			spec.Codec = codec
+			_, err := record.Check(recordtest.Raw(spec, tc.body), noBounds())
+			if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, record.ErrInvalidRecord)) {
+				t.Errorf("%s/%v: %v", tc.name, codec, err)
+			}
+		}
+	}
+}
