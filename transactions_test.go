@@ -967,25 +967,7 @@ func rawProduce(t *testing.T, cl *kgo.Client, txnID, topic string, partition int
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := kmsg.NewPtrProduceRequest()
-	req.Version = 9
-	if txnID != "" {
-		req.TransactionID = &txnID
-	}
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = partition, batch
-	rt.Partitions = []kmsg.ProduceRequestTopicPartition{rp}
-	req.Topics = []kmsg.ProduceRequestTopic{rt}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := resp.Topics[0].Partitions[0]
+	p := produceBatch(t, cl, topic, partition, 9, txnID, batch)
 	if p.ErrorCode == kerr.UnknownServerError.Code {
 		t.Fatalf("produce answered UNKNOWN_SERVER_ERROR: %v", p.ErrorMessage)
 	}

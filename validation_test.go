@@ -25,18 +25,21 @@ import (
 	"github.com/samsahq/samsa/internal/record/recordtest"
 )
 
-// rawProduce sends records as partition 0 of topic in a Produce request of
-// version, acks=all, and returns the partition's response.
-func produceRaw(t *testing.T, cl *kgo.Client, topic string, version int16, records []byte) kmsg.ProduceResponseTopicPartition {
+// produceBatch sends records as partition of topic in a Produce request of
+// version (transactional when txnID is not empty), acks=all, and returns
+// the partition's response.
+func produceBatch(t *testing.T, cl *kgo.Client, topic string, partition int32, version int16, txnID string, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(version)
-	req.Acks = -1
-	req.TimeoutMillis = 5000
+	if txnID != "" {
+		req.TransactionID = &txnID
+	}
+	req.Acks, req.TimeoutMillis = -1, 10000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
+	rp.Partition, rp.Records = partition, records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -109,7 +112,7 @@ func TestProduceValidation(t *testing.T) {
 	now := time.Now().UnixMilli()
 
 	for _, c := range recordtest.Malformed(now) {
-		sp := produceRaw(t, cl, "v", 11, c.Batch)
+		sp := produceBatch(t, cl, "v", 0, 11, "", c.Batch)
 		if sp.ErrorCode != c.Code {
 			t.Errorf("%s: %v (%s), want %v", c.Name, kerr.ErrorForCode(sp.ErrorCode), deref(sp.ErrorMessage), kerr.ErrorForCode(c.Code))
 			continue
@@ -145,7 +148,7 @@ func TestProduceValidation(t *testing.T) {
 		{"LogAppendTime from the client on a LogAppendTime topic", "vl", recordtest.Raw(lat, recordtest.Good(0)), kerr.InvalidTimestamp.Code, 0},
 		{"zstd bomb of 130 MiB", "v", zstdBomb(t, 130<<20), kerr.RecordListTooLarge.Code, -1},
 	} {
-		sp := produceRaw(t, cl, tc.topic, 11, tc.batch)
+		sp := produceBatch(t, cl, tc.topic, 0, 11, "", tc.batch)
 		if sp.ErrorCode != tc.code {
 			t.Errorf("%s: %v (%s), want %v", tc.name, kerr.ErrorForCode(sp.ErrorCode), deref(sp.ErrorMessage), kerr.ErrorForCode(tc.code))
 			continue
@@ -159,7 +162,7 @@ func TestProduceValidation(t *testing.T) {
 	}
 	// Before v8 the response has no message or record errors; the code
 	// is the same.
-	if sp := produceRaw(t, cl, "v", 7, recordtest.Malformed(now)[0].Batch); sp.ErrorCode != kerr.InvalidRecord.Code {
+	if sp := produceBatch(t, cl, "v", 0, 7, "", recordtest.Malformed(now)[0].Batch); sp.ErrorCode != kerr.InvalidRecord.Code {
 		t.Errorf("v7: %v", kerr.ErrorForCode(sp.ErrorCode))
 	}
 
@@ -268,7 +271,7 @@ func TestProduceToInternalTopics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sp := produceRaw(t, cl, topic, 11, b)
+		sp := produceBatch(t, cl, topic, 0, 11, "", b)
 		if sp.ErrorCode != kerr.InvalidTopicException.Code || deref(sp.ErrorMessage) != "Cannot append to internal topic "+topic {
 			t.Fatalf("%s: %v %q", topic, kerr.ErrorForCode(sp.ErrorCode), deref(sp.ErrorMessage))
 		}
