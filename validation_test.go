@@ -126,9 +126,9 @@ func TestProduceValidation(t *testing.T) {
 		if sp.BaseOffset != -1 {
 			t.Errorf("%s: base offset %d", c.Name, sp.BaseOffset)
 		}
-	}
-	if end := endOffset(t, cl, "v"); end != 0 {
-		t.Fatalf("log end offset %d after refused batches", end)
+		if end := endOffset(t, cl, "v"); end != 0 {
+			t.Fatalf("%s: log end offset %d after the refusal", c.Name, end)
+		}
 	}
 
 	keyless := recordtest.Rec([]byte{0}, recordtest.V(0), recordtest.V(1), recordtest.V(-1), recordtest.V(1), []byte("v"), recordtest.V(0))

@@ -282,7 +282,7 @@ func checkProduceRecords(version int16, records []byte, sp *kmsg.ProduceResponse
 	case magic != 2:
 		return fail(kerr.InvalidRecord, fmt.Sprintf("Produce requests with version %d are only allowed to contain record batches with magic version 2", version))
 	}
-	if h, err := record.ParseHeader(records[:size]); err == nil && version < 7 && h.Codec() == record.CodecZstd {
+	if version < 7 && record.CodecOf(records[:size]) == record.CodecZstd {
 		return fail(kerr.UnsupportedCompressionType, fmt.Sprintf("Produce requests with version %d are not allowed to use ZStandard compression", version))
 	}
 	next, _, err := record.NextBatch(records[size:])
