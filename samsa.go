@@ -28,6 +28,7 @@ import (
 	"github.com/samsahq/samsa/internal/broker"
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/server"
@@ -152,6 +153,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	levels, logger := loglevel.New(logger.Handler())
 	logger = logger.With("node", nc.NodeID)
 	n := &Node{node: nc, logger: logger}
 	defer func() {
@@ -186,7 +188,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			DedupeBufferSize:    nc.LogCleanerDedupeBufferSize,
 			IOMaxBytesPerSecond: nc.LogCleanerIOMaxBytesPerSecond,
 		},
-		Logger: logger,
+		Logger: logger.With("component", "storage"),
 	})
 	if err != nil {
 		return nil, err
@@ -223,7 +225,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			MaxRequestBytes: nc.SocketRequestMaxBytes,
 			IdleTimeout:     nc.ConnectionsMaxIdle,
 			Quotas:          brokerQuotas,
-			Logger:          logger,
+			Logger:          logger.With("component", "server"),
 		}
 		if isCtrl {
 			scfg.Versions = ctrlVersions
@@ -304,7 +306,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	}
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.
-	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger})
+	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger.With("component", "broker"), Levels: levels})
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/controller"
+	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
@@ -69,17 +70,27 @@ type Config struct {
 	// Advertised are the endpoints given to clients (advertised.listeners
 	// with real ports).
 	Advertised []metadata.Endpoint
+	// Levels are the node's log levels, which BROKER_LOGGER resources
+	// describe and change (KIP-412); nil: no loggers to describe.
+	Levels *loglevel.Levels
 }
 
 // Broker handles requests. Safe for concurrent use.
 type Broker struct {
-	node     *config.Node
-	ctrl     *controller.Controller
-	quorum   MetadataQuorum // nil: not a voter
-	replicas *replica.Manager
-	logger   *slog.Logger
-	versions *wire.Versions // advertised on broker listeners
-	ctrlVers *wire.Versions // advertised on controller listeners
+	node *config.Node // the static properties
+	// dyn is node with the dynamic broker configs of the metadata image
+	// applied (this broker's, then the cluster-wide defaults): the
+	// configuration in effect (dynconfig.go).
+	dyn                              atomic.Pointer[config.Node]
+	logs                             *storage.Manager
+	levels                           *loglevel.Levels
+	leaderThrottle, followerThrottle *replica.Throttle
+	ctrl                             *controller.Controller
+	quorum                           MetadataQuorum // nil: not a voter
+	replicas                         *replica.Manager
+	logger                           *slog.Logger
+	versions                         *wire.Versions // advertised on broker listeners
+	ctrlVers                         *wire.Versions // advertised on controller listeners
 
 	ctrlChan    controllerChannel
 	incarnation [16]byte     // this process's incarnation id (BrokerRegistration)
@@ -110,8 +121,14 @@ func New(cfg Config) (*Broker, error) {
 		ctrl:   cfg.Controller,
 		quorum: cfg.Quorum,
 		logger: logger,
+		logs:   cfg.Logs,
+		levels: cfg.Levels,
 		stop:   make(chan struct{}),
+
+		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
+		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),
 	}
+	b.dyn.Store(cfg.Node)
 	b.ctrlChan.b = b
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
@@ -121,8 +138,8 @@ func New(cfg Config) (*Broker, error) {
 		Controller:       isrChanger{b},
 		LeaderAddr:       b.brokerAddr,
 		FetchMaxBytes:    cfg.Node.ReplicaFetchResponseMaxBytes,
-		LeaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
-		FollowerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),
+		LeaderThrottle:   b.leaderThrottle,
+		FollowerThrottle: b.followerThrottle,
 		Logger:           logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
@@ -216,7 +233,7 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 	if !ok {
 		return nil, fmt.Errorf("unsupported API key %d", req.Key)
 	}
-	if forwarded[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
+	if forwarded[a.key] && !forwardsItself[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
 		return b.forward(ctx, req.Body)
 	}
 	return a.handle(withClientID(ctx, req.ClientID), b, c, req.Body)
@@ -237,6 +254,14 @@ var forwarded = map[kmsg.Key]bool{
 	kmsg.ListPartitionReassignments: true,
 }
 
+// forwardsItself are the forwarded APIs whose handlers answer part of a
+// request themselves and forward the rest (alterconfigs.go: BROKER and
+// BROKER_LOGGER resources are checked by the broker that receives them).
+var forwardsItself = map[kmsg.Key]bool{
+	kmsg.AlterConfigs:            true,
+	kmsg.IncrementalAlterConfigs: true,
+}
+
 // image is the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.ctrl.Image() }
 
@@ -246,6 +271,7 @@ func (b *Broker) image() *metadata.Image { return b.ctrl.Image() }
 func (b *Broker) applyImage(old, next *metadata.Image) error {
 	var firstErr error
 	self := b.node.NodeID
+	reconfigured := b.applyDynamicConfigs(old, next)
 	for _, name := range next.TopicNames() {
 		t := next.Topic(name)
 		var prev *metadata.Topic
@@ -253,6 +279,11 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			prev = old.TopicByID(t.ID)
 		}
 		if prev == t {
+			if reconfigured {
+				// Broker-level defaults changed: partitions of topics
+				// without their own value follow them at once.
+				b.reconfigure(name, t)
+			}
 			continue // unchanged (images share unchanged topics)
 		}
 		cfg := b.logConfig(t)
@@ -309,13 +340,14 @@ func (b *Broker) topicConfig(t *metadata.Topic, name string) (string, kmsg.Confi
 			return v, kmsg.ConfigSourceDynamicTopicConfig
 		}
 	}
-	if src := b.node.BrokerSource(name); src != "" {
-		return b.node.Topic[name], kmsg.ConfigSourceStaticBrokerConfig
+	n := b.config()
+	if src := n.BrokerSource(name); src != "" {
+		return n.Topic[name], b.brokerSource(src)
 	}
-	if name == "flush.ms" && b.node.LogFlushSchedulerInterval > 0 {
-		return strconv.FormatInt(b.node.LogFlushSchedulerInterval.Milliseconds(), 10), kmsg.ConfigSourceDefaultConfig
+	if name == "flush.ms" && n.LogFlushSchedulerInterval > 0 {
+		return strconv.FormatInt(n.LogFlushSchedulerInterval.Milliseconds(), 10), kmsg.ConfigSourceDefaultConfig
 	}
-	return b.node.Topic[name], kmsg.ConfigSourceDefaultConfig
+	return n.Topic[name], kmsg.ConfigSourceDefaultConfig
 }
 
 // topicInt returns the effective value of an integer topic config, parsed
@@ -370,7 +402,7 @@ func (b *Broker) logConfig(t *metadata.Topic) replica.LogConfig {
 			SegmentIndexBytes:     int32(b.topicInt(t, "segment.index.bytes")),
 			FlushIntervalMessages: flush,
 			FlushInterval:         flushInterval,
-			ProducerIDExpiration:  b.node.ProducerIDExpiration,
+			ProducerIDExpiration:  b.config().ProducerIDExpiration,
 			Cleanup:               b.cleanupConfig(t),
 		},
 	}

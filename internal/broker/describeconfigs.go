@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -23,19 +24,27 @@ import (
 //     ResourceConfig), Documentation (response ResourceConfig)
 //   - v4: flexible versions: compact encodings and tagged fields (KIP-482)
 
-// DescribeConfigs v1-v4 for topics and brokers, with sources (default,
-// static broker, dynamic topic), synonyms (v1+) and types (v3+, KIP-569),
-// as Kafka's ConfigHelper answers them:
+// DescribeConfigs v1-v4 for topics, brokers and broker loggers, with
+// sources, synonyms (v1+) and types (v3+, KIP-569), as Kafka's ConfigHelper
+// answers them:
 //
 //   - a topic config's source is that of its first synonym, DEFAULT_CONFIG
 //     without any; its synonyms are the topic's own value
 //     (DYNAMIC_TOPIC_CONFIG) when set, then those of its broker synonym
-//     (brokerConfigSynonyms): for retention.ms, log.retention.ms set in
-//     the properties, log.retention.minutes and log.retention.hours.
+//     (brokerSynonyms): for retention.ms, log.retention.ms set as a
+//     dynamic config of this broker, as a cluster-wide dynamic default, in
+//     the properties, then log.retention.minutes and log.retention.hours
+//     likewise.
 //   - a broker resource named by this node's id lists every property with
-//     the synonyms of its name; the empty name (the cluster-wide dynamic
-//     defaults) lists nothing, since Samsa has no dynamic broker configs;
-//     another name is INVALID_REQUEST.
+//     the value in effect and the synonyms of its name; the empty name
+//     lists the cluster-wide dynamic defaults set, with their synonyms but
+//     those of this broker's own dynamic configs. As Kafka, every config
+//     of the first is marked read-write and every one of the second
+//     read-only (config.Mode tells which can really change); another name
+//     is INVALID_REQUEST.
+//   - a BROKER_LOGGER resource (KIP-412) named by this node's id lists the
+//     loggers (loglevel.Root and the components) with their levels,
+//     source DYNAMIC_BROKER_LOGGER_CONFIG.
 //
 // An empty list of config names, like a null one, asks for every config.
 func init() { register(kmsg.DescribeConfigs, 1, 4, handleDescribeConfigs) }
@@ -87,13 +96,24 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			if r.ResourceName == "" {
-				break // no cluster-wide dynamic defaults
+				def := im.BrokerConfigs("")
+				for _, name := range slices.Sorted(maps.Keys(def)) {
+					if !wanted(name) {
+						continue
+					}
+					v := def[name]
+					syn := slices.DeleteFunc(b.brokerSynonyms(name), func(s kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) bool {
+						return s.Source == kmsg.ConfigSourceDynamicBrokerConfig
+					})
+					add(name, &v, config.TypeString, true, syn)
+				}
+				break
 			}
 			if msg := b.checkBrokerResource(r.ResourceName); msg != "" {
 				rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, &msg
 				break
 			}
-			for _, bc := range b.node.BrokerConfigs() {
+			for _, bc := range b.config().BrokerConfigs() {
 				if !wanted(bc.Name) {
 					continue
 				}
@@ -101,7 +121,24 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 				if _, ok := config.BrokerDefault(bc.Name); !bc.Set && !ok {
 					v = nil // null in Kafka: no default, not set
 				}
-				add(bc.Name, v, config.TypeString, true, b.brokerSynonyms(bc.Name))
+				add(bc.Name, v, config.TypeString, false, b.brokerSynonyms(bc.Name))
+			}
+		case kmsg.ConfigResourceTypeBrokerLogger:
+			if err := b.checkLoggerResource(r.ResourceName); err != nil {
+				rr.ErrorCode, rr.ErrorMessage = errCode(err), errMessage(err)
+				break
+			}
+			if b.levels == nil {
+				break
+			}
+			for _, l := range b.levels.Loggers() {
+				if !wanted(l[0]) {
+					continue
+				}
+				c := kmsg.NewDescribeConfigsResponseResourceConfig()
+				c.Name, c.Value, c.ConfigType = l[0], kmsg.StringPtr(l[1]), kmsg.ConfigType(config.TypeString)
+				c.Source = kmsg.ConfigSourceDynamicBrokerLoggerConfig
+				rr.Configs = append(rr.Configs, c)
 			}
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
@@ -126,18 +163,32 @@ func (b *Broker) checkBrokerResource(name string) string {
 }
 
 // brokerSynonyms are the synonyms of broker property name in Kafka's order
-// (ConfigHelper.configSynonyms): each of config.BrokerSynonyms(name) the
-// node's properties set (STATIC_BROKER_CONFIG), then each that has a
+// (ConfigHelper.configSynonyms): each of config.BrokerSynonyms(name) set
+// as a dynamic config of this broker (DYNAMIC_BROKER_CONFIG), then as a
+// cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG), then in
+// the node's properties (STATIC_BROKER_CONFIG), then each that has a
 // default in Kafka (DEFAULT_CONFIG); those before the first entry of name
 // itself are dropped. So retention.ms of a topic, whose broker synonym
 // log.retention.ms is set neither in the properties nor by default, lists
 // no synonym even when log.retention.hours is set: Kafka does the same
 // (the dropped entries are meant for describing a property's base name).
-// Samsa has no dynamic broker configs, so no DYNAMIC_BROKER_CONFIG or
-// DYNAMIC_DEFAULT_BROKER_CONFIG entries.
 func (b *Broker) brokerSynonyms(name string) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
 	names := config.BrokerSynonyms(name)
 	var out []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	im := b.image()
+	for _, level := range []struct {
+		m   map[string]string
+		src kmsg.ConfigSource
+	}{
+		{im.BrokerConfigs(b.brokerResource()), kmsg.ConfigSourceDynamicBrokerConfig},
+		{im.BrokerConfigs(""), kmsg.ConfigSourceDynamicDefaultBrokerConfig},
+	} {
+		for _, n := range names {
+			if v, ok := level.m[n]; ok {
+				out = append(out, synonym(n, &v, level.src))
+			}
+		}
+	}
 	for _, n := range names {
 		if v, ok := b.node.Set[n]; ok {
 			out = append(out, synonym(n, &v, kmsg.ConfigSourceStaticBrokerConfig))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/samsahq/samsa/internal/metadata"
@@ -115,10 +116,16 @@ func uncleanElection(im *metadata.Image, t *metadata.Topic, i int32, p metadata.
 	return nil, ErrEligibleLeadersNotAvailable
 }
 
-// uncleanAllowed reports the topic's unclean.leader.election.enable.
+// uncleanAllowed reports the topic's unclean.leader.election.enable: the
+// topic's own, else the cluster-wide dynamic default, else this
+// controller's properties, as Kafka's controller resolves it
+// (ConfigurationControlManager: per-broker dynamic configs do not count).
 func (c *Controller) uncleanAllowed(t *metadata.Topic) bool {
 	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
 		return v == "true"
+	}
+	if v, ok := c.image.Load().BrokerConfigs("")["unclean.leader.election.enable"]; ok {
+		return strings.EqualFold(strings.TrimSpace(v), "true")
 	}
 	return c.node.Topic["unclean.leader.election.enable"] == "true"
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,7 @@ import (
 // a one-second window of bytes. Safe for concurrent use; a nil or
 // unlimited Throttle never throttles.
 type Throttle struct {
-	rate int64 // bytes per second; <= 0 means unlimited
+	rate atomic.Int64 // bytes per second; <= 0 means unlimited
 
 	mu     sync.Mutex // guards the window
 	start  time.Time
@@ -22,30 +23,40 @@ type Throttle struct {
 // NewThrottle returns a quota of rate bytes per second (<= 0 or
 // Long.MAX_VALUE: unlimited).
 func NewThrottle(rate int64) *Throttle {
+	t := &Throttle{}
+	t.SetRate(rate)
+	return t
+}
+
+// SetRate changes the quota at once (the rate updated as a dynamic broker
+// config); <= 0 or Long.MAX_VALUE is unlimited.
+func (t *Throttle) SetRate(rate int64) {
 	if rate == 1<<63-1 {
 		rate = 0
 	}
-	return &Throttle{rate: rate}
+	t.rate.Store(rate)
 }
 
 // Exceeded reports whether the current window is used up.
 func (t *Throttle) Exceeded(now time.Time) bool {
-	if t == nil || t.rate <= 0 {
+	rate := t.Rate()
+	if rate <= 0 {
 		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.rollLocked(now)
-	return t.filled >= t.rate
+	t.rollLocked(now, rate)
+	return t.filled >= rate
 }
 
 // Record counts n bytes sent or received.
 func (t *Throttle) Record(n int64, now time.Time) {
-	if t == nil || t.rate <= 0 {
+	rate := t.Rate()
+	if rate <= 0 {
 		return
 	}
 	t.mu.Lock()
-	t.rollLocked(now)
+	t.rollLocked(now, rate)
 	t.filled += n
 	t.mu.Unlock()
 }
@@ -60,10 +71,18 @@ func (t *Throttle) Wait(now time.Time) time.Duration {
 	return time.Second - now.Sub(t.start)
 }
 
-func (t *Throttle) rollLocked(now time.Time) {
+// Rate is the quota in bytes per second, 0 when unlimited (or t nil).
+func (t *Throttle) Rate() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.rate.Load()
+}
+
+func (t *Throttle) rollLocked(now time.Time, rate int64) {
 	if now.Sub(t.start) >= time.Second {
 		// Carry what a large batch overdrew, so the average holds.
-		t.filled = max(0, t.filled-t.rate)
+		t.filled = max(0, t.filled-rate)
 		t.start = now
 	}
 }

@@ -80,6 +80,30 @@ type CleanerOptions struct {
 	IOMaxBytesPerSecond float64
 }
 
+// SetCleaner applies the dynamic log cleaner configs at once
+// (log.cleaner.backoff.ms, log.cleaner.dedupe.buffer.size,
+// log.cleaner.io.max.bytes.per.second updated as dynamic broker configs):
+// the rate holds for the cleaning in progress too, the others from the
+// next cleaning or sleep. Disable is ignored (log.cleaner.enable is
+// read-only). Zero or negative Backoff or DedupeBufferSize mean their
+// defaults. Safe for concurrent use.
+func (m *Manager) SetCleaner(o CleanerOptions) {
+	if o.Backoff <= 0 {
+		o.Backoff = DefaultCleanerBackoff
+	}
+	if o.DedupeBufferSize <= 0 {
+		o.DedupeBufferSize = DefaultDedupeBufferSize
+	}
+	m.cleanerBackoff.Store(int64(o.Backoff))
+	m.cleanerDedupe.Store(o.DedupeBufferSize)
+	m.throttle.mu.Lock()
+	changed := m.throttle.rate != o.IOMaxBytesPerSecond
+	m.throttle.mu.Unlock()
+	if changed {
+		m.throttle.setRate(o.IOMaxBytesPerSecond)
+	}
+}
+
 // Defaults of ManagerOptions.
 const (
 	DefaultRetentionCheckInterval = 5 * time.Minute  // log.retention.check.interval.ms
@@ -113,8 +137,11 @@ type Manager struct {
 	cleanerKick   chan struct{}
 	flushKick     chan struct{}
 	flushWake     atomic.Int64 // Unix ns of the flush task's next check (flush.go)
-	throttle      *throttler   // the cleaner's I/O; nil: unthrottled
-	ckptHook      atomic.Pointer[func() error]
+	throttle      *throttler   // the cleaner's I/O, never nil (SetCleaner may change its rate)
+	// cleanerBackoff and cleanerDedupe are Cleaner.Backoff and
+	// Cleaner.DedupeBufferSize, which SetCleaner changes.
+	cleanerBackoff, cleanerDedupe atomic.Int64
+	ckptHook                      atomic.Pointer[func() error]
 }
 
 type logDir struct {
@@ -166,7 +193,9 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{},
 		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1),
-		throttle: newThrottler(opts.Cleaner.IOMaxBytesPerSecond)}
+		throttle: &throttler{rate: opts.Cleaner.IOMaxBytesPerSecond, periodStart: time.Now()}}
+	m.cleanerBackoff.Store(int64(opts.Cleaner.Backoff))
+	m.cleanerDedupe.Store(opts.Cleaner.DedupeBufferSize)
 	m.flushKick = make(chan struct{}, 1)
 	if err := m.prepareDirs(); err != nil {
 		return nil, err

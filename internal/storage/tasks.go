@@ -167,7 +167,7 @@ func (m *Manager) runRetention(checkpoint bool) (next time.Time) {
 func (m *Manager) cleanerTask(ctx context.Context) {
 	defer m.tasks.Done()
 	failed := map[*Log]bool{} // uncleanable logs (Kafka marks them so too)
-	timer := time.NewTimer(m.opts.Cleaner.Backoff)
+	timer := time.NewTimer(time.Duration(m.cleanerBackoff.Load()))
 	defer timer.Stop()
 	for {
 		for ctx.Err() == nil && m.cleanOnce(ctx, failed) {
@@ -178,7 +178,7 @@ func (m *Manager) cleanerTask(ctx context.Context) {
 			default:
 			}
 		}
-		timer.Reset(m.opts.Cleaner.Backoff)
+		timer.Reset(time.Duration(m.cleanerBackoff.Load()))
 		select {
 		case <-m.stop:
 			return
@@ -207,7 +207,7 @@ func (m *Manager) cleanOnce(ctx context.Context, failed map[*Log]bool) bool {
 	if best == nil {
 		return false
 	}
-	res, err := best.Clean(ctx, CleanOptions{MaxKeys: MaxKeysForBuffer(m.opts.Cleaner.DedupeBufferSize), throttle: m.throttle})
+	res, err := best.Clean(ctx, CleanOptions{MaxKeys: MaxKeysForBuffer(m.cleanerDedupe.Load()), throttle: m.throttle})
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrCleaningAborted), errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):

@@ -25,7 +25,7 @@ const throttleCheckInterval = 300 * time.Millisecond
 // concurrent use: callers sleep in turn, under its lock, as Kafka's
 // cleaner threads do. A nil *throttler never throttles.
 type throttler struct {
-	rate float64 // units per second, > 0
+	rate float64 // units per second; unthrottled when not in (0, math.MaxFloat64)
 
 	mu          sync.Mutex // guards the fields below; held while sleeping
 	periodStart time.Time
@@ -42,6 +42,14 @@ func newThrottler(rate float64) *throttler {
 	return &throttler{rate: rate, periodStart: time.Now()}
 }
 
+// setRate changes the desired rate at once (log.cleaner.io.max.bytes.per.second
+// updated dynamically); a rate newThrottler maps to nil stops throttling.
+func (t *throttler) setRate(rate float64) {
+	t.mu.Lock()
+	t.rate, t.periodStart, t.observed = rate, time.Now(), 0
+	t.mu.Unlock()
+}
+
 // maybeThrottle counts n units of work done and sleeps when the rate is
 // above the desired one. It returns ctx's error if ctx ends the sleep.
 func (t *throttler) maybeThrottle(ctx context.Context, n int64) error {
@@ -50,6 +58,9 @@ func (t *throttler) maybeThrottle(ctx context.Context, n int64) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !(t.rate > 0) || t.rate >= math.MaxFloat64 {
+		return nil // unthrottled since setRate
+	}
 	t.observed += float64(n)
 	elapsed := time.Since(t.periodStart)
 	// The time the work counted should take at the desired rate.

@@ -1,0 +1,283 @@
+package samsa_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// configOf returns config name of resource in rcs, failing the test when
+// the resource has an error or lacks it.
+func configOf(t *testing.T, rcs kadm.ResourceConfigs, resource, name string) kadm.Config {
+	t.Helper()
+	rc, err := rcs.On(resource, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("%s: %v %v", resource, err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == name {
+			return c
+		}
+	}
+	t.Fatalf("%s: no config %s", resource, name)
+	return kadm.Config{}
+}
+
+// alterErr is the error of the one resource of an alter-configs response.
+func alterErr(t *testing.T, resps kadm.AlterConfigsResponses, err error) error {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("alter configs: %v", err)
+	}
+	if len(resps) != 1 {
+		t.Fatalf("%d resources in the response", len(resps))
+	}
+	return resps[0].Err
+}
+
+// produceSize produces one record of size bytes to topic and returns the
+// produce error.
+func produceSize(cl *kgo.Client, topic string, size int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v := make([]byte, size)
+	rand.Read(v) // incompressible: the batch stays over size
+	return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: v}).FirstErr()
+}
+
+// TestDynamicBrokerConfigs alters broker configs with kadm on a single
+// node, as kafka-configs --entity-type brokers does: a cluster-wide
+// default and a per-broker value of message.max.bytes take effect at once
+// on a topic without its own max.message.bytes, in Kafka's precedence and
+// with its DescribeConfigs sources and synonyms; read-only configs and bad
+// values are INVALID_REQUEST; validate_only changes nothing; AlterConfigs
+// replaces a resource's set; and the configs survive a restart.
+func TestDynamicBrokerConfigs(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, map[string]string{"log.retention.hours": "1"})
+	cl := newClient(t, n, kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordRetries(0))
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	createTopic(t, cl, "plain", 1, nil)
+	createTopic(t, cl, "own", 1, map[string]*string{"max.message.bytes": kmsg.StringPtr("100000")})
+	if err := produceSize(cl, "plain", 5000); err != nil {
+		t.Fatalf("5000 bytes before any dynamic config: %v", err)
+	}
+
+	set := func(k, v string) kadm.AlterConfig { return kadm.AlterConfig{Name: k, Value: kmsg.StringPtr(v)} }
+	del := func(k string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k} }
+
+	// The cluster-wide default (no broker named).
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("message.max.bytes", "2000"), set("log.retention.ms", "3600001")})
+	if err := alterErr(t, resps, err); err != nil {
+		t.Fatalf("cluster default: %v %s", err, resps[0].ErrMessage)
+	}
+	if err := produceSize(cl, "plain", 5000); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Errorf("5000 bytes over a cluster default of 2000: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	if err := produceSize(cl, "own", 5000); err != nil {
+		t.Errorf("5000 bytes to a topic with its own max.message.bytes: %v", err)
+	}
+	topics, err := adm.DescribeTopicConfigs(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := configOf(t, topics, "plain", "max.message.bytes"); orNull(c.Value) != "2000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Errorf("plain max.message.bytes = %s (%v), want 2000 DYNAMIC_DEFAULT_BROKER_CONFIG", orNull(c.Value), c.Source)
+	}
+	// log.retention.ms (dynamic) wins over log.retention.hours (static),
+	// as in Kafka, where the merged properties resolve the synonyms.
+	if c := configOf(t, topics, "plain", "retention.ms"); orNull(c.Value) != "3600001" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Errorf("plain retention.ms = %s (%v), want 3600001 DYNAMIC_DEFAULT_BROKER_CONFIG", orNull(c.Value), c.Source)
+	}
+
+	// This broker's own value wins over the default.
+	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("message.max.bytes", "6000")}, 1)
+	if err := alterErr(t, resps, err); err != nil {
+		t.Fatalf("per broker: %v", err)
+	}
+	if err := produceSize(cl, "plain", 5000); err != nil {
+		t.Errorf("5000 bytes under a per-broker 6000: %v", err)
+	}
+	brokers, err := adm.DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := configOf(t, brokers, "1", "message.max.bytes")
+	var syns []string
+	for _, s := range c.Synonyms {
+		syns = append(syns, s.Key+"="+orNull(s.Value)+"/"+s.Source.String())
+	}
+	want := "message.max.bytes=6000/DYNAMIC_BROKER_CONFIG message.max.bytes=2000/DYNAMIC_DEFAULT_BROKER_CONFIG message.max.bytes=1048588/DEFAULT_CONFIG"
+	if orNull(c.Value) != "6000" || c.Source != kmsg.ConfigSourceDynamicBrokerConfig || strings.Join(syns, " ") != want {
+		t.Errorf("broker 1 message.max.bytes = %s (%v) %v; want 6000 DYNAMIC_BROKER_CONFIG %s", orNull(c.Value), c.Source, syns, want)
+	}
+	defaults, err := adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := configOf(t, defaults, "", "message.max.bytes"); orNull(c.Value) != "2000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || len(c.Synonyms) != 2 {
+		t.Errorf("cluster default message.max.bytes = %s (%v), %d synonyms; want 2000 DYNAMIC_DEFAULT_BROKER_CONFIG, 2", orNull(c.Value), c.Source, len(c.Synonyms))
+	}
+
+	// Read-only configs, unknown ones and bad values: INVALID_REQUEST,
+	// nothing changes.
+	for _, tc := range []struct {
+		cfg    kadm.AlterConfig
+		broker []int32
+		msg    string
+	}{
+		{set("log.dirs", "/elsewhere"), []int32{1}, "Cannot update these configs dynamically: [log.dirs]"},
+		{set("log.retention.hours", "2"), nil, "Cannot update these configs dynamically: [log.retention.hours]"},
+		{set("no.such.config", "1"), nil, "no.such.config"},
+		{set("message.max.bytes", "lots"), []int32{1}, "message.max.bytes"},
+		{set("log.cleanup.policy", "shred"), nil, "log.cleanup.policy"},
+	} {
+		resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{tc.cfg}, tc.broker...)
+		err = alterErr(t, resps, err)
+		if !errors.Is(err, kerr.InvalidRequest) || !strings.Contains(resps[0].ErrMessage, tc.msg) {
+			t.Errorf("%s=%s: %v %q, want INVALID_REQUEST naming %s", tc.cfg.Name, *tc.cfg.Value, err, resps[0].ErrMessage, tc.msg)
+		}
+	}
+	// validate_only checks and changes nothing.
+	resps, err = adm.ValidateAlterBrokerConfigs(ctx, []kadm.AlterConfig{set("message.max.bytes", "100")}, 1)
+	if err := alterErr(t, resps, err); err != nil {
+		t.Fatalf("validate only: %v", err)
+	}
+	if err := produceSize(cl, "plain", 5000); err != nil {
+		t.Errorf("after a validate-only change: %v", err)
+	}
+	// Another broker's id, sent to this one: INVALID_REQUEST.
+	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("message.max.bytes", "100")}, 7)
+	if err == nil && len(resps) == 1 && resps[0].Err == nil {
+		t.Errorf("altering broker 7 on broker 1 succeeded")
+	}
+
+	// Restart: the configs are in the metadata log.
+	n.Close()
+	n = startNode(t, dir, map[string]string{"log.retention.hours": "1"})
+	cl = newClient(t, n, kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordRetries(0))
+	adm = kadm.NewClient(cl)
+	if err := produceSize(cl, "plain", 7000); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Errorf("7000 bytes after a restart with a per-broker 6000: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	brokers, err = adm.DescribeBrokerConfigs(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := configOf(t, brokers, "1", "message.max.bytes"); orNull(c.Value) != "6000" {
+		t.Errorf("broker 1 message.max.bytes after a restart = %s, want 6000", orNull(c.Value))
+	}
+
+	// Deleting the per-broker value falls back to the default; AlterConfigs
+	// (the whole set) on the default removes what it does not list.
+	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{del("message.max.bytes")}, 1)
+	if err := alterErr(t, resps, err); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceSize(cl, "plain", 5000); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Errorf("5000 bytes after deleting the per-broker value: %v, want MESSAGE_TOO_LARGE", err)
+	}
+	resps, err = adm.AlterBrokerConfigsState(ctx, []kadm.AlterConfig{set("log.cleaner.backoff.ms", "1000")})
+	if err := alterErr(t, resps, err); err != nil {
+		t.Fatal(err)
+	}
+	if err := produceSize(cl, "plain", 5000); err != nil {
+		t.Errorf("5000 bytes after AlterConfigs dropped message.max.bytes: %v", err)
+	}
+	defaults, err = adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := defaults.On("", nil); len(rc.Configs) != 1 || rc.Configs[0].Key != "log.cleaner.backoff.ms" {
+		t.Errorf("cluster defaults after AlterConfigs: %v", rc.Configs)
+	}
+}
+
+// TestBrokerLoggers describes and changes log levels (BROKER_LOGGER,
+// KIP-412) as kafka-configs --entity-type broker-loggers does.
+func TestBrokerLoggers(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n)
+	ctx := context.Background()
+	describe := func() map[string]string {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, "1"
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.Resources[0].ErrorCode != 0 {
+			t.Fatalf("describe loggers: %v %v", err, kerr.ErrorForCode(resp.Resources[0].ErrorCode))
+		}
+		out := map[string]string{}
+		for _, c := range resp.Resources[0].Configs {
+			if c.Source != kmsg.ConfigSourceDynamicBrokerLoggerConfig {
+				t.Errorf("logger %s source %v", c.Name, c.Source)
+			}
+			out[c.Name] = orNull(c.Value)
+		}
+		return out
+	}
+	alter := func(validateOnly bool, ops ...kmsg.IncrementalAlterConfigsRequestResourceConfig) (int16, string) {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		req.ValidateOnly = validateOnly
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.Configs = kmsg.ConfigResourceTypeBrokerLogger, "1", ops
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Resources[0].ErrorCode, orNull(resp.Resources[0].ErrorMessage)
+	}
+	op := func(o kmsg.IncrementalAlterConfigOp, name string, value *string) kmsg.IncrementalAlterConfigsRequestResourceConfig {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Op, c.Name, c.Value = o, name, value
+		return c
+	}
+	before := describe()
+	if before["root"] == "" || before["replica"] != before["root"] {
+		t.Fatalf("loggers: %v", before)
+	}
+	if code, msg := alter(false, op(kmsg.IncrementalAlterConfigOpSet, "replica", kmsg.StringPtr("TRACE"))); code != 0 {
+		t.Fatalf("set replica TRACE: %v %s", kerr.ErrorForCode(code), msg)
+	}
+	if got := describe(); got["replica"] != "TRACE" || got["storage"] != before["storage"] {
+		t.Errorf("after set: replica %s, storage %s", got["replica"], got["storage"])
+	}
+	if code, _ := alter(true, op(kmsg.IncrementalAlterConfigOpSet, "root", kmsg.StringPtr("ERROR"))); code != 0 || describe()["root"] != before["root"] {
+		t.Errorf("validate-only set of root: %v, root now %s", kerr.ErrorForCode(code), describe()["root"])
+	}
+	if code, _ := alter(false, op(kmsg.IncrementalAlterConfigOpSet, "root", kmsg.StringPtr("WARN"))); code != 0 {
+		t.Fatalf("set root WARN: %v", kerr.ErrorForCode(code))
+	}
+	if code, _ := alter(false, op(kmsg.IncrementalAlterConfigOpDelete, "replica", nil)); code != 0 {
+		t.Fatalf("delete replica: %v", kerr.ErrorForCode(code))
+	}
+	if got := describe(); got["replica"] != "WARN" || got["root"] != "WARN" {
+		t.Errorf("after delete: replica %s, root %s; want WARN (root's)", got["replica"], got["root"])
+	}
+	for _, tc := range []struct {
+		op   kmsg.IncrementalAlterConfigsRequestResourceConfig
+		code int16
+	}{
+		{op(kmsg.IncrementalAlterConfigOpSet, "replica", kmsg.StringPtr("LOUD")), kerr.InvalidConfig.Code},
+		{op(kmsg.IncrementalAlterConfigOpSet, "no.such.logger", kmsg.StringPtr("INFO")), kerr.InvalidConfig.Code},
+		{op(kmsg.IncrementalAlterConfigOpDelete, "root", nil), kerr.InvalidRequest.Code},
+		{op(kmsg.IncrementalAlterConfigOpAppend, "replica", kmsg.StringPtr("INFO")), kerr.InvalidRequest.Code},
+	} {
+		if code, msg := alter(false, tc.op); code != tc.code {
+			t.Errorf("%v %s: %v %s, want %v", tc.op.Op, tc.op.Name, kerr.ErrorForCode(code), msg, kerr.ErrorForCode(tc.code))
+		}
+	}
+}
