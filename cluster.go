@@ -31,6 +31,9 @@ type ClusterConfig struct {
 	// Properties are Kafka server properties applied to every node
 	// (default.replication.factor, min.insync.replicas, ...).
 	Properties map[string]string
+	// NodeProperties are properties of single nodes, by node id, over
+	// Properties (broker.rack, ...); nil for none.
+	NodeProperties map[int32]map[string]string
 	// Logger receives every node's logs (with a node attribute); nil
 	// discards them.
 	Logger *slog.Logger
@@ -170,6 +173,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 func (c *Cluster) nodeConfig(id int32) (*config.Node, error) {
 	props := map[string]string{}
 	for k, v := range c.cfg.Properties {
+		props[k] = v
+	}
+	for k, v := range c.cfg.NodeProperties[id] {
 		props[k] = v
 	}
 	p := c.ports[id]

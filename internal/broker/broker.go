@@ -108,7 +108,16 @@ type Broker struct {
 	txns   *txns   // the transaction coordinator and its wiring (txn.go)
 
 	closed atomic.Bool
+
+	// consumerBytesOut counts the bytes of records served to consumers
+	// (not to followers) by Fetch, for tests of KIP-392.
+	consumerBytesOut atomic.Int64
 }
+
+// ConsumerBytesOut is the total of record bytes this broker has served
+// to consumers (Fetch with replica id -1) since it started. Safe for
+// concurrent use.
+func (b *Broker) ConsumerBytesOut() int64 { return b.consumerBytesOut.Load() }
 
 // New returns a broker that hosts the partitions the image assigns it.
 func New(cfg Config) (*Broker, error) {

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
@@ -41,7 +42,8 @@ import (
 // transactions in range; read_uncommitted ones read up to the
 // high-watermark. On a controller listener Fetch reads __cluster_metadata
 // only (observers, describequorum.go); another topic gets a top-level
-// INVALID_REQUEST, as from Kafka's KafkaRaftClient.
+// INVALID_REQUEST, as from Kafka's KafkaRaftClient. Fetch from the closest
+// replica (KIP-392): see fetchOnce.
 func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 
 func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -116,15 +118,44 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 
 // fetchOnce reads every requested partition into resp and returns the
 // bytes of records found and whether any partition failed.
+//
+// A partition this broker follows serves a consumer's Fetch v11+ up to the
+// high-watermark it knows (KIP-392), with Kafka's errors when it cannot:
+// FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH for a current_leader_epoch
+// older or newer than its own, OFFSET_OUT_OF_RANGE for an offset outside
+// its log (the client then goes back to the leader), and
+// NOT_LEADER_OR_FOLLOWER for older versions and for followers' fetches.
+// With replica.selector.class set to the RackAwareReplicaSelector, a
+// leader answers a consumer with a rack (rack_id) by a
+// preferred_read_replica instead of records when an in-sync follower in
+// that rack holds the offset (Partition.PreferredReadReplica); a
+// redirected partition counts as failed, so that the response goes out at
+// once, as in Kafka.
 func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (total int, failed bool) {
 	resp := wresp.FetchResponse
-	diverged := false
-	defer func() { failed = failed || diverged }()
+	diverged, redirected := false, false
+	defer func() { failed = failed || diverged || redirected }()
 	maxBytes := req.MaxBytes
 	if maxBytes <= 0 || maxBytes > b.node.FetchMaxBytes {
 		maxBytes = b.node.FetchMaxBytes
 	}
 	follower := req.ReplicaID >= 0
+	// A consumer's Fetch v11+ may read from a follower (KIP-392); older
+	// ones and followers' need the leader (Kafka's
+	// FetchParams.fetchOnlyLeader).
+	leaderOnly := follower || req.Version < 11
+	selector := req.Version >= 11 && b.node.ReplicaSelectorClass == config.RackAwareReplicaSelector && req.Rack != ""
+	var rackOf func(int32) (string, bool)
+	if selector {
+		im := b.image()
+		rackOf = func(id int32) (string, bool) {
+			br := im.Broker(id)
+			if br == nil || br.Fenced || br.Rack == nil {
+				return "", br != nil && !br.Fenced
+			}
+			return *br.Rack, true
+		}
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -144,17 +175,31 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			if !p.IsLeader() {
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				failed = true
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
+			// Kafka's Partition.localLogWithEpochOrThrow: the leader
+			// epoch first, then leadership when the fetch needs it.
 			if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
 				sp.ErrorCode = errCode(err)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
+			}
+			if leaderOnly && !p.IsLeader() {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				failed = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if selector && !follower {
+				if id := p.PreferredReadReplica(req.Rack, b.node.BrokerRack, rp.FetchOffset, rackOf, time.Now()); id >= 0 {
+					// KIP-392: no records, the leader's offsets, and the
+					// response goes out at once.
+					sp.PreferredReadReplica = id
+					sp.HighWatermark, sp.LogStartOffset = p.HighWatermark(), p.LogStartOffset()
+					sp.LastStableOffset = p.LastStableOffset()
+					st.Partitions = append(st.Partitions, sp)
+					redirected = true
+					continue
+				}
 			}
 			if follower && req.Version >= 12 && rp.LastFetchedEpoch >= 0 {
 				// KIP-595 style divergence check: the follower's last
@@ -197,7 +242,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 				b.replicas.LeaderSent(p, req.ReplicaID, slice.Length)
 			}
 			if follower && err == nil {
-				b.replicas.FollowerFetched(p, req.ReplicaID, rp.FetchOffset)
+				b.replicas.FollowerFetched(p, req.ReplicaID, rp.FetchOffset, rp.LogStartOffset)
 			}
 			sp.HighWatermark = res.HighWatermark
 			sp.LastStableOffset = res.LastStableOffset
@@ -216,6 +261,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			case slice.Length > 0:
 				wresp.SetRecords(&sp, wire.FileRegion{File: slice.File, Position: slice.Position, Length: slice.Length, Release: slice.Release})
 				total += int(slice.Length)
+				if !follower {
+					b.consumerBytesOut.Add(slice.Length)
+				}
 			default:
 				slice.Release()
 			}

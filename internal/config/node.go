@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// RackAwareReplicaSelector is the replica.selector.class value naming
+// Kafka's RackAwareReplicaSelector (KIP-392), the one selector Samsa has.
+const RackAwareReplicaSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 // Listener is one entry of `listeners`: NAME://host:port.
 type Listener struct {
 	Name string // listener name, e.g. PLAINTEXT, CONTROLLER
@@ -195,8 +199,15 @@ type Node struct {
 	// them as dynamic broker configs; Samsa reads them at startup.
 	LeaderReplicationThrottledRate, FollowerReplicationThrottledRate int64
 	// BrokerRack is broker.rack: replicas of a partition are spread over
-	// racks (empty: no rack).
+	// racks, and consumers in the same rack (client.rack) may fetch from
+	// this broker when it follows (KIP-392). Empty: no rack.
 	BrokerRack string
+	// ReplicaSelectorClass is replica.selector.class (KIP-392): empty (the
+	// default) keeps consumers on partition leaders; RackAwareReplicaSelector
+	// makes leaders send consumers with a client.rack to an in-sync
+	// follower in their rack (Fetch v11+ preferred_read_replica). No other
+	// class is accepted.
+	ReplicaSelectorClass string
 	// AutoLeaderRebalanceEnable is auto.leader.rebalance.enable (default
 	// true): the active controller moves leadership back to preferred
 	// replicas.
@@ -626,6 +637,14 @@ var nodeProps = map[string]nodeProp{
 	"follower.replication.throttled.rate":     {"9223372036854775807", i64(func(n *Node) *int64 { return &n.FollowerReplicationThrottledRate }, 0), "bytes/s fetched by throttled followers"},
 	"broker.rack":                             {"", func(n *Node, v string) error { n.BrokerRack = strings.TrimSpace(v); return nil }, "rack of this broker"},
 	"cluster.id":                              {"", func(n *Node, v string) error { n.ClusterID = v; return nil }, "cluster id for a fresh log dir"},
+	"replica.selector.class": {"", func(n *Node, v string) error {
+		switch v = strings.TrimSpace(v); v {
+		case "", RackAwareReplicaSelector:
+			n.ReplicaSelectorClass = v
+			return nil
+		}
+		return fmt.Errorf("%w %q (empty or %s)", errBadValue, v, RackAwareReplicaSelector)
+	}, "send consumers to a replica in their rack (KIP-392)"},
 	// Accepted for compatibility with existing server.properties files;
 	// Samsa has no thread pools to size.
 	"num.network.threads":                 {"3", ignored, "accepted, unused"},

@@ -86,10 +86,10 @@ func TestISRExpandWaitsForLeaderEpochStart(t *testing.T) {
 		t.Fatalf("HW %d after the leader change, want 5", hw)
 	}
 	now := time.Now()
-	if isr := p.UpdateFollower(3, 7, now); isr != nil {
+	if isr := p.UpdateFollower(3, 7, 0, now); isr != nil {
 		t.Fatalf("replica 3 at offset 7, below the epoch start 10, proposed for the ISR: %v", isr)
 	}
-	isr := p.UpdateFollower(3, 10, now)
+	isr := p.UpdateFollower(3, 10, 0, now)
 	if !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("replica 3 at the epoch start: ISR proposal %v, want [1 2 3]", isr)
 	}
@@ -102,14 +102,14 @@ func TestISRChangeBacksOffAfterFailure(t *testing.T) {
 	p := follow(t, m, 0, 0)
 	p.makeLeader(State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}, time.Now())
 	now := time.Now()
-	if isr := p.UpdateFollower(3, 0, now); isr == nil {
+	if isr := p.UpdateFollower(3, 0, 0, now); isr == nil {
 		t.Fatal("caught-up replica 3 not proposed")
 	}
 	p.isrUpdated(nil, 0, false)
-	if isr := p.UpdateFollower(3, 0, time.Now()); isr != nil {
+	if isr := p.UpdateFollower(3, 0, 0, time.Now()); isr != nil {
 		t.Fatalf("proposed again at once after a failure: %v", isr)
 	}
-	if isr := p.UpdateFollower(3, 0, time.Now().Add(isrRetryBackoff+time.Millisecond)); isr == nil {
+	if isr := p.UpdateFollower(3, 0, 0, time.Now().Add(isrRetryBackoff+time.Millisecond)); isr == nil {
 		t.Fatal("not proposed again after the backoff")
 	}
 	// Shrinking backs off too.

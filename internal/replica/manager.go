@@ -230,10 +230,11 @@ func (m *Manager) LeaderSent(p *Partition, replica int32, n int64) {
 }
 
 // FollowerFetched is called by the Fetch handler after serving a follower:
-// it records the follower's progress and asks the controller to add it to
-// the ISR once it caught up.
-func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset int64) {
-	if isr := p.UpdateFollower(replica, fetchOffset, time.Now()); isr != nil {
+// it records the follower's progress (fetch offset and log start offset,
+// -1 when unknown) and asks the controller to add it to the ISR once it
+// caught up.
+func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset, logStartOffset int64) {
+	if isr := p.UpdateFollower(replica, fetchOffset, logStartOffset, time.Now()); isr != nil {
 		m.alterISR(p, isr)
 	}
 }

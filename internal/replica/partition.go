@@ -84,6 +84,9 @@ const isrRetryBackoff = 500 * time.Millisecond
 // followerState is what the leader knows of one follower.
 type followerState struct {
 	logEndOffset int64 // -1 until the follower's first fetch
+	// logStartOffset is the follower's log start offset as of its last
+	// fetch (-1 before, or when the fetch did not say).
+	logStartOffset int64
 	// lastCaughtUp is the last time the follower had fetched up to the
 	// leader's log end offset as of its previous fetch (Kafka's
 	// lastCaughtUpTimeMs); it leaves the ISR once this is older than
@@ -228,7 +231,7 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 			continue
 		}
 		if _, ok := p.followers[r]; !ok {
-			p.followers[r] = &followerState{logEndOffset: -1, lastCaughtUp: now}
+			p.followers[r] = &followerState{logEndOffset: -1, logStartOffset: -1, lastCaughtUp: now}
 		}
 	}
 	for r := range p.followers {
@@ -541,10 +544,11 @@ func (p *Partition) ReadSlice(offset int64, maxBytes int32, untilLogEnd, minOne 
 }
 
 // UpdateFollower records a follower fetch at fetchOffset (the follower has
-// every record below it): it may advance the high-watermark, and returns
-// the ISR to ask the controller for when the follower caught up and is not
-// in the ISR yet (nil otherwise).
-func (p *Partition) UpdateFollower(replica int32, fetchOffset int64, now time.Time) (expand []int32) {
+// every record below it) with the follower's log start offset (-1:
+// unknown): it may advance the high-watermark, and returns the ISR to ask
+// the controller for when the follower caught up and is not in the ISR yet
+// (nil otherwise).
+func (p *Partition) UpdateFollower(replica int32, fetchOffset, logStartOffset int64, now time.Time) (expand []int32) {
 	p.mu.Lock()
 	f := p.followers[replica]
 	if f == nil || !p.leader.Load() {
@@ -559,6 +563,7 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset int64, now time.Ti
 		f.lastCaughtUp = f.lastFetch
 	}
 	f.logEndOffset, f.lastFetch, f.lastFetchLeader = fetchOffset, now, leo
+	f.logStartOffset = logStartOffset
 	advanced := p.maybeAdvanceHWLocked()
 	isr := p.ISR()
 	// Kafka's isFollowerInSync: caught up to the HW and to the start of
