@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -280,4 +282,151 @@ func TestBrokerLoggers(t *testing.T) {
 			t.Errorf("%v %s: %v %s, want %v", tc.op.Op, tc.op.Name, kerr.ErrorForCode(code), msg, kerr.ErrorForCode(tc.code))
 		}
 	}
+}
+
+// TestDynamicBrokerConfigsCluster alters broker configs on a 3-node
+// cluster: each broker's own value goes to that broker (kadm sends a
+// broker resource to the broker it names; another broker answers
+// INVALID_REQUEST), whichever node receives it, the active controller or
+// not; the cluster-wide default reaches every node (a 3-partition topic
+// led by all three rejects a batch over it) and the per-broker values
+// survive a node's restart.
+func TestDynamicBrokerConfigsCluster(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"default.replication.factor": "3"})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordRetries(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, "spread"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	leaders := map[int32]bool{}
+	waitFor(t, 20*time.Second, "leaders on all three nodes", func() bool {
+		clear(leaders)
+		for _, p := range describe(t, adm, "spread").Partitions {
+			leaders[p.Leader] = p.Leader >= 0
+		}
+		return len(leaders) == 3 && leaders[1] && leaders[2] && leaders[3]
+	})
+	// Per broker: log.cleaner.backoff.ms=1000+id on each.
+	for id := int32(1); id <= 3; id++ {
+		resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "log.cleaner.backoff.ms", Value: kmsg.StringPtr(strconv.Itoa(1000 + int(id)))}}, id)
+		if err := alterErr(t, resps, err); err != nil {
+			t.Fatalf("broker %d: %v %s", id, err, resps[0].ErrMessage)
+		}
+	}
+	// The default, from whichever broker kadm picks.
+	resps, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "message.max.bytes", Value: kmsg.StringPtr("2000")}})
+	if err := alterErr(t, resps, err); err != nil {
+		t.Fatalf("cluster default: %v %s", err, resps[0].ErrMessage)
+	}
+	checkBroker := func(id int32, want string) {
+		t.Helper()
+		waitFor(t, 10*time.Second, "broker "+strconv.Itoa(int(id))+"'s configs", func() bool {
+			rcs, err := adm.DescribeBrokerConfigs(ctx, id)
+			if err != nil {
+				return false
+			}
+			name := strconv.Itoa(int(id))
+			return orNull(configOf(t, rcs, name, "log.cleaner.backoff.ms").Value) == want &&
+				orNull(configOf(t, rcs, name, "message.max.bytes").Value) == "2000"
+		})
+	}
+	for id := int32(1); id <= 3; id++ {
+		checkBroker(id, strconv.Itoa(1000+int(id)))
+	}
+	for p := int32(0); p < 3; p++ {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		v := make([]byte, 5000)
+		rand.Read(v)
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: "spread", Partition: p, Value: v}).FirstErr()
+		cancel()
+		if !errors.Is(err, kerr.MessageTooLarge) {
+			t.Errorf("partition %d: 5000 bytes over the cluster default of 2000: %v", p, err)
+		}
+	}
+	// Broker 2's config sent to broker 1.
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, "2"
+	rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	rc.Name, rc.Value = "log.cleaner.backoff.ms", kmsg.StringPtr("5")
+	r.Configs = append(r.Configs, rc)
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl.Broker(1))
+	if err != nil || resp.Resources[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("broker 2's config on broker 1: %v %v", err, kerr.ErrorForCode(resp.Resources[0].ErrorCode))
+	}
+	// A restarted node reads its dynamic configs from the metadata log.
+	if err := c.StopNode(2); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.StartNode(sctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	checkBroker(2, "1002")
+}
+
+// TestDynamicBrokerConfigsLibrdkafka alters and describes broker configs
+// with librdkafka's admin client (confluent-kafka's AdminClient), on a
+// single node and on a 3-node cluster: a per-broker value, a cluster-wide
+// default (set with kadm: librdkafka refuses an empty resource name), their
+// DescribeConfigs sources, and a read-only config refused.
+func TestDynamicBrokerConfigsLibrdkafka(t *testing.T) {
+	if !havePythonKafka(t) {
+		t.Skip("no confluent-kafka")
+	}
+	script := `
+import sys
+from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import KafkaException
+a = AdminClient({'bootstrap.servers': sys.argv[1]})
+broker = sys.argv[2]
+for r, f in a.alter_configs([ConfigResource('broker', broker, set_config={'log.cleaner.backoff.ms': '4321'})]).items():
+    f.result(timeout=20)
+try:
+    for r, f in a.alter_configs([ConfigResource('broker', broker, set_config={'log.dirs': '/x'})]).items():
+        f.result(timeout=20)
+    print('readonly accepted')
+except KafkaException as e:
+    print('readonly', e.args[0].name())
+for r, f in a.describe_configs([ConfigResource('broker', broker)]).items():
+    cs = f.result(timeout=20)
+    for k in ('log.cleaner.backoff.ms', 'log.retention.ms'):
+        print(k, cs[k].value, cs[k].source)
+`
+	run := func(t *testing.T, bootstrap string, broker int32) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		resps, err := kadm.NewClient(cl).AlterBrokerConfigs(context.Background(), []kadm.AlterConfig{{Name: "log.retention.ms", Value: kmsg.StringPtr("3600001")}})
+		if err := alterErr(t, resps, err); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(python3, "-c", script, bootstrap, strconv.Itoa(int(broker))).CombinedOutput()
+		if err != nil {
+			t.Fatalf("confluent-kafka admin: %v\n%s", err, out)
+		}
+		got := strings.TrimSpace(string(out))
+		want := "readonly INVALID_REQUEST\nlog.cleaner.backoff.ms 4321 " + strconv.Itoa(int(kmsg.ConfigSourceDynamicBrokerConfig)) +
+			"\nlog.retention.ms 3600001 " + strconv.Itoa(int(kmsg.ConfigSourceDynamicDefaultBrokerConfig))
+		if got != want {
+			t.Errorf("confluent-kafka admin:\n%s\nwant\n%s", got, want)
+		}
+	}
+	t.Run("single", func(t *testing.T) {
+		n := startNode(t, t.TempDir(), nil)
+		run(t, n.Addr(), 1)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := startCluster(t, 3, nil)
+		run(t, c.Addrs()[0], 3)
+	})
 }
