@@ -1,0 +1,390 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { clientCommands = append(clientCommands, newConfigCommand) }
+
+// configEntity is the resource of samsa config describe|alter, as
+// kafka-configs names it: --entity-type and --entity-name or
+// --entity-default.
+type configEntity struct {
+	typ  string // brokers, topics or broker-loggers
+	name string
+	def  bool // --entity-default: the cluster-wide broker defaults
+}
+
+func (e *configEntity) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&e.typ, "entity-type", "", "`type` of the entity: brokers, topics or broker-loggers (required)")
+	fl.StringVar(&e.name, "entity-name", "", "`name` of the entity: a broker id or a topic")
+	fl.BoolVar(&e.def, "entity-default", false, "the cluster-wide default of brokers (DYNAMIC_DEFAULT_BROKER_CONFIG)")
+}
+
+// check normalises the type and checks the name against it.
+func (e *configEntity) check() error {
+	switch e.typ {
+	case "broker", "brokers":
+		e.typ = "brokers"
+	case "topic", "topics":
+		e.typ = "topics"
+	case "broker-logger", "broker-loggers":
+		e.typ = "broker-loggers"
+	case "":
+		return errors.New("--entity-type is required: brokers, topics or broker-loggers")
+	default:
+		return fmt.Errorf("--entity-type %q: want brokers, topics or broker-loggers", e.typ)
+	}
+	switch {
+	case e.def && e.name != "":
+		return errors.New("give --entity-name or --entity-default, not both")
+	case e.def && e.typ != "brokers":
+		return errors.New("--entity-default is for --entity-type brokers only")
+	case !e.def && e.name == "":
+		if e.typ == "brokers" {
+			return errors.New("give --entity-name ID or --entity-default")
+		}
+		return errors.New("--entity-name is required")
+	}
+	if e.typ != "topics" && !e.def {
+		if _, err := strconv.ParseInt(e.name, 10, 32); err != nil {
+			return fmt.Errorf("--entity-name %q: a broker id is an integer", e.name)
+		}
+	}
+	return nil
+}
+
+// id is the broker id of a broker or broker-logger entity.
+func (e *configEntity) id() int32 {
+	i, _ := strconv.ParseInt(e.name, 10, 32)
+	return int32(i)
+}
+
+// label names the entity in messages, as kafka-configs does.
+func (e *configEntity) label() string {
+	switch {
+	case e.def:
+		return "default config for brokers in the cluster"
+	case e.typ == "brokers":
+		return "broker " + e.name
+	case e.typ == "broker-loggers":
+		return "broker-logger " + e.name
+	}
+	return "topic " + e.name
+}
+
+func newConfigCommand() *cobra.Command {
+	f := new(adminFlags)
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Describe and alter dynamic configs of brokers, topics and broker loggers",
+		Long: `Describe and alter configs as kafka-configs --bootstrap-server does:
+broker configs per broker (--entity-name ID) or as the cluster-wide default
+(--entity-default), topic configs, and broker loggers' levels (KIP-412).
+Broker and topic configs persist in the cluster metadata and take effect
+without a restart; logger levels last until the node restarts.`,
+		Args: cobra.NoArgs,
+	}
+	f.addWithTimeout(cmd)
+	cmd.AddCommand(newConfigDescribeCommand(f), newConfigAlterCommand(f))
+	return cmd
+}
+
+func newConfigDescribeCommand(f *adminFlags) *cobra.Command {
+	var (
+		e   configEntity
+		all bool
+	)
+	cmd := &cobra.Command{
+		Use:   "describe --entity-type TYPE (--entity-name NAME | --entity-default) [--all]",
+		Short: "Show the dynamic configs of an entity, or all with --all",
+		Long: `Show an entity's configs with DescribeConfigs, one per line as
+kafka-configs --describe prints them: name=value, whether it is sensitive,
+and its synonyms in order of precedence (source:name=value). Without --all
+only dynamically set configs are listed (DYNAMIC_*); broker loggers are
+always listed all. For example:
+
+  samsa config describe --entity-type brokers --entity-name 1
+  samsa config describe --entity-type brokers --entity-default
+  samsa config describe --entity-type broker-loggers --entity-name 1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.check(); err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			cl, err := f.newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			var rcs kadm.ResourceConfigs
+			switch {
+			case e.typ == "topics":
+				rcs, err = adm.DescribeTopicConfigs(ctx, e.name)
+			case e.def:
+				rcs, err = adm.DescribeBrokerConfigs(ctx)
+			case e.typ == "brokers":
+				rcs, err = adm.DescribeBrokerConfigs(ctx, e.id())
+			default:
+				rcs, err = describeLoggers(ctx, cl, e.id())
+			}
+			if err == nil && len(rcs) != 1 {
+				err = fmt.Errorf("%d resources in the response", len(rcs))
+			}
+			if err != nil {
+				return fmt.Errorf("describe configs of %s: %w", e.label(), err)
+			}
+			rc := rcs[0]
+			if rc.Err != nil {
+				return fmt.Errorf("describe configs of %s: %s", e.label(), kafkaError(rc.Err, rc.ErrMessage))
+			}
+			printConfigs(cmd.OutOrStdout(), e, rc.Configs, all || e.typ == "broker-loggers")
+			return nil
+		},
+	}
+	e.add(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "list every config, not only those set dynamically")
+	return cmd
+}
+
+// describeLoggers describes the BROKER_LOGGER resource of broker id, on
+// that broker (kadm has no call for it).
+func describeLoggers(ctx context.Context, cl *kgo.Client, id int32) (kadm.ResourceConfigs, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(int(id))
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	if err != nil {
+		return nil, err
+	}
+	var out kadm.ResourceConfigs
+	for _, rr := range resp.Resources {
+		rc := kadm.ResourceConfig{Name: rr.ResourceName, Err: kerr.ErrorForCode(rr.ErrorCode), ErrMessage: orEmpty(rr.ErrorMessage)}
+		for _, c := range rr.Configs {
+			rc.Configs = append(rc.Configs, kadm.Config{Key: c.Name, Value: c.Value, Source: c.Source, Sensitive: c.IsSensitive})
+		}
+		out = append(out, rc)
+	}
+	return out, nil
+}
+
+// printConfigs writes configs as kafka-configs --describe does; all false
+// keeps the dynamically set ones.
+func printConfigs(w io.Writer, e configEntity, configs []kadm.Config, all bool) {
+	kind := "Dynamic configs"
+	if all {
+		kind = "All configs"
+	}
+	if e.def {
+		fmt.Fprintf(w, "Default configs for brokers in the cluster are:\n")
+	} else {
+		fmt.Fprintf(w, "%s for %s are:\n", kind, e.label())
+	}
+	sort.SliceStable(configs, func(i, j int) bool { return configs[i].Key < configs[j].Key })
+	for _, c := range configs {
+		if !all && !dynamicSource(c.Source) {
+			continue
+		}
+		var syns []string
+		for _, s := range c.Synonyms {
+			syns = append(syns, s.Source.String()+":"+s.Key+"="+orNull(s.Value))
+		}
+		fmt.Fprintf(w, "  %s=%s sensitive=%t synonyms={%s}\n", c.Key, orNull(c.Value), c.Sensitive, strings.Join(syns, ", "))
+	}
+}
+
+func dynamicSource(s kmsg.ConfigSource) bool {
+	switch s {
+	case kmsg.ConfigSourceDynamicTopicConfig, kmsg.ConfigSourceDynamicBrokerConfig,
+		kmsg.ConfigSourceDynamicDefaultBrokerConfig, kmsg.ConfigSourceDynamicBrokerLoggerConfig:
+		return true
+	}
+	return false
+}
+
+func orNull(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return *s
+}
+
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func newConfigAlterCommand(f *adminFlags) *cobra.Command {
+	var (
+		e            configEntity
+		adds, delete []string
+	)
+	cmd := &cobra.Command{
+		Use:   "alter --entity-type TYPE (--entity-name NAME | --entity-default) [--add-config k=v,...] [--delete-config k,...]",
+		Short: "Set or remove configs of an entity",
+		Long: `Change configs with IncrementalAlterConfigs, as kafka-configs --alter
+does: --add-config sets key=value pairs separated by commas (a list value
+goes in square brackets: cleanup.policy=[compact,delete]), --delete-config
+removes keys, after which the next level applies again (the cluster
+default, the server properties, Kafka's default; a broker logger follows
+root). Both may be repeated. A broker config that cannot change without a
+restart is refused naming it. For example:
+
+  samsa config alter --entity-type brokers --entity-default --add-config log.retention.ms=3600000
+  samsa config alter --entity-type brokers --entity-name 1 --add-config leader.replication.throttled.rate=10485760
+  samsa config alter --entity-type broker-loggers --entity-name 1 --add-config replica=DEBUG
+  samsa config alter --entity-type topics --entity-name orders --delete-config retention.ms`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.check(); err != nil {
+				return err
+			}
+			var sets []string
+			for _, a := range adds {
+				kvs, err := splitAddConfig(a)
+				if err != nil {
+					return err
+				}
+				sets = append(sets, kvs...)
+			}
+			var dels []string
+			for _, d := range delete {
+				dels = append(dels, splitList(d)...)
+			}
+			ops, err := alterConfigOps(sets, dels)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.context(cmd)
+			defer cancel()
+			cl, err := f.newClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			var resps kadm.AlterConfigsResponses
+			switch {
+			case e.typ == "topics":
+				resps, err = adm.AlterTopicConfigs(ctx, ops, e.name)
+			case e.def:
+				resps, err = adm.AlterBrokerConfigs(ctx, ops)
+			case e.typ == "brokers":
+				resps, err = adm.AlterBrokerConfigs(ctx, ops, e.id())
+			default:
+				resps, err = alterLoggers(ctx, cl, e.id(), ops)
+			}
+			if err == nil && len(resps) != 1 {
+				err = fmt.Errorf("%d resources in the response", len(resps))
+			}
+			if err != nil {
+				return fmt.Errorf("alter configs of %s: %w", e.label(), err)
+			}
+			if r := resps[0]; r.Err != nil {
+				return fmt.Errorf("alter configs of %s: %s", e.label(), kafkaError(r.Err, r.ErrMessage))
+			}
+			if e.def {
+				fmt.Fprintln(cmd.OutOrStdout(), "Completed updating default config for brokers in the cluster.")
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "Completed updating config for %s.\n", e.label())
+			}
+			return nil
+		},
+	}
+	e.add(cmd)
+	fl := cmd.Flags()
+	fl.StringArrayVar(&adds, "add-config", nil, "set configs `k=v,k2=[a,b]`; may be repeated")
+	fl.StringArrayVar(&delete, "delete-config", nil, "remove configs `k,k2`; may be repeated")
+	return cmd
+}
+
+// alterLoggers sends IncrementalAlterConfigs for the BROKER_LOGGER
+// resource of broker id to that broker.
+func alterLoggers(ctx context.Context, cl *kgo.Client, id int32, ops []kadm.AlterConfig) (kadm.AlterConfigsResponses, error) {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(int(id))
+	for _, op := range ops {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = op.Name, op.Value, kmsg.IncrementalAlterConfigOp(op.Op)
+		r.Configs = append(r.Configs, c)
+	}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	if err != nil {
+		return nil, err
+	}
+	var out kadm.AlterConfigsResponses
+	for _, rr := range resp.Resources {
+		out = append(out, kadm.AlterConfigsResponse{Name: rr.ResourceName, Err: kerr.ErrorForCode(rr.ErrorCode), ErrMessage: orEmpty(rr.ErrorMessage)})
+	}
+	return out, nil
+}
+
+// splitAddConfig splits an --add-config value into key=value pairs at
+// commas outside square brackets, dropping the brackets of list values, as
+// kafka-configs parses it.
+func splitAddConfig(s string) ([]string, error) {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range s {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			depth--
+			if depth < 0 {
+				return nil, fmt.Errorf("--add-config %q: unbalanced ]", s)
+			}
+		case ',':
+			if depth == 0 {
+				out = append(out, s[start:i])
+				start = i + 1
+			}
+		}
+	}
+	if depth != 0 {
+		return nil, fmt.Errorf("--add-config %q: unbalanced [", s)
+	}
+	out = append(out, s[start:])
+	for i, kv := range out {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--add-config %q: want key=value", kv)
+		}
+		if strings.HasPrefix(v, "[") && strings.HasSuffix(v, "]") {
+			v = v[1 : len(v)-1]
+		}
+		out[i] = k + "=" + v
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConfig alters and describes broker, broker-logger and topic configs
+// with samsa config, as kafka-configs --bootstrap-server would.
+func TestConfig(t *testing.T) {
+	addr := startSamsa(t, "")
+	b := "--brokers=" + addr
+	r := mustRun(t, nil, "config", "alter", b, "--entity-type", "brokers", "--entity-default", "--add-config", "log.retention.ms=3600000,log.cleanup.policy=[compact,delete]")
+	if want := "Completed updating default config for brokers in the cluster.\n"; r.stdout != want {
+		t.Errorf("alter default: %q, want %q", r.stdout, want)
+	}
+	mustRun(t, nil, "config", "alter", b, "--entity-type", "brokers", "--entity-name", "1", "--add-config", "log.retention.ms=7200000")
+	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "brokers", "--entity-name", "1")
+	for _, want := range []string{
+		"Dynamic configs for broker 1 are:\n",
+		"  log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=7200000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.hours=168}\n",
+		"  log.cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("describe broker 1: no %q in\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "num.partitions") {
+		t.Errorf("describe without --all lists static configs:\n%s", r.stdout)
+	}
+	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "brokers", "--entity-name", "1", "--all")
+	if !strings.Contains(r.stdout, "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}\n") {
+		t.Errorf("describe --all:\n%s", r.stdout)
+	}
+	mustRun(t, nil, "config", "alter", b, "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms,log.cleanup.policy")
+	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "brokers", "--entity-default")
+	if r.stdout != "Default configs for brokers in the cluster are:\n" {
+		t.Errorf("describe defaults after deleting them:\n%s", r.stdout)
+	}
+	r = run(t, nil, "config", "alter", b, "--entity-type", "brokers", "--entity-name", "1", "--add-config", "log.dirs=/x")
+	if r.err == nil || !strings.Contains(r.err.Error(), "INVALID_REQUEST") || !strings.Contains(r.err.Error(), "Cannot update these configs dynamically: [log.dirs]") {
+		t.Errorf("read-only config: %v", r.err)
+	}
+
+	mustRun(t, nil, "config", "alter", b, "--entity-type", "broker-loggers", "--entity-name", "1", "--add-config", "replica=DEBUG")
+	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "broker-loggers", "--entity-name", "1")
+	if !strings.Contains(r.stdout, "  replica=DEBUG sensitive=false synonyms={}\n") || !strings.Contains(r.stdout, "  root=") {
+		t.Errorf("describe broker-loggers:\n%s", r.stdout)
+	}
+
+	mustRun(t, nil, "topic", "create", "events", b, "-p", "1")
+	mustRun(t, nil, "config", "alter", b, "--entity-type", "topics", "--entity-name", "events", "--add-config", "retention.ms=1000")
+	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "topics", "--entity-name", "events")
+	if !strings.Contains(r.stdout, "Dynamic configs for topic events are:\n  retention.ms=1000 ") {
+		t.Errorf("describe topic:\n%s", r.stdout)
+	}
+}
+
+func TestConfigArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"describe"}, "--entity-type is required"},
+		{[]string{"describe", "--entity-type", "users", "--entity-name", "x"}, "want brokers, topics or broker-loggers"},
+		{[]string{"describe", "--entity-type", "brokers"}, "give --entity-name ID or --entity-default"},
+		{[]string{"describe", "--entity-type", "brokers", "--entity-name", "x"}, "a broker id is an integer"},
+		{[]string{"describe", "--entity-type", "topics", "--entity-default"}, "for --entity-type brokers only"},
+		{[]string{"alter", "--entity-type", "brokers", "--entity-default"}, "nothing to change"},
+		{[]string{"alter", "--entity-type", "brokers", "--entity-default", "--add-config", "a=[1,2"}, "unbalanced ["},
+		{[]string{"alter", "--entity-type", "brokers", "--entity-default", "--add-config", "a"}, "want key=value"},
+	} {
+		r := run(t, nil, append(append([]string{"config"}, tc.args...), "--brokers=127.0.0.1:1")...)
+		if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
+			t.Errorf("%v: err %v, want %q", tc.args, r.err, tc.want)
+		}
+	}
+}
