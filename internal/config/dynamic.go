@@ -136,8 +136,17 @@ func CheckDynamic(set map[string]string, perBroker bool) error {
 	return nil
 }
 
-// checkValue parses one broker property value as Parse would.
+// checkValue parses one broker property value as Parse would; the thread
+// counts Samsa accepts unused must still be integers of at least 1, as
+// Kafka's DynamicThreadPool requires.
 func checkValue(name, v string) error {
+	switch name {
+	case "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir", "log.cleaner.threads":
+		if i, err := parseInt32(v); err != nil || i < 1 {
+			return fmt.Errorf("%w %q (an integer >= 1)", errBadValue, v)
+		}
+		return nil
+	}
 	if p, ok := nodeProps[name]; ok {
 		var scratch Node
 		return p.set(&scratch, v)

@@ -74,3 +74,15 @@ func (c *Controller) AlterBrokerConfigs(ctx context.Context, name string, change
 	}
 	return c.commitLocked(ctx, recs)
 }
+
+// topicDefaults are the broker-level defaults of topic configs as the
+// controller resolves them (Kafka's ConfigurationControlManager): the
+// cluster-wide dynamic defaults of im over this node's properties;
+// per-broker dynamic configs do not count.
+func (c *Controller) topicDefaults(im *metadata.Image) map[string]string {
+	n, err := c.node.WithDynamic(im.BrokerConfigs(""), nil)
+	if err != nil {
+		return c.node.Topic
+	}
+	return n.Topic
+}

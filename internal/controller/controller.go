@@ -319,7 +319,7 @@ func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]me
 			return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 		}
 	}
-	if err := config.ValidateTopicConfigs(t.Configs, c.node.Topic); err != nil {
+	if err := config.ValidateTopicConfigs(t.Configs, c.topicDefaults(im)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	var id metadata.UUID
@@ -524,7 +524,7 @@ func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, change
 			delete(merged, ch.Name)
 		}
 	}
-	if err := config.ValidateTopicConfigs(merged, c.node.Topic); err != nil {
+	if err := config.ValidateTopicConfigs(merged, c.topicDefaults(c.image.Load())); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if validateOnly {

@@ -48,3 +48,22 @@ func TestThrottledReplicas(t *testing.T) {
 		}
 	}
 }
+
+// SetRate (a dynamic broker config update) applies at once, both ways.
+func TestThrottleSetRate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	th := NewThrottle(1<<63 - 1)
+	th.Record(5000, now)
+	if th.Exceeded(now) {
+		t.Fatal("unlimited throttle exceeded")
+	}
+	th.SetRate(1000)
+	th.Record(1500, now)
+	if !th.Exceeded(now) || th.Rate() != 1000 {
+		t.Fatalf("1500 bytes at 1000/s not exceeded (rate %d)", th.Rate())
+	}
+	th.SetRate(0)
+	if th.Exceeded(now) || th.Rate() != 0 {
+		t.Fatal("a throttle set back to unlimited still throttles")
+	}
+}

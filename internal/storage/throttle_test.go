@@ -114,3 +114,35 @@ func TestCleanThrottled(t *testing.T) {
 		t.Logf("cleaning %d bytes read, %d written at %d bytes/s took %v", res.BytesRead, res.BytesWritten, rate, took)
 	})
 }
+
+// TestSetCleanerRate changes log.cleaner.io.max.bytes.per.second of a
+// running Manager (a dynamic broker config): from unthrottled to 1,000
+// bytes/s, 10,000 bytes take 10 s; back to unthrottled, no time.
+func TestSetCleanerRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &Manager{throttle: &throttler{rate: math.MaxFloat64, periodStart: time.Now()}}
+		work := func() time.Duration {
+			start := time.Now()
+			for range 100 {
+				if err := m.throttle.maybeThrottle(context.Background(), 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return time.Since(start)
+		}
+		if d := work(); d != 0 {
+			t.Fatalf("unthrottled: %v", d)
+		}
+		m.SetCleaner(CleanerOptions{IOMaxBytesPerSecond: 1000})
+		if d := work(); d != 10*time.Second {
+			t.Fatalf("at 1000 bytes/s: %v, want 10s", d)
+		}
+		m.SetCleaner(CleanerOptions{IOMaxBytesPerSecond: math.MaxFloat64, Backoff: time.Second})
+		if d := work(); d != 0 {
+			t.Fatalf("unthrottled again: %v", d)
+		}
+		if b := time.Duration(m.cleanerBackoff.Load()); b != time.Second {
+			t.Fatalf("backoff %v", b)
+		}
+	})
+}
