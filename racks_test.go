@@ -18,10 +18,11 @@ import (
 )
 
 // startRackCluster starts three nodes in racks rack-1..rack-3 with Kafka's
-// RackAwareReplicaSelector, fencing a silent broker after 2 s, and creates
-// topic (one partition on all three). It returns the cluster, the
-// partition's leader and a follower.
-func startRackCluster(t *testing.T, topic string) (c *samsa.Cluster, leader, follower int32) {
+// RackAwareReplicaSelector, fencing a silent broker after 2 s, creates
+// topic (one partition on all three) and produces records to it with
+// acks=all. It returns the cluster, the producer, the partition's leader
+// and a follower.
+func startRackCluster(t *testing.T, topic string, records int) (c *samsa.Cluster, pcl *kgo.Client, leader, follower int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -64,13 +65,19 @@ func startRackCluster(t *testing.T, topic string) (c *samsa.Cluster, leader, fol
 			t.Errorf("Metadata: broker %d rack %v", b.NodeID, b.Rack)
 		}
 	}
+	pcl, err = kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pcl.Close)
+	produceN(t, pcl, topic, records)
 	for _, r := range p.Replicas {
 		if r != p.Leader {
-			return c, p.Leader, r
+			return c, pcl, p.Leader, r
 		}
 	}
 	t.Fatal("no follower")
-	return nil, 0, 0
+	return nil, nil, 0, 0
 }
 
 // bytesOut returns each node's bytes served to consumers.
@@ -89,13 +96,7 @@ func bytesOut(c *samsa.Cluster) map[int32]int64 {
 // leader, and back from the leader once that follower has left the ISR.
 func TestFetchFromFollower(t *testing.T) {
 	const topic = "racks"
-	c, leader, follower := startRackCluster(t, topic)
-	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pcl.Close()
-	produceN(t, pcl, topic, 200)
+	c, pcl, leader, follower := startRackCluster(t, topic, 200)
 	before := bytesOut(c)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.Rack("rack-"+strconv.Itoa(int(follower))),
@@ -160,13 +161,7 @@ func TestFetchFromFollowerLibrdkafka(t *testing.T) {
 		t.Skip("no confluent-kafka")
 	}
 	const topic = "racks-rdkafka"
-	c, leader, follower := startRackCluster(t, topic)
-	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pcl.Close()
-	produceN(t, pcl, topic, 200)
+	c, _, leader, follower := startRackCluster(t, topic, 200)
 	before := bytesOut(c)
 	script := `
 import sys
@@ -207,13 +202,7 @@ c.close()
 // rack with preferred_read_replica and no records.
 func TestFollowerFetchRules(t *testing.T) {
 	const topic = "rules"
-	c, leader, follower := startRackCluster(t, topic)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	produceN(t, cl, topic, 10)
+	c, cl, leader, follower := startRackCluster(t, topic, 10)
 	adm := kadm.NewClient(cl)
 	p := describe(t, adm, topic).Partitions[0]
 	conns := map[int32]net.Conn{}

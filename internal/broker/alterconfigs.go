@@ -167,6 +167,16 @@ func (b *Broker) toController(ctx context.Context, onController bool, todo []pen
 	return codes2, msgs
 }
 
+// errorsOf lists the error code and message of each resource of a
+// forwarded response.
+func errorsOf[R any](rs []R, get func(R) (int16, *string)) (codes []int16, msgs []*string) {
+	for _, r := range rs {
+		c, m := get(r)
+		codes, msgs = append(codes, c), append(msgs, m)
+	}
+	return codes, msgs
+}
+
 func handleAlterConfigs(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
@@ -211,12 +221,9 @@ func handleAlterConfigs(ctx context.Context, b *Broker, c *server.Conn, kreq kms
 		resp.Resources = append(resp.Resources, rr)
 	}
 	codes, msgs := b.toController(ctx, onController, todo, &fwd, func(r kmsg.Response) ([]int16, []*string) {
-		var c []int16
-		var m []*string
-		for _, rr := range r.(*kmsg.AlterConfigsResponse).Resources {
-			c, m = append(c, rr.ErrorCode), append(m, rr.ErrorMessage)
-		}
-		return c, m
+		return errorsOf(r.(*kmsg.AlterConfigsResponse).Resources, func(rr kmsg.AlterConfigsResponseResource) (int16, *string) {
+			return rr.ErrorCode, rr.ErrorMessage
+		})
 	})
 	for j, p := range todo {
 		resp.Resources[p.i].ErrorCode, resp.Resources[p.i].ErrorMessage = codes[j], msgs[j]
@@ -293,12 +300,9 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, c *server.Con
 		resp.Resources = append(resp.Resources, rr)
 	}
 	codes, msgs := b.toController(ctx, onController, todo, &fwd, func(r kmsg.Response) ([]int16, []*string) {
-		var c []int16
-		var m []*string
-		for _, rr := range r.(*kmsg.IncrementalAlterConfigsResponse).Resources {
-			c, m = append(c, rr.ErrorCode), append(m, rr.ErrorMessage)
-		}
-		return c, m
+		return errorsOf(r.(*kmsg.IncrementalAlterConfigsResponse).Resources, func(rr kmsg.IncrementalAlterConfigsResponseResource) (int16, *string) {
+			return rr.ErrorCode, rr.ErrorMessage
+		})
 	})
 	for j, p := range todo {
 		resp.Resources[p.i].ErrorCode, resp.Resources[p.i].ErrorMessage = codes[j], msgs[j]

@@ -44,7 +44,7 @@ func (b *Broker) alterLoggers(name string, ops []kmsg.IncrementalAlterConfigsReq
 	}
 	for _, op := range ops {
 		if !loglevel.Known(op.Name) {
-			return fmt.Errorf("%w: Logger %s does not exist!", controller.ErrInvalidConfig, op.Name)
+			return fmt.Errorf("%w: Logger %s does not exist", controller.ErrInvalidConfig, op.Name)
 		}
 		switch op.Op {
 		case kmsg.IncrementalAlterConfigOpSet:

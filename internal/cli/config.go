@@ -125,42 +125,55 @@ always listed all. For example:
 			if err := e.check(); err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			cl, err := f.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			var rcs kadm.ResourceConfigs
-			switch {
-			case e.typ == "topics":
-				rcs, err = adm.DescribeTopicConfigs(ctx, e.name)
-			case e.def:
-				rcs, err = adm.DescribeBrokerConfigs(ctx)
-			case e.typ == "brokers":
-				rcs, err = adm.DescribeBrokerConfigs(ctx, e.id())
-			default:
-				rcs, err = describeLoggers(ctx, cl, e.id())
-			}
-			if err == nil && len(rcs) != 1 {
-				err = fmt.Errorf("%d resources in the response", len(rcs))
-			}
-			if err != nil {
-				return fmt.Errorf("describe configs of %s: %w", e.label(), err)
-			}
-			rc := rcs[0]
-			if rc.Err != nil {
-				return fmt.Errorf("describe configs of %s: %s", e.label(), kafkaError(rc.Err, rc.ErrMessage))
-			}
-			printConfigs(cmd.OutOrStdout(), e, rc.Configs, all || e.typ == "broker-loggers")
-			return nil
+			return f.withAdmin(cmd, func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+				return describeConfigs(ctx, cmd.OutOrStdout(), e, all, cl, adm)
+			})
 		},
 	}
 	e.add(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "list every config, not only those set dynamically")
 	return cmd
+}
+
+// describeConfigs describes e and prints its configs.
+func describeConfigs(ctx context.Context, w io.Writer, e configEntity, all bool, cl *kgo.Client, adm *kadm.Client) error {
+	var rcs kadm.ResourceConfigs
+	var err error
+	switch {
+	case e.typ == "topics":
+		rcs, err = adm.DescribeTopicConfigs(ctx, e.name)
+	case e.def:
+		rcs, err = adm.DescribeBrokerConfigs(ctx)
+	case e.typ == "brokers":
+		rcs, err = adm.DescribeBrokerConfigs(ctx, e.id())
+	default:
+		rcs, err = describeLoggers(ctx, cl, e.id())
+	}
+	if err == nil && len(rcs) != 1 {
+		err = fmt.Errorf("%d resources in the response", len(rcs))
+	}
+	if err != nil {
+		return fmt.Errorf("describe configs of %s: %w", e.label(), err)
+	}
+	rc := rcs[0]
+	if rc.Err != nil {
+		return fmt.Errorf("describe configs of %s: %s", e.label(), kafkaError(rc.Err, rc.ErrMessage))
+	}
+	printConfigs(w, e, rc.Configs, all || e.typ == "broker-loggers")
+	return nil
+}
+
+// withAdmin runs fn with a client and an admin client on it, within
+// --timeout.
+func (f *adminFlags) withAdmin(cmd *cobra.Command, fn func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error) error {
+	ctx, cancel := f.context(cmd)
+	defer cancel()
+	cl, err := f.newClient(cmd)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return fn(ctx, cl, kadm.NewClient(cl))
 }
 
 // describeLoggers describes the BROKER_LOGGER resource of broker id, on
@@ -268,46 +281,19 @@ restart is refused naming it. For example:
 			}
 			var dels []string
 			for _, d := range delete {
-				dels = append(dels, splitList(d)...)
+				for _, k := range strings.Split(d, ",") {
+					if k = strings.TrimSpace(k); k != "" {
+						dels = append(dels, k)
+					}
+				}
 			}
 			ops, err := alterConfigOps(sets, dels)
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			cl, err := f.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			var resps kadm.AlterConfigsResponses
-			switch {
-			case e.typ == "topics":
-				resps, err = adm.AlterTopicConfigs(ctx, ops, e.name)
-			case e.def:
-				resps, err = adm.AlterBrokerConfigs(ctx, ops)
-			case e.typ == "brokers":
-				resps, err = adm.AlterBrokerConfigs(ctx, ops, e.id())
-			default:
-				resps, err = alterLoggers(ctx, cl, e.id(), ops)
-			}
-			if err == nil && len(resps) != 1 {
-				err = fmt.Errorf("%d resources in the response", len(resps))
-			}
-			if err != nil {
-				return fmt.Errorf("alter configs of %s: %w", e.label(), err)
-			}
-			if r := resps[0]; r.Err != nil {
-				return fmt.Errorf("alter configs of %s: %s", e.label(), kafkaError(r.Err, r.ErrMessage))
-			}
-			if e.def {
-				fmt.Fprintln(cmd.OutOrStdout(), "Completed updating default config for brokers in the cluster.")
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "Completed updating config for %s.\n", e.label())
-			}
-			return nil
+			return f.withAdmin(cmd, func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+				return alterConfigs(ctx, cmd.OutOrStdout(), e, ops, cl, adm)
+			})
 		},
 	}
 	e.add(cmd)
@@ -315,6 +301,37 @@ restart is refused naming it. For example:
 	fl.StringArrayVar(&adds, "add-config", nil, "set configs `k=v,k2=[a,b]`; may be repeated")
 	fl.StringArrayVar(&delete, "delete-config", nil, "remove configs `k,k2`; may be repeated")
 	return cmd
+}
+
+// alterConfigs applies ops to e and says so.
+func alterConfigs(ctx context.Context, w io.Writer, e configEntity, ops []kadm.AlterConfig, cl *kgo.Client, adm *kadm.Client) error {
+	var resps kadm.AlterConfigsResponses
+	var err error
+	switch {
+	case e.typ == "topics":
+		resps, err = adm.AlterTopicConfigs(ctx, ops, e.name)
+	case e.def:
+		resps, err = adm.AlterBrokerConfigs(ctx, ops)
+	case e.typ == "brokers":
+		resps, err = adm.AlterBrokerConfigs(ctx, ops, e.id())
+	default:
+		resps, err = alterLoggers(ctx, cl, e.id(), ops)
+	}
+	if err == nil && len(resps) != 1 {
+		err = fmt.Errorf("%d resources in the response", len(resps))
+	}
+	if err != nil {
+		return fmt.Errorf("alter configs of %s: %w", e.label(), err)
+	}
+	if r := resps[0]; r.Err != nil {
+		return fmt.Errorf("alter configs of %s: %s", e.label(), kafkaError(r.Err, r.ErrMessage))
+	}
+	if e.def {
+		fmt.Fprintln(w, "Completed updating default config for brokers in the cluster.")
+	} else {
+		fmt.Fprintf(w, "Completed updating config for %s.\n", e.label())
+	}
+	return nil
 }
 
 // alterLoggers sends IncrementalAlterConfigs for the BROKER_LOGGER
@@ -377,14 +394,4 @@ func splitAddConfig(s string) ([]string, error) {
 		out[i] = k + "=" + v
 	}
 	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
