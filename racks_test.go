@@ -207,10 +207,12 @@ func TestFollowerFetchRules(t *testing.T) {
 	p := describe(t, adm, topic).Partitions[0]
 	conns := map[int32]net.Conn{}
 	corr := int32(0)
+	isolation := int8(0)
 	fetch := func(broker int32, version int16, replica int32, rack string, offset int64, epoch int32) kmsg.FetchResponseTopicPartition {
 		t.Helper()
 		req := kmsg.NewPtrFetchRequest()
 		req.SetVersion(version)
+		req.IsolationLevel = isolation
 		req.ReplicaID, req.MaxBytes, req.Rack = replica, 1<<20, rack
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = topic
@@ -266,4 +268,34 @@ func TestFollowerFetchRules(t *testing.T) {
 				kerr.ErrorForCode(got.ErrorCode), len(got.RecordBatches), got.PreferredReadReplica, kerr.ErrorForCode(tc.code), tc.records, tc.prefer)
 		}
 	}
+
+	// read_committed on the follower: up to the last stable offset it
+	// knows, which an open transaction holds back.
+	tcl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.TransactionalID("rack-tx"), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tcl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tcl.ProduceSync(ctx, &kgo.Record{Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	isolation = 1
+	waitFor(t, 10*time.Second, "the open transaction on the follower", func() bool {
+		return fetch(follower, 12, -1, "", 0, -1).HighWatermark == 11
+	})
+	if got := fetch(follower, 12, -1, "", 10, -1); got.LastStableOffset != 10 || len(got.RecordBatches) != 0 {
+		t.Errorf("read_committed past an open transaction on the follower: LSO %d, %d bytes; want 10, none", got.LastStableOffset, len(got.RecordBatches))
+	}
+	if err := tcl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the commit on the follower", func() bool {
+		got := fetch(follower, 12, -1, "", 10, -1)
+		return got.LastStableOffset == 12 && len(got.RecordBatches) > 0
+	})
 }

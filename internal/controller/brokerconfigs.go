@@ -72,6 +72,9 @@ func (c *Controller) AlterBrokerConfigs(ctx context.Context, name string, change
 	if validateOnly || len(recs) == 0 {
 		return nil
 	}
+	if name == "" {
+		recs = append(recs, c.uncleanAfterConfigLocked(c.image.Load(), recs, "")...)
+	}
 	return c.commitLocked(ctx, recs)
 }
 

@@ -530,6 +530,7 @@ func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, change
 	if validateOnly {
 		return nil
 	}
+	recs = append(recs, c.uncleanAfterConfigLocked(c.image.Load(), recs, topic)...)
 	return c.commitLocked(ctx, recs)
 }
 

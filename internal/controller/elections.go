@@ -121,13 +121,48 @@ func uncleanElection(im *metadata.Image, t *metadata.Topic, i int32, p metadata.
 // controller's properties, as Kafka's controller resolves it
 // (ConfigurationControlManager: per-broker dynamic configs do not count).
 func (c *Controller) uncleanAllowed(t *metadata.Topic) bool {
+	return c.uncleanAllowedIn(c.image.Load(), t)
+}
+
+// uncleanAllowedIn is uncleanAllowed with the cluster-wide default of im.
+func (c *Controller) uncleanAllowedIn(im *metadata.Image, t *metadata.Topic) bool {
 	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
 		return v == "true"
 	}
-	if v, ok := c.image.Load().BrokerConfigs("")["unclean.leader.election.enable"]; ok {
+	if v, ok := im.BrokerConfigs("")["unclean.leader.election.enable"]; ok {
 		return strings.EqualFold(strings.TrimSpace(v), "true")
 	}
 	return c.node.Topic["unclean.leader.election.enable"] == "true"
+}
+
+// uncleanAfterConfigLocked returns the unclean elections that config
+// records recs, about to be committed over im, allow: each leaderless
+// partition of a topic whose unclean.leader.election.enable they turn on
+// gets a live replica as leader at once (Kafka's controller finds such
+// partitions every 5 minutes). topic limits the search to one topic
+// ("" for all: a change of the cluster-wide default).
+func (c *Controller) uncleanAfterConfigLocked(im *metadata.Image, recs []metadata.Record, topic string) []metadata.Record {
+	next := im.Apply(im.Offset+1, recs)
+	var out []metadata.Record
+	for _, name := range next.TopicNames() {
+		if topic != "" && name != topic {
+			continue
+		}
+		t, before := next.Topic(name), im.Topic(name)
+		if before == nil || c.uncleanAllowedIn(im, before) || !c.uncleanAllowedIn(next, t) {
+			continue
+		}
+		for i, p := range t.Partitions {
+			if p.Leader >= 0 {
+				continue
+			}
+			if rec, err := uncleanElection(next, t, int32(i), p); err == nil && rec != nil {
+				c.logger.Warn("unclean leader election", "topic", name, "partition", i, "leader", rec.Leader)
+				out = append(out, *rec)
+			}
+		}
+	}
+	return out
 }
 
 // rebalanceLeaders is the automatic preferred leader election
