@@ -79,10 +79,12 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		kresp.Topics = kresp.Topics[:0]
 		bytes, failed := b.fetchOnce(req, resp)
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
+			b.served(req, bytes)
 			return resp, nil
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
+			b.served(req, bytes)
 			return resp, nil
 		}
 		if wake == nil {
@@ -106,13 +108,22 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			// One last read at the deadline.
 			resp.Reset()
 			kresp.Topics = kresp.Topics[:0]
-			b.fetchOnce(req, resp)
+			bytes, _ := b.fetchOnce(req, resp)
+			b.served(req, bytes)
 			return resp, nil
 		case <-ctx.Done():
 			timer.Stop()
 			resp.Release()
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// served counts the record bytes of a response to a consumer
+// (Broker.ConsumerBytesOut).
+func (b *Broker) served(req *kmsg.FetchRequest, bytes int) {
+	if req.ReplicaID < 0 {
+		b.consumerBytesOut.Add(int64(bytes))
 	}
 }
 
@@ -261,9 +272,6 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			case slice.Length > 0:
 				wresp.SetRecords(&sp, wire.FileRegion{File: slice.File, Position: slice.Position, Length: slice.Length, Release: slice.Release})
 				total += int(slice.Length)
-				if !follower {
-					b.consumerBytesOut.Add(slice.Length)
-				}
 			default:
 				slice.Release()
 			}
