@@ -179,6 +179,24 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 		t.Errorf("broker 1 message.max.bytes after a restart = %s, want 6000", orNull(c.Value))
 	}
 
+	// APPEND to a list config starts from the value in effect; on a
+	// config that is not a list it is INVALID_CONFIG.
+	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "log.cleanup.policy", Value: kmsg.StringPtr("compact")}})
+	if err := alterErr(t, resps, err); err != nil {
+		t.Fatal(err)
+	}
+	topics, err = adm.DescribeTopicConfigs(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := configOf(t, topics, "plain", "cleanup.policy"); orNull(c.Value) != "delete,compact" {
+		t.Errorf("cleanup.policy after appending compact to the default: %s", orNull(c.Value))
+	}
+	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "message.max.bytes", Value: kmsg.StringPtr("1")}})
+	if err := alterErr(t, resps, err); !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("APPEND to message.max.bytes: %v, want INVALID_CONFIG", err)
+	}
+
 	// Deleting the per-broker value falls back to the default; AlterConfigs
 	// (the whole set) on the default removes what it does not list.
 	resps, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{del("message.max.bytes")}, 1)
