@@ -16,6 +16,12 @@
 // verification guard (KIP-890 part 1), voided by any marker of that
 // producer, so that a late write cannot open a transaction nobody ends.
 //
+// Fetch from the closest replica (selector.go, KIP-392): a follower serves
+// consumers up to the high-watermark it learned from the leader; a leader
+// picks, for a consumer in a rack, the in-sync follower of that rack that
+// holds the offset and is most caught up (Kafka's RackAwareReplicaSelector),
+// from the log end and log start offsets followers report in their fetches.
+//
 // Locks: Manager.mu guards the partition map; Partition.mu serializes
 // appends and HW changes; Partition.waitMu guards the waiters. Never take
 // Manager.mu while holding a Partition lock.
