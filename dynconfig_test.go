@@ -400,7 +400,7 @@ func TestDynamicBrokerConfigsLibrdkafka(t *testing.T) {
 		t.Skip("no confluent-kafka")
 	}
 	script := `
-import sys
+import sys, time
 from confluent_kafka.admin import AdminClient, ConfigResource
 from confluent_kafka import KafkaException
 a = AdminClient({'bootstrap.servers': sys.argv[1]})
@@ -413,10 +413,17 @@ try:
     print('readonly accepted')
 except KafkaException as e:
     print('readonly', e.args[0].name())
-for r, f in a.describe_configs([ConfigResource('broker', broker)]).items():
-    cs = f.result(timeout=20)
-    for k in ('log.cleaner.backoff.ms', 'log.retention.ms'):
-        print(k, cs[k].value, cs[k].source)
+# The broker applies the change when its metadata catches up with the
+# controller's commit, as in Kafka: describe until it shows.
+deadline = time.time() + 20
+while True:
+    for r, f in a.describe_configs([ConfigResource('broker', broker)]).items():
+        cs = f.result(timeout=20)
+    if (cs['log.cleaner.backoff.ms'].value == '4321' and cs['log.retention.ms'].value == '3600001') or time.time() > deadline:
+        break
+    time.sleep(0.1)
+for k in ('log.cleaner.backoff.ms', 'log.retention.ms'):
+    print(k, cs[k].value, cs[k].source)
 `
 	run := func(t *testing.T, bootstrap string, broker int32) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))

@@ -18,7 +18,9 @@ import (
 )
 
 // startRackCluster starts three nodes in racks rack-1..rack-3 with Kafka's
-// RackAwareReplicaSelector, fencing a silent broker after 2 s, creates
+// RackAwareReplicaSelector, fencing a silent broker after 6 s (not less:
+// a loaded machine must not fence live brokers, which leave the ISR and
+// lose their consumers), creates
 // topic (one partition on all three) and produces records to it with
 // acks=all. It returns the cluster, the producer, the partition's leader
 // and a follower.
@@ -32,7 +34,7 @@ func startRackCluster(t *testing.T, topic string, records int) (c *samsa.Cluster
 	}
 	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(), NodeProperties: nodeProps, Properties: map[string]string{
 		"replica.selector.class":           "org.apache.kafka.common.replica.RackAwareReplicaSelector",
-		"broker.session.timeout.ms":        "2000",
+		"broker.session.timeout.ms":        "6000",
 		"broker.heartbeat.interval.ms":     "250",
 		"offsets.topic.replication.factor": "3",
 	}})
@@ -71,6 +73,9 @@ func startRackCluster(t *testing.T, topic string, records int) (c *samsa.Cluster
 	}
 	t.Cleanup(pcl.Close)
 	produceN(t, pcl, topic, records)
+	waitFor(t, 20*time.Second, "a full ISR after producing", func() bool {
+		return len(describe(t, adm, topic).Partitions[0].ISR) == 3
+	})
 	for _, r := range p.Replicas {
 		if r != p.Leader {
 			return c, pcl, p.Leader, r
@@ -140,7 +145,7 @@ func TestFetchFromFollower(t *testing.T) {
 	}
 	defer acl.Close()
 	adm := kadm.NewClient(acl)
-	waitFor(t, 20*time.Second, "the follower out of the ISR", func() bool {
+	waitFor(t, 30*time.Second, "the follower out of the ISR", func() bool {
 		p := describe(t, adm, topic).Partitions[0]
 		return !slices.Contains(p.ISR, follower)
 	})
