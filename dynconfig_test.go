@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -454,4 +455,50 @@ for k in ('log.cleaner.backoff.ms', 'log.retention.ms'):
 		c := startCluster(t, 3, nil)
 		run(t, c.Addrs()[0], 3)
 	})
+}
+
+// TestDynamicConnectionLimits changes max.connections.per.ip as a
+// cluster-wide dynamic broker config: a connection past the new limit is
+// closed at once, and raising it again lets one in, without a restart.
+func TestDynamicConnectionLimits(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	admin := dial(t, n.Addr()) // the one connection besides the probes
+	corr := int32(0)
+	alter := func(value string) {
+		t.Helper()
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType = kmsg.ConfigResourceTypeBroker
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "max.connections.per.ip", kmsg.StringPtr(value)
+		r.Configs = append(r.Configs, c)
+		req.Resources = append(req.Resources, r)
+		corr++
+		resp := roundTrip(t, admin, req, corr).(*kmsg.IncrementalAlterConfigsResponse)
+		if code := resp.Resources[0].ErrorCode; code != 0 {
+			t.Fatalf("max.connections.per.ip=%s: %v", value, kerr.ErrorForCode(code))
+		}
+	}
+	// probe opens a connection and reports whether it is served, then
+	// closes it.
+	probe := func() bool {
+		c, err := net.Dial("tcp", n.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return apiVersions(c, 5*time.Second) == nil
+	}
+	held := dial(t, n.Addr()) // with admin: two from 127.0.0.1
+	if err := apiVersions(held, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !probe() {
+		t.Fatal("a third connection refused before any limit")
+	}
+	alter("2")
+	// The node applies the change when its metadata image has it.
+	waitFor(t, 10*time.Second, "max.connections.per.ip=2 refusing a third connection", func() bool { return !probe() })
+	alter("3")
+	waitFor(t, 10*time.Second, "max.connections.per.ip=3 serving a third connection", probe)
 }

@@ -10,7 +10,6 @@ package samsa
 
 import (
 	"context"
-	"math"
 	"sync/atomic"
 
 	"errors"
@@ -306,7 +305,8 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	}
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.
-	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger.With("component", "broker"), Levels: levels})
+	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger.With("component", "broker"), Levels: levels,
+		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}})
 	if err != nil {
 		return nil, err
 	}
@@ -332,19 +332,10 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 // listeners and of the controller listeners, counted apart as Kafka's
 // broker and controller socket servers count them; the first broker
 // listener, which other brokers replicate from, is the protected
-// inter-broker listener. Both nil when no limit is set.
+// inter-broker listener. They exist even without limits, which dynamic
+// broker configs may set later (broker.Config.ConnectionQuotas).
 func connectionQuotas(ctx context.Context, nc *config.Node) (brokerQuotas, ctrlQuotas *server.Quotas, err error) {
-	if nc.MaxConnections == math.MaxInt32 && nc.MaxConnectionsPerIP == math.MaxInt32 && len(nc.MaxConnectionsPerIPOverrides) == 0 {
-		return nil, nil, nil
-	}
-	qc := server.QuotaConfig{
-		MaxConnections:      int(nc.MaxConnections),
-		MaxConnectionsPerIP: int(nc.MaxConnectionsPerIP),
-		PerIPOverrides:      map[string]int{},
-	}
-	for h, c := range nc.MaxConnectionsPerIPOverrides {
-		qc.PerIPOverrides[h] = int(c)
-	}
+	qc := broker.QuotaConfig(nc)
 	if ctrlQuotas, err = server.NewQuotas(ctx, qc); err != nil {
 		return nil, nil, err
 	}

@@ -73,6 +73,11 @@ type Config struct {
 	// Levels are the node's log levels, which BROKER_LOGGER resources
 	// describe and change (KIP-412); nil: no loggers to describe.
 	Levels *loglevel.Levels
+	// ConnectionQuotas are the connection limits of the node's socket
+	// servers (broker and controller listeners), updated when
+	// max.connections, max.connections.per.ip or its overrides change as
+	// dynamic broker configs; nil entries are skipped.
+	ConnectionQuotas []*server.Quotas
 }
 
 // Broker handles requests. Safe for concurrent use.
@@ -81,16 +86,18 @@ type Broker struct {
 	// dyn is node with the dynamic broker configs of the metadata image
 	// applied (this broker's, then the cluster-wide defaults): the
 	// configuration in effect (dynconfig.go).
-	dyn                              atomic.Pointer[config.Node]
-	logs                             *storage.Manager
-	levels                           *loglevel.Levels
+	dyn      atomic.Pointer[config.Node]
+	logs     *storage.Manager
+	levels   *loglevel.Levels
+	quotas   []*server.Quotas // connection quotas of the node's listeners
+	ctrl     *controller.Controller
+	quorum   MetadataQuorum // nil: not a voter
+	replicas *replica.Manager
+	logger   *slog.Logger
+	versions *wire.Versions // advertised on broker listeners
+	ctrlVers *wire.Versions // advertised on controller listeners
+
 	leaderThrottle, followerThrottle *replica.Throttle
-	ctrl                             *controller.Controller
-	quorum                           MetadataQuorum // nil: not a voter
-	replicas                         *replica.Manager
-	logger                           *slog.Logger
-	versions                         *wire.Versions // advertised on broker listeners
-	ctrlVers                         *wire.Versions // advertised on controller listeners
 
 	ctrlChan    controllerChannel
 	incarnation [16]byte     // this process's incarnation id (BrokerRegistration)
@@ -132,6 +139,7 @@ func New(cfg Config) (*Broker, error) {
 		logger: logger,
 		logs:   cfg.Logs,
 		levels: cfg.Levels,
+		quotas: cfg.ConnectionQuotas,
 		stop:   make(chan struct{}),
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
@@ -368,7 +376,7 @@ func (b *Broker) topicInt(t *metadata.Topic, name string) int64 {
 	i, err := config.TopicInt(name, v)
 	if err != nil {
 		b.invalidTopicConfig(t, err)
-		i, _ = config.TopicInt(name, b.node.Topic[name])
+		i, _ = config.TopicInt(name, b.config().Topic[name])
 	}
 	return i
 }

@@ -27,7 +27,7 @@ func (b *Broker) cleanupConfig(t *metadata.Topic) storage.Cleanup {
 	f, err := config.TopicRatio("min.cleanable.dirty.ratio", ratio)
 	if err != nil {
 		b.invalidTopicConfig(t, err)
-		f, _ = config.TopicRatio("min.cleanable.dirty.ratio", b.node.Topic["min.cleanable.dirty.ratio"])
+		f, _ = config.TopicRatio("min.cleanable.dirty.ratio", b.config().Topic["min.cleanable.dirty.ratio"])
 	}
 	c.MinCleanableDirtyRatio = f
 	return c
@@ -40,7 +40,7 @@ func (b *Broker) cleanupPolicy(t *metadata.Topic) storage.Cleanup {
 	del, compact, err := config.CleanupPolicy(policy)
 	if err != nil {
 		b.invalidTopicConfig(t, err)
-		del, compact, _ = config.CleanupPolicy(b.node.Topic["cleanup.policy"])
+		del, compact, _ = config.CleanupPolicy(b.config().Topic["cleanup.policy"])
 	}
 	return storage.Cleanup{Delete: del, Compact: compact}
 }

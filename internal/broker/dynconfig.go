@@ -1,14 +1,17 @@
 package broker
 
 import (
+	"context"
 	"maps"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
 )
 
@@ -58,10 +61,40 @@ func (b *Broker) applyDynamicConfigs(old, next *metadata.Image) bool {
 			IOMaxBytesPerSecond: n.LogCleanerIOMaxBytesPerSecond,
 		})
 	}
+	if prev.MaxConnections != n.MaxConnections || prev.MaxConnectionsPerIP != n.MaxConnectionsPerIP ||
+		!maps.Equal(prev.MaxConnectionsPerIPOverrides, n.MaxConnectionsPerIPOverrides) {
+		// Host names of the overrides are resolved here, as Kafka does
+		// when it reconfigures its ConnectionQuotas.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, q := range b.quotas {
+			if q == nil {
+				continue
+			}
+			if err := q.Update(ctx, QuotaConfig(n)); err != nil {
+				b.logger.Error("connection quotas not updated", "err", err)
+			}
+		}
+		cancel()
+	}
 	if old != nil {
 		b.logger.Info("dynamic broker configs applied", "default", len(def), "broker", len(own))
 	}
 	return true
+}
+
+// QuotaConfig is the connection limits of n (max.connections,
+// max.connections.per.ip and its overrides) for server.NewQuotas and
+// Quotas.Update; Protected is left empty.
+func QuotaConfig(n *config.Node) server.QuotaConfig {
+	qc := server.QuotaConfig{
+		MaxConnections:      int(n.MaxConnections),
+		MaxConnectionsPerIP: int(n.MaxConnectionsPerIP),
+		PerIPOverrides:      map[string]int{},
+	}
+	for h, c := range n.MaxConnectionsPerIPOverrides {
+		qc.PerIPOverrides[h] = int(c)
+	}
+	return qc
 }
 
 // reconfigure gives the hosted partitions of t its log config again.

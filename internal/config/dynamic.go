@@ -40,8 +40,8 @@ func (m DynamicMode) String() string {
 // see Mode): the log cleaner's (LogCleaner.ReconfigurableConfigs),
 // the thread pools' (DynamicThreadPool; Samsa has none, so they are
 // accepted and change nothing, as when set statically), the producer state
-// expiration (DynamicProducerStateManagerConfig) and the replication
-// quotas (QuotaConfig.brokerQuotaConfigs).
+// expiration (DynamicProducerStateManagerConfig), the replication quotas
+// (QuotaConfig.brokerQuotaConfigs) and the connection limits.
 var dynamicModes = map[string]DynamicMode{
 	"log.cleaner.threads":                 ClusterWide,
 	"log.cleaner.dedupe.buffer.size":      ClusterWide,
@@ -55,6 +55,11 @@ var dynamicModes = map[string]DynamicMode{
 	"producer.id.expiration.ms":           ClusterWide,
 	"leader.replication.throttled.rate":   ClusterWide,
 	"follower.replication.throttled.rate": ClusterWide,
+	// SocketServer.ReconfigurableConfigs; max.connection.creation.rate is
+	// not supported.
+	"max.connections":                  ClusterWide,
+	"max.connections.per.ip":           ClusterWide,
+	"max.connections.per.ip.overrides": ClusterWide,
 }
 
 // Mode returns the dynamic update mode of broker property name; unknown

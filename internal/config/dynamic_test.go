@@ -17,6 +17,7 @@ func TestMode(t *testing.T) {
 		"unclean.leader.election.enable":      ClusterWide,
 		"log.cleaner.io.max.bytes.per.second": ClusterWide,
 		"follower.replication.throttled.rate": ClusterWide,
+		"max.connections.per.ip.overrides":    ClusterWide,
 		"log.flush.scheduler.interval.ms":     ReadOnly,
 		"log.dirs":                            ReadOnly,
 		"broker.rack":                         ReadOnly,

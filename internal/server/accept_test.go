@@ -256,3 +256,41 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("most recently active connection: %v", err)
 	}
 }
+
+// TestQuotasUpdate raises max.connections on quotas in use (a dynamic
+// broker config): the listener waiting at the old limit serves the
+// waiting connection at once; a lowered limit closes nothing already open.
+func TestQuotasUpdate(t *testing.T) {
+	q, err := NewQuotas(context.Background(), QuotaConfig{MaxConnections: 1, MaxConnectionsPerIP: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := quotaServer(t, q, "PLAINTEXT")
+	a := dial(t, s)
+	if err := apiVersions(t, a); err != nil {
+		t.Fatal(err)
+	}
+	b := dial(t, s)
+	if _, err := b.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 7)); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := wire.ReadFrame(b, nil, 1<<20); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection past max.connections=1 answered: %v", err)
+	}
+	if err := q.Update(context.Background(), QuotaConfig{MaxConnections: 2, MaxConnectionsPerIP: -1}); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := wire.ReadFrame(b, nil, 1<<20); err != nil {
+		t.Fatalf("waiting connection after max.connections became 2: %v", err)
+	}
+	if err := q.Update(context.Background(), QuotaConfig{MaxConnections: 1, MaxConnectionsPerIP: -1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []net.Conn{a, b} {
+		if err := apiVersions(t, c); err != nil {
+			t.Fatalf("open connection after max.connections was lowered: %v", err)
+		}
+	}
+}

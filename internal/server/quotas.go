@@ -41,12 +41,12 @@ type QuotaConfig struct {
 // Quotas counts the connections of the listeners that share it; safe for
 // concurrent use. Give the same Quotas to each Server of a socket server.
 type Quotas struct {
-	maxConns  int
-	perIP     int
-	overrides map[netip.Addr]int
 	protected string
 
 	mu        sync.Mutex // guards the fields below
+	maxConns  int        // max.connections; Update changes the limits
+	perIP     int
+	overrides map[netip.Addr]int
 	total     int
 	listeners map[string]int // listener name to connections, every listener that registered
 	perAddr   map[netip.Addr]int
@@ -71,35 +71,62 @@ func (tc *tracked) touch() { tc.active.Store(time.Now().UnixNano()) }
 // returns the quotas.
 func NewQuotas(ctx context.Context, cfg QuotaConfig) (*Quotas, error) {
 	q := &Quotas{
-		maxConns:  cfg.MaxConnections,
-		perIP:     cfg.MaxConnectionsPerIP,
-		overrides: map[netip.Addr]int{},
 		protected: cfg.Protected,
 		listeners: map[string]int{},
 		perAddr:   map[netip.Addr]int{},
 		conns:     map[*tracked]struct{}{},
 		changed:   make(chan struct{}),
 	}
-	if q.maxConns < 0 {
-		q.maxConns = math.MaxInt32
+	var err error
+	q.maxConns, q.perIP, q.overrides, err = quotaLimits(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if q.perIP < 0 {
-		q.perIP = math.MaxInt32
+	return q, nil
+}
+
+// Update applies new limits at once (max.connections,
+// max.connections.per.ip and its overrides updated as dynamic broker
+// configs, Kafka's ConnectionQuotas reconfiguration): a listener waiting
+// at max.connections checks again; connections already open stay, even
+// past a lowered limit, as in Kafka. cfg.Protected is ignored. On an
+// error (a host name of the overrides that does not resolve) nothing
+// changes.
+func (q *Quotas) Update(ctx context.Context, cfg QuotaConfig) error {
+	maxConns, perIP, overrides, err := quotaLimits(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.maxConns, q.perIP, q.overrides = maxConns, perIP, overrides
+	q.wakeLocked()
+	return nil
+}
+
+// quotaLimits normalises cfg's limits and resolves its overrides.
+func quotaLimits(ctx context.Context, cfg QuotaConfig) (maxConns, perIP int, overrides map[netip.Addr]int, err error) {
+	maxConns, perIP, overrides = cfg.MaxConnections, cfg.MaxConnectionsPerIP, map[netip.Addr]int{}
+	if maxConns < 0 {
+		maxConns = math.MaxInt32
+	}
+	if perIP < 0 {
+		perIP = math.MaxInt32
 	}
 	for host, n := range cfg.PerIPOverrides {
 		if a, err := netip.ParseAddr(host); err == nil {
-			q.overrides[a.Unmap()] = n
+			overrides[a.Unmap()] = n
 			continue
 		}
 		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
-			return nil, fmt.Errorf("max.connections.per.ip.overrides: host %s: %w", host, err)
+			return 0, 0, nil, fmt.Errorf("max.connections.per.ip.overrides: host %s: %w", host, err)
 		}
 		for _, a := range addrs {
-			q.overrides[a.Unmap()] = n
+			overrides[a.Unmap()] = n
 		}
 	}
-	return q, nil
+	return maxConns, perIP, overrides, nil
 }
 
 // register makes listener known: the inter-broker listener is protected
