@@ -224,13 +224,7 @@ func TestMaxConnections(t *testing.T) {
 	}
 	// The third waits in the kernel's backlog: its request is not read.
 	c := dial(t, ext)
-	if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 7)); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := wire.ReadFrame(c, nil, 1<<20); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("connection past max.connections answered: %v", err)
-	}
+	expectWaiting(t, c)
 	if total, _ := q.Connections(netip.MustParseAddr("127.0.0.1")); total != 2 {
 		t.Fatalf("%d connections counted, want 2", total)
 	}
@@ -271,13 +265,7 @@ func TestQuotasUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := dial(t, s)
-	if _, err := b.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 7)); err != nil {
-		t.Fatal(err)
-	}
-	b.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := wire.ReadFrame(b, nil, 1<<20); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("connection past max.connections=1 answered: %v", err)
-	}
+	expectWaiting(t, b)
 	if err := q.Update(context.Background(), QuotaConfig{MaxConnections: 2, MaxConnectionsPerIP: -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -292,5 +280,18 @@ func TestQuotasUpdate(t *testing.T) {
 		if err := apiVersions(t, c); err != nil {
 			t.Fatalf("open connection after max.connections was lowered: %v", err)
 		}
+	}
+}
+
+// expectWaiting sends an ApiVersions request on c, a connection past
+// max.connections, and checks it gets no answer within 200 ms.
+func expectWaiting(t *testing.T, c net.Conn) {
+	t.Helper()
+	if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 7)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := wire.ReadFrame(c, nil, 1<<20); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection past max.connections answered: %v", err)
 	}
 }
