@@ -86,16 +86,19 @@ type Broker struct {
 	// dyn is node with the dynamic broker configs of the metadata image
 	// applied (this broker's, then the cluster-wide defaults): the
 	// configuration in effect (dynconfig.go).
-	dyn      atomic.Pointer[config.Node]
-	logs     *storage.Manager
-	levels   *loglevel.Levels
-	quotas   []*server.Quotas // connection quotas of the node's listeners
-	ctrl     *controller.Controller
-	quorum   MetadataQuorum // nil: not a voter
-	replicas *replica.Manager
-	logger   *slog.Logger
-	versions *wire.Versions // advertised on broker listeners
-	ctrlVers *wire.Versions // advertised on controller listeners
+	dyn     atomic.Pointer[config.Node]
+	logs    *storage.Manager
+	levels  *loglevel.Levels
+	quotas  []*server.Quotas // connection quotas of the node's listeners
+	quotaMu sync.Mutex       // serializes quota updates; guards quotaNext
+	// quotaNext is the connection limits to apply next (updateQuotas).
+	quotaNext *server.QuotaConfig
+	ctrl      *controller.Controller
+	quorum    MetadataQuorum // nil: not a voter
+	replicas  *replica.Manager
+	logger    *slog.Logger
+	versions  *wire.Versions // advertised on broker listeners
+	ctrlVers  *wire.Versions // advertised on controller listeners
 
 	leaderThrottle, followerThrottle *replica.Throttle
 

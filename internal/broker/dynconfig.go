@@ -63,23 +63,54 @@ func (b *Broker) applyDynamicConfigs(old, next *metadata.Image) bool {
 	}
 	if prev.MaxConnections != n.MaxConnections || prev.MaxConnectionsPerIP != n.MaxConnectionsPerIP ||
 		!maps.Equal(prev.MaxConnectionsPerIPOverrides, n.MaxConnectionsPerIPOverrides) {
-		// Host names of the overrides are resolved here, as Kafka does
-		// when it reconfigures its ConnectionQuotas.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		for _, q := range b.quotas {
-			if q == nil {
-				continue
-			}
-			if err := q.Update(ctx, QuotaConfig(n)); err != nil {
-				b.logger.Error("connection quotas not updated", "err", err)
-			}
-		}
-		cancel()
+		b.updateQuotas(QuotaConfig(n))
 	}
 	if old != nil {
 		b.logger.Info("dynamic broker configs applied", "default", len(def), "broker", len(own))
 	}
 	return true
+}
+
+// updateQuotas applies qc to the connection quotas of the node's
+// listeners. Host names of the overrides are resolved then, as Kafka does
+// when it reconfigures its ConnectionQuotas, but on a goroutine of the
+// broker's: image listeners must not wait on the network. Updates apply in
+// order: each goroutine applies the latest qc.
+func (b *Broker) updateQuotas(qc server.QuotaConfig) {
+	b.quotaMu.Lock()
+	b.quotaNext = &qc
+	b.quotaMu.Unlock()
+	if b.closed.Load() {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		go func() {
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		b.quotaMu.Lock()
+		defer b.quotaMu.Unlock()
+		if b.quotaNext == nil {
+			return // a later goroutine applied it
+		}
+		qc := *b.quotaNext
+		b.quotaNext = nil
+		for _, q := range b.quotas {
+			if q == nil {
+				continue
+			}
+			if err := q.Update(ctx, qc); err != nil {
+				b.logger.Error("connection quotas not updated", "err", err)
+			}
+		}
+	}()
 }
 
 // QuotaConfig is the connection limits of n (max.connections,
