@@ -152,6 +152,12 @@ func decodeSnappyBlock(dst, block []byte, max int) ([]byte, error) {
 	if n < 0 || n > max-len(dst) {
 		return nil, ErrTooLarge
 	}
+	// The decoder (s2's) also reads S2's extensions, which no Kafka client
+	// reads, and allocates the length the block claims: check the tags
+	// first, so that a few bytes claiming 128 MiB allocate nothing.
+	if err := checkSnappyTags(block, n); err != nil {
+		return nil, err
+	}
 	start := len(dst)
 	if cap(dst)-start < n {
 		grown := make([]byte, start, start+n)
@@ -166,6 +172,114 @@ func decodeSnappyBlock(dst, block []byte, max int) ([]byte, error) {
 		return nil, fmt.Errorf("snappy block decoded to %d bytes, header says %d", len(dec), n)
 	}
 	return dst[:start+n], nil
+}
+
+// checkSnappyTags checks that block, a raw snappy block whose header says
+// it decodes to n bytes, holds only the snappy format's elements (a copy
+// with a 1-byte offset of 0 is S2's "repeat", which snappy-java and
+// librdkafka refuse) and that they produce exactly n bytes. It reads the
+// tags only; the decoder checks the offsets.
+func checkSnappyTags(block []byte, n int) error {
+	_, hdr := binary.Uvarint(block)
+	if hdr <= 0 {
+		return errors.New("snappy: bad block header")
+	}
+	var out int64
+	for s := hdr; s < len(block); {
+		tag := block[s]
+		var length, size int
+		switch tag & 3 {
+		case 0: // literal
+			x := int(tag >> 2)
+			size = 1
+			if x >= 60 {
+				extra := x - 59
+				if s+1+extra > len(block) {
+					return errors.New("snappy: truncated literal length")
+				}
+				x = 0
+				for i := extra - 1; i >= 0; i-- {
+					x = x<<8 | int(block[s+1+i])
+				}
+				size += extra
+			}
+			length = x + 1
+			size += length
+		case 1: // copy, 1-byte offset
+			size, length = 2, 4+int(tag>>2&7)
+			if s+1 < len(block) && tag&0xe0 == 0 && block[s+1] == 0 {
+				return errors.New("snappy: copy with offset 0 (S2's repeat, not snappy)")
+			}
+		case 2: // copy, 2-byte offset
+			size, length = 3, 1+int(tag>>2)
+		case 3: // copy, 4-byte offset
+			size, length = 5, 1+int(tag>>2)
+		}
+		if size > len(block)-s {
+			return errors.New("snappy: truncated element")
+		}
+		s += size
+		if out += int64(length); out > int64(n) {
+			return fmt.Errorf("snappy: block decodes past the %d bytes its header says", n)
+		}
+	}
+	if out != int64(n) {
+		return fmt.Errorf("snappy: block decodes to %d bytes, its header says %d", out, n)
+	}
+	return nil
+}
+
+// lz4FrameMagic starts an LZ4 frame (little endian); the legacy format's
+// 0x184C2102 and skippable frames are not read by Kafka's Java client or
+// librdkafka.
+const lz4FrameMagic = 0x184D2204
+
+// checkLZ4Frame checks that data is one LZ4 frame and nothing more, as
+// Kafka's KafkaLZ4BlockInputStream and librdkafka read it: the frame
+// magic (not the legacy format, not a skippable frame), version 01, and
+// the frame's end mark (and content checksum) at the end of data. A
+// second frame would be read by our decoder and not by theirs. It walks
+// the block sizes only; the decoder checks the blocks.
+func checkLZ4Frame(data []byte) error {
+	if len(data) < 7 || binary.LittleEndian.Uint32(data) != lz4FrameMagic {
+		return errors.New("lz4: not an LZ4 frame")
+	}
+	flg := data[4]
+	if flg>>6 != 1 {
+		return fmt.Errorf("lz4: frame version %d", flg>>6)
+	}
+	p := 7 // magic, FLG, BD, header checksum
+	if flg&0x08 != 0 {
+		p += 8 // content size
+	}
+	if flg&0x01 != 0 {
+		p += 4 // dictionary id
+	}
+	blockSum := flg&0x10 != 0
+	for {
+		if len(data)-p < 4 {
+			return errors.New("lz4: frame cut short")
+		}
+		size := int64(binary.LittleEndian.Uint32(data[p:]) &^ (1 << 31))
+		p += 4
+		if size == 0 && binary.LittleEndian.Uint32(data[p-4:]) == 0 {
+			break // end mark
+		}
+		if blockSum {
+			size += 4
+		}
+		if size > int64(len(data)-p) {
+			return errors.New("lz4: frame cut short")
+		}
+		p += int(size)
+	}
+	if flg&0x04 != 0 {
+		p += 4 // content checksum
+	}
+	if p != len(data) {
+		return fmt.Errorf("lz4: %d bytes after the frame", len(data)-p)
+	}
+	return nil
 }
 
 // lz4Readers and lz4Writers keep lz4 frame readers and writers, whose

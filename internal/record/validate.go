@@ -636,7 +636,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 }
 
 // walkCompressed decompresses data with codec as it walks the records.
-func (w *walker) walkCompressed(codec Codec, data []byte) error {
+func (w *walker) walkCompressed(codec Codec, data []byte) (err error) {
 	st := getStream()
 	defer putStream(st)
 	limit := int64(w.pol.maxDecompressed())
@@ -644,7 +644,6 @@ func (w *walker) walkCompressed(codec Codec, data []byte) error {
 	var r io.Reader
 	switch codec {
 	case CodecGzip:
-		var err error
 		if st.gz == nil {
 			st.gz, err = gzip.NewReader(&st.in)
 		} else {
@@ -653,8 +652,19 @@ func (w *walker) walkCompressed(codec Codec, data []byte) error {
 		if err != nil {
 			return w.streamError(0, err)
 		}
+		// One member, as librdkafka reads it: it stops after the first
+		// one, and would skip records the next members hold.
+		st.gz.Multistream(false)
 		r = st.gz
+		defer func() {
+			if err == nil && st.in.Len() > 0 {
+				err = w.streamError(w.h.NumRecords, fmt.Errorf("%d bytes after the gzip member", st.in.Len()))
+			}
+		}()
 	case CodecLZ4:
+		if err := checkLZ4Frame(data); err != nil {
+			return w.streamError(0, err)
+		}
 		if st.lz == nil {
 			st.lz = lz4.NewReader(nil)
 		}

@@ -2,8 +2,10 @@ package record_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/samsahq/samsa/internal/record"
@@ -154,6 +156,30 @@ func TestCheckBomb(t *testing.T) {
 		if _, err := record.Check(b, pol); !errors.Is(err, record.ErrTooLarge) {
 			t.Fatalf("%v: %v, want ErrTooLarge", codec, err)
 		}
+	}
+}
+
+// TestCheckSnappyClaim: a snappy block whose header claims far more than
+// its elements produce is refused before the decoder allocates what it
+// claims (a 67-byte batch claiming 128 MiB made the broker allocate and
+// zero 128 MiB).
+func TestCheckSnappyClaim(t *testing.T) {
+	block := append(binary.AppendUvarint(nil, 100<<20), 0, 'x') // a 1-byte literal
+	spec := recordtest.Plain(1, now)
+	spec.Codec = record.CodecSnappy
+	b := recordtest.RawCompressed(spec, block)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := record.Check(b, noBounds())
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, record.ErrInvalidRecord) {
+		t.Fatalf("%v, want ErrInvalidRecord", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("checking a %d-byte batch allocated %d bytes", len(b), got)
+	}
+	if _, err := record.Decompress(record.CodecSnappy, block, 0); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("Decompress: %v, want ErrCorrupt", err)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/samsahq/samsa/internal/record"
@@ -209,10 +211,71 @@ func Malformed(nowMillis int64) []Case {
 		s.Attributes = record.ControlBit | record.TransactionalBit
 		s.ProducerID, s.ProducerEpoch = 7, 0
 	}, Good(0))
+	// Compressed forms our decoders read and Kafka's Java client or
+	// librdkafka do not (or read only in part): every reader must read
+	// what is accepted.
+	for _, oc := range OtherCodecForms(cat(Good(0), Good(1))) {
+		spec := two
+		spec.Codec = oc.Codec
+		out = append(out, Case{Name: oc.Name, Batch: RawCompressed(spec, oc.Payload), Err: record.ErrInvalidRecord, Code: kerr.InvalidRecord.Code, RecordErrors: true})
+	}
 	// Framing and CRC: CORRUPT_MESSAGE, which the client may retry (bytes
 	// damaged on the way).
 	badCRC := Raw(one, Good(0))
 	badCRC[len(badCRC)-1] ^= 0xff
 	out = append(out, Case{Name: "frame/crc mismatch", Batch: badCRC, Err: record.ErrCorrupt, Code: kerr.CorruptMessage.Code})
 	return out
+}
+
+// CodecForm is records compressed in a form of a codec that not every
+// Kafka client reads.
+type CodecForm struct {
+	Name    string
+	Codec   record.Codec
+	Payload []byte
+}
+
+// OtherCodecForms compresses recs, the wire form of two or more records,
+// in the forms klauspost's and pierrec's decoders read and Kafka's Java
+// client or librdkafka (kcat) do not: an S2 block labelled snappy (S2's
+// repeat copies), an LZ4 legacy frame, a skippable frame before an LZ4
+// frame, two LZ4 frames, two gzip members (librdkafka reads the first
+// only, and skips the records of the second).
+func OtherCodecForms(recs []byte) []CodecForm {
+	first := Good(0)
+	if !bytes.HasPrefix(recs, first) {
+		panic("recordtest: OtherCodecForms wants records starting with Good(0)")
+	}
+	rest := recs[len(first):]
+	comp := func(c record.Codec, b []byte) []byte {
+		out, err := record.Compress(nil, c, b)
+		if err != nil {
+			panic(err)
+		}
+		return out
+	}
+	var legacy bytes.Buffer
+	w := lz4.NewWriter(&legacy)
+	if err := w.Apply(lz4.LegacyOption(true)); err != nil {
+		panic(err)
+	}
+	if _, err := w.Write(recs); err != nil {
+		panic(err)
+	}
+	if err := w.Close(); err != nil {
+		panic(err)
+	}
+	// A value S2 encodes with repeat copies.
+	val := bytes.Repeat([]byte("abcdefgh"), 4096)
+	s2recs := cat(Rec([]byte{0}, V(0), V(0), V(-1), V(int64(len(val))), val, V(0)), rest)
+	skippable := binary.LittleEndian.AppendUint32(nil, 0x184D2A50)
+	skippable = binary.LittleEndian.AppendUint32(skippable, 3)
+	skippable = append(skippable, 1, 2, 3)
+	return []CodecForm{
+		{"snappy/S2 block with repeat copies", record.CodecSnappy, s2.Encode(nil, s2recs)},
+		{"lz4/legacy frame", record.CodecLZ4, legacy.Bytes()},
+		{"lz4/skippable frame first", record.CodecLZ4, append(skippable, comp(record.CodecLZ4, recs)...)},
+		{"lz4/two frames", record.CodecLZ4, append(comp(record.CodecLZ4, first), comp(record.CodecLZ4, rest)...)},
+		{"gzip/two members", record.CodecGzip, append(comp(record.CodecGzip, first), comp(record.CodecGzip, rest)...)},
+	}
 }
