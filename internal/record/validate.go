@@ -183,6 +183,15 @@ func checkHeader(b []byte, pol *Policy) (Header, error) {
 	if h.IsTransactional() && h.ProducerID < 0 {
 		return h, invalid(ErrInvalidRecord, "Transactional record batch without a producer id (%d)", h.ProducerID)
 	}
+	// The header's max timestamp is stored as sent (Kafka's broker
+	// recomputes it from the records): it sets the segment's largest
+	// timestamp, which time retention, log rolling and the time index
+	// read, so it is held to the records' bounds. One claiming a time
+	// years ahead would keep its segment from ever being deleted.
+	if !pol.LogAppendTime && h.MaxTimestamp != -1 && outOfBounds(pol, h.MaxTimestamp) {
+		return h, invalid(ErrInvalidTimestamp, "Batch max timestamp %d is out of range. The timestamp should be within [%d, %d]",
+			h.MaxTimestamp, satAdd(pol.NowMillis, -pol.TimestampBeforeMaxMs), satAdd(pol.NowMillis, pol.TimestampAfterMaxMs))
+	}
 	if pol.LogAppendTime && h.IsLogAppendTime() {
 		return h, &ValidationError{Err: ErrInvalidTimestamp,
 			Message: "Invalid timestamp type in record batch. Producer should not set timestamp type to LogAppendTime.",
@@ -393,13 +402,19 @@ func (w *walker) checkTimestamp(i int32, ts int64) {
 	if ts == -1 || (p.TimestampBeforeMaxMs == NoTimestampBound && p.TimestampAfterMaxMs == NoTimestampBound) {
 		return
 	}
-	// Differences as uint64: exact for any two int64s.
-	late := ts < p.NowMillis && uint64(p.NowMillis)-uint64(ts) > uint64(p.TimestampBeforeMaxMs)
-	early := ts > p.NowMillis && uint64(ts)-uint64(p.NowMillis) > uint64(p.TimestampAfterMaxMs)
-	if late || early {
+	if outOfBounds(p, ts) {
 		w.ruleError(i, true, "Timestamp %d of message with offset %d is out of range. The timestamp should be within [%d, %d]",
 			ts, i, satAdd(p.NowMillis, -p.TimestampBeforeMaxMs), satAdd(p.NowMillis, p.TimestampAfterMaxMs))
 	}
+}
+
+// outOfBounds reports whether timestamp ts is more than
+// TimestampBeforeMaxMs before or TimestampAfterMaxMs after NowMillis.
+func outOfBounds(p *Policy, ts int64) bool {
+	// Differences as uint64: exact for any two int64s.
+	late := ts < p.NowMillis && uint64(p.NowMillis)-uint64(ts) > uint64(p.TimestampBeforeMaxMs)
+	early := ts > p.NowMillis && uint64(ts)-uint64(p.NowMillis) > uint64(p.TimestampAfterMaxMs)
+	return late || early
 }
 
 // satAdd is a+b saturated to the int64 range.

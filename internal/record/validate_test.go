@@ -159,6 +159,40 @@ func TestCheckBomb(t *testing.T) {
 	}
 }
 
+// TestCheckMaxTimestamp: the header's max timestamp, stored as sent and
+// read by time retention and the time index, is held to the bounds of
+// message.timestamp.after/before.max.ms as the records are; under
+// LogAppendTime the broker sets it.
+func TestCheckMaxTimestamp(t *testing.T) {
+	good := recordtest.Raw(recordtest.Plain(1, now), recordtest.Good(0))
+	withMax := func(ts int64) []byte {
+		b := bytes.Clone(good)
+		binary.BigEndian.PutUint64(b[35:], uint64(ts))
+		recordtest.FixCRC(b)
+		return b
+	}
+	pol := &record.Policy{NowMillis: now, TimestampBeforeMaxMs: record.NoTimestampBound, TimestampAfterMaxMs: 3_600_000}
+	for _, tc := range []struct {
+		name string
+		max  int64
+		want error
+	}{
+		{"the record's", now, nil},
+		{"within after.max.ms", now + 3_600_000, nil},
+		{"a century ahead", now + 100*365*86_400_000, record.ErrInvalidTimestamp},
+		{"MaxInt64", 1<<63 - 1, record.ErrInvalidTimestamp},
+		{"none", -1, nil},
+	} {
+		_, err := record.Check(withMax(tc.max), pol)
+		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: Check = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := record.Check(withMax(1<<63-1), &record.Policy{NowMillis: now, LogAppendTime: true}); err != nil {
+		t.Errorf("LogAppendTime topic: %v", err)
+	}
+}
+
 // TestCheckSnappyClaim: a snappy block whose header claims far more than
 // its elements produce is refused before the decoder allocates what it
 // claims (a 67-byte batch claiming 128 MiB made the broker allocate and
