@@ -32,6 +32,12 @@ var (
 	ErrInvalidTimestamp = errors.New("record: invalid timestamp")
 )
 
+// MaxCheckDecompressedBytes is Check's default bound on the decompressed
+// size of a batch's records: librdkafka's receive.message.max.bytes
+// default (100,000,000), past which librdkafka (kcat, confluent-kafka)
+// cannot decode a zstd batch and stops at it.
+const MaxCheckDecompressedBytes = 100_000_000
+
 // NoTimestampBound is the value of Policy.TimestampBeforeMaxMs and
 // TimestampAfterMaxMs that bounds nothing (Kafka's Long.MAX_VALUE).
 const NoTimestampBound = math.MaxInt64
@@ -40,9 +46,10 @@ const NoTimestampBound = math.MaxInt64
 // topic's configs and the time.
 type Policy struct {
 	// MaxDecompressedBytes bounds the decompressed size of a compressed
-	// batch's records; zero or negative means DefaultMaxDecompressedBytes,
-	// the bound every reader of the log (Records, the cleaner, dump-log)
-	// applies, so that whatever is accepted can be read back.
+	// batch's records; zero or negative means MaxCheckDecompressedBytes,
+	// below DefaultMaxDecompressedBytes, the bound every reader of the
+	// log (Records, the cleaner, dump-log) applies, so that whatever is
+	// accepted can be read back.
 	MaxDecompressedBytes int
 	// Compacted is cleanup.policy containing compact: every record needs
 	// a key.
@@ -271,7 +278,7 @@ func (w *walker) streamError(i int32, err error) error {
 
 func (p *Policy) maxDecompressed() int {
 	if p.MaxDecompressedBytes <= 0 {
-		return DefaultMaxDecompressedBytes
+		return MaxCheckDecompressedBytes
 	}
 	return p.MaxDecompressedBytes
 }

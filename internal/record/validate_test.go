@@ -198,7 +198,7 @@ func TestCheckMaxTimestamp(t *testing.T) {
 // claims (a 67-byte batch claiming 128 MiB made the broker allocate and
 // zero 128 MiB).
 func TestCheckSnappyClaim(t *testing.T) {
-	block := append(binary.AppendUvarint(nil, 100<<20), 0, 'x') // a 1-byte literal
+	block := append(binary.AppendUvarint(nil, 90<<20), 0, 'x') // a 1-byte literal
 	spec := recordtest.Plain(1, now)
 	spec.Codec = record.CodecSnappy
 	b := recordtest.RawCompressed(spec, block)
@@ -214,6 +214,22 @@ func TestCheckSnappyClaim(t *testing.T) {
 	}
 	if _, err := record.Decompress(record.CodecSnappy, block, 0); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Decompress: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestCheckLibrdkafkaBound: by default a batch is refused whose records
+// decompress past 100,000,000 bytes, which librdkafka cannot decode in a
+// zstd batch (kcat stopped at one of 100 MiB the broker had accepted).
+func TestCheckLibrdkafkaBound(t *testing.T) {
+	for _, n := range []int{record.MaxCheckDecompressedBytes - 1000, record.MaxCheckDecompressedBytes + 1} {
+		val := make([]byte, n) // the record is a few bytes longer
+		body := recordtest.Rec([]byte{0}, recordtest.V(0), recordtest.V(0), recordtest.V(-1), recordtest.V(int64(len(val))), val, recordtest.V(0))
+		spec := recordtest.Plain(1, now)
+		spec.Codec = record.CodecZstd
+		_, err := record.Check(recordtest.Raw(spec, body), noBounds())
+		if tooLarge := len(body) > record.MaxCheckDecompressedBytes; tooLarge != errors.Is(err, record.ErrTooLarge) || (!tooLarge && err != nil) {
+			t.Errorf("records of %d bytes: %v", len(body), err)
+		}
 	}
 }
 
