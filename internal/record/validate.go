@@ -125,7 +125,8 @@ func (b *Batch) Checked() bool { return b.checked }
 //     bytes left in a record, no bytes left after the last;
 //   - the topic's rules: a key on every record of a compacted topic
 //     (ErrInvalidRecord), timestamps within the KIP-937 bounds under
-//     CreateTime (ErrInvalidTimestamp).
+//     CreateTime (ErrInvalidTimestamp), then the header's max timestamp
+//     within them too (it is stored as sent).
 //
 // Every other fault is ErrInvalidRecord. The error is a *ValidationError.
 // Check reads b and never writes it; it allocates nothing per record
@@ -148,6 +149,15 @@ func Check(b []byte, pol *Policy) (Batch, error) {
 	}
 	if len(w.errs) > 0 {
 		return Batch{}, recordErrors(w.errs, w.badTimestamp)
+	}
+	// The header's max timestamp is stored as sent (Kafka's broker
+	// recomputes it from the records): it sets the segment's largest
+	// timestamp, which time retention, log rolling and the time index
+	// read, so it is held to the records' bounds. One claiming a time
+	// years ahead would keep its segment from ever being deleted.
+	if !pol.LogAppendTime && h.MaxTimestamp != -1 && outOfBounds(pol, h.MaxTimestamp) {
+		return Batch{}, invalid(ErrInvalidTimestamp, "Batch max timestamp %d is out of range. The timestamp should be within [%d, %d]",
+			h.MaxTimestamp, satAdd(pol.NowMillis, -pol.TimestampBeforeMaxMs), satAdd(pol.NowMillis, pol.TimestampAfterMaxMs))
 	}
 	return Batch{Bytes: b, Header: h, checked: true}, nil
 }
@@ -189,15 +199,6 @@ func checkHeader(b []byte, pol *Policy) (Header, error) {
 	}
 	if h.IsTransactional() && h.ProducerID < 0 {
 		return h, invalid(ErrInvalidRecord, "Transactional record batch without a producer id (%d)", h.ProducerID)
-	}
-	// The header's max timestamp is stored as sent (Kafka's broker
-	// recomputes it from the records): it sets the segment's largest
-	// timestamp, which time retention, log rolling and the time index
-	// read, so it is held to the records' bounds. One claiming a time
-	// years ahead would keep its segment from ever being deleted.
-	if !pol.LogAppendTime && h.MaxTimestamp != -1 && outOfBounds(pol, h.MaxTimestamp) {
-		return h, invalid(ErrInvalidTimestamp, "Batch max timestamp %d is out of range. The timestamp should be within [%d, %d]",
-			h.MaxTimestamp, satAdd(pol.NowMillis, -pol.TimestampBeforeMaxMs), satAdd(pol.NowMillis, pol.TimestampAfterMaxMs))
 	}
 	if pol.LogAppendTime && h.IsLogAppendTime() {
 		return h, &ValidationError{Err: ErrInvalidTimestamp,
