@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/samsahq/samsa/internal/cli/dumplog"
 	"github.com/samsahq/samsa/internal/record"
@@ -26,10 +27,21 @@ import (
 )
 
 // produceBatch sends records as partition of topic in a Produce request of
-// version (transactional when txnID is not empty), acks=all, and returns
-// the partition's response.
+// version (transactional when txnID is not empty), acks=all, to cl's seed
+// brokers, and returns the partition's response. kgo sends a request at
+// the highest version both sides support whatever its SetVersion says, so
+// the version is pinned with a client of its own.
 func produceBatch(t *testing.T, cl *kgo.Client, topic string, partition int32, version int16, txnID string, records []byte) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(kmsg.Produce.Int16(), version)
+	seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+	pinned, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.MaxVersions(versions))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pinned.Close()
+	cl = pinned
 	req := kmsg.NewPtrProduceRequest()
 	req.SetVersion(version)
 	if txnID != "" {
@@ -47,6 +59,9 @@ func produceBatch(t *testing.T, cl *kgo.Client, topic string, partition int32, v
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if resp.Version != version {
+		t.Fatalf("Produce sent at v%d, not v%d", resp.Version, version)
 	}
 	return resp.Topics[0].Partitions[0]
 }
