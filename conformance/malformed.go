@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/record/recordtest"
 )
 
 // The malformed-burst scenario (issue 12): a raw client sends a burst of
@@ -71,7 +73,7 @@ func malformedBatches() map[string][]byte {
 	}
 	garbage := bytes.Repeat([]byte{0x5a, 0xa5, 0x13, 0x37, 0xff, 0x00, 0x80}, 30)
 	k := []byte("k")
-	return map[string][]byte{
+	out := map[string][]byte{
 		"record length -5":                 batch(0, 0, 1, -1, append(v(-5), good(0)...)),
 		"record length past the batch":     batch(0, 0, 1, -1, append(v(1000), good(0)[1:]...)),
 		"key length 2^40":                  batch(0, 0, 1, -1, rec([]byte{0}, v(0), v(0), v(1<<40), k, v(1), k, v(0))),
@@ -88,6 +90,13 @@ func malformedBatches() map[string][]byte {
 		"undefined codec 5":                batch(5, 0, 1, -1, good(0)),
 		"transactional, producer id -1":    batch(0x10, 0, 1, -1, good(0)),
 	}
+	// Compressed forms Samsa's decoders read and librdkafka or the Java
+	// client do not (S2 labelled snappy, LZ4 legacy and concatenated
+	// frames, gzip members after the first).
+	for _, f := range recordtest.OtherCodecForms(append(recordtest.Good(0), recordtest.Good(1)...)) {
+		out[f.Name] = batch(int16(f.Codec), 1, 2, -1, f.Payload)
+	}
+	return out
 }
 
 // setupMalformed writes the first half of the well-formed records, the
