@@ -200,7 +200,17 @@ func checkHeader(b []byte, pol *Policy) (Header, error) {
 	if h.IsTransactional() && h.ProducerID < 0 {
 		return h, invalid(ErrInvalidRecord, "Transactional record batch without a producer id (%d)", h.ProducerID)
 	}
-	if pol.LogAppendTime && h.IsLogAppendTime() {
+	// The delete horizon (KIP-534) is the cleaner's to set: one from a
+	// client would make the cleaner drop the batch's tombstones at its
+	// first pass. Kafka keeps the bit as sent; no client sets it.
+	if h.Attributes&DeleteHorizonBit != 0 {
+		return h, invalid(ErrInvalidRecord, "Clients are not allowed to set the delete horizon flag of a record batch")
+	}
+	// LogAppendTime is the broker's to set, on either kind of topic:
+	// Kafka rewrites the bit to the topic's type, and since Samsa stores
+	// the producer's bytes it refuses it, or readers of a CreateTime topic
+	// would see every record at the batch's max timestamp.
+	if h.IsLogAppendTime() {
 		return h, &ValidationError{Err: ErrInvalidTimestamp,
 			Message: "Invalid timestamp type in record batch. Producer should not set timestamp type to LogAppendTime.",
 			Records: []RecordError{{BatchIndex: 0, Message: "Producer should not set timestamp type to LogAppendTime."}}}

@@ -137,6 +137,17 @@ func TestCheckTopicRules(t *testing.T) {
 	if _, err := record.Check(recordtest.Raw(s, recordtest.Good(0)), &record.Policy{LogAppendTime: true}); !errors.Is(err, record.ErrInvalidTimestamp) {
 		t.Fatalf("LogAppendTime batch: %v", err)
 	}
+	// The same on a CreateTime topic, where readers would otherwise give
+	// every record the header's max timestamp.
+	if _, err := record.Check(recordtest.Raw(s, recordtest.Good(0)), noBounds()); !errors.Is(err, record.ErrInvalidTimestamp) {
+		t.Fatalf("LogAppendTime batch on a CreateTime topic: %v", err)
+	}
+	// A delete horizon is the cleaner's to set.
+	s = recordtest.Plain(1, now)
+	s.Attributes = record.DeleteHorizonBit
+	if _, err := record.Check(recordtest.Raw(s, recordtest.Good(0)), noBounds()); !errors.Is(err, record.ErrInvalidRecord) {
+		t.Fatalf("delete horizon batch: %v", err)
+	}
 }
 
 // TestCheckBomb: records that decompress past the bound are ErrTooLarge,
