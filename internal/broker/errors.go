@@ -68,3 +68,16 @@ var errorCodes = []struct {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// unhostedCode is the error for a partition of which this broker hosts no
+// replica, as Kafka's ReplicaManager.getPartitionOrError answers it:
+// NOT_LEADER_OR_FOLLOWER when the metadata has the partition (the client's
+// metadata is stale, for example while a restarted broker is caught up,
+// and it should refresh it and go elsewhere), else
+// UNKNOWN_TOPIC_OR_PARTITION.
+func (b *Broker) unhostedCode(topic string, partition int32) int16 {
+	if t := b.image().Topic(topic); t != nil && partition >= 0 && int(partition) < len(t.Partitions) {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return kerr.UnknownTopicOrPartition.Code
+}
