@@ -181,6 +181,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		// Rolls by segment.ms, and the checkpoints
 		// (log.flush.offset.checkpoint.interval.ms).
 		CheckpointInterval: time.Duration(nc.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond,
+		OpenFilesMax:       int(nc.LogOpenFilesMax),
 		Cleaner: storage.CleanerOptions{
 			Disable:             !nc.LogCleanerEnable,
 			Backoff:             nc.LogCleanerBackoff,

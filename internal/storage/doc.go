@@ -181,9 +181,22 @@
 // an immutable snapshot of the segment list and the offsets, and hold only
 // the shared side of the segment's own lock while they read its files with
 // pread (never a shared file position); truncation and close take that lock
-// exclusively. Retention and the cleaner publish a new segment list under
+// exclusively. A zero-copy read (ReadSlice) holds a reference to the .log's
+// descriptor instead, for as long as its bytes take to reach the socket:
+// truncation and deletion do not wait for it.
+//
+// # File descriptors
+//
+// A segment's files are opened on use through the node's FileCache, which
+// closes the least recently used idle ones past log.open.files.max (a
+// Samsa setting: Kafka keeps every segment open and its indexes mapped).
+// Each use holds a reference, so a descriptor is never closed under a
+// read, a write, an fsync or a fetch writing it to a socket; the file of
+// a closed or deleted segment is closed by its last user's release.
+// Renaming a segment's files for deletion records the new names, so that
+// a reader still on the segment reopens them there. Retention and the cleaner publish a new segment list under
 // Log.mu and close the segments they retire afterwards, so reads in flight
 // finish on the old files. Flushes of a log run one at a time through its
 // flush gate (flush.go), which appends waiting for an fsync share. Lock
-// order: the flush gate, Log.mu, segment.rw, index.mu.
+// order: the flush gate, Log.mu, segment.rw, index.mu, FileCache.mu.
 package storage

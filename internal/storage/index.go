@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 )
@@ -70,14 +69,14 @@ func EncodeOffsetIndex(dst []byte, entries []OffsetEntry) []byte {
 // a prefix of the entries (any prefix of a sparse index is a valid index).
 type offsetIndex struct {
 	path       string
-	f          *os.File
+	f          *cachedFile
 	maxEntries int
 
 	mu      sync.RWMutex // guards entries
 	entries []OffsetEntry
 }
 
-func newOffsetIndex(path string, f *os.File, entries []OffsetEntry, maxEntries int) *offsetIndex {
+func newOffsetIndex(path string, f *cachedFile, entries []OffsetEntry, maxEntries int) *offsetIndex {
 	return &offsetIndex{path: path, f: f, entries: entries, maxEntries: maxEntries}
 }
 

@@ -39,6 +39,7 @@ type Log struct {
 	dir    string
 	logger *slog.Logger
 	now    func() time.Time
+	files  *FileCache // opens and closes the segments' descriptors
 
 	// segs is the current segment list, sorted by base offset, never
 	// modified in place: writers under mu publish a new slice.
@@ -126,7 +127,7 @@ func (l *Log) activeLocked() (*segment, error) {
 	if len(segs) > 0 {
 		return segs[len(segs)-1], nil
 	}
-	s, err := createSegment(l.dir, l.logEndOffset.Load(), l.cfg, l.now())
+	s, err := createSegment(l.files, l.dir, l.logEndOffset.Load(), l.cfg, l.now())
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +410,7 @@ func (l *Log) rollLocked(newBase int64) (*segment, error) {
 	if err := old.onBecomeInactive(); err != nil {
 		l.logger.Warn("final time index entry failed", "segment", old.String(), "err", err)
 	}
-	s, err := createSegment(l.dir, newBase, l.cfg, l.now())
+	s, err := createSegment(l.files, l.dir, newBase, l.cfg, l.now())
 	if err != nil {
 		return nil, err
 	}
@@ -695,7 +696,7 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 			l.logger.Error("removing segment failed", "segment", s.String(), "err", err)
 		}
 	}
-	s, err := createSegment(l.dir, offset, l.cfg, l.now())
+	s, err := createSegment(l.files, l.dir, offset, l.cfg, l.now())
 	if err != nil {
 		return err
 	}
@@ -782,8 +783,11 @@ func syncDir(dir string) error {
 // FileSlice is a byte range of a segment file holding the whole batches a
 // Read would return, for a fetch path that writes them to a socket with
 // explicit offsets (sendfile, or pread into a pooled buffer), never moving
-// the file's shared position. The segment cannot be truncated or closed
-// until Release is called.
+// the file's shared position. The file stays open until Release is called,
+// even if its segment is closed or removed meanwhile; a truncation does not
+// wait for it, and a reader then finds the file shorter than Length (the
+// fetch writer fails that response's connection), as Kafka's fetch of a
+// FileRecords slice would.
 type FileSlice struct {
 	File     *os.File
 	Position int64 // bytes from the start of the file
@@ -793,8 +797,8 @@ type FileSlice struct {
 
 // ReadSlice is Read without the copy (same arguments, offsets and errors):
 // the batches stay in the segment file. A zero length slice has a no-op
-// Release. Callers must call Release promptly (and always): it holds up
-// truncation of the segment.
+// Release. Callers must call Release (once, and always): it keeps a file
+// descriptor open.
 func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (FileSlice, ReadResult, error) {
 	none := FileSlice{Release: func() {}}
 	for range readRetries {
@@ -829,7 +833,20 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 				}
 				continue
 			}
-			return FileSlice{File: s.log, Position: pos, Length: n, Release: s.rw.RUnlock}, res, nil
+			// The slice holds the descriptor, not the segment: a
+			// truncation, retention or close need not wait for a
+			// slow consumer (the reference keeps the file open, even
+			// once removed).
+			f, err := s.log.acquire()
+			s.rw.RUnlock()
+			if errors.Is(err, errSegmentClosed) {
+				retry = true
+				break
+			}
+			if err != nil {
+				return none, res, err
+			}
+			return FileSlice{File: f, Position: pos, Length: n, Release: sync.OnceFunc(s.log.release)}, res, nil
 		}
 		if !retry {
 			return none, res, nil

@@ -57,8 +57,13 @@ type ManagerOptions struct {
 	RollCheckInterval time.Duration
 	// Cleaner configures the log cleaner of compacted logs.
 	Cleaner CleanerOptions
-	Logger  *slog.Logger // nil discards
-	Now     func() time.Time
+	// OpenFilesMax is log.open.files.max (Samsa's; Kafka has none): the
+	// segment file descriptors the node's logs keep open while idle, the
+	// least recently used closed beyond it (see FileCache). Zero means
+	// DefaultOpenFiles(); negative means no cap.
+	OpenFilesMax int
+	Logger       *slog.Logger // nil discards
+	Now          func() time.Time
 }
 
 // CleanerOptions configure a Manager's log cleaner.
@@ -117,6 +122,7 @@ const (
 type Manager struct {
 	opts      ManagerOptions
 	logger    *slog.Logger
+	files     *FileCache // every log's segment descriptors
 	dirs      []*logDir
 	clusterID string
 
@@ -191,12 +197,16 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if opts.Cleaner.DedupeBufferSize <= 0 {
 		opts.Cleaner.DedupeBufferSize = DefaultDedupeBufferSize
 	}
+	if opts.OpenFilesMax == 0 {
+		opts.OpenFilesMax = DefaultOpenFiles()
+	}
 	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{},
 		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1),
 		throttle: &throttler{rate: opts.Cleaner.IOMaxBytesPerSecond, periodStart: time.Now()}}
 	m.cleanerBackoff.Store(int64(opts.Cleaner.Backoff))
 	m.cleanerDedupe.Store(opts.Cleaner.DedupeBufferSize)
 	m.flushKick = make(chan struct{}, 1)
+	m.files = NewFileCache(opts.OpenFilesMax)
 	if err := m.prepareDirs(); err != nil {
 		return nil, err
 	}
@@ -320,6 +330,7 @@ func (m *Manager) loadDir(d *logDir) error {
 			LogStartOffset: lsos[tp],
 			Logger:         m.logger.With("topic", tp.Topic, "partition", tp.Partition),
 			Now:            m.opts.Now,
+			Files:          m.files,
 		})
 		if err != nil {
 			return fmt.Errorf("storage: open %s: %w", tp, err)
@@ -356,6 +367,9 @@ func (m *Manager) removeInBackground(path string) {
 		m.logger.Info("removed deleted partition", "dir", path)
 	}()
 }
+
+// Files is the cache of the logs' segment file descriptors.
+func (m *Manager) Files() *FileCache { return m.files }
 
 // ClusterID is the cluster id of the log dirs.
 func (m *Manager) ClusterID() string { return m.clusterID }
@@ -427,6 +441,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		Config: cfg.Inherit(m.opts.Default),
 		Logger: m.logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:    m.opts.Now,
+		Files:  m.files,
 	})
 	if err != nil {
 		return nil, err

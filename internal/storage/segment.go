@@ -50,7 +50,7 @@ func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 type segment struct {
 	baseOffset int64
 	dir        string
-	log        *os.File
+	log        *cachedFile // the .log, opened on use (files.go)
 	index      *offsetIndex
 	timeIndex  *timeIndex
 
@@ -81,36 +81,33 @@ func (s *segment) path(suffix string) string {
 func (s *segment) String() string { return s.path(logSuffix) }
 
 // openSegmentFiles opens (creating when missing) the three files of the
-// segment at base, with empty in-memory indexes.
-func openSegmentFiles(dir string, base int64, cfg Config, now time.Time) (*segment, error) {
+// segment at base, with empty in-memory indexes, and hands their
+// descriptors to files, which closes them when they are idle and it needs
+// room.
+func openSegmentFiles(files *FileCache, dir string, base int64, cfg Config, now time.Time) (*segment, error) {
 	s := &segment{baseOffset: base, dir: dir, created: now, nextOffset: base, rollingBasedTimestamp: noTimestamp}
 	s.maxTimestamp.Store(noTimestamp)
 	s.offsetOfMaxTimestamp.Store(base)
-	var err error
-	if s.log, err = os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return nil, fmt.Errorf("storage: open segment: %w", err)
+	var fs [3]*os.File
+	for i, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		f, err := os.OpenFile(s.path(suf), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			closeAll(fs[:i])
+			return nil, fmt.Errorf("storage: open segment file: %w", err)
+		}
+		fs[i] = f
 	}
-	idx, err := os.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		s.log.Close()
-		return nil, fmt.Errorf("storage: open index: %w", err)
-	}
-	tidx, err := os.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		s.log.Close()
-		idx.Close()
-		return nil, fmt.Errorf("storage: open time index: %w", err)
-	}
-	s.index = newOffsetIndex(s.path(indexSuffix), idx, nil, cfg.maxIndexEntries(offsetEntrySize))
-	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), tidx, nil, cfg.maxIndexEntries(timeEntrySize))
+	s.log = files.file(s.path(logSuffix), fs[0])
+	s.index = newOffsetIndex(s.path(indexSuffix), files.file(s.path(indexSuffix), fs[1]), nil, cfg.maxIndexEntries(offsetEntrySize))
+	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), files.file(s.path(timeIndexSuffix), fs[2]), nil, cfg.maxIndexEntries(timeEntrySize))
 	return s, nil
 }
 
 // createSegment creates a new, empty segment at base. Stale files of that
 // name (an index left without its log) are overwritten; a non-empty .log is
 // an error.
-func createSegment(dir string, base int64, cfg Config, now time.Time) (*segment, error) {
-	s, err := openSegmentFiles(dir, base, cfg, now)
+func createSegment(files *FileCache, dir string, base int64, cfg Config, now time.Time) (*segment, error) {
+	s, err := openSegmentFiles(files, dir, base, cfg, now)
 	if err != nil {
 		return nil, err
 	}
@@ -412,9 +409,9 @@ func (s *segment) flush() error {
 	if s.closed {
 		return nil
 	}
-	for _, f := range []*os.File{s.log, s.index.f, s.timeIndex.f} {
+	for _, f := range []*cachedFile{s.log, s.index.f, s.timeIndex.f} {
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("storage: fsync %s: %w", f.Name(), err)
+			return fmt.Errorf("storage: fsync %s: %w", f.name(), err)
 		}
 	}
 	return s.syncTxnIndex()
@@ -448,22 +445,22 @@ func (s *segment) tryClose() (bool, error) {
 
 func (s *segment) closeFiles() error {
 	var errs []error
-	for _, f := range []*os.File{s.log, s.indexFile(), s.timeIndexFile()} {
+	for _, f := range []*cachedFile{s.log, s.indexFile(), s.timeIndexFile()} {
 		if f != nil {
-			errs = append(errs, f.Close())
+			errs = append(errs, f.close())
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (s *segment) indexFile() *os.File {
+func (s *segment) indexFile() *cachedFile {
 	if s.index == nil {
 		return nil
 	}
 	return s.index.f
 }
 
-func (s *segment) timeIndexFile() *os.File {
+func (s *segment) timeIndexFile() *cachedFile {
 	if s.timeIndex == nil {
 		return nil
 	}

@@ -3,7 +3,6 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 )
@@ -62,14 +61,14 @@ func EncodeTimeIndex(dst []byte, entries []TimeEntry) []byte {
 // append-only like offsetIndex.
 type timeIndex struct {
 	path       string
-	f          *os.File
+	f          *cachedFile
 	maxEntries int
 
 	mu      sync.RWMutex // guards entries
 	entries []TimeEntry
 }
 
-func newTimeIndex(path string, f *os.File, entries []TimeEntry, maxEntries int) *timeIndex {
+func newTimeIndex(path string, f *cachedFile, entries []TimeEntry, maxEntries int) *timeIndex {
 	return &timeIndex{path: path, f: f, entries: entries, maxEntries: maxEntries}
 }
 
