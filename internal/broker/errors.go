@@ -20,6 +20,7 @@ var errorCodes = []struct {
 	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{storage.ErrClosed, kerr.NotLeaderForPartition},
 	{storage.ErrFlushFailed, kerr.KafkaStorageError},
+	{storage.ErrOffline, kerr.KafkaStorageError},
 	// record.Check: the CRC or framing (the bytes may have been damaged
 	// on the way: retriable), content that can never be accepted (not
 	// retriable), and records that decompress past the bound (a
@@ -68,3 +69,13 @@ var errorCodes = []struct {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// absentCode is the error code for a partition this broker does not host:
+// KAFKA_STORAGE_ERROR when it should (it is a replica) but its log could
+// not be opened, UNKNOWN_TOPIC_OR_PARTITION otherwise.
+func (b *Broker) absentCode(topic string, partition int32) int16 {
+	if b.replicas.Offline(topic, partition) != nil {
+		return kerr.KafkaStorageError.Code
+	}
+	return kerr.UnknownTopicOrPartition.Code
+}

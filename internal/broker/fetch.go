@@ -181,7 +181,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			sp.RecordBatches = []byte{}
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue

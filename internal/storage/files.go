@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -313,4 +315,53 @@ func (h *cachedFile) readAll() ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// PartitionMemory is the memory, in bytes, DefaultPartitionsMax budgets
+// for each partition a node hosts: its log, replica state and share of
+// the metadata image at rest, measured at about 20 KiB (scripts/scale.sh),
+// with room for a segment's indexes and producer state.
+const PartitionMemory = 64 << 10
+
+// DefaultPartitionsMax is log.partitions.max when unset: the partitions
+// the machine's memory (or the cgroup's limit, when lower) holds at
+// PartitionMemory each and, when openFilesMax is negative (every segment
+// keeps its 3 files open), half the descriptor limit allows; at least
+// 1,000.
+func DefaultPartitionsMax(openFilesMax int) int {
+	n := 1 << 20
+	if mem := memoryLimit(); mem > 0 {
+		n = min(n, int(mem/PartitionMemory))
+	}
+	if openFilesMax < 0 {
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 1<<30 {
+			n = min(n, int(lim.Cur/2/3))
+		}
+	}
+	return max(n, 1000)
+}
+
+// memoryLimit is the smaller of MemTotal (/proc/meminfo) and the cgroup v2
+// memory.max, in bytes; zero when neither is known.
+func memoryLimit() int64 {
+	var mem int64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				f := strings.Fields(rest)
+				if len(f) > 0 {
+					if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+						mem = kb << 10
+					}
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 && (mem == 0 || v < mem) {
+			mem = v
+		}
+	}
+	return mem
 }

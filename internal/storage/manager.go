@@ -19,6 +19,12 @@ import (
 // make a directory for.
 var ErrInvalidPartition = errors.New("storage: invalid topic partition")
 
+// ErrOffline reports a partition whose log failed to open when the log
+// dirs were loaded (a corrupt or unreadable log, no descriptor left): the
+// node runs without it, and Create refuses it until the node restarts
+// (Kafka's KAFKA_STORAGE_ERROR).
+var ErrOffline = errors.New("storage: log offline")
+
 // deleteSuffix ends the name of a partition directory being deleted:
 // <topic>-<partition>.<32 hex digits>-delete, as Kafka names it.
 const deleteSuffix = "-delete"
@@ -57,6 +63,10 @@ type ManagerOptions struct {
 	RollCheckInterval time.Duration
 	// Cleaner configures the log cleaner of compacted logs.
 	Cleaner CleanerOptions
+	// RecoveryThreads is num.recovery.threads.per.data.dir: the logs of
+	// a log dir opened (and recovered) at once by OpenManager, and closed
+	// at once by Close. Zero or negative means DefaultRecoveryThreads.
+	RecoveryThreads int
 	// OpenFilesMax is log.open.files.max (Samsa's; Kafka has none): the
 	// segment file descriptors the node's logs keep open while idle, the
 	// least recently used closed beyond it (see FileCache). Zero means
@@ -115,6 +125,7 @@ const (
 	DefaultCleanerBackoff         = 15 * time.Second // log.cleaner.backoff.ms
 	DefaultCheckpointInterval     = time.Minute      // log.flush.offset.checkpoint.interval.ms
 	DefaultRollCheckInterval      = time.Second
+	DefaultRecoveryThreads        = 2 // num.recovery.threads.per.data.dir (Kafka 4.0's)
 )
 
 // Manager holds every partition log of a node's log dirs (Kafka's
@@ -128,9 +139,11 @@ type Manager struct {
 
 	ckMu sync.Mutex // serializes checkpoint writes
 
-	mu     sync.Mutex // guards the fields below
-	logs   map[TopicPartition]*managedLog
-	closed bool
+	mu      sync.Mutex // guards the fields below
+	logs    map[TopicPartition]*managedLog
+	offline map[TopicPartition]offlineLog // logs that failed to load
+	perDir  map[*logDir]int               // logs in each dir
+	closed  bool
 
 	wg sync.WaitGroup // directory removals in the background
 
@@ -155,6 +168,13 @@ type logDir struct {
 	dirID string
 }
 
+// offlineLog is a log that failed to load: where it is and why.
+type offlineLog struct {
+	dir  *logDir
+	path string
+	err  error
+}
+
 type managedLog struct {
 	log *Log
 	dir *logDir
@@ -165,9 +185,12 @@ type managedLog struct {
 // across dirs, node.id equal to NodeID), reads the recovery point and log
 // start offset checkpoints, and opens each <topic>-<partition> directory,
 // recovering from the recovery point unless the dir was shut down cleanly.
-// Directories of deleted partitions left by a crash are removed. Errors: a
-// meta.properties mismatch, a partition in two dirs, a log that fails to
-// open, I/O errors.
+// Directories of deleted partitions left by a crash are removed. The logs
+// of a dir are opened RecoveryThreads at a time, with progress logged every
+// tenth of a dir of 1,000 logs or more. A log that fails to open is
+// offline (see Offline, ErrOffline), not an error. Errors: a
+// meta.properties mismatch, a partition in two dirs, I/O errors of the log
+// dirs themselves.
 func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if len(opts.Dirs) == 0 {
 		return nil, errors.New("storage: no log dirs")
@@ -200,7 +223,10 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if opts.OpenFilesMax == 0 {
 		opts.OpenFilesMax = DefaultOpenFiles()
 	}
-	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{},
+	if opts.RecoveryThreads <= 0 {
+		opts.RecoveryThreads = DefaultRecoveryThreads
+	}
+	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{}, offline: map[TopicPartition]offlineLog{}, perDir: map[*logDir]int{},
 		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1),
 		throttle: &throttler{rate: opts.Cleaner.IOMaxBytesPerSecond, periodStart: time.Now()}}
 	m.cleanerBackoff.Store(int64(opts.Cleaner.Backoff))
@@ -301,6 +327,15 @@ func (m *Manager) loadDir(d *logDir) error {
 		return fmt.Errorf("storage: read log dir: %w", err)
 	}
 	start := time.Now()
+	type job struct {
+		tp   TopicPartition
+		path string
+		rp   int64
+		log  *Log
+		err  error
+	}
+	var jobs []*job
+	seen := map[TopicPartition]bool{}
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -319,28 +354,67 @@ func (m *Manager) loadDir(d *logDir) error {
 		if other, dup := m.logs[tp]; dup {
 			return fmt.Errorf("storage: partition %s in both %s and %s", tp, other.dir.path, d.path)
 		}
+		if o, dup := m.offline[tp]; dup {
+			return fmt.Errorf("storage: partition %s in both %s and %s", tp, o.dir.path, d.path)
+		}
+		if seen[tp] {
+			continue
+		}
+		seen[tp] = true
 		rp, found := rps[tp]
 		if clean && found {
 			rp = -1
 		}
-		l, err := Open(OpenOptions{
-			Dir:            path,
-			Config:         m.opts.Default,
-			RecoveryPoint:  rp,
-			LogStartOffset: lsos[tp],
-			Logger:         m.logger.With("topic", tp.Topic, "partition", tp.Partition),
-			Now:            m.opts.Now,
-			Files:          m.files,
-		})
-		if err != nil {
-			return fmt.Errorf("storage: open %s: %w", tp, err)
+		jobs = append(jobs, &job{tp: tp, path: path, rp: rp})
+	}
+	// num.recovery.threads.per.data.dir goroutines open (and recover) the
+	// logs, reporting progress every tenth of a large dir.
+	threads := max(1, min(m.opts.RecoveryThreads, len(jobs)))
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	for range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(jobs) {
+					return
+				}
+				j := jobs[i]
+				j.log, j.err = Open(OpenOptions{
+					Dir:            j.path,
+					Config:         m.opts.Default,
+					RecoveryPoint:  j.rp,
+					LogStartOffset: lsos[j.tp],
+					Logger:         m.logger.With("topic", j.tp.Topic, "partition", j.tp.Partition),
+					Now:            m.opts.Now,
+					Files:          m.files,
+				})
+				n := done.Add(1)
+				if total := int64(len(jobs)); total >= 1000 && n*10/total != (n-1)*10/total {
+					m.logger.Info("loading logs", "dir", d.path, "loaded", n, "total", total, "clean_shutdown", clean, "elapsed", time.Since(start))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, j := range jobs {
+		if j.err != nil {
+			// One log that cannot be opened does not stop the node: it
+			// is offline (KAFKA_STORAGE_ERROR) until a restart opens it.
+			m.logger.Error("log offline: opening it failed", "topic", j.tp.Topic, "partition", j.tp.Partition, "dir", j.path, "err", j.err)
+			m.offline[j.tp] = offlineLog{dir: d, path: j.path, err: j.err}
+			continue
 		}
-		if off, ok := cleaned[tp]; ok {
+		l := j.log
+		if off, ok := cleaned[j.tp]; ok {
 			l.SetCleanerCheckpoint(off)
 		}
 		m.adopt(l)
 		m.adoptFlush(l)
-		m.logs[tp] = &managedLog{log: l, dir: d}
+		m.logs[j.tp] = &managedLog{log: l, dir: d}
+		m.perDir[d]++
 	}
 	if clean {
 		// From now on a crash must recover from the checkpoints.
@@ -351,7 +425,7 @@ func (m *Manager) loadDir(d *logDir) error {
 			return err
 		}
 	}
-	m.logger.Info("loaded log dir", "dir", d.path, "logs", len(m.logs), "clean_shutdown", clean, "duration", time.Since(start))
+	m.logger.Info("loaded log dir", "dir", d.path, "logs", m.perDir[d], "offline", len(jobs)-m.perDir[d], "clean_shutdown", clean, "threads", threads, "duration", time.Since(start))
 	return nil
 }
 
@@ -384,6 +458,24 @@ func (m *Manager) DirectoryIDs() map[string]string {
 		out[d.path] = d.dirID
 	}
 	return out
+}
+
+// Offline returns why the log of tp failed to load (wrapping ErrOffline),
+// or nil when it did not fail.
+func (m *Manager) Offline(tp TopicPartition) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o, ok := m.offline[tp]; ok {
+		return fmt.Errorf("%w: %s: %w", ErrOffline, tp, o.err)
+	}
+	return nil
+}
+
+// OfflineCount is the number of logs that failed to load.
+func (m *Manager) OfflineCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.offline)
 }
 
 // Get returns the log of tp, or nil when this node has none.
@@ -425,13 +517,12 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	if ml := m.logs[tp]; ml != nil {
 		return ml.log, nil
 	}
-	count := map[*logDir]int{}
-	for _, ml := range m.logs {
-		count[ml.dir]++
+	if o, ok := m.offline[tp]; ok {
+		return nil, fmt.Errorf("%w: %s: %w", ErrOffline, tp, o.err)
 	}
 	d := m.dirs[0]
 	for _, c := range m.dirs[1:] {
-		if count[c] < count[d] {
+		if m.perDir[c] < m.perDir[d] {
 			d = c
 		}
 	}
@@ -453,6 +544,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	m.adopt(l)
 	m.adoptFlush(l)
 	m.logs[tp] = &managedLog{log: l, dir: d}
+	m.perDir[d]++
 	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
 	return l, nil
 }
@@ -483,16 +575,25 @@ func (m *Manager) Delete(tp TopicPartition) error {
 		return ErrClosed
 	}
 	ml := m.logs[tp]
+	if o, ok := m.offline[tp]; ok && ml == nil {
+		// A log that failed to load goes with its topic all the same.
+		delete(m.offline, tp)
+		target := filepath.Join(o.dir.path, deletedDirName(tp, newDeleteID()))
+		if err := os.Rename(o.path, target); err != nil {
+			return fmt.Errorf("storage: delete %s: %w", tp, err)
+		}
+		m.removeInBackground(target)
+		return nil
+	}
 	if ml == nil {
 		return nil
 	}
 	delete(m.logs, tp)
+	m.perDir[ml.dir]--
 	if err := ml.log.Close(); err != nil && !errors.Is(err, ErrClosed) {
 		m.logger.Warn("close before delete failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 	}
-	var id [16]byte
-	rand.Read(id[:])
-	target := filepath.Join(ml.dir.path, deletedDirName(tp, id))
+	target := filepath.Join(ml.dir.path, deletedDirName(tp, newDeleteID()))
 	if err := os.Rename(ml.log.Dir(), target); err != nil {
 		return fmt.Errorf("storage: delete %s: %w", tp, err)
 	}
@@ -502,6 +603,12 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	m.logger.Info("deleted log", "topic", tp.Topic, "partition", tp.Partition)
 	m.removeInBackground(target)
 	return nil
+}
+
+func newDeleteID() [16]byte {
+	var id [16]byte
+	rand.Read(id[:])
+	return id
 }
 
 // Checkpoint writes each log dir's recovery-point-offset-checkpoint,
