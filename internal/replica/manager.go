@@ -48,7 +48,7 @@ type Manager struct {
 
 	mu            sync.RWMutex // guards parts, offline, fetchers and hwCheckpoints
 	parts         map[TopicPartition]*Partition
-	offline       map[TopicPartition]error // partitions whose log could not be opened, with why
+	offline       map[TopicPartition]error                    // partitions whose log could not be opened, with why
 	fetchers      map[int32]*fetcher                          // by leader id
 	hwCheckpoints map[string]map[storage.TopicPartition]int64 // by log dir, read once
 
