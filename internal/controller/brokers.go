@@ -75,6 +75,14 @@ func (t *brokerTracker) seen(id int32) {
 	t.mu.Unlock()
 }
 
+// expired reports whether broker id's session has expired at now.
+func (t *brokerTracker) expired(id int32, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	last, ok := t.lastSeen[id]
+	return ok && now.Sub(last) > t.timeout
+}
+
 func (t *brokerTracker) run(stopc chan struct{}) {
 	defer t.wg.Done()
 	tick := time.NewTicker(t.timeout / 4)
@@ -93,9 +101,8 @@ func (t *brokerTracker) run(stopc chan struct{}) {
 			}
 			t.mu.Unlock()
 			for _, id := range expired {
-				t.c.logger.Warn("broker session expired: fencing it", "broker", id)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				if err := t.c.FenceBroker(ctx, id); err != nil {
+				if err := t.c.fenceExpired(ctx, id); err != nil {
 					t.c.logger.Warn("fencing broker failed", "broker", id, "err", err)
 				}
 				cancel()
@@ -160,7 +167,20 @@ func ptrEq(a, b *string) bool {
 // controlled shutdown: leadership moves to other in-sync replicas and the
 // broker leaves every ISR it is not the last member of; shouldShutdown
 // tells it that this is done.
+//
+// A heartbeat that changes nothing (the broker is unfenced and stays)
+// is answered from the current image without the write lock: it never
+// waits behind a commit in progress (a CreateTopics of thousands of
+// partitions), which would expire the session of the very broker
+// applying it.
 func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantShutdown bool) (fenced, shouldShutdown bool, err error) {
+	if !c.active.Load() {
+		return false, false, ErrNotController
+	}
+	if b := c.image.Load().Broker(id); b != nil && b.Epoch == epoch && !b.Fenced && !wantShutdown {
+		c.brokers.seen(id)
+		return false, false, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.active.Load() {
@@ -197,6 +217,22 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 func (c *Controller) FenceBroker(ctx context.Context, id int32) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.commitLocked(ctx, c.fenceRecordsLocked(c.image.Load(), id))
+}
+
+// fenceExpired fences broker id if its session is still expired once the
+// write lock is held: a heartbeat may have arrived while the lock was
+// taken by a long commit.
+func (c *Controller) fenceExpired(ctx context.Context, id int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.brokers.expired(id, time.Now()) {
+		return nil
+	}
+	if b := c.image.Load().Broker(id); b == nil || b.Fenced {
+		return nil
+	}
+	c.logger.Warn("broker session expired: fencing it", "broker", id)
 	return c.commitLocked(ctx, c.fenceRecordsLocked(c.image.Load(), id))
 }
 

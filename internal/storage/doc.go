@@ -61,7 +61,9 @@
 // entries; a full index rolls the segment. Kafka preallocates the file to
 // segment.index.bytes and trims it on roll and close; we append entries,
 // so the file is always exactly its entries, as Kafka leaves it after a
-// clean shutdown.
+// clean shutdown. Both index files are created with their first entry: a
+// segment without entries (a new or small one) has none, which Open reads
+// as empty indexes (Kafka rebuilds a missing index from the .log).
 //
 // # .timeindex (time index)
 //

@@ -3,7 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -82,7 +82,8 @@ func (c *FileCache) Max() int { return c.max }
 
 // cachedFile is one segment file whose descriptor the cache opens on use.
 type cachedFile struct {
-	c *FileCache
+	c    *FileCache
+	flag int // extra open flags: os.O_CREATE for a file created on first write
 	// Guarded by c.mu:
 	path       string
 	f          *os.File
@@ -91,8 +92,15 @@ type cachedFile struct {
 	prev, next *cachedFile // in c.idle when open and unused
 }
 
-// file returns a handle for path, which must exist (or be created by the
-// caller with f, then handed over open).
+// lazy returns a handle for path that opens nothing until used; flag
+// os.O_CREATE creates the file on first use (index files, which a segment
+// without entries need not have), otherwise it must exist.
+func (c *FileCache) lazy(path string, flag int) *cachedFile {
+	return &cachedFile{c: c, path: path, flag: flag}
+}
+
+// file returns a handle for path, created by the caller with f, which the
+// cache now owns.
 func (c *FileCache) file(path string, f *os.File) *cachedFile {
 	h := &cachedFile{c: c, path: path}
 	if f != nil {
@@ -143,8 +151,16 @@ func closeAll(fs []*os.File) {
 
 // acquire returns the open descriptor, opening it when the cache had closed
 // it, and holds it open until release. Errors: errSegmentClosed once the
-// segment closed the file, the open's error otherwise.
+// segment closed the file or when the file is gone (a reader of a deleted
+// segment then retries on the current segments), the open's error
+// otherwise.
 func (h *cachedFile) acquire() (*os.File, error) {
+	return h.acquireFlag(h.flag)
+}
+
+// acquireFlag is acquire opening with flag; without os.O_CREATE a missing
+// file of a handle that has it gives (nil, nil).
+func (h *cachedFile) acquireFlag(flag int) (*os.File, error) {
 	c := h.c
 	c.mu.Lock()
 	if h.closed {
@@ -159,14 +175,21 @@ func (h *cachedFile) acquire() (*os.File, error) {
 	}
 	path := h.path
 	c.mu.Unlock()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|flag, 0o644)
 	c.mu.Lock()
 	switch {
 	case err != nil:
-		closed := h.closed
+		closed, renamed := h.closed, h.path != path
 		c.mu.Unlock()
-		if closed {
+		switch {
+		case closed:
 			return nil, errSegmentClosed
+		case renamed:
+			return h.acquireFlag(flag)
+		case errors.Is(err, fs.ErrNotExist) && h.flag&os.O_CREATE != 0:
+			return nil, nil // created on first write: nothing there yet
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: %w", errSegmentClosed, err)
 		}
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	case h.closed || h.f != nil || h.path != path:
@@ -174,7 +197,7 @@ func (h *cachedFile) acquire() (*os.File, error) {
 		// what is there now.
 		c.mu.Unlock()
 		f.Close()
-		return h.acquire()
+		return h.acquireFlag(flag)
 	}
 	c.opens.Add(1)
 	h.f = f
@@ -232,16 +255,17 @@ func (h *cachedFile) close() error {
 }
 
 // rename renames the file to path (and records it, so that a later open
-// finds it), keeping it open meanwhile when it was.
+// finds it), keeping it open meanwhile when it was. A lazily created file
+// that does not exist yet is not renamed: ErrNotExist.
 func (h *cachedFile) rename(path string) error {
 	c := h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := os.Rename(h.path, path); err != nil {
-		return err
+	err := os.Rename(h.path, path)
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		h.path = path
 	}
-	h.path = path
-	return nil
+	return err
 }
 
 // name is the file's path now.
@@ -281,40 +305,28 @@ func (h *cachedFile) Truncate(size int64) error {
 	return f.Truncate(size)
 }
 
+// Sync fsyncs the file; a lazily created file not created yet has
+// nothing to sync.
 func (h *cachedFile) Sync() error {
-	f, err := h.acquire()
-	if err != nil {
+	f, err := h.acquireFlag(h.flag &^ os.O_CREATE)
+	if f == nil || err != nil {
 		return err
 	}
 	defer h.release()
 	return f.Sync()
 }
 
-func (h *cachedFile) Stat() (os.FileInfo, error) {
-	f, err := h.acquire()
-	if err != nil {
-		return nil, err
-	}
-	defer h.release()
-	return f.Stat()
-}
+// Stat stats the file by its name, without opening it.
+func (h *cachedFile) Stat() (os.FileInfo, error) { return os.Stat(h.name()) }
 
-// readAll reads the whole file.
+// readAll reads the whole file, without opening it in the cache: empty
+// for a lazily created file not created yet.
 func (h *cachedFile) readAll() ([]byte, error) {
-	f, err := h.acquire()
-	if err != nil {
-		return nil, err
+	b, err := os.ReadFile(h.name())
+	if errors.Is(err, fs.ErrNotExist) && h.flag&os.O_CREATE != 0 {
+		return nil, nil
 	}
-	defer h.release()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return b, nil
+	return b, err
 }
 
 // PartitionMemory is the memory, in bytes, DefaultPartitionsMax budgets

@@ -57,12 +57,13 @@ type Log struct {
 	dirtied     atomic.Pointer[func(due time.Time)] // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
 	flushHook   func() error                        // tests: runs before a flush's fsyncs; an error fails the flush
 
-	mu          sync.Mutex // guards the fields below; serializes writes
-	cfg         Config
-	closing     bool   // Close or Delete began; writes give ErrClosed
-	truncations uint64 // bumped by every truncation, so a flush racing one does not advance the recovery point past it
-	dirDirty    bool   // files were created or removed since the last directory fsync
-	flusherOn   bool
+	mu             sync.Mutex // guards the fields below; serializes writes
+	cfg            Config
+	closing        bool   // Close or Delete began; writes give ErrClosed
+	truncations    uint64 // bumped by every truncation, so a flush racing one does not advance the recovery point past it
+	dirDirty       bool   // files were created or removed since the last directory fsync
+	epochsUnsynced bool   // leader-epoch-checkpoint was replaced without an fsync
+	flusherOn      bool
 
 	epochs *epochCache // leader epoch history (leader-epoch-checkpoint)
 
@@ -77,11 +78,12 @@ type Log struct {
 
 	// Retention and cleaning (retention.go, clean.go).
 	bounds         atomic.Pointer[BoundsFunc]
-	startMoved     atomic.Pointer[func()] // called when SetLogStartOffset raised the log start
-	cleanerOffset  atomic.Int64           // first dirty offset: below it the cleaner has cleaned; -1 unknown
-	deleteHorizon  atomic.Int64           // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
-	pendingDeletes []pendingDelete        // files renamed .deleted, removed when due; guarded by mu
-	retired        []*segment             // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
+	startMoved     atomic.Pointer[func()]       // called when SetLogStartOffset raised the log start
+	parentSync     atomic.Pointer[func() error] // the Manager's fsync of the log dir holding a new log, due before its first flush completes
+	cleanerOffset  atomic.Int64                 // first dirty offset: below it the cleaner has cleaned; -1 unknown
+	deleteHorizon  atomic.Int64                 // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
+	pendingDeletes []pendingDelete              // files renamed .deleted, removed when due; guarded by mu
+	retired        []*segment                   // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
 }
 
 // Dir is the partition directory.
@@ -716,13 +718,23 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 
 // Close flushes and closes the files; later calls give ErrClosed.
 func (l *Log) Close() error {
+	ok, err := l.beginClose()
+	if !ok {
+		return ErrClosed
+	}
+	return errors.Join(err, l.endClose(true))
+}
+
+// beginClose stops writes and the background flusher, and writes the
+// last time index entry and a producer snapshot; ok is false when the log
+// was already closing. endClose finishes.
+func (l *Log) beginClose() (ok bool, err error) {
 	l.mu.Lock()
 	if l.closing {
 		l.mu.Unlock()
-		return ErrClosed
+		return false, nil
 	}
 	l.closing = true
-	var err error
 	if segs := l.segments(); len(segs) > 0 {
 		err = segs[len(segs)-1].onBecomeInactive()
 	}
@@ -738,9 +750,24 @@ func (l *Log) Close() error {
 
 	close(l.done)
 	l.wg.Wait()
+	return true, err
+}
+
+// endClose flushes the log (with sync; without, the caller has made every
+// file of it durable another way, syncfs(2), and the recovery point
+// becomes the log end) and closes its files.
+func (l *Log) endClose(sync bool) error {
 	l.gate.enter()
 	defer l.gate.exit()
-	err = errors.Join(err, l.flushInGate(0, true, true))
+	var err error
+	if sync {
+		err = l.flushInGate(0, true, true)
+	} else {
+		l.mu.Lock()
+		l.recoveryPoint.Store(l.logEndOffset.Load())
+		l.dirDirty, l.epochsUnsynced = false, false
+		l.mu.Unlock()
+	}
 	l.closed.Store(true)
 	l.mu.Lock()
 	retired := l.retired

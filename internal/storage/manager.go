@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrInvalidPartition reports a topic name or partition number Create cannot
@@ -164,8 +166,25 @@ type Manager struct {
 }
 
 type logDir struct {
-	path  string
-	dirID string
+	path     string
+	dirID    string
+	unsynced atomic.Bool // partition directories were created since the last fsync of this one
+	syncMu   sync.Mutex  // one syncLogDir at a time
+}
+
+// syncLogDir fsyncs the log dir when partition directories were created
+// in it since it was last synced.
+func (m *Manager) syncLogDir(d *logDir) error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
+	if !d.unsynced.Swap(false) {
+		return nil
+	}
+	if err := syncDir(d.path); err != nil {
+		d.unsynced.Store(true)
+		return err
+	}
+	return nil
 }
 
 // offlineLog is a log that failed to load: where it is and why.
@@ -370,35 +389,23 @@ func (m *Manager) loadDir(d *logDir) error {
 	// num.recovery.threads.per.data.dir goroutines open (and recover) the
 	// logs, reporting progress every tenth of a large dir.
 	threads := max(1, min(m.opts.RecoveryThreads, len(jobs)))
-	var next, done atomic.Int64
-	var wg sync.WaitGroup
-	for range threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(jobs) {
-					return
-				}
-				j := jobs[i]
-				j.log, j.err = Open(OpenOptions{
-					Dir:            j.path,
-					Config:         m.opts.Default,
-					RecoveryPoint:  j.rp,
-					LogStartOffset: lsos[j.tp],
-					Logger:         m.logger.With("topic", j.tp.Topic, "partition", j.tp.Partition),
-					Now:            m.opts.Now,
-					Files:          m.files,
-				})
-				n := done.Add(1)
-				if total := int64(len(jobs)); total >= 1000 && n*10/total != (n-1)*10/total {
-					m.logger.Info("loading logs", "dir", d.path, "loaded", n, "total", total, "clean_shutdown", clean, "elapsed", time.Since(start))
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	var done atomic.Int64
+	parallel(threads, len(jobs), func(i int) {
+		j := jobs[i]
+		j.log, j.err = Open(OpenOptions{
+			Dir:            j.path,
+			Config:         m.opts.Default,
+			RecoveryPoint:  j.rp,
+			LogStartOffset: lsos[j.tp],
+			Logger:         m.logger.With("topic", j.tp.Topic, "partition", j.tp.Partition),
+			Now:            m.opts.Now,
+			Files:          m.files,
+		})
+		n := done.Add(1)
+		if total := int64(len(jobs)); total >= 1000 && n*10/total != (n-1)*10/total {
+			m.logger.Info("loading logs", "dir", d.path, "loaded", n, "total", total, "clean_shutdown", clean, "elapsed", time.Since(start))
+		}
+	})
 	for _, j := range jobs {
 		if j.err != nil {
 			// One log that cannot be opened does not stop the node: it
@@ -537,10 +544,13 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syncDir(d.path); err != nil {
-		l.Close()
-		return nil, err
-	}
+	// The new directory's entry in the log dir is made durable by the
+	// log's first flush, or before by the next checkpoint or clean
+	// shutdown (each syncs the log dir): one fsync per partition
+	// created was minutes at 100,000 partitions.
+	d.unsynced.Store(true)
+	sync := func() error { return m.syncLogDir(d) }
+	l.parentSync.Store(&sync)
 	m.adopt(l)
 	m.adoptFlush(l)
 	m.logs[tp] = &managedLog{log: l, dir: d}
@@ -701,12 +711,83 @@ func (m *Manager) Close() error {
 	return err
 }
 
+// closeLogs closes every log, RecoveryThreads per log dir at a time (Kafka
+// shuts its logs down on num.recovery.threads.per.data.dir threads).
+// Rather than fsync each log's files (three or more fsyncs a log: at
+// 6,600 partitions 8.8 s), it stops them all, makes each log dir durable
+// with one syncfs(2), and closes them as flushed to their end; when
+// syncfs fails, each log is fsynced as Log.Close does.
 func (m *Manager) closeLogs() error {
-	var errs []error
-	for tp, l := range m.Logs() {
-		if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
-			errs = append(errs, fmt.Errorf("storage: close %s: %w", tp, err))
+	m.mu.Lock()
+	type entry struct {
+		tp  TopicPartition
+		log *Log
+		err error
+		ok  bool
+	}
+	entries := make([]*entry, 0, len(m.logs))
+	for tp, ml := range m.logs {
+		entries = append(entries, &entry{tp: tp, log: ml.log})
+	}
+	m.mu.Unlock()
+	start := time.Now()
+	parallel(m.opts.RecoveryThreads*len(m.dirs), len(entries), func(i int) {
+		e := entries[i]
+		e.ok, e.err = e.log.beginClose()
+	})
+	synced := true
+	for _, d := range m.dirs {
+		if err := syncFS(d.path); err != nil {
+			m.logger.Warn("syncfs failed: fsyncing each log instead", "dir", d.path, "err", err)
+			synced = false
 		}
 	}
+	parallel(m.opts.RecoveryThreads*len(m.dirs), len(entries), func(i int) {
+		if e := entries[i]; e.ok {
+			e.err = errors.Join(e.err, e.log.endClose(!synced))
+		}
+	})
+	var errs []error
+	for _, e := range entries {
+		if e.err != nil && !errors.Is(e.err, ErrClosed) {
+			errs = append(errs, fmt.Errorf("storage: close %s: %w", e.tp, e.err))
+		}
+	}
+	m.logger.Info("closed logs", "logs", len(entries), "duration", time.Since(start))
 	return errors.Join(errs...)
+}
+
+// parallel runs fn(0..n-1) on up to workers goroutines and waits for them.
+func parallel(workers, n int, fn func(i int)) {
+	workers = max(1, min(workers, n))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// syncFS makes every file of the filesystem holding dir durable with
+// syncfs(2), which reports writeback errors since Linux 5.8.
+func syncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return fmt.Errorf("storage: syncfs %s: %w", dir, err)
+	}
+	return nil
 }

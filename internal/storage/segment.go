@@ -80,51 +80,47 @@ func (s *segment) path(suffix string) string {
 
 func (s *segment) String() string { return s.path(logSuffix) }
 
-// openSegmentFiles opens (creating when missing) the three files of the
-// segment at base, with empty in-memory indexes, and hands their
-// descriptors to files, which closes them when they are idle and it needs
-// room.
+// openSegmentFiles returns the existing segment at base, with empty
+// in-memory indexes. It opens nothing: files opens the .log on first use,
+// and the index files too, creating them if they are missing (a segment
+// without index entries need not have them; see the package doc).
 func openSegmentFiles(files *FileCache, dir string, base int64, cfg Config, now time.Time) (*segment, error) {
 	s := &segment{baseOffset: base, dir: dir, created: now, nextOffset: base, rollingBasedTimestamp: noTimestamp}
 	s.maxTimestamp.Store(noTimestamp)
 	s.offsetOfMaxTimestamp.Store(base)
-	var fs [3]*os.File
-	for i, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		f, err := os.OpenFile(s.path(suf), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			closeAll(fs[:i])
-			return nil, fmt.Errorf("storage: open segment file: %w", err)
-		}
-		fs[i] = f
-	}
-	s.log = files.file(s.path(logSuffix), fs[0])
-	s.index = newOffsetIndex(s.path(indexSuffix), files.file(s.path(indexSuffix), fs[1]), nil, cfg.maxIndexEntries(offsetEntrySize))
-	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), files.file(s.path(timeIndexSuffix), fs[2]), nil, cfg.maxIndexEntries(timeEntrySize))
+	s.log = files.lazy(s.path(logSuffix), 0)
+	s.index = newOffsetIndex(s.path(indexSuffix), files.lazy(s.path(indexSuffix), os.O_CREATE), nil, cfg.maxIndexEntries(offsetEntrySize))
+	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), files.lazy(s.path(timeIndexSuffix), os.O_CREATE), nil, cfg.maxIndexEntries(timeEntrySize))
 	return s, nil
 }
 
-// createSegment creates a new, empty segment at base. Stale files of that
-// name (an index left without its log) are overwritten; a non-empty .log is
-// an error.
+// createSegment creates a new, empty segment at base: its .log, kept open
+// for the appends to come; its index files when the first entries come.
+// Stale index files of that name (left without their log) are removed; a
+// non-empty .log is an error.
 func createSegment(files *FileCache, dir string, base int64, cfg Config, now time.Time) (*segment, error) {
 	s, err := openSegmentFiles(files, dir, base, cfg, now)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := s.log.Stat()
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("storage: remove stale index: %w", err)
+		}
+	}
+	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("storage: create segment: %w", err)
+	}
+	fi, err := f.Stat()
 	if err == nil && fi.Size() != 0 {
 		err = fmt.Errorf("storage: segment %s already exists with %d bytes", s, fi.Size())
 	}
-	if err == nil {
-		err = s.index.replace(nil)
-	}
-	if err == nil {
-		err = s.timeIndex.replace(nil)
-	}
 	if err != nil {
-		s.closeFiles()
+		f.Close()
 		return nil, err
 	}
+	s.log = files.file(s.path(logSuffix), f)
 	return s, nil
 }
 

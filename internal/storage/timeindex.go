@@ -2,7 +2,10 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
 	"sync"
 )
@@ -149,6 +152,15 @@ func (x *timeIndex) truncateToOffset(rel int64) error {
 func (x *timeIndex) replace(entries []TimeEntry) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if len(entries) == 0 && len(x.entries) == 0 {
+		// Nothing in memory: empty the file if there is one, without
+		// creating it (recovery of a segment without index entries).
+		if err := os.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("storage: truncate %s: %w", x.path, err)
+		}
+		x.entries = entries
+		return nil
+	}
 	if err := x.f.Truncate(0); err != nil {
 		return fmt.Errorf("storage: truncate %s: %w", x.path, err)
 	}
