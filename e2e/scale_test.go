@@ -26,7 +26,18 @@ var (
 	scalePartitions = flag.Int("scale.partitions", 100, "TestScale: partitions per topic")
 	scaleBatch      = flag.Int("scale.batch", 20, "TestScale: topics per CreateTopics request")
 	scaleReport     = flag.String("scale.report", "", "TestScale: file to append the figures to")
+	scaleLogs       = flag.String("scale.logs", "", "TestScale: directory to write the server's logs to")
 )
+
+// saveLogs writes srv's logs to <scale.logs>/<name>.log when asked.
+func saveLogs(t *testing.T, srv *proctest.Server, name string) {
+	if *scaleLogs == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(*scaleLogs, name+".log"), []byte(srv.Logs()), 0o644); err != nil {
+		t.Error(err)
+	}
+}
 
 // TestScale creates topics x partitions on one node through the Admin API
 // in requests of scale.batch topics, produces one record to each
@@ -118,9 +129,11 @@ func TestScale(t *testing.T) {
 		t.Fatalf("clean shutdown: %v", err)
 	}
 	put("shutdown", time.Since(start).Round(time.Millisecond).String())
+	saveLogs(t, srv, "first")
 
 	start = time.Now()
 	srv = proctest.Start(t, dir)
+	defer saveLogs(t, srv, "restart")
 	adm, admCl = newAdmin(t, srv.Addr)
 	defer admCl.Close()
 	ends, err := adm.ListEndOffsets(ctx, names...)

@@ -75,8 +75,10 @@
 //
 // An entry is added with each offset index entry when the segment's max
 // timestamp grew since the last time entry, and once more when the segment
-// is rolled or closed, so the last entry holds the segment's max
-// timestamp. Timestamps increase strictly, offsets never decrease.
+// is rolled, so the last entry of a closed segment holds its max
+// timestamp. Unlike Kafka, closing the log adds none to the active
+// segment: Open recomputes its max timestamp from the batches after its
+// last offset index entry. Timestamps increase strictly, offsets never decrease.
 //
 // # .txnindex (transaction index)
 //

@@ -197,3 +197,34 @@ func TestReadSliceDoesNotHoldUpTruncation(t *testing.T) {
 		t.Fatalf("%d descriptors open after release, want the new segment's .log", n)
 	}
 }
+
+// TestReopenSmallLogKeepsMaxTimestamp: a small log (no index entries, so
+// no index files) closed and reopened, as most logs of a node with many
+// partitions are at a restart, still knows its largest timestamp and
+// finds offsets by time, without the last time index entry Kafka writes
+// at close.
+func TestReopenSmallLogKeepsMaxTimestamp(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, Config{}, 0)
+	var a appended
+	fill(t, l, &a, 3, 5000)
+	ts, off, ok := l.MaxTimestamp()
+	if !ok {
+		t.Fatal("no max timestamp")
+	}
+	l.Close()
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		if got := segmentFiles(t, dir, suf); len(got) != 0 {
+			t.Fatalf("index files of a small log: %v", got)
+		}
+	}
+	l = openTest(t, dir, Config{}, -1)
+	ts2, off2, ok := l.MaxTimestamp()
+	if !ok || ts2 != ts || off2 != off {
+		t.Fatalf("after reopen: max timestamp %d at %d (%v), want %d at %d", ts2, off2, ok, ts, off)
+	}
+	got, _, found, err := l.OffsetForTimestamp(ts)
+	if err != nil || !found || got != off {
+		t.Fatalf("offset for timestamp %d after reopen: %d %v %v, want %d", ts, got, found, err, off)
+	}
+}

@@ -735,9 +735,11 @@ func (l *Log) beginClose() (ok bool, err error) {
 		return false, nil
 	}
 	l.closing = true
-	if segs := l.segments(); len(segs) > 0 {
-		err = segs[len(segs)-1].onBecomeInactive()
-	}
+	// Unlike Kafka, the active segment gets no last time index entry
+	// here: it is the active one again after a restart, which recomputes
+	// its max timestamp from its batches after the last index entry, and
+	// the entry would create a .timeindex file for each small log of a
+	// node at every shutdown.
 	if l.producers != nil {
 		// A snapshot at the log end spares the next Open a replay.
 		if wrote, serr := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load()); serr != nil {

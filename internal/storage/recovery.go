@@ -321,7 +321,10 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.timeIndex.path, err)
 	}
-	if size > 0 && len(tentries) == 0 {
+	if size > 0 && len(tentries) == 0 && !active {
+		// A closed segment got its last time entry when it rolled; the
+		// active one may have none: its max timestamp comes from its
+		// batches after the last offset entry (resetWriterStateLocked).
 		return fmt.Errorf("%s is empty, its log %d bytes", s.timeIndex.path, size)
 	}
 	if len(entries) == 0 && indexInterval > 0 && size > indexInterval {

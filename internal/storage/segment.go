@@ -180,7 +180,7 @@ func (s *segment) indexBatches(pos int64, hs []record.Header, interval int64) er
 }
 
 // onBecomeInactive adds the segment's max timestamp to the time index, as
-// Kafka does when a segment is rolled or closed.
+// Kafka does when a segment is rolled or closed (we do when it rolls).
 func (s *segment) onBecomeInactive() error {
 	if s.maxTimestamp.Load() == noTimestamp {
 		return nil
