@@ -55,6 +55,8 @@ func TestScale(t *testing.T) {
 	total := topics * int(parts)
 	dir := t.TempDir()
 	srv := proctest.Start(t, dir)
+	first := srv
+	t.Cleanup(func() { saveLogs(t, first, "first") })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	report := map[string]string{"partitions": strconv.Itoa(total)}
@@ -129,11 +131,11 @@ func TestScale(t *testing.T) {
 		t.Fatalf("clean shutdown: %v", err)
 	}
 	put("shutdown", time.Since(start).Round(time.Millisecond).String())
-	saveLogs(t, srv, "first")
 
 	start = time.Now()
 	srv = proctest.Start(t, dir)
-	defer saveLogs(t, srv, "restart")
+	restarted := srv
+	t.Cleanup(func() { saveLogs(t, restarted, "restart") })
 	adm, admCl = newAdmin(t, srv.Addr)
 	defer admCl.Close()
 	ends, err := adm.ListEndOffsets(ctx, names...)

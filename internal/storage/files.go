@@ -50,9 +50,10 @@ func DefaultOpenFiles() int {
 type FileCache struct {
 	max int // 0: no cap
 
-	mu   sync.Mutex // guards the fields below and every cachedFile's state
-	open int        // descriptors open
-	idle cachedFile // sentinel of the list of open files nobody uses, most recent first
+	mu    sync.Mutex // guards the fields below and every cachedFile's state
+	open  int        // descriptors open
+	inUse int        // open files with users (refs > 0)
+	idle  cachedFile // sentinel of the list of open files nobody uses, most recent first
 
 	opens atomic.Int64 // files opened, for tests and metrics
 }
@@ -76,6 +77,17 @@ func (c *FileCache) Open() int {
 // Opens reports how many times the cache opened a file (first use and
 // reopening after eviction).
 func (c *FileCache) Opens() int64 { return c.opens.Load() }
+
+// full reports whether files in use take the whole cap: opening one more
+// goes past it.
+func (c *FileCache) full() bool {
+	if c.max <= 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inUse >= c.max
+}
 
 // Max is the cap given to NewFileCache (zero or negative: none).
 func (c *FileCache) Max() int { return c.max }
@@ -168,6 +180,9 @@ func (h *cachedFile) acquireFlag(flag int) (*os.File, error) {
 		return nil, errSegmentClosed
 	}
 	if h.f != nil {
+		if h.refs == 0 {
+			c.inUse++
+		}
 		h.refs++
 		c.unlinkLocked(h)
 		c.mu.Unlock()
@@ -202,6 +217,7 @@ func (h *cachedFile) acquireFlag(flag int) (*os.File, error) {
 	c.opens.Add(1)
 	h.f = f
 	h.refs++
+	c.inUse++
 	c.open++
 	victims := c.evictLocked()
 	c.mu.Unlock()
@@ -218,6 +234,7 @@ func (h *cachedFile) release() {
 		c.mu.Unlock()
 		return
 	}
+	c.inUse--
 	if h.closed {
 		f := h.f
 		h.f = nil

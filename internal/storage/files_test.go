@@ -228,3 +228,53 @@ func TestReopenSmallLogKeepsMaxTimestamp(t *testing.T) {
 		t.Fatalf("offset for timestamp %d after reopen: %d %v %v, want %d", ts, got, found, err, off)
 	}
 }
+
+// TestReadSliceCopiesWhenFilesFull: once the node's open files are at
+// log.open.files.max, a zero-copy read gives the bytes instead of holding
+// one more descriptor (a fetch of every partition of a node holds a slice
+// of each until its response is written).
+func TestReadSliceCopiesWhenFilesFull(t *testing.T) {
+	root := t.TempDir()
+	files := NewFileCache(2)
+	var logs []*Log
+	var want [][]byte
+	for i := range 4 {
+		l, err := Open(OpenOptions{Dir: filepath.Join(root, fmt.Sprint(i)), Files: files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		b := testBatch(t, 1, 1, fmt.Sprint(i))
+		if _, err := l.Append(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		logs, want = append(logs, l), append(want, b)
+	}
+	var held []FileSlice
+	for i, l := range logs {
+		s, _, err := l.ReadSlice(0, 1<<20, 1<<62, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, s)
+		got := s.Data
+		if s.File != nil {
+			got = make([]byte, s.Length)
+			if _, err := s.File.ReadAt(got, s.Position); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want[i]) {
+			t.Fatalf("log %d: slice holds other bytes", i)
+		}
+	}
+	if held[0].File == nil || held[1].File == nil || held[2].Data == nil || held[3].Data == nil {
+		t.Fatal("want the first two slices holding files, the next two copied")
+	}
+	if n := files.Open(); n != 2 {
+		t.Fatalf("%d files open, want the cap, 2", n)
+	}
+	for _, s := range held {
+		s.Release()
+	}
+}

@@ -822,6 +822,12 @@ type FileSlice struct {
 	Position int64 // bytes from the start of the file
 	Length   int64 // bytes; zero when nothing is readable
 	Release  func()
+	// Data, when not nil, holds the Length bytes themselves and File is
+	// nil: when the node's open files are at log.open.files.max, the
+	// bytes are read now rather than holding one more descriptor for as
+	// long as the response takes to write (a fetch of 100,000 partitions
+	// would hold 100,000).
+	Data []byte
 }
 
 // ReadSlice is Read without the copy (same arguments, offsets and errors):
@@ -861,6 +867,19 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 					return none, res, err
 				}
 				continue
+			}
+			if l.files.full() {
+				data := make([]byte, n)
+				_, err := s.log.ReadAt(data, pos)
+				s.rw.RUnlock()
+				if errors.Is(err, errSegmentClosed) {
+					retry = true
+					break
+				}
+				if err != nil {
+					return none, res, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
+				}
+				return FileSlice{Position: pos, Length: n, Release: func() {}, Data: data}, res, nil
 			}
 			// The slice holds the descriptor, not the segment: a
 			// truncation, retention or close need not wait for a
