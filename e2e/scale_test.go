@@ -133,7 +133,7 @@ func TestScale(t *testing.T) {
 	put("shutdown", time.Since(start).Round(time.Millisecond).String())
 
 	start = time.Now()
-	srv = proctest.Start(t, dir)
+	srv = proctest.StartWithin(t, dir, 10*time.Minute)
 	restarted := srv
 	t.Cleanup(func() { saveLogs(t, restarted, "restart") })
 	adm, admCl = newAdmin(t, srv.Addr)

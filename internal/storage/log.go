@@ -740,7 +740,7 @@ func (l *Log) beginClose() (ok bool, err error) {
 	// its max timestamp from its batches after the last index entry, and
 	// the entry would create a .timeindex file for each small log of a
 	// node at every shutdown.
-	if l.producers != nil {
+	if l.producers != nil && l.closeSnapshotWorthLocked() {
 		// A snapshot at the log end spares the next Open a replay.
 		if wrote, serr := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load()); serr != nil {
 			l.logger.Warn("writing producer snapshot failed", "err", serr)
@@ -753,6 +753,29 @@ func (l *Log) beginClose() (ok bool, err error) {
 	close(l.done)
 	l.wg.Wait()
 	return true, err
+}
+
+// closeSnapshotBytes bounds the batches the next Open replays for a log
+// closed without a producer snapshot.
+const closeSnapshotBytes = 64 << 10
+
+// closeSnapshotWorthLocked reports whether Close should write a producer
+// snapshot: not when the next Open would replay no more than the active
+// segment's first closeSnapshotBytes (the latest snapshot is at or past its
+// base; with none, a log of one segment at offset 0). Kafka writes one at
+// every close; at a node's shutdown that is a file created per partition
+// (100,000 partitions: 26 s), where reading back a few batches per log at
+// the next start costs little.
+func (l *Log) closeSnapshotWorthLocked() bool {
+	segs := l.segments()
+	if len(segs) == 0 {
+		return false
+	}
+	active := segs[len(segs)-1]
+	if active.size.Load() > closeSnapshotBytes {
+		return true
+	}
+	return l.producers.lastSnapshot() < active.baseOffset
 }
 
 // endClose flushes the log (with sync; without, the caller has made every

@@ -588,6 +588,14 @@ func (ps *producerState) restoreLocked(entries []ProducerSnapshotEntry, offset i
 	ps.lastSnapOffset = offset
 }
 
+// lastSnapshot is the offset of the latest snapshot written or loaded,
+// zero when there is none (the replay then starts at the log start).
+func (ps *producerState) lastSnapshot() int64 {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.lastSnapOffset
+}
+
 // takeSnapshot writes the state to <mapEndOffset>.snapshot unless a
 // snapshot at that offset exists, then removes the snapshots below keepFrom
 // except the latest. Expired producers are forgotten first. The file is
