@@ -4,7 +4,7 @@
 # requests of BATCH topics, produces one record to each partition and reads
 # every one back, stops the node cleanly and restarts it, and reports the
 # times, the open file descriptors and the RSS at rest (e2e TestScale; its
-# CI-sized default is 200 x 100). Figures are appended to REPORT.
+# CI-sized default is 100 x 100). Figures are appended to REPORT.
 #
 #   scripts/scale.sh
 #   TOPICS=200 scripts/scale.sh                       # 20,000 partitions
