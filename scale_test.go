@@ -30,7 +30,7 @@ func TestPartitionLimitRefusedUpFront(t *testing.T) {
 	defer cancel()
 
 	createTopic(t, cl, "fits", 6, nil)
-	resp, err := adm.CreateTopic(ctx, 5, 1, nil, "too-many")
+	resp, _ := adm.CreateTopic(ctx, 5, 1, nil, "too-many")
 	if !kerrIs(resp.Err, kerr.InvalidPartitions) || !strings.Contains(resp.ErrMessage, "log.partitions.max") {
 		t.Fatalf("CreateTopics past the limit: %v %q, want INVALID_PARTITIONS naming log.partitions.max", resp.Err, resp.ErrMessage)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/samsahq/samsa/internal/parallel"
 )
 
 // ErrInvalidPartition reports a topic name or partition number Create cannot
@@ -390,7 +392,7 @@ func (m *Manager) loadDir(d *logDir) error {
 	// logs, reporting progress every tenth of a large dir.
 	threads := max(1, min(m.opts.RecoveryThreads, len(jobs)))
 	var done atomic.Int64
-	parallel(threads, len(jobs), func(i int) {
+	parallel.For(threads, len(jobs), func(i int) {
 		j := jobs[i]
 		j.log, j.err = Open(OpenOptions{
 			Dir:            j.path,
@@ -731,7 +733,7 @@ func (m *Manager) closeLogs() error {
 	}
 	m.mu.Unlock()
 	start := time.Now()
-	parallel(m.opts.RecoveryThreads*len(m.dirs), len(entries), func(i int) {
+	parallel.For(m.opts.RecoveryThreads*len(m.dirs), len(entries), func(i int) {
 		e := entries[i]
 		e.ok, e.err = e.log.beginClose()
 	})
@@ -742,7 +744,7 @@ func (m *Manager) closeLogs() error {
 			synced = false
 		}
 	}
-	parallel(m.opts.RecoveryThreads*len(m.dirs), len(entries), func(i int) {
+	parallel.For(m.opts.RecoveryThreads*len(m.dirs), len(entries), func(i int) {
 		if e := entries[i]; e.ok {
 			e.err = errors.Join(e.err, e.log.endClose(!synced))
 		}
@@ -755,27 +757,6 @@ func (m *Manager) closeLogs() error {
 	}
 	m.logger.Info("closed logs", "logs", len(entries), "duration", time.Since(start))
 	return errors.Join(errs...)
-}
-
-// parallel runs fn(0..n-1) on up to workers goroutines and waits for them.
-func parallel(workers, n int, fn func(i int)) {
-	workers = max(1, min(workers, n))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // syncFS makes every file of the filesystem holding dir durable with
