@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -169,5 +170,25 @@ func TestHeartbeatDoesNotWaitForCommits(t *testing.T) {
 	close(release)
 	if err := <-created; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A restarted broker's fencing and re-election of the same partition in
+// one commit keep only the last record of each partition, in place, and
+// every other record.
+func TestLastPerPartition(t *testing.T) {
+	a, b := metadata.UUID{1}, metadata.UUID{2}
+	recs := []metadata.Record{
+		metadata.RegisterBrokerRecord{BrokerID: 1, Fenced: true},
+		metadata.PartitionRecord{TopicID: a, Partition: 0, Leader: -1},
+		metadata.PartitionRecord{TopicID: b, Partition: 0, Leader: 2},
+		metadata.RegisterBrokerRecord{BrokerID: 1},
+		metadata.PartitionRecord{TopicID: a, Partition: 0, Leader: 1},
+		metadata.PartitionRecord{TopicID: a, Partition: 1, Leader: 1},
+	}
+	got := lastPerPartition(recs)
+	want := []metadata.Record{recs[0], recs[2], recs[3], recs[4], recs[5]}
+	if !slices.EqualFunc(got, want, func(x, y metadata.Record) bool { return reflect.DeepEqual(x, y) }) {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
