@@ -169,7 +169,8 @@ func ptrEq(a, b *string) bool {
 // leaderless partitions whose ISR it is in. wantShutdown starts a
 // controlled shutdown: leadership moves to other in-sync replicas and the
 // broker leaves every ISR it is not the last member of; shouldShutdown
-// tells it that this is done.
+// tells it that this is done (at once when no other broker is live:
+// leadership has nowhere to go).
 //
 // A heartbeat that changes nothing (the broker is unfenced and stays)
 // is answered from the current image without the write lock: it never
@@ -196,6 +197,13 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	}
 	c.brokers.seen(id)
 	if wantShutdown {
+		if !otherLiveBroker(im, id) {
+			// Leadership has nowhere to go (a single node, or the last
+			// of a cluster stopping together): taking it away would
+			// only rewrite every partition, and do it again when the
+			// broker registers (100,000 partitions: seconds of each).
+			return true, true, nil
+		}
 		if err := c.commitLocked(ctx, c.fenceRecordsLocked(im, id)); err != nil {
 			return true, false, err
 		}
@@ -341,4 +349,15 @@ func lastPerPartition(recs []metadata.Record) []metadata.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// otherLiveBroker reports whether a broker other than id is registered
+// and unfenced.
+func otherLiveBroker(im *metadata.Image, id int32) bool {
+	for _, b := range im.Brokers() {
+		if b.ID != id && !b.Fenced {
+			return true
+		}
+	}
+	return false
 }
