@@ -10,6 +10,7 @@ package samsa
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 
 	"errors"
@@ -168,6 +169,9 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		// start unformatted).
 		return nil, fmt.Errorf("log dirs %s are not formatted: run samsa storage format --cluster-id ID on every node of the cluster (or set cluster.id)", strings.Join(nc.LogDirs, ","))
 	}
+	if nc.LogPartitionsMax == 0 {
+		nc.LogPartitionsMax = int32(min(storage.DefaultPartitionsMax(int(nc.LogOpenFilesMax)), math.MaxInt32))
+	}
 	n.logs, err = storage.OpenManager(storage.ManagerOptions{
 		Dirs:      nc.LogDirs,
 		NodeID:    nc.NodeID,
@@ -181,6 +185,8 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		// Rolls by segment.ms, and the checkpoints
 		// (log.flush.offset.checkpoint.interval.ms).
 		CheckpointInterval: time.Duration(nc.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond,
+		OpenFilesMax:       int(nc.LogOpenFilesMax),
+		RecoveryThreads:    int(nc.NumRecoveryThreadsPerDataDir),
 		Cleaner: storage.CleanerOptions{
 			Disable:             !nc.LogCleanerEnable,
 			Backoff:             nc.LogCleanerBackoff,

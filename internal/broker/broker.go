@@ -165,17 +165,10 @@ func New(cfg Config) (*Broker, error) {
 	b.versions, b.ctrlVers = SupportedVersions()
 	b.startGroups()
 	b.startTxns()
-	var applyErr error
-	cfg.Controller.OnImage(func(old, next *metadata.Image) {
-		if err := b.applyImage(old, next); err != nil && applyErr == nil {
-			applyErr = err
-		}
-	})
-	if applyErr != nil {
-		b.closeTxns()
-		b.closeGroups()
-		return nil, applyErr
-	}
+	// A partition this broker cannot host (its log failed to load or be
+	// created) is logged and offline (KAFKA_STORAGE_ERROR), never a reason
+	// not to start: one bad log must not make a node unbootable.
+	cfg.Controller.OnImage(func(old, next *metadata.Image) { b.applyImage(old, next) })
 	return b, nil
 }
 

@@ -181,7 +181,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			sp.RecordBatches = []byte{}
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			if p == nil {
-				sp.ErrorCode = b.unhostedCode(rt.Topic, rp.Partition)
+				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
@@ -267,8 +267,14 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 
 			case err != nil:
 				sp.ErrorCode = errCode(err)
+				if sp.ErrorCode == kerr.UnknownServerError.Code {
+					b.logger.Warn("fetch failed", "topic", rt.Topic, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
+				}
 				failed = true
 				slice.Release()
+			case slice.Data != nil:
+				sp.RecordBatches = slice.Data
+				total += len(slice.Data)
 			case slice.Length > 0:
 				wresp.SetRecords(&sp, wire.FileRegion{File: slice.File, Position: slice.Position, Length: slice.Length, Release: slice.Release})
 				total += int(slice.Length)

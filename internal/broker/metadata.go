@@ -49,6 +49,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 
 	// Auto-create first; the new topics are answered LEADER_NOT_AVAILABLE.
 	var created map[string]bool
+	var refused map[string]int16 // auto-creation refused for good: the topic's error
 	if req.Topics != nil && b.node.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) {
 		var create []controller.CreateTopic
 		for _, t := range req.Topics {
@@ -57,7 +58,7 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 			}
 		}
 		if len(create) > 0 {
-			b.autoCreate(ctx, create)
+			refused = b.autoCreate(ctx, create)
 			im = b.image()
 			created = make(map[string]bool, len(create))
 			for _, c := range create {
@@ -111,6 +112,9 @@ func handleMetadata(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Re
 				mt.ErrorCode = kerr.UnknownTopicID.Code
 				mt.TopicID = rt.TopicID
 			}
+			if code, ok := refused[name]; ok && rt.Topic != nil {
+				mt.ErrorCode = code
+			}
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
@@ -160,11 +164,32 @@ func clientEndpoint(br *metadata.Broker) (metadata.Endpoint, bool) {
 	return metadata.Endpoint{}, false
 }
 
-// autoCreate creates topics for Metadata (auto.create.topics.enable).
-func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic) {
-	if _, err := b.createTopics(ctx, topics); err != nil {
+// autoCreate creates topics for Metadata (auto.create.topics.enable). It
+// returns the error codes of the topics the controller refused for a
+// reason retrying cannot change (INVALID_PARTITIONS past
+// log.partitions.max), which Metadata answers for them as Kafka's
+// autoCreateTopics answers its creation errors.
+func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic) map[string]int16 {
+	errs, err := b.createTopics(ctx, topics)
+	if err != nil {
 		b.logger.Warn("auto-creating topics failed", "err", err)
+		return nil
 	}
+	var refused map[string]int16
+	for i, e := range errs {
+		if e == nil || i >= len(topics) {
+			continue
+		}
+		code := errCode(e)
+		if code == kerr.InvalidPartitions.Code {
+			if refused == nil {
+				refused = map[string]int16{}
+			}
+			refused[topics[i].Name] = code
+			b.logger.Warn("auto-creating topic refused", "topic", topics[i].Name, "err", e)
+		}
+	}
+	return refused
 }
 
 // createTopics creates topics on the active controller: directly when this

@@ -92,7 +92,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
-				sp.ErrorCode = b.unhostedCode(rt.Topic, rp.Partition)
+				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 			case checkProduceRecords(req.Version, rp.Records, &sp):
 			case isInternalTopic(rt.Topic):
 				// Only the coordinators write their topics, through

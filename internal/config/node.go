@@ -107,6 +107,25 @@ type Node struct {
 	// often segments are checked against retention.ms and
 	// retention.bytes (default 5 min; zero means the default).
 	LogRetentionCheckInterval time.Duration
+	// LogOpenFilesMax is log.open.files.max (Samsa's, beyond Kafka, which
+	// keeps every segment's .log open and its indexes memory-mapped): the
+	// segment file descriptors the node keeps open while idle, least
+	// recently used closed first. Zero (the default) means 4096, or half
+	// the process's descriptor limit when lower; -1 means no cap.
+	LogOpenFilesMax int32
+	// NumRecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir:
+	// the logs of each log dir opened (and recovered) at once at start
+	// and closed at once at shutdown (default 2, Kafka 4.0's).
+	NumRecoveryThreadsPerDataDir int32
+	// LogPartitionsMax is log.partitions.max (Samsa's, beyond Kafka, like
+	// Redpanda's topic_partitions_per_shard): the partition replicas one
+	// node hosts. The active controller refuses CreateTopics,
+	// CreatePartitions and auto-creation that would place more on a node
+	// (INVALID_PARTITIONS naming it). Zero (the default) means what this
+	// node's memory and descriptor limit allow
+	// (storage.DefaultPartitionsMax); the controller applies its own value
+	// to every broker.
+	LogPartitionsMax int32
 	// LogCleanerEnable is log.cleaner.enable: compact the topics whose
 	// cleanup.policy has compact (default true).
 	LogCleanerEnable bool
@@ -649,11 +668,13 @@ var nodeProps = map[string]nodeProp{
 	// Samsa has no thread pools to size.
 	"num.network.threads":                 {"3", ignored, "accepted, unused"},
 	"num.io.threads":                      {"8", ignored, "accepted, unused"},
-	"num.recovery.threads.per.data.dir":   {"1", ignored, "accepted, unused"},
 	"socket.send.buffer.bytes":            {"102400", ignored, "accepted, unused"},
 	"socket.receive.buffer.bytes":         {"102400", ignored, "accepted, unused"},
 	"log.retention.check.interval.ms":     {"300000", positiveMillis(func(n *Node) *time.Duration { return &n.LogRetentionCheckInterval }, time.Millisecond), "how often retention runs"},
 	"log.cleaner.enable":                  {"true", boolean(func(n *Node) *bool { return &n.LogCleanerEnable }), "run the log cleaner"},
+	"num.recovery.threads.per.data.dir":   {"2", i32(func(n *Node) *int32 { return &n.NumRecoveryThreadsPerDataDir }, 1), "logs of a log dir opened and closed at once"},
+	"log.partitions.max":                  {"0", i32(func(n *Node) *int32 { return &n.LogPartitionsMax }, 0), "partition replicas one node hosts (0: what memory and the fd limit allow)"},
+	"log.open.files.max":                  {"0", i32(func(n *Node) *int32 { return &n.LogOpenFilesMax }, -1), "segment file descriptors kept open while idle (0: 4096 or half the fd limit; -1: no cap)"},
 	"log.cleaner.backoff.ms":              {"15000", millis(func(n *Node) *time.Duration { return &n.LogCleanerBackoff }, time.Millisecond), "log cleaner sleep when idle"},
 	"log.cleaner.dedupe.buffer.size":      {"134217728", i64(func(n *Node) *int64 { return &n.LogCleanerDedupeBufferSize }, 1024), "log cleaner key map memory"},
 	"log.cleaner.threads":                 {"1", ignored, "accepted; one cleaner goroutine"},

@@ -46,8 +46,9 @@ type Manager struct {
 	opts   Options
 	logger *slog.Logger
 
-	mu            sync.RWMutex // guards parts, fetchers and hwCheckpoints
+	mu            sync.RWMutex // guards parts, offline, fetchers and hwCheckpoints
 	parts         map[TopicPartition]*Partition
+	offline       map[TopicPartition]error                    // partitions whose log could not be opened, with why
 	fetchers      map[int32]*fetcher                          // by leader id
 	hwCheckpoints map[string]map[storage.TopicPartition]int64 // by log dir, read once
 
@@ -89,7 +90,7 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 		opts.FetchMaxBytes = 10 << 20
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
+	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, offline: map[TopicPartition]error{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
 	m.spawn(m.isrChecker)
 	return m
 }
@@ -151,8 +152,11 @@ func (m *Manager) Apply(tp TopicPartition, topicID [16]byte, st State, cfg LogCo
 	defer m.mu.Unlock()
 	p, err := m.openLocked(tp, topicID, cfg)
 	if err != nil {
+		// Clients asking for it get KAFKA_STORAGE_ERROR at once.
+		m.offline[tp] = err
 		return nil, err
 	}
+	delete(m.offline, tp)
 	if st.Leader == m.opts.NodeID {
 		m.removeFromFetchersLocked(p)
 		p.makeLeader(st, time.Now())
@@ -193,6 +197,7 @@ func (m *Manager) Remove(tp TopicPartition) error {
 	m.mu.Lock()
 	p := m.parts[tp]
 	delete(m.parts, tp)
+	delete(m.offline, tp)
 	if p != nil {
 		m.removeFromFetchersLocked(p)
 		p.leader.Store(false)
@@ -202,6 +207,24 @@ func (m *Manager) Remove(tp TopicPartition) error {
 		p.notify() // wake fetches and produces so they see the partition gone
 	}
 	return m.logs.Delete(storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+}
+
+// Offline returns why this broker, a replica of tp, could not open its
+// log (the metadata assigned it, but the log failed to load or be
+// created: a corrupt log, a full disk, no descriptor left), or nil. Such a
+// partition is not hosted (Get returns nil); requests for it get
+// KAFKA_STORAGE_ERROR.
+func (m *Manager) Offline(topic string, partition int32) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.offline[TopicPartition{topic, partition}]
+}
+
+// OfflineCount is the number of partitions Offline reports.
+func (m *Manager) OfflineCount() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.offline)
 }
 
 // Partitions returns the hosted partitions.

@@ -76,6 +76,10 @@ type OpenOptions struct {
 	LogStartOffset int64
 	Logger         *slog.Logger // nil discards
 	Now            func() time.Time
+	// Files opens and closes the segments' file descriptors, shared by
+	// every log of a node to cap them (log.open.files.max); nil gives
+	// the log a cache of its own without a cap.
+	Files *FileCache
 }
 
 // AppendResult describes a successful Append.
