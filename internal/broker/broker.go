@@ -24,6 +24,7 @@ import (
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
@@ -78,6 +79,9 @@ type Config struct {
 	// max.connections, max.connections.per.ip or its overrides change as
 	// dynamic broker configs; nil entries are skipped.
 	ConnectionQuotas []*server.Quotas
+	// Topics, when set, counts each hosted topic's traffic
+	// (BrokerTopicMetrics).
+	Topics *metrics.Topics
 }
 
 // Broker handles requests. Safe for concurrent use.
@@ -160,6 +164,7 @@ func New(cfg Config) (*Broker, error) {
 		FetchMaxBytes:    cfg.Node.ReplicaFetchResponseMaxBytes,
 		LeaderThrottle:   b.leaderThrottle,
 		FollowerThrottle: b.followerThrottle,
+		Topics:           cfg.Topics,
 		Logger:           logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()

@@ -86,6 +86,7 @@ func Start(t testing.TB, dir string, overrides ...string) *Server {
 	args := []string{"server",
 		"--override", "log.dirs=" + dir,
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"--override", "http.listener=", // none: tests run in parallel
 	}
 	for _, o := range overrides {
 		args = append(args, "--override", o)

@@ -6,6 +6,7 @@ package storage
 import (
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -76,6 +77,32 @@ type OpenOptions struct {
 	LogStartOffset int64
 	Logger         *slog.Logger // nil discards
 	Now            func() time.Time
+	// Stats, when set, counts the log's segment rolls and times its
+	// fsyncs (shared by the logs of a Manager).
+	Stats *Stats
+}
+
+// Stats counts what a node's logs do, for its metrics. Safe for
+// concurrent use; a nil *Stats counts nothing.
+type Stats struct {
+	// Rolls counts new active segments (segment.bytes, segment.ms,
+	// index full, offset overflow).
+	Rolls atomic.Int64
+	// FlushSeconds, when set, receives the duration in seconds of each
+	// flush of a log (the fsyncs of its segments up to an offset).
+	FlushSeconds interface{ Observe(float64) }
+}
+
+func (s *Stats) rolled() {
+	if s != nil {
+		s.Rolls.Add(1)
+	}
+}
+
+func (s *Stats) flushed(d time.Duration) {
+	if s != nil && s.FlushSeconds != nil {
+		s.FlushSeconds.Observe(d.Seconds())
+	}
 }
 
 // AppendResult describes a successful Append.

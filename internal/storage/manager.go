@@ -25,6 +25,8 @@ const deleteSuffix = "-delete"
 
 // ManagerOptions are the arguments of OpenManager.
 type ManagerOptions struct {
+	// Stats, when set, is given to every log (OpenOptions.Stats).
+	Stats *Stats
 	// Dirs are the log dirs (log.dirs). At least one.
 	Dirs []string
 	// NodeID is node.id, written to and checked against meta.properties.
@@ -320,6 +322,7 @@ func (m *Manager) loadDir(d *logDir) error {
 			LogStartOffset: lsos[tp],
 			Logger:         m.logger.With("topic", tp.Topic, "partition", tp.Partition),
 			Now:            m.opts.Now,
+			Stats:          m.opts.Stats,
 		})
 		if err != nil {
 			return fmt.Errorf("storage: open %s: %w", tp, err)
@@ -427,6 +430,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		Config: cfg.Inherit(m.opts.Default),
 		Logger: m.logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:    m.opts.Now,
+		Stats:  m.opts.Stats,
 	})
 	if err != nil {
 		return nil, err
