@@ -119,6 +119,27 @@ func TestMetricsPrometheus(t *testing.T) {
 	prom.waitValue(t, ctx, `sum(kafka_topic_partition_current_offset{topic="metrics"})`, func(v float64) bool { return v == 300 })
 	prom.waitValue(t, ctx, `sum(kafka_server_brokertopicmetrics_messagesin_total{topic="metrics"})`, func(v float64) bool { return v == 300 })
 
+	// Every query of our dashboard returns data from this cluster.
+	dash, err := os.ReadFile("deploy/grafana/samsa.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var board struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(dash, &board); err != nil {
+		t.Fatal(err)
+	}
+	for _, panel := range board.Panels {
+		for _, tg := range panel.Targets {
+			expr := strings.NewReplacer("$job", "samsa", "$__rate_interval", "1m").Replace(tg.Expr)
+			prom.waitSeries(t, ctx, panel.Title, expr)
+		}
+	}
+
 	stopped := c.Brokers()[2]
 	if err := c.StopNode(stopped); err != nil {
 		t.Fatal(err)
@@ -286,6 +307,31 @@ func (p *promServer) waitValue(t *testing.T, ctx context.Context, expr string, o
 		select {
 		case <-ctx.Done():
 			t.Fatalf("%s: last value %v (present %v)", expr, last, got)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitSeries waits until expr returns at least one series.
+func (p *promServer) waitSeries(t *testing.T, ctx context.Context, title, expr string) {
+	t.Helper()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := http.Get(p.url + "/api/v1/query?query=" + url.QueryEscape(expr))
+		if err == nil {
+			var r struct {
+				Data struct{ Result []json.RawMessage }
+			}
+			err = json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			if err == nil && len(r.Data.Result) > 0 {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("dashboard panel %q: %s returns nothing", title, expr)
 		case <-tick.C:
 		}
 	}
