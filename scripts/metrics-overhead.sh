@@ -9,7 +9,7 @@ runs=${1:-3}
 records=${2:-1000000}
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"; true' EXIT
 go build -o "$tmp/samsa" ./cmd/samsa
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
