@@ -44,3 +44,4 @@ on = [float(x) for x in sys.argv[1].split()]
 off = [float(x) for x in sys.argv[2].split()]
 print(f"median on {statistics.median(on):.0f}, off {statistics.median(off):.0f} records/s: ratio {statistics.median(on)/statistics.median(off):.3f}x")
 PY
+exit 0
