@@ -127,10 +127,34 @@ var (
 	descRaftLatency  = prometheus.NewDesc("kafka_server_raftmetrics_commit_latency_avg", "Mean milliseconds from a metadata append to its commit, since the previous scrape (commit-latency-avg).", nil, nil)
 	descRaftLatencyS = prometheus.NewDesc("samsa_raft_commit_seconds_total", "Seconds metadata appends of this node's controller took to commit, in total (divide by samsa_raft_commits_total).", nil, nil)
 	descRaftCommits  = prometheus.NewDesc("samsa_raft_commits_total", "Metadata appends of this node's controller that committed.", nil, nil)
+
+	descCleaner = func() map[string]*prometheus.Desc {
+		out := map[string]*prometheus.Desc{}
+		for name, help := range map[string]string{
+			"runs":          "Cleanings of a log by the log cleaner that rewrote segments or advanced the cleaner checkpoint.",
+			"failures":      "Cleanings that failed; the log stays uncleaned until the node restarts (Kafka's uncleanable partitions).",
+			"bytes_read":    "Bytes of the segments the cleaner rewrote.",
+			"bytes_written": "Bytes of the cleaned segments that replaced them.",
+			"records_read":  "Records of the segments the cleaner rewrote.",
+			"records_kept":  "Records the cleaner kept (the rest were superseded or deleted).",
+			"seconds":       "Seconds the cleaner spent cleaning.",
+		} {
+			out[name] = prometheus.NewDesc("samsa_log_cleaner_"+name+"_total", help, nil, nil)
+		}
+		return out
+	}()
+
+	descRaftBytesIn  = prometheus.NewDesc("kafka_server_raftchannelmetrics_incoming_byte_total", "Bytes this voter read from raft connections of the other voters (raft-channel-metrics incoming-byte-total).", nil, nil)
+	descRaftBytesOut = prometheus.NewDesc("kafka_server_raftchannelmetrics_outgoing_byte_total", "Bytes this voter wrote to raft connections (outgoing-byte-total).", nil, nil)
+	descRaftMsgsOut  = prometheus.NewDesc("kafka_server_raftchannelmetrics_request_total", "Raft messages this voter sent (request-total; raft messages are not paired as Kafka's requests and responses).", nil, nil)
+	descRaftMsgsIn   = prometheus.NewDesc("kafka_server_raftchannelmetrics_response_total", "Raft messages this voter received (response-total).", nil, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descRolls, descRaftLeader, descRaftEpoch, descRaftVote, descRaftState, descRaftHW, descRaftLEO, descRaftAppend, descRaftFetch, descRaftLatency, descRaftLatencyS, descRaftCommits} {
+	for _, d := range descCleaner {
+		ch <- d
+	}
+	for _, d := range []*prometheus.Desc{descConnections, descRolls, descRaftLeader, descRaftEpoch, descRaftVote, descRaftState, descRaftHW, descRaftLEO, descRaftAppend, descRaftFetch, descRaftLatency, descRaftLatencyS, descRaftCommits, descRaftBytesIn, descRaftBytesOut, descRaftMsgsOut, descRaftMsgsIn} {
 		ch <- d
 	}
 	// The broker's descriptions do not need a broker.
@@ -150,6 +174,15 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		g(descConnections, float64(v), name)
 	}
 	ch <- prometheus.MustNewConstMetric(descRolls, prometheus.CounterValue, float64(m.storage.Rolls.Load()))
+	st := m.storage
+	for name, v := range map[string]float64{
+		"runs": float64(st.CleanerRuns.Load()), "failures": float64(st.CleanerFailures.Load()),
+		"bytes_read": float64(st.CleanerBytesRead.Load()), "bytes_written": float64(st.CleanerBytesWritten.Load()),
+		"records_read": float64(st.CleanerRecordsRead.Load()), "records_kept": float64(st.CleanerRecordsKept.Load()),
+		"seconds": float64(st.CleanerNanos.Load()) / 1e9,
+	} {
+		ch <- prometheus.MustNewConstMetric(descCleaner[name], prometheus.CounterValue, v)
+	}
 
 	select {
 	case <-c.started:
@@ -200,6 +233,15 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descRaftLatency, avg)
 	ch <- prometheus.MustNewConstMetric(descRaftLatencyS, prometheus.CounterValue, float64(m.quorum.commitNanos.Load())/1e9)
 	ch <- prometheus.MustNewConstMetric(descRaftCommits, prometheus.CounterValue, float64(m.quorum.commits.Load()))
+	if n.transport != nil {
+		st := n.transport.Stats()
+		for _, c := range []struct {
+			d *prometheus.Desc
+			v int64
+		}{{descRaftBytesIn, st.BytesIn.Load()}, {descRaftBytesOut, st.BytesOut.Load()}, {descRaftMsgsOut, st.MessagesOut.Load()}, {descRaftMsgsIn, st.MessagesIn.Load()}} {
+			ch <- prometheus.MustNewConstMetric(c.d, prometheus.CounterValue, float64(c.v))
+		}
+	}
 }
 
 // ready is /readyz: the node started, knows the metadata quorum's leader,

@@ -64,9 +64,10 @@ type Node struct {
 	logger    *slog.Logger
 	logs      *storage.Manager
 	quorum    quorum.Log
-	raft      *quorum.Raft     // a voter of controller.quorum.voters
-	local     *quorum.Local    // a single node without voters
-	observer  *quorum.Observer // a broker-only node
+	raft      *quorum.Raft         // a voter of controller.quorum.voters
+	transport *quorum.TCPTransport // raft's, with raft
+	local     *quorum.Local        // a single node without voters
+	observer  *quorum.Observer     // a broker-only node
 	ctrl      *controller.Controller
 	broker    *broker.Broker
 	listeners []*server.Server
@@ -316,6 +317,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			return nil, err
 		}
 		n.quorum, voter = n.raft, n.raft
+		n.transport = transport
 	case len(nc.QuorumVoters) > 0:
 		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {

@@ -198,12 +198,14 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 			// Kafka's Partition.localLogWithEpochOrThrow: the leader
 			// epoch first, then leadership when the fetch needs it.
 			if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
+				acct.add(p, 0, err)
 				sp.ErrorCode = errCode(err)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			if leaderOnly && !p.IsLeader() {
+				acct.add(p, 0, nil) // a fetch request, not a failed one (as Kafka)
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				failed = true
 				st.Partitions = append(st.Partitions, sp)

@@ -91,6 +91,33 @@ type Stats struct {
 	// FlushSeconds, when set, receives the duration in seconds of each
 	// flush of a log (the fsyncs of its segments up to an offset).
 	FlushSeconds interface{ Observe(float64) }
+	// Cleaner counts the log cleaner's work: cleanings that rewrote
+	// something, failed cleanings (the log is left uncleaned until
+	// restart), bytes and records of the rewritten segments, and the
+	// time spent.
+	CleanerRuns, CleanerFailures           atomic.Int64
+	CleanerBytesRead, CleanerBytesWritten  atomic.Int64
+	CleanerRecordsRead, CleanerRecordsKept atomic.Int64
+	CleanerNanos                           atomic.Int64
+}
+
+func (s *Stats) cleaned(res CleanResult, failed bool) {
+	if s == nil {
+		return
+	}
+	if failed {
+		s.CleanerFailures.Add(1)
+		return
+	}
+	if res.Groups == 0 && res.EndOffset <= res.FirstDirtyOffset {
+		return
+	}
+	s.CleanerRuns.Add(1)
+	s.CleanerBytesRead.Add(res.BytesRead)
+	s.CleanerBytesWritten.Add(res.BytesWritten)
+	s.CleanerRecordsRead.Add(res.RecordsRead)
+	s.CleanerRecordsKept.Add(res.RecordsKept)
+	s.CleanerNanos.Add(int64(res.Duration))
 }
 
 func (s *Stats) rolled() {
