@@ -73,9 +73,29 @@ func TestMetricsPrometheus(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	// A group that consumed part of the topic: commit offsets below the
+	// A topic of one replica per partition: the group's coordinator
+	// hosts at most one of its partitions and asks the other leaders for
+	// their high-watermarks.
+	const single = "single"
+	one := "1"
+	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"min.insync.replicas": &one}, single); err != nil {
+		t.Fatal(err)
+	}
+	manual, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	recs = recs[:0]
+	for i := range 90 {
+		recs = append(recs, &kgo.Record{Topic: single, Partition: int32(i % 3), Value: []byte("v")})
+	}
+	if err := manual.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// A group that consumed part of the topics: commit offsets below the
 	// end of each partition.
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := adm.ListEndOffsets(ctx, topic, single)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +110,10 @@ func TestMetricsPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLag := lags["behind"].Lag.Total()
-	if wantLag <= 0 {
-		t.Fatalf("kadm lag %d, want > 0", wantLag)
+	wantLag := lags["behind"].Lag.TotalByTopic()[topic].Lag
+	wantSingle := lags["behind"].Lag.TotalByTopic()[single].Lag
+	if wantLag <= 0 || wantSingle <= 0 {
+		t.Fatalf("kadm lag %d and %d, want > 0", wantLag, wantSingle)
 	}
 
 	t.Run("StrimziSeries", func(t *testing.T) {
@@ -116,6 +137,8 @@ func TestMetricsPrometheus(t *testing.T) {
 	prom.waitValue(t, ctx, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 0 })
 	prom.waitValue(t, ctx, `sum(kafka_consumergroup_lag{consumergroup="behind",topic="metrics"})`, func(v float64) bool { return v == float64(wantLag) })
 	prom.waitValue(t, ctx, `count(kafka_consumergroup_lag{consumergroup="behind",topic="metrics"})`, func(v float64) bool { return v == 3 })
+	prom.waitValue(t, ctx, `sum(kafka_consumergroup_lag{consumergroup="behind",topic="single"})`, func(v float64) bool { return v == float64(wantSingle) })
+	prom.waitValue(t, ctx, `count(kafka_consumergroup_lag{consumergroup="behind",topic="single"})`, func(v float64) bool { return v == 3 })
 	prom.waitValue(t, ctx, `sum(kafka_topic_partition_current_offset{topic="metrics"})`, func(v float64) bool { return v == 300 })
 	prom.waitValue(t, ctx, `sum(kafka_server_brokertopicmetrics_messagesin_total{topic="metrics"})`, func(v float64) bool { return v == 300 })
 

@@ -118,8 +118,9 @@ type Broker struct {
 	pidNext int64
 	pidEnd  int64
 
-	groups *groups // the group coordinator and its wiring (groups.go)
-	txns   *txns   // the transaction coordinator and its wiring (txn.go)
+	groups *groups    // the group coordinator and its wiring (groups.go)
+	lag    lagClients // connections of the consumer lag metrics (metrics.go)
+	txns   *txns      // the transaction coordinator and its wiring (txn.go)
 
 	closed atomic.Bool
 
@@ -224,6 +225,7 @@ func (b *Broker) Close() {
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
+	b.lag.close()
 }
 
 // brokerAddr is the address other brokers reach broker id at.

@@ -3,13 +3,16 @@ package broker
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/wire"
 )
 
 // This file holds the broker's metrics: the counting hooks of the Produce
@@ -294,8 +297,11 @@ func (c brokerCollector) collectPartitions(ch chan<- prometheus.Metric) {
 // coordinates and their lag against the partitions' high-watermarks, as
 // kafka-exporter computes it. The high-watermark comes from this broker's
 // replica of the partition (a follower's trails the leader's by at most a
-// fetch); offsets of partitions this broker does not host have no lag
-// series. At most samsa.metrics.consumer.lag.max.series offsets are served.
+// fetch) or, for partitions it does not host, from their leaders: one
+// ListOffsets (latest, read_uncommitted) per leader, concurrently, within
+// two seconds; a partition whose leader does not answer has no lag series
+// in this scrape. At most samsa.metrics.consumer.lag.max.series offsets are
+// served.
 func (c brokerCollector) collectLag(ch chan<- prometheus.Metric) {
 	b := c.b
 	limit := int(b.node.MetricsConsumerLagMaxSeries)
@@ -309,6 +315,19 @@ func (c brokerCollector) collectLag(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(ch, descCGTruncated, b2f(truncated))
+	hws := map[lagKey]int64{}
+	for _, o := range offs {
+		if o.Offset < 0 {
+			continue
+		}
+		k := lagKey{o.Topic, o.Partition}
+		if p := b.replicas.Get(o.Topic, o.Partition); p != nil {
+			hws[k] = p.HighWatermark()
+		} else if _, ok := hws[k]; !ok {
+			hws[k] = -1 // ask its leader
+		}
+	}
+	b.remoteHighWatermarks(ctx, hws)
 	perPartition := b.node.MetricsConsumerLagPartitions
 	type key struct{ group, topic string }
 	var cur key
@@ -320,14 +339,11 @@ func (c brokerCollector) collectLag(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, o := range offs {
-		if o.Offset < 0 {
+		hw, ok := hws[lagKey{o.Topic, o.Partition}]
+		if o.Offset < 0 || !ok || hw < 0 {
 			continue
 		}
-		p := b.replicas.Get(o.Topic, o.Partition)
-		if p == nil {
-			continue
-		}
-		lag := max(p.HighWatermark()-o.Offset, 0)
+		lag := max(hw-o.Offset, 0)
 		if k := (key{o.Group, o.Topic}); k != cur {
 			flush()
 			cur, sumOff, sumLag = k, 0, 0
@@ -341,4 +357,126 @@ func (c brokerCollector) collectLag(ch chan<- prometheus.Metric) {
 		}
 	}
 	flush()
+}
+
+// lagKey is a partition whose high-watermark the lag metrics need.
+type lagKey struct {
+	topic     string
+	partition int32
+}
+
+// lagClients are the connections over which the lag metrics ask other
+// leaders for high-watermarks, kept apart from the connections of
+// transaction markers so that a scrape never queues behind them.
+type lagClients struct {
+	mu     sync.Mutex // guards m and closed
+	m      map[string]*wire.Client
+	closed bool
+}
+
+// get returns the client for addr, nil once closed.
+func (lc *lagClients) get(addr, clientID string) *wire.Client {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.closed {
+		return nil
+	}
+	if lc.m == nil {
+		lc.m = map[string]*wire.Client{}
+	}
+	c := lc.m[addr]
+	if c == nil {
+		c = wire.NewClient(addr, clientID, 16<<20)
+		lc.m[addr] = c
+	}
+	return c
+}
+
+func (lc *lagClients) close() {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	for _, c := range lc.m {
+		c.Close()
+	}
+	lc.m, lc.closed = nil, true
+}
+
+// remoteHighWatermarks fills the entries of hws that are -1 with the
+// high-watermarks their leaders report (ListOffsets v4, latest offset,
+// read_uncommitted: what kafka-exporter asks), one request per leader, all
+// at once; entries whose leader is unknown or does not answer stay -1.
+func (b *Broker) remoteHighWatermarks(ctx context.Context, hws map[lagKey]int64) {
+	im := b.image()
+	byLeader := map[int32][]lagKey{}
+	for k, hw := range hws {
+		if hw >= 0 {
+			continue
+		}
+		t := im.Topic(k.topic)
+		if t == nil || int(k.partition) >= len(t.Partitions) {
+			continue
+		}
+		if l := t.Partitions[k.partition].Leader; l >= 0 && l != b.node.NodeID {
+			byLeader[l] = append(byLeader[l], k)
+		}
+	}
+	if len(byLeader) == 0 {
+		return
+	}
+	type answer struct {
+		k  lagKey
+		hw int64
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	answers := make(chan []answer, len(byLeader))
+	clientID := "samsa-metrics-" + strconv.Itoa(int(b.node.NodeID))
+	for leader, keys := range byLeader {
+		addr, ok := b.brokerAddr(leader)
+		var c *wire.Client
+		if ok {
+			c = b.lag.get(addr, clientID)
+		}
+		if c == nil {
+			answers <- nil
+			continue
+		}
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(4)
+		req.ReplicaID = -1
+		byTopic := map[string]int{}
+		for _, k := range keys {
+			i, ok := byTopic[k.topic]
+			if !ok {
+				i = len(req.Topics)
+				byTopic[k.topic] = i
+				rt := kmsg.NewListOffsetsRequestTopic()
+				rt.Topic = k.topic
+				req.Topics = append(req.Topics, rt)
+			}
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = k.partition, -1, -1
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		}
+		go func() {
+			var out []answer
+			if resp, err := c.Request(ctx, req); err == nil {
+				for _, rt := range resp.(*kmsg.ListOffsetsResponse).Topics {
+					for _, rp := range rt.Partitions {
+						if rp.ErrorCode == 0 {
+							out = append(out, answer{lagKey{rt.Topic, rp.Partition}, rp.Offset})
+						}
+					}
+				}
+			}
+			answers <- out
+		}()
+	}
+	for range byLeader {
+		for _, a := range <-answers {
+			if _, ok := hws[a.k]; ok {
+				hws[a.k] = a.hw
+			}
+		}
+	}
 }
