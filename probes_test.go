@@ -163,3 +163,43 @@ func httpGet(t *testing.T, url, accept string) (int, string) {
 	}
 	return resp.StatusCode, string(b)
 }
+
+// TestMetricsPartitionSeriesOff: samsa.metrics.partition.series=false
+// leaves out the per-partition series and keeps the broker-wide counts.
+func TestMetricsPartitionSeriesOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := samsa.Start(ctx, samsa.Config{Dir: t.TempDir(), HTTPListener: "127.0.0.1:0", Properties: map[string]string{
+		"samsa.metrics.partition.series": "false",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, "quiet"); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, body := httpGet(t, "http://"+n.HTTPAddr()+"/metrics", "")
+		if strings.Contains(body, "\nkafka_server_replicamanager_partitioncount 4\n") {
+			for _, name := range []string{"kafka_log_log_size{", "kafka_cluster_partition_", "kafka_topic_partition_", "kafka_topic_partitions{"} {
+				if strings.Contains(body, "\n"+name) {
+					t.Errorf("%s served with samsa.metrics.partition.series=false", name)
+				}
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("partitioncount never reached 4")
+		case <-tick.C:
+		}
+	}
+}

@@ -200,6 +200,9 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(ch, descBrokerInfo, 1, strconv.Itoa(int(b.node.NodeID)), ep.Host+":"+strconv.Itoa(int(ep.Port)))
 		}
 		for _, name := range im.TopicNames() {
+			if !b.node.MetricsPartitionSeries {
+				break
+			}
 			t := im.Topic(name)
 			if len(t.Partitions) > 0 && t.Partitions[0].Leader == b.node.NodeID {
 				gauge(ch, descTopicPartitions, float64(len(t.Partitions)), name)
@@ -246,14 +249,18 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 func (c brokerCollector) collectPartitions(ch chan<- prometheus.Metric) {
 	b := c.b
 	var count, leaders, urp, underMin, atMin int
+	perPartition := b.node.MetricsPartitionSeries
 	for _, p := range b.replicas.Partitions() {
 		count++
-		part := strconv.Itoa(int(p.Partition))
-		log := p.Log()
-		gauge(ch, descLogSize, float64(log.Size()), p.Topic, part)
-		gauge(ch, descLogEnd, float64(log.LogEndOffset()), p.Topic, part)
-		gauge(ch, descLogStart, float64(log.LogStartOffset()), p.Topic, part)
-		gauge(ch, descLogSegments, float64(len(log.Segments())), p.Topic, part)
+		var part string
+		if perPartition {
+			part = strconv.Itoa(int(p.Partition))
+			log := p.Log()
+			gauge(ch, descLogSize, float64(log.Size()), p.Topic, part)
+			gauge(ch, descLogEnd, float64(log.LogEndOffset()), p.Topic, part)
+			gauge(ch, descLogStart, float64(log.LogStartOffset()), p.Topic, part)
+			gauge(ch, descLogSegments, float64(len(log.Segments())), p.Topic, part)
+		}
 		if !p.IsLeader() {
 			continue
 		}
@@ -268,6 +275,9 @@ func (c brokerCollector) collectPartitions(ch chan<- prometheus.Metric) {
 		}
 		if h.AtMinISR {
 			atMin++
+		}
+		if !perPartition {
+			continue
 		}
 		hw := p.HighWatermark()
 		gauge(ch, descPartURP, b2f(h.UnderReplicated), p.Topic, part)

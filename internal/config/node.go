@@ -201,6 +201,11 @@ type Node struct {
 	// kafka_consumergroup_lag and kafka_consumergroup_current_offset
 	// series; false keeps the per-topic sums only.
 	MetricsConsumerLagPartitions bool
+	// MetricsPartitionSeries is samsa.metrics.partition.series (default
+	// true): serve the per-partition series (kafka_log_log_*,
+	// kafka_cluster_partition_*, kafka_topic_partition_*); false keeps the
+	// broker-wide counts only, for brokers with very many partitions.
+	MetricsPartitionSeries bool
 	// MetricsConsumerLagMaxSeries is samsa.metrics.consumer.lag.max.series
 	// (default 10000): at most this many committed offsets (group, topic,
 	// partition) are served as lag series, the first in that order; zero
@@ -657,6 +662,7 @@ var nodeProps = map[string]nodeProp{
 		n.HTTPListener = v
 		return nil
 	}, "operations HTTP listener (/metrics, /healthz, /readyz); empty: none"},
+	"samsa.metrics.partition.series":        {"true", boolean(func(n *Node) *bool { return &n.MetricsPartitionSeries }), "serve per-partition metrics series"},
 	"samsa.metrics.consumer.lag.partitions": {"true", boolean(func(n *Node) *bool { return &n.MetricsConsumerLagPartitions }), "serve consumer lag per partition, not only per topic"},
 	"samsa.metrics.consumer.lag.max.series": {"10000", func(n *Node, v string) error {
 		i, err := parseInt32(v)
