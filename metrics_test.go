@@ -175,6 +175,9 @@ func TestMetricsPrometheus(t *testing.T) {
 	}
 	prom.waitValue(t, ctx, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 0 })
 	prom.waitAlert(t, ctx, "UnderReplicatedPartitions", false)
+	// The restarted follower rejoined the ISRs through its leaders'
+	// AlterPartition.
+	prom.waitValue(t, ctx, `sum(kafka_server_replicamanager_isrexpands_total)`, func(v float64) bool { return v > 0 })
 }
 
 type strimziEntry struct {
