@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// BenchmarkRequestPath is what the metrics add to one Produce request of
+// one partition on the broker's hot path: the request's timing
+// (Requests.Observe: five histogram observations and two busy counters)
+// and its topic's counters (Topic.Produced). The parallel run shares the
+// handles across goroutines, as connections do.
+func BenchmarkRequestPath(b *testing.B) {
+	r := NewRequests()
+	ts := NewTopics()
+	topic := ts.Acquire("bench")
+	t0 := time.Now()
+	run := func(tm *Timing) {
+		tm.Reset()
+		topic.Produced(1<<20, 1000, false)
+		r.Observe(0, tm, time.Microsecond, t0, t0.Add(time.Microsecond), t0.Add(50*time.Microsecond), t0.Add(60*time.Microsecond))
+	}
+	b.Run("serial", func(b *testing.B) {
+		var tm Timing
+		for b.Loop() {
+			run(&tm)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			var tm Timing
+			for pb.Next() {
+				run(&tm)
+			}
+		})
+	})
+	b.Run("addRemote", func(b *testing.B) {
+		var tm Timing
+		ctx := WithTiming(context.Background(), &tm)
+		for b.Loop() {
+			AddRemote(ctx, time.Millisecond)
+		}
+	})
+}
