@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkRequestPath is what the metrics add to one Produce request of
@@ -34,6 +36,27 @@ func BenchmarkRequestPath(b *testing.B) {
 				run(&tm)
 			}
 		})
+	})
+	// The same five observations with client_golang's Histogram, for
+	// comparison in the same run.
+	b.Run("client_golang_histograms", func(b *testing.B) {
+		var hs [phases]prometheus.Histogram
+		for i := range hs {
+			hs[i] = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 17)})
+		}
+		for b.Loop() {
+			for _, h := range hs {
+				h.Observe(0.00005)
+			}
+		}
+	})
+	b.Run("latencyHistograms", func(b *testing.B) {
+		var hs [phases]latencyHistogram
+		for b.Loop() {
+			for i := range hs {
+				hs[i].observe(50 * time.Microsecond)
+			}
+		}
 	})
 	b.Run("addRemote", func(b *testing.B) {
 		var tm Timing

@@ -23,8 +23,6 @@ type Requests struct {
 	apis [maxKey + 1]atomic.Pointer[apiTimes]
 	mu   sync.Mutex // guards creating apiTimes
 
-	queue, local, remote, send, total *prometheus.HistogramVec
-
 	handlerBusy atomic.Int64 // nanoseconds of local time, all requests
 	networkBusy atomic.Int64 // nanoseconds decoding requests and writing responses
 
@@ -34,25 +32,65 @@ type Requests struct {
 // maxKey bounds the API keys timed; requests with larger keys are not.
 const maxKey = 127
 
+// apiTimes are the histograms of one API: queue, local, remote, send and
+// total time.
 type apiTimes struct {
-	queue, local, remote, send, total prometheus.Observer
+	name string
+	h    [phases]latencyHistogram
 }
 
-// latencyBuckets span 50 µs to 10 s.
-var latencyBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+const phases = 5
+
+// The request time histograms, in apiTimes.h order.
+var phaseDescs = [phases]*prometheus.Desc{
+	prometheus.NewDesc("samsa_request_queue_time_seconds", "Time a decoded request waited for its connection's handler (Kafka's RequestQueueTimeMs).", []string{"request"}, nil),
+	prometheus.NewDesc("samsa_request_local_time_seconds", "Time the handler worked on a request, remote time excluded (LocalTimeMs).", []string{"request"}, nil),
+	prometheus.NewDesc("samsa_request_remote_time_seconds", "Time a request waited for followers (acks=all) or for data (a Fetch's max wait) (RemoteTimeMs, Kafka's purgatory).", []string{"request"}, nil),
+	prometheus.NewDesc("samsa_request_response_send_time_seconds", "Time writing the response to the socket (ResponseSendTimeMs).", []string{"request"}, nil),
+	prometheus.NewDesc("samsa_request_total_time_seconds", "Time from a request decoded to its response written (TotalTimeMs).", []string{"request"}, nil),
+}
+
+// latencyBounds are the histograms' upper bounds, 50 µs to 10 s.
+var latencyBounds = [...]time.Duration{
+	50 * time.Microsecond, 100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
+
+// latencyHistogram counts durations in latencyBounds' buckets (the last
+// one past them) with two atomic additions an observation: client_golang's
+// Histogram costs several times that, and a request makes five.
+type latencyHistogram struct {
+	buckets [len(latencyBounds) + 1]atomic.Int64
+	sum     atomic.Int64 // nanoseconds
+}
+
+func (h *latencyHistogram) observe(d time.Duration) {
+	i := 0
+	for i < len(latencyBounds) && d > latencyBounds[i] {
+		i++
+	}
+	h.buckets[i].Add(1)
+	h.sum.Add(int64(d))
+}
+
+// metric is h as a Prometheus histogram; its count is the sum of the
+// buckets read, so the two agree.
+func (h *latencyHistogram) metric(d *prometheus.Desc, label string) prometheus.Metric {
+	cum := make(map[float64]uint64, len(latencyBounds))
+	var n uint64
+	for i, b := range latencyBounds {
+		n += uint64(h.buckets[i].Load())
+		cum[b.Seconds()] = n
+	}
+	n += uint64(h.buckets[len(latencyBounds)].Load())
+	return prometheus.MustNewConstHistogram(d, n, time.Duration(h.sum.Load()).Seconds(), cum, label)
+}
 
 // NewRequests returns a Requests whose idle ratios count from now.
 func NewRequests() *Requests {
-	h := func(name, help string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, []string{"request"})
-	}
-	r := &Requests{
-		queue:  h("samsa_request_queue_time_seconds", "Time a decoded request waited for its connection's handler (Kafka's RequestQueueTimeMs)."),
-		local:  h("samsa_request_local_time_seconds", "Time the handler worked on a request, remote time excluded (LocalTimeMs)."),
-		remote: h("samsa_request_remote_time_seconds", "Time a request waited for followers (acks=all) or for data (a Fetch's max wait) (RemoteTimeMs, Kafka's purgatory)."),
-		send:   h("samsa_request_response_send_time_seconds", "Time writing the response to the socket (ResponseSendTimeMs)."),
-		total:  h("samsa_request_total_time_seconds", "Time from a request decoded to its response written (TotalTimeMs)."),
-	}
+	r := &Requests{}
 	now := time.Now()
 	r.handlerIdle.init(now)
 	r.networkIdle.init(now)
@@ -72,16 +110,10 @@ func (r *Requests) api(key int16) *apiTimes {
 		return a
 	}
 	name := kmsg.NameForKey(key)
-	if name == "" || name == "Unknown" {
+	if name == "" {
 		name = "Unknown"
 	}
-	a := &apiTimes{
-		queue:  r.queue.WithLabelValues(name),
-		local:  r.local.WithLabelValues(name),
-		remote: r.remote.WithLabelValues(name),
-		send:   r.send.WithLabelValues(name),
-		total:  r.total.WithLabelValues(name),
-	}
+	a := &apiTimes{name: name}
 	r.apis[key].Store(a)
 	return a
 }
@@ -130,17 +162,17 @@ func (r *Requests) Observe(key int16, t *Timing, parse time.Duration, decoded, s
 	if a == nil {
 		return
 	}
-	a.queue.Observe(started.Sub(decoded).Seconds())
-	a.local.Observe(local.Seconds())
-	a.remote.Observe(remote.Seconds())
-	a.send.Observe(send.Seconds())
-	a.total.Observe(sent.Sub(decoded).Seconds())
+	a.h[0].observe(started.Sub(decoded))
+	a.h[1].observe(local)
+	a.h[2].observe(remote)
+	a.h[3].observe(send)
+	a.h[4].observe(sent.Sub(decoded))
 }
 
 // Describe implements prometheus.Collector.
 func (r *Requests) Describe(ch chan<- *prometheus.Desc) {
-	for _, v := range []*prometheus.HistogramVec{r.queue, r.local, r.remote, r.send, r.total} {
-		v.Describe(ch)
+	for _, d := range phaseDescs {
+		ch <- d
 	}
 	ch <- handlerIdleDesc
 	ch <- networkIdleDesc
@@ -155,8 +187,12 @@ var (
 
 // Collect implements prometheus.Collector.
 func (r *Requests) Collect(ch chan<- prometheus.Metric) {
-	for _, v := range []*prometheus.HistogramVec{r.queue, r.local, r.remote, r.send, r.total} {
-		v.Collect(ch)
+	for i := range r.apis {
+		if a := r.apis[i].Load(); a != nil {
+			for j := range a.h {
+				ch <- a.h[j].metric(phaseDescs[j], a.name)
+			}
+		}
 	}
 	now := time.Now()
 	procs := runtime.GOMAXPROCS(0)

@@ -3,11 +3,12 @@ package metrics
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestIdleRatio: the idle ratio is one minus the busy time over the
@@ -57,14 +58,13 @@ func TestRequestsObserve(t *testing.T) {
 	if got, want := time.Duration(r.networkBusy.Load()), 6*time.Millisecond; got != want {
 		t.Errorf("network busy %v, want %v", got, want)
 	}
-	for name, want := range map[string]float64{"queue": 0.010, "local": 0.100, "remote": 0.300, "send": 0.005, "total": 0.415} {
-		vec := map[string]*prometheus.HistogramVec{"queue": r.queue, "local": r.local, "remote": r.remote, "send": r.send, "total": r.total}[name]
-		var m dto.Metric
-		if err := vec.WithLabelValues("Produce").(prometheus.Histogram).Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		if got := m.GetHistogram().GetSampleSum(); math.Abs(got-want) > 1e-9 || m.GetHistogram().GetSampleCount() != 1 {
-			t.Errorf("%s: sum %v count %d, want %v 1", name, got, m.GetHistogram().GetSampleCount(), want)
+	a := r.apis[0].Load()
+	if a == nil || a.name != "Produce" {
+		t.Fatalf("Produce times: %+v", a)
+	}
+	for i, want := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond, 5 * time.Millisecond, 415 * time.Millisecond} {
+		if got := time.Duration(a.h[i].sum.Load()); got != want {
+			t.Errorf("%s: sum %v, want %v", phaseDescs[i], got, want)
 		}
 	}
 	// A new request starts with no remote time.
@@ -74,3 +74,46 @@ func TestRequestsObserve(t *testing.T) {
 		t.Errorf("handler busy %v, want %v", got, want)
 	}
 }
+
+// TestLatencyHistogram: a duration lands in the first bucket whose upper
+// bound is at least it (Prometheus' le), past the last bound in +Inf, and
+// the exposed buckets are cumulative.
+func TestLatencyHistogram(t *testing.T) {
+	var h latencyHistogram
+	for _, d := range []time.Duration{0, 50 * time.Microsecond, 51 * time.Microsecond, time.Millisecond, 11 * time.Second} {
+		h.observe(d)
+	}
+	d := prometheus.NewDesc("x_seconds", "x", []string{"request"}, nil)
+	c := collectorFunc(func(ch chan<- prometheus.Metric) { ch <- h.metric(d, "Produce") })
+	want := `# HELP x_seconds x
+# TYPE x_seconds histogram
+x_seconds_bucket{request="Produce",le="5e-05"} 2
+x_seconds_bucket{request="Produce",le="0.0001"} 3
+x_seconds_bucket{request="Produce",le="0.00025"} 3
+x_seconds_bucket{request="Produce",le="0.0005"} 3
+x_seconds_bucket{request="Produce",le="0.001"} 4
+x_seconds_bucket{request="Produce",le="0.0025"} 4
+x_seconds_bucket{request="Produce",le="0.005"} 4
+x_seconds_bucket{request="Produce",le="0.01"} 4
+x_seconds_bucket{request="Produce",le="0.025"} 4
+x_seconds_bucket{request="Produce",le="0.05"} 4
+x_seconds_bucket{request="Produce",le="0.1"} 4
+x_seconds_bucket{request="Produce",le="0.25"} 4
+x_seconds_bucket{request="Produce",le="0.5"} 4
+x_seconds_bucket{request="Produce",le="1"} 4
+x_seconds_bucket{request="Produce",le="2.5"} 4
+x_seconds_bucket{request="Produce",le="5"} 4
+x_seconds_bucket{request="Produce",le="10"} 4
+x_seconds_bucket{request="Produce",le="+Inf"} 5
+x_seconds_sum{request="Produce"} 11.001101
+x_seconds_count{request="Produce"} 5
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+type collectorFunc func(chan<- prometheus.Metric)
+
+func (f collectorFunc) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(f, ch) }
+func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
