@@ -141,6 +141,8 @@ func TestMetricsPrometheus(t *testing.T) {
 	prom.waitValue(t, ctx, `count(kafka_consumergroup_lag{consumergroup="behind",topic="single"})`, func(v float64) bool { return v == 3 })
 	prom.waitValue(t, ctx, `sum(kafka_topic_partition_current_offset{topic="metrics"})`, func(v float64) bool { return v == 300 })
 	prom.waitValue(t, ctx, `sum(kafka_server_brokertopicmetrics_messagesin_total{topic="metrics"})`, func(v float64) bool { return v == 300 })
+	// Each record was replicated to two followers.
+	prom.waitValue(t, ctx, `sum(kafka_server_brokertopicmetrics_replicationbytesin_total{topic="metrics"}) / sum(kafka_server_brokertopicmetrics_bytesin_total{topic="metrics"})`, func(v float64) bool { return v == 2 })
 
 	// Every query of our dashboard returns data from this cluster.
 	dash, err := os.ReadFile("deploy/grafana/samsa.json")

@@ -17,6 +17,7 @@ type Topic struct {
 	bytesIn, messagesIn, bytesOut                        atomic.Int64
 	totalProduce, failedProduce, totalFetch, failedFetch atomic.Int64
 	bytesRejected                                        atomic.Int64
+	replicationBytesIn, replicationBytesOut              atomic.Int64
 }
 
 // Produced counts one partition of a Produce request (Kafka's
@@ -38,9 +39,8 @@ func (t *Topic) Produced(bytes, messages int64, failed bool) {
 }
 
 // Fetched counts one partition of a Fetch request (TotalFetchRequestsPerSec)
-// that sent bytes of records to a consumer (BytesOutPerSec; a follower's
-// fetch counts as a request but its bytes do not, as Kafka counts them as
-// ReplicationBytesOutPerSec), or failed.
+// that sent bytes of records to a consumer (BytesOutPerSec) or to a
+// follower (ReplicationBytesOutPerSec), or failed.
 func (t *Topic) Fetched(bytes int64, follower, failed bool) {
 	if t == nil {
 		return
@@ -49,17 +49,28 @@ func (t *Topic) Fetched(bytes int64, follower, failed bool) {
 	if failed {
 		t.failedFetch.Add(1)
 	}
-	if !follower {
+	if follower {
+		t.replicationBytesOut.Add(bytes)
+	} else {
 		t.bytesOut.Add(bytes)
 	}
 }
 
+// Replicated counts bytes of records a follower fetched from the leader and
+// appended (ReplicationBytesInPerSec).
+func (t *Topic) Replicated(bytes int64) {
+	if t != nil && bytes > 0 {
+		t.replicationBytesIn.Add(bytes)
+	}
+}
+
 // topicCounts is a snapshot of a Topic's counters.
-type topicCounts [8]int64
+type topicCounts [10]int64
 
 func (t *Topic) counts() topicCounts {
 	return topicCounts{t.bytesIn.Load(), t.messagesIn.Load(), t.bytesOut.Load(), t.totalProduce.Load(),
-		t.failedProduce.Load(), t.totalFetch.Load(), t.failedFetch.Load(), t.bytesRejected.Load()}
+		t.failedProduce.Load(), t.totalFetch.Load(), t.failedFetch.Load(), t.bytesRejected.Load(),
+		t.replicationBytesIn.Load(), t.replicationBytesOut.Load()}
 }
 
 // Topics holds the Topic of each topic this broker hosts a partition of.
@@ -112,10 +123,11 @@ func (ts *Topics) Release(t *Topic) {
 }
 
 // The BrokerTopicMetrics series, in topicCounts order.
-var topicDescs = func() [8]*prometheus.Desc {
-	names := [8]string{"bytesin", "messagesin", "bytesout", "totalproducerequests",
-		"failedproducerequests", "totalfetchrequests", "failedfetchrequests", "bytesrejected"}
-	help := [8]string{
+var topicDescs = func() [10]*prometheus.Desc {
+	names := [10]string{"bytesin", "messagesin", "bytesout", "totalproducerequests",
+		"failedproducerequests", "totalfetchrequests", "failedfetchrequests", "bytesrejected",
+		"replicationbytesin", "replicationbytesout"}
+	help := [10]string{
 		"Bytes of records appended from clients' Produce requests (Kafka's BytesInPerSec).",
 		"Records appended from clients' Produce requests (MessagesInPerSec).",
 		"Bytes of records sent to consumers, followers excluded (BytesOutPerSec).",
@@ -124,8 +136,10 @@ var topicDescs = func() [8]*prometheus.Desc {
 		"Partitions of Fetch requests, followers included (TotalFetchRequestsPerSec).",
 		"Partitions of Fetch requests that failed with an unexpected error (FailedFetchRequestsPerSec).",
 		"Bytes of records of failed Produce partitions (BytesRejectedPerSec).",
+		"Bytes of records this broker's followers fetched and appended (ReplicationBytesInPerSec).",
+		"Bytes of records sent to followers (ReplicationBytesOutPerSec).",
 	}
-	var out [8]*prometheus.Desc
+	var out [10]*prometheus.Desc
 	for i, n := range names {
 		out[i] = prometheus.NewDesc("kafka_server_brokertopicmetrics_"+n+"_total", help[i], []string{"topic"}, nil)
 	}

@@ -21,10 +21,11 @@ func TestTopics(t *testing.T) {
 	a1.Produced(50, 0, true)
 	b.Produced(10, 1, false)
 	b.Fetched(7, false, false)
-	b.Fetched(1000, true, false) // a follower: a request, no bytes out
+	b.Fetched(1000, true, false) // a follower: a request, replication bytes out
+	b.Replicated(300)
 	check := func(want string) {
 		t.Helper()
-		if err := testutil.CollectAndCompare(ts, strings.NewReader(want), "kafka_server_brokertopicmetrics_bytesin_total", "kafka_server_brokertopicmetrics_bytesout_total", "kafka_server_brokertopicmetrics_totalfetchrequests_total"); err != nil {
+		if err := testutil.CollectAndCompare(ts, strings.NewReader(want), "kafka_server_brokertopicmetrics_bytesin_total", "kafka_server_brokertopicmetrics_bytesout_total", "kafka_server_brokertopicmetrics_totalfetchrequests_total", "kafka_server_brokertopicmetrics_replicationbytesout_total", "kafka_server_brokertopicmetrics_replicationbytesin_total"); err != nil {
 			t.Error(err)
 		}
 	}
@@ -44,6 +45,16 @@ kafka_server_brokertopicmetrics_bytesout_total{topic="b"} 7
 kafka_server_brokertopicmetrics_totalfetchrequests_total{topic=""} 2
 kafka_server_brokertopicmetrics_totalfetchrequests_total{topic="a"} 0
 kafka_server_brokertopicmetrics_totalfetchrequests_total{topic="b"} 2
+# HELP kafka_server_brokertopicmetrics_replicationbytesin_total Bytes of records this broker's followers fetched and appended (ReplicationBytesInPerSec).
+# TYPE kafka_server_brokertopicmetrics_replicationbytesin_total counter
+kafka_server_brokertopicmetrics_replicationbytesin_total{topic=""} 300
+kafka_server_brokertopicmetrics_replicationbytesin_total{topic="a"} 0
+kafka_server_brokertopicmetrics_replicationbytesin_total{topic="b"} 300
+# HELP kafka_server_brokertopicmetrics_replicationbytesout_total Bytes of records sent to followers (ReplicationBytesOutPerSec).
+# TYPE kafka_server_brokertopicmetrics_replicationbytesout_total counter
+kafka_server_brokertopicmetrics_replicationbytesout_total{topic=""} 1000
+kafka_server_brokertopicmetrics_replicationbytesout_total{topic="a"} 0
+kafka_server_brokertopicmetrics_replicationbytesout_total{topic="b"} 1000
 `)
 	ts.Release(a0)
 	ts.Release(b)
@@ -58,6 +69,12 @@ kafka_server_brokertopicmetrics_bytesout_total{topic=""} 7
 # HELP kafka_server_brokertopicmetrics_totalfetchrequests_total Partitions of Fetch requests, followers included (TotalFetchRequestsPerSec).
 # TYPE kafka_server_brokertopicmetrics_totalfetchrequests_total counter
 kafka_server_brokertopicmetrics_totalfetchrequests_total{topic=""} 2
+# HELP kafka_server_brokertopicmetrics_replicationbytesin_total Bytes of records this broker's followers fetched and appended (ReplicationBytesInPerSec).
+# TYPE kafka_server_brokertopicmetrics_replicationbytesin_total counter
+kafka_server_brokertopicmetrics_replicationbytesin_total{topic=""} 300
+# HELP kafka_server_brokertopicmetrics_replicationbytesout_total Bytes of records sent to followers (ReplicationBytesOutPerSec).
+# TYPE kafka_server_brokertopicmetrics_replicationbytesout_total counter
+kafka_server_brokertopicmetrics_replicationbytesout_total{topic=""} 1000
 `)
 	var nilTopic *Topic
 	nilTopic.Produced(1, 1, false) // no panic
