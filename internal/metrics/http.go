@@ -7,13 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
-	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/samsahq/samsa/internal/buildinfo"
 )
 
 // NewRegistry returns a registry with the Go runtime's metrics (go_*, GC
@@ -35,25 +36,18 @@ func NewRegistry(cs ...prometheus.Collector) (*prometheus.Registry, error) {
 	return reg, nil
 }
 
-// buildInfo is samsa_build_info: the module version and VCS revision Go
-// recorded in the binary (runtime/debug.ReadBuildInfo; "(devel)" and
-// "unknown" when built without them).
+// buildInfo is samsa_build_info: the build of the running binary
+// (internal/buildinfo).
 func buildInfo() prometheus.Collector {
-	version, revision := "(devel)", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
-				revision = s.Value
-			}
-		}
+	bi := buildinfo.Read()
+	revision := bi.Revision
+	if revision == "" {
+		revision = "unknown"
 	}
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "samsa_build_info",
 		Help:        "Always 1; the labels say which build of Samsa runs.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+		ConstLabels: prometheus.Labels{"version": bi.Version, "revision": revision, "modified": strconv.FormatBool(bi.Modified), "goversion": bi.GoVersion},
 	}, func() float64 { return 1 })
 }
 
