@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // TestMetricsPrometheus starts a real Prometheus (Debian's prometheus
@@ -35,7 +36,7 @@ import (
 func TestMetricsPrometheus(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
-		t.Skip("prometheus not installed (apt-get install prometheus; .ci/run installs it)")
+		testutil.Missing(t, "prometheus not installed (apt-get install prometheus; .ci/run installs it)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -132,17 +133,17 @@ func TestMetricsPrometheus(t *testing.T) {
 
 	prom := startPrometheus(t, promBin, c)
 
-	prom.waitValue(t, ctx, `sum(kafka_controller_kafkacontroller_activecontrollercount)`, func(v float64) bool { return v == 1 })
-	prom.waitValue(t, ctx, `count(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 3 })
-	prom.waitValue(t, ctx, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 0 })
-	prom.waitValue(t, ctx, `sum(kafka_consumergroup_lag{consumergroup="behind",topic="metrics"})`, func(v float64) bool { return v == float64(wantLag) })
-	prom.waitValue(t, ctx, `count(kafka_consumergroup_lag{consumergroup="behind",topic="metrics"})`, func(v float64) bool { return v == 3 })
-	prom.waitValue(t, ctx, `sum(kafka_consumergroup_lag{consumergroup="behind",topic="single"})`, func(v float64) bool { return v == float64(wantSingle) })
-	prom.waitValue(t, ctx, `count(kafka_consumergroup_lag{consumergroup="behind",topic="single"})`, func(v float64) bool { return v == 3 })
-	prom.waitValue(t, ctx, `sum(kafka_topic_partition_current_offset{topic="metrics"})`, func(v float64) bool { return v == 300 })
-	prom.waitValue(t, ctx, `sum(kafka_server_brokertopicmetrics_messagesin_total{topic="metrics"})`, func(v float64) bool { return v == 300 })
+	prom.waitValue(t, `sum(kafka_controller_kafkacontroller_activecontrollercount)`, func(v float64) bool { return v == 1 })
+	prom.waitValue(t, `count(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 3 })
+	prom.waitValue(t, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 0 })
+	prom.waitValue(t, `sum(kafka_consumergroup_lag{consumergroup="behind",topic="metrics"})`, func(v float64) bool { return v == float64(wantLag) })
+	prom.waitValue(t, `count(kafka_consumergroup_lag{consumergroup="behind",topic="metrics"})`, func(v float64) bool { return v == 3 })
+	prom.waitValue(t, `sum(kafka_consumergroup_lag{consumergroup="behind",topic="single"})`, func(v float64) bool { return v == float64(wantSingle) })
+	prom.waitValue(t, `count(kafka_consumergroup_lag{consumergroup="behind",topic="single"})`, func(v float64) bool { return v == 3 })
+	prom.waitValue(t, `sum(kafka_topic_partition_current_offset{topic="metrics"})`, func(v float64) bool { return v == 300 })
+	prom.waitValue(t, `sum(kafka_server_brokertopicmetrics_messagesin_total{topic="metrics"})`, func(v float64) bool { return v == 300 })
 	// Each record was replicated to two followers.
-	prom.waitValue(t, ctx, `sum(kafka_server_brokertopicmetrics_replicationbytesin_total{topic="metrics"}) / sum(kafka_server_brokertopicmetrics_bytesin_total{topic="metrics"})`, func(v float64) bool { return v == 2 })
+	prom.waitValue(t, `sum(kafka_server_brokertopicmetrics_replicationbytesin_total{topic="metrics"}) / sum(kafka_server_brokertopicmetrics_bytesin_total{topic="metrics"})`, func(v float64) bool { return v == 2 })
 
 	// Every query of our dashboard returns data from this cluster.
 	dash, err := os.ReadFile("deploy/grafana/samsa.json")
@@ -161,7 +162,7 @@ func TestMetricsPrometheus(t *testing.T) {
 	for _, panel := range board.Panels {
 		for _, tg := range panel.Targets {
 			expr := strings.NewReplacer("$job", "samsa", "$__rate_interval", "1m").Replace(tg.Expr)
-			prom.waitSeries(t, ctx, panel.Title, expr)
+			prom.waitSeries(t, panel.Title, expr)
 		}
 	}
 
@@ -169,17 +170,17 @@ func TestMetricsPrometheus(t *testing.T) {
 	if err := c.StopNode(stopped); err != nil {
 		t.Fatal(err)
 	}
-	prom.waitValue(t, ctx, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v > 0 })
-	prom.waitAlert(t, ctx, "UnderReplicatedPartitions", true)
+	prom.waitValue(t, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v > 0 })
+	prom.waitAlert(t, "UnderReplicatedPartitions", true)
 
 	if err := c.StartNode(ctx, stopped); err != nil {
 		t.Fatal(err)
 	}
-	prom.waitValue(t, ctx, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 0 })
-	prom.waitAlert(t, ctx, "UnderReplicatedPartitions", false)
+	prom.waitValue(t, `sum(kafka_server_replicamanager_underreplicatedpartitions)`, func(v float64) bool { return v == 0 })
+	prom.waitAlert(t, "UnderReplicatedPartitions", false)
 	// The restarted follower rejoined the ISRs through its leaders'
 	// AlterPartition.
-	prom.waitValue(t, ctx, `sum(kafka_server_replicamanager_isrexpands_total)`, func(v float64) bool { return v > 0 })
+	prom.waitValue(t, `sum(kafka_server_replicamanager_isrexpands_total)`, func(v float64) bool { return v > 0 })
 }
 
 type strimziEntry struct {
@@ -322,53 +323,34 @@ func (p *promServer) query(expr string) (float64, bool) {
 
 // waitValue waits until expr has a value for which ok holds. Prometheus is
 // another process that scrapes every second: its state is polled.
-func (p *promServer) waitValue(t *testing.T, ctx context.Context, expr string, ok func(float64) bool) {
+func (p *promServer) waitValue(t *testing.T, expr string, ok func(float64) bool) {
 	t.Helper()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	var last float64
-	var got bool
-	for {
-		if last, got = p.query(expr); got && ok(last) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: last value %v (present %v)", expr, last, got)
-		case <-tick.C:
-		}
-	}
+	testutil.WaitFor(t, time.Minute, expr, func() bool {
+		v, got := p.query(expr)
+		return got && ok(v)
+	})
 }
 
 // waitSeries waits until expr returns at least one series.
-func (p *promServer) waitSeries(t *testing.T, ctx context.Context, title, expr string) {
+func (p *promServer) waitSeries(t *testing.T, title, expr string) {
 	t.Helper()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	testutil.WaitFor(t, time.Minute, fmt.Sprintf("dashboard panel %q: %s", title, expr), func() bool {
 		resp, err := http.Get(p.url + "/api/v1/query?query=" + url.QueryEscape(expr))
-		if err == nil {
-			var r struct {
-				Data struct{ Result []json.RawMessage }
-			}
-			err = json.NewDecoder(resp.Body).Decode(&r)
-			resp.Body.Close()
-			if err == nil && len(r.Data.Result) > 0 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("dashboard panel %q: %s returns nothing", title, expr)
-		case <-tick.C:
+		defer resp.Body.Close()
+		var r struct {
+			Data struct{ Result []json.RawMessage }
 		}
-	}
+		return json.NewDecoder(resp.Body).Decode(&r) == nil && len(r.Data.Result) > 0
+	})
 }
 
 // waitAlert waits until the alert is firing (or, with firing false, no
 // longer pending nor firing).
-func (p *promServer) waitAlert(t *testing.T, ctx context.Context, name string, firing bool) {
+func (p *promServer) waitAlert(t *testing.T, name string, firing bool) {
 	t.Helper()
 	expr := fmt.Sprintf(`count(ALERTS{alertname=%q,alertstate="firing"}) or vector(0)`, name)
-	p.waitValue(t, ctx, expr, func(v float64) bool { return (v > 0) == firing })
+	p.waitValue(t, expr, func(v float64) bool { return (v > 0) == firing })
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // TestMetricsEndpoints: /healthz and /readyz answer 200 on a running node,
@@ -67,9 +68,8 @@ func TestMetricsEndpoints(t *testing.T) {
 		`kafka_server_replicamanager_leadercount`:                                func(v float64) bool { return v >= 1 },
 		`kafka_cluster_partition_replicascount{partition="0",topic="compacted"}`: func(v float64) bool { return v == 1 },
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	var missing []string
+	testutil.WaitFor(t, 30*time.Second, "metrics as expected", func() bool {
 		_, body := httpGet(t, base+"/metrics", "")
 		values := map[string]float64{}
 		for _, line := range strings.Split(body, "\n") {
@@ -79,21 +79,17 @@ func TestMetricsEndpoints(t *testing.T) {
 				values[name] = f
 			}
 		}
-		var missing []string
+		missing = missing[:0]
 		for name, ok := range want {
 			if v, found := values[name]; !found || !ok(v) {
 				missing = append(missing, fmt.Sprintf("%s=%v", name, v))
 			}
 		}
-		if len(missing) == 0 {
-			return
+		if len(missing) > 0 {
+			t.Logf("not yet: %s", strings.Join(missing, ", "))
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("not as expected: %s", strings.Join(missing, ", "))
-		case <-tick.C:
-		}
-	}
+		return len(missing) == 0
+	})
 }
 
 // TestReadyz: a node that loses the metadata quorum (two of three voters
@@ -112,19 +108,13 @@ func TestReadyz(t *testing.T) {
 	url := "http://" + c.HTTPAddr(1) + "/readyz"
 	waitCode := func(want int) string {
 		t.Helper()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			code, body := httpGet(t, url, "")
-			if code == want {
-				return body
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("/readyz: %d %s, want %d", code, body, want)
-			case <-tick.C:
-			}
-		}
+		var body string
+		testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("/readyz %d", want), func() bool {
+			var code int
+			code, body = httpGet(t, url, "")
+			return code == want
+		})
+		return body
 	}
 	waitCode(200)
 	for _, id := range []int32{2, 3} {
@@ -184,22 +174,14 @@ func TestMetricsPartitionSeriesOff(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, "quiet"); err != nil {
 		t.Fatal(err)
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		_, body := httpGet(t, "http://"+n.HTTPAddr()+"/metrics", "")
-		if strings.Contains(body, "\nkafka_server_replicamanager_partitioncount 4\n") {
-			for _, name := range []string{"kafka_log_log_size{", "kafka_cluster_partition_", "kafka_topic_partition_", "kafka_topic_partitions{"} {
-				if strings.Contains(body, "\n"+name) {
-					t.Errorf("%s served with samsa.metrics.partition.series=false", name)
-				}
-			}
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("partitioncount never reached 4")
-		case <-tick.C:
+	var body string
+	testutil.WaitFor(t, 20*time.Second, "partitioncount 4", func() bool {
+		_, body = httpGet(t, "http://"+n.HTTPAddr()+"/metrics", "")
+		return strings.Contains(body, "\nkafka_server_replicamanager_partitioncount 4\n")
+	})
+	for _, name := range []string{"kafka_log_log_size{", "kafka_cluster_partition_", "kafka_topic_partition_", "kafka_topic_partitions{"} {
+		if strings.Contains(body, "\n"+name) {
+			t.Errorf("%s served with samsa.metrics.partition.series=false", name)
 		}
 	}
 }

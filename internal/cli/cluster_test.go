@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // TestClusterHealth: a healthy 3-node cluster exits 0; with a node stopped
@@ -29,19 +30,12 @@ func TestClusterHealth(t *testing.T) {
 	mustRun(t, nil, "topic", "create", "h", "--partitions", "3", "--replication-factor", "3", "--config", "min.insync.replicas=3", b)
 	waitHealth := func(want func(r result) bool) result {
 		t.Helper()
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			r := runCtx(ctx, nil, "cluster", "health", b)
-			if want(r) {
-				return r
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("cluster health: %v\n%s", r.err, r.stdout)
-			case <-tick.C:
-			}
-		}
+		var r result
+		testutil.WaitFor(t, time.Minute, "cluster health", func() bool {
+			r = runCtx(ctx, nil, "cluster", "health", b)
+			return want(r)
+		})
+		return r
 	}
 	r := waitHealth(func(r result) bool { return r.err == nil })
 	if !strings.Contains(r.stdout, "Healthy:                            true") || !strings.Contains(r.stdout, "Brokers up:                         [1 2 3]") {
