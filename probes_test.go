@@ -20,7 +20,8 @@ import (
 // /metrics speaks OpenMetrics to a scraper that asks for it, and the
 // storage and request metrics move: a compacted topic with tiny segments
 // rolls segments, flushes them and gets cleaned; produces show in the
-// Produce latency histograms and the topic's counters.
+// Produce latency histograms and the topic's counters, a record refused
+// by validation as a failed produce request.
 func TestMetricsEndpoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -58,15 +59,21 @@ func TestMetricsEndpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A record without a key on a compacted topic fails validation
+	// (INVALID_RECORD): a failed produce request.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "compacted", Value: []byte("no key")}).FirstErr(); err == nil {
+		t.Fatal("a record without a key was appended to a compacted topic")
+	}
 	want := map[string]func(float64) bool{
-		`samsa_log_segment_rolls_total`:                                          func(v float64) bool { return v > 0 },
-		`samsa_log_flush_seconds_count`:                                          func(v float64) bool { return v > 0 },
-		`samsa_log_cleaner_runs_total`:                                           func(v float64) bool { return v > 0 },
-		`samsa_request_local_time_seconds_count{request="Produce"}`:              func(v float64) bool { return v >= 200 },
-		`kafka_server_brokertopicmetrics_messagesin_total{topic="compacted"}`:    func(v float64) bool { return v == 200 },
-		`kafka_server_brokertopicmetrics_totalproducerequests_total{topic=""}`:   func(v float64) bool { return v >= 200 },
-		`kafka_server_replicamanager_leadercount`:                                func(v float64) bool { return v >= 1 },
-		`kafka_cluster_partition_replicascount{partition="0",topic="compacted"}`: func(v float64) bool { return v == 1 },
+		`samsa_log_segment_rolls_total`:                                                  func(v float64) bool { return v > 0 },
+		`samsa_log_flush_seconds_count`:                                                  func(v float64) bool { return v > 0 },
+		`samsa_log_cleaner_runs_total`:                                                   func(v float64) bool { return v > 0 },
+		`samsa_request_local_time_seconds_count{request="Produce"}`:                      func(v float64) bool { return v >= 200 },
+		`kafka_server_brokertopicmetrics_messagesin_total{topic="compacted"}`:            func(v float64) bool { return v == 200 },
+		`kafka_server_brokertopicmetrics_failedproducerequests_total{topic="compacted"}`: func(v float64) bool { return v == 1 },
+		`kafka_server_brokertopicmetrics_totalproducerequests_total{topic=""}`:           func(v float64) bool { return v >= 200 },
+		`kafka_server_replicamanager_leadercount`:                                        func(v float64) bool { return v >= 1 },
+		`kafka_cluster_partition_replicascount{partition="0",topic="compacted"}`:         func(v float64) bool { return v == 1 },
 	}
 	var missing []string
 	testutil.WaitFor(t, 30*time.Second, "metrics as expected", func() bool {

@@ -15,6 +15,7 @@ import (
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/storage"
 )
 
 // Produce: v3-11
@@ -128,6 +129,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 	checked := jobs[:0]
 	for _, j := range jobs {
 		if j.err != nil {
+			countProduce(j.p, len(j.records), storage.AppendResult{}, j.err)
 			failProduce(&resp.Topics[j.ti].Partitions[j.pi], j.err)
 			continue
 		}
