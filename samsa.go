@@ -30,6 +30,7 @@ import (
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
@@ -49,6 +50,12 @@ type Config struct {
 	Properties map[string]string
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
+	// HTTPListener is the host:port of the operations HTTP listener
+	// (/metrics, /healthz, /readyz; see http.listener), "127.0.0.1:0"
+	// for a free port. Empty, the default, starts none unless Properties
+	// sets http.listener (unlike samsa server, whose default is
+	// localhost:9644, so that nodes started in tests do not collide).
+	HTTPListener string
 }
 
 // Node is a running Samsa node: a broker, a controller or both
@@ -58,13 +65,16 @@ type Node struct {
 	logger    *slog.Logger
 	logs      *storage.Manager
 	quorum    quorum.Log
-	raft      *quorum.Raft     // a voter of controller.quorum.voters
-	local     *quorum.Local    // a single node without voters
-	observer  *quorum.Observer // a broker-only node
+	raft      *quorum.Raft         // a voter of controller.quorum.voters
+	transport *quorum.TCPTransport // raft's, with raft
+	local     *quorum.Local        // a single node without voters
+	observer  *quorum.Observer     // a broker-only node
 	ctrl      *controller.Controller
 	broker    *broker.Broker
 	listeners []*server.Server
 	addr      string
+	mlog      *storage.Log    // __cluster_metadata-0
+	http      *metrics.Server // http.listener, nil when none
 
 	// noControlledShutdown skips moving leadership away in Close (the
 	// whole cluster is stopping).
@@ -93,6 +103,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Dir != "" {
 		props["log.dirs"] = cfg.Dir
+	}
+	if cfg.HTTPListener != "" {
+		props["http.listener"] = cfg.HTTPListener
+	} else if _, ok := props["http.listener"]; !ok {
+		props["http.listener"] = ""
 	}
 	nc, err := config.Parse(props)
 	if err != nil {
@@ -146,6 +161,9 @@ func (h *lateHandler) Handle(ctx context.Context, c *server.Conn, req *wire.Requ
 	return b.Handle(ctx, c, req)
 }
 
+// httpListener is the key of a bound http.listener in startNode's bound.
+const httpListener = "http.listener"
+
 // startNode starts a node; bound holds listeners already bound by the
 // caller, by listener name (StartCluster binds controller listeners first
 // to learn their ports).
@@ -172,7 +190,12 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if nc.LogPartitionsMax == 0 {
 		nc.LogPartitionsMax = int32(min(storage.DefaultPartitionsMax(int(nc.LogOpenFilesMax)), math.MaxInt32))
 	}
+	var om *nodeMetrics
+	if nc.HTTPListener != "" {
+		om = newNodeMetrics()
+	}
 	n.logs, err = storage.OpenManager(storage.ManagerOptions{
+		Stats:     om.storageStats(),
 		Dirs:      nc.LogDirs,
 		NodeID:    nc.NodeID,
 		ClusterID: nc.ClusterID,
@@ -230,6 +253,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			MaxRequestBytes: nc.SocketRequestMaxBytes,
 			IdleTimeout:     nc.ConnectionsMaxIdle,
 			Quotas:          brokerQuotas,
+			Requests:        om.requestStats(),
 			Logger:          logger.With("component", "server"),
 		}
 		if isCtrl {
@@ -277,6 +301,19 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if err != nil {
 		return nil, err
 	}
+	n.mlog = mlog
+	if om != nil {
+		reg, err := n.registry(om, h.ready)
+		if err != nil {
+			return nil, err
+		}
+		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], reg, func() error { return n.ready(h.ready) }, logger.With("component", "http"))
+		delete(bound, httpListener)
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("listening", "listener", "http", "addr", n.http.Addr().String())
+	}
 	var voter broker.MetadataQuorum
 	switch {
 	case transport != nil:
@@ -286,6 +323,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			return nil, err
 		}
 		n.quorum, voter = n.raft, n.raft
+		n.transport = transport
 	case len(nc.QuorumVoters) > 0:
 		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {
@@ -305,13 +343,17 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 		n.quorum, voter = n.local, n.local
 	}
-	n.ctrl, err = controller.New(nc, n.quorum, n.logs.ClusterID(), logger.With("component", "controller"))
+	ctrlLog := n.quorum
+	if om != nil {
+		ctrlLog = timedLog{n.quorum, &om.quorum}
+	}
+	n.ctrl, err = controller.New(nc, ctrlLog, n.logs.ClusterID(), logger.With("component", "controller"))
 	if err != nil {
 		return nil, err
 	}
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.
-	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger.With("component", "broker"), Levels: levels,
+	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Topics: om.topicStats(), Logger: logger.With("component", "broker"), Levels: levels,
 		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}})
 	if err != nil {
 		return nil, err
@@ -401,6 +443,9 @@ func (n *Node) Close() error {
 	}
 	for _, l := range n.listeners {
 		errs = append(errs, l.Close())
+	}
+	if n.http != nil {
+		errs = append(errs, n.http.Close())
 	}
 	if n.logs != nil {
 		n.logs.SetCheckpointHook(nil) // the replicas write theirs in Close

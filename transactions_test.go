@@ -890,7 +890,8 @@ func TestTxnBrokerKilled(t *testing.T) {
 	}
 	dir := t.TempDir()
 	args := []string{"server", "--override", "log.dirs=" + dir,
-		"--override", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", freePort(t), freePort(t))}
+		"--override", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", freePort(t), freePort(t)),
+		"--override", "http.listener="}
 	for k, v := range txnProps(nil) {
 		args = append(args, "--override", k+"="+v)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
@@ -78,6 +79,9 @@ type Config struct {
 	// max.connections, max.connections.per.ip or its overrides change as
 	// dynamic broker configs; nil entries are skipped.
 	ConnectionQuotas []*server.Quotas
+	// Topics, when set, counts each hosted topic's traffic
+	// (BrokerTopicMetrics).
+	Topics *metrics.Topics
 }
 
 // Broker handles requests. Safe for concurrent use.
@@ -114,8 +118,9 @@ type Broker struct {
 	pidNext int64
 	pidEnd  int64
 
-	groups *groups // the group coordinator and its wiring (groups.go)
-	txns   *txns   // the transaction coordinator and its wiring (txn.go)
+	groups *groups    // the group coordinator and its wiring (groups.go)
+	lag    lagClients // connections of the consumer lag metrics (metrics.go)
+	txns   *txns      // the transaction coordinator and its wiring (txn.go)
 
 	closed atomic.Bool
 
@@ -160,6 +165,7 @@ func New(cfg Config) (*Broker, error) {
 		FetchMaxBytes:    cfg.Node.ReplicaFetchResponseMaxBytes,
 		LeaderThrottle:   b.leaderThrottle,
 		FollowerThrottle: b.followerThrottle,
+		Topics:           cfg.Topics,
 		Logger:           logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
@@ -212,6 +218,7 @@ func (b *Broker) Close() {
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
+	b.lag.close()
 }
 
 // brokerAddr is the address other brokers reach broker id at.

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
@@ -67,6 +68,8 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		return kresp, nil
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	var acct fetchAcct
+	defer func() { acct.count(req.ReplicaID >= 0) }()
 	var wake chan struct{}
 	var watched []*replica.Partition
 	defer func() {
@@ -77,7 +80,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	for {
 		resp.Reset()
 		kresp.Topics = kresp.Topics[:0]
-		bytes, failed := b.fetchOnce(req, resp)
+		bytes, failed := b.fetchOnce(req, resp, &acct)
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 			b.served(req, bytes)
 			return resp, nil
@@ -101,14 +104,17 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			continue
 		}
 		timer := time.NewTimer(wait)
+		waitStart := time.Now()
 		select {
 		case <-wake:
 			timer.Stop()
+			metrics.AddRemote(ctx, time.Since(waitStart))
 		case <-timer.C:
+			metrics.AddRemote(ctx, time.Since(waitStart))
 			// One last read at the deadline.
 			resp.Reset()
 			kresp.Topics = kresp.Topics[:0]
-			bytes, _ := b.fetchOnce(req, resp)
+			bytes, _ := b.fetchOnce(req, resp, &acct)
 			b.served(req, bytes)
 			return resp, nil
 		case <-ctx.Done():
@@ -142,7 +148,10 @@ func (b *Broker) served(req *kmsg.FetchRequest, bytes int) {
 // that rack holds the offset (Partition.PreferredReadReplica); a
 // redirected partition counts as failed, so that the response goes out at
 // once, as in Kafka.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (total int, failed bool) {
+//
+// acct keeps what it read, for the topics' metrics.
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct) (total int, failed bool) {
+	acct.reset()
 	resp := wresp.FetchResponse
 	diverged, redirected := false, false
 	defer func() { failed = failed || diverged || redirected }()
@@ -189,12 +198,14 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			// Kafka's Partition.localLogWithEpochOrThrow: the leader
 			// epoch first, then leadership when the fetch needs it.
 			if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
+				acct.add(p, 0, err)
 				sp.ErrorCode = errCode(err)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			if leaderOnly && !p.IsLeader() {
+				acct.add(p, 0, nil) // a fetch request, not a failed one (as Kafka)
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
@@ -263,6 +274,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 			}
+			acct.add(p, slice.Length, err)
 			switch {
 
 			case err != nil:

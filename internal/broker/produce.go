@@ -11,9 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/storage"
 )
 
 // Produce: v3-11
@@ -127,6 +129,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 	checked := jobs[:0]
 	for _, j := range jobs {
 		if j.err != nil {
+			countProduce(j.p, len(j.records), storage.AppendResult{}, j.err)
 			failProduce(&resp.Topics[j.ti].Partitions[j.pi], j.err)
 			continue
 		}
@@ -156,6 +159,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		j := jobs[i]
 		sp := &resp.Topics[j.ti].Partitions[j.pi]
 		res, err := j.p.Append(j.batch, req.Acks, now, j.v)
+		countProduce(j.p, len(j.records), res, err)
 		if err != nil {
 			failProduce(sp, err)
 			if sp.ErrorCode == kerr.UnknownServerError.Code {
@@ -211,6 +215,8 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		}
 		timer := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
 		defer timer.Stop()
+		waitStart := time.Now()
+		defer func() { metrics.AddRemote(ctx, time.Since(waitStart)) }()
 		for {
 			open := 0
 			for _, w := range waits {

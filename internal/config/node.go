@@ -210,6 +210,26 @@ type Node struct {
 	// 0.97x with a franz-go consumer, BenchmarkFetch) and about 12% less
 	// CPU per byte on a 2-core machine; see docs/configuration.md.
 	FetchSendfile bool
+	// HTTPListener is http.listener (Samsa's own property, as Redpanda's
+	// admin API): host:port of the operations HTTP listener serving
+	// /metrics, /healthz and /readyz; default localhost:9644; empty turns
+	// it off. Port 0 picks a free port.
+	HTTPListener string
+	// MetricsConsumerLagPartitions is samsa.metrics.consumer.lag.partitions
+	// (default true): the group coordinator serves the per-partition
+	// kafka_consumergroup_lag and kafka_consumergroup_current_offset
+	// series; false keeps the per-topic sums only.
+	MetricsConsumerLagPartitions bool
+	// MetricsPartitionSeries is samsa.metrics.partition.series (default
+	// true): serve the per-partition series (kafka_log_log_*,
+	// kafka_cluster_partition_*, kafka_topic_partition_*); false keeps the
+	// broker-wide counts only, for brokers with very many partitions.
+	MetricsPartitionSeries bool
+	// MetricsConsumerLagMaxSeries is samsa.metrics.consumer.lag.max.series
+	// (default 10000): at most this many committed offsets (group, topic,
+	// partition) are served as lag series, the first in that order; zero
+	// or negative serves no consumer lag at all.
+	MetricsConsumerLagMaxSeries int32
 	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
 	// are leader.replication.throttled.rate and
 	// follower.replication.throttled.rate: bytes/s of replication traffic
@@ -637,18 +657,40 @@ var nodeProps = map[string]nodeProp{
 		n.OffsetsTopicReplicationFactor = int16(i)
 		return nil
 	}, "replication factor of __consumer_offsets"},
-	"transaction.state.log.num.partitions":    {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
-	"group.initial.rebalance.delay.ms":        {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
-	"group.min.session.timeout.ms":            {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
-	"group.max.session.timeout.ms":            {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
-	"group.max.size":                          {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
-	"offsets.retention.minutes":               {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
-	"fetch.max.bytes":                         {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
-	"replica.lag.time.max.ms":                 {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
-	"replica.fetch.response.max.bytes":        {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
-	"broker.session.timeout.ms":               {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
-	"broker.heartbeat.interval.ms":            {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
-	"samsa.fetch.sendfile":                    {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
+	"transaction.state.log.num.partitions": {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
+	"group.initial.rebalance.delay.ms":     {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
+	"group.min.session.timeout.ms":         {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
+	"group.max.session.timeout.ms":         {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
+	"group.max.size":                       {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
+	"offsets.retention.minutes":            {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
+	"fetch.max.bytes":                      {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
+	"replica.lag.time.max.ms":              {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
+	"replica.fetch.response.max.bytes":     {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
+	"broker.session.timeout.ms":            {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
+	"broker.heartbeat.interval.ms":         {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
+	"samsa.fetch.sendfile":                 {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
+	"http.listener": {"localhost:9644", func(n *Node, v string) error {
+		v = strings.TrimSpace(v)
+		if v != "" {
+			if _, port, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("%w %q (host:port, or empty for none)", errBadValue, v)
+			} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+				return fmt.Errorf("%w %q (bad port)", errBadValue, v)
+			}
+		}
+		n.HTTPListener = v
+		return nil
+	}, "operations HTTP listener (/metrics, /healthz, /readyz); empty: none"},
+	"samsa.metrics.partition.series":        {"true", boolean(func(n *Node) *bool { return &n.MetricsPartitionSeries }), "serve per-partition metrics series"},
+	"samsa.metrics.consumer.lag.partitions": {"true", boolean(func(n *Node) *bool { return &n.MetricsConsumerLagPartitions }), "serve consumer lag per partition, not only per topic"},
+	"samsa.metrics.consumer.lag.max.series": {"10000", func(n *Node, v string) error {
+		i, err := parseInt32(v)
+		if err != nil {
+			return fmt.Errorf("%w %q", errBadValue, v)
+		}
+		n.MetricsConsumerLagMaxSeries = i
+		return nil
+	}, "most committed offsets served as lag series"},
 	"auto.leader.rebalance.enable":            {"true", boolean(func(n *Node) *bool { return &n.AutoLeaderRebalanceEnable }), "move leadership back to preferred replicas"},
 	"leader.imbalance.check.interval.seconds": {"300", positiveMillis(func(n *Node) *time.Duration { return &n.LeaderImbalanceCheckInterval }, time.Second), "preferred leader check period"},
 	"leader.imbalance.per.broker.percentage":  {"10", i32(func(n *Node) *int32 { return &n.LeaderImbalancePerBrokerPercentage }, 0), "allowed leader imbalance per broker"},

@@ -286,6 +286,7 @@ func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata
 						if !fenced(r) {
 							leader, isr = r, []int32{r}
 							c.logger.Warn("unclean leader election", "topic", name, "partition", i, "leader", r)
+							c.UncleanElections.Add(1)
 							break
 						}
 					}
@@ -316,6 +317,7 @@ func (c *Controller) electLeadersLocked(im *metadata.Image, id int32) []metadata
 				}
 				isr = []int32{id}
 				c.logger.Warn("unclean leader election", "topic", name, "partition", i, "leader", id)
+				c.UncleanElections.Add(1)
 			}
 			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
 				Leader: id, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1})

@@ -74,6 +74,11 @@ type Controller struct {
 	brokerIncarnation map[int32]metadata.UUID
 	unregister        func()
 	closed            atomic.Bool
+
+	// UncleanElections counts the leaders this controller chose outside
+	// the ISR (unclean.leader.election.enable, or ElectLeaders UNCLEAN);
+	// Kafka's UncleanLeaderElectionsPerSec.
+	UncleanElections atomic.Int64
 }
 
 // New replays the metadata log into an image, subscribes to its further

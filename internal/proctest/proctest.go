@@ -93,6 +93,7 @@ func StartWithin(t testing.TB, dir string, timeout time.Duration, overrides ...s
 	args := []string{"server",
 		"--override", "log.dirs=" + dir,
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"--override", "http.listener=", // none: tests run in parallel
 	}
 	for _, o := range overrides {
 		args = append(args, "--override", o)

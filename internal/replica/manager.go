@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/storage"
 )
 
@@ -36,7 +38,10 @@ type Options struct {
 	// throttled replicas (leader.replication.throttled.rate,
 	// follower.replication.throttled.rate); nil means unlimited.
 	LeaderThrottle, FollowerThrottle *Throttle
-	Logger                           *slog.Logger // nil discards
+	// Topics, when set, gives each hosted partition its topic's traffic
+	// counters (Partition.Stats).
+	Topics *metrics.Topics
+	Logger *slog.Logger // nil discards
 }
 
 // Manager owns the hosted partitions, the follower fetchers and the ISR
@@ -58,6 +63,10 @@ type Manager struct {
 
 	goMu    sync.Mutex // guards closing and wg.Add; a leaf lock (taken inside mu)
 	closing bool       // Close started: spawn starts nothing
+
+	// ISRShrinks and ISRExpands count the ISR changes of led partitions
+	// the controller committed (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
+	ISRShrinks, ISRExpands atomic.Int64
 }
 
 // spawn runs fn on a goroutine that Close waits for, unless Close has
@@ -139,6 +148,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 		log.SetConfig(cfg.Storage)
 	}
 	p := newPartition(tp, topicID, m.opts.NodeID, log, cfg)
+	p.Stats = m.opts.Topics.Acquire(tp.Topic)
 	p.hw.Store(min(m.checkpointedHWLocked(log, tp), log.LogEndOffset()))
 	m.parts[tp] = p
 	return p, nil
@@ -201,6 +211,7 @@ func (m *Manager) Remove(tp TopicPartition) error {
 	if p != nil {
 		m.removeFromFetchersLocked(p)
 		p.leader.Store(false)
+		m.opts.Topics.Release(p.Stats)
 	}
 	m.mu.Unlock()
 	if p != nil {
@@ -270,6 +281,7 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 		return
 	}
 	epoch, pepoch := p.LeaderEpoch(), p.partitionEpochNow()
+	before := len(p.ISR())
 	started := m.spawn(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
@@ -280,6 +292,12 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 			return
 		}
 		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
+		switch {
+		case len(got) < before:
+			m.ISRShrinks.Add(1)
+		case len(got) > before:
+			m.ISRExpands.Add(1)
+		}
 		p.isrUpdated(got, gotEpoch, true)
 	})
 	if !started {

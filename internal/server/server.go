@@ -28,6 +28,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -87,7 +88,10 @@ type Config struct {
 	// max.connections.per.ip) this listener shares with the others of
 	// its socket server; nil means no limits.
 	Quotas *Quotas
-	Logger *slog.Logger // nil discards
+	// Requests, when set, times every request (queue, local, remote,
+	// send) and counts the busy time of handlers and of the network side.
+	Requests *metrics.Requests
+	Logger   *slog.Logger // nil discards
 }
 
 // DefaultMaxRequestBytes is Kafka's default socket.request.max.bytes,
@@ -154,6 +158,14 @@ func (s *Server) Name() string { return s.cfg.Name }
 
 // Addr is the bound address (with the real port when 0 was asked).
 func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }
+
+// Connections is the number of open connections (Kafka's
+// connection-count of the listener).
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
 
 // Close stops accepting, closes every connection and waits for their
 // goroutines.
@@ -349,6 +361,10 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	log := s.logger.With("remote", conn.RemoteAddr)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	var timing metrics.Timing
+	if s.cfg.Requests != nil {
+		ctx = metrics.WithTiming(ctx, &timing)
+	}
 
 	reqs := make(chan request, readAhead)
 	// Produce frames are read into buffers that come back once their
@@ -377,12 +393,14 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 				}
 				return
 			}
+			parseStart := time.Now()
 			req, err := wire.ParseRequest(frame, s.cfg.Versions)
 			if err != nil {
 				log.Info("closing connection", "err", err)
 				return
 			}
-			r := request{Request: req}
+			r := request{Request: req, decoded: time.Now()}
+			r.parse = r.decoded.Sub(parseStart)
 			if req.Key == int16(kmsg.Produce) {
 				r.frame = frame
 			}
@@ -406,7 +424,10 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			tc.touch()
 		}
 		setBusy(true)
+		timing.Reset()
+		started := time.Now()
 		resp, err := s.handle(ctx, conn, req)
+		handled := time.Now()
 		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
 			// Answered (acks=0 included) or failed: the frame is free.
 			select {
@@ -419,6 +440,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			return
 		}
 		if resp == nil {
+			s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, handled)
 			setBusy(false)
 			continue
 		}
@@ -429,6 +451,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 				log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 				return
 			}
+			s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, time.Now())
 			setBusy(false)
 			continue
 		}
@@ -437,6 +460,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 			return
 		}
+		s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, time.Now())
 		setBusy(false)
 		if cap(out) > 1<<20 {
 			out = nil // do not pin large buffers on idle connections
@@ -448,7 +472,9 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 // back to the reader once it is answered.
 type request struct {
 	*wire.Request
-	frame []byte
+	frame   []byte
+	decoded time.Time     // when decoding finished
+	parse   time.Duration // decoding time
 }
 
 // A connection keeps at most pooledFrames frame buffers of at most

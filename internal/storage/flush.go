@@ -197,7 +197,9 @@ func (l *Log) flushInGate(offset int64, toEnd, force bool) error {
 		l.mu.Unlock()
 		return l.fail(err)
 	}
-	if d := time.Since(start); d > slowFlush {
+	d := time.Since(start)
+	l.stats.flushed(d)
+	if d > slowFlush {
 		l.logger.Warn("slow flush", "duration", d, "up_to_offset", offset)
 	}
 	l.mu.Lock()

@@ -73,6 +73,7 @@ type Log struct {
 
 	flushTarget atomic.Int64  // highest offset the background flusher was asked to reach
 	flushKick   chan struct{} // wakes the background flusher
+	stats       *Stats        // nil: none
 	done        chan struct{} // closed by Close to stop it
 	wg          sync.WaitGroup
 
@@ -416,6 +417,7 @@ func (l *Log) rollLocked(newBase int64) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.stats.rolled()
 	next := make([]*segment, 0, len(segs)+1)
 	next = append(next, segs...)
 	if old.size.Load() == 0 {

@@ -35,6 +35,8 @@ const deleteSuffix = "-delete"
 
 // ManagerOptions are the arguments of OpenManager.
 type ManagerOptions struct {
+	// Stats, when set, is given to every log (OpenOptions.Stats).
+	Stats *Stats
 	// Dirs are the log dirs (log.dirs). At least one.
 	Dirs []string
 	// NodeID is node.id, written to and checked against meta.properties.
@@ -402,6 +404,7 @@ func (m *Manager) loadDir(d *logDir) error {
 			Logger:         m.logger.With("topic", j.tp.Topic, "partition", j.tp.Partition),
 			Now:            m.opts.Now,
 			Files:          m.files,
+			Stats:          m.opts.Stats,
 		})
 		n := done.Add(1)
 		if total := int64(len(jobs)); total >= 1000 && n*10/total != (n-1)*10/total {
@@ -542,6 +545,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		Logger: m.logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:    m.opts.Now,
 		Files:  m.files,
+		Stats:  m.opts.Stats,
 	})
 	if err != nil {
 		return nil, err

@@ -48,6 +48,7 @@ func Open(opts OpenOptions) (*Log, error) {
 		cfg:       opts.Config.WithDefaults(),
 		flushKick: make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		stats:     opts.Stats,
 		producers: newProducerState(opts.Dir, opts.Config.WithDefaults().ProducerIDExpiration),
 	}
 	if l.files == nil {
