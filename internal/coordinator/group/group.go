@@ -76,13 +76,26 @@ type protocol struct {
 // joinWaiter is a parked JoinGroup request.
 type joinWaiter struct {
 	version int16
-	reply   func(*kmsg.JoinGroupResponse)
+	answer  func(*kmsg.JoinGroupResponse)
+}
+
+// reply answers the request with r in the request's version, whatever
+// path built r: librdkafka decodes by the version it sent.
+func (w *joinWaiter) reply(r *kmsg.JoinGroupResponse) {
+	r.Version = w.version
+	w.answer(r)
 }
 
 // syncWaiter is a parked SyncGroup request.
 type syncWaiter struct {
 	version int16
-	reply   func(*kmsg.SyncGroupResponse)
+	answer  func(*kmsg.SyncGroupResponse)
+}
+
+// reply answers the request with r in the request's version.
+func (w *syncWaiter) reply(r *kmsg.SyncGroupResponse) {
+	r.Version = w.version
+	w.answer(r)
 }
 
 // member is one member of a classic group.

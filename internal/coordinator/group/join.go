@@ -38,7 +38,6 @@ func completeJoin(m *member, r *kmsg.JoinGroupResponse) bool {
 		return false
 	}
 	m.join = nil
-	r.Version = w.version
 	w.reply(r)
 	return true
 }
@@ -51,7 +50,6 @@ func completeSync(m *member, code int16, protocolType, protocolName *string) boo
 	}
 	m.sync = nil
 	r := kmsg.NewPtrSyncGroupResponse()
-	r.Version = w.version
 	r.ErrorCode = code
 	r.MemberAssignment = []byte{}
 	if code == 0 {
@@ -111,8 +109,8 @@ func durationMs(ms int32) time.Duration { return time.Duration(ms) * time.Millis
 // joinGroup handles JoinGroup v0-v9.
 func (c *Coordinator) joinGroup(cl Client, req *kmsg.JoinGroupRequest, reply func(*kmsg.JoinGroupResponse)) {
 	v := req.Version
-	w := &joinWaiter{version: v, reply: reply}
-	fail := func(code int16, memberID string) { reply(errJoinResponse(w, code, memberID)) }
+	w := &joinWaiter{version: v, answer: reply}
+	fail := func(code int16, memberID string) { w.reply(errJoinResponse(w, code, memberID)) }
 
 	if req.Group == "" {
 		fail(kerr.InvalidGroupID.Code, req.MemberID)
@@ -730,7 +728,7 @@ func (c *Coordinator) syncGroup(req *kmsg.SyncGroupRequest, reply func(*kmsg.Syn
 		if m.sync != nil {
 			completeSync(m, kerr.RebalanceInProgress.Code, nil, nil)
 		}
-		m.sync = &syncWaiter{version: v, reply: reply}
+		m.sync = &syncWaiter{version: v, answer: reply}
 		c.removePendingSync(g, m.id)
 		if g.leader != m.id {
 			return
