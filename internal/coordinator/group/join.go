@@ -363,9 +363,14 @@ func (c *Coordinator) replaceStaticMemberAndRebalance(g *group, j joinRequest, o
 	instanceID := *j.instanceID
 	currentLeader := g.leader
 	m := c.replaceStaticMember(g, instanceID, oldID, newID)
-	c.rescheduleHeartbeat(g, m, m.sessionTimeout())
 	oldProtocols, oldRebalance, oldSession := m.protocols, m.rebalanceTimeoutMs, m.sessionTimeoutMs
+	oldClient := Client{ID: m.clientID, Host: m.clientHost}
+	// The restarted client's timeouts and client id replace the old ones
+	// (Kafka's classicGroupJoinExistingStaticMember): they are persisted
+	// with the group below and the session timer runs on the new timeout.
 	g.updateMember(m, cloneProtocols(j.req.Protocols), j.rebalance, j.session, j.w)
+	m.clientID, m.clientHost = j.client.ID, j.client.Host
+	c.rescheduleHeartbeat(g, m, m.sessionTimeout())
 	c.logGroup(g).Info("static member rejoined", "instance_id", instanceID, "old_member_id", oldID, "member_id", newID, "state", g.state.String())
 
 	switch g.state {
@@ -382,6 +387,7 @@ func (c *Coordinator) replaceStaticMemberAndRebalance(g *group, j joinRequest, o
 				if g.members[newID] == m && g.state != stateDead {
 					// Revert to the old member id.
 					g.updateMember(m, oldProtocols, oldRebalance, oldSession, nil)
+					m.clientID, m.clientHost = oldClient.ID, oldClient.Host
 					back := c.replaceStaticMember(g, instanceID, newID, oldID)
 					c.rescheduleHeartbeat(g, back, back.sessionTimeout())
 				}
