@@ -326,12 +326,14 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			}
 		}
 	}
+	var deleted []string
 	if old != nil {
 		for _, name := range old.TopicNames() {
 			t := old.Topic(name)
 			if next.TopicByID(t.ID) != nil {
 				continue
 			}
+			deleted = append(deleted, name)
 			for i, p := range t.Partitions {
 				if !slices.Contains(p.Replicas, self) {
 					continue
@@ -341,6 +343,11 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 				}
 			}
 		}
+	}
+	if b.groups != nil {
+		// Kafka's onPartitionsDeleted: the groups forget the topics'
+		// offsets (queued, never blocks).
+		b.groups.coord.DeleteTopicOffsets(deleted)
 	}
 	b.applyGroupImage(next)
 	b.applyTxnImage(next)

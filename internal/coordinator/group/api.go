@@ -15,11 +15,13 @@ type APIVersion struct {
 
 // APIVersions lists the versions of the group APIs the Coordinator
 // implements, for the broker's ApiVersions table. OffsetCommit and
-// OffsetFetch stop at v9 (v10 names topics by id, KIP-848); DescribeGroups
-// at v5 and DeleteGroups at v2. FindCoordinator is the broker's.
+// OffsetFetch v10 name topics by id: the broker resolves the ids and
+// fills in the names the Coordinator keys offsets by (it reads Topic at
+// every version). DescribeGroups stops at v5 and DeleteGroups at v2.
+// FindCoordinator is the broker's.
 var APIVersions = []APIVersion{
-	{Key: int16(kmsg.OffsetCommit), Min: 0, Max: 9},
-	{Key: int16(kmsg.OffsetFetch), Min: 0, Max: 9},
+	{Key: int16(kmsg.OffsetCommit), Min: 0, Max: 10},
+	{Key: int16(kmsg.OffsetFetch), Min: 0, Max: 10},
 	{Key: int16(kmsg.JoinGroup), Min: 0, Max: 9},
 	{Key: int16(kmsg.Heartbeat), Min: 0, Max: 4},
 	{Key: int16(kmsg.LeaveGroup), Min: 0, Max: 5},

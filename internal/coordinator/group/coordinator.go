@@ -72,6 +72,9 @@ type partition struct {
 	// txnCompletions are transaction markers reported by CompleteTxn while
 	// the partition loads, applied once loaded (txn.go).
 	txnCompletions []txnCompletion
+	// deletedTopics are topics whose offsets DeleteTopicOffsets removed
+	// while the partition loaded, removed once loaded (topics.go).
+	deletedTopics []string
 }
 
 // New starts a Coordinator that owns no partition yet (every group gets

@@ -55,6 +55,11 @@ func (ls *loadState) apply(rec Record) error {
 		o := ls.offsets[d.OffsetKey.Group]
 		if d.OffsetValue == nil {
 			delete(o, k)
+			// As Kafka's replay: a tombstone also ends what open
+			// transactions committed for the partition.
+			for _, groups := range ls.txnOffsets {
+				delete(groups[d.OffsetKey.Group], k)
+			}
 			return nil
 		}
 		if o == nil {
@@ -154,4 +159,12 @@ func (c *Coordinator) install(part *partition, ls *loadState) {
 		c.completeTxn(part, tc.producerID, tc.commit)
 	}
 	part.txnCompletions = nil
+	if len(part.deletedTopics) > 0 {
+		set := map[string]bool{}
+		for _, t := range part.deletedTopics {
+			set[t] = true
+		}
+		part.deletedTopics = nil
+		c.deleteTopicOffsets(part, set)
+	}
 }

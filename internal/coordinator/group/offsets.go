@@ -38,8 +38,8 @@ func (g *group) validateOffsetCommit(memberID string, instanceID *string, genera
 	return 0
 }
 
-// offsetCommit handles OffsetCommit v0-v9 (topic names; v10's topic ids are
-// not supported).
+// offsetCommit handles OffsetCommit v0-v10 by topic name (for v10 the
+// broker fills in the names of the ids).
 func (c *Coordinator) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.OffsetCommitResponse)) {
 	v := req.Version
 	resp := kmsg.NewPtrOffsetCommitResponse()
@@ -220,8 +220,8 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 	return out, 0
 }
 
-// offsetFetch handles OffsetFetch v0-v9 (v8+: several groups; v10's topic
-// ids are not supported).
+// offsetFetch handles OffsetFetch v0-v10 by topic name (v8+: several
+// groups; for v10 the broker fills in the names of the ids).
 func (c *Coordinator) offsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	v := req.Version
 	resp := kmsg.NewPtrOffsetFetchResponse()
@@ -352,11 +352,20 @@ func (c *Coordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*km
 			return
 		}
 		for _, k := range deleted {
-			delete(g.offsets, k)
+			g.removeOffset(k)
 		}
 		c.logGroup(g).Info("deleted offsets", "partitions", len(deleted))
 		reply(resp)
 	})
+}
+
+// removeOffset forgets the committed offset of k and what open
+// transactions committed for it, as Kafka's replay of a tombstone.
+func (g *group) removeOffset(k tp) {
+	delete(g.offsets, k)
+	for _, pending := range g.pendingTxnOffsets {
+		delete(pending, k)
+	}
 }
 
 // expirationBase returns, for a group whose offsets may expire, the
@@ -411,7 +420,7 @@ func (c *Coordinator) expireOffsets(now time.Time) {
 				for _, k := range slices.SortedFunc(maps.Keys(g.offsets), compareTP) {
 					e := g.offsets[k]
 					isExpired := false
-					if !g.isSubscribedToTopic(k.topic) && g.pendingCommits[k] == 0 {
+					if !g.isSubscribedToTopic(k.topic) && g.pendingCommits[k] == 0 && !g.hasPendingTxnOffset(k) {
 						if e.expireTimestamp >= 0 {
 							isExpired = nowMs >= e.expireTimestamp
 						} else {
