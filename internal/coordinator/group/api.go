@@ -31,6 +31,8 @@ var APIVersions = []APIVersion{
 	{Key: int16(kmsg.DeleteGroups), Min: 0, Max: 2},
 	{Key: int16(kmsg.OffsetDelete), Min: 0, Max: 0},
 	{Key: int16(kmsg.TxnOffsetCommit), Min: 0, Max: 3},
+	{Key: int16(kmsg.ConsumerGroupHeartbeat), Min: 0, Max: 1},
+	{Key: int16(kmsg.ConsumerGroupDescribe), Min: 0, Max: 1},
 }
 
 var codeUnavailable = kerr.CoordinatorNotAvailable.Code
@@ -203,6 +205,49 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		r = kmsg.NewPtrOffsetDeleteResponse()
 		r.Version = req.Version
 		r.ErrorCode = codeUnavailable
+	}
+	return r
+}
+
+// ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat request (v0-v1,
+// KIP-848) from client cl: it joins, keeps or leaves (epoch -1; -2 for a
+// static member leaving for now) a member of a consumer group, and answers
+// with the member's epoch and, when it changed or the request was a full
+// one, its assignment; it returns once the records of the change are
+// written to __consumer_offsets. v1 members choose their own member id
+// (v0: the coordinator's when empty) and may subscribe by regex. Errors are
+// in the response: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, UNSUPPORTED_ASSIGNOR,
+// INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a classic group with
+// members), GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+// FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID.
+func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, cl Client, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+	r, ok := call(c, ctx, func(reply func(*kmsg.ConsumerGroupHeartbeatResponse)) { c.consumerHeartbeat(cl, req, reply) })
+	if !ok {
+		r = kmsg.NewPtrConsumerGroupHeartbeatResponse()
+		r.Version = req.Version
+		r.ErrorCode = codeUnavailable
+	}
+	return r
+}
+
+// ConsumerGroupDescribe handles a ConsumerGroupDescribe request (v0-v1,
+// KIP-848): each consumer group's state, epochs, assignor and members with
+// their current and target assignments (topic names from the Topics given
+// to SetTopics). Classic groups and unknown ones get GROUP_ID_NOT_FOUND,
+// groups of partitions not owned NOT_COORDINATOR. AuthorizedOperations is
+// left for the broker to set.
+func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
+	r, ok := call(c, ctx, func(reply func(*kmsg.ConsumerGroupDescribeResponse)) { reply(c.consumerDescribe(req)) })
+	if !ok {
+		r = kmsg.NewPtrConsumerGroupDescribeResponse()
+		r.Version = req.Version
+		for _, id := range req.Groups {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group = id
+			g.ErrorCode = codeUnavailable
+			r.Groups = append(r.Groups, g)
+		}
 	}
 	return r
 }

@@ -149,6 +149,20 @@ func (c *Coordinator) joinGroup(cl Client, req *kmsg.JoinGroupRequest, reply fun
 		g = newGroup(part, req.Group, now)
 		part.groups[g.id] = g
 	}
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			// Online migration between the protocols is not done.
+			fail(kerr.InconsistentGroupProtocol.Code, req.MemberID)
+			return
+		}
+		// An empty consumer group becomes a classic group, as in Kafka.
+		c.appendRecords(part, g.deletionTombstones(), func(err error) {
+			if err != nil {
+				c.logGroup(g).Warn("failed to write the tombstones of a consumer group becoming classic", "err", err)
+			}
+		})
+		g.cg, g.protocolType, g.generation = nil, "", 0
+	}
 	if !c.acceptJoiningMember(g, req.MemberID) {
 		if m := g.members[req.MemberID]; m != nil {
 			c.removeMember(g, m, kerr.GroupMaxSizeReached.Code)

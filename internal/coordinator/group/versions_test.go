@@ -37,6 +37,10 @@ func (h *harness) dispatch(ctx context.Context, req kmsg.Request) kmsg.Response 
 		return h.c.OffsetDelete(ctx, r)
 	case *kmsg.TxnOffsetCommitRequest:
 		return h.c.TxnOffsetCommit(ctx, r)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return h.c.ConsumerGroupHeartbeat(ctx, Client{ID: "client", Host: "/127.0.0.1"}, r)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return h.c.ConsumerGroupDescribe(ctx, r)
 	}
 	panic(fmt.Sprintf("no method for %T", req))
 }
@@ -77,6 +81,12 @@ func fill(req kmsg.Request, group string) {
 	case *kmsg.OffsetDeleteRequest:
 		r.Group = group
 		r.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		r.Group, r.MemberID, r.RebalanceTimeoutMillis = group+"-cg", "member-"+group, 30000
+		r.SubscribedTopicNames = []string{"t"}
+		r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		r.Groups = []string{group + "-cg", group}
 	case *kmsg.TxnOffsetCommitRequest:
 		r.Group, r.TransactionalID, r.ProducerID, r.ProducerEpoch = group, "tx", 7, 0
 		r.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 3, LeaderEpoch: -1}}}}
