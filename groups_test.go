@@ -96,9 +96,14 @@ func (r *groupRun) signal() {
 // uncommitted when partitions move, and commits never hold up polling while
 // the group rebalances.
 func (r *groupRun) newMember(n *samsa.Node, name, groupID string, balancer kgo.GroupBalancer, extra ...kgo.Opt) *member {
+	return r.newMemberOf([]string{n.Addr()}, name, groupID, balancer, extra...)
+}
+
+// newMemberOf is newMember with the brokers at seeds.
+func (r *groupRun) newMemberOf(seeds []string, name, groupID string, balancer kgo.GroupBalancer, extra ...kgo.Opt) *member {
 	m := &member{name: name, run: r, assigned: map[int32]bool{}}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(n.Addr()),
+		kgo.SeedBrokers(seeds...),
 		kgo.ClientID(name),
 		kgo.ConsumerGroup(groupID),
 		kgo.ConsumeTopics(r.topic),

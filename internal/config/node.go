@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -185,6 +186,26 @@ type Node struct {
 	GroupMaxSessionTimeout time.Duration
 	// GroupMaxSize is group.max.size (default Int.MAX).
 	GroupMaxSize int32
+	// GroupConsumerSessionTimeout is group.consumer.session.timeout.ms,
+	// the session of KIP-848 consumer group members (default 45 s), within
+	// GroupConsumerMinSessionTimeout and GroupConsumerMaxSessionTimeout
+	// (group.consumer.min/max.session.timeout.ms, 45 s and 60 s).
+	GroupConsumerSessionTimeout    time.Duration
+	GroupConsumerMinSessionTimeout time.Duration
+	GroupConsumerMaxSessionTimeout time.Duration
+	// GroupConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms
+	// (default 5 s), within GroupConsumerMinHeartbeatInterval and
+	// GroupConsumerMaxHeartbeatInterval
+	// (group.consumer.min/max.heartbeat.interval.ms, 5 s and 15 s).
+	GroupConsumerHeartbeatInterval    time.Duration
+	GroupConsumerMinHeartbeatInterval time.Duration
+	GroupConsumerMaxHeartbeatInterval time.Duration
+	// GroupConsumerMaxSize is group.consumer.max.size (default Int.MAX).
+	GroupConsumerMaxSize int32
+	// GroupConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors of consumer groups by name, the first the default
+	// (default uniform, range; Kafka's class names are accepted too).
+	GroupConsumerAssignors []string
 	// OffsetsRetention is offsets.retention.minutes (default 7 days).
 	OffsetsRetention time.Duration
 	// FetchMaxBytes is fetch.max.bytes, the cap on a Fetch response
@@ -473,6 +494,39 @@ func i32(dst func(*Node) *int32, min int32) func(*Node, string) error {
 		*dst(n) = i
 		return nil
 	}
+}
+
+// consumerGroupProps are the properties of KIP-848 consumer groups, merged
+// into nodeProps.
+var consumerGroupProps = map[string]nodeProp{
+	"group.consumer.session.timeout.ms":        {"45000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerSessionTimeout }, time.Millisecond), "session of consumer group (KIP-848) members"},
+	"group.consumer.min.session.timeout.ms":    {"45000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMinSessionTimeout }, time.Millisecond), "smallest consumer group session timeout"},
+	"group.consumer.max.session.timeout.ms":    {"60000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMaxSessionTimeout }, time.Millisecond), "largest consumer group session timeout"},
+	"group.consumer.heartbeat.interval.ms":     {"5000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerHeartbeatInterval }, time.Millisecond), "heartbeat interval of consumer group members"},
+	"group.consumer.min.heartbeat.interval.ms": {"5000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMinHeartbeatInterval }, time.Millisecond), "smallest consumer group heartbeat interval"},
+	"group.consumer.max.heartbeat.interval.ms": {"15000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMaxHeartbeatInterval }, time.Millisecond), "largest consumer group heartbeat interval"},
+	"group.consumer.max.size":                  {"2147483647", i32(func(n *Node) *int32 { return &n.GroupConsumerMaxSize }, 1), "members per consumer group"},
+	"group.consumer.assignors":                 {"uniform,range", consumerAssignors, "server-side assignors of consumer groups"},
+}
+
+func init() { maps.Copy(nodeProps, consumerGroupProps) }
+
+// consumerAssignors parses group.consumer.assignors: names or Kafka's
+// class names of the uniform and range assignors, comma-separated.
+func consumerAssignors(n *Node, v string) error {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		switch strings.TrimSpace(a) {
+		case "uniform", "org.apache.kafka.coordinator.group.assignor.UniformAssignor":
+			out = append(out, "uniform")
+		case "range", "org.apache.kafka.coordinator.group.assignor.RangeAssignor":
+			out = append(out, "range")
+		default:
+			return fmt.Errorf("%w %q (uniform and range are known)", errBadValue, v)
+		}
+	}
+	n.GroupConsumerAssignors = out
+	return nil
 }
 
 func i64(dst func(*Node) *int64, min int64) func(*Node, string) error {
@@ -839,6 +893,15 @@ func (n *Node) Validate() error {
 	}
 	if n.GroupMinSessionTimeout > n.GroupMaxSessionTimeout {
 		return errors.New("config group.min.session.timeout.ms is above group.max.session.timeout.ms")
+	}
+	if n.GroupConsumerSessionTimeout < n.GroupConsumerMinSessionTimeout || n.GroupConsumerSessionTimeout > n.GroupConsumerMaxSessionTimeout {
+		return errors.New("config group.consumer.session.timeout.ms is outside group.consumer.min.session.timeout.ms and group.consumer.max.session.timeout.ms")
+	}
+	if n.GroupConsumerHeartbeatInterval < n.GroupConsumerMinHeartbeatInterval || n.GroupConsumerHeartbeatInterval > n.GroupConsumerMaxHeartbeatInterval {
+		return errors.New("config group.consumer.heartbeat.interval.ms is outside group.consumer.min.heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms")
+	}
+	if n.GroupConsumerHeartbeatInterval >= n.GroupConsumerSessionTimeout {
+		return errors.New("config group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
 	}
 	if n.MaxConnectionsPerIP == 0 && len(n.MaxConnectionsPerIPOverrides) == 0 {
 		return errors.New("config max.connections.per.ip can be zero only if max.connections.per.ip.overrides is set")
