@@ -12,7 +12,7 @@ import (
 // every operation allowed (no ACLs yet): READ, DELETE, DESCRIBE.
 const allGroupOperations = 1<<3 | 1<<6 | 1<<8
 
-// DescribeGroups: v0-5
+// DescribeGroups: v0-6
 //
 // Version notes:
 //   - v0: the lowest version served
@@ -23,6 +23,8 @@ const allGroupOperations = 1<<3 | 1<<6 | 1<<8
 //     (response Group)
 //   - v4: InstanceID (response GroupMember)
 //   - v5: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v6: ErrorMessage (response Group); GROUP_ID_NOT_FOUND for unknown
+//     groups and KIP-848 consumer groups (KIP-1043)
 
 // DescribeGroups: state, protocol and members (their metadata and
 // assignment for Stable groups) of groups this broker coordinates.

@@ -121,10 +121,10 @@ each member's epoch and target assignment).`,
 				case !ok:
 					errs = append(errs, fmt.Errorf("describe group %s: not in the response", g))
 					continue
-				case l.Error() != nil:
+				case l.Error() != nil && !errors.Is(l.Error(), kerr.GroupIDNotFound):
 					errs = append(errs, fmt.Errorf("describe group %s: %w", g, l.Error()))
 					continue
-				case l.State == "Dead":
+				case l.Error() != nil || l.State == "Dead":
 					// Not a classic group: maybe a consumer group (KIP-848).
 					cg, err := describeConsumerGroup(ctx, adm, g)
 					if err != nil {

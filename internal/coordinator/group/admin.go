@@ -29,7 +29,7 @@ func (c *Coordinator) logGroup(g *group) *slog.Logger {
 	return g.part.log.With("group", g.id)
 }
 
-// describeGroups handles DescribeGroups v0-v5. AuthorizedOperations are left
+// describeGroups handles DescribeGroups v0-v6. AuthorizedOperations are left
 // for the broker to fill in.
 func (c *Coordinator) describeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
 	resp := kmsg.NewPtrDescribeGroupsResponse()
@@ -46,8 +46,17 @@ func (c *Coordinator) describeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 		g := part.groups[id]
 		if g == nil || g.cg != nil {
 			// Kafka answers a consumer group (KIP-848) as unknown:
-			// Dead before v6 (ConsumerGroupDescribe describes it).
+			// Dead before v6, GROUP_ID_NOT_FOUND from v6
+			// (ConsumerGroupDescribe describes it).
 			dg.State = stateDead.String()
+			if req.Version >= 6 {
+				dg.ErrorCode = kerr.GroupIDNotFound.Code
+				msg := "Group " + id + " not found."
+				if g != nil {
+					msg = "Group " + id + " is not a classic group."
+				}
+				dg.ErrorMessage = &msg
+			}
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}

@@ -17,7 +17,7 @@ type APIVersion struct {
 // implements, for the broker's ApiVersions table. OffsetCommit and
 // OffsetFetch v10 name topics by id: the broker resolves the ids and
 // fills in the names the Coordinator keys offsets by (it reads Topic at
-// every version). DescribeGroups stops at v5 and DeleteGroups at v2.
+// every version). DeleteGroups stops at v2.
 // FindCoordinator is the broker's.
 var APIVersions = []APIVersion{
 	{Key: int16(kmsg.OffsetCommit), Min: 0, Max: 10},
@@ -26,7 +26,7 @@ var APIVersions = []APIVersion{
 	{Key: int16(kmsg.Heartbeat), Min: 0, Max: 4},
 	{Key: int16(kmsg.LeaveGroup), Min: 0, Max: 5},
 	{Key: int16(kmsg.SyncGroup), Min: 0, Max: 5},
-	{Key: int16(kmsg.DescribeGroups), Min: 0, Max: 5},
+	{Key: int16(kmsg.DescribeGroups), Min: 0, Max: 6},
 	{Key: int16(kmsg.ListGroups), Min: 0, Max: 5},
 	{Key: int16(kmsg.DeleteGroups), Min: 0, Max: 2},
 	{Key: int16(kmsg.OffsetDelete), Min: 0, Max: 0},
@@ -99,9 +99,10 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 	return r
 }
 
-// DescribeGroups handles a DescribeGroups request (v0-v5). A group unknown
-// to a loaded partition is reported in state Dead without error, as Kafka
-// before v6; groups of partitions not owned get NOT_COORDINATOR. Member
+// DescribeGroups handles a DescribeGroups request (v0-v6). A group unknown
+// to a loaded partition, or a KIP-848 consumer group, is reported in state
+// Dead without error before v6, and with GROUP_ID_NOT_FOUND and a message
+// from v6, as Kafka; groups of partitions not owned get NOT_COORDINATOR. Member
 // metadata is given only for Stable groups. AuthorizedOperations (v3+) is
 // left at its default for the broker to set.
 func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {

@@ -419,7 +419,13 @@ func TestConsumerGroupReload(t *testing.T) {
 			t.Fatalf("ListGroups classic: %v", lg)
 		}
 		if d := h.describe("g"); d.State != "Dead" || d.ErrorCode != 0 {
-			t.Fatalf("DescribeGroups of a consumer group: %+v", d)
+			t.Fatalf("DescribeGroups v5 of a consumer group: %+v", d)
+		}
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Version = 6
+		dg.Groups = []string{"g"}
+		if d := h.c.DescribeGroups(context.Background(), dg).Groups[0]; d.ErrorCode != kerr.GroupIDNotFound.Code {
+			t.Fatalf("DescribeGroups v6 of a consumer group: %+v", d)
 		}
 		// Both leave and the group is deleted with its records.
 		for _, m := range []*cm{a, b} {
