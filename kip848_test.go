@@ -19,10 +19,10 @@ import (
 // quickly, for the tests.
 func kip848Props() map[string]string {
 	p := map[string]string{
-		"group.consumer.min.session.timeout.ms":   "1000",
-		"group.consumer.session.timeout.ms":       "3000",
+		"group.consumer.min.session.timeout.ms":    "1000",
+		"group.consumer.session.timeout.ms":        "3000",
 		"group.consumer.min.heartbeat.interval.ms": "100",
-		"group.consumer.heartbeat.interval.ms":    "200",
+		"group.consumer.heartbeat.interval.ms":     "200",
 	}
 	for k, v := range groupProps {
 		p[k] = v
