@@ -24,9 +24,7 @@ func handleConsumerGroupDescribe(ctx context.Context, b *Broker, _ *server.Conn,
 	resp := b.groups.coord.ConsumerGroupDescribe(ctx, req)
 	if req.IncludeAuthorizedOperations {
 		for i := range resp.Groups {
-			if resp.Groups[i].ErrorCode == 0 {
-				resp.Groups[i].AuthorizedOperations = allGroupOperations
-			}
+			setGroupOperations(&resp.Groups[i].AuthorizedOperations, resp.Groups[i].ErrorCode)
 		}
 	}
 	return resp, nil

@@ -35,10 +35,16 @@ func handleDescribeGroups(ctx context.Context, b *Broker, _ *server.Conn, kreq k
 	resp := b.groups.coord.DescribeGroups(ctx, req)
 	if req.IncludeAuthorizedOperations {
 		for i := range resp.Groups {
-			if resp.Groups[i].ErrorCode == 0 {
-				resp.Groups[i].AuthorizedOperations = allGroupOperations
-			}
+			setGroupOperations(&resp.Groups[i].AuthorizedOperations, resp.Groups[i].ErrorCode)
 		}
 	}
 	return resp, nil
+}
+
+// setGroupOperations sets the authorized operations of a group described
+// without error (DescribeGroups v3+, ConsumerGroupDescribe).
+func setGroupOperations(ops *int32, errorCode int16) {
+	if errorCode == 0 {
+		*ops = allGroupOperations
+	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { clientCommands = append(clientCommands, newGroupCommand) }
@@ -362,18 +361,14 @@ func topicsSetString(s kadm.TopicsSet) string {
 // topic[0,1,2] topic2[3]; "-" for none or another protocol.
 func memberAssignment(m kadm.DescribedGroupMember) string {
 	a, ok := m.Assigned.AsConsumer()
-	if !ok || len(a.Topics) == 0 {
+	if !ok {
 		return "-"
 	}
-	topics := slices.Clone(a.Topics)
-	slices.SortFunc(topics, func(x, y kmsg.ConsumerMemberAssignmentTopic) int { return strings.Compare(x.Topic, y.Topic) })
-	parts := make([]string, 0, len(topics))
-	for _, t := range topics {
-		ps := slices.Clone(t.Partitions)
-		slices.Sort(ps)
-		parts = append(parts, t.Topic+"["+joinInt32(ps)+"]")
+	s := kadm.TopicsSet{}
+	for _, t := range a.Topics {
+		s.Add(t.Topic, t.Partitions...)
 	}
-	return strings.Join(parts, " ")
+	return topicsSetString(s)
 }
 
 func dash(s string) string {

@@ -38,8 +38,6 @@ const (
 	memberUnreleased memberState = 2 // waits for partitions others still hold
 )
 
-var memberStateNames = map[memberState]string{memberStable: "STABLE", memberUnrevoked: "UNREVOKED_PARTITIONS", memberUnreleased: "UNRELEASED_PARTITIONS"}
-
 // Member epochs of ConsumerGroupHeartbeat with a meaning of their own.
 const (
 	leaveEpoch       = -1 // the member leaves the group
