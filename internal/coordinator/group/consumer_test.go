@@ -3,7 +3,9 @@ package group
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -72,6 +74,7 @@ type cm struct {
 	instance *string
 	epoch    int32
 	owned    assignment
+	topics   []string // subscription sent in full requests; nil: t
 }
 
 // hb sends a ConsumerGroupHeartbeat v1 for m; a full request (subscription
@@ -85,8 +88,12 @@ func (h *harness) hb(group string, m *cm, full bool, topics ...string) *kmsg.Con
 	req.RebalanceTimeoutMillis = -1
 	if full || m.epoch == 0 {
 		req.RebalanceTimeoutMillis = testRebal
-		req.SubscribedTopicNames = topics
-		if req.SubscribedTopicNames == nil {
+		switch {
+		case topics != nil:
+			req.SubscribedTopicNames = topics
+		case m.topics != nil:
+			req.SubscribedTopicNames = m.topics
+		default:
 			req.SubscribedTopicNames = []string{"t"}
 		}
 	}
@@ -499,4 +506,74 @@ func (h *harness) listGroupsTyped(types ...string) map[string]string {
 		out[g.Group] = g.GroupState
 	}
 	return out
+}
+
+// Random joins, heartbeats, leaves, crashes and topic growth: at every
+// step no partition is owned by two live members (each drops at once what
+// a response no longer lists, and reports what it owns), and once the
+// survivors keep heartbeating the group settles Stable with every
+// partition owned.
+func TestConsumerGroupRandomReconciliation(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := rand.New(rand.NewPCG(seed, 7))
+				ft := newFakeTopics(map[string]int32{"t": 6, "u": 3})
+				h := consumerHarness(t, ft)
+				defer h.close()
+				var live []*cm
+				next := 0
+				for range 200 {
+					switch n := r.IntN(10); {
+					case n == 0 && len(live) < 6:
+						m := &cm{id: fmt.Sprintf("m%d", next), topics: []string{"t", "u"}}
+						next++
+						checkCode(t, "join", h.hb("g", m, true).ErrorCode, 0)
+						live = append(live, m)
+					case n == 1 && len(live) > 0:
+						i := r.IntN(len(live))
+						h.hb("g", &cm{id: live[i].id, epoch: leaveEpoch}, false)
+						live = slices.Delete(live, i, i+1)
+					case n == 2 && len(live) > 0:
+						// A crash: it never heartbeats again; the
+						// others must outlive its session.
+						i := r.IntN(len(live))
+						live = slices.Delete(live, i, i+1)
+						for range 10 {
+							time.Sleep(5 * time.Second)
+							for _, m := range live {
+								if code := h.hb("g", m, false).ErrorCode; code != 0 {
+									t.Fatalf("heartbeat of %s: %v", m.id, kerr.ErrorForCode(code))
+								}
+								checkExclusive(t, live...)
+							}
+						}
+					case n == 3:
+						ft.set("u", 2, 3+int32(r.IntN(3))) // partitions may grow
+					default:
+						if len(live) > 0 {
+							m := live[r.IntN(len(live))]
+							if code := h.hb("g", m, r.IntN(4) == 0).ErrorCode; code != 0 {
+								t.Fatalf("heartbeat of %s: %v", m.id, kerr.ErrorForCode(code))
+							}
+						}
+					}
+					checkExclusive(t, live...)
+				}
+				if len(live) == 0 {
+					return
+				}
+				for range 10 {
+					for _, m := range live {
+						checkCode(t, "settle", h.hb("g", m, false).ErrorCode, 0)
+						checkExclusive(t, live...)
+					}
+				}
+				_, up, _ := ft.Topic("u")
+				if d := h.consumerDescribe("g"); d.State != "Stable" || owns(live...) != 6+int(up) {
+					t.Fatalf("after settling: state %s, %d partitions owned of %d", d.State, owns(live...), 6+up)
+				}
+			})
+		})
+	}
 }
