@@ -232,6 +232,10 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		return
 	}
 	g := part.groups[req.Group]
+	if g != nil && g.state == stateDead {
+		fail(kerr.CoordinatorNotAvailable.Code, "") // being deleted
+		return
+	}
 	var recs []Record
 	if g != nil && g.cg == nil {
 		if g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || epoch != 0 {

@@ -577,3 +577,24 @@ func TestConsumerGroupRandomReconciliation(t *testing.T) {
 		})
 	}
 }
+
+// A member joining a consumer group while DeleteGroups writes its
+// tombstones is told to retry, not added to a group about to vanish.
+func TestConsumerGroupJoinWhileDeleting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newMemStore()
+		h := newHarnessTopics(t, Config{}, store, newFakeTopics(map[string]int32{"t": 1}))
+		defer h.close()
+		a := &cm{id: "a"}
+		h.hb("g", a, true)
+		h.hb("g", &cm{id: "a", epoch: leaveEpoch}, false)
+		gate := make(chan struct{})
+		store.setGate(gate)
+		del := async(func() int16 { return h.deleteGroup("g") })
+		synctest.Wait()
+		checkCode(t, "join while deleting", h.hb("g", &cm{id: "b"}, true).ErrorCode, kerr.CoordinatorNotAvailable.Code)
+		close(gate)
+		checkCode(t, "delete", mustReady(t, del, "delete"), 0)
+		checkCode(t, "join after", h.hb("g", &cm{id: "b"}, true).ErrorCode, 0)
+	})
+}
