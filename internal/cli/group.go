@@ -154,39 +154,24 @@ func writeGroupLag(w io.Writer, l kadm.DescribedGroupLag) {
 	}
 	fmt.Fprintf(w, "Group: %s\tState: %s\tProtocol: %s\tCoordinator: %d\tMembers: %d\n",
 		l.Group, l.State, dash(proto), l.Coordinator.NodeID, len(l.Members))
-	lags := l.Lag.Sorted()
-	if len(lags) == 0 {
-		fmt.Fprintln(w, "No committed offsets or assigned partitions.")
-	} else {
-		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
-		var total int64
-		for _, pl := range lags {
-			current, lag, end := "-", "-", "-"
-			if pl.End.Err == nil {
-				end = strconv.FormatInt(pl.End.Offset, 10)
-			}
-			if pl.Commit.At >= 0 {
-				current = strconv.FormatInt(pl.Commit.At, 10)
-			}
-			if pl.Lag >= 0 && pl.Err == nil {
-				lag = strconv.FormatInt(pl.Lag, 10)
-				total += pl.Lag
-			}
-			member, host, client := "-", "-", "-"
-			if pl.Member != nil {
-				member, host, client = pl.Member.MemberID, pl.Member.ClientHost, pl.Member.ClientID
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", pl.Topic, pl.Partition, current, end, lag, member, host, client)
-			if pl.Err != nil {
-				fmt.Fprintf(tw, "\tError: %v", pl.Err)
-			}
-			fmt.Fprintln(tw)
+	var rows []lagRow
+	for _, pl := range l.Lag.Sorted() {
+		r := lagRow{topic: pl.Topic, partition: pl.Partition, committed: -1, end: -1, lag: -1, err: pl.Err}
+		if pl.End.Err == nil {
+			r.end = pl.End.Offset
 		}
-		tw.Flush()
-		fmt.Fprintf(w, "Total lag: %d\n", total)
+		if pl.Commit.At >= 0 {
+			r.committed = pl.Commit.At
+		}
+		if pl.Lag >= 0 && pl.Err == nil {
+			r.lag = pl.Lag
+		}
+		if pl.Member != nil {
+			r.member, r.host, r.client = pl.Member.MemberID, pl.Member.ClientHost, pl.Member.ClientID
+		}
+		rows = append(rows, r)
 	}
+	writeLagTable(w, rows)
 	if len(l.Members) == 0 {
 		return
 	}
@@ -201,6 +186,46 @@ func writeGroupLag(w io.Writer, l kadm.DescribedGroupLag) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.MemberID, inst, m.ClientID, m.ClientHost, memberAssignment(m))
 	}
 	tw.Flush()
+}
+
+// lagRow is one partition of a group's lag table; negative offsets and
+// lags are unknown ("-").
+type lagRow struct {
+	topic                string
+	partition            int32
+	committed, end, lag  int64
+	member, host, client string // "": no member consumes it
+	err                  error
+}
+
+// writeLagTable prints the partitions of a group with their committed
+// offset, log end offset and lag, and the total lag.
+func writeLagTable(w io.Writer, rows []lagRow) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "No committed offsets or assigned partitions.")
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+	var total int64
+	orDash := func(v int64) string {
+		if v < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	for _, r := range rows {
+		total += max(r.lag, 0)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", r.topic, r.partition, orDash(r.committed), orDash(r.end), orDash(r.lag),
+			dash(r.member), dash(r.host), dash(r.client))
+		if r.err != nil {
+			fmt.Fprintf(tw, "\tError: %v", r.err)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "Total lag: %d\n", total)
 }
 
 // consumerGroupLag is a KIP-848 consumer group with its offsets.
@@ -287,43 +312,30 @@ func writeConsumerGroup(w io.Writer, g *consumerGroupLag) {
 		}
 		return int(a.partition - b.partition)
 	})
-	if len(rows) == 0 {
-		fmt.Fprintln(w, "No committed offsets or assigned partitions.")
-	} else {
-		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
-		var total int64
-		for _, r := range rows {
-			current, end, lag := "-", "-", "-"
-			committed := int64(-1)
-			if o, ok := g.committed.Lookup(r.topic, r.partition); ok && o.Err == nil && o.At >= 0 {
-				committed = o.At
-				current = strconv.FormatInt(o.At, 10)
-			}
-			if e, ok := g.end.Lookup(r.topic, r.partition); ok && e.Err == nil {
-				end = strconv.FormatInt(e.Offset, 10)
-				from := committed
-				if from < 0 {
-					if s, ok := g.start.Lookup(r.topic, r.partition); ok && s.Err == nil {
-						from = s.Offset
-					}
-				}
-				if from >= 0 {
-					l := max(e.Offset-from, 0)
-					lag = strconv.FormatInt(l, 10)
-					total += l
-				}
-			}
-			member, host, client := "-", "-", "-"
-			if m := owner[r.topic][r.partition]; m != nil {
-				member, host, client = m.MemberID, m.ClientHost, m.ClientID
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.topic, r.partition, current, end, lag, member, host, client)
+	lags := make([]lagRow, 0, len(rows))
+	for _, r := range rows {
+		lr := lagRow{topic: r.topic, partition: r.partition, committed: -1, end: -1, lag: -1}
+		if o, ok := g.committed.Lookup(r.topic, r.partition); ok && o.Err == nil && o.At >= 0 {
+			lr.committed = o.At
 		}
-		tw.Flush()
-		fmt.Fprintf(w, "Total lag: %d\n", total)
+		if e, ok := g.end.Lookup(r.topic, r.partition); ok && e.Err == nil {
+			lr.end = e.Offset
+			from := lr.committed
+			if from < 0 {
+				if s, ok := g.start.Lookup(r.topic, r.partition); ok && s.Err == nil {
+					from = s.Offset
+				}
+			}
+			if from >= 0 {
+				lr.lag = max(e.Offset-from, 0)
+			}
+		}
+		if m := owner[r.topic][r.partition]; m != nil {
+			lr.member, lr.host, lr.client = m.MemberID, m.ClientHost, m.ClientID
+		}
+		lags = append(lags, lr)
 	}
+	writeLagTable(w, lags)
 	if len(g.Members) == 0 {
 		return
 	}
