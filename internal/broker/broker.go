@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/acl"
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/loglevel"
@@ -121,6 +122,10 @@ type Broker struct {
 	groups *groups    // the group coordinator and its wiring (groups.go)
 	lag    lagClients // connections of the consumer lag metrics (metrics.go)
 	txns   *txns      // the transaction coordinator and its wiring (txn.go)
+
+	// authz decides requests: the ACLs of the latest image and the
+	// static authorizer configs (authz.go).
+	authz atomic.Pointer[acl.Authorizer]
 
 	closed atomic.Bool
 
@@ -253,10 +258,24 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 	if !ok {
 		return nil, fmt.Errorf("unsupported API key %d", req.Key)
 	}
-	if forwarded[a.key] && !forwardsItself[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
-		return b.forward(ctx, req.Body)
+	body, finish := req.Body, func(r kmsg.Response) kmsg.Response { return r }
+	if g := gates[a.key]; g != nil && b.authorizer().Enabled {
+		body, finish = g(b, c, body)
+		if body == nil {
+			return finish(nil), nil
+		}
 	}
-	return a.handle(withClientID(ctx, req.ClientID), b, c, req.Body)
+	var resp kmsg.Response
+	var err error
+	if forwarded[a.key] && !forwardsItself[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
+		resp, err = b.forward(ctx, body)
+	} else {
+		resp, err = a.handle(withClientID(ctx, req.ClientID), b, c, body)
+	}
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	return finish(resp), nil
 }
 
 // forwarded are the admin APIs a broker whose controller is not the active
@@ -272,6 +291,8 @@ var forwarded = map[kmsg.Key]bool{
 	// which a broker's own image may trail.
 	kmsg.AlterPartitionAssignments:  true,
 	kmsg.ListPartitionReassignments: true,
+	kmsg.CreateACLs:                 true,
+	kmsg.DeleteACLs:                 true,
 }
 
 // forwardsItself are the forwarded APIs whose handlers answer part of a
@@ -349,6 +370,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 		// offsets (queued, never blocks).
 		b.groups.coord.DeleteTopicOffsets(deleted)
 	}
+	b.updateAuthorizer(next)
 	b.applyGroupImage(next)
 	b.applyTxnImage(next)
 	return firstErr

@@ -67,6 +67,17 @@ type Node struct {
 	AutoCreateTopicsEnable bool
 	// DeleteTopicEnable is delete.topic.enable (default true).
 	DeleteTopicEnable bool
+	// AuthorizerClassName is authorizer.class.name: empty (the default)
+	// authorizes nothing, every request is allowed;
+	// StandardAuthorizerClass enforces the ACLs of the metadata log.
+	AuthorizerClassName string
+	// SuperUsers is super.users: principals ("User:admin") allowed every
+	// operation, semicolon-separated in the property. The inter-broker
+	// principal must be one when an authorizer is set, as in Kafka.
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found
+	// (default false): a resource no ACL names is open to all.
+	AllowEveryoneIfNoACLFound bool
 	// MessageMaxBytes is message.max.bytes, the largest record batch
 	// accepted (default 1048588).
 	MessageMaxBytes int32
@@ -563,6 +574,10 @@ func durationAtLeast(dst func(*Node) *time.Duration, unit time.Duration, min int
 	}
 }
 
+// StandardAuthorizerClass is the authorizer.class.name of Kafka's KRaft
+// authorizer (KIP-801), the one samsa implements.
+const StandardAuthorizerClass = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 func boolean(dst func(*Node) *bool) func(*Node, string) error {
 	return func(n *Node, v string) error {
 		b, err := parseBool(v)
@@ -654,10 +669,31 @@ var nodeProps = map[string]nodeProp{
 	}, "default replication factor"},
 	"auto.create.topics.enable": {"true", boolean(func(n *Node) *bool { return &n.AutoCreateTopicsEnable }), "create topics on Metadata and Produce"},
 	"delete.topic.enable":       {"true", boolean(func(n *Node) *bool { return &n.DeleteTopicEnable }), "allow DeleteTopics"},
-	"message.max.bytes":         {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
-	"socket.request.max.bytes":  {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
-	"max.connections":           {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
-	"max.connections.per.ip":    {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
+	"authorizer.class.name": {"", func(n *Node, v string) error {
+		switch v = strings.TrimSpace(v); v {
+		case "", StandardAuthorizerClass:
+			n.AuthorizerClassName = v
+			return nil
+		}
+		return fmt.Errorf("%w %q (only %s is supported)", errBadValue, v, StandardAuthorizerClass)
+	}, "enforce ACLs (" + StandardAuthorizerClass + ")"},
+	"super.users": {"", func(n *Node, v string) error {
+		n.SuperUsers = nil
+		for _, p := range strings.Split(v, ";") {
+			if p = strings.TrimSpace(p); p != "" {
+				if i := strings.IndexByte(p, ':'); i <= 0 {
+					return fmt.Errorf("%w %q (principals Type:name separated by ';')", errBadValue, p)
+				}
+				n.SuperUsers = append(n.SuperUsers, p)
+			}
+		}
+		return nil
+	}, "principals allowed everything, User:a;User:b"},
+	"allow.everyone.if.no.acl.found": {"false", boolean(func(n *Node) *bool { return &n.AllowEveryoneIfNoACLFound }), "allow what no ACL names"},
+	"message.max.bytes":              {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
+	"socket.request.max.bytes":       {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"max.connections":                {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
+	"max.connections.per.ip":         {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
 	"max.connections.per.ip.overrides": {"", func(n *Node, v string) error {
 		m := map[string]int32{}
 		for _, kv := range parseList(v) {

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/samsahq/samsa/internal/acl"
 )
 
 // Image is the cluster metadata after applying the log up to Offset.
@@ -19,6 +21,10 @@ type Image struct {
 	brokerConfigs map[string]map[string]string
 	// NextProducerID is the first producer id not yet reserved.
 	NextProducerID int64
+	// acls are the ACL bindings by record id; aclIndex indexes them,
+	// rebuilt by an Apply that changes them.
+	acls     map[UUID]acl.Binding
+	aclIndex *acl.Index
 }
 
 // Topic is one topic's metadata. Shared between images: never modify.
@@ -61,6 +67,21 @@ func Empty(clusterID string) *Image {
 		byID:          map[UUID]*Topic{},
 		brokers:       map[int32]*Broker{},
 		brokerConfigs: map[string]map[string]string{},
+		acls:          map[UUID]acl.Binding{},
+		aclIndex:      acl.NewIndex(nil),
+	}
+}
+
+// ACLIndex is the index of the ACL bindings, for acl.Authorizer. Never nil.
+func (im *Image) ACLIndex() *acl.Index { return im.aclIndex }
+
+// ACLs calls fn with each ACL binding and its record id, in no order,
+// until fn returns false.
+func (im *Image) ACLs(fn func(id UUID, b acl.Binding) bool) {
+	for id, b := range im.acls {
+		if !fn(id, b) {
+			return
+		}
 	}
 }
 
@@ -102,6 +123,16 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		brokers:        maps.Clone(im.brokers),
 		brokerConfigs:  maps.Clone(im.brokerConfigs),
 		NextProducerID: im.NextProducerID,
+		acls:           im.acls,
+		aclIndex:       im.aclIndex,
+	}
+	aclsChanged := false
+	mutableACLs := func() map[UUID]acl.Binding {
+		if !aclsChanged {
+			aclsChanged = true
+			next.acls = maps.Clone(im.acls)
+		}
+		return next.acls
 	}
 	if len(recs) == 0 {
 		next.Offset = im.Offset
@@ -184,7 +215,16 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			if r.NextProducerID > next.NextProducerID {
 				next.NextProducerID = r.NextProducerID
 			}
+		case AccessControlEntryRecord:
+			mutableACLs()[r.ID] = r.Binding
+		case RemoveAccessControlEntryRecord:
+			if _, ok := next.acls[r.ID]; ok {
+				delete(mutableACLs(), r.ID)
+			}
 		}
+	}
+	if aclsChanged {
+		next.aclIndex = acl.NewIndex(slices.Collect(maps.Values(next.acls)))
 	}
 	return next
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/samsahq/samsa/internal/acl"
 )
 
 // UUID is a Kafka UUID (topic id, directory id), as kmsg carries it.
@@ -82,13 +84,28 @@ type ProducerIDsRecord struct {
 	NextProducerID int64 `json:"next_producer_id"`
 }
 
+// AccessControlEntryRecord adds an ACL binding (Kafka's
+// AccessControlEntryRecord); ID names it for removal.
+type AccessControlEntryRecord struct {
+	ID UUID `json:"id"`
+	acl.Binding
+}
+
+// RemoveAccessControlEntryRecord removes the ACL binding ID (Kafka's
+// RemoveAccessControlEntryRecord).
+type RemoveAccessControlEntryRecord struct {
+	ID UUID `json:"id"`
+}
+
 // Type implementations.
-func (TopicRecord) Type() string          { return "topic" }
-func (PartitionRecord) Type() string      { return "partition" }
-func (RemoveTopicRecord) Type() string    { return "remove_topic" }
-func (ConfigRecord) Type() string         { return "config" }
-func (RegisterBrokerRecord) Type() string { return "register_broker" }
-func (ProducerIDsRecord) Type() string    { return "producer_ids" }
+func (TopicRecord) Type() string                    { return "topic" }
+func (PartitionRecord) Type() string                { return "partition" }
+func (RemoveTopicRecord) Type() string              { return "remove_topic" }
+func (ConfigRecord) Type() string                   { return "config" }
+func (RegisterBrokerRecord) Type() string           { return "register_broker" }
+func (ProducerIDsRecord) Type() string              { return "producer_ids" }
+func (AccessControlEntryRecord) Type() string       { return "acl" }
+func (RemoveAccessControlEntryRecord) Type() string { return "remove_acl" }
 
 // ErrUnknownRecord is returned by Decode for a type it does not know.
 var ErrUnknownRecord = errors.New("metadata: unknown record type")
@@ -115,6 +132,10 @@ func Decode(key, value []byte) (Record, error) {
 		r = new(RegisterBrokerRecord)
 	case "producer_ids":
 		r = new(ProducerIDsRecord)
+	case "acl":
+		r = new(AccessControlEntryRecord)
+	case "remove_acl":
+		r = new(RemoveAccessControlEntryRecord)
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownRecord, key)
 	}
@@ -137,6 +158,10 @@ func deref(r Record) Record {
 	case *RegisterBrokerRecord:
 		return *v
 	case *ProducerIDsRecord:
+		return *v
+	case *AccessControlEntryRecord:
+		return *v
+	case *RemoveAccessControlEntryRecord:
 		return *v
 	}
 	return r

@@ -1,0 +1,332 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// gate authorizes a request before its handler runs or before it is
+// forwarded to the active controller (whose connection carries this
+// broker's principal, not the client's): it returns the request with the
+// denied entries taken out, and a finish that adds their errors to the
+// response. A nil request means the whole request is denied and finish(nil)
+// builds the response.
+type gate func(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response)
+
+// gates are the checks of the APIs whose handlers may run elsewhere
+// (those forwarded to the active controller, KIP-590, with Kafka's
+// ControllerApis checks) and of those that need one cluster permission
+// for the whole request.
+var gates = map[kmsg.Key]gate{
+	kmsg.CreateTopics:               gateCreateTopics,
+	kmsg.DeleteTopics:               gateDeleteTopics,
+	kmsg.CreatePartitions:           gateCreatePartitions,
+	kmsg.AlterConfigs:               gateAlterConfigs,
+	kmsg.IncrementalAlterConfigs:    gateIncrementalAlterConfigs,
+	kmsg.AlterPartitionAssignments:  gateCluster(opAlter),
+	kmsg.ListPartitionReassignments: gateCluster(opDescribe),
+	kmsg.CreateACLs:                 gateCluster(opAlter),
+	kmsg.DeleteACLs:                 gateCluster(opAlter),
+	kmsg.DescribeACLs:               gateCluster(opDescribe),
+	// The broker-to-controller APIs and the quorum's DescribeQuorum.
+	kmsg.BrokerRegistration:  gateCluster(opClusterAction),
+	kmsg.BrokerHeartbeat:     gateCluster(opClusterAction),
+	kmsg.AlterPartition:      gateCluster(opClusterAction),
+	kmsg.AllocateProducerIDs: gateCluster(opClusterAction),
+	kmsg.WriteTxnMarkers:     gateCluster(opClusterAction),
+	kmsg.DescribeQuorum:      gateCluster(opDescribe),
+	kmsg.ElectLeaders:        gateCluster(opAlter),
+}
+
+// noGate passes a request unchanged.
+func noGate(req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	return req, func(r kmsg.Response) kmsg.Response { return r }
+}
+
+// gateCluster denies the whole request unless c may perform op on the
+// cluster: CLUSTER_AUTHORIZATION_FAILED at the top level and, for APIs
+// whose entries carry codes, in each entry.
+func gateCluster(op kmsg.ACLOperation) gate {
+	return func(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+		if b.authorizedCluster(c, op) {
+			return noGate(req)
+		}
+		return nil, func(kmsg.Response) kmsg.Response { return clusterDenied(req) }
+	}
+}
+
+// clusterDenied answers req with CLUSTER_AUTHORIZATION_FAILED.
+func clusterDenied(req kmsg.Request) kmsg.Response {
+	code := kerr.ClusterAuthorizationFailed.Code
+	switch r := req.(type) {
+	case *kmsg.ElectLeadersRequest:
+		resp := r.ResponseKind().(*kmsg.ElectLeadersResponse)
+		resp.ErrorCode = code
+		for _, t := range r.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.ListPartitionReassignmentsRequest:
+		resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.DescribeACLsRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.BrokerRegistrationRequest:
+		resp := r.ResponseKind().(*kmsg.BrokerRegistrationResponse)
+		resp.ErrorCode, resp.BrokerEpoch = code, -1
+		return resp
+	case *kmsg.BrokerHeartbeatRequest:
+		resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.AlterPartitionRequest:
+		resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.AllocateProducerIDsRequest:
+		resp := r.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.DescribeQuorumRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeQuorumResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.WriteTxnMarkersRequest:
+		resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, m := range r.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return resp
+	case *kmsg.CreateACLsRequest:
+		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range r.Creations {
+			rc := kmsg.NewCreateACLsResponseResult()
+			rc.ErrorCode = code
+			resp.Results = append(resp.Results, rc)
+		}
+		return resp
+	case *kmsg.DeleteACLsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for range r.Filters {
+			rf := kmsg.NewDeleteACLsResponseResult()
+			rf.ErrorCode = code
+			resp.Results = append(resp.Results, rf)
+		}
+		return resp
+	}
+	return req.ResponseKind()
+}
+
+// gateCreateTopics: CREATE on the cluster or on the topic.
+func gateCreateTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	if b.authorizedCluster(c, opCreate) {
+		return noGate(req)
+	}
+	denied := map[string]bool{}
+	out := *req
+	out.Topics = nil
+	for _, t := range req.Topics {
+		if denied[t.Topic] || !b.authorized(c, opCreate, resTopic, t.Topic) {
+			denied[t.Topic] = true
+			continue
+		}
+		out.Topics = append(out.Topics, t)
+	}
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.CreateTopicsResponse)
+		for _, t := range req.Topics {
+			if denied[t.Topic] {
+				delete(denied, t.Topic)
+				rt := kmsg.NewCreateTopicsResponseTopic()
+				rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+				rt.ErrorMessage = kmsg.StringPtr(kerr.TopicAuthorizationFailed.Message)
+				rt.NumPartitions, rt.ReplicationFactor = -1, -1
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+		return resp
+	}
+}
+
+// gateDeleteTopics: DELETE on each topic (named, or by v6 id when the id
+// is known).
+func gateDeleteTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	im := b.image()
+	out := *req
+	out.TopicNames, out.Topics = nil, nil
+	var deniedNames []string
+	var deniedTopics []kmsg.DeleteTopicsRequestTopic
+	for _, n := range req.TopicNames {
+		if b.authorized(c, opDelete, resTopic, n) {
+			out.TopicNames = append(out.TopicNames, n)
+		} else {
+			deniedNames = append(deniedNames, n)
+		}
+	}
+	for _, t := range req.Topics {
+		name := ""
+		switch {
+		case t.Topic != nil:
+			name = *t.Topic
+		case t.TopicID != [16]byte{}:
+			if mt := im.TopicByID(t.TopicID); mt != nil {
+				name = mt.Name
+			}
+		}
+		if name == "" || b.authorized(c, opDelete, resTopic, name) {
+			out.Topics = append(out.Topics, t)
+		} else {
+			deniedTopics = append(deniedTopics, t)
+		}
+	}
+	if len(deniedNames)+len(deniedTopics) == 0 {
+		return noGate(req)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.DeleteTopicsResponse)
+		add := func(name *string, id [16]byte) {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = name, id, kerr.TopicAuthorizationFailed.Code
+			rt.ErrorMessage = kmsg.StringPtr(kerr.TopicAuthorizationFailed.Message)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		for _, n := range deniedNames {
+			add(kmsg.StringPtr(n), [16]byte{})
+		}
+		for _, t := range deniedTopics {
+			add(t.Topic, t.TopicID)
+		}
+		return resp
+	}
+}
+
+// gateCreatePartitions: ALTER on each topic.
+func gateCreatePartitions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	out := *req
+	out.Topics = nil
+	denied := map[string]bool{}
+	for _, t := range req.Topics {
+		if denied[t.Topic] || !b.authorized(c, opAlter, resTopic, t.Topic) {
+			denied[t.Topic] = true
+			continue
+		}
+		out.Topics = append(out.Topics, t)
+	}
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.CreatePartitionsResponse)
+		for _, t := range req.Topics {
+			if denied[t.Topic] {
+				delete(denied, t.Topic)
+				rt := kmsg.NewCreatePartitionsResponseTopic()
+				rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+				rt.ErrorMessage = kmsg.StringPtr(kerr.TopicAuthorizationFailed.Message)
+				resp.Topics = append(resp.Topics, rt)
+			}
+		}
+		return resp
+	}
+}
+
+// configResourceDenied is the error of a config resource c may not apply
+// op to, 0 when it may: ALTER_CONFIGS or DESCRIBE_CONFIGS on the topic
+// (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker and
+// broker-logger resources (CLUSTER_AUTHORIZATION_FAILED), as Kafka's
+// ConfigHelper and ControllerApis.
+func (b *Broker) configResourceDenied(c *server.Conn, op kmsg.ACLOperation, typ kmsg.ConfigResourceType, name string) int16 {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if !b.authorized(c, op, resTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !b.authorizedCluster(c, op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
+func gateAlterConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.AlterConfigsRequest)
+	out := *req
+	out.Resources = nil
+	var denied []kmsg.AlterConfigsResponseResource
+	for _, r := range req.Resources {
+		if code := b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			denied = append(denied, rr)
+			continue
+		}
+		out.Resources = append(out.Resources, r)
+	}
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.AlterConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+		return resp
+	}
+}
+
+func gateIncrementalAlterConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	out := *req
+	out.Resources = nil
+	var denied []kmsg.IncrementalAlterConfigsResponseResource
+	for _, r := range req.Resources {
+		if code := b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+			denied = append(denied, rr)
+			continue
+		}
+		out.Resources = append(out.Resources, r)
+	}
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+		return resp
+	}
+}
