@@ -67,6 +67,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		kresp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return kresp, nil
 	}
+	denied := b.fetchDenied(c, req)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var acct fetchAcct
 	defer func() { acct.count(req.ReplicaID >= 0) }()
@@ -80,7 +81,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	for {
 		resp.Reset()
 		kresp.Topics = kresp.Topics[:0]
-		bytes, failed := b.fetchOnce(req, resp, &acct)
+		bytes, failed := b.fetchOnce(req, resp, &acct, denied)
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 			b.served(req, bytes)
 			return resp, nil
@@ -114,7 +115,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			// One last read at the deadline.
 			resp.Reset()
 			kresp.Topics = kresp.Topics[:0]
-			bytes, _ := b.fetchOnce(req, resp, &acct)
+			bytes, _ := b.fetchOnce(req, resp, &acct, denied)
 			b.served(req, bytes)
 			return resp, nil
 		case <-ctx.Done():
@@ -133,8 +134,30 @@ func (b *Broker) served(req *kmsg.FetchRequest, bytes int) {
 	}
 }
 
+// fetchDenied is the set of requested topics c may not fetch, as Kafka's
+// KafkaApis: a follower (replica id >= 0) needs CLUSTER_ACTION on the
+// cluster, else every topic is denied; a consumer needs READ on each
+// topic. Nil when none is denied.
+func (b *Broker) fetchDenied(c *server.Conn, req *kmsg.FetchRequest) map[string]bool {
+	if !b.authorizer().Enabled {
+		return nil
+	}
+	var denied map[string]bool
+	all := req.ReplicaID >= 0 && !b.authorizedCluster(c, opClusterAction)
+	for _, rt := range req.Topics {
+		if all || req.ReplicaID < 0 && !b.authorized(c, opRead, resTopic, rt.Topic) {
+			if denied == nil {
+				denied = map[string]bool{}
+			}
+			denied[rt.Topic] = true
+		}
+	}
+	return denied
+}
+
 // fetchOnce reads every requested partition into resp and returns the
-// bytes of records found and whether any partition failed.
+// bytes of records found and whether any partition failed; topics in
+// denied get TOPIC_AUTHORIZATION_FAILED.
 //
 // A partition this broker follows serves a consumer's Fetch v11+ up to the
 // high-watermark it knows (KIP-392), with Kafka's errors when it cannot:
@@ -150,7 +173,7 @@ func (b *Broker) served(req *kmsg.FetchRequest, bytes int) {
 // once, as in Kafka.
 //
 // acct keeps what it read, for the topics' metrics.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct) (total int, failed bool) {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct, denied map[string]bool) (total int, failed bool) {
 	acct.reset()
 	resp := wresp.FetchResponse
 	diverged, redirected := false, false
@@ -188,6 +211,12 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 			sp.LogStartOffset = -1
 			sp.PreferredReadReplica = -1
 			sp.RecordBatches = []byte{}
+			if denied[rt.Topic] {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				failed = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			if p == nil {
 				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
