@@ -30,6 +30,8 @@ var gates = map[kmsg.Key]gate{
 	kmsg.CreateACLs:                 gateCluster(opAlter),
 	kmsg.DeleteACLs:                 gateCluster(opAlter),
 	kmsg.DescribeACLs:               gateCluster(opDescribe),
+	kmsg.AlterClientQuotas:          gateCluster(opAlterConfigs),
+	kmsg.DescribeClientQuotas:       gateCluster(opDescribeConfigs),
 	// The broker-to-controller APIs and the quorum's DescribeQuorum.
 	kmsg.BrokerRegistration:  gateCluster(opClusterAction),
 	kmsg.BrokerHeartbeat:     gateCluster(opClusterAction),
@@ -81,6 +83,23 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 		return resp
 	case *kmsg.ListPartitionReassignmentsRequest:
 		resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.AlterClientQuotasRequest:
+		resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+		for _, e := range r.Entries {
+			re := kmsg.NewAlterClientQuotasResponseEntry()
+			re.ErrorCode = code
+			for _, c := range e.Entity {
+				rc := kmsg.NewAlterClientQuotasResponseEntryEntity()
+				rc.Type, rc.Name = c.Type, c.Name
+				re.Entity = append(re.Entity, rc)
+			}
+			resp.Entries = append(resp.Entries, re)
+		}
+		return resp
+	case *kmsg.DescribeClientQuotasRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 		resp.ErrorCode = code
 		return resp
 	case *kmsg.DescribeACLsRequest:

@@ -123,6 +123,8 @@ type Broker struct {
 	lag    lagClients // connections of the consumer lag metrics (metrics.go)
 	txns   *txns      // the transaction coordinator and its wiring (txn.go)
 
+	usage *clientQuotas // usage against the client quotas (throttle.go)
+
 	// authz decides requests: the ACLs of the latest image and the
 	// static authorizer configs (authz.go).
 	authz atomic.Pointer[acl.Authorizer]
@@ -154,6 +156,7 @@ func New(cfg Config) (*Broker, error) {
 		levels: cfg.Levels,
 		quotas: cfg.ConnectionQuotas,
 		stop:   make(chan struct{}),
+		usage:  &clientQuotas{},
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
 		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),
@@ -267,15 +270,20 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 	}
 	var resp kmsg.Response
 	var err error
+	start := time.Now()
 	if forwarded[a.key] && !forwardsItself[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
 		resp, err = b.forward(ctx, body)
 	} else {
 		resp, err = a.handle(withClientID(ctx, req.ClientID), b, c, body)
 	}
-	if err != nil || resp == nil {
+	if err != nil {
 		return resp, err
 	}
-	return finish(resp), nil
+	if resp != nil {
+		resp = finish(resp)
+	}
+	b.throttle(c, req, resp, time.Since(start))
+	return resp, nil
 }
 
 // forwarded are the admin APIs a broker whose controller is not the active
@@ -293,6 +301,7 @@ var forwarded = map[kmsg.Key]bool{
 	kmsg.ListPartitionReassignments: true,
 	kmsg.CreateACLs:                 true,
 	kmsg.DeleteACLs:                 true,
+	kmsg.AlterClientQuotas:          true,
 }
 
 // forwardsItself are the forwarded APIs whose handlers answer part of a

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/samsahq/samsa/internal/acl"
+	"github.com/samsahq/samsa/internal/quota"
 )
 
 // Image is the cluster metadata after applying the log up to Offset.
@@ -25,6 +26,8 @@ type Image struct {
 	// rebuilt by an Apply that changes them.
 	acls     map[UUID]acl.Binding
 	aclIndex *acl.Index
+	// quotas are the client quotas by entity (ClientQuotaRecord).
+	quotas quota.Configs
 }
 
 // Topic is one topic's metadata. Shared between images: never modify.
@@ -69,8 +72,12 @@ func Empty(clusterID string) *Image {
 		brokerConfigs: map[string]map[string]string{},
 		acls:          map[UUID]acl.Binding{},
 		aclIndex:      acl.NewIndex(nil),
+		quotas:        quota.Configs{},
 	}
 }
+
+// Quotas are the client quotas by entity key. Must not be modified.
+func (im *Image) Quotas() quota.Configs { return im.quotas }
 
 // ACLIndex is the index of the ACL bindings, for acl.Authorizer. Never nil.
 func (im *Image) ACLIndex() *acl.Index { return im.aclIndex }
@@ -125,7 +132,9 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		NextProducerID: im.NextProducerID,
 		acls:           im.acls,
 		aclIndex:       im.aclIndex,
+		quotas:         im.quotas,
 	}
+	quotasCloned := false
 	aclsChanged := false
 	mutableACLs := func() map[UUID]acl.Binding {
 		if !aclsChanged {
@@ -220,6 +229,29 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		case RemoveAccessControlEntryRecord:
 			if _, ok := next.acls[r.ID]; ok {
 				delete(mutableACLs(), r.ID)
+			}
+		case ClientQuotaRecord:
+			if !quotasCloned {
+				quotasCloned = true
+				next.quotas = maps.Clone(im.quotas)
+			}
+			e := r.Entity.Normalize()
+			k := e.Key()
+			var m map[string]float64
+			if q := next.quotas[k]; q != nil {
+				m = maps.Clone(q.Values)
+			} else {
+				m = map[string]float64{}
+			}
+			if r.Remove {
+				delete(m, r.Key)
+			} else {
+				m[r.Key] = r.Value
+			}
+			if len(m) == 0 {
+				delete(next.quotas, k)
+			} else {
+				next.quotas[k] = &quota.EntityQuotas{Entity: e, Values: m}
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/samsahq/samsa/internal/acl"
+	"github.com/samsahq/samsa/internal/quota"
 )
 
 // UUID is a Kafka UUID (topic id, directory id), as kmsg carries it.
@@ -97,6 +98,15 @@ type RemoveAccessControlEntryRecord struct {
 	ID UUID `json:"id"`
 }
 
+// ClientQuotaRecord sets (Remove false) or removes one quota of a client
+// quota entity (Kafka's ClientQuotaRecord, KIP-546).
+type ClientQuotaRecord struct {
+	Entity quota.Entity `json:"entity"`
+	Key    string       `json:"key"`
+	Value  float64      `json:"value,omitempty"`
+	Remove bool         `json:"remove,omitempty"`
+}
+
 // Type implementations.
 func (TopicRecord) Type() string                    { return "topic" }
 func (PartitionRecord) Type() string                { return "partition" }
@@ -106,6 +116,7 @@ func (RegisterBrokerRecord) Type() string           { return "register_broker" }
 func (ProducerIDsRecord) Type() string              { return "producer_ids" }
 func (AccessControlEntryRecord) Type() string       { return "acl" }
 func (RemoveAccessControlEntryRecord) Type() string { return "remove_acl" }
+func (ClientQuotaRecord) Type() string              { return "client_quota" }
 
 // ErrUnknownRecord is returned by Decode for a type it does not know.
 var ErrUnknownRecord = errors.New("metadata: unknown record type")
@@ -136,6 +147,8 @@ func Decode(key, value []byte) (Record, error) {
 		r = new(AccessControlEntryRecord)
 	case "remove_acl":
 		r = new(RemoveAccessControlEntryRecord)
+	case "client_quota":
+		r = new(ClientQuotaRecord)
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownRecord, key)
 	}
@@ -162,6 +175,8 @@ func deref(r Record) Record {
 	case *AccessControlEntryRecord:
 		return *v
 	case *RemoveAccessControlEntryRecord:
+		return *v
+	case *ClientQuotaRecord:
 		return *v
 	}
 	return r

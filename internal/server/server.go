@@ -41,6 +41,21 @@ type Conn struct {
 	// exchange or a client certificate names another. Written only by the
 	// connection's own goroutine.
 	Principal string
+
+	// throttle is how long to mute the connection once the current
+	// response is sent (Throttle).
+	throttle time.Duration
+}
+
+// Throttle mutes the connection for d once the current response is sent:
+// no further request is read or handled until d has passed, as Kafka's
+// socket server mutes a throttled channel (KIP-219). Called by the
+// handler, from the connection's goroutine; the longest d of a request
+// applies.
+func (c *Conn) Throttle(d time.Duration) {
+	if d > c.throttle {
+		c.throttle = d
+	}
 }
 
 // AnonymousPrincipal is Kafka's principal of an unauthenticated
@@ -418,7 +433,21 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	}()
 
 	var out []byte
-	for r := range reqs {
+	for {
+		if d := conn.throttle; d > 0 {
+			conn.throttle = 0
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		r, ok := <-reqs
+		if !ok {
+			return
+		}
 		req := r.Request
 		if tc != nil {
 			tc.touch()

@@ -1,0 +1,94 @@
+package broker
+
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/quota"
+	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// clientQuotas are the rates of the client quota buckets, one set per
+// quota type (Kafka's ClientQuotaManager instances).
+type clientQuotas struct {
+	produce, fetch, request, mutation quota.Buckets
+	lastSweep                         atomic.Int64 // unix nanoseconds of the last Sweep
+}
+
+// quotaUser is the user of a principal for quota entities: its name
+// (User:alice → alice), as Kafka's sanitized user.
+func quotaUser(principal string) string {
+	if i := strings.IndexByte(principal, ':'); i >= 0 {
+		return principal[i+1:]
+	}
+	return principal
+}
+
+// exemptFromQuotas are the requests Kafka's request quota does not count
+// (ClientRequestQuotaManager's exempt APIs: the cluster's own traffic).
+var exemptFromQuotas = map[kmsg.Key]bool{
+	kmsg.BrokerRegistration: true, kmsg.BrokerHeartbeat: true, kmsg.AlterPartition: true,
+	kmsg.AllocateProducerIDs: true, kmsg.WriteTxnMarkers: true, kmsg.ApiVersions: true,
+	kmsg.SASLHandshake: true, kmsg.SASLAuthenticate: true,
+}
+
+// throttle records the request's usage against the client's quotas and,
+// when one is exceeded, sets the response's throttle_time_ms and mutes
+// the connection that long (KIP-219): producer_byte_rate by the request's
+// size for Produce, consumer_byte_rate by the records returned for a
+// consumer's Fetch, request_percentage by the time spent handling it.
+// Followers' fetches, super users and the inter-broker requests are not
+// throttled, as in Kafka. Costs a map lookup when no quota is set.
+func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response, elapsed time.Duration) {
+	cs := b.image().Quotas()
+	if len(cs) == 0 || c == nil || exemptFromQuotas[kmsg.Key(req.Key)] {
+		return
+	}
+	if b.authorizer().SuperUsers[connPrincipal(c)] && b.authorizer().Enabled {
+		return
+	}
+	user, client := quotaUser(connPrincipal(c)), ""
+	if req.ClientID != nil {
+		client = *req.ClientID
+	}
+	now := time.Now()
+	q := b.usage
+	if last := q.lastSweep.Load(); now.UnixNano()-last > int64(time.Minute) && q.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		for _, bs := range []*quota.Buckets{&q.produce, &q.fetch, &q.request, &q.mutation} {
+			bs.Sweep(now.Add(-time.Hour))
+		}
+	}
+	var d time.Duration
+	record := func(bs *quota.Buckets, key string, v float64) {
+		limit, bucket, ok := cs.Resolve(key, user, client)
+		if !ok {
+			return
+		}
+		r := bs.Get(bucket, now)
+		r.Record(v, now)
+		d = max(d, r.Throttle(limit, now))
+	}
+	switch kmsg.Key(req.Key) {
+	case kmsg.Produce:
+		record(&q.produce, quota.ProducerByteRate, float64(len(req.Raw)))
+	case kmsg.Fetch:
+		if fr, ok := resp.(*wire.FetchResponse); ok && req.Body.(*kmsg.FetchRequest).ReplicaID < 0 {
+			record(&q.fetch, quota.ConsumerByteRate, float64(fr.RecordBytes()))
+		}
+	}
+	record(&q.request, quota.RequestPercentage, float64(elapsed)*100/float64(time.Second))
+	if d <= 0 {
+		return
+	}
+	if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
+		ms := int32(min(d.Milliseconds(), 1<<31-1))
+		if cur, _ := tr.(kmsg.ThrottleResponse).Throttle(); ms > cur {
+			tr.SetThrottle(ms)
+		}
+	}
+	c.Throttle(d)
+}
