@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Client quotas (issue 15), stored with AlterClientQuotas and enforced by
@@ -180,5 +182,57 @@ func TestProducerByteRate(t *testing.T) {
 	}
 	if hook.n.Load() == 0 || hook.maxMs.Load() <= 0 {
 		t.Error("no throttle_time_ms reached the client")
+	}
+}
+
+// TestControllerMutationRate: controller_mutation_rate (KIP-599) lets a
+// user create up to 11 s × the rate partitions at once (11 at 1/s); past it, strict
+// CreateTopics (v6+) is refused THROTTLING_QUOTA_EXCEEDED and creates
+// nothing, older versions are throttled only.
+func TestControllerMutationRate(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	anonymous := "ANONYMOUS"
+	alterQuota(t, kadm.NewClient(newClient(t, n)), kadm.ClientQuotaEntity{{Type: "user", Name: &anonymous}}, "controller_mutation_rate", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	create := func(cl *kgo.Client, version int16, topic string, partitions int32) *kmsg.CreateTopicsResponse {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(version)
+		req.TimeoutMillis = 10000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	// The burst: 11 tokens; 40 partitions leave -29, a 29 s throttle.
+	resp := create(newClient(t, n, kgo.RequestRetries(0)), 7, "big", 40)
+	wantCode(t, "CreateTopics big", resp.Topics[0].ErrorCode, nil)
+	if resp.ThrottleMillis < 28000 || resp.ThrottleMillis > 29100 {
+		t.Errorf("throttle_time_ms %d, want about 29000", resp.ThrottleMillis)
+	}
+	// Another connection, not held back by the throttle on the first.
+	cl := newClient(t, n, kgo.RequestRetries(0))
+	resp = create(cl, 7, "refused", 1)
+	wantCode(t, "CreateTopics v7 over the quota", resp.Topics[0].ErrorCode, kerr.ThrottlingQuotaExceeded)
+	if resp.ThrottleMillis <= 0 {
+		t.Error("no throttle_time_ms with THROTTLING_QUOTA_EXCEEDED")
+	}
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has("refused") {
+		t.Error("the refused topic was created")
+	}
+	// Kafka 2.6's CreateTopics is v5.
+	resp = create(newClient(t, n, kgo.RequestRetries(0), kgo.MaxVersions(kversion.V2_6_0())), 5, "permissive", 1)
+	wantCode(t, "CreateTopics v5 over the quota", resp.Topics[0].ErrorCode, nil)
+	if resp.ThrottleMillis <= 0 {
+		t.Error("v5 over the quota: no throttle_time_ms")
 	}
 }

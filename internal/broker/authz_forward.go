@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -166,19 +168,33 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 
 // gateCreateTopics: CREATE on the cluster or on the topic.
 func gateCreateTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.CreateTopicsRequest)
 	if b.authorizedCluster(c, opCreate) {
-		return noGate(req)
+		return noGate(kreq)
 	}
-	denied := map[string]bool{}
+	return filterCreateTopics(kreq.(*kmsg.CreateTopicsRequest), func(t kmsg.CreateTopicsRequestTopic) int16 {
+		if !b.authorized(c, opCreate, resTopic, t.Topic) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+		return 0
+	})
+}
+
+// filterCreateTopics takes out the topics check gives an error code and
+// answers them with it; a name listed twice is decided once.
+func filterCreateTopics(req *kmsg.CreateTopicsRequest, check func(kmsg.CreateTopicsRequestTopic) int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	denied := map[string]int16{}
 	out := *req
 	out.Topics = nil
 	for _, t := range req.Topics {
-		if denied[t.Topic] || !b.authorized(c, opCreate, resTopic, t.Topic) {
-			denied[t.Topic] = true
-			continue
+		code, seen := denied[t.Topic]
+		if !seen {
+			if code = check(t); code != 0 {
+				denied[t.Topic] = code
+			}
 		}
-		out.Topics = append(out.Topics, t)
+		if code == 0 {
+			out.Topics = append(out.Topics, t)
+		}
 	}
 	if len(denied) == 0 {
 		return noGate(req)
@@ -186,11 +202,11 @@ func gateCreateTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 	return &out, func(r kmsg.Response) kmsg.Response {
 		resp := r.(*kmsg.CreateTopicsResponse)
 		for _, t := range req.Topics {
-			if denied[t.Topic] {
+			if code, ok := denied[t.Topic]; ok {
 				delete(denied, t.Topic)
 				rt := kmsg.NewCreateTopicsResponseTopic()
-				rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
-				rt.ErrorMessage = kmsg.StringPtr(kerr.TopicAuthorizationFailed.Message)
+				rt.Topic, rt.ErrorCode = t.Topic, code
+				rt.ErrorMessage = codeMessage(code)
 				rt.NumPartitions, rt.ReplicationFactor = -1, -1
 				resp.Topics = append(resp.Topics, rt)
 			}
@@ -202,17 +218,32 @@ func gateCreateTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 // gateDeleteTopics: DELETE on each topic (named, or by v6 id when the id
 // is known).
 func gateDeleteTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.DeleteTopicsRequest)
+	return filterDeleteTopics(b, kreq.(*kmsg.DeleteTopicsRequest), func(name string) int16 {
+		if !b.authorized(c, opDelete, resTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+		return 0
+	})
+}
+
+// filterDeleteTopics takes out the topics check gives an error code and
+// answers them with it; topics named by an unknown id are left to the
+// handler.
+func filterDeleteTopics(b *Broker, req *kmsg.DeleteTopicsRequest, check func(name string) int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	im := b.image()
 	out := *req
 	out.TopicNames, out.Topics = nil, nil
-	var deniedNames []string
-	var deniedTopics []kmsg.DeleteTopicsRequestTopic
+	type denial struct {
+		name *string
+		id   [16]byte
+		code int16
+	}
+	var denied []denial
 	for _, n := range req.TopicNames {
-		if b.authorized(c, opDelete, resTopic, n) {
-			out.TopicNames = append(out.TopicNames, n)
+		if code := check(n); code != 0 {
+			denied = append(denied, denial{kmsg.StringPtr(n), [16]byte{}, code})
 		} else {
-			deniedNames = append(deniedNames, n)
+			out.TopicNames = append(out.TopicNames, n)
 		}
 	}
 	for _, t := range req.Topics {
@@ -225,43 +256,11 @@ func gateDeleteTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 				name = mt.Name
 			}
 		}
-		if name == "" || b.authorized(c, opDelete, resTopic, name) {
-			out.Topics = append(out.Topics, t)
-		} else {
-			deniedTopics = append(deniedTopics, t)
-		}
-	}
-	if len(deniedNames)+len(deniedTopics) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
-		resp := r.(*kmsg.DeleteTopicsResponse)
-		add := func(name *string, id [16]byte) {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode = name, id, kerr.TopicAuthorizationFailed.Code
-			rt.ErrorMessage = kmsg.StringPtr(kerr.TopicAuthorizationFailed.Message)
-			resp.Topics = append(resp.Topics, rt)
-		}
-		for _, n := range deniedNames {
-			add(kmsg.StringPtr(n), [16]byte{})
-		}
-		for _, t := range deniedTopics {
-			add(t.Topic, t.TopicID)
-		}
-		return resp
-	}
-}
-
-// gateCreatePartitions: ALTER on each topic.
-func gateCreatePartitions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.CreatePartitionsRequest)
-	out := *req
-	out.Topics = nil
-	denied := map[string]bool{}
-	for _, t := range req.Topics {
-		if denied[t.Topic] || !b.authorized(c, opAlter, resTopic, t.Topic) {
-			denied[t.Topic] = true
-			continue
+		if name != "" {
+			if code := check(name); code != 0 {
+				denied = append(denied, denial{t.Topic, t.TopicID, code})
+				continue
+			}
 		}
 		out.Topics = append(out.Topics, t)
 	}
@@ -269,13 +268,55 @@ func gateCreatePartitions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Re
 		return noGate(req)
 	}
 	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.DeleteTopicsResponse)
+		for _, d := range denied {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = d.name, d.id, d.code
+			rt.ErrorMessage = codeMessage(d.code)
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+}
+
+// gateCreatePartitions: ALTER on each topic.
+func gateCreatePartitions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	return filterCreatePartitions(kreq.(*kmsg.CreatePartitionsRequest), func(t kmsg.CreatePartitionsRequestTopic) int16 {
+		if !b.authorized(c, opAlter, resTopic, t.Topic) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+		return 0
+	})
+}
+
+// filterCreatePartitions takes out the topics check gives an error code
+// and answers them with it; a name listed twice is decided once.
+func filterCreatePartitions(req *kmsg.CreatePartitionsRequest, check func(kmsg.CreatePartitionsRequestTopic) int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	out := *req
+	out.Topics = nil
+	denied := map[string]int16{}
+	for _, t := range req.Topics {
+		code, seen := denied[t.Topic]
+		if !seen {
+			if code = check(t); code != 0 {
+				denied[t.Topic] = code
+			}
+		}
+		if code == 0 {
+			out.Topics = append(out.Topics, t)
+		}
+	}
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
 		resp := r.(*kmsg.CreatePartitionsResponse)
 		for _, t := range req.Topics {
-			if denied[t.Topic] {
+			if code, ok := denied[t.Topic]; ok {
 				delete(denied, t.Topic)
 				rt := kmsg.NewCreatePartitionsResponseTopic()
-				rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
-				rt.ErrorMessage = kmsg.StringPtr(kerr.TopicAuthorizationFailed.Message)
+				rt.Topic, rt.ErrorCode = t.Topic, code
+				rt.ErrorMessage = codeMessage(code)
 				resp.Topics = append(resp.Topics, rt)
 			}
 		}
@@ -348,4 +389,13 @@ func gateIncrementalAlterConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (
 		resp.Resources = append(resp.Resources, denied...)
 		return resp
 	}
+}
+
+// codeMessage is Kafka's message of an error code.
+func codeMessage(code int16) *string {
+	var ke *kerr.Error
+	if errors.As(kerr.ErrorForCode(code), &ke) {
+		return kmsg.StringPtr(ke.Message)
+	}
+	return nil
 }

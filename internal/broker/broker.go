@@ -268,6 +268,15 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 			return finish(nil), nil
 		}
 	}
+	if mutations[a.key] {
+		// Topics denied above are not charged: the quota sees what remains.
+		inner := *req
+		inner.Body = body
+		var quotaFinish func(kmsg.Response) kmsg.Response
+		body, quotaFinish = b.mutationGate(c, &inner)
+		authzFinish := finish
+		finish = func(r kmsg.Response) kmsg.Response { return authzFinish(quotaFinish(r)) }
+	}
 	var resp kmsg.Response
 	var err error
 	start := time.Now()
@@ -311,6 +320,9 @@ var forwardsItself = map[kmsg.Key]bool{
 	kmsg.AlterConfigs:            true,
 	kmsg.IncrementalAlterConfigs: true,
 }
+
+// mutations are the APIs controller_mutation_rate applies to (KIP-599).
+var mutations = map[kmsg.Key]bool{kmsg.CreateTopics: true, kmsg.CreatePartitions: true, kmsg.DeleteTopics: true}
 
 // image is the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.ctrl.Image() }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/quota"
@@ -68,7 +69,7 @@ func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response,
 		if !ok {
 			return
 		}
-		r := bs.Get(bucket, now)
+		r := &bs.Get(bucket, now).Rate
 		r.Record(v, now)
 		d = max(d, r.Throttle(limit, now))
 	}
@@ -91,4 +92,94 @@ func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response,
 		}
 	}
 	c.Throttle(d)
+}
+
+// mutationGate applies controller_mutation_rate (KIP-599) to CreateTopics,
+// CreatePartitions and DeleteTopics: each partition created or deleted
+// takes a token from the client's bucket. Strict versions (CreateTopics
+// v6+, CreatePartitions v3+, DeleteTopics v5+) get
+// THROTTLING_QUOTA_EXCEEDED for each topic met while the bucket is
+// negative, the others are throttled only. The response's
+// throttle_time_ms and the connection's mute are set by finish. Samsa
+// applies the quota on the broker that receives the request, before it
+// is forwarded (Kafka: on the active controller).
+func (b *Broker) mutationGate(c *server.Conn, req *wire.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	body := req.Body
+	cs := b.image().Quotas()
+	if len(cs) == 0 || c == nil {
+		return noGate(body)
+	}
+	if a := b.authorizer(); a.Enabled && a.SuperUsers[connPrincipal(c)] {
+		return noGate(body)
+	}
+	client := ""
+	if req.ClientID != nil {
+		client = *req.ClientID
+	}
+	limit, name, ok := cs.Resolve(quota.ControllerMutationRate, quotaUser(connPrincipal(c)), client)
+	if !ok {
+		return noGate(body)
+	}
+	now := time.Now()
+	tb := &b.usage.mutation.Get(name, now).Tokens
+	strict := false
+	charge := func(partitions int32) int16 {
+		if strict && tb.Exceeded(limit, now) {
+			return kerr.ThrottlingQuotaExceeded.Code
+		}
+		tb.Record(float64(max(partitions, 0)), limit, now)
+		return 0
+	}
+	im := b.image()
+	var out kmsg.Request
+	var finish func(kmsg.Response) kmsg.Response
+	switch r := body.(type) {
+	case *kmsg.CreateTopicsRequest:
+		strict = r.Version >= 6
+		out, finish = filterCreateTopics(r, func(t kmsg.CreateTopicsRequestTopic) int16 {
+			n := t.NumPartitions
+			if len(t.ReplicaAssignment) > 0 {
+				n = int32(len(t.ReplicaAssignment))
+			} else if n == -1 {
+				n = b.node.NumPartitions
+			}
+			return charge(n)
+		})
+	case *kmsg.CreatePartitionsRequest:
+		strict = r.Version >= 3
+		out, finish = filterCreatePartitions(r, func(t kmsg.CreatePartitionsRequestTopic) int16 {
+			n := t.Count
+			if mt := im.Topic(t.Topic); mt != nil {
+				n -= int32(len(mt.Partitions))
+			}
+			return charge(n)
+		})
+	case *kmsg.DeleteTopicsRequest:
+		strict = r.Version >= 5
+		out, finish = filterDeleteTopics(b, r, func(name string) int16 {
+			var n int32
+			if mt := im.Topic(name); mt != nil {
+				n = int32(len(mt.Partitions))
+			}
+			return charge(n)
+		})
+	default:
+		return noGate(body)
+	}
+	// The throttle is due when the partitions are charged, as Kafka
+	// computes it when recording.
+	d := tb.Throttle(limit, now)
+	return out, func(resp kmsg.Response) kmsg.Response {
+		resp = finish(resp)
+		if d > 0 {
+			if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
+				ms := int32(min(d.Milliseconds(), 1<<31-1))
+				if cur, _ := tr.(kmsg.ThrottleResponse).Throttle(); ms > cur {
+					tr.SetThrottle(ms)
+				}
+			}
+			c.Throttle(d)
+		}
+		return resp
+	}
 }

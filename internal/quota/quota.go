@@ -298,12 +298,19 @@ type Buckets struct {
 }
 
 type bucket struct {
-	Rate
+	Bucket
 	used time.Time
 }
 
-// Get returns the rate of bucket name.
-func (bs *Buckets) Get(name string, now time.Time) *Rate {
+// Bucket is the usage of one quota bucket: a Rate for the client quotas,
+// a TokenBucket for controller_mutation_rate.
+type Bucket struct {
+	Rate
+	Tokens TokenBucket
+}
+
+// Get returns bucket name.
+func (bs *Buckets) Get(name string, now time.Time) *Bucket {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	if bs.rates == nil {
@@ -315,7 +322,7 @@ func (bs *Buckets) Get(name string, now time.Time) *Rate {
 		bs.rates[name] = b
 	}
 	b.used = now
-	return &b.Rate
+	return &b.Bucket
 }
 
 // Sweep drops the buckets unused since before.
@@ -327,4 +334,54 @@ func (bs *Buckets) Sweep(before time.Time) {
 			delete(bs.rates, k)
 		}
 	}
+}
+
+// TokenBucket is Kafka's TokenBucket of controller_mutation_rate
+// (KIP-599): it holds up to limit × WindowNum × WindowSize tokens (full
+// at first), refilled at limit per second; each partition created or
+// deleted takes one, and the balance may go negative. Safe for
+// concurrent use.
+type TokenBucket struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time // zero: full
+}
+
+func (tb *TokenBucket) refillLocked(limit float64, now time.Time) {
+	burst := limit * WindowNum * WindowSize.Seconds()
+	if tb.last.IsZero() {
+		tb.tokens = burst
+	} else if now.After(tb.last) {
+		tb.tokens = min(burst, tb.tokens+limit*now.Sub(tb.last).Seconds())
+	}
+	tb.last = now
+}
+
+// Exceeded reports whether the balance is negative: a strict request
+// (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) is then
+// refused THROTTLING_QUOTA_EXCEEDED.
+func (tb *TokenBucket) Exceeded(limit float64, now time.Time) bool {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.refillLocked(limit, now)
+	return tb.tokens < 0
+}
+
+// Record takes v tokens.
+func (tb *TokenBucket) Record(v, limit float64, now time.Time) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.refillLocked(limit, now)
+	tb.tokens -= v
+}
+
+// Throttle is the time until the balance is back to zero.
+func (tb *TokenBucket) Throttle(limit float64, now time.Time) time.Duration {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.refillLocked(limit, now)
+	if tb.tokens >= 0 || limit <= 0 {
+		return 0
+	}
+	return time.Duration(-tb.tokens / limit * float64(time.Second))
 }
