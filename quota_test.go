@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,5 +236,45 @@ func TestControllerMutationRate(t *testing.T) {
 	wantCode(t, "CreateTopics v5 over the quota", resp.Topics[0].ErrorCode, nil)
 	if resp.ThrottleMillis <= 0 {
 		t.Error("v5 over the quota: no throttle_time_ms")
+	}
+}
+
+// TestConnectionCreationRate: connection_creation_rate for an IP address
+// (KIP-612) admits the burst of the quota window (10 windows × 1/s), then
+// holds each further connection unanswered until it is closed.
+func TestConnectionCreationRate(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	ip := "127.0.0.1"
+	alterQuota(t, kadm.NewClient(newClient(t, n)), kadm.ClientQuotaEntity{{Type: "ip", Name: &ip}}, "connection_creation_rate", 1)
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	frame := kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)
+	answered := func() bool {
+		t.Helper()
+		c, err := net.Dial("tcp", n.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(frame); err != nil {
+			return false
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		var size [4]byte
+		_, err = io.ReadFull(c, size[:])
+		return err == nil
+	}
+	ok := 0
+	for range 10 {
+		if answered() {
+			ok++
+		}
+	}
+	// The admin client above made a connection or two of the burst.
+	if ok < 8 {
+		t.Fatalf("%d of the first 10 connections answered, want at least 8", ok)
+	}
+	if answered() || answered() {
+		t.Fatal("a connection past the connection_creation_rate burst was answered")
 	}
 }

@@ -164,6 +164,15 @@ func (h *lateHandler) Handle(ctx context.Context, c *server.Conn, req *wire.Requ
 // httpListener is the key of a bound http.listener in startNode's bound.
 const httpListener = "http.listener"
 
+// connectionThrottle is the broker's connection_creation_rate throttle,
+// none before the broker serves.
+func (h *lateHandler) connectionThrottle(ip string) time.Duration {
+	if b := h.b.Load(); b != nil {
+		return b.ConnectionThrottle(ip)
+	}
+	return 0
+}
+
 // startNode starts a node; bound holds listeners already bound by the
 // caller, by listener name (StartCluster binds controller listeners first
 // to learn their ports).
@@ -254,11 +263,13 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			IdleTimeout:     nc.ConnectionsMaxIdle,
 			Quotas:          brokerQuotas,
 			Requests:        om.requestStats(),
+			ConnectionRate:  h.connectionThrottle,
 			Logger:          logger.With("component", "server"),
 		}
 		if isCtrl {
 			scfg.Versions = ctrlVersions
 			scfg.Quotas = ctrlQuotas
+			scfg.ConnectionRate = nil // client quotas apply to broker listeners
 			if transport != nil {
 				scfg.Divert = func(first [4]byte) func(net.Conn) {
 					if first == quorum.Preamble {

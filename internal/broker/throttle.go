@@ -16,8 +16,8 @@ import (
 // clientQuotas are the rates of the client quota buckets, one set per
 // quota type (Kafka's ClientQuotaManager instances).
 type clientQuotas struct {
-	produce, fetch, request, mutation quota.Buckets
-	lastSweep                         atomic.Int64 // unix nanoseconds of the last Sweep
+	produce, fetch, request, mutation, connections quota.Buckets
+	lastSweep                                      atomic.Int64 // unix nanoseconds of the last Sweep
 }
 
 // quotaUser is the user of a principal for quota entities: its name
@@ -59,7 +59,7 @@ func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response,
 	now := time.Now()
 	q := b.usage
 	if last := q.lastSweep.Load(); now.UnixNano()-last > int64(time.Minute) && q.lastSweep.CompareAndSwap(last, now.UnixNano()) {
-		for _, bs := range []*quota.Buckets{&q.produce, &q.fetch, &q.request, &q.mutation} {
+		for _, bs := range []*quota.Buckets{&q.produce, &q.fetch, &q.request, &q.mutation, &q.connections} {
 			bs.Sweep(now.Add(-time.Hour))
 		}
 	}
@@ -182,4 +182,23 @@ func (b *Broker) mutationGate(c *server.Conn, req *wire.Request) (kmsg.Request, 
 		}
 		return resp
 	}
+}
+
+// ConnectionThrottle records a new connection from ip against its
+// connection_creation_rate (KIP-612: the ip entity, else the ip default)
+// and returns how long to hold it before closing it; zero admits it. For
+// server.Config.ConnectionRate. Safe for concurrent use.
+func (b *Broker) ConnectionThrottle(ip string) time.Duration {
+	cs := b.image().Quotas()
+	if len(cs) == 0 {
+		return 0
+	}
+	limit, ok := cs.ResolveIP(ip)
+	if !ok {
+		return 0
+	}
+	now := time.Now()
+	r := &b.usage.connections.Get(ip, now).Rate
+	r.Record(1, now)
+	return r.Throttle(limit, now)
 }

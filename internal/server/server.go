@@ -99,6 +99,12 @@ type Config struct {
 	// connections share the controller listener): a non-nil result is
 	// run on the connection's goroutine with those bytes still unread.
 	Divert func(first [4]byte) func(net.Conn)
+	// ConnectionRate, when set, records each accepted connection against
+	// the connection_creation_rate of its IP address (KIP-612) and
+	// returns how long to throttle it: a connection over the rate is held
+	// that long without being read, then closed, as Kafka's acceptor
+	// delays closing throttled connections. ip has no port.
+	ConnectionRate func(ip string) time.Duration
 	// Quotas, when set, are the connection limits (max.connections,
 	// max.connections.per.ip) this listener shares with the others of
 	// its socket server; nil means no limits.
@@ -313,6 +319,20 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			s.cfg.Quotas.done(tc)
 		}
 	}()
+	if s.cfg.ConnectionRate != nil {
+		if ip, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+			if d := s.cfg.ConnectionRate(ip); d > 0 {
+				s.logger.Debug("connection_creation_rate exceeded: closing after the throttle", "remote", nc.RemoteAddr().String(), "throttle", d)
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-s.ctx.Done():
+					t.Stop()
+				}
+				return
+			}
+		}
+	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
