@@ -3,6 +3,7 @@ package samsa_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"os/exec"
@@ -431,4 +432,49 @@ for a in sorted(acls, key=lambda a: a.operation.name):
 	}
 	// Now that bindings name py, ANONYMOUS may no longer write to it.
 	wantCode(t, "Produce py as ANONYMOUS", produceCode(t, cl, "py"), kerr.TopicAuthorizationFailed)
+}
+
+// TestACLCluster: a 3-node cluster with the authorizer and its
+// inter-broker principal (User:ANONYMOUS over PLAINTEXT) a super user
+// registers, replicates with acks=all, and forwards admin requests to the
+// active controller; the CreateAcls forwarded from any node lands in the
+// metadata log every node reads.
+func TestACLCluster(t *testing.T) {
+	c := startCluster(t, 3, aclProps(map[string]string{"super.users": anon, "min.insync.replicas": "2"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	addrs := c.Addrs()
+	for i, addr := range addrs {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("replicated"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.AllowAutoTopicCreation())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if i == 0 {
+			if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 3, nil, "replicated"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatalf("produce through node %d: %v", i, err)
+		}
+		name := fmt.Sprintf("t%d", i)
+		mustCreateACLs(t, kadm.NewClient(cl), kadm.NewACLs().Topics(name).Operations(kadm.OpRead).Allow("User:bob").AllowHosts("*"))
+	}
+	for _, addr := range addrs {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		// DescribeAcls reads the node it is sent to.
+		br := direct(t, cl)
+		waitFor(t, 10*time.Second, "every node sees the 3 bindings", func() bool {
+			req := kmsg.NewPtrDescribeACLsRequest()
+			req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+			req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			d, err := req.RequestWith(ctx, br)
+			return err == nil && len(d.Resources) == 3
+		})
+	}
 }
