@@ -2,9 +2,7 @@ package samsa_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"os/exec"
 	"testing"
@@ -16,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/record"
 )
 
 // Authorization (issue 15): ACLs for User:ANONYMOUS over PLAINTEXT, with
@@ -69,14 +68,12 @@ func produceCode(t *testing.T, cl *kgo.Client, topic string) int16 {
 // oneBatch is a v2 record batch of one record.
 func oneBatch(t *testing.T) []byte {
 	t.Helper()
-	b := kmsg.RecordBatch{Magic: 2, FirstTimestamp: time.Now().UnixMilli(), MaxTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1}
-	r := kmsg.Record{Key: []byte("k"), Value: []byte("v")}
-	b.Records = r.AppendTo(nil)
-	b.Length = int32(len(b.AppendTo(nil)) - 12)
-	raw := b.AppendTo(nil)
-	// CRC-32C of everything after the crc field (attributes onward).
-	binary.BigEndian.PutUint32(raw[17:21], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return raw
+	spec := record.Spec{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
+	b, err := record.Build(spec, []record.Record{{Key: []byte("k"), Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func code(c int16) string {
