@@ -178,6 +178,50 @@ func TestACLs(t *testing.T) {
 		wantCode(t, "Produce pre-x", produceCode(t, cl, "pre-x"), kerr.TopicAuthorizationFailed)
 	})
 
+	t.Run("per-topic APIs", func(t *testing.T) {
+		br := direct(t, cl)
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "secret", Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0, Timestamp: -1, CurrentLeaderEpoch: -1}}}}
+		loResp, err := lo.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "ListOffsets", loResp.Topics[0].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
+
+		dr := kmsg.NewPtrDeleteRecordsRequest()
+		dr.TimeoutMillis = 5000
+		dr.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: "secret", Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 0}}}}
+		drResp, err := dr.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "DeleteRecords", drResp.Topics[0].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
+
+		dc := kmsg.NewPtrDescribeConfigsRequest()
+		dc.Resources = []kmsg.DescribeConfigsRequestResource{
+			{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "secret"},
+			{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "1"},
+		}
+		dcResp, err := dc.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes := map[kmsg.ConfigResourceType]int16{}
+		for _, r := range dcResp.Resources {
+			codes[r.ResourceType] = r.ErrorCode
+		}
+		wantCode(t, "DescribeConfigs topic", codes[kmsg.ConfigResourceTypeTopic], kerr.TopicAuthorizationFailed)
+		wantCode(t, "DescribeConfigs broker", codes[kmsg.ConfigResourceTypeBroker], kerr.ClusterAuthorizationFailed)
+
+		dg := kmsg.NewPtrDeleteGroupsRequest()
+		dg.Groups = []string{"other"}
+		dgResp, err := dg.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "DeleteGroups", dgResp.Groups[0].ErrorCode, kerr.GroupAuthorizationFailed)
+	})
+
 	t.Run("create topics needs CREATE", func(t *testing.T) {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		rt := kmsg.NewCreateTopicsRequestTopic()

@@ -346,49 +346,35 @@ func (b *Broker) configResourceDenied(c *server.Conn, op kmsg.ACLOperation, typ 
 func gateAlterConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.AlterConfigsRequest)
 	out := *req
-	out.Resources = nil
 	var denied []kmsg.AlterConfigsResponseResource
-	for _, r := range req.Resources {
-		if code := b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-			denied = append(denied, rr)
-			continue
-		}
-		out.Resources = append(out.Resources, r)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	out.Resources, denied = split(req.Resources, func(r kmsg.AlterConfigsRequestResource) int16 {
+		return b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName)
+	}, func(r kmsg.AlterConfigsRequestResource, code int16) kmsg.AlterConfigsResponseResource {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		return rr
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.AlterConfigsResponseResource) {
 		resp := r.(*kmsg.AlterConfigsResponse)
-		resp.Resources = append(resp.Resources, denied...)
-		return resp
-	}
+		resp.Resources = append(resp.Resources, d...)
+	})
 }
 
 func gateIncrementalAlterConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	out := *req
-	out.Resources = nil
 	var denied []kmsg.IncrementalAlterConfigsResponseResource
-	for _, r := range req.Resources {
-		if code := b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-			denied = append(denied, rr)
-			continue
-		}
-		out.Resources = append(out.Resources, r)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	out.Resources, denied = split(req.Resources, func(r kmsg.IncrementalAlterConfigsRequestResource) int16 {
+		return b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName)
+	}, func(r kmsg.IncrementalAlterConfigsRequestResource, code int16) kmsg.IncrementalAlterConfigsResponseResource {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		return rr
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.IncrementalAlterConfigsResponseResource) {
 		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
-		resp.Resources = append(resp.Resources, denied...)
-		return resp
-	}
+		resp.Resources = append(resp.Resources, d...)
+	})
 }
 
 // codeMessage is Kafka's message of an error code.

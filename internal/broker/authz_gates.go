@@ -66,6 +66,40 @@ func (d *topicDenier) deny(topic string) bool {
 	return d.denied[topic]
 }
 
+// split keeps the entries of in that code gives 0 and turns the others
+// into response entries with deny.
+func split[T, R any](in []T, code func(T) int16, deny func(T, int16) R) (kept []T, denied []R) {
+	for _, t := range in {
+		if c := code(t); c != 0 {
+			denied = append(denied, deny(t, c))
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	return kept, denied
+}
+
+// withDenied is a gate's result once split: req itself when nothing was
+// denied, else out (req with the kept entries) and a finish that adds the
+// denied entries to the response with add.
+func withDenied[R any](req, out kmsg.Request, denied []R, add func(kmsg.Response, []R)) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	return out, func(r kmsg.Response) kmsg.Response {
+		add(r, denied)
+		return r
+	}
+}
+
+// code is TOPIC_AUTHORIZATION_FAILED for a denied topic, else 0.
+func (d *topicDenier) code(topic string) int16 {
+	if d.deny(topic) {
+		return kerr.TopicAuthorizationFailed.Code
+	}
+	return 0
+}
+
 // gateGroupRead: JoinGroup, SyncGroup, Heartbeat and LeaveGroup need READ
 // on the group, else GROUP_AUTHORIZATION_FAILED.
 func gateGroupRead(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
@@ -102,20 +136,19 @@ func gateGroupRead(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, f
 // GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
 func gateOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.OffsetCommitRequest)
-	groupOK := b.authorized(c, opRead, resGroup, req.Group)
+	var whole int16
+	if !b.authorized(c, opRead, resGroup, req.Group) {
+		whole = kerr.GroupAuthorizationFailed.Code
+	}
 	d := b.topicDenier(c, opRead)
 	out := *req
-	out.Topics = nil
 	var denied []kmsg.OffsetCommitResponseTopic
-	for _, t := range req.Topics {
-		if groupOK && !d.deny(t.Topic) {
-			out.Topics = append(out.Topics, t)
-			continue
+	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
+		if whole != 0 {
+			return whole
 		}
-		code := kerr.TopicAuthorizationFailed.Code
-		if !groupOK {
-			code = kerr.GroupAuthorizationFailed.Code
-		}
+		return d.code(t.Topic)
+	}, func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
@@ -123,21 +156,17 @@ func gateOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 			rp.Partition, rp.ErrorCode = p.Partition, code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		denied = append(denied, rt)
-	}
-	if !groupOK {
+		return rt
+	})
+	if whole != 0 {
 		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 		resp.Topics = denied
 		return deny(resp)
 	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetCommitResponseTopic) {
 		resp := r.(*kmsg.OffsetCommitResponse)
-		resp.Topics = append(resp.Topics, denied...)
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // gateOffsetFetch: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and
@@ -353,27 +382,21 @@ func gateDescribeGroups(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Requ
 func gateDeleteGroups(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	out := *req
-	out.Groups = nil
-	var denied []string
-	for _, g := range req.Groups {
-		if b.authorized(c, opDelete, resGroup, g) {
-			out.Groups = append(out.Groups, g)
-		} else {
-			denied = append(denied, g)
+	var denied []kmsg.DeleteGroupsResponseGroup
+	out.Groups, denied = split(req.Groups, func(g string) int16 {
+		if !b.authorized(c, opDelete, resGroup, g) {
+			return kerr.GroupAuthorizationFailed.Code
 		}
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+		return 0
+	}, func(g string, code int16) kmsg.DeleteGroupsResponseGroup {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		return rg
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DeleteGroupsResponseGroup) {
 		resp := r.(*kmsg.DeleteGroupsResponse)
-		for _, g := range denied {
-			rg := kmsg.NewDeleteGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
-			resp.Groups = append(resp.Groups, rg)
-		}
-		return resp
-	}
+		resp.Groups = append(resp.Groups, d...)
+	})
 }
 
 // gateOffsetDelete: DELETE on the group (top-level
@@ -387,30 +410,22 @@ func gateOffsetDelete(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 	}
 	d := b.topicDenier(c, opRead)
 	out := *req
-	out.Topics = nil
 	var denied []kmsg.OffsetDeleteResponseTopic
-	for _, t := range req.Topics {
-		if !d.deny(t.Topic) {
-			out.Topics = append(out.Topics, t)
-			continue
-		}
-		rt := kmsg.NewOffsetDeleteResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		denied = append(denied, rt)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.OffsetDeleteRequestTopic, code int16) kmsg.OffsetDeleteResponseTopic {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetDeleteResponseTopic) {
 		resp := r.(*kmsg.OffsetDeleteResponse)
-		resp.Topics = append(resp.Topics, denied...)
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // gateInitProducerID: a transactional id needs WRITE on it
@@ -522,17 +537,13 @@ func gateTxnOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Req
 	}
 	d := b.topicDenier(c, opRead)
 	out := *req
-	out.Topics = nil
 	var denied []kmsg.TxnOffsetCommitResponseTopic
-	for _, t := range req.Topics {
-		code := whole
-		if code == 0 && d.deny(t.Topic) {
-			code = kerr.TopicAuthorizationFailed.Code
+	out.Topics, denied = split(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
+		if whole != 0 {
+			return whole
 		}
-		if code == 0 {
-			out.Topics = append(out.Topics, t)
-			continue
-		}
+		return d.code(t.Topic)
+	}, func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
 		rt := kmsg.NewTxnOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
@@ -540,49 +551,38 @@ func gateTxnOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Req
 			rp.Partition, rp.ErrorCode = p.Partition, code
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		denied = append(denied, rt)
-	}
+		return rt
+	})
 	if whole != 0 {
 		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 		resp.Topics = denied
 		return deny(resp)
 	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.TxnOffsetCommitResponseTopic) {
 		resp := r.(*kmsg.TxnOffsetCommitResponse)
-		resp.Topics = append(resp.Topics, denied...)
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // gateDescribeTransactions: DESCRIBE on each transactional id.
 func gateDescribeTransactions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.DescribeTransactionsRequest)
 	out := *req
-	out.TransactionalIDs = nil
-	var denied []string
-	for _, id := range req.TransactionalIDs {
-		if b.authorized(c, opDescribe, resTxnID, id) {
-			out.TransactionalIDs = append(out.TransactionalIDs, id)
-		} else {
-			denied = append(denied, id)
+	var denied []kmsg.DescribeTransactionsResponseTransactionState
+	out.TransactionalIDs, denied = split(req.TransactionalIDs, func(id string) int16 {
+		if !b.authorized(c, opDescribe, resTxnID, id) {
+			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+		return 0
+	}, func(id string, code int16) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, code, -1, -1
+		return st
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeTransactionsResponseTransactionState) {
 		resp := r.(*kmsg.DescribeTransactionsResponse)
-		for _, id := range denied {
-			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.ErrorCode = id, kerr.TransactionalIDAuthorizationFailed.Code
-			st.ProducerID, st.ProducerEpoch = -1, -1
-			resp.TransactionStates = append(resp.TransactionStates, st)
-		}
-		return resp
-	}
+		resp.TransactionStates = append(resp.TransactionStates, d...)
+	})
 }
 
 // gateListTransactions lists only the transactional ids the principal
@@ -606,30 +606,22 @@ func gateListOffsets(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	d := b.topicDenier(c, opDescribe)
 	out := *req
-	out.Topics = nil
 	var denied []kmsg.ListOffsetsResponseTopic
-	for _, t := range req.Topics {
-		if !d.deny(t.Topic) {
-			out.Topics = append(out.Topics, t)
-			continue
-		}
-		rt := kmsg.NewListOffsetsResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewListOffsetsResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		denied = append(denied, rt)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	out.Topics, denied = split(req.Topics, func(t kmsg.ListOffsetsRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.ListOffsetsRequestTopic, code int16) kmsg.ListOffsetsResponseTopic {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.ListOffsetsResponseTopic) {
 		resp := r.(*kmsg.ListOffsetsResponse)
-		resp.Topics = append(resp.Topics, denied...)
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // gateOffsetForLeaderEpoch: a follower (replica id >= 0) needs
@@ -640,31 +632,26 @@ func gateOffsetForLeaderEpoch(b *Broker, c *server.Conn, kreq kmsg.Request) (kms
 	all := req.ReplicaID >= 0 && !b.authorizedCluster(c, opClusterAction)
 	d := b.topicDenier(c, opDescribe)
 	out := *req
-	out.Topics = nil
 	var denied []kmsg.OffsetForLeaderEpochResponseTopic
-	for _, t := range req.Topics {
-		if !all && (req.ReplicaID >= 0 || !d.deny(t.Topic)) {
-			out.Topics = append(out.Topics, t)
-			continue
+	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) int16 {
+		if all || req.ReplicaID < 0 && d.deny(t.Topic) {
+			return kerr.TopicAuthorizationFailed.Code
 		}
+		return 0
+	}, func(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-			rp.LeaderEpoch, rp.EndOffset = -1, -1
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
 			rt.Partitions = append(rt.Partitions, rp)
 		}
-		denied = append(denied, rt)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+		return rt
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetForLeaderEpochResponseTopic) {
 		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
-		resp.Topics = append(resp.Topics, denied...)
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // gateDeleteRecords: DELETE on each topic.
@@ -672,30 +659,22 @@ func gateDeleteRecords(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reque
 	req := kreq.(*kmsg.DeleteRecordsRequest)
 	d := b.topicDenier(c, opDelete)
 	out := *req
-	out.Topics = nil
 	var denied []kmsg.DeleteRecordsResponseTopic
-	for _, t := range req.Topics {
-		if !d.deny(t.Topic) {
-			out.Topics = append(out.Topics, t)
-			continue
-		}
-		rt := kmsg.NewDeleteRecordsResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, kerr.TopicAuthorizationFailed.Code, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		denied = append(denied, rt)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	out.Topics, denied = split(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.DeleteRecordsRequestTopic, code int16) kmsg.DeleteRecordsResponseTopic {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DeleteRecordsResponseTopic) {
 		resp := r.(*kmsg.DeleteRecordsResponse)
-		resp.Topics = append(resp.Topics, denied...)
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // gateDescribeProducers: READ on each topic.
@@ -703,30 +682,22 @@ func gateDescribeProducers(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.R
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	d := b.topicDenier(c, opRead)
 	out := *req
-	out.Topics = nil
 	var denied []kmsg.DescribeProducersResponseTopic
-	for _, t := range req.Topics {
-		if !d.deny(t.Topic) {
-			out.Topics = append(out.Topics, t)
-			continue
-		}
-		rt := kmsg.NewDescribeProducersResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewDescribeProducersResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p, kerr.TopicAuthorizationFailed.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		denied = append(denied, rt)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	out.Topics, denied = split(req.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeProducersResponseTopic) {
 		resp := r.(*kmsg.DescribeProducersResponse)
-		resp.Topics = append(resp.Topics, denied...)
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // gateDescribeConfigs: DESCRIBE_CONFIGS on each topic or on the cluster
@@ -734,23 +705,16 @@ func gateDescribeProducers(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.R
 func gateDescribeConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
 	out := *req
-	out.Resources = nil
 	var denied []kmsg.DescribeConfigsResponseResource
-	for _, r := range req.Resources {
-		if code := b.configResourceDenied(c, opDescribeConfigs, r.ResourceType, r.ResourceName); code != 0 {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-			denied = append(denied, rr)
-			continue
-		}
-		out.Resources = append(out.Resources, r)
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	out.Resources, denied = split(req.Resources, func(r kmsg.DescribeConfigsRequestResource) int16 {
+		return b.configResourceDenied(c, opDescribeConfigs, r.ResourceType, r.ResourceName)
+	}, func(r kmsg.DescribeConfigsRequestResource, code int16) kmsg.DescribeConfigsResponseResource {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		return rr
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeConfigsResponseResource) {
 		resp := r.(*kmsg.DescribeConfigsResponse)
-		resp.Resources = append(resp.Resources, denied...)
-		return resp
-	}
+		resp.Resources = append(resp.Resources, d...)
+	})
 }
