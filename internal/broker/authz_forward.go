@@ -182,37 +182,41 @@ func gateCreateTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 // filterCreateTopics takes out the topics check gives an error code and
 // answers them with it; a name listed twice is decided once.
 func filterCreateTopics(req *kmsg.CreateTopicsRequest, check func(kmsg.CreateTopicsRequestTopic) int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	denied := map[string]int16{}
 	out := *req
-	out.Topics = nil
-	for _, t := range req.Topics {
-		code, seen := denied[t.Topic]
-		if !seen {
-			if code = check(t); code != 0 {
-				denied[t.Topic] = code
-			}
-		}
-		if code == 0 {
-			out.Topics = append(out.Topics, t)
-		}
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	var denied []kmsg.CreateTopicsResponseTopic
+	out.Topics, denied = splitByName(req.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic }, check,
+		func(name string, code int16) kmsg.CreateTopicsResponseTopic {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = name, code, codeMessage(code)
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.CreateTopicsResponseTopic) {
 		resp := r.(*kmsg.CreateTopicsResponse)
-		for _, t := range req.Topics {
-			if code, ok := denied[t.Topic]; ok {
-				delete(denied, t.Topic)
-				rt := kmsg.NewCreateTopicsResponseTopic()
-				rt.Topic, rt.ErrorCode = t.Topic, code
-				rt.ErrorMessage = codeMessage(code)
-				rt.NumPartitions, rt.ReplicationFactor = -1, -1
-				resp.Topics = append(resp.Topics, rt)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// splitByName is split for entries named by name: the entries of a name
+// are decided once, by its first, and a denied name gets one response
+// entry.
+func splitByName[T, R any](in []T, name func(T) string, code func(T) int16, deny func(string, int16) R) (kept []T, denied []R) {
+	decided := map[string]int16{}
+	for _, t := range in {
+		n := name(t)
+		c, seen := decided[n]
+		if !seen {
+			c = code(t)
+			decided[n] = c
+			if c != 0 {
+				denied = append(denied, deny(n, c))
 			}
 		}
-		return resp
+		if c == 0 {
+			kept = append(kept, t)
+		}
 	}
+	return kept, denied
 }
 
 // gateDeleteTopics: DELETE on each topic (named, or by v6 id when the id
@@ -293,35 +297,17 @@ func gateCreatePartitions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Re
 // and answers them with it; a name listed twice is decided once.
 func filterCreatePartitions(req *kmsg.CreatePartitionsRequest, check func(kmsg.CreatePartitionsRequestTopic) int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	out := *req
-	out.Topics = nil
-	denied := map[string]int16{}
-	for _, t := range req.Topics {
-		code, seen := denied[t.Topic]
-		if !seen {
-			if code = check(t); code != 0 {
-				denied[t.Topic] = code
-			}
-		}
-		if code == 0 {
-			out.Topics = append(out.Topics, t)
-		}
-	}
-	if len(denied) == 0 {
-		return noGate(req)
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
+	var denied []kmsg.CreatePartitionsResponseTopic
+	out.Topics, denied = splitByName(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic }, check,
+		func(name string, code int16) kmsg.CreatePartitionsResponseTopic {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode, rt.ErrorMessage = name, code, codeMessage(code)
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.CreatePartitionsResponseTopic) {
 		resp := r.(*kmsg.CreatePartitionsResponse)
-		for _, t := range req.Topics {
-			if code, ok := denied[t.Topic]; ok {
-				delete(denied, t.Topic)
-				rt := kmsg.NewCreatePartitionsResponseTopic()
-				rt.Topic, rt.ErrorCode = t.Topic, code
-				rt.ErrorMessage = codeMessage(code)
-				resp.Topics = append(resp.Topics, rt)
-			}
-		}
-		return resp
-	}
+		resp.Topics = append(resp.Topics, d...)
+	})
 }
 
 // configResourceDenied is the error of a config resource c may not apply
