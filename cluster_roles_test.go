@@ -346,9 +346,10 @@ func TestControllerListenerAPIs(t *testing.T) {
 		got = append(got, kmsg.NameForKey(k))
 	}
 	slices.Sort(got)
-	want := []string{"AllocateProducerIDs", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "ApiVersions",
-		"BrokerHeartbeat", "BrokerRegistration", "CreatePartitions", "CreateTopics", "DeleteTopics", "DescribeCluster",
-		"DescribeConfigs", "DescribeQuorum", "ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments"}
+	want := []string{"AllocateProducerIDs", "AlterClientQuotas", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "ApiVersions",
+		"BrokerHeartbeat", "BrokerRegistration", "CreateACLs", "CreatePartitions", "CreateTopics", "DeleteACLs", "DeleteTopics",
+		"DescribeACLs", "DescribeCluster", "DescribeConfigs", "DescribeQuorum", "ElectLeaders", "Fetch", "IncrementalAlterConfigs",
+		"ListPartitionReassignments"}
 	if !slices.Equal(got, want) {
 		t.Errorf("controller listener advertises %v, want %v", got, want)
 	}
