@@ -1,0 +1,442 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+
+	"github.com/samsahq/samsa/internal/chaos/check"
+	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+var (
+	schedules = flag.Int("chaos.schedules", 1, "schedules to run")
+	seed      = flag.Uint64("chaos.seed", 1, "seed of the first schedule (schedule i uses seed+i)")
+	duration  = flag.Duration("chaos.duration", 15*time.Second, "workload time of each schedule, under faults")
+	results   = flag.String("chaos.results", "", "directory for each schedule's history and analysis (default a temporary one)")
+)
+
+// TestMain fails the package if a run leaves goroutines behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	topic      = "chaos"
+	partitions = 3
+)
+
+// TestChaos runs -chaos.schedules schedules and fails on any anomaly. Its
+// last log line is "N schedules, M anomalies".
+func TestChaos(t *testing.T) {
+	dir := *results
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	total := 0
+	for i := range *schedules {
+		s := *seed + uint64(i)
+		out := filepath.Join(dir, fmt.Sprintf("schedule-%03d-seed-%d", i, s))
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var r *check.Result
+		t.Run(fmt.Sprintf("seed-%d", s), func(t *testing.T) { r = runSchedule(t, s, out) })
+		if r == nil {
+			t.Fatalf("schedule seed %d did not finish", s)
+		}
+		n := r.Count()
+		total += n
+		t.Logf("schedule seed %d: %d ops (%d ok), %d anomalies %s", s, r.Ops, r.OK, n, summary(r))
+	}
+	msg := fmt.Sprintf("%d schedules, %d anomalies", *schedules, total)
+	fmt.Println(msg)
+	if total > 0 {
+		t.Errorf("%s (results in %s)", msg, dir)
+	}
+}
+
+func summary(r *check.Result) string {
+	var parts []string
+	for _, k := range check.Kinds {
+		if f := r.Anomalies[k]; f != nil {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, f.Count))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// runSchedule starts a cluster, runs the workload under the nemesis of
+// seed for -chaos.duration, heals, reads everything and analyzes.
+func runSchedule(t *testing.T, seed uint64, out string) *check.Result {
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: []string{
+		"replica.lag.time.max.ms=2000",
+		"broker.session.timeout.ms=3000",
+		"broker.heartbeat.interval.ms=300",
+		"default.replication.factor=3",
+		"min.insync.replicas=2",
+		"transaction.state.log.replication.factor=3",
+		"transaction.state.log.min.isr=2",
+		"offsets.topic.replication.factor=3",
+	}})
+	hf, err := os.Create(filepath.Join(out, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Close()
+	nf, err := os.Create(filepath.Join(out, "nemesis.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nf.Close()
+	rec := check.NewRecorder(hf)
+
+	ctx, cancel := context.WithTimeout(context.Background(), *duration+3*time.Minute)
+	defer cancel()
+	admCl := newClient(t, c)
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+
+	var values atomic.Int64
+	wctx, stop := context.WithTimeout(ctx, *duration)
+	defer stop()
+	var wg sync.WaitGroup
+	proc := 0
+	for range 2 {
+		proc++
+		p := proc
+		cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProduceRequestTimeout(5*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
+		wg.Go(func() { sender(wctx, rec, p, cl, &values, seed+uint64(p)) })
+	}
+	proc++
+	tp := proc
+	tcl := newClient(t, c, kgo.TransactionalID(fmt.Sprintf("chaos-%d", seed)), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
+	wg.Go(func() { transactor(wctx, rec, tp, tcl, &values, seed+uint64(tp)) })
+	for _, rc := range []bool{true, false} {
+		proc++
+		p := proc
+		opts := []kgo.Opt{kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart()))}
+		if rc {
+			opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		}
+		cl := newClient(t, c, opts...)
+		wg.Go(func() { consumer(wctx, rec, p, rc, cl, c) })
+	}
+	wg.Go(func() { nemesis(wctx, t, c, nf, seed) })
+	wg.Wait()
+
+	// Heal: every node running and resumed, then a fresh consumer reads
+	// every partition to its high-watermark.
+	for _, n := range c.Nodes {
+		n.Resume()
+		if !n.Running() {
+			n.Restart()
+		}
+	}
+	proc++
+	final(ctx, t, rec, proc, c)
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hf.Seek(0, 0)
+	ops, err := check.Read(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := check.Analyze(ops)
+	a, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "analysis.json"), a, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func allPartitions(o kgo.Offset) map[string]map[int32]kgo.Offset {
+	m := map[int32]kgo.Offset{}
+	for p := range int32(partitions) {
+		m[p] = o
+	}
+	return map[string]map[int32]kgo.Offset{topic: m}
+}
+
+func newClient(t *testing.T, c *proctest.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// outcome classifies a failed produce: certainly not written (a
+// non-retriable error the broker answered) or unknown.
+func outcome(err error) string {
+	var ke *kerr.Error
+	if errors.As(err, &ke) && !ke.Retriable {
+		return check.Fail
+	}
+	return check.Info
+}
+
+// sender produces one unique value at a time with an idempotent acks=all
+// client.
+func sender(ctx context.Context, rec *check.Recorder, proc int, cl *kgo.Client, values *atomic.Int64, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	for ctx.Err() == nil {
+		p := rnd.Int32N(partitions)
+		v := values.Add(1)
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FSend, Mops: []check.Mop{{F: check.FSend, Partition: p, Value: v, Offset: -1}}})
+		r, err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: p, Value: fmt.Append(nil, v)}).First()
+		done := check.Op{Type: check.OK, Process: proc, F: check.FSend, Mops: []check.Mop{{F: check.FSend, Partition: p, Value: v, Offset: -1}}}
+		if err != nil {
+			done.Type, done.Error = outcome(err), err.Error()
+		} else {
+			done.Mops[0].Offset = r.Offset
+		}
+		rec.Record(done)
+	}
+}
+
+// transactor sends two values to random partitions per transaction and
+// commits (or aborts one in five).
+func transactor(ctx context.Context, rec *check.Recorder, proc int, cl *kgo.Client, values *atomic.Int64, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 2))
+	for ctx.Err() == nil {
+		var mops []check.Mop
+		for range 2 {
+			mops = append(mops, check.Mop{F: check.FSend, Partition: rnd.Int32N(partitions), Value: values.Add(1), Offset: -1})
+		}
+		abort := rnd.IntN(5) == 0
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FTxn, Mops: mops})
+		done := check.Op{Type: check.OK, Process: proc, F: check.FTxn, Mops: mops}
+		err := cl.BeginTransaction()
+		for i := range mops {
+			if err != nil {
+				break
+			}
+			var r *kgo.Record
+			r, err = cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: mops[i].Partition, Value: fmt.Append(nil, mops[i].Value)}).First()
+			if err == nil {
+				mops[i].Offset = r.Offset
+			}
+		}
+		ectx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		switch {
+		case err == nil && !abort:
+			done.CommitTime = rec.Since()
+			if err = cl.EndTransaction(ectx, kgo.TryCommit); err != nil {
+				done.Type, done.Error = check.Info, err.Error()
+			}
+		default:
+			if err == nil {
+				err = errors.New("aborted by the workload")
+			}
+			done.Type, done.Error = check.Fail, err.Error()
+			if aerr := cl.AbortBufferedRecords(ectx); aerr != nil {
+				done.Type = check.Info
+			} else if aerr := cl.EndTransaction(ectx, kgo.TryAbort); aerr != nil {
+				done.Type, done.Error = check.Info, err.Error()+"; abort: "+aerr.Error()
+			}
+		}
+		cancel()
+		rec.Record(done)
+		if done.Type == check.Info {
+			// The producer may be fenced or in an unknown state: its next
+			// BeginTransaction fails until it recovers; back off.
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// consumer polls every partition and, every 500 ms, records the
+// high-watermarks ListOffsets serves it.
+func consumer(ctx context.Context, rec *check.Recorder, proc int, rc bool, cl *kgo.Client, c *proctest.Cluster) {
+	adm := kadm.NewClient(cl)
+	next := time.Now()
+	for ctx.Err() == nil {
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FPoll, ReadCommitted: rc})
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		done := check.Op{Type: check.OK, Process: proc, F: check.FPoll, ReadCommitted: rc}
+		fs.EachRecord(func(r *kgo.Record) {
+			var v int64
+			fmt.Sscan(string(r.Value), &v)
+			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: v, Offset: r.Offset})
+		})
+		rec.Record(done)
+		if !rc && time.Now().After(next) {
+			next = time.Now().Add(500 * time.Millisecond)
+			rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FHW})
+			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ends, err := adm.ListEndOffsets(lctx, topic)
+			cancel()
+			hw := check.Op{Type: check.OK, Process: proc, F: check.FHW}
+			if err != nil {
+				hw.Type, hw.Error = check.Info, err.Error()
+			}
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Err == nil {
+					hw.Mops = append(hw.Mops, check.Mop{F: check.FHW, Partition: o.Partition, Value: -1, Offset: o.Offset})
+				}
+			})
+			rec.Record(hw)
+		}
+	}
+}
+
+// final reads every partition from the start up to the high-watermark
+// after the cluster healed.
+func final(ctx context.Context, t *testing.T, rec *check.Recorder, proc int, c *proctest.Cluster) {
+	cl := newClient(t, c, kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart())))
+	adm := kadm.NewClient(cl)
+	var ends kadm.ListedOffsets
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		ends, err = adm.ListEndOffsets(lctx, topic)
+		cancel()
+		if err == nil && ends.Error() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("final ListEndOffsets: %v %v", err, ends.Error())
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	need := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { need[o.Partition] = o.Offset })
+	pos := map[int32]int64{}
+	// Done when every partition reached its end, or after three empty
+	// polls (a transaction marker can be the last offset).
+	for empty := 0; empty < 3 && time.Now().Before(deadline); {
+		caught := true
+		for p, end := range need {
+			if pos[p] < end {
+				caught = false
+			}
+		}
+		if caught {
+			return
+		}
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FPoll})
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		done := check.Op{Type: check.OK, Process: proc, F: check.FPoll}
+		fs.EachRecord(func(r *kgo.Record) {
+			var v int64
+			fmt.Sscan(string(r.Value), &v)
+			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: v, Offset: r.Offset})
+			pos[r.Partition] = r.Offset + 1
+		})
+		if len(done.Mops) == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+		rec.Record(done)
+	}
+	t.Logf("final read stopped at %v of %v", pos, need)
+}
+
+// nemesis injects one fault every 2-5 s until ctx ends: SIGKILL of a
+// random node or of the active controller with a restart 1-4 s later, or
+// SIGSTOP of a random node for 1-5 s (past replica.lag.time.max.ms and
+// broker.session.timeout.ms when long).
+func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.File, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 3))
+	start := time.Now()
+	note := func(format string, args ...any) {
+		fmt.Fprintf(log, "%8.3fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
+	wait := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rnd.IntN(hi-lo)) * time.Millisecond }
+	for wait(ms(2000, 5000)) {
+		n := c.Nodes[rnd.IntN(len(c.Nodes))]
+		switch k := rnd.IntN(3); k {
+		case 0, 1:
+			what := "node"
+			if k == 1 {
+				if id, err := activeController(c); err == nil {
+					n, what = c.Node(id), "active controller"
+				}
+			}
+			d := ms(1000, 4000)
+			note("kill -9 %s %d, restart after %v", what, n.ID, d)
+			n.Kill()
+			wait(d)
+			n.Restart()
+			note("restarted node %d", n.ID)
+		case 2:
+			d := ms(1000, 5000)
+			note("SIGSTOP node %d for %v", n.ID, d)
+			n.Pause()
+			wait(d)
+			n.Resume()
+			note("SIGCONT node %d", n.ID)
+		}
+	}
+}
+
+// activeController asks a running node for the metadata quorum's leader.
+func activeController(c *proctest.Cluster) (int32, error) {
+	var last error
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		cl := wire.NewClient(n.Addr(), "chaos", 16<<20)
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		req.SetVersion(1)
+		rt := kmsg.NewDescribeQuorumRequestTopic()
+		rt.Topic = "__cluster_metadata"
+		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		r, err := cl.Request(ctx, req)
+		cl.Close()
+		cancel()
+		if err != nil {
+			last = err
+			continue
+		}
+		resp := r.(*kmsg.DescribeQuorumResponse)
+		if len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 && resp.Topics[0].Partitions[0].LeaderID > 0 {
+			return resp.Topics[0].Partitions[0].LeaderID, nil
+		}
+	}
+	return -1, fmt.Errorf("no quorum leader known: %v", last)
+}
