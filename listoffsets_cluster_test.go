@@ -43,6 +43,8 @@ func listOffset(t *testing.T, ctx context.Context, cl *kgo.Client, id, replicaID
 // Samsa served the lower high-watermark with NONE; a follower answers a
 // consumer NOT_LEADER_OR_FOLLOWER, where it served its own lagging
 // high-watermark; a debugging replica id (-2) reads any replica's log end.
+// OffsetForLeaderEpoch answers a consumer the old epoch's end, not the
+// lagging high-watermark.
 // Replicas [1,2,3]; node 3's fetches are throttled to 1 KB/s, so the
 // high-watermark trails node 2's log end when node 1 stops.
 func TestListOffsetsAfterLeaderChange(t *testing.T) {
@@ -94,6 +96,7 @@ func TestListOffsetsAfterLeaderChange(t *testing.T) {
 		t.Fatalf("follower 2 answered a consumer's ListOffsets with error %d, want NOT_LEADER_OR_FOLLOWER", code)
 	}
 
+	oldEpoch := describe(t, adm, "lag").Partitions[0].LeaderEpoch
 	if err := c.StopNode(1); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +122,25 @@ func TestListOffsetsAfterLeaderChange(t *testing.T) {
 	}
 	if _, code := listOffset(t, ctx, cl, 3, -1, 7); code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("follower 3 answered a consumer's ListOffsets with error %d, want NOT_LEADER_OR_FOLLOWER", code)
+	}
+
+	// A consumer that read up to n in the old epoch asks where it ended:
+	// at n, not at the new leader's lagging high-watermark (which would
+	// read as a truncation and make it poll records again).
+	oreq := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oreq.ReplicaID = -1
+	ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	ot.Topic = "lag"
+	op := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	op.CurrentLeaderEpoch, op.LeaderEpoch = -1, oldEpoch
+	ot.Partitions = append(ot.Partitions, op)
+	oreq.Topics = append(oreq.Topics, ot)
+	kresp, err := cl.Broker(2).Request(ctx, oreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := kresp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.EndOffset != n {
+		t.Fatalf("OffsetForLeaderEpoch(%d) on the new leader: end offset %d (error %d), want %d", oldEpoch, p.EndOffset, p.ErrorCode, n)
 	}
 
 	// Lift node 3's throttle: the high-watermark catches up and is served.
