@@ -84,7 +84,7 @@ func summary(r *check.Result) string {
 // runSchedule starts a cluster, runs the workload under the nemesis of
 // seed for -chaos.duration, heals, reads everything and analyzes.
 func runSchedule(t *testing.T, seed uint64, out string) *check.Result {
-	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: []string{
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Proxied: true, Overrides: []string{
 		"replica.lag.time.max.ms=2000",
 		"broker.session.timeout.ms=3000",
 		"broker.heartbeat.interval.ms=300",
@@ -108,6 +108,12 @@ func runSchedule(t *testing.T, seed uint64, out string) *check.Result {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *duration+3*time.Minute)
 	defer cancel()
+	cf, err := os.Create(filepath.Join(out, "clients.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cf.Close()
+	clientLog = kgo.BasicLogger(&syncWriter{w: cf}, kgo.LogLevelInfo, nil)
 	admCl := newClient(t, c)
 	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
 		t.Fatal(err)
@@ -145,6 +151,7 @@ func runSchedule(t *testing.T, seed uint64, out string) *check.Result {
 	// every partition to its high-watermark.
 	for _, n := range c.Nodes {
 		n.Resume()
+		c.Heal(n.ID)
 		if !n.Running() {
 			n.Restart()
 		}
@@ -160,6 +167,9 @@ func runSchedule(t *testing.T, seed uint64, out string) *check.Result {
 		t.Fatal(err)
 	}
 	r := check.Analyze(ops)
+	for _, n := range c.Nodes {
+		os.WriteFile(filepath.Join(out, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
+	}
 	a, _ := json.MarshalIndent(r, "", "  ")
 	if err := os.WriteFile(filepath.Join(out, "analysis.json"), a, 0o644); err != nil {
 		t.Fatal(err)
@@ -175,9 +185,29 @@ func allPartitions(o kgo.Offset) map[string]map[int32]kgo.Offset {
 	return map[string]map[int32]kgo.Offset{topic: m}
 }
 
+// clientLog receives the clients' logs of the running schedule (leader
+// changes, truncation detected, retries).
+var clientLog kgo.Logger
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *os.File
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
 func newClient(t *testing.T, c *proctest.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)...)
+	base := []kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.MetadataMinAge(100 * time.Millisecond), kgo.Dialer(c.Dial)}
+	if clientLog != nil {
+		base = append(base, kgo.WithLogger(clientLog))
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,9 +396,11 @@ func final(ctx context.Context, t *testing.T, rec *check.Recorder, proc int, c *
 }
 
 // nemesis injects one fault every 2-5 s until ctx ends: SIGKILL of a
-// random node or of the active controller with a restart 1-4 s later, or
+// random node or of the active controller with a restart 1-4 s later,
 // SIGSTOP of a random node for 1-5 s (past replica.lag.time.max.ms and
-// broker.session.timeout.ms when long).
+// broker.session.timeout.ms when long), or a cut of every link between a
+// random node and the others for 1-6 s (the proxies). Faults do not
+// overlap.
 func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.File, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 3))
 	start := time.Now()
@@ -386,7 +418,7 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.Fil
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rnd.IntN(hi-lo)) * time.Millisecond }
 	for wait(ms(2000, 5000)) {
 		n := c.Nodes[rnd.IntN(len(c.Nodes))]
-		switch k := rnd.IntN(3); k {
+		switch k := rnd.IntN(4); k {
 		case 0, 1:
 			what := "node"
 			if k == 1 {
@@ -398,7 +430,11 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.Fil
 			note("kill -9 %s %d, restart after %v", what, n.ID, d)
 			n.Kill()
 			wait(d)
-			n.Restart()
+			if err := n.TryRestart(); err != nil {
+				note("restart of node %d failed: %v", n.ID, err)
+				t.Errorf("nemesis: restarting node %d: %v", n.ID, err)
+				return
+			}
 			note("restarted node %d", n.ID)
 		case 2:
 			d := ms(1000, 5000)
@@ -407,6 +443,17 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.Fil
 			wait(d)
 			n.Resume()
 			note("SIGCONT node %d", n.ID)
+		case 3:
+			// The proxies cut the node from the other nodes (raft,
+			// heartbeats, replication to and from it) but not from the
+			// clients, which dial around them: a leader that lost the
+			// quorum goes on answering clients.
+			d := ms(1000, 6000)
+			note("isolate node %d from the other nodes for %v", n.ID, d)
+			c.Isolate(n.ID)
+			wait(d)
+			c.Heal(n.ID)
+			note("heal node %d", n.ID)
 		}
 	}
 }
