@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,7 +135,8 @@ func runSchedule(t *testing.T, seed uint64, out string) *check.Result {
 	proc++
 	tp := proc
 	tcl := newClient(t, c, kgo.TransactionalID(fmt.Sprintf("chaos-%d", seed)), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
-	wg.Go(func() { transactor(wctx, rec, tp, tcl, &values, seed+uint64(tp)) })
+	trd := newClient(t, c, kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart())), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	wg.Go(func() { transactor(wctx, rec, tp, tcl, trd, &values, seed+uint64(tp)) })
 	for _, rc := range []bool{true, false} {
 		proc++
 		p := proc
@@ -215,6 +218,16 @@ func newClient(t *testing.T, c *proctest.Cluster, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// value is the number a record carries; -1 for one the workload did not
+// write.
+func value(r *kgo.Record) int64 {
+	v, err := strconv.ParseInt(string(r.Value), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
 // outcome classifies a failed produce: certainly not written (a
 // non-retriable error the broker answered) or unknown.
 func outcome(err error) string {
@@ -244,22 +257,33 @@ func sender(ctx context.Context, rec *check.Recorder, proc int, cl *kgo.Client, 
 	}
 }
 
-// transactor sends two values to random partitions per transaction and
-// commits (or aborts one in five).
-func transactor(ctx context.Context, rec *check.Recorder, proc int, cl *kgo.Client, values *atomic.Int64, seed uint64) {
+// transactor polls what its read_committed consumer rd has (up to
+// 100 ms), then sends two values to random partitions in a transaction
+// and commits it (or aborts one in five); the polls are the
+// transaction's reads, for the G1c analysis.
+func transactor(ctx context.Context, rec *check.Recorder, proc int, cl, rd *kgo.Client, values *atomic.Int64, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 2))
 	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := rd.PollFetches(pctx)
+		cancel()
 		var mops []check.Mop
+		fs.EachRecord(func(r *kgo.Record) {
+			mops = append(mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: value(r), Offset: r.Offset})
+		})
 		for range 2 {
 			mops = append(mops, check.Mop{F: check.FSend, Partition: rnd.Int32N(partitions), Value: values.Add(1), Offset: -1})
 		}
 		abort := rnd.IntN(5) == 0
-		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FTxn, Mops: mops})
-		done := check.Op{Type: check.OK, Process: proc, F: check.FTxn, Mops: mops}
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FTxn, ReadCommitted: true, Mops: slices.Clone(mops)})
+		done := check.Op{Type: check.OK, Process: proc, F: check.FTxn, ReadCommitted: true, Mops: mops}
 		err := cl.BeginTransaction()
 		for i := range mops {
 			if err != nil {
 				break
+			}
+			if mops[i].F != check.FSend {
+				continue
 			}
 			var r *kgo.Record
 			r, err = cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: mops[i].Partition, Value: fmt.Append(nil, mops[i].Value)}).First()
@@ -310,9 +334,7 @@ func consumer(ctx context.Context, rec *check.Recorder, proc int, rc bool, cl *k
 		cancel()
 		done := check.Op{Type: check.OK, Process: proc, F: check.FPoll, ReadCommitted: rc}
 		fs.EachRecord(func(r *kgo.Record) {
-			var v int64
-			fmt.Sscan(string(r.Value), &v)
-			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: v, Offset: r.Offset})
+			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: value(r), Offset: r.Offset})
 		})
 		rec.Record(done)
 		if !rc && time.Now().After(next) {
@@ -380,9 +402,7 @@ func final(ctx context.Context, t *testing.T, rec *check.Recorder, proc int, c *
 		cancel()
 		done := check.Op{Type: check.OK, Process: proc, F: check.FPoll}
 		fs.EachRecord(func(r *kgo.Record) {
-			var v int64
-			fmt.Sscan(string(r.Value), &v)
-			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: v, Offset: r.Offset})
+			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: value(r), Offset: r.Offset})
 			pos[r.Partition] = r.Offset + 1
 		})
 		if len(done.Mops) == 0 {
