@@ -64,19 +64,7 @@ func TestListOffsetsAfterLeaderChange(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "lag", -1, -1
-	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	ra.Partition, ra.Replicas = 0, []int32{1, 2, 3}
-	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
-	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
-	cfg.Name, cfg.Value = "follower.replication.throttled.replicas", kmsg.StringPtr("*")
-	rt.Configs = append(rt.Configs, cfg)
-	req.Topics = append(req.Topics, rt)
-	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create: %v %+v", err, resp)
-	}
+	createAssigned(t, ctx, cl, "lag", []int32{1, 2, 3}, map[string]string{"follower.replication.throttled.replicas": "*"})
 	waitFor(t, 20*time.Second, "leader 1", func() bool { return describe(t, adm, "lag").Partitions[0].Leader == 1 })
 	const n = 200
 	value := make([]byte, 1000)

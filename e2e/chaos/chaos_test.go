@@ -20,12 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/samsahq/samsa/internal/chaos/check"
 	"github.com/samsahq/samsa/internal/proctest"
-	"github.com/samsahq/samsa/internal/wire"
 )
 
 var (
@@ -478,32 +476,19 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.Fil
 	}
 }
 
-// activeController asks a running node for the metadata quorum's leader.
+// activeController asks the running nodes for the metadata quorum's
+// leader (proctest.QuorumLeader).
 func activeController(c *proctest.Cluster) (int32, error) {
-	var last error
+	last := errors.New("no node running")
 	for _, n := range c.Nodes {
 		if !n.Running() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		cl := wire.NewClient(n.Addr(), "chaos", 16<<20)
-		req := kmsg.NewPtrDescribeQuorumRequest()
-		req.SetVersion(1)
-		rt := kmsg.NewDescribeQuorumRequestTopic()
-		rt.Topic = "__cluster_metadata"
-		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
-		req.Topics = append(req.Topics, rt)
-		r, err := cl.Request(ctx, req)
-		cl.Close()
-		cancel()
-		if err != nil {
-			last = err
-			continue
+		id, err := proctest.QuorumLeader(n.Addr())
+		if err == nil && id > 0 {
+			return id, nil
 		}
-		resp := r.(*kmsg.DescribeQuorumResponse)
-		if len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 && resp.Topics[0].Partitions[0].LeaderID > 0 {
-			return resp.Topics[0].Partitions[0].LeaderID, nil
-		}
+		last = err
 	}
 	return -1, fmt.Errorf("no quorum leader known: %v", last)
 }
