@@ -132,7 +132,9 @@ func runSchedule(t *testing.T, seed uint64, out string) *check.Result {
 	}
 	proc++
 	tp := proc
-	tcl := newClient(t, c, kgo.TransactionalID(fmt.Sprintf("chaos-%d", seed)), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
+	tcl := func() *kgo.Client {
+		return newClient(t, c, kgo.TransactionalID(fmt.Sprintf("chaos-%d", seed)), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
+	}
 	trd := newClient(t, c, kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart())), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	wg.Go(func() { transactor(wctx, rec, tp, tcl, trd, &values, seed+uint64(tp)) })
 	for _, rc := range []bool{true, false} {
@@ -259,8 +261,13 @@ func sender(ctx context.Context, rec *check.Recorder, proc int, cl *kgo.Client, 
 // 100 ms), then sends two values to random partitions in a transaction
 // and commits it (or aborts one in five); the polls are the
 // transaction's reads, for the G1c analysis.
-func transactor(ctx context.Context, rec *check.Recorder, proc int, cl, rd *kgo.Client, values *atomic.Int64, seed uint64) {
+//
+// A client whose producer id failed for good is closed and replaced by a
+// new one (newClient), which fences the old producer epoch.
+func transactor(ctx context.Context, rec *check.Recorder, proc int, newClient func() *kgo.Client, rd *kgo.Client, values *atomic.Int64, seed uint64) {
 	rnd := rand.New(rand.NewPCG(seed, 2))
+	cl := newClient()
+	defer func() { cl.Close() }()
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		fs := rd.PollFetches(pctx)
@@ -309,6 +316,10 @@ func transactor(ctx context.Context, rec *check.Recorder, proc int, cl, rd *kgo.
 		}
 		cancel()
 		rec.Record(done)
+		if strings.Contains(done.Error, "fatal") || strings.Contains(done.Error, "while already in a transaction") {
+			cl.Close()
+			cl = newClient()
+		}
 		if done.Type == check.Info {
 			// The producer may be fenced or in an unknown state: its next
 			// BeginTransaction fails until it recovers; back off.

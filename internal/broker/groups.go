@@ -210,8 +210,10 @@ func (s offsetsStore) Append(ctx context.Context, p int32, recs []group.Record) 
 	return nil
 }
 
-// Load reads the partition from its log start offset to its
-// high-watermark. Records of transactional batches (TxnOffsetCommit) come
+// Load reads the partition from its log start offset to its log end
+// offset (Kafka's GroupMetadataManager loads to the log end: a new
+// leader's high-watermark may lag records the previous leader committed,
+// and this leader never truncates them). Records of transactional batches (TxnOffsetCommit) come
 // with their producer, and transaction markers as records with
 // Txn.Marker; other control batches are skipped.
 func (s offsetsStore) Load(ctx context.Context, p int32, fn func(group.Record) error) error {
@@ -219,12 +221,12 @@ func (s offsetsStore) Load(ctx context.Context, p int32, fn func(group.Record) e
 	if err != nil {
 		return err
 	}
-	off := rp.LogStartOffset()
-	for off < rp.HighWatermark() {
+	off, end := rp.LogStartOffset(), rp.LogEndOffset()
+	for off < end {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := rp.Read(off, 1<<20, false, true)
+		res, err := rp.Read(off, 1<<20, true, true)
 		if errors.Is(err, storage.ErrOffsetOutOfRange) && off < res.LogStartOffset {
 			off = res.LogStartOffset // retention or compaction moved the start
 			continue
@@ -233,7 +235,7 @@ func (s offsetsStore) Load(ctx context.Context, p int32, fn func(group.Record) e
 			return storeError(err)
 		}
 		if len(res.Records) == 0 {
-			return fmt.Errorf("reading %s-%d at offset %d below the high-watermark %d: no records", offsetsTopic, p, off, res.HighWatermark)
+			return fmt.Errorf("reading %s-%d at offset %d below the log end offset %d: no records", offsetsTopic, p, off, end)
 		}
 		next := off
 		_, err = record.Batches(res.Records, func(batch []byte, h record.Header) error {
