@@ -31,7 +31,7 @@ go test ./e2e/chaos -run '^TestChaos$' -count=1 -v -timeout "$timeout" \
 	>"$results/test.log" 2>&1
 rc=$?
 set -e
-grep -E 'schedule seed|final read' "$results/test.log" || true
+[ -f "$results/summary.md" ] && cat "$results/summary.md"
 echo "results in $results (exit $rc)"
 last=$(grep -E '^[0-9]+ schedules, [0-9]+ anomalies$' "$results/test.log" | tail -1)
 if [ -z "$last" ]; then
