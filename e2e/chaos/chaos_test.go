@@ -50,7 +50,7 @@ func TestChaos(t *testing.T) {
 	}
 	total := 0
 	var table strings.Builder
-	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | ops | ok | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i := range *schedules {
 		s := *seed + uint64(i)
 		out := filepath.Join(dir, fmt.Sprintf("schedule-%03d-seed-%d", i, s))
@@ -67,7 +67,8 @@ func TestChaos(t *testing.T) {
 		}
 		n := r.Count()
 		total += n
-		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], r.Ops, r.OK, n, summary(r))
+		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], r.Ops, r.OK,
+			r.Failed[check.FSend], r.Unknown[check.FSend], r.Failed[check.FTxn], r.Unknown[check.FTxn], n, summary(r))
 		t.Logf("schedule seed %d: %d ops (%d ok), %d anomalies %s", s, r.Ops, r.OK, n, summary(r))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(table.String()), 0o644); err != nil {

@@ -34,9 +34,14 @@ type Found struct {
 
 // Result is a history's analysis.
 type Result struct {
-	Valid     bool              `json:"valid"`     // no anomaly at all
-	Ops       int               `json:"ops"`       // completions in the history
-	OK        int               `json:"ok"`        // completions of type ok
+	Valid bool `json:"valid"` // no anomaly at all
+	Ops   int  `json:"ops"`   // completions in the history
+	OK    int  `json:"ok"`    // completions of type ok
+	// Failed and Unknown count the fail and info completions by function
+	// (send, poll, txn, hw): not anomalies, but a run where most
+	// transactions fail checks little.
+	Failed    map[string]int    `json:"failed,omitempty"`
+	Unknown   map[string]int    `json:"unknown,omitempty"`
 	Anomalies map[string]*Found `json:"anomalies"` // by kind, only those found
 }
 
@@ -80,7 +85,7 @@ type write struct {
 // Analyze checks a history. Operations still pending at the end count as
 // Info.
 func Analyze(ops []Op) *Result {
-	r := &Result{Anomalies: map[string]*Found{}}
+	r := &Result{Anomalies: map[string]*Found{}, Failed: map[string]int{}, Unknown: map[string]int{}}
 	writes := map[int64]*write{}     // by value
 	at := map[po]int64{}             // value seen at each offset
 	offsetsOf := map[int64][]int64{} // offsets each value was seen at
@@ -118,8 +123,13 @@ func Analyze(ops []Op) *Result {
 			continue
 		}
 		r.Ops++
-		if op.Type == OK {
+		switch op.Type {
+		case OK:
 			r.OK++
+		case Fail:
+			r.Failed[op.F]++
+		default:
+			r.Unknown[op.F]++
 		}
 		txn := op.F == FTxn
 		for _, m := range op.Mops {

@@ -129,6 +129,9 @@ func TestAnalyze(t *testing.T) {
 					t.Fatalf("anomalies %v, want %v (%+v)", got, tc.want, r.Anomalies)
 				}
 			}
+			if tc.name == "clean" && (r.Failed[FSend] != 1 || r.Unknown[FSend] != 1) {
+				t.Fatalf("failed %v unknown %v, want one send each", r.Failed, r.Unknown)
+			}
 			if r.Valid != (len(tc.want) == 0) {
 				t.Fatalf("valid %v with %v", r.Valid, got)
 			}
