@@ -117,10 +117,7 @@ func (m *Manager) SetCleaner(o CleanerOptions) {
 	}
 	m.cleanerBackoff.Store(int64(o.Backoff))
 	m.cleanerDedupe.Store(o.DedupeBufferSize)
-	m.throttle.mu.Lock()
-	changed := m.throttle.rate != o.IOMaxBytesPerSecond
-	m.throttle.mu.Unlock()
-	if changed {
+	if m.throttle.rate() != o.IOMaxBytesPerSecond {
 		m.throttle.setRate(o.IOMaxBytesPerSecond)
 	}
 }
@@ -251,7 +248,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{}, offline: map[TopicPartition]offlineLog{}, perDir: map[*logDir]int{},
 		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1),
-		throttle: &throttler{rate: opts.Cleaner.IOMaxBytesPerSecond, periodStart: time.Now()}}
+		throttle: rateThrottler(opts.Cleaner.IOMaxBytesPerSecond)}
 	m.cleanerBackoff.Store(int64(opts.Cleaner.Backoff))
 	m.cleanerDedupe.Store(opts.Cleaner.DedupeBufferSize)
 	m.flushKick = make(chan struct{}, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,14 +24,22 @@ const throttleCheckInterval = 300 * time.Millisecond
 // sleeping, as in a testing/synctest bubble, is throttled too). The
 // throttler is shared by every cleaning of a Manager, and is safe for
 // concurrent use: callers sleep in turn, under its lock, as Kafka's
-// cleaner threads do. A nil *throttler never throttles.
+// cleaner threads do; setRate never waits for them (it runs while the
+// broker applies a metadata image). A nil *throttler never throttles.
 type throttler struct {
-	rate float64 // units per second; unthrottled when not in (0, math.MaxFloat64)
+	// rateBits is math.Float64bits of the desired rate in units per
+	// second; unthrottled when not in (0, math.MaxFloat64). Written by
+	// setRate without mu.
+	rateBits atomic.Uint64
 
 	mu          sync.Mutex // guards the fields below; held while sleeping
+	periodRate  float64    // the rate the current period is held to
 	periodStart time.Time
 	observed    float64 // units since periodStart
 }
+
+// rate is the desired rate.
+func (t *throttler) rate() float64 { return math.Float64frombits(t.rateBits.Load()) }
 
 // newThrottler returns a throttler to rate units per second, or nil (no
 // throttling) when rate is not positive, is infinite or NaN, or is
@@ -39,15 +48,23 @@ func newThrottler(rate float64) *throttler {
 	if !(rate > 0) || rate >= math.MaxFloat64 {
 		return nil
 	}
-	return &throttler{rate: rate, periodStart: time.Now()}
+	return rateThrottler(rate)
 }
 
-// setRate changes the desired rate at once (log.cleaner.io.max.bytes.per.second
-// updated dynamically); a rate newThrottler maps to nil stops throttling.
+// rateThrottler returns a throttler to rate units per second, not nil
+// whatever the rate (a Manager's, whose rate setRate changes later).
+func rateThrottler(rate float64) *throttler {
+	t := &throttler{periodRate: rate, periodStart: time.Now()}
+	t.rateBits.Store(math.Float64bits(rate))
+	return t
+}
+
+// setRate changes the desired rate (log.cleaner.io.max.bytes.per.second
+// updated dynamically) from the next unit of work counted, which starts a
+// new period; a rate newThrottler maps to nil stops throttling. It does
+// not wait for a caller sleeping in maybeThrottle.
 func (t *throttler) setRate(rate float64) {
-	t.mu.Lock()
-	t.rate, t.periodStart, t.observed = rate, time.Now(), 0
-	t.mu.Unlock()
+	t.rateBits.Store(math.Float64bits(rate))
 }
 
 // maybeThrottle counts n units of work done and sleeps when the rate is
@@ -58,13 +75,17 @@ func (t *throttler) maybeThrottle(ctx context.Context, n int64) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !(t.rate > 0) || t.rate >= math.MaxFloat64 {
+	rate := t.rate()
+	if rate != t.periodRate {
+		t.periodRate, t.periodStart, t.observed = rate, time.Now(), 0
+	}
+	if !(rate > 0) || rate >= math.MaxFloat64 {
 		return nil // unthrottled since setRate
 	}
 	t.observed += float64(n)
 	elapsed := time.Since(t.periodStart)
 	// The time the work counted should take at the desired rate.
-	wantF := t.observed / t.rate * float64(time.Second)
+	wantF := t.observed / rate * float64(time.Second)
 	want := time.Duration(math.MaxInt64)
 	if wantF < float64(math.MaxInt64) {
 		want = time.Duration(wantF)

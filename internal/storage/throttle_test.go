@@ -120,7 +120,7 @@ func TestCleanThrottled(t *testing.T) {
 // bytes/s, 10,000 bytes take 10 s; back to unthrottled, no time.
 func TestSetCleanerRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &Manager{throttle: &throttler{rate: math.MaxFloat64, periodStart: time.Now()}}
+		m := &Manager{throttle: rateThrottler(math.MaxFloat64)}
 		work := func() time.Duration {
 			start := time.Now()
 			for range 100 {
@@ -143,6 +143,45 @@ func TestSetCleanerRate(t *testing.T) {
 		}
 		if b := time.Duration(m.cleanerBackoff.Load()); b != time.Second {
 			t.Fatalf("backoff %v", b)
+		}
+	})
+}
+
+// TestSetCleanerDoesNotWaitForSleep: SetCleaner runs while the broker
+// applies a metadata image (a dynamic broker config), so it must not wait
+// for a cleaning that sleeps in the throttler, which holds its lock for
+// the whole sleep (about 99 s here at 1 byte/s). The new rate applies to
+// the work counted after it.
+func TestSetCleanerDoesNotWaitForSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &Manager{throttle: rateThrottler(1)}
+		sleeping := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			// Past the check interval at 1 byte/s: the first call sleeps.
+			close(sleeping)
+			if err := m.throttle.maybeThrottle(context.Background(), 100); err != nil {
+				t.Error(err)
+			}
+		}()
+		<-sleeping
+		synctest.Wait() // the cleaner is asleep, holding the throttler's lock
+		start := time.Now()
+		m.SetCleaner(CleanerOptions{IOMaxBytesPerSecond: math.MaxFloat64})
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("SetCleaner waited %v for the sleeping cleaner", d)
+		}
+		<-done
+		if d := time.Since(start); d == 0 {
+			t.Fatal("the cleaner did not sleep: the test tests nothing")
+		}
+		start = time.Now()
+		if err := m.throttle.maybeThrottle(context.Background(), 1_000_000); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("after the rate was lifted the cleaner slept %v", d)
 		}
 	})
 }
