@@ -127,8 +127,31 @@ func TestDynamicBrokerConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := configOf(t, defaults, "", "message.max.bytes"); orNull(c.Value) != "2000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || len(c.Synonyms) != 2 {
-		t.Errorf("cluster default message.max.bytes = %s (%v), %d synonyms; want 2000 DYNAMIC_DEFAULT_BROKER_CONFIG, 2", orNull(c.Value), c.Source, len(c.Synonyms))
+	// The cluster-wide resource lists only the default's own synonyms, as
+	// Kafka's createBrokerConfigEntry(perBrokerConfig = false).
+	if c := configOf(t, defaults, "", "message.max.bytes"); orNull(c.Value) != "2000" || c.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig || len(c.Synonyms) != 1 {
+		t.Errorf("cluster default message.max.bytes = %s (%v), %d synonyms; want 2000 DYNAMIC_DEFAULT_BROKER_CONFIG, 1", orNull(c.Value), c.Source, len(c.Synonyms))
+	}
+	// Read-only means "cannot be updated dynamically" on both resources,
+	// as in createBrokerConfigEntry (kadm does not show the flag).
+	for _, tc := range []struct {
+		resource, name string
+		readOnly       bool
+	}{
+		{"1", "message.max.bytes", false}, {"1", "log.dirs", true}, {"1", "log.retention.hours", true},
+		{"", "message.max.bytes", false},
+	} {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType, r.ResourceName, r.ConfigNames = kmsg.ConfigResourceTypeBroker, tc.resource, []string{tc.name}
+		req.Resources = append(req.Resources, r)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Resources) != 1 || len(resp.Resources[0].Configs) != 1 {
+			t.Fatalf("describe %s of broker %q: %v %+v", tc.name, tc.resource, err, resp)
+		}
+		if got := resp.Resources[0].Configs[0].ReadOnly; got != tc.readOnly {
+			t.Errorf("broker %q %s read-only = %t, want %t", tc.resource, tc.name, got, tc.readOnly)
+		}
 	}
 
 	// Read-only configs, unknown ones and bad values: INVALID_REQUEST,

@@ -37,11 +37,11 @@ import (
 //     likewise.
 //   - a broker resource named by this node's id lists every property with
 //     the value in effect and the synonyms of its name; the empty name
-//     lists the cluster-wide dynamic defaults set, with their synonyms but
-//     those of this broker's own dynamic configs. As Kafka, every config
-//     of the first is marked read-write and every one of the second
-//     read-only (config.Mode tells which can really change); another name
-//     is INVALID_REQUEST.
+//     lists the cluster-wide dynamic defaults set, with only their
+//     DYNAMIC_DEFAULT_BROKER_CONFIG synonyms. As Kafka's
+//     createBrokerConfigEntry, both mark read-only the configs that cannot
+//     be updated dynamically (config.Mode); another name is
+//     INVALID_REQUEST.
 //   - a BROKER_LOGGER resource (KIP-412) named by this node's id lists the
 //     loggers (loglevel.Root and the components) with their levels,
 //     source DYNAMIC_BROKER_LOGGER_CONFIG.
@@ -103,9 +103,9 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 					}
 					v := def[name]
 					syn := slices.DeleteFunc(b.brokerSynonyms(name), func(s kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) bool {
-						return s.Source == kmsg.ConfigSourceDynamicBrokerConfig
+						return s.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig
 					})
-					add(name, &v, config.TypeString, true, syn)
+					add(name, &v, config.TypeString, config.Mode(name) == config.ReadOnly, syn)
 				}
 				break
 			}
@@ -121,7 +121,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 				if _, ok := config.BrokerDefault(bc.Name); !bc.Set && !ok {
 					v = nil // null in Kafka: no default, not set
 				}
-				add(bc.Name, v, config.TypeString, false, b.brokerSynonyms(bc.Name))
+				add(bc.Name, v, config.TypeString, config.Mode(bc.Name) == config.ReadOnly, b.brokerSynonyms(bc.Name))
 			}
 		case kmsg.ConfigResourceTypeBrokerLogger:
 			if err := b.checkLoggerResource(r.ResourceName); err != nil {

@@ -114,8 +114,11 @@ func newConfigDescribeCommand(f *adminFlags) *cobra.Command {
 		Long: `Show an entity's configs with DescribeConfigs, one per line as
 kafka-configs --describe prints them: name=value, whether it is sensitive,
 and its synonyms in order of precedence (source:name=value). Without --all
-only dynamically set configs are listed (DYNAMIC_*); broker loggers are
-always listed all. For example:
+only the configs set on the entity itself are listed, as kafka-configs:
+DYNAMIC_BROKER_CONFIG for a broker id (not the cluster-wide defaults it
+inherits), DYNAMIC_DEFAULT_BROKER_CONFIG for --entity-default,
+DYNAMIC_TOPIC_CONFIG for a topic; broker loggers are always listed all.
+For example:
 
   samsa config describe --entity-type brokers --entity-name 1
   samsa config describe --entity-type brokers --entity-default
@@ -212,7 +215,7 @@ func printConfigs(w io.Writer, e configEntity, configs []kadm.Config, all bool) 
 	}
 	sort.SliceStable(configs, func(i, j int) bool { return configs[i].Key < configs[j].Key })
 	for _, c := range configs {
-		if !all && !dynamicSource(c.Source) {
+		if !all && c.Source != e.dynamicSource() {
 			continue
 		}
 		var syns []string
@@ -223,13 +226,20 @@ func printConfigs(w io.Writer, e configEntity, configs []kadm.Config, all bool) 
 	}
 }
 
-func dynamicSource(s kmsg.ConfigSource) bool {
-	switch s {
-	case kmsg.ConfigSourceDynamicTopicConfig, kmsg.ConfigSourceDynamicBrokerConfig,
-		kmsg.ConfigSourceDynamicDefaultBrokerConfig, kmsg.ConfigSourceDynamicBrokerLoggerConfig:
-		return true
+// dynamicSource is the source of the configs set on e itself, which
+// describe lists without --all, as kafka-configs (ConfigCommand's
+// dynamicConfigSource): a broker's describe leaves out the cluster-wide
+// defaults it inherits, a topic's the broker configs.
+func (e *configEntity) dynamicSource() kmsg.ConfigSource {
+	switch {
+	case e.def:
+		return kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	case e.typ == "brokers":
+		return kmsg.ConfigSourceDynamicBrokerConfig
+	case e.typ == "topics":
+		return kmsg.ConfigSourceDynamicTopicConfig
 	}
-	return false
+	return kmsg.ConfigSourceDynamicBrokerLoggerConfig
 }
 
 func orNull(s *string) string {

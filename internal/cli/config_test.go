@@ -19,18 +19,24 @@ func TestConfig(t *testing.T) {
 	for _, want := range []string{
 		"Dynamic configs for broker 1 are:\n",
 		"  log.retention.ms=7200000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=7200000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000, DEFAULT_CONFIG:log.retention.hours=168}\n",
-		"  log.cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}\n",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("describe broker 1: no %q in\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, "num.partitions") {
-		t.Errorf("describe without --all lists static configs:\n%s", r.stdout)
+	// As kafka-configs: a broker's describe lists what is set on it, not
+	// the static configs nor the cluster-wide defaults it inherits.
+	if strings.Contains(r.stdout, "num.partitions") || strings.Contains(r.stdout, "log.cleanup.policy") {
+		t.Errorf("describe without --all lists configs not set on broker 1:\n%s", r.stdout)
 	}
 	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "brokers", "--entity-name", "1", "--all")
-	if !strings.Contains(r.stdout, "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}\n") {
-		t.Errorf("describe --all:\n%s", r.stdout)
+	for _, want := range []string{
+		"  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}\n",
+		"  log.cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("describe --all: no %q in\n%s", want, r.stdout)
+		}
 	}
 	mustRun(t, nil, "config", "alter", b, "--entity-type", "brokers", "--entity-default", "--delete-config", "log.retention.ms,log.cleanup.policy")
 	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "brokers", "--entity-default")
@@ -53,6 +59,11 @@ func TestConfig(t *testing.T) {
 	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "topics", "--entity-name", "events")
 	if !strings.Contains(r.stdout, "Dynamic configs for topic events are:\n  retention.ms=1000 ") {
 		t.Errorf("describe topic:\n%s", r.stdout)
+	}
+	mustRun(t, nil, "config", "alter", b, "--entity-type", "brokers", "--entity-default", "--add-config", "log.segment.bytes=2000000")
+	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "topics", "--entity-name", "events")
+	if strings.Contains(r.stdout, "segment.bytes") {
+		t.Errorf("describe topic lists a cluster-wide default it inherits:\n%s", r.stdout)
 	}
 }
 
