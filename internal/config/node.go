@@ -366,8 +366,7 @@ func (n *Node) SecurityProtocol(name string) (string, bool) {
 
 // validateSecurityProtocols checks that every listener, advertised listener
 // and controller listener name has a security protocol (as Kafka does) and
-// that it is PLAINTEXT, the only one Samsa serves so far: a listener named
-// or mapped SSL or SASL_* would otherwise serve plaintext on its port.
+// that its ssl.* and sasl.* properties are ones Samsa serves (Security).
 func (n *Node) validateSecurityProtocols() error {
 	check := func(prop, name string, required bool) error {
 		p, ok := n.SecurityProtocol(name)
@@ -375,7 +374,9 @@ func (n *Node) validateSecurityProtocols() error {
 		case !ok && required:
 			return fmt.Errorf("config %s: listener %s has no security protocol in listener.security.protocol.map", prop, name)
 		case ok && p != "PLAINTEXT":
-			return fmt.Errorf("config %s: listener %s uses security protocol %s (listener.security.protocol.map); Samsa serves only PLAINTEXT listeners until TLS and SASL are supported", prop, name, p)
+			if _, err := n.Security(name); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -533,7 +534,7 @@ var nodeProps = map[string]nodeProp{
 		m, err := parseSecurityProtocolMap(v)
 		n.ListenerSecurityProtocols = m
 		return err
-	}, "listener name to security protocol; listeners must map to PLAINTEXT for now"},
+	}, "listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"},
 	"inter.broker.listener.name": {"", ignored, "single node: unused"},
 	"controller.quorum.voters": {"", func(n *Node, v string) (err error) {
 		n.QuorumVoters, err = ParseVoters(v)
@@ -727,6 +728,9 @@ func Parse(props map[string]string) (*Node, error) {
 		if _, ok := brokerSynonyms[k]; ok {
 			continue
 		}
+		if securityKey(k) {
+			continue // read per listener by Security
+		}
 		unknown = append(unknown, k)
 	}
 	if len(unknown) > 0 {
@@ -768,8 +772,8 @@ func Parse(props map[string]string) (*Node, error) {
 //     listener.
 //
 // Then every listener has a security protocol in
-// listener.security.protocol.map (see SecurityProtocol) and it is
-// PLAINTEXT, and max.connections.per.ip is zero only with overrides.
+// listener.security.protocol.map (see SecurityProtocol) with ssl.* and
+// sasl.* properties Samsa serves (Security), and max.connections.per.ip is zero only with overrides.
 func (n *Node) Validate() error {
 	if len(n.LogDirs) == 0 {
 		return errors.New("config log.dirs: no directory")
