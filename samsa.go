@@ -126,6 +126,7 @@ func StartProperties(ctx context.Context, props map[string]string, logger *slog.
 // so that a restarted node answers no client from a stale image.
 type lateHandler struct {
 	b     atomic.Pointer[broker.Broker]
+	ctrl  atomic.Pointer[controller.Controller] // for SCRAM credentials
 	node  *config.Node
 	ready chan struct{} // closed once the broker serves clients
 }
@@ -238,6 +239,9 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 				}
 			}
 		}
+		if err := listenerSecurity(nc, l.Name, h, &scfg); err != nil {
+			return nil, err
+		}
 		srv, err := server.Listen(scfg)
 		if err != nil {
 			return nil, err
@@ -303,6 +307,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if err != nil {
 		return nil, err
 	}
+	h.ctrl.Store(n.ctrl)
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.
 	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger.With("component", "broker"), Levels: levels,

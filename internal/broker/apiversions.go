@@ -44,6 +44,9 @@ var controllerListenerAPIs = func() map[kmsg.Key]bool {
 		kmsg.DescribeQuorum:  true,
 		kmsg.DescribeConfigs: true,
 		kmsg.DescribeCluster: true,
+		// Controller listeners may be SASL listeners (KIP-631).
+		kmsg.SASLHandshake:    true,
+		kmsg.SASLAuthenticate: true,
 	}
 	for k := range forwarded {
 		m[k] = true

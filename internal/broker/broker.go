@@ -272,6 +272,7 @@ var forwarded = map[kmsg.Key]bool{
 	// which a broker's own image may trail.
 	kmsg.AlterPartitionAssignments:  true,
 	kmsg.ListPartitionReassignments: true,
+	kmsg.AlterUserSCRAMCredentials:  true,
 }
 
 // forwardsItself are the forwarded APIs whose handlers answer part of a

@@ -19,6 +19,34 @@ type Image struct {
 	brokerConfigs map[string]map[string]string
 	// NextProducerID is the first producer id not yet reserved.
 	NextProducerID int64
+	// scram holds the SCRAM credentials by mechanism and user.
+	scram map[ScramKey]UserScramCredentialRecord
+}
+
+// ScramKey names one SCRAM credential: a user and a mechanism (1
+// SCRAM-SHA-256, 2 SCRAM-SHA-512).
+type ScramKey struct {
+	Name      string
+	Mechanism int8
+}
+
+// ScramCredential returns the SCRAM credential of user for mechanism.
+func (im *Image) ScramCredential(mechanism int8, user string) (UserScramCredentialRecord, bool) {
+	c, ok := im.scram[ScramKey{user, mechanism}]
+	return c, ok
+}
+
+// ScramCredentials returns every SCRAM credential, ordered by user then
+// mechanism. The records must not be modified.
+func (im *Image) ScramCredentials() []UserScramCredentialRecord {
+	out := slices.Collect(maps.Values(im.scram))
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Mechanism < out[j].Mechanism
+	})
+	return out
 }
 
 // Topic is one topic's metadata. Shared between images: never modify.
@@ -61,6 +89,7 @@ func Empty(clusterID string) *Image {
 		byID:          map[UUID]*Topic{},
 		brokers:       map[int32]*Broker{},
 		brokerConfigs: map[string]map[string]string{},
+		scram:         map[ScramKey]UserScramCredentialRecord{},
 	}
 }
 
@@ -102,6 +131,17 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		brokers:        maps.Clone(im.brokers),
 		brokerConfigs:  maps.Clone(im.brokerConfigs),
 		NextProducerID: im.NextProducerID,
+		scram:          im.scram,
+	}
+	scramOwned := false
+	mutableScram := func() map[ScramKey]UserScramCredentialRecord {
+		if !scramOwned {
+			next.scram, scramOwned = maps.Clone(next.scram), true
+			if next.scram == nil {
+				next.scram = map[ScramKey]UserScramCredentialRecord{}
+			}
+		}
+		return next.scram
 	}
 	if len(recs) == 0 {
 		next.Offset = im.Offset
@@ -180,6 +220,10 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			}
 		case RegisterBrokerRecord:
 			next.brokers[r.BrokerID] = &Broker{ID: r.BrokerID, Epoch: r.Epoch, Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced}
+		case UserScramCredentialRecord:
+			mutableScram()[ScramKey{r.Name, r.Mechanism}] = r
+		case RemoveUserScramCredentialRecord:
+			delete(mutableScram(), ScramKey{r.Name, r.Mechanism})
 		case ProducerIDsRecord:
 			if r.NextProducerID > next.NextProducerID {
 				next.NextProducerID = r.NextProducerID

@@ -82,6 +82,26 @@ type ProducerIDsRecord struct {
 	NextProducerID int64 `json:"next_producer_id"`
 }
 
+// UserScramCredentialRecord sets a user's SCRAM credential for one
+// mechanism (Kafka's UserScramCredentialRecord, KIP-554): the salt, the
+// stored and server keys of RFC 5802 and the iteration count, never the
+// password. Mechanism is 1 for SCRAM-SHA-256, 2 for SCRAM-SHA-512.
+type UserScramCredentialRecord struct {
+	Name       string `json:"name"`
+	Mechanism  int8   `json:"mechanism"`
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+	Iterations int32  `json:"iterations"`
+}
+
+// RemoveUserScramCredentialRecord deletes a user's credential for one
+// mechanism (Kafka's RemoveUserScramCredentialRecord).
+type RemoveUserScramCredentialRecord struct {
+	Name      string `json:"name"`
+	Mechanism int8   `json:"mechanism"`
+}
+
 // Type implementations.
 func (TopicRecord) Type() string          { return "topic" }
 func (PartitionRecord) Type() string      { return "partition" }
@@ -89,6 +109,12 @@ func (RemoveTopicRecord) Type() string    { return "remove_topic" }
 func (ConfigRecord) Type() string         { return "config" }
 func (RegisterBrokerRecord) Type() string { return "register_broker" }
 func (ProducerIDsRecord) Type() string    { return "producer_ids" }
+func (UserScramCredentialRecord) Type() string {
+	return "user_scram_credential"
+}
+func (RemoveUserScramCredentialRecord) Type() string {
+	return "remove_user_scram_credential"
+}
 
 // ErrUnknownRecord is returned by Decode for a type it does not know.
 var ErrUnknownRecord = errors.New("metadata: unknown record type")
@@ -115,6 +141,10 @@ func Decode(key, value []byte) (Record, error) {
 		r = new(RegisterBrokerRecord)
 	case "producer_ids":
 		r = new(ProducerIDsRecord)
+	case "user_scram_credential":
+		r = new(UserScramCredentialRecord)
+	case "remove_user_scram_credential":
+		r = new(RemoveUserScramCredentialRecord)
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownRecord, key)
 	}
@@ -137,6 +167,10 @@ func deref(r Record) Record {
 	case *RegisterBrokerRecord:
 		return *v
 	case *ProducerIDsRecord:
+		return *v
+	case *UserScramCredentialRecord:
+		return *v
+	case *RemoveUserScramCredentialRecord:
 		return *v
 	}
 	return r

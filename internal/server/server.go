@@ -16,6 +16,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -87,6 +88,19 @@ type Config struct {
 	// max.connections.per.ip) this listener shares with the others of
 	// its socket server; nil means no limits.
 	Quotas *Quotas
+	// TLS, when set, makes this an SSL or SASL_SSL listener: each
+	// connection starts with a TLS handshake (bounded by IdleTimeout, else
+	// 10 s), and Fetch responses are written through the buffered writer
+	// (sendfile cannot encrypt).
+	TLS *tls.Config
+	// CertificatePrincipal maps a verified client certificate to the
+	// connection's principal (ssl.client.auth, ssl.principal.mapping.rules);
+	// an error closes the connection. Nil leaves AnonymousPrincipal.
+	CertificatePrincipal certificatePrincipal
+	// SASL, when set, makes this a SASL_PLAINTEXT or SASL_SSL listener: a
+	// connection may send only ApiVersions, SaslHandshake and
+	// SaslAuthenticate until it authenticates; anything else closes it.
+	SASL   *SASL
 	Logger *slog.Logger // nil discards
 }
 
@@ -289,6 +303,15 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String(), Principal: AnonymousPrincipal}
+	if s.cfg.TLS != nil {
+		tc, err := s.startTLS(nc, conn)
+		if err != nil {
+			s.logger.Info("closing connection", "remote", conn.RemoteAddr, "err", err)
+			return
+		}
+		nc = tc // closed by the deferred nc.Close: the raw one closes too
+	}
 	// connections.max.idle.ms: each read pushes the read deadline back
 	// by the idle timeout, so a client that sends nothing for that long is
 	// cut off. While a request is handled (a JoinGroup may wait for its
@@ -345,7 +368,6 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			return
 		}
 	}
-	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String(), Principal: AnonymousPrincipal}
 	log := s.logger.With("remote", conn.RemoteAddr)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -400,13 +422,28 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	}()
 
 	var out []byte
+	var auth saslState
 	for r := range reqs {
 		req := r.Request
 		if tc != nil {
 			tc.touch()
 		}
 		setBusy(true)
-		resp, err := s.handle(ctx, conn, req)
+		var (
+			resp       kmsg.Response
+			handled    bool
+			closeAfter bool
+			err        error
+		)
+		if s.cfg.SASL != nil {
+			resp, handled, closeAfter, err = s.sasl(conn, &auth, req)
+		}
+		if !handled && err == nil {
+			resp, err = s.handle(ctx, conn, req)
+		}
+		if f, ok := resp.(*wire.FetchResponse); ok && s.cfg.TLS != nil {
+			f.Sendfile = false
+		}
 		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
 			// Answered (acks=0 included) or failed: the frame is free.
 			select {
@@ -435,6 +472,10 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
 		if _, err := (wire.ProgressWriter{Conn: nc, Progress: writeDeadline}).Write(out); err != nil {
 			log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
+			return
+		}
+		if closeAfter {
+			log.Debug("closing connection after SASL failure", "api", kmsg.NameForKey(req.Key))
 			return
 		}
 		setBusy(false)

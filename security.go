@@ -1,0 +1,61 @@
+package samsa
+
+import (
+	"fmt"
+
+	"github.com/samsahq/samsa/internal/auth"
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// listenerSecurity fills scfg's TLS and SASL settings for a listener from
+// its security protocol and ssl.*/sasl.* properties. SCRAM credentials are
+// read from the controller's current image at each authentication (h.ctrl,
+// set once the controller exists: until then no SCRAM user is known).
+func listenerSecurity(nc *config.Node, name string, h *lateHandler, scfg *server.Config) error {
+	sec, err := nc.Security(name)
+	if err != nil {
+		return err
+	}
+	if sec.TLS() {
+		tc, err := auth.ServerTLS(sec.SSL)
+		if err != nil {
+			return fmt.Errorf("listener %s: %w", name, err)
+		}
+		mapper, err := auth.ParsePrincipalMappingRules(sec.SSL.PrincipalMappingRules)
+		if err != nil {
+			return fmt.Errorf("listener %s: %w", name, err)
+		}
+		scfg.TLS = tc
+		scfg.CertificatePrincipal = mapper.CertificatePrincipal
+	}
+	if !sec.SASLEnabled() {
+		return nil
+	}
+	a, err := auth.NewAuthenticator(sec.SASL, h.scramCredential)
+	if err != nil {
+		return fmt.Errorf("listener %s: %w", name, err)
+	}
+	scfg.SASL = &server.SASL{
+		Mechanisms: a.Mechanisms(),
+		Start: func(mechanism string) server.SASLExchange {
+			ex, _ := a.Start(mechanism)
+			return ex
+		},
+		MaxReauth: sec.SASL.MaxReauth,
+	}
+	return nil
+}
+
+// scramCredential looks a SCRAM credential up in the metadata image.
+func (h *lateHandler) scramCredential(mechanism, user string) (auth.ScramCredential, bool) {
+	c := h.ctrl.Load()
+	if c == nil {
+		return auth.ScramCredential{}, false
+	}
+	r, ok := c.Image().ScramCredential(auth.ScramMechanism(mechanism), user)
+	if !ok {
+		return auth.ScramCredential{}, false
+	}
+	return auth.ScramCredential{Salt: r.Salt, StoredKey: r.StoredKey, ServerKey: r.ServerKey, Iterations: r.Iterations}, true
+}
