@@ -227,7 +227,7 @@ func (b *Broker) brokerAddr(id int32) (string, bool) {
 	if br == nil {
 		return "", false
 	}
-	ep, ok := clientEndpoint(br)
+	ep, ok := clientEndpoint(br, b.node.InterBrokerListener())
 	if !ok {
 		return "", false
 	}

@@ -227,6 +227,9 @@ type Node struct {
 	// topic config name (segment.bytes, retention.ms, ...), after applying
 	// their broker synonyms (log.segment.bytes, log.retention.hours, ...).
 	Topic map[string]string
+	// InterBrokerListenerName is inter.broker.listener.name, upper case;
+	// empty means the first broker listener (see InterBrokerListener).
+	InterBrokerListenerName string
 	// Set lists the properties given explicitly (file or overrides), for
 	// DescribeConfigs sources.
 	Set map[string]string
@@ -535,7 +538,10 @@ var nodeProps = map[string]nodeProp{
 		n.ListenerSecurityProtocols = m
 		return err
 	}, "listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"},
-	"inter.broker.listener.name": {"", ignored, "single node: unused"},
+	"inter.broker.listener.name": {"", func(n *Node, v string) error {
+		n.InterBrokerListenerName = strings.ToUpper(strings.TrimSpace(v))
+		return nil
+	}, "listener brokers use to reach each other (default: the first broker listener)"},
 	"controller.quorum.voters": {"", func(n *Node, v string) (err error) {
 		n.QuorumVoters, err = ParseVoters(v)
 		return err
@@ -826,6 +832,15 @@ func (n *Node) Validate() error {
 			return fmt.Errorf("config listeners: a broker-only node binds no controller listener (controller.listener.names %s)", strings.Join(n.ControllerListenerNames, ","))
 		}
 	}
+	if name := n.InterBrokerListenerName; name != "" && broker {
+		found := false
+		for _, l := range n.Listeners {
+			found = found || l.Name == name && !n.IsControllerListener(name)
+		}
+		if !found {
+			return fmt.Errorf("config inter.broker.listener.name: %s is not a broker listener of listeners", name)
+		}
+	}
 	return n.validateSecurityProtocols()
 }
 
@@ -857,6 +872,16 @@ func (n *Node) BrokerListener() (Listener, bool) {
 		}
 	}
 	return Listener{}, false
+}
+
+// InterBrokerListener is the listener brokers reach each other on:
+// inter.broker.listener.name, else the first broker listener.
+func (n *Node) InterBrokerListener() string {
+	if n.InterBrokerListenerName != "" {
+		return n.InterBrokerListenerName
+	}
+	l, _ := n.BrokerListener()
+	return l.Name
 }
 
 // ControllerListener is the first listener named in
