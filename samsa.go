@@ -303,7 +303,11 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 		n.quorum, voter = n.local, n.local
 	}
-	n.ctrl, err = controller.New(nc, n.quorum, n.logs.ClusterID(), logger.With("component", "controller"))
+	bootstrap, err := metadata.ReadBootstrap(nc.LogDirs)
+	if err != nil {
+		return nil, err
+	}
+	n.ctrl, err = controller.New(nc, n.quorum, n.logs.ClusterID(), bootstrap, logger.With("component", "controller"))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,8 @@ type Image struct {
 	brokerConfigs map[string]map[string]string
 	// NextProducerID is the first producer id not yet reserved.
 	NextProducerID int64
+	// Bootstrapped: the bootstrap records were written (BootstrapRecord).
+	Bootstrapped bool
 	// scram holds the SCRAM credentials by mechanism and user.
 	scram map[ScramKey]UserScramCredentialRecord
 }
@@ -132,6 +134,7 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		brokerConfigs:  maps.Clone(im.brokerConfigs),
 		NextProducerID: im.NextProducerID,
 		scram:          im.scram,
+		Bootstrapped:   im.Bootstrapped,
 	}
 	scramOwned := false
 	mutableScram := func() map[ScramKey]UserScramCredentialRecord {
@@ -220,6 +223,8 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			}
 		case RegisterBrokerRecord:
 			next.brokers[r.BrokerID] = &Broker{ID: r.BrokerID, Epoch: r.Epoch, Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced}
+		case BootstrapRecord:
+			next.Bootstrapped = true
 		case UserScramCredentialRecord:
 			mutableScram()[ScramKey{r.Name, r.Mechanism}] = r
 		case RemoveUserScramCredentialRecord:

@@ -102,6 +102,12 @@ type RemoveUserScramCredentialRecord struct {
 	Mechanism int8   `json:"mechanism"`
 }
 
+// BootstrapRecord marks that the bootstrap records of `samsa storage
+// format` (--add-scram) were written to the log, so that they are written
+// once per cluster, by the first active controller (Kafka writes them from
+// bootstrap.checkpoint the same way).
+type BootstrapRecord struct{}
+
 // Type implementations.
 func (TopicRecord) Type() string          { return "topic" }
 func (PartitionRecord) Type() string      { return "partition" }
@@ -109,6 +115,7 @@ func (RemoveTopicRecord) Type() string    { return "remove_topic" }
 func (ConfigRecord) Type() string         { return "config" }
 func (RegisterBrokerRecord) Type() string { return "register_broker" }
 func (ProducerIDsRecord) Type() string    { return "producer_ids" }
+func (BootstrapRecord) Type() string { return "bootstrap" }
 func (UserScramCredentialRecord) Type() string {
 	return "user_scram_credential"
 }
@@ -141,6 +148,8 @@ func Decode(key, value []byte) (Record, error) {
 		r = new(RegisterBrokerRecord)
 	case "producer_ids":
 		r = new(ProducerIDsRecord)
+	case "bootstrap":
+		r = new(BootstrapRecord)
 	case "user_scram_credential":
 		r = new(UserScramCredentialRecord)
 	case "remove_user_scram_credential":
@@ -167,6 +176,8 @@ func deref(r Record) Record {
 	case *RegisterBrokerRecord:
 		return *v
 	case *ProducerIDsRecord:
+		return *v
+	case *BootstrapRecord:
 		return *v
 	case *UserScramCredentialRecord:
 		return *v
