@@ -115,7 +115,7 @@ func (RemoveTopicRecord) Type() string    { return "remove_topic" }
 func (ConfigRecord) Type() string         { return "config" }
 func (RegisterBrokerRecord) Type() string { return "register_broker" }
 func (ProducerIDsRecord) Type() string    { return "producer_ids" }
-func (BootstrapRecord) Type() string { return "bootstrap" }
+func (BootstrapRecord) Type() string      { return "bootstrap" }
 func (UserScramCredentialRecord) Type() string {
 	return "user_scram_credential"
 }
