@@ -197,9 +197,13 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// The metadata quorum: one local voter, raft over the controller
 	// listeners of controller.quorum.voters, or (broker-only) an observer
 	// fetching the log from them.
+	dialBroker, dialController, err := nodeDialers(nc)
+	if err != nil {
+		return nil, err
+	}
 	var transport *quorum.TCPTransport
 	if len(nc.QuorumVoters) > 0 && nc.HasRole("controller") {
-		transport, err = quorum.NewTCPTransport(quorum.TCPConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Logger: logger.With("component", "raft")})
+		transport, err = quorum.NewTCPTransport(quorum.TCPConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Dial: dialController, Logger: logger.With("component", "raft")})
 		if err != nil {
 			return nil, err
 		}
@@ -285,7 +289,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 		n.quorum, voter = n.raft, n.raft
 	case len(nc.QuorumVoters) > 0:
-		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
+		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Dial: dialController, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {
 			return nil, err
 		}
@@ -315,7 +319,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.
 	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger.With("component", "broker"), Levels: levels,
-		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}})
+		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}, DialBroker: dialBroker, DialController: dialController})
 	if err != nil {
 		return nil, err
 	}

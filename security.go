@@ -2,10 +2,12 @@ package samsa
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/samsahq/samsa/internal/auth"
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/wire"
 )
 
 // listenerSecurity fills scfg's TLS and SASL settings for a listener from
@@ -58,4 +60,35 @@ func (h *lateHandler) scramCredential(mechanism, user string) (auth.ScramCredent
 		return auth.ScramCredential{}, false
 	}
 	return auth.ScramCredential{Salt: r.Salt, StoredKey: r.StoredKey, ServerKey: r.ServerKey, Iterations: r.Iterations}, true
+}
+
+// nodeDialers are how this node dials other brokers (on
+// inter.broker.listener.name, with sasl.mechanism.inter.broker.protocol)
+// and controllers (on the first of controller.listener.names, with
+// sasl.mechanism.controller.protocol): TLS and SASL as those listeners
+// are secured, with their ssl.* properties and
+// listener.name.<l>.<mechanism>.sasl.jaas.config credentials (see
+// auth.Dialer). Nil for plain TCP.
+func nodeDialers(nc *config.Node) (dialBroker, dialController wire.DialFunc, err error) {
+	id := "samsa-node-" + strconv.Itoa(int(nc.NodeID))
+	if name := nc.InterBrokerListener(); name != "" && nc.HasRole("broker") {
+		sec, err := nc.Security(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if dialBroker, err = auth.Dialer(sec, nc.InterBrokerSASLMechanism(false), id); err != nil {
+			return nil, nil, fmt.Errorf("inter.broker.listener.name %s (sasl.mechanism.inter.broker.protocol): %w", name, err)
+		}
+	}
+	if len(nc.QuorumVoters) > 0 && len(nc.ControllerListenerNames) > 0 {
+		name := nc.ControllerListenerNames[0]
+		sec, err := nc.Security(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if dialController, err = auth.Dialer(sec, nc.InterBrokerSASLMechanism(true), id); err != nil {
+			return nil, nil, fmt.Errorf("controller.listener.names %s (sasl.mechanism.controller.protocol): %w", name, err)
+		}
+	}
+	return dialBroker, dialController, nil
 }

@@ -14,6 +14,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 
 	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/auth"
+	"github.com/samsahq/samsa/internal/metadata"
 )
 
 // pki is a test CA with a server keystore (localhost, 127.0.0.1) and a
@@ -158,7 +160,7 @@ func roundTripRecords(t *testing.T, addr, topic string, opts ...kgo.Opt) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second), kgo.RecordDeliveryTimeout(10 * time.Second)}, opts...)...)
 	if err != nil {
 		return err
 	}
@@ -309,5 +311,78 @@ func TestProduceBeforeSASL(t *testing.T) {
 	}
 	if o, _ := offs.Lookup("guarded", 0); o.Offset != 0 {
 		t.Fatalf("end offset %d after an unauthenticated Produce, want 0", o.Offset)
+	}
+}
+
+// TestSecureCluster: three combined nodes whose only listeners are
+// SASL_SSL: controllers speak raft and brokers reach controllers with
+// PLAIN (controller credentials live in the JAAS config, as SCRAM's are in
+// the metadata log they replicate), brokers replicate with SCRAM-SHA-512
+// from the bootstrap records of every node's log dir; a client with
+// SCRAM-SHA-512 produces with acks=all to a topic of replication factor 3
+// and consumes it back, a plaintext client gets nothing.
+func TestSecureCluster(t *testing.T) {
+	dir := t.TempDir()
+	p := newPKI(t, dir)
+	var boot []metadata.Record
+	for _, u := range [][2]string{{"broker", "broker-secret"}, {"alice", "alice-secret"}} {
+		c, err := auth.NewScramCredential(auth.ScramSHA512, u[1], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		boot = append(boot, metadata.UserScramCredentialRecord{Name: u[0], Mechanism: auth.ScramSHA512, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations})
+	}
+	for id := 1; id <= 3; id++ {
+		d := filepath.Join(dir, "nodes", "node-"+strconv.Itoa(id))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := metadata.WriteBootstrap(d, boot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: filepath.Join(dir, "nodes"), Properties: map[string]string{
+		// The listeners StartCluster names PLAINTEXT and CONTROLLER, both
+		// mapped to SASL_SSL.
+		"listener.security.protocol.map":                         "PLAINTEXT:SASL_SSL,CONTROLLER:SASL_SSL",
+		"ssl.keystore.location":                                  p.serverFile,
+		"ssl.truststore.location":                                p.caFile,
+		"listener.name.controller.sasl.enabled.mechanisms":       "PLAIN",
+		"listener.name.controller.plain.sasl.jaas.config":        `org.apache.kafka.common.security.plain.PlainLoginModule required username="ctrl" password="ctrl-secret" user_ctrl="ctrl-secret";`,
+		"sasl.mechanism.controller.protocol":                     "PLAIN",
+		"listener.name.plaintext.sasl.enabled.mechanisms":        "SCRAM-SHA-512",
+		"listener.name.plaintext.scram-sha-512.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`,
+		"sasl.mechanism.inter.broker.protocol":                   "SCRAM-SHA-512",
+		"default.replication.factor":                             "3",
+		"min.insync.replicas":                                    "2",
+		"offsets.topic.replication.factor":                       "3",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.DialTLSConfig(p.clientTLS(false)), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	// min.insync.replicas=3: an acks=all produce succeeds only once both
+	// followers fetched the records over the SASL_SSL inter-broker
+	// listener.
+	all := "3"
+	if r, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": &all}, "replicated"); err != nil || r.Err != nil {
+		t.Fatalf("create topic: %v %v", err, r.Err)
+	}
+	if err := roundTripRecords(t, c.Addrs()[0], "replicated", opts[1:]...); err != nil {
+		t.Fatalf("produce and consume: %v", err)
+	}
+	for _, addr := range append(c.Addrs(), c.ControllerAddr(1)) {
+		if err := metadataErr(addr); err == nil {
+			t.Fatalf("a plaintext client was served at %s", addr)
+		}
 	}
 }

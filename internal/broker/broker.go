@@ -78,6 +78,11 @@ type Config struct {
 	// max.connections, max.connections.per.ip or its overrides change as
 	// dynamic broker configs; nil entries are skipped.
 	ConnectionQuotas []*server.Quotas
+	// DialBroker and DialController open connections to other brokers
+	// (inter.broker.listener.name) and to controllers
+	// (controller.listener.names) with those listeners' TLS and SASL
+	// (auth.Dialer); nil dials plain TCP.
+	DialBroker, DialController wire.DialFunc
 }
 
 // Broker handles requests. Safe for concurrent use.
@@ -108,6 +113,8 @@ type Broker struct {
 	endpoints   []metadata.Endpoint
 	stop        chan struct{}
 	wg          sync.WaitGroup
+	// dialBroker and dialController: see Config.
+	dialBroker, dialController wire.DialFunc
 
 	// producerIDs hands out producer ids from blocks the controller reserves.
 	pidMu   sync.Mutex
@@ -147,6 +154,9 @@ func New(cfg Config) (*Broker, error) {
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
 		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),
+
+		dialBroker:     cfg.DialBroker,
+		dialController: cfg.DialController,
 	}
 	b.dyn.Store(cfg.Node)
 	b.ctrlChan.b = b
@@ -154,6 +164,7 @@ func New(cfg Config) (*Broker, error) {
 	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
 		NodeID:           cfg.Node.NodeID,
+		Dial:             cfg.DialBroker,
 		ReplicaLagTime:   cfg.Node.ReplicaLagTimeMax,
 		Controller:       isrChanger{b},
 		LeaderAddr:       b.brokerAddr,

@@ -25,6 +25,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -354,17 +355,20 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		rd = touchReader{nc, touch}
 	}
 	br := bufio.NewReaderSize(rd, 64<<10)
-	if s.cfg.Divert != nil {
+	divert := func(h func(net.Conn)) {
+		idle.Lock()
+		idle.diverted = true
+		idle.Unlock()
+		nc.SetDeadline(time.Time{})
+		h(&peekedConn{Conn: nc, r: br})
+	}
+	if s.cfg.Divert != nil && s.cfg.SASL == nil {
 		first, err := br.Peek(4)
 		if err != nil {
 			return
 		}
 		if h := s.cfg.Divert([4]byte(first)); h != nil {
-			idle.Lock()
-			idle.diverted = true
-			idle.Unlock()
-			nc.SetDeadline(time.Time{})
-			h(&peekedConn{Conn: nc, r: br})
+			divert(h)
 			return
 		}
 	}
@@ -380,10 +384,25 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	// byte fields such as group member metadata).
 	frames := make(chan []byte, pooledFrames)
 	readerDone := make(chan struct{})
+	// On a SASL listener a connection is diverted (raft on the controller
+	// listener) only once authenticated: the reader looks at the first
+	// bytes of each frame after authentication, which the client sends
+	// only after it read the SaslAuthenticate response.
+	var authenticated atomic.Bool
+	var divertTo func(net.Conn) // set by the reader before it closes reqs
 	go func() {
 		defer close(readerDone)
 		defer close(reqs)
 		for {
+			if s.cfg.Divert != nil && s.cfg.SASL != nil {
+				first, err := br.Peek(4)
+				if err == nil && authenticated.Load() {
+					if h := s.cfg.Divert([4]byte(first)); h != nil {
+						divertTo = h
+						return
+					}
+				}
+			}
 			var buf []byte
 			select {
 			case buf = <-frames:
@@ -437,6 +456,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		)
 		if s.cfg.SASL != nil {
 			resp, handled, closeAfter, err = s.sasl(conn, &auth, req)
+			authenticated.Store(auth.authenticated && auth.ex == nil)
 		}
 		if !handled && err == nil {
 			resp, err = s.handle(ctx, conn, req)
@@ -482,6 +502,10 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		if cap(out) > 1<<20 {
 			out = nil // do not pin large buffers on idle connections
 		}
+	}
+	<-readerDone
+	if divertTo != nil {
+		divert(divertTo)
 	}
 }
 
