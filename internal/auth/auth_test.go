@@ -2,6 +2,8 @@ package auth
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"errors"
@@ -147,8 +149,7 @@ func TestScramAgainstClient(t *testing.T) {
 }
 
 // TestScramLongProof: a client-final message whose proof is longer than
-// the hash fails the exchange instead of panicking (xdg-go/scram v1.1.2
-// indexes past the end of its buffer there).
+// the hash fails the exchange (xdg-go/scram v1.1.2's server panics there).
 func TestScramLongProof(t *testing.T) {
 	cred, _ := NewScramCredential(ScramSHA256, "pencil", 4096)
 	ex := newScramExchange("SCRAM-SHA-256", func(string, string) (ScramCredential, bool) { return cred, true })
@@ -235,4 +236,36 @@ func writeFileAt(path string, data []byte, mod time.Time) error {
 		return err
 	}
 	return os.Chtimes(path, mod, mod)
+}
+
+// TestScramLibrdkafkaNonce: librdkafka's client-final nonce is its own
+// nonce followed by the server-first one; Kafka's server accepts a nonce
+// that ends with the server's, and so does this one, with the proof
+// computed over the message as sent.
+func TestScramLibrdkafkaNonce(t *testing.T) {
+	cred, _ := NewScramCredential(ScramSHA256, "pencil", 4096)
+	ex := newScramExchange("SCRAM-SHA-256", func(string, string) (ScramCredential, bool) { return cred, true })
+	first := "n,,n=user,r=cnonce"
+	out, _, err := ex.Step([]byte(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverFirst := string(out)
+	nonce := strings.TrimPrefix(strings.Split(serverFirst, ",")[0], "r=")
+	withoutProof := "c=biws,r=cnonce" + nonce
+	salted, _ := SaltPassword(ScramSHA256, "pencil", cred.Salt, 4096)
+	mac := func(key []byte, msg string) []byte {
+		h := hmac.New(sha256.New, key)
+		h.Write([]byte(msg))
+		return h.Sum(nil)
+	}
+	clientKey := mac(salted, "Client Key")
+	sig := mac(cred.StoredKey, "n=user,r=cnonce,"+serverFirst+","+withoutProof)
+	proof := make([]byte, len(clientKey))
+	for i := range proof {
+		proof[i] = clientKey[i] ^ sig[i]
+	}
+	if _, done, err := ex.Step([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof))); err != nil || !done {
+		t.Fatalf("librdkafka's nonce: done %v, %v", done, err)
+	}
 }

@@ -21,6 +21,8 @@ func FuzzSASLExchanges(f *testing.F) {
 		_, _, _, _ = ParsePlain(first)
 		_, _, _ = (&plainExchange{users: map[string]string{"alice": "secret"}}).Step(first)
 		_, _, _ = ParseOAuthBearer(first)
+		_, _, _, _, _, _ = ParseScramClientFirst(string(first))
+		_, _, _, _, _ = ParseScramClientFinal(string(final))
 		ex := newScramExchange("SCRAM-SHA-256", lookup)
 		if _, done, err := ex.Step(first); err == nil && !done {
 			ex.Step(final)

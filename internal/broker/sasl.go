@@ -9,11 +9,13 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// SASLHandshake: v1
+// SASLHandshake: v0-1
 //
 // Version notes:
-//   - v1: the lowest version served; v0 (SASL tokens sent as raw frames
-//     after the handshake) was removed in Kafka 4.0 (KIP-896)
+//   - v0: the SASL tokens follow as raw size-prefixed frames, without
+//     SaslAuthenticate (kafka-python 2.0); kept by Kafka 4.0 (KIP-896), and
+//     librdkafka enables SASL only when the range includes v0
+//   - v1: the handshake before SaslAuthenticate (KIP-152)
 
 // SASLAuthenticate: v0-2
 //
@@ -28,7 +30,7 @@ import (
 // sends SaslAuthenticate without a new handshake, and answer
 // ILLEGAL_SASL_STATE, as Kafka's KafkaApis does.
 func init() {
-	register(kmsg.SASLHandshake, 1, 1, handleSASLHandshake)
+	register(kmsg.SASLHandshake, 0, 1, handleSASLHandshake)
 	register(kmsg.SASLAuthenticate, 0, 2, handleSASLAuthenticate)
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,8 +18,9 @@ import (
 )
 
 // SASL is the server side of SASL authentication on a SASL_PLAINTEXT or
-// SASL_SSL listener (SaslHandshake v1, SaslAuthenticate v0-v2, KIP-43,
-// KIP-152, KIP-368).
+// SASL_SSL listener (SaslHandshake v0-v1, SaslAuthenticate v0-v2, KIP-43,
+// KIP-152, KIP-368). After a v0 handshake the tokens are exchanged as raw
+// size-prefixed frames, as Kafka still serves them.
 type SASL struct {
 	// Mechanisms are the enabled mechanisms (sasl.enabled.mechanisms), in
 	// the order SaslHandshake lists them.
@@ -74,6 +76,7 @@ func (s *Server) startTLS(nc net.Conn, conn *Conn) (net.Conn, error) {
 // saslState is a connection's place in SASL authentication.
 type saslState struct {
 	ex            SASLExchange // the exchange begun by the last handshake
+	raw           bool         // ex runs over raw frames (SaslHandshake v0)
 	authenticated bool
 	sessionEnd    time.Time // zero: no limit
 }
@@ -118,6 +121,9 @@ func (s *Server) sasl(c *Conn, st *saslState, req *wire.Request) (resp kmsg.Resp
 			return out, true, true, nil
 		}
 		st.ex = cfg.Start(r.Mechanism)
+		// v0: the SASL tokens follow as raw size-prefixed frames, without
+		// Kafka headers (kafka-python 2.0 does this); see saslRaw.
+		st.raw = r.Version == 0
 		return out, true, false, nil
 	case kmsg.SASLAuthenticate:
 		r, ok := req.Body.(*kmsg.SASLAuthenticateRequest)
@@ -135,7 +141,9 @@ func (s *Server) sasl(c *Conn, st *saslState, req *wire.Request) (resp kmsg.Resp
 		st.ex = nil
 		fail := func(err error) (kmsg.Response, bool, bool, error) {
 			out.ErrorCode = kerr.SaslAuthenticationFailed.Code
+			// Kafka's messages start "Authentication failed".
 			msg := err.Error()
+			msg = strings.ToUpper(msg[:1]) + msg[1:]
 			out.ErrorMessage = &msg
 			s.logger.Info("failed authentication", "remote", c.RemoteAddr, "err", err)
 			return out, true, true, nil
@@ -183,3 +191,38 @@ func (s *Server) sasl(c *Conn, st *saslState, req *wire.Request) (resp kmsg.Resp
 
 // certificatePrincipal is the type of Config.CertificatePrincipal.
 type certificatePrincipal = func(*x509.Certificate) (string, error)
+
+// saslRaw takes one raw SASL token of the exchange begun by a SaslHandshake
+// v0 and returns the raw token to send back. A failure closes the
+// connection without an answer, as Kafka does for v0 clients.
+func (s *Server) saslRaw(c *Conn, st *saslState, token []byte) ([]byte, error) {
+	ex := st.ex
+	out, done, err := ex.Step(token)
+	if err != nil {
+		s.logger.Info("failed authentication", "remote", c.RemoteAddr, "err", err)
+		return nil, err
+	}
+	if !done {
+		return out, nil
+	}
+	now := time.Now
+	if s.cfg.SASL.Now != nil {
+		now = s.cfg.SASL.Now
+	}
+	t := now()
+	if exp := ex.Expiry(); !exp.IsZero() && !exp.After(t) {
+		return nil, errors.New("authentication failed: credential expired")
+	}
+	if st.authenticated && ex.Principal() != c.Principal {
+		return nil, fmt.Errorf("cannot change principals during re-authentication from %s to %s", c.Principal, ex.Principal())
+	}
+	c.Principal = ex.Principal()
+	st.ex, st.raw, st.authenticated = nil, false, true
+	// Without SaslAuthenticate there is no session lifetime to tell the
+	// client: connections.max.reauth.ms does not apply (as in Kafka).
+	st.sessionEnd = time.Time{}
+	if exp := ex.Expiry(); !exp.IsZero() {
+		st.sessionEnd = exp
+	}
+	return out, nil
+}

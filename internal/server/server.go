@@ -17,6 +17,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -389,6 +390,9 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	// bytes of each frame after authentication, which the client sends
 	// only after it read the SaslAuthenticate response.
 	var authenticated atomic.Bool
+	// rawSASL: the next frames are raw SASL tokens (after a SaslHandshake
+	// v0), set before the handshake's response is written.
+	var rawSASL atomic.Bool
 	var divertTo func(net.Conn) // set by the reader before it closes reqs
 	go func() {
 		defer close(readerDone)
@@ -418,6 +422,14 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 				}
 				return
 			}
+			if rawSASL.Load() {
+				select {
+				case reqs <- request{raw: frame}:
+				case <-ctx.Done():
+					return
+				}
+				continue
+			}
 			req, err := wire.ParseRequest(frame, s.cfg.Versions)
 			if err != nil {
 				log.Info("closing connection", "err", err)
@@ -443,6 +455,21 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	var out []byte
 	var auth saslState
 	for r := range reqs {
+		if r.raw != nil {
+			tok, err := s.saslRaw(conn, &auth, r.raw)
+			if err != nil {
+				return
+			}
+			rawSASL.Store(auth.raw)
+			authenticated.Store(auth.authenticated && auth.ex == nil)
+			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(tok)))
+			out = append(out, tok...)
+			writeDeadline()
+			if _, err := (wire.ProgressWriter{Conn: nc, Progress: writeDeadline}).Write(out); err != nil {
+				return
+			}
+			continue
+		}
 		req := r.Request
 		if tc != nil {
 			tc.touch()
@@ -457,6 +484,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		if s.cfg.SASL != nil {
 			resp, handled, closeAfter, err = s.sasl(conn, &auth, req)
 			authenticated.Store(auth.authenticated && auth.ex == nil)
+			rawSASL.Store(auth.raw && !closeAfter)
 		}
 		if !handled && err == nil {
 			resp, err = s.handle(ctx, conn, req)
@@ -514,6 +542,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 type request struct {
 	*wire.Request
 	frame []byte
+	raw   []byte // a raw SASL token (after SaslHandshake v0), Request nil
 }
 
 // A connection keeps at most pooledFrames frame buffers of at most
