@@ -199,7 +199,16 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// fetching the log from them.
 	dialBroker, dialController, err := nodeDialers(nc)
 	if err != nil {
-		return nil, err
+		// A node alone in its cluster dials no other: without the
+		// client-side settings of a secured inter-node listener it still
+		// serves, and says why it could not dial should it ever have to.
+		if multiNode(nc) {
+			return nil, err
+		}
+		logger.Warn("this node cannot dial other nodes over its secured listeners", "err", err)
+		failed := err
+		dialBroker = func(context.Context, string) (net.Conn, error) { return nil, failed }
+		dialController = dialBroker
 	}
 	var transport *quorum.TCPTransport
 	if len(nc.QuorumVoters) > 0 && nc.HasRole("controller") {

@@ -92,3 +92,14 @@ func nodeDialers(nc *config.Node) (dialBroker, dialController wire.DialFunc, err
 	}
 	return dialBroker, dialController, nil
 }
+
+// multiNode reports whether nc's node has other nodes to dial: other
+// voters in controller.quorum.voters, or none of its own (broker-only).
+func multiNode(nc *config.Node) bool {
+	for _, v := range nc.QuorumVoters {
+		if v.ID != nc.NodeID {
+			return true
+		}
+	}
+	return false
+}
