@@ -165,49 +165,37 @@ func TestSecurityOtherClients(t *testing.T) {
 		}
 	})
 
-	t.Run("confluent-kafka", func(t *testing.T) {
-		for _, c := range creds {
-			t.Run(c.name, func(t *testing.T) {
-				conf := map[string]any{"ssl.ca.location": p.caFile}
-				switch c.mech {
-				case "":
-					conf["security.protocol"], conf["ssl.certificate.location"], conf["ssl.key.location"] = "SSL", p.clientFile, p.clientFile
-				case "OAUTHBEARER":
-					conf["security.protocol"], conf["sasl.mechanisms"], conf["oauth_token"] = "SASL_SSL", c.mech, token
-				default:
-					conf["security.protocol"], conf["sasl.mechanisms"], conf["sasl.username"], conf["sasl.password"] = "SASL_SSL", c.mech, c.user, c.pass
-				}
-				out := python(t, "confluent_kafka", confluentSecure, c.addr, "others", jsonArg(t, conf))
-				if c.ok && out != "OK" || !c.ok && !strings.Contains(out, "Authentication failed") {
-					t.Fatalf("confluent-kafka: %s", out)
-				}
-				if !c.ok && !strings.Contains(out, "SASL authentication error") {
-					t.Fatalf("confluent-kafka: %s", out)
-				}
-			})
-		}
-	})
-
-	t.Run("kafka-python", func(t *testing.T) {
-		for _, c := range creds {
-			t.Run(c.name, func(t *testing.T) {
-				conf := map[string]any{"ssl_cafile": p.caFile}
-				switch c.mech {
-				case "":
-					conf["security_protocol"], conf["ssl_certfile"], conf["ssl_keyfile"] = "SSL", p.clientFile, p.clientFile
-				case "OAUTHBEARER":
-					conf["security_protocol"], conf["sasl_mechanism"], conf["oauth_token"] = "SASL_SSL", c.mech, token
-				default:
-					conf["security_protocol"], conf["sasl_mechanism"], conf["sasl_plain_username"], conf["sasl_plain_password"] = "SASL_SSL", c.mech, c.user, c.pass
-				}
-				out := python(t, "kafka", kafkaPythonSecure, c.addr, "others", jsonArg(t, conf))
-				// kafka-python 2.0 authenticates with SaslHandshake v0,
-				// after which a failure only closes the connection: it
-				// reports no broker available.
-				if c.ok && out != "OK" || !c.ok && !strings.HasPrefix(out, "ERR") {
-					t.Fatalf("kafka-python: %s", out)
-				}
-			})
-		}
-	})
+	// The Python clients: their config names (confluent-kafka's are
+	// librdkafka's, kafka-python's its own), what a wrong password must
+	// print. kafka-python 2.0 authenticates with SaslHandshake v0, after
+	// which a failure only closes the connection: it reports no broker
+	// available.
+	for _, pc := range []struct {
+		name, module, script              string
+		protocol, cafile, cert, key, mech string
+		user, pass, wrongPassword         string
+	}{
+		{"confluent-kafka", "confluent_kafka", confluentSecure, "security.protocol", "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "sasl.mechanisms", "sasl.username", "sasl.password", "SASL authentication error: Authentication failed"},
+		{"kafka-python", "kafka", kafkaPythonSecure, "security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ERR"},
+	} {
+		t.Run(pc.name, func(t *testing.T) {
+			for _, c := range creds {
+				t.Run(c.name, func(t *testing.T) {
+					conf := map[string]any{pc.cafile: p.caFile, pc.protocol: "SASL_SSL", pc.mech: c.mech}
+					switch c.mech {
+					case "":
+						conf = map[string]any{pc.cafile: p.caFile, pc.protocol: "SSL", pc.cert: p.clientFile, pc.key: p.clientFile}
+					case "OAUTHBEARER":
+						conf["oauth_token"] = token
+					default:
+						conf[pc.user], conf[pc.pass] = c.user, c.pass
+					}
+					out := python(t, pc.module, pc.script, c.addr, "others", jsonArg(t, conf))
+					if c.ok && out != "OK" || !c.ok && !strings.Contains(out, pc.wrongPassword) {
+						t.Fatalf("%s: %s", pc.name, out)
+					}
+				})
+			}
+		})
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -50,15 +51,11 @@ func Dialer(sec *config.ListenerSecurity, mechanism, clientID string) (wire.Dial
 		if user == "" || pass == "" {
 			return nil, fmt.Errorf("listener.name.%s.%s.sasl.jaas.config: username and password are needed for this node to authenticate to others", lower(sec.Listener), lower(mechanism))
 		}
-		switch mechanism {
-		case "PLAIN":
-			mech = plain.Auth{User: user, Pass: pass}.AsMechanism()
-		case "SCRAM-SHA-256":
-			mech = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
-		case "SCRAM-SHA-512":
-			mech = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
-		default:
-			return nil, fmt.Errorf("listener %s: inter-node SASL mechanism %s is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", sec.Listener, mechanism)
+		if mechanism == "OAUTHBEARER" {
+			return nil, fmt.Errorf("listener %s: inter-node SASL mechanism OAUTHBEARER is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", sec.Listener)
+		}
+		if mech, err = ClientMechanism(mechanism, user, pass, ""); err != nil {
+			return nil, fmt.Errorf("listener %s: inter-node %w", sec.Listener, err)
 		}
 	}
 	return func(ctx context.Context, addr string) (net.Conn, error) {
@@ -171,4 +168,20 @@ func Authenticate(ctx context.Context, conn net.Conn, addr, clientID string, mec
 		}
 		msg = next
 	}
+}
+
+// ClientMechanism is franz-go's client side of a SASL mechanism: PLAIN and
+// SCRAM with user and pass, OAUTHBEARER with token.
+func ClientMechanism(mechanism, user, pass, token string) (sasl.Mechanism, error) {
+	switch mechanism {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	case "OAUTHBEARER":
+		return oauth.Auth{Token: token}.AsMechanism(), nil
+	}
+	return nil, fmt.Errorf("SASL mechanism %s is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", mechanism)
 }

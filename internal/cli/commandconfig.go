@@ -10,10 +10,6 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/oauth"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/samsahq/samsa/internal/auth"
 	"github.com/samsahq/samsa/internal/config"
@@ -135,22 +131,13 @@ func clientSecurity(props map[string]string, path string) ([]kgo.Opt, error) {
 			pass = jo["password"]
 		}
 	}
-	var m sasl.Mechanism
-	switch mech {
-	case "PLAIN":
-		m = plain.Auth{User: user, Pass: pass}.AsMechanism()
-	case "SCRAM-SHA-256":
-		m = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
-	case "SCRAM-SHA-512":
-		m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
-	case "OAUTHBEARER":
-		tok := get("sasl.oauthbearer.token")
-		if tok == "" {
-			return nil, bad("sasl.oauthbearer.token", "OAUTHBEARER needs a token")
-		}
-		m = oauth.Auth{Token: tok}.AsMechanism()
-	default:
-		return nil, bad("sasl.mechanism", mech+" is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
+	tok := get("sasl.oauthbearer.token")
+	if mech == "OAUTHBEARER" && tok == "" {
+		return nil, bad("sasl.oauthbearer.token", "OAUTHBEARER needs a token")
+	}
+	m, err := auth.ClientMechanism(mech, user, pass, tok)
+	if err != nil {
+		return nil, bad("sasl.mechanism", err.Error())
 	}
 	if mech != "OAUTHBEARER" && (user == "" || pass == "") {
 		return nil, bad("sasl.username", "SASL "+mech+" needs sasl.username and sasl.password (or sasl.jaas.config with username and password)")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,17 +58,11 @@ func newUserSetCommand(f *adminFlags, verb string) *cobra.Command {
 			if password == "" {
 				return errors.New("--password is required")
 			}
-			ms, err := scramMechanisms(mechs)
+			ms, adm, ctx, done, err := userSetup(cmd, f, mechs)
 			if err != nil {
 				return err
 			}
-			adm, err := f.newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+			defer done()
 			var ups []kadm.UpsertSCRAM
 			for _, m := range ms {
 				ups = append(ups, kadm.UpsertSCRAM{User: args[0], Mechanism: m, Iterations: iterations, Password: password})
@@ -92,17 +87,11 @@ func newUserDeleteCommand(f *adminFlags) *cobra.Command {
 		Short: "Delete a SCRAM user's credentials (each --mechanism)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ms, err := scramMechanisms(mechs)
+			ms, adm, ctx, done, err := userSetup(cmd, f, mechs)
 			if err != nil {
 				return err
 			}
-			adm, err := f.newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			ctx, cancel := f.context(cmd)
-			defer cancel()
+			defer done()
 			if !cmd.Flags().Changed("mechanism") {
 				// Only the mechanisms the user has: deleting a missing
 				// credential is RESOURCE_NOT_FOUND.
@@ -182,4 +171,19 @@ func newUserListCommand(f *adminFlags) *cobra.Command {
 			return failed
 		},
 	}
+}
+
+// userSetup parses --mechanism and opens the admin client, bounded by
+// --timeout; done closes both.
+func userSetup(cmd *cobra.Command, f *adminFlags, mechs []string) ([]kadm.ScramMechanism, *kadm.Client, context.Context, func(), error) {
+	ms, err := scramMechanisms(mechs)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	adm, err := f.newAdmin(cmd)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, cancel := f.context(cmd)
+	return ms, adm, ctx, func() { cancel(); adm.Close() }, nil
 }

@@ -66,8 +66,13 @@ func (c *Controller) AlterUserScramCredentials(ctx context.Context, dels []Scram
 			results[name] = err
 		}
 	}
+	note := func(name string) {
+		if _, ok := results[name]; !ok {
+			results[name] = nil // every user named gets a result
+		}
+	}
 	for _, d := range dels {
-		results[d.Name] = results[d.Name]
+		note(d.Name)
 		if err := check(d.Name, d.Mechanism); err != nil {
 			fail(d.Name, err)
 			continue
@@ -79,7 +84,7 @@ func (c *Controller) AlterUserScramCredentials(ctx context.Context, dels []Scram
 		recsBy[d.Name] = append(recsBy[d.Name], metadata.RemoveUserScramCredentialRecord{Name: d.Name, Mechanism: d.Mechanism})
 	}
 	for _, u := range ups {
-		results[u.Name] = results[u.Name]
+		note(u.Name)
 		if err := check(u.Name, u.Mechanism); err != nil {
 			fail(u.Name, err)
 			continue

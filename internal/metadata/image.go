@@ -228,7 +228,7 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		case UserScramCredentialRecord:
 			mutableScram()[ScramKey{r.Name, r.Mechanism}] = r
 		case RemoveUserScramCredentialRecord:
-			delete(mutableScram(), ScramKey{r.Name, r.Mechanism})
+			delete(mutableScram(), ScramKey(r))
 		case ProducerIDsRecord:
 			if r.NextProducerID > next.NextProducerID {
 				next.NextProducerID = r.NextProducerID
