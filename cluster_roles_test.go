@@ -346,9 +346,10 @@ func TestControllerListenerAPIs(t *testing.T) {
 		got = append(got, kmsg.NameForKey(k))
 	}
 	slices.Sort(got)
-	want := []string{"AllocateProducerIDs", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "ApiVersions",
+	want := []string{"AllocateProducerIDs", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "AlterUserSCRAMCredentials", "ApiVersions",
 		"BrokerHeartbeat", "BrokerRegistration", "CreatePartitions", "CreateTopics", "DeleteTopics", "DescribeCluster",
-		"DescribeConfigs", "DescribeQuorum", "ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments"}
+		"DescribeConfigs", "DescribeQuorum", "ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments",
+		"SASLAuthenticate", "SASLHandshake"}
 	if !slices.Equal(got, want) {
 		t.Errorf("controller listener advertises %v, want %v", got, want)
 	}
