@@ -37,6 +37,10 @@ type ClusterConfig struct {
 	// Logger receives every node's logs (with a node attribute); nil
 	// discards them.
 	Logger *slog.Logger
+	// HTTPListeners gives every node an http.listener (/metrics,
+	// /healthz, /readyz) on 127.0.0.1 with a free port, kept across
+	// StopNode and StartNode (Node.HTTPAddr, Cluster.HTTPAddr).
+	HTTPListeners bool
 }
 
 // Cluster is a set of nodes on loopback started by StartCluster. Nodes
@@ -48,6 +52,7 @@ type Cluster struct {
 	mu    sync.Mutex // guards nodes
 	nodes map[int32]*Node
 	ports map[int32][2]int // broker, controller port by node id (0: none)
+	http  map[int32]int    // http.listener port by node id (HTTPListeners)
 	roles map[int32]string // process.roles by node id
 	ids   []int32          // every node id, increasing
 }
@@ -60,7 +65,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("samsa: ClusterConfig.Dir is required")
 	}
-	c := &Cluster{cfg: cfg, nodes: map[int32]*Node{}, ports: map[int32][2]int{}, roles: map[int32]string{}}
+	c := &Cluster{cfg: cfg, nodes: map[int32]*Node{}, ports: map[int32][2]int{}, http: map[int32]int{}, roles: map[int32]string{}}
 	switch {
 	case cfg.Controllers > 0 || cfg.Brokers > 0:
 		if cfg.Nodes > 0 {
@@ -125,6 +130,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", id, p[1]))
 		}
 		c.ports[id] = p
+		if cfg.HTTPListeners {
+			if c.http[id], err = listen(id, httpListener); err != nil {
+				return nil, err
+			}
+		}
 	}
 	clusterID := "samsa-" + strconv.Itoa(len(c.ids)) + "-" + filepath.Base(cfg.Dir)
 	if id, ok := cfg.Properties["cluster.id"]; ok {
@@ -191,6 +201,10 @@ func (c *Cluster) nodeConfig(id int32) (*config.Node, error) {
 	props["listeners"] = strings.Join(listeners, ",")
 	dir := filepath.Join(c.cfg.Dir, "node-"+strconv.Itoa(int(id)))
 	props["log.dirs"] = dir
+	props["http.listener"] = ""
+	if hp := c.http[id]; hp != 0 {
+		props["http.listener"] = fmt.Sprintf("127.0.0.1:%d", hp)
+	}
 	nc, err := config.Parse(props)
 	if err != nil {
 		return nil, err
@@ -216,6 +230,15 @@ func (c *Cluster) Addrs() []string {
 // --bootstrap-controller and controller.quorum.voters name.
 func (c *Cluster) ControllerAddr(id int32) string {
 	if p := c.ports[id][1]; p != 0 {
+		return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	}
+	return ""
+}
+
+// HTTPAddr is the http.listener address of node id (running or not), ""
+// without ClusterConfig.HTTPListeners.
+func (c *Cluster) HTTPAddr(id int32) string {
+	if p := c.http[id]; p != 0 {
 		return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	}
 	return ""

@@ -96,9 +96,14 @@ func (r *groupRun) signal() {
 // uncommitted when partitions move, and commits never hold up polling while
 // the group rebalances.
 func (r *groupRun) newMember(n *samsa.Node, name, groupID string, balancer kgo.GroupBalancer, extra ...kgo.Opt) *member {
+	return r.newMemberOf([]string{n.Addr()}, name, groupID, balancer, extra...)
+}
+
+// newMemberOf is newMember with the brokers at seeds.
+func (r *groupRun) newMemberOf(seeds []string, name, groupID string, balancer kgo.GroupBalancer, extra ...kgo.Opt) *member {
 	m := &member{name: name, run: r, assigned: map[int32]bool{}}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(n.Addr()),
+		kgo.SeedBrokers(seeds...),
 		kgo.ClientID(name),
 		kgo.ConsumerGroup(groupID),
 		kgo.ConsumeTopics(r.topic),
@@ -725,4 +730,131 @@ func TestGroupCommittedOffsetOutOfRange(t *testing.T) {
 	if len(r.seen) != 15 {
 		t.Fatalf("consumed %d records, want 10 of partition 0 from its start and 5 of partition 1 from its log start", len(r.seen))
 	}
+}
+
+// A deleted topic's committed offsets go with it (Kafka's
+// onPartitionsDeleted), also across a restart: a topic created again
+// under the same name is read from its start. OffsetCommit and
+// OffsetFetch v10 name topics by id; an id not served gets
+// UNKNOWN_TOPIC_ID.
+func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const topic, groupID = "recreated", "deleted-topic-group"
+	n, err := samsa.Start(ctx, samsa.Config{Dir: dir, Properties: groupProps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, n)
+	adm := kadm.NewClient(admin)
+	createTopic(t, admin, topic, 2, nil)
+	createTopic(t, admin, "other", 1, nil)
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := details[topic].ID
+
+	// v10: commit by topic id; an unknown id fails alone.
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Version = 10
+	commit.Group = groupID
+	commit.Generation = -1
+	unknownID := [16]byte{1, 2, 3}
+	for _, tid := range [][16]byte{id, unknownID} {
+		ct := kmsg.NewOffsetCommitRequestTopic()
+		ct.TopicID = tid
+		for p := range int32(2) {
+			cp := kmsg.NewOffsetCommitRequestTopicPartition()
+			cp.Partition, cp.Offset = p, 10+int64(p)
+			ct.Partitions = append(ct.Partitions, cp)
+		}
+		commit.Topics = append(commit.Topics, ct)
+	}
+	cresp, err := commit.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rt := range cresp.Topics {
+		want := [][16]byte{id, unknownID}[i]
+		wantCode := [...]int16{0, kerr.UnknownTopicID.Code}[i]
+		if rt.TopicID != want || len(rt.Partitions) != 2 {
+			t.Fatalf("commit v10 topic %d: %+v", i, rt)
+		}
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != wantCode {
+				t.Fatalf("commit v10 topic %d partition %d: %v", i, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+	if _, err := adm.CommitOffsets(ctx, groupID, kadm.OffsetsFromRecords(kgo.Record{Topic: "other", Partition: 0, Offset: 4})); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(tids ...[16]byte) map[[16]byte]map[int32]kmsg.OffsetFetchResponseGroupTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = 10
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = groupID
+		for _, tid := range tids {
+			rg.Topics = append(rg.Topics, kmsg.OffsetFetchRequestGroupTopic{TopicID: tid, Partitions: []int32{0, 1}})
+		}
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[[16]byte]map[int32]kmsg.OffsetFetchResponseGroupTopicPartition{}
+		for _, rt := range resp.Groups[0].Topics {
+			out[rt.TopicID] = map[int32]kmsg.OffsetFetchResponseGroupTopicPartition{}
+			for _, rp := range rt.Partitions {
+				out[rt.TopicID][rp.Partition] = rp
+			}
+		}
+		return out
+	}
+	got := fetch(id, unknownID)
+	if got[id][0].Offset != 10 || got[id][1].Offset != 11 || got[unknownID][0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("fetch v10: %+v", got)
+	}
+	if all := fetch(); len(all) != 2 || all[id][1].Offset != 11 {
+		t.Fatalf("fetch v10 of all offsets: %+v", all)
+	}
+
+	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	createTopic(t, admin, topic, 2, nil)
+	check := func(when string) {
+		t.Helper()
+		for {
+			offs, err := adm.FetchOffsets(ctx, groupID)
+			if err == nil {
+				if o, ok := offs.Lookup(topic, 0); ok && o.At >= 0 {
+					t.Fatalf("%s: the deleted topic's offset %d applies to the new topic", when, o.At)
+				}
+				if o, ok := offs.Lookup("other", 0); !ok || o.At != 5 { // the record after offset 4
+					t.Fatalf("%s: the other topic's offset is %+v", when, o)
+				}
+				return
+			}
+			if !kerr.IsRetriable(err) || ctx.Err() != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+		}
+	}
+	check("after delete")
+	admin.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, err = samsa.Start(ctx, samsa.Config{Dir: dir, Properties: groupProps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	admin = newClient(t, n)
+	adm = kadm.NewClient(admin)
+	check("after restart")
 }

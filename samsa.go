@@ -10,6 +10,7 @@ package samsa
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
@@ -48,6 +50,12 @@ type Config struct {
 	Properties map[string]string
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
+	// HTTPListener is the host:port of the operations HTTP listener
+	// (/metrics, /healthz, /readyz; see http.listener), "127.0.0.1:0"
+	// for a free port. Empty, the default, starts none unless Properties
+	// sets http.listener (unlike samsa server, whose default is
+	// localhost:9644, so that nodes started in tests do not collide).
+	HTTPListener string
 }
 
 // Node is a running Samsa node: a broker, a controller or both
@@ -57,13 +65,16 @@ type Node struct {
 	logger    *slog.Logger
 	logs      *storage.Manager
 	quorum    quorum.Log
-	raft      *quorum.Raft     // a voter of controller.quorum.voters
-	local     *quorum.Local    // a single node without voters
-	observer  *quorum.Observer // a broker-only node
+	raft      *quorum.Raft         // a voter of controller.quorum.voters
+	transport *quorum.TCPTransport // raft's, with raft
+	local     *quorum.Local        // a single node without voters
+	observer  *quorum.Observer     // a broker-only node
 	ctrl      *controller.Controller
 	broker    *broker.Broker
 	listeners []*server.Server
 	addr      string
+	mlog      *storage.Log    // __cluster_metadata-0
+	http      *metrics.Server // http.listener, nil when none
 
 	// noControlledShutdown skips moving leadership away in Close (the
 	// whole cluster is stopping).
@@ -92,6 +103,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Dir != "" {
 		props["log.dirs"] = cfg.Dir
+	}
+	if cfg.HTTPListener != "" {
+		props["http.listener"] = cfg.HTTPListener
+	} else if _, ok := props["http.listener"]; !ok {
+		props["http.listener"] = ""
 	}
 	nc, err := config.Parse(props)
 	if err != nil {
@@ -146,6 +162,18 @@ func (h *lateHandler) Handle(ctx context.Context, c *server.Conn, req *wire.Requ
 	return b.Handle(ctx, c, req)
 }
 
+// httpListener is the key of a bound http.listener in startNode's bound.
+const httpListener = "http.listener"
+
+// connectionThrottle is the broker's connection_creation_rate throttle,
+// none before the broker serves.
+func (h *lateHandler) connectionThrottle(ip string) time.Duration {
+	if b := h.b.Load(); b != nil {
+		return b.ConnectionThrottle(ip)
+	}
+	return 0
+}
+
 // startNode starts a node; bound holds listeners already bound by the
 // caller, by listener name (StartCluster binds controller listeners first
 // to learn their ports).
@@ -169,7 +197,15 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		// start unformatted).
 		return nil, fmt.Errorf("log dirs %s are not formatted: run samsa storage format --cluster-id ID on every node of the cluster (or set cluster.id)", strings.Join(nc.LogDirs, ","))
 	}
+	if nc.LogPartitionsMax == 0 {
+		nc.LogPartitionsMax = int32(min(storage.DefaultPartitionsMax(int(nc.LogOpenFilesMax)), math.MaxInt32))
+	}
+	var om *nodeMetrics
+	if nc.HTTPListener != "" {
+		om = newNodeMetrics()
+	}
 	n.logs, err = storage.OpenManager(storage.ManagerOptions{
+		Stats:     om.storageStats(),
 		Dirs:      nc.LogDirs,
 		NodeID:    nc.NodeID,
 		ClusterID: nc.ClusterID,
@@ -182,6 +218,8 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		// Rolls by segment.ms, and the checkpoints
 		// (log.flush.offset.checkpoint.interval.ms).
 		CheckpointInterval: time.Duration(nc.LogFlushOffsetCheckpointIntervalMs) * time.Millisecond,
+		OpenFilesMax:       int(nc.LogOpenFilesMax),
+		RecoveryThreads:    int(nc.NumRecoveryThreadsPerDataDir),
 		Cleaner: storage.CleanerOptions{
 			Disable:             !nc.LogCleanerEnable,
 			Backoff:             nc.LogCleanerBackoff,
@@ -238,11 +276,14 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			MaxRequestBytes: nc.SocketRequestMaxBytes,
 			IdleTimeout:     nc.ConnectionsMaxIdle,
 			Quotas:          brokerQuotas,
+			Requests:        om.requestStats(),
+			ConnectionRate:  h.connectionThrottle,
 			Logger:          logger.With("component", "server"),
 		}
 		if isCtrl {
 			scfg.Versions = ctrlVersions
 			scfg.Quotas = ctrlQuotas
+			scfg.ConnectionRate = nil // client quotas apply to broker listeners
 			if transport != nil {
 				scfg.Divert = func(first [4]byte) func(net.Conn) {
 					if first == quorum.Preamble {
@@ -288,6 +329,19 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if err != nil {
 		return nil, err
 	}
+	n.mlog = mlog
+	if om != nil {
+		reg, err := n.registry(om, h.ready)
+		if err != nil {
+			return nil, err
+		}
+		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], reg, func() error { return n.ready(h.ready) }, logger.With("component", "http"))
+		delete(bound, httpListener)
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("listening", "listener", "http", "addr", n.http.Addr().String())
+	}
 	var voter broker.MetadataQuorum
 	switch {
 	case transport != nil:
@@ -297,6 +351,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			return nil, err
 		}
 		n.quorum, voter = n.raft, n.raft
+		n.transport = transport
 	case len(nc.QuorumVoters) > 0:
 		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Dial: dialController, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {
@@ -316,18 +371,22 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 		n.quorum, voter = n.local, n.local
 	}
+	ctrlLog := n.quorum
+	if om != nil {
+		ctrlLog = timedLog{n.quorum, &om.quorum}
+	}
 	bootstrap, err := metadata.ReadBootstrap(nc.LogDirs)
 	if err != nil {
 		return nil, err
 	}
-	n.ctrl, err = controller.New(nc, n.quorum, n.logs.ClusterID(), bootstrap, logger.With("component", "controller"))
+	n.ctrl, err = controller.New(nc, ctrlLog, n.logs.ClusterID(), bootstrap, logger.With("component", "controller"))
 	if err != nil {
 		return nil, err
 	}
 	h.ctrl.Store(n.ctrl)
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.
-	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Logger: logger.With("component", "broker"), Levels: levels,
+	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Topics: om.topicStats(), Logger: logger.With("component", "broker"), Levels: levels,
 		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}, DialBroker: dialBroker, DialController: dialController})
 	if err != nil {
 		return nil, err
@@ -417,6 +476,9 @@ func (n *Node) Close() error {
 	}
 	for _, l := range n.listeners {
 		errs = append(errs, l.Close())
+	}
+	if n.http != nil {
+		errs = append(errs, n.http.Close())
 	}
 	if n.logs != nil {
 		n.logs.SetCheckpointHook(nil) // the replicas write theirs in Close

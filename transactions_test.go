@@ -890,7 +890,8 @@ func TestTxnBrokerKilled(t *testing.T) {
 	}
 	dir := t.TempDir()
 	args := []string{"server", "--override", "log.dirs=" + dir,
-		"--override", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", freePort(t), freePort(t))}
+		"--override", fmt.Sprintf("listeners=PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d", freePort(t), freePort(t)),
+		"--override", "http.listener="}
 	for k, v := range txnProps(nil) {
 		args = append(args, "--override", k+"="+v)
 	}
@@ -1067,16 +1068,19 @@ func TestTxnServerChecks(t *testing.T) {
 	code, _ = rawProduce(t, cl, id, "checks", 1, tpid, tepoch, 1, "other partition")
 	wantErr(t, "produce to another partition not added", code, kerr.InvalidTxnState)
 	wantErr(t, "commit", endTxn(tpid, tepoch, true), nil)
-	// EndTxn answers once the commit is prepared; until the coordinator
-	// has written the markers, verification answers CONCURRENT_TRANSACTIONS,
-	// which Produce reports as the retriable NOT_ENOUGH_REPLICAS (as Kafka).
-	for {
-		code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "late")
-		if code != kerr.NotEnoughReplicas.Code || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	// EndTxn answers once the commit is prepared, before the markers are
+	// written. Until the COMMIT marker is in partition 0, the producer's
+	// transaction is open there and a batch of it needs no verification:
+	// it is accepted into the transaction being committed, as Kafka does
+	// (UnifiedLog.maybeStartTransactionVerification skips an ongoing
+	// transaction; KIP-890 part 2's per-transaction epoch bump closes
+	// that window). Between the marker and CompleteCommit, verification
+	// answers CONCURRENT_TRANSACTIONS (the retriable NOT_ENOUGH_REPLICAS).
+	// Only once the transaction completed is a batch refused.
+	if state := waitTxnEnded(t, cl, id, "checks", 30*time.Second); state != "CompleteCommit" {
+		t.Fatalf("transaction ended %s, want CompleteCommit", state)
 	}
+	code, _ = rawProduce(t, cl, id, "checks", 0, tpid, tepoch, 1, "late")
 	wantErr(t, "produce after the transaction ended", code, kerr.InvalidTxnState)
 
 	// A new instance fences the old epoch.

@@ -294,7 +294,8 @@ func kafkaServer(s settings, target string) (*server, error) {
 		}
 		return startServer(target, addr, dir, s.samsa, "server", "--log-level", "warn",
 			"--override", "log.dirs="+dir,
-			"--override", fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d", addr, freePort()))
+			"--override", fmt.Sprintf("listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d", addr, freePort()),
+			"--override", "http.listener=")
 	case "kfake":
 		return startServer(target, addr, "", s.self, "serve-kfake", "-port", strconv.Itoa(port))
 	default:

@@ -32,6 +32,7 @@ func StartServer(bin, dir string, overrides ...string) (*Server, error) {
 	args := []string{"server",
 		"--override", "log.dirs=" + dir,
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"--override", "http.listener=",
 	}
 	for _, o := range overrides {
 		args = append(args, "--override", o)

@@ -516,6 +516,8 @@ async function run(c, a) {
       return waitPartitions(c, a.topic, 0)
     case 'group':
       return scenarioGroup(c, a)
+    case 'group-kip848':
+      throw new NA('kafkajs has no KIP-848 consumer')
     case 'transactions':
       return scenarioTransactions(c, a)
     case 'compacted-read':

@@ -204,7 +204,14 @@ class Confluent(Client):
         fs[topic].result(30)
 
     def new_member(self, topic, group):
-        from confluent_kafka import Consumer
+        from confluent_kafka import Consumer, libversion
+        if getattr(self, "kip848", False):
+            if libversion()[1] < 0x020400ff:
+                raise NA("librdkafka %s has no KIP-848 consumer (2.4+)" % libversion()[0])
+            c = Consumer(self.conf(**{"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                      "group.protocol": "consumer"}))
+            c.subscribe([topic])
+            return ConfluentMember(c, self._rec)
         c = Consumer(self.conf(**{"group.id": group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                   "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}))
         c.subscribe([topic])
@@ -379,6 +386,8 @@ class KafkaPython(Client):
 
     def new_member(self, topic, group):
         from kafka import KafkaConsumer
+        if getattr(self, "kip848", False):
+            raise NA("kafka-python has no KIP-848 consumer")
         c = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
                           auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=1000,
                           fetch_max_wait_ms=200)
@@ -668,6 +677,9 @@ def run(c, a):
     elif s == "delete-topic":
         scenario_delete(c, a)
     elif s == "group":
+        scenario_group(c, a)
+    elif s == "group-kip848":
+        c.kip848 = True
         scenario_group(c, a)
     elif s == "transactions":
         scenario_transactions(c, a)

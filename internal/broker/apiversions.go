@@ -30,7 +30,7 @@ func init() { register(kmsg.ApiVersions, 0, 3, handleApiVersions) }
 // "controller" listener in Kafka (clients/src/main/resources/common/message,
 // dispatched by ControllerApis): ApiVersions; Fetch, of __cluster_metadata
 // only (observers, KIP-595); DescribeQuorum; DescribeConfigs and
-// DescribeCluster (KIP-919); and the admin requests brokers forward to the
+// DescribeCluster (KIP-919); DescribeAcls; and the admin requests brokers forward to the
 // active controller (forwarded, KIP-590), which admin clients also send to
 // controllers with bootstrap.controllers (KIP-919). The
 // broker-to-controller APIs (registerController) are served on controller
@@ -47,6 +47,7 @@ var controllerListenerAPIs = func() map[kmsg.Key]bool {
 		// Controller listeners may be SASL listeners (KIP-631).
 		kmsg.SASLHandshake:    true,
 		kmsg.SASLAuthenticate: true,
+		kmsg.DescribeACLs:     true,
 	}
 	for k := range forwarded {
 		m[k] = true

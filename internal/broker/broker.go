@@ -20,10 +20,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/acl"
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
@@ -83,6 +85,9 @@ type Config struct {
 	// (controller.listener.names) with those listeners' TLS and SASL
 	// (auth.Dialer); nil dials plain TCP.
 	DialBroker, DialController wire.DialFunc
+	// Topics, when set, counts each hosted topic's traffic
+	// (BrokerTopicMetrics).
+	Topics *metrics.Topics
 }
 
 // Broker handles requests. Safe for concurrent use.
@@ -121,8 +126,15 @@ type Broker struct {
 	pidNext int64
 	pidEnd  int64
 
-	groups *groups // the group coordinator and its wiring (groups.go)
-	txns   *txns   // the transaction coordinator and its wiring (txn.go)
+	groups *groups    // the group coordinator and its wiring (groups.go)
+	lag    lagClients // connections of the consumer lag metrics (metrics.go)
+	txns   *txns      // the transaction coordinator and its wiring (txn.go)
+
+	usage *clientQuotas // usage against the client quotas (throttle.go)
+
+	// authz decides requests: the ACLs of the latest image and the
+	// static authorizer configs (authz.go).
+	authz atomic.Pointer[acl.Authorizer]
 
 	closed atomic.Bool
 
@@ -151,6 +163,7 @@ func New(cfg Config) (*Broker, error) {
 		levels: cfg.Levels,
 		quotas: cfg.ConnectionQuotas,
 		stop:   make(chan struct{}),
+		usage:  &clientQuotas{},
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
 		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),
@@ -171,22 +184,16 @@ func New(cfg Config) (*Broker, error) {
 		FetchMaxBytes:    cfg.Node.ReplicaFetchResponseMaxBytes,
 		LeaderThrottle:   b.leaderThrottle,
 		FollowerThrottle: b.followerThrottle,
+		Topics:           cfg.Topics,
 		Logger:           logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
 	b.startGroups()
 	b.startTxns()
-	var applyErr error
-	cfg.Controller.OnImage(func(old, next *metadata.Image) {
-		if err := b.applyImage(old, next); err != nil && applyErr == nil {
-			applyErr = err
-		}
-	})
-	if applyErr != nil {
-		b.closeTxns()
-		b.closeGroups()
-		return nil, applyErr
-	}
+	// A partition this broker cannot host (its log failed to load or be
+	// created) is logged and offline (KAFKA_STORAGE_ERROR), never a reason
+	// not to start: one bad log must not make a node unbootable.
+	cfg.Controller.OnImage(func(old, next *metadata.Image) { b.applyImage(old, next) })
 	return b, nil
 }
 
@@ -230,6 +237,7 @@ func (b *Broker) Close() {
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
+	b.lag.close()
 }
 
 // brokerAddr is the address other brokers reach broker id at.
@@ -264,10 +272,38 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 	if !ok {
 		return nil, fmt.Errorf("unsupported API key %d", req.Key)
 	}
-	if forwarded[a.key] && !forwardsItself[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
-		return b.forward(ctx, req.Body)
+	body, finish := req.Body, func(r kmsg.Response) kmsg.Response { return r }
+	if g := gates[a.key]; g != nil && b.authorizer().Enabled {
+		body, finish = g(b, c, body)
+		if body == nil {
+			return finish(nil), nil
+		}
 	}
-	return a.handle(withClientID(ctx, req.ClientID), b, c, req.Body)
+	if mutations[a.key] {
+		// Topics denied above are not charged: the quota sees what remains.
+		inner := *req
+		inner.Body = body
+		var quotaFinish func(kmsg.Response) kmsg.Response
+		body, quotaFinish = b.mutationGate(c, &inner)
+		authzFinish := finish
+		finish = func(r kmsg.Response) kmsg.Response { return authzFinish(quotaFinish(r)) }
+	}
+	var resp kmsg.Response
+	var err error
+	start := time.Now()
+	if forwarded[a.key] && !forwardsItself[a.key] && !b.ctrl.Active() && !b.node.IsControllerListener(c.Listener) {
+		resp, err = b.forward(ctx, body)
+	} else {
+		resp, err = a.handle(withClientID(ctx, req.ClientID), b, c, body)
+	}
+	if err != nil {
+		return resp, err
+	}
+	if resp != nil {
+		resp = finish(resp)
+	}
+	b.throttle(c, req, resp, time.Since(start))
+	return resp, nil
 }
 
 // forwarded are the admin APIs a broker whose controller is not the active
@@ -284,6 +320,9 @@ var forwarded = map[kmsg.Key]bool{
 	kmsg.AlterPartitionAssignments:  true,
 	kmsg.ListPartitionReassignments: true,
 	kmsg.AlterUserSCRAMCredentials:  true,
+	kmsg.CreateACLs:                 true,
+	kmsg.DeleteACLs:                 true,
+	kmsg.AlterClientQuotas:          true,
 }
 
 // forwardsItself are the forwarded APIs whose handlers answer part of a
@@ -293,6 +332,9 @@ var forwardsItself = map[kmsg.Key]bool{
 	kmsg.AlterConfigs:            true,
 	kmsg.IncrementalAlterConfigs: true,
 }
+
+// mutations are the APIs controller_mutation_rate applies to (KIP-599).
+var mutations = map[kmsg.Key]bool{kmsg.CreateTopics: true, kmsg.CreatePartitions: true, kmsg.DeleteTopics: true}
 
 // image is the current metadata image.
 func (b *Broker) image() *metadata.Image { return b.ctrl.Image() }
@@ -338,12 +380,14 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			}
 		}
 	}
+	var deleted []string
 	if old != nil {
 		for _, name := range old.TopicNames() {
 			t := old.Topic(name)
 			if next.TopicByID(t.ID) != nil {
 				continue
 			}
+			deleted = append(deleted, name)
 			for i, p := range t.Partitions {
 				if !slices.Contains(p.Replicas, self) {
 					continue
@@ -354,6 +398,12 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			}
 		}
 	}
+	if b.groups != nil {
+		// Kafka's onPartitionsDeleted: the groups forget the topics'
+		// offsets (queued, never blocks).
+		b.groups.coord.DeleteTopicOffsets(deleted)
+	}
+	b.updateAuthorizer(next)
 	b.applyGroupImage(next)
 	b.applyTxnImage(next)
 	return firstErr

@@ -54,7 +54,7 @@ func (b *Broker) deleteRecords(topic string, partition int32, offset int64) (int
 	p := b.replicas.Get(topic, partition)
 	switch {
 	case p == nil:
-		return -1, kerr.UnknownTopicOrPartition.Code
+		return -1, b.absentCode(topic, partition)
 	case !p.IsLeader():
 		return -1, kerr.NotLeaderForPartition.Code
 	case !p.Config().Storage.Cleanup.Delete:

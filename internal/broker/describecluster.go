@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/acl"
 	"github.com/samsahq/samsa/internal/server"
 )
 
@@ -85,7 +86,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, c *server.Conn, kreq km
 		}
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.ClusterAuthorizedOperations = 1<<4 | 1<<6 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+		resp.ClusterAuthorizedOperations = b.authorizedOps(c, resCluster, acl.ClusterName)
 	}
 	return resp, nil
 }

@@ -12,7 +12,7 @@ import (
 // every operation allowed (no ACLs yet): READ, DELETE, DESCRIBE.
 const allGroupOperations = 1<<3 | 1<<6 | 1<<8
 
-// DescribeGroups: v0-5
+// DescribeGroups: v0-6
 //
 // Version notes:
 //   - v0: the lowest version served
@@ -23,6 +23,8 @@ const allGroupOperations = 1<<3 | 1<<6 | 1<<8
 //     (response Group)
 //   - v4: InstanceID (response GroupMember)
 //   - v5: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v6: ErrorMessage (response Group); GROUP_ID_NOT_FOUND for unknown
+//     groups and KIP-848 consumer groups (KIP-1043)
 
 // DescribeGroups: state, protocol and members (their metadata and
 // assignment for Stable groups) of groups this broker coordinates.
@@ -33,10 +35,16 @@ func handleDescribeGroups(ctx context.Context, b *Broker, _ *server.Conn, kreq k
 	resp := b.groups.coord.DescribeGroups(ctx, req)
 	if req.IncludeAuthorizedOperations {
 		for i := range resp.Groups {
-			if resp.Groups[i].ErrorCode == 0 {
-				resp.Groups[i].AuthorizedOperations = allGroupOperations
-			}
+			setGroupOperations(&resp.Groups[i].AuthorizedOperations, resp.Groups[i].ErrorCode)
 		}
 	}
 	return resp, nil
+}
+
+// setGroupOperations sets the authorized operations of a group described
+// without error (DescribeGroups v3+, ConsumerGroupDescribe).
+func setGroupOperations(ops *int32, errorCode int16) {
+	if errorCode == 0 {
+		*ops = allGroupOperations
+	}
 }

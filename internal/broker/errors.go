@@ -20,6 +20,7 @@ var errorCodes = []struct {
 	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{storage.ErrClosed, kerr.NotLeaderForPartition},
 	{storage.ErrFlushFailed, kerr.KafkaStorageError},
+	{storage.ErrOffline, kerr.KafkaStorageError},
 	// record.Check: the CRC or framing (the bytes may have been damaged
 	// on the way: retriable), content that can never be accepted (not
 	// retriable), and records that decompress past the bound (a
@@ -72,3 +73,20 @@ var errorCodes = []struct {
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
+
+// absentCode is the error for a partition of which this broker hosts no
+// replica, as Kafka's ReplicaManager.getPartitionOrError answers it:
+// KAFKA_STORAGE_ERROR when it should (it is a replica) but its log could
+// not be opened; NOT_LEADER_OR_FOLLOWER when the metadata has the
+// partition (the client's metadata is stale, for example while a
+// restarted broker catches up, and it should refresh it and go
+// elsewhere); else UNKNOWN_TOPIC_OR_PARTITION.
+func (b *Broker) absentCode(topic string, partition int32) int16 {
+	if b.replicas.Offline(topic, partition) != nil {
+		return kerr.KafkaStorageError.Code
+	}
+	if t := b.image().Topic(topic); t != nil && partition >= 0 && int(partition) < len(t.Partitions) {
+		return kerr.NotLeaderForPartition.Code
+	}
+	return kerr.UnknownTopicOrPartition.Code
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
@@ -66,7 +67,10 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		kresp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return kresp, nil
 	}
+	denied := b.fetchDenied(c, req)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	var acct fetchAcct
+	defer func() { acct.count(req.ReplicaID >= 0) }()
 	var wake chan struct{}
 	var watched []*replica.Partition
 	defer func() {
@@ -77,7 +81,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	for {
 		resp.Reset()
 		kresp.Topics = kresp.Topics[:0]
-		bytes, failed := b.fetchOnce(req, resp)
+		bytes, failed := b.fetchOnce(req, resp, &acct, denied)
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 			b.served(req, bytes)
 			return resp, nil
@@ -101,14 +105,17 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			continue
 		}
 		timer := time.NewTimer(wait)
+		waitStart := time.Now()
 		select {
 		case <-wake:
 			timer.Stop()
+			metrics.AddRemote(ctx, time.Since(waitStart))
 		case <-timer.C:
+			metrics.AddRemote(ctx, time.Since(waitStart))
 			// One last read at the deadline.
 			resp.Reset()
 			kresp.Topics = kresp.Topics[:0]
-			bytes, _ := b.fetchOnce(req, resp)
+			bytes, _ := b.fetchOnce(req, resp, &acct, denied)
 			b.served(req, bytes)
 			return resp, nil
 		case <-ctx.Done():
@@ -127,8 +134,30 @@ func (b *Broker) served(req *kmsg.FetchRequest, bytes int) {
 	}
 }
 
+// fetchDenied is the set of requested topics c may not fetch, as Kafka's
+// KafkaApis: a follower (replica id >= 0) needs CLUSTER_ACTION on the
+// cluster, else every topic is denied; a consumer needs READ on each
+// topic. Nil when none is denied.
+func (b *Broker) fetchDenied(c *server.Conn, req *kmsg.FetchRequest) map[string]bool {
+	if !b.authorizer().Enabled {
+		return nil
+	}
+	var denied map[string]bool
+	all := req.ReplicaID >= 0 && !b.authorizedCluster(c, opClusterAction)
+	for _, rt := range req.Topics {
+		if all || req.ReplicaID < 0 && !b.authorized(c, opRead, resTopic, rt.Topic) {
+			if denied == nil {
+				denied = map[string]bool{}
+			}
+			denied[rt.Topic] = true
+		}
+	}
+	return denied
+}
+
 // fetchOnce reads every requested partition into resp and returns the
-// bytes of records found and whether any partition failed.
+// bytes of records found and whether any partition failed; topics in
+// denied get TOPIC_AUTHORIZATION_FAILED.
 //
 // A partition this broker follows serves a consumer's Fetch v11+ up to the
 // high-watermark it knows (KIP-392), with Kafka's errors when it cannot:
@@ -142,7 +171,10 @@ func (b *Broker) served(req *kmsg.FetchRequest, bytes int) {
 // that rack holds the offset (Partition.PreferredReadReplica); a
 // redirected partition counts as failed, so that the response goes out at
 // once, as in Kafka.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (total int, failed bool) {
+//
+// acct keeps what it read, for the topics' metrics.
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct, denied map[string]bool) (total int, failed bool) {
+	acct.reset()
 	resp := wresp.FetchResponse
 	diverged, redirected := false, false
 	defer func() { failed = failed || diverged || redirected }()
@@ -179,9 +211,15 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			sp.LogStartOffset = -1
 			sp.PreferredReadReplica = -1
 			sp.RecordBatches = []byte{}
+			if denied[rt.Topic] {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				failed = true
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
@@ -189,12 +227,14 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 			// Kafka's Partition.localLogWithEpochOrThrow: the leader
 			// epoch first, then leadership when the fetch needs it.
 			if err := p.CheckEpoch(rp.CurrentLeaderEpoch); err != nil {
+				acct.add(p, 0, err)
 				sp.ErrorCode = errCode(err)
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
 			if leaderOnly && !p.IsLeader() {
+				acct.add(p, 0, nil) // a fetch request, not a failed one (as Kafka)
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				failed = true
 				st.Partitions = append(st.Partitions, sp)
@@ -263,12 +303,19 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse) (t
 				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 			}
+			acct.add(p, slice.Length, err)
 			switch {
 
 			case err != nil:
 				sp.ErrorCode = errCode(err)
+				if sp.ErrorCode == kerr.UnknownServerError.Code {
+					b.logger.Warn("fetch failed", "topic", rt.Topic, "partition", rp.Partition, "offset", rp.FetchOffset, "err", err)
+				}
 				failed = true
 				slice.Release()
+			case slice.Data != nil:
+				sp.RecordBatches = slice.Data
+				total += len(slice.Data)
 			case slice.Length > 0:
 				wresp.SetRecords(&sp, wire.FileRegion{File: slice.File, Position: slice.Position, Length: slice.Length, Release: slice.Release})
 				total += int(slice.Length)

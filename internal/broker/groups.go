@@ -52,6 +52,15 @@ func (b *Broker) startGroups() {
 		MaxSessionTimeout:         n.GroupMaxSessionTimeout,
 		MaxSize:                   n.GroupMaxSize,
 		OffsetsRetention:          n.OffsetsRetention,
+
+		ConsumerSessionTimeout:       n.GroupConsumerSessionTimeout,
+		ConsumerMinSessionTimeout:    n.GroupConsumerMinSessionTimeout,
+		ConsumerMaxSessionTimeout:    n.GroupConsumerMaxSessionTimeout,
+		ConsumerHeartbeatInterval:    n.GroupConsumerHeartbeatInterval,
+		ConsumerMinHeartbeatInterval: n.GroupConsumerMinHeartbeatInterval,
+		ConsumerMaxHeartbeatInterval: n.GroupConsumerMaxHeartbeatInterval,
+		ConsumerMaxSize:              n.GroupConsumerMaxSize,
+		ConsumerAssignors:            n.GroupConsumerAssignors,
 	}
 	if cfg.InitialRebalanceDelay == 0 {
 		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)
@@ -60,6 +69,7 @@ func (b *Broker) startGroups() {
 		b.logger.Error("group coordinator config", "err", err)
 	}
 	coord := group.New(cfg, offsetsStore{b}, b.logger.With("component", "group-coordinator"))
+	coord.SetTopics(imageTopics{b})
 	b.groups = &groups{coord: coord, loads: newCoordinatorLoads(offsetsTopic, coord.NumPartitions(),
 		func(ctx context.Context, p, _ int32) error { return coord.LoadPartition(ctx, p) },
 		coord.UnloadPartition, group.ErrPartitionUnloaded)}
@@ -275,3 +285,27 @@ func storeError(err error) error {
 	}
 	return fmt.Errorf("%w: %v", kerr.KafkaStorageError, err)
 }
+
+// imageTopics is the group coordinator's view of the topics: the current
+// metadata image.
+type imageTopics struct{ b *Broker }
+
+func (t imageTopics) Topic(name string) ([16]byte, int32, bool) {
+	tm := t.b.image().Topic(name)
+	if tm == nil {
+		return [16]byte{}, 0, false
+	}
+	return tm.ID, int32(len(tm.Partitions)), true
+}
+
+func (t imageTopics) TopicName(id [16]byte) (string, bool) {
+	tm := t.b.image().TopicByID(id)
+	if tm == nil {
+		return "", false
+	}
+	return tm.Name, true
+}
+
+func (t imageTopics) Version() int64 { return t.b.image().Offset }
+
+func (t imageTopics) Names() []string { return t.b.image().TopicNames() }

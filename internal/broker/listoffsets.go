@@ -58,7 +58,7 @@ func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.R
 			}
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			if p == nil {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

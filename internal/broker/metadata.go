@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/acl"
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/server"
@@ -47,17 +49,39 @@ func handleMetadata(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Re
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	im := b.image()
 
+	// As Kafka's KafkaApis: a named topic needs DESCRIBE (else
+	// TOPIC_AUTHORIZATION_FAILED, whether or not it exists), its
+	// auto-creation CREATE on the cluster or the topic; a request for
+	// every topic lists only those the principal may describe.
+	var denied map[string]bool
+	if b.authorizer().Enabled {
+		denied = map[string]bool{}
+		createAll := b.authorizedCluster(c, opCreate)
+		for _, t := range req.Topics {
+			if t.Topic == nil {
+				continue
+			}
+			n := *t.Topic
+			if !b.authorized(c, opDescribe, resTopic, n) ||
+				im.Topic(n) == nil && b.node.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) &&
+					!createAll && !b.authorized(c, opCreate, resTopic, n) {
+				denied[n] = true
+			}
+		}
+	}
+
 	// Auto-create first; the new topics are answered LEADER_NOT_AVAILABLE.
 	var created map[string]bool
+	var refused map[string]int16 // auto-creation refused for good: the topic's error
 	if req.Topics != nil && b.node.AutoCreateTopicsEnable && (req.Version < 4 || req.AllowAutoTopicCreation) {
 		var create []controller.CreateTopic
 		for _, t := range req.Topics {
-			if t.Topic != nil && im.Topic(*t.Topic) == nil && controller.ValidTopicName(*t.Topic) == nil {
+			if t.Topic != nil && !denied[*t.Topic] && im.Topic(*t.Topic) == nil && controller.ValidTopicName(*t.Topic) == nil {
 				create = append(create, controller.CreateTopic{Name: *t.Topic, Partitions: -1, ReplicationFactor: -1})
 			}
 		}
 		if len(create) > 0 {
-			b.autoCreate(ctx, create)
+			refused = b.autoCreate(ctx, create)
 			im = b.image()
 			created = make(map[string]bool, len(create))
 			for _, c := range create {
@@ -79,10 +103,15 @@ func handleMetadata(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Re
 	cid := im.ClusterID
 	resp.ClusterID = &cid
 	resp.ControllerID = b.controllerID()
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = b.authorizedOps(c, resCluster, acl.ClusterName)
+	}
 
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
 		for _, name := range im.TopicNames() {
-			resp.Topics = append(resp.Topics, b.metadataTopic(im, name, im.Topic(name), req))
+			if b.authorized(c, opDescribe, resTopic, name) {
+				resp.Topics = append(resp.Topics, b.metadataTopic(c, im, name, im.Topic(name), req))
+			}
 		}
 		return resp, nil
 	}
@@ -97,7 +126,14 @@ func handleMetadata(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Re
 				name = t.Name
 			}
 		}
-		mt := b.metadataTopic(im, name, t, req)
+		if denied[name] && rt.Topic != nil || rt.Topic == nil && t != nil && !b.authorized(c, opDescribe, resTopic, name) {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+			mt.AuthorizedOperations = math.MinInt32
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		mt := b.metadataTopic(c, im, name, t, req)
 		if t != nil && created[name] {
 			mt.ErrorCode = kerr.LeaderNotAvailable.Code
 			mt.Partitions = nil
@@ -111,13 +147,16 @@ func handleMetadata(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Re
 				mt.ErrorCode = kerr.UnknownTopicID.Code
 				mt.TopicID = rt.TopicID
 			}
+			if code, ok := refused[name]; ok && rt.Topic != nil {
+				mt.ErrorCode = code
+			}
 		}
 		resp.Topics = append(resp.Topics, mt)
 	}
 	return resp, nil
 }
 
-func (b *Broker) metadataTopic(im *metadata.Image, name string, t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
+func (b *Broker) metadataTopic(c *server.Conn, im *metadata.Image, name string, t *metadata.Topic, req *kmsg.MetadataRequest) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	n := name
 	mt.Topic = &n
@@ -127,7 +166,7 @@ func (b *Broker) metadataTopic(im *metadata.Image, name string, t *metadata.Topi
 	mt.TopicID = t.ID
 	mt.IsInternal = name == "__consumer_offsets" || name == "__transaction_state"
 	if req.IncludeTopicAuthorizedOperations {
-		mt.AuthorizedOperations = allTopicOperations
+		mt.AuthorizedOperations = b.authorizedOps(c, resTopic, name)
 	}
 	for i, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
@@ -144,11 +183,6 @@ func (b *Broker) metadataTopic(im *metadata.Image, name string, t *metadata.Topi
 	}
 	return mt
 }
-
-// allTopicOperations is the authorized-operations bitfield with every topic
-// operation set (no ACLs yet): READ, WRITE, CREATE, DELETE, ALTER,
-// DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-const allTopicOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
 
 // clientEndpoint is the broker's endpoint of listener, the one a request
 // came in on, as Kafka answers Metadata, FindCoordinator and
@@ -168,11 +202,32 @@ func clientEndpoint(br *metadata.Broker, listener string) (metadata.Endpoint, bo
 	return metadata.Endpoint{}, false
 }
 
-// autoCreate creates topics for Metadata (auto.create.topics.enable).
-func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic) {
-	if _, err := b.createTopics(ctx, topics); err != nil {
+// autoCreate creates topics for Metadata (auto.create.topics.enable). It
+// returns the error codes of the topics the controller refused for a
+// reason retrying cannot change (INVALID_PARTITIONS past
+// log.partitions.max), which Metadata answers for them as Kafka's
+// autoCreateTopics answers its creation errors.
+func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic) map[string]int16 {
+	errs, err := b.createTopics(ctx, topics)
+	if err != nil {
 		b.logger.Warn("auto-creating topics failed", "err", err)
+		return nil
 	}
+	var refused map[string]int16
+	for i, e := range errs {
+		if e == nil || i >= len(topics) {
+			continue
+		}
+		code := errCode(e)
+		if code == kerr.InvalidPartitions.Code {
+			if refused == nil {
+				refused = map[string]int16{}
+			}
+			refused[topics[i].Name] = code
+			b.logger.Warn("auto-creating topic refused", "topic", topics[i].Name, "err", e)
+		}
+	}
+	return refused
 }
 
 // createTopics creates topics on the active controller: directly when this

@@ -38,7 +38,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *server.Conn, kr
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			switch {
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 			case !p.IsLeader():
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:

@@ -11,9 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/storage"
 )
 
 // Produce: v3-11
@@ -43,22 +45,38 @@ import (
 // timeout (REQUEST_TIMED_OUT).
 func init() { register(kmsg.Produce, 3, 11, handleProduce) }
 
-func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) { //nolint:gocyclo // one pass over the request's partitions
+func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) { //nolint:gocyclo // one pass over the request's partitions
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+	// As Kafka's KafkaApis: a transactional produce needs WRITE on the
+	// transactional id (else every partition fails), each topic WRITE.
+	txnDenied := req.TransactionID != nil && !b.authorized(c, opWrite, resTxnID, *req.TransactionID)
+	if txnDenied || req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		code := kerr.InvalidRequiredAcks.Code
+		if txnDenied {
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		}
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
 			st.Topic = rt.Topic
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewProduceResponseTopicPartition()
 				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
 		return resp, nil
+	}
+	var denied map[string]bool // topics without WRITE
+	if b.authorizer().Enabled {
+		denied = map[string]bool{}
+		for _, rt := range req.Topics {
+			if !b.authorized(c, opWrite, resTopic, rt.Topic) {
+				denied[rt.Topic] = true
+			}
+		}
 	}
 	now := time.Now().UnixMilli()
 	type pending struct {
@@ -91,8 +109,10 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 			// (ReplicaManager.appendToLocalLog), then the records.
 			p := b.replicas.Get(rt.Topic, rp.Partition)
 			switch {
+			case denied[rt.Topic]:
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 			case checkProduceRecords(req.Version, rp.Records, &sp):
 			case isInternalTopic(rt.Topic):
 				// Only the coordinators write their topics, through
@@ -127,6 +147,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 	checked := jobs[:0]
 	for _, j := range jobs {
 		if j.err != nil {
+			countProduce(j.p, len(j.records), storage.AppendResult{}, j.err)
 			failProduce(&resp.Topics[j.ti].Partitions[j.pi], j.err)
 			continue
 		}
@@ -156,6 +177,7 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		j := jobs[i]
 		sp := &resp.Topics[j.ti].Partitions[j.pi]
 		res, err := j.p.Append(j.batch, req.Acks, now, j.v)
+		countProduce(j.p, len(j.records), res, err)
 		if err != nil {
 			failProduce(sp, err)
 			if sp.ErrorCode == kerr.UnknownServerError.Code {
@@ -211,6 +233,8 @@ func handleProduce(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Req
 		}
 		timer := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
 		defer timer.Stop()
+		waitStart := time.Now()
+		defer func() { metrics.AddRemote(ctx, time.Since(waitStart)) }()
 		for {
 			open := 0
 			for _, w := range waits {

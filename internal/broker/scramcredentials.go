@@ -24,8 +24,8 @@ import (
 
 // DescribeUserScramCredentials and AlterUserScramCredentials (KIP-554): the
 // SCRAM credentials of the metadata image, never their keys; alterations on
-// the active controller (forwarded there by other brokers). Authorization
-// (DESCRIBE and ALTER on the cluster) belongs to the authorizer.
+// the active controller (forwarded there by other brokers). Their gates
+// (authz_forward.go) check DESCRIBE and ALTER on the cluster.
 func init() {
 	register(kmsg.DescribeUserSCRAMCredentials, 0, 0, handleDescribeUserSCRAMCredentials)
 	register(kmsg.AlterUserSCRAMCredentials, 0, 0, handleAlterUserSCRAMCredentials)

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { clientCommands = append(clientCommands, newGroupCommand) }
@@ -50,7 +49,8 @@ func newGroupListCommand(f *groupFlags) *cobra.Command {
 		Long: `List the groups of every broker with ListGroups, one name a line, sorted.
 
 --state keeps the groups in that state (Empty, PreparingRebalance,
-CompletingRebalance, Stable, Dead; any case; may be repeated). --long adds
+CompletingRebalance, Stable, Dead; for KIP-848 consumer groups also
+Assigning and Reconciling; any case; may be repeated). --long adds
 the state, protocol type and coordinator of each group.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -89,13 +89,16 @@ func newGroupDescribeCommand(f *groupFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe GROUP...",
 		Short: "Show a group's state, members, assignment, committed offsets and lag",
-		Long: `Describe groups with DescribeGroups, OffsetFetch and ListOffsets.
+		Long: `Describe groups with DescribeGroups, OffsetFetch and ListOffsets, and
+consumer groups of the KIP-848 protocol with ConsumerGroupDescribe.
 
-For each group: its state, protocol and coordinator; then per partition the
-committed offset (CURRENT-OFFSET, "-" when none), the log end offset (the
-high-watermark) and the lag between them (from the log start offset when
-nothing is committed), with the member consuming it, and the total lag;
-then the members and their assignments.`,
+For each group: its state, protocol and coordinator (for a consumer group:
+its type, group epoch, assignment epoch and assignor); then per partition
+the committed offset (CURRENT-OFFSET, "-" when none), the log end offset
+(the high-watermark) and the lag between them (from the log start offset
+when nothing is committed), with the member consuming it, and the total
+lag; then the members and their assignments (for a consumer group, also
+each member's epoch and target assignment).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := f.context(cmd)
@@ -117,11 +120,20 @@ then the members and their assignments.`,
 				case !ok:
 					errs = append(errs, fmt.Errorf("describe group %s: not in the response", g))
 					continue
-				case l.Error() != nil:
+				case l.Error() != nil && !errors.Is(l.Error(), kerr.GroupIDNotFound):
 					errs = append(errs, fmt.Errorf("describe group %s: %w", g, l.Error()))
 					continue
-				case l.State == "Dead":
-					errs = append(errs, fmt.Errorf("group %s does not exist", g))
+				case l.Error() != nil || l.State == "Dead":
+					// Not a classic group: maybe a consumer group (KIP-848).
+					cg, err := describeConsumerGroup(ctx, adm, g)
+					if err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					if i > 0 {
+						fmt.Fprintln(w)
+					}
+					writeConsumerGroup(w, cg)
 					continue
 				}
 				if i > 0 {
@@ -142,39 +154,24 @@ func writeGroupLag(w io.Writer, l kadm.DescribedGroupLag) {
 	}
 	fmt.Fprintf(w, "Group: %s\tState: %s\tProtocol: %s\tCoordinator: %d\tMembers: %d\n",
 		l.Group, l.State, dash(proto), l.Coordinator.NodeID, len(l.Members))
-	lags := l.Lag.Sorted()
-	if len(lags) == 0 {
-		fmt.Fprintln(w, "No committed offsets or assigned partitions.")
-	} else {
-		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
-		var total int64
-		for _, pl := range lags {
-			current, lag, end := "-", "-", "-"
-			if pl.End.Err == nil {
-				end = strconv.FormatInt(pl.End.Offset, 10)
-			}
-			if pl.Commit.At >= 0 {
-				current = strconv.FormatInt(pl.Commit.At, 10)
-			}
-			if pl.Lag >= 0 && pl.Err == nil {
-				lag = strconv.FormatInt(pl.Lag, 10)
-				total += pl.Lag
-			}
-			member, host, client := "-", "-", "-"
-			if pl.Member != nil {
-				member, host, client = pl.Member.MemberID, pl.Member.ClientHost, pl.Member.ClientID
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", pl.Topic, pl.Partition, current, end, lag, member, host, client)
-			if pl.Err != nil {
-				fmt.Fprintf(tw, "\tError: %v", pl.Err)
-			}
-			fmt.Fprintln(tw)
+	var rows []lagRow
+	for _, pl := range l.Lag.Sorted() {
+		r := lagRow{topic: pl.Topic, partition: pl.Partition, committed: -1, end: -1, lag: -1, err: pl.Err}
+		if pl.End.Err == nil {
+			r.end = pl.End.Offset
 		}
-		tw.Flush()
-		fmt.Fprintf(w, "Total lag: %d\n", total)
+		if pl.Commit.At >= 0 {
+			r.committed = pl.Commit.At
+		}
+		if pl.Lag >= 0 && pl.Err == nil {
+			r.lag = pl.Lag
+		}
+		if pl.Member != nil {
+			r.member, r.host, r.client = pl.Member.MemberID, pl.Member.ClientHost, pl.Member.ClientID
+		}
+		rows = append(rows, r)
 	}
+	writeLagTable(w, rows)
 	if len(l.Members) == 0 {
 		return
 	}
@@ -191,22 +188,199 @@ func writeGroupLag(w io.Writer, l kadm.DescribedGroupLag) {
 	tw.Flush()
 }
 
+// lagRow is one partition of a group's lag table; negative offsets and
+// lags are unknown ("-").
+type lagRow struct {
+	topic                string
+	partition            int32
+	committed, end, lag  int64
+	member, host, client string // "": no member consumes it
+	err                  error
+}
+
+// writeLagTable prints the partitions of a group with their committed
+// offset, log end offset and lag, and the total lag.
+func writeLagTable(w io.Writer, rows []lagRow) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "No committed offsets or assigned partitions.")
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tCONSUMER-ID\tHOST\tCLIENT-ID")
+	var total int64
+	orDash := func(v int64) string {
+		if v < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	for _, r := range rows {
+		total += max(r.lag, 0)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", r.topic, r.partition, orDash(r.committed), orDash(r.end), orDash(r.lag),
+			dash(r.member), dash(r.host), dash(r.client))
+		if r.err != nil {
+			fmt.Fprintf(tw, "\tError: %v", r.err)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "Total lag: %d\n", total)
+}
+
+// consumerGroupLag is a KIP-848 consumer group with its offsets.
+type consumerGroupLag struct {
+	kadm.DescribedConsumerGroup
+	committed kadm.OffsetResponses
+	start     kadm.ListedOffsets
+	end       kadm.ListedOffsets
+}
+
+// describeConsumerGroup describes group with ConsumerGroupDescribe and
+// reads its committed offsets and the log start and end offsets of their
+// topics and of the topics assigned. A group that is neither classic nor
+// consumer does not exist.
+func describeConsumerGroup(ctx context.Context, adm *kadm.Client, group string) (*consumerGroupLag, error) {
+	described, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil && len(described) == 0 {
+		return nil, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	d, ok := described[group]
+	switch {
+	case !ok || errors.Is(d.Err, kerr.GroupIDNotFound) || errors.Is(d.Err, kerr.UnsupportedVersion):
+		return nil, fmt.Errorf("group %s does not exist", group)
+	case d.Err != nil:
+		return nil, fmt.Errorf("describe group %s: %w", group, d.Err)
+	}
+	out := &consumerGroupLag{DescribedConsumerGroup: d}
+	if out.committed, err = adm.FetchOffsets(ctx, group); err != nil {
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", group, err)
+	}
+	topics := d.AssignedPartitions()
+	for t := range out.committed {
+		topics[t] = nil
+	}
+	if names := topics.Topics(); len(names) > 0 {
+		if out.start, err = adm.ListStartOffsets(ctx, names...); err != nil {
+			return nil, fmt.Errorf("list start offsets: %w", err)
+		}
+		if out.end, err = adm.ListEndOffsets(ctx, names...); err != nil {
+			return nil, fmt.Errorf("list end offsets: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// writeConsumerGroup prints a consumer group as writeGroupLag prints a
+// classic one.
+func writeConsumerGroup(w io.Writer, g *consumerGroupLag) {
+	fmt.Fprintf(w, "Group: %s\tType: consumer\tState: %s\tEpoch: %d\tAssignment-Epoch: %d\tAssignor: %s\tCoordinator: %d\tMembers: %d\n",
+		g.Group, g.State, g.Epoch, g.AssignmentEpoch, dash(g.AssignorName), g.Coordinator.NodeID, len(g.Members))
+	owner := map[string]map[int32]*kadm.ConsumerGroupMember{}
+	for i := range g.Members {
+		m := &g.Members[i]
+		for t, ps := range m.Assignment {
+			if owner[t] == nil {
+				owner[t] = map[int32]*kadm.ConsumerGroupMember{}
+			}
+			for p := range ps {
+				owner[t][p] = m
+			}
+		}
+	}
+	type row struct {
+		topic     string
+		partition int32
+	}
+	var rows []row
+	seen := map[row]bool{}
+	add := func(t string, p int32) {
+		if r := (row{t, p}); !seen[r] {
+			seen[r] = true
+			rows = append(rows, r)
+		}
+	}
+	g.committed.Each(func(o kadm.OffsetResponse) { add(o.Topic, o.Partition) })
+	for t, ps := range owner {
+		for p := range ps {
+			add(t, p)
+		}
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.partition - b.partition)
+	})
+	lags := make([]lagRow, 0, len(rows))
+	for _, r := range rows {
+		lr := lagRow{topic: r.topic, partition: r.partition, committed: -1, end: -1, lag: -1}
+		if o, ok := g.committed.Lookup(r.topic, r.partition); ok && o.Err == nil && o.At >= 0 {
+			lr.committed = o.At
+		}
+		if e, ok := g.end.Lookup(r.topic, r.partition); ok && e.Err == nil {
+			lr.end = e.Offset
+			from := lr.committed
+			if from < 0 {
+				if s, ok := g.start.Lookup(r.topic, r.partition); ok && s.Err == nil {
+					from = s.Offset
+				}
+			}
+			if from >= 0 {
+				lr.lag = max(e.Offset-from, 0)
+			}
+		}
+		if m := owner[r.topic][r.partition]; m != nil {
+			lr.member, lr.host, lr.client = m.MemberID, m.ClientHost, m.ClientID
+		}
+		lags = append(lags, lr)
+	}
+	writeLagTable(w, lags)
+	if len(g.Members) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER-ID\tINSTANCE-ID\tEPOCH\tCLIENT-ID\tHOST\tASSIGNMENT\tTARGET-ASSIGNMENT")
+	for _, m := range g.Members {
+		inst := "-"
+		if m.InstanceID != nil {
+			inst = *m.InstanceID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.MemberID, inst, m.MemberEpoch, m.ClientID, m.ClientHost,
+			topicsSetString(m.Assignment), topicsSetString(m.TargetAssignment))
+	}
+	tw.Flush()
+}
+
+// topicsSetString formats partitions as topic[0,1] topic2[3]; "-" for none.
+func topicsSetString(s kadm.TopicsSet) string {
+	var parts []string
+	for _, t := range s.Sorted() {
+		if len(t.Partitions) > 0 {
+			ps := slices.Clone(t.Partitions)
+			slices.Sort(ps)
+			parts = append(parts, t.Topic+"["+joinInt32(ps)+"]")
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
 // memberAssignment formats a consumer member's partitions as
 // topic[0,1,2] topic2[3]; "-" for none or another protocol.
 func memberAssignment(m kadm.DescribedGroupMember) string {
 	a, ok := m.Assigned.AsConsumer()
-	if !ok || len(a.Topics) == 0 {
+	if !ok {
 		return "-"
 	}
-	topics := slices.Clone(a.Topics)
-	slices.SortFunc(topics, func(x, y kmsg.ConsumerMemberAssignmentTopic) int { return strings.Compare(x.Topic, y.Topic) })
-	parts := make([]string, 0, len(topics))
-	for _, t := range topics {
-		ps := slices.Clone(t.Partitions)
-		slices.Sort(ps)
-		parts = append(parts, t.Topic+"["+joinInt32(ps)+"]")
+	s := kadm.TopicsSet{}
+	for _, t := range a.Topics {
+		s.Add(t.Topic, t.Partitions...)
 	}
-	return strings.Join(parts, " ")
+	return topicsSetString(s)
 }
 
 func dash(s string) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // TestReassign moves a partition between the brokers of a 3-node cluster
@@ -24,7 +25,15 @@ func TestReassign(t *testing.T) {
 	defer c.Close()
 	b := "--brokers=" + strings.Join(c.Addrs(), ",")
 	mustRun(t, nil, "topic", "create", "moving", "--partitions", "1", "--replication-factor", "1", b)
-	desc := mustRun(t, nil, "topic", "describe", "moving", b).stdout
+	// CreateTopics answers once the controller committed the topic (as
+	// Kafka); the broker that describe asks may not have applied it yet
+	// and answers UNKNOWN_TOPIC_OR_PARTITION meanwhile.
+	var desc string
+	testutil.WaitFor(t, 30*time.Second, "topic moving in a broker's metadata", func() bool {
+		r := run(t, nil, "topic", "describe", "moving", b)
+		desc = r.stdout
+		return r.err == nil && strings.Contains(desc, "Replicas: ")
+	})
 	// Move the replica to the two other brokers, whichever holds it now.
 	target := `[2,3]`
 	if !strings.Contains(desc, "Replicas: 1") {

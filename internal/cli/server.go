@@ -23,7 +23,9 @@ func newServerCommand() *cobra.Command {
 		Short: "Run a Samsa node (broker and controller)",
 		Long: `Run a Samsa node. With no configuration it is a single-node cluster:
 node.id=1, data in ./samsa-data, listeners
-PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093.
+PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093, and the operations
+HTTP listener on localhost:9644 (http.listener: Prometheus metrics on
+/metrics, probes on /healthz and /readyz; empty turns it off).
 
 Configuration uses Kafka's property names and defaults: a server.properties
 file (--config), then SAMSA_* environment variables
@@ -57,7 +59,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 			if err != nil {
 				return err
 			}
-			logger.Info("samsa started", "version", buildinfo.Version(), "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr())
+			logger.Info("samsa started", "version", buildinfo.Version(), "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr(), "http", n.HTTPAddr())
 			<-cmd.Context().Done()
 			logger.Info("stopping")
 			if err := n.Close(); err != nil {

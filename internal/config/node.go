@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"slices"
@@ -66,6 +67,17 @@ type Node struct {
 	AutoCreateTopicsEnable bool
 	// DeleteTopicEnable is delete.topic.enable (default true).
 	DeleteTopicEnable bool
+	// AuthorizerClassName is authorizer.class.name: empty (the default)
+	// authorizes nothing, every request is allowed;
+	// StandardAuthorizerClass enforces the ACLs of the metadata log.
+	AuthorizerClassName string
+	// SuperUsers is super.users: principals ("User:admin") allowed every
+	// operation, semicolon-separated in the property. The inter-broker
+	// principal must be one when an authorizer is set, as in Kafka.
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found
+	// (default false): a resource no ACL names is open to all.
+	AllowEveryoneIfNoACLFound bool
 	// MessageMaxBytes is message.max.bytes, the largest record batch
 	// accepted (default 1048588).
 	MessageMaxBytes int32
@@ -107,6 +119,25 @@ type Node struct {
 	// often segments are checked against retention.ms and
 	// retention.bytes (default 5 min; zero means the default).
 	LogRetentionCheckInterval time.Duration
+	// LogOpenFilesMax is log.open.files.max (Samsa's, beyond Kafka, which
+	// keeps every segment's .log open and its indexes memory-mapped): the
+	// segment file descriptors the node keeps open while idle, least
+	// recently used closed first. Zero (the default) means 4096, or half
+	// the process's descriptor limit when lower; -1 means no cap.
+	LogOpenFilesMax int32
+	// NumRecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir:
+	// the logs of each log dir opened (and recovered) at once at start
+	// and closed at once at shutdown (default 2, Kafka 4.0's).
+	NumRecoveryThreadsPerDataDir int32
+	// LogPartitionsMax is log.partitions.max (Samsa's, beyond Kafka, like
+	// Redpanda's topic_partitions_per_shard): the partition replicas one
+	// node hosts. The active controller refuses CreateTopics,
+	// CreatePartitions and auto-creation that would place more on a node
+	// (INVALID_PARTITIONS naming it). Zero (the default) means what this
+	// node's memory and descriptor limit allow
+	// (storage.DefaultPartitionsMax); the controller applies its own value
+	// to every broker.
+	LogPartitionsMax int32
 	// LogCleanerEnable is log.cleaner.enable: compact the topics whose
 	// cleanup.policy has compact (default true).
 	LogCleanerEnable bool
@@ -166,6 +197,26 @@ type Node struct {
 	GroupMaxSessionTimeout time.Duration
 	// GroupMaxSize is group.max.size (default Int.MAX).
 	GroupMaxSize int32
+	// GroupConsumerSessionTimeout is group.consumer.session.timeout.ms,
+	// the session of KIP-848 consumer group members (default 45 s), within
+	// GroupConsumerMinSessionTimeout and GroupConsumerMaxSessionTimeout
+	// (group.consumer.min/max.session.timeout.ms, 45 s and 60 s).
+	GroupConsumerSessionTimeout    time.Duration
+	GroupConsumerMinSessionTimeout time.Duration
+	GroupConsumerMaxSessionTimeout time.Duration
+	// GroupConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms
+	// (default 5 s), within GroupConsumerMinHeartbeatInterval and
+	// GroupConsumerMaxHeartbeatInterval
+	// (group.consumer.min/max.heartbeat.interval.ms, 5 s and 15 s).
+	GroupConsumerHeartbeatInterval    time.Duration
+	GroupConsumerMinHeartbeatInterval time.Duration
+	GroupConsumerMaxHeartbeatInterval time.Duration
+	// GroupConsumerMaxSize is group.consumer.max.size (default Int.MAX).
+	GroupConsumerMaxSize int32
+	// GroupConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors of consumer groups by name, the first the default
+	// (default uniform, range; Kafka's class names are accepted too).
+	GroupConsumerAssignors []string
 	// OffsetsRetention is offsets.retention.minutes (default 7 days).
 	OffsetsRetention time.Duration
 	// FetchMaxBytes is fetch.max.bytes, the cap on a Fetch response
@@ -191,6 +242,26 @@ type Node struct {
 	// 0.97x with a franz-go consumer, BenchmarkFetch) and about 12% less
 	// CPU per byte on a 2-core machine; see docs/configuration.md.
 	FetchSendfile bool
+	// HTTPListener is http.listener (Samsa's own property, as Redpanda's
+	// admin API): host:port of the operations HTTP listener serving
+	// /metrics, /healthz and /readyz; default localhost:9644; empty turns
+	// it off. Port 0 picks a free port.
+	HTTPListener string
+	// MetricsConsumerLagPartitions is samsa.metrics.consumer.lag.partitions
+	// (default true): the group coordinator serves the per-partition
+	// kafka_consumergroup_lag and kafka_consumergroup_current_offset
+	// series; false keeps the per-topic sums only.
+	MetricsConsumerLagPartitions bool
+	// MetricsPartitionSeries is samsa.metrics.partition.series (default
+	// true): serve the per-partition series (kafka_log_log_*,
+	// kafka_cluster_partition_*, kafka_topic_partition_*); false keeps the
+	// broker-wide counts only, for brokers with very many partitions.
+	MetricsPartitionSeries bool
+	// MetricsConsumerLagMaxSeries is samsa.metrics.consumer.lag.max.series
+	// (default 10000): at most this many committed offsets (group, topic,
+	// partition) are served as lag series, the first in that order; zero
+	// or negative serves no consumer lag at all.
+	MetricsConsumerLagMaxSeries int32
 	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
 	// are leader.replication.throttled.rate and
 	// follower.replication.throttled.rate: bytes/s of replication traffic
@@ -440,6 +511,39 @@ func i32(dst func(*Node) *int32, min int32) func(*Node, string) error {
 	}
 }
 
+// consumerGroupProps are the properties of KIP-848 consumer groups, merged
+// into nodeProps.
+var consumerGroupProps = map[string]nodeProp{
+	"group.consumer.session.timeout.ms":        {"45000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerSessionTimeout }, time.Millisecond), "session of consumer group (KIP-848) members"},
+	"group.consumer.min.session.timeout.ms":    {"45000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMinSessionTimeout }, time.Millisecond), "smallest consumer group session timeout"},
+	"group.consumer.max.session.timeout.ms":    {"60000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMaxSessionTimeout }, time.Millisecond), "largest consumer group session timeout"},
+	"group.consumer.heartbeat.interval.ms":     {"5000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerHeartbeatInterval }, time.Millisecond), "heartbeat interval of consumer group members"},
+	"group.consumer.min.heartbeat.interval.ms": {"5000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMinHeartbeatInterval }, time.Millisecond), "smallest consumer group heartbeat interval"},
+	"group.consumer.max.heartbeat.interval.ms": {"15000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMaxHeartbeatInterval }, time.Millisecond), "largest consumer group heartbeat interval"},
+	"group.consumer.max.size":                  {"2147483647", i32(func(n *Node) *int32 { return &n.GroupConsumerMaxSize }, 1), "members per consumer group"},
+	"group.consumer.assignors":                 {"uniform,range", consumerAssignors, "server-side assignors of consumer groups"},
+}
+
+func init() { maps.Copy(nodeProps, consumerGroupProps) }
+
+// consumerAssignors parses group.consumer.assignors: names or Kafka's
+// class names of the uniform and range assignors, comma-separated.
+func consumerAssignors(n *Node, v string) error {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		switch strings.TrimSpace(a) {
+		case "uniform", "org.apache.kafka.coordinator.group.assignor.UniformAssignor":
+			out = append(out, "uniform")
+		case "range", "org.apache.kafka.coordinator.group.assignor.RangeAssignor":
+			out = append(out, "range")
+		default:
+			return fmt.Errorf("%w %q (uniform and range are known)", errBadValue, v)
+		}
+	}
+	n.GroupConsumerAssignors = out
+	return nil
+}
+
 func i64(dst func(*Node) *int64, min int64) func(*Node, string) error {
 	return func(n *Node, v string) error {
 		i, err := parseInt64(v)
@@ -473,6 +577,10 @@ func durationAtLeast(dst func(*Node) *time.Duration, unit time.Duration, min int
 		return nil
 	}
 }
+
+// StandardAuthorizerClass is the authorizer.class.name of Kafka's KRaft
+// authorizer (KIP-801), the one samsa implements.
+const StandardAuthorizerClass = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 func boolean(dst func(*Node) *bool) func(*Node, string) error {
 	return func(n *Node, v string) error {
@@ -568,10 +676,31 @@ var nodeProps = map[string]nodeProp{
 	}, "default replication factor"},
 	"auto.create.topics.enable": {"true", boolean(func(n *Node) *bool { return &n.AutoCreateTopicsEnable }), "create topics on Metadata and Produce"},
 	"delete.topic.enable":       {"true", boolean(func(n *Node) *bool { return &n.DeleteTopicEnable }), "allow DeleteTopics"},
-	"message.max.bytes":         {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
-	"socket.request.max.bytes":  {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
-	"max.connections":           {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
-	"max.connections.per.ip":    {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
+	"authorizer.class.name": {"", func(n *Node, v string) error {
+		switch v = strings.TrimSpace(v); v {
+		case "", StandardAuthorizerClass:
+			n.AuthorizerClassName = v
+			return nil
+		}
+		return fmt.Errorf("%w %q (only %s is supported)", errBadValue, v, StandardAuthorizerClass)
+	}, "enforce ACLs (" + StandardAuthorizerClass + ")"},
+	"super.users": {"", func(n *Node, v string) error {
+		n.SuperUsers = nil
+		for _, p := range strings.Split(v, ";") {
+			if p = strings.TrimSpace(p); p != "" {
+				if i := strings.IndexByte(p, ':'); i <= 0 {
+					return fmt.Errorf("%w %q (principals Type:name separated by ';')", errBadValue, p)
+				}
+				n.SuperUsers = append(n.SuperUsers, p)
+			}
+		}
+		return nil
+	}, "principals allowed everything, User:a;User:b"},
+	"allow.everyone.if.no.acl.found": {"false", boolean(func(n *Node) *bool { return &n.AllowEveryoneIfNoACLFound }), "allow what no ACL names"},
+	"message.max.bytes":              {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
+	"socket.request.max.bytes":       {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"max.connections":                {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
+	"max.connections.per.ip":         {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
 	"max.connections.per.ip.overrides": {"", func(n *Node, v string) error {
 		m := map[string]int32{}
 		for _, kv := range parseList(v) {
@@ -625,18 +754,40 @@ var nodeProps = map[string]nodeProp{
 		n.OffsetsTopicReplicationFactor = int16(i)
 		return nil
 	}, "replication factor of __consumer_offsets"},
-	"transaction.state.log.num.partitions":    {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
-	"group.initial.rebalance.delay.ms":        {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
-	"group.min.session.timeout.ms":            {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
-	"group.max.session.timeout.ms":            {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
-	"group.max.size":                          {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
-	"offsets.retention.minutes":               {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
-	"fetch.max.bytes":                         {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
-	"replica.lag.time.max.ms":                 {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
-	"replica.fetch.response.max.bytes":        {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
-	"broker.session.timeout.ms":               {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
-	"broker.heartbeat.interval.ms":            {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
-	"samsa.fetch.sendfile":                    {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
+	"transaction.state.log.num.partitions": {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
+	"group.initial.rebalance.delay.ms":     {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
+	"group.min.session.timeout.ms":         {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
+	"group.max.session.timeout.ms":         {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
+	"group.max.size":                       {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
+	"offsets.retention.minutes":            {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
+	"fetch.max.bytes":                      {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
+	"replica.lag.time.max.ms":              {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
+	"replica.fetch.response.max.bytes":     {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
+	"broker.session.timeout.ms":            {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
+	"broker.heartbeat.interval.ms":         {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
+	"samsa.fetch.sendfile":                 {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
+	"http.listener": {"localhost:9644", func(n *Node, v string) error {
+		v = strings.TrimSpace(v)
+		if v != "" {
+			if _, port, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("%w %q (host:port, or empty for none)", errBadValue, v)
+			} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+				return fmt.Errorf("%w %q (bad port)", errBadValue, v)
+			}
+		}
+		n.HTTPListener = v
+		return nil
+	}, "operations HTTP listener (/metrics, /healthz, /readyz); empty: none"},
+	"samsa.metrics.partition.series":        {"true", boolean(func(n *Node) *bool { return &n.MetricsPartitionSeries }), "serve per-partition metrics series"},
+	"samsa.metrics.consumer.lag.partitions": {"true", boolean(func(n *Node) *bool { return &n.MetricsConsumerLagPartitions }), "serve consumer lag per partition, not only per topic"},
+	"samsa.metrics.consumer.lag.max.series": {"10000", func(n *Node, v string) error {
+		i, err := parseInt32(v)
+		if err != nil {
+			return fmt.Errorf("%w %q", errBadValue, v)
+		}
+		n.MetricsConsumerLagMaxSeries = i
+		return nil
+	}, "most committed offsets served as lag series"},
 	"auto.leader.rebalance.enable":            {"true", boolean(func(n *Node) *bool { return &n.AutoLeaderRebalanceEnable }), "move leadership back to preferred replicas"},
 	"leader.imbalance.check.interval.seconds": {"300", positiveMillis(func(n *Node) *time.Duration { return &n.LeaderImbalanceCheckInterval }, time.Second), "preferred leader check period"},
 	"leader.imbalance.per.broker.percentage":  {"10", i32(func(n *Node) *int32 { return &n.LeaderImbalancePerBrokerPercentage }, 0), "allowed leader imbalance per broker"},
@@ -656,11 +807,13 @@ var nodeProps = map[string]nodeProp{
 	// Samsa has no thread pools to size.
 	"num.network.threads":                 {"3", ignored, "accepted, unused"},
 	"num.io.threads":                      {"8", ignored, "accepted, unused"},
-	"num.recovery.threads.per.data.dir":   {"1", ignored, "accepted, unused"},
 	"socket.send.buffer.bytes":            {"102400", ignored, "accepted, unused"},
 	"socket.receive.buffer.bytes":         {"102400", ignored, "accepted, unused"},
 	"log.retention.check.interval.ms":     {"300000", positiveMillis(func(n *Node) *time.Duration { return &n.LogRetentionCheckInterval }, time.Millisecond), "how often retention runs"},
 	"log.cleaner.enable":                  {"true", boolean(func(n *Node) *bool { return &n.LogCleanerEnable }), "run the log cleaner"},
+	"num.recovery.threads.per.data.dir":   {"2", i32(func(n *Node) *int32 { return &n.NumRecoveryThreadsPerDataDir }, 1), "logs of a log dir opened and closed at once"},
+	"log.partitions.max":                  {"0", i32(func(n *Node) *int32 { return &n.LogPartitionsMax }, 0), "partition replicas one node hosts (0: what memory and the fd limit allow)"},
+	"log.open.files.max":                  {"0", i32(func(n *Node) *int32 { return &n.LogOpenFilesMax }, -1), "segment file descriptors kept open while idle (0: 4096 or half the fd limit; -1: no cap)"},
 	"log.cleaner.backoff.ms":              {"15000", millis(func(n *Node) *time.Duration { return &n.LogCleanerBackoff }, time.Millisecond), "log cleaner sleep when idle"},
 	"log.cleaner.dedupe.buffer.size":      {"134217728", i64(func(n *Node) *int64 { return &n.LogCleanerDedupeBufferSize }, 1024), "log cleaner key map memory"},
 	"log.cleaner.threads":                 {"1", ignored, "accepted; one cleaner goroutine"},
@@ -786,6 +939,15 @@ func (n *Node) Validate() error {
 	}
 	if n.GroupMinSessionTimeout > n.GroupMaxSessionTimeout {
 		return errors.New("config group.min.session.timeout.ms is above group.max.session.timeout.ms")
+	}
+	if n.GroupConsumerSessionTimeout < n.GroupConsumerMinSessionTimeout || n.GroupConsumerSessionTimeout > n.GroupConsumerMaxSessionTimeout {
+		return errors.New("config group.consumer.session.timeout.ms is outside group.consumer.min.session.timeout.ms and group.consumer.max.session.timeout.ms")
+	}
+	if n.GroupConsumerHeartbeatInterval < n.GroupConsumerMinHeartbeatInterval || n.GroupConsumerHeartbeatInterval > n.GroupConsumerMaxHeartbeatInterval {
+		return errors.New("config group.consumer.heartbeat.interval.ms is outside group.consumer.min.heartbeat.interval.ms and group.consumer.max.heartbeat.interval.ms")
+	}
+	if n.GroupConsumerHeartbeatInterval >= n.GroupConsumerSessionTimeout {
+		return errors.New("config group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
 	}
 	if n.MaxConnectionsPerIP == 0 && len(n.MaxConnectionsPerIPOverrides) == 0 {
 		return errors.New("config max.connections.per.ip can be zero only if max.connections.per.ip.overrides is set")

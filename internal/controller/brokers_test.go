@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,5 +119,76 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	alone := part("alone")
 	if alone.Leader != 1 || alone.LeaderEpoch <= beforeAlone.LeaderEpoch || !slices.Equal(alone.ISR, []int32{1}) {
 		t.Fatalf("alone after broker 1 restarted: leader %d epoch %d ISR %v", alone.Leader, alone.LeaderEpoch, alone.ISR)
+	}
+}
+
+// A heartbeat that changes nothing is answered while another write waits
+// for its commit to be applied (here a CreateTopics whose image a slow
+// listener, as the broker creating thousands of logs, holds up): it does
+// not wait behind it, which expired the session of the very broker
+// applying the image.
+func TestHeartbeatDoesNotWaitForCommits(t *testing.T) {
+	c := newLocalController(t)
+	ctx := context.Background()
+	epoch, err := c.RegisterBroker(ctx, 1, incarnation(1), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.OnImage(func(_, next *metadata.Image) {
+		if next.Topic("slow") != nil {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+	})
+	created := make(chan error, 1)
+	go func() {
+		errs, err := c.CreateTopics(ctx, []CreateTopic{{Name: "slow", Partitions: 1, ReplicationFactor: 1}}, false)
+		created <- errors.Join(append(errs, err)...)
+	}()
+	<-entered
+	beat := make(chan error, 1)
+	go func() {
+		fenced, _, err := c.Heartbeat(ctx, 1, epoch, false)
+		if err == nil && fenced {
+			err = errors.New("fenced")
+		}
+		beat <- err
+	}()
+	select {
+	case err := <-beat:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("heartbeat waits for another write's commit")
+	}
+	close(release)
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A restarted broker's fencing and re-election of the same partition in
+// one commit keep only the last record of each partition, in place, and
+// every other record.
+func TestLastPerPartition(t *testing.T) {
+	a, b := metadata.UUID{1}, metadata.UUID{2}
+	recs := []metadata.Record{
+		metadata.RegisterBrokerRecord{BrokerID: 1, Fenced: true},
+		metadata.PartitionRecord{TopicID: a, Partition: 0, Leader: -1},
+		metadata.PartitionRecord{TopicID: b, Partition: 0, Leader: 2},
+		metadata.RegisterBrokerRecord{BrokerID: 1},
+		metadata.PartitionRecord{TopicID: a, Partition: 0, Leader: 1},
+		metadata.PartitionRecord{TopicID: a, Partition: 1, Leader: 1},
+	}
+	got := lastPerPartition(recs)
+	want := []metadata.Record{recs[0], recs[2], recs[3], recs[4], recs[5]}
+	if !slices.EqualFunc(got, want, func(x, y metadata.Record) bool { return reflect.DeepEqual(x, y) }) {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }

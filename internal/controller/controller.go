@@ -75,6 +75,11 @@ type Controller struct {
 	unregister        func()
 	closed            atomic.Bool
 	bootstrap         []metadata.Record // written once per cluster (see New)
+
+	// UncleanElections counts the leaders this controller chose outside
+	// the ISR (unclean.leader.election.enable, or ElectLeaders UNCLEAN);
+	// Kafka's UncleanLeaderElectionsPerSec.
+	UncleanElections atomic.Int64
 }
 
 // New replays the metadata log into an image, subscribes to its further
@@ -267,10 +272,14 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 	errs := make([]error, len(topics))
 	var recs []metadata.Record
 	seen := map[string]bool{}
+	load := replicaLoad(im)
 	for i, t := range topics {
 		trecs, err := c.createTopicRecords(im, t)
 		if err == nil && seen[t.Name] {
 			err = fmt.Errorf("%w: %s listed twice", ErrInvalidRequest, t.Name)
+		}
+		if err == nil {
+			err = c.reserveReplicas(load, trecs)
 		}
 		seen[t.Name] = true
 		errs[i] = err
@@ -468,6 +477,9 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 		}
 		recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: replicas, ISR: replicas, Leader: replicas[0]})
 	}
+	if err := c.reserveReplicas(replicaLoad(im), recs); err != nil {
+		return err
+	}
 	if validateOnly {
 		return nil
 	}
@@ -609,4 +621,45 @@ func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, topicID
 		return nil, 0, err
 	}
 	return rec.ISR, rec.PartitionEpoch, nil
+}
+
+// replicaLoad counts the partition replicas each broker hosts.
+func replicaLoad(im *metadata.Image) map[int32]int {
+	load := map[int32]int{}
+	for _, name := range im.TopicNames() {
+		for _, p := range im.Topic(name).Partitions {
+			for _, r := range p.Replicas {
+				load[r]++
+			}
+		}
+	}
+	return load
+}
+
+// reserveReplicas adds the replicas of recs' partitions to load, or
+// changes nothing and returns ErrInvalidPartitions when that would put
+// more than log.partitions.max on a broker: creation a node cannot host is
+// refused up front, before any node tries to open the logs.
+func (c *Controller) reserveReplicas(load map[int32]int, recs []metadata.Record) error {
+	limit := int(c.node.LogPartitionsMax)
+	if limit <= 0 {
+		return nil
+	}
+	add := map[int32]int{}
+	for _, r := range recs {
+		if p, ok := r.(metadata.PartitionRecord); ok {
+			for _, b := range p.Replicas {
+				add[b]++
+			}
+		}
+	}
+	for b, n := range add {
+		if load[b]+n > limit {
+			return fmt.Errorf("%w: %d more partition replicas on broker %d, which hosts %d, would pass its limit of %d (log.partitions.max)", ErrInvalidPartitions, n, b, load[b], limit)
+		}
+	}
+	for b, n := range add {
+		load[b] += n
+	}
+	return nil
 }

@@ -69,6 +69,9 @@ func (c *Controller) ElectLeaders(ctx context.Context, electionType int8, parts 
 		}
 		if rec != nil {
 			recs = append(recs, *rec)
+			if electionType == ElectUnclean {
+				c.UncleanElections.Add(1)
+			}
 		}
 		if all && (errors.Is(err, ErrElectionNotNeeded) || errors.Is(err, ErrPreferredLeaderNotAvailable)) {
 			continue

@@ -4,6 +4,9 @@ import (
 	"maps"
 	"slices"
 	"sort"
+
+	"github.com/samsahq/samsa/internal/acl"
+	"github.com/samsahq/samsa/internal/quota"
 )
 
 // Image is the cluster metadata after applying the log up to Offset.
@@ -23,6 +26,12 @@ type Image struct {
 	Bootstrapped bool
 	// scram holds the SCRAM credentials by mechanism and user.
 	scram map[ScramKey]UserScramCredentialRecord
+	// acls are the ACL bindings by record id; aclIndex indexes them,
+	// rebuilt by an Apply that changes them.
+	acls     map[UUID]acl.Binding
+	aclIndex *acl.Index
+	// quotas are the client quotas by entity (ClientQuotaRecord).
+	quotas quota.Configs
 }
 
 // ScramKey names one SCRAM credential: a user and a mechanism (1
@@ -92,6 +101,25 @@ func Empty(clusterID string) *Image {
 		brokers:       map[int32]*Broker{},
 		brokerConfigs: map[string]map[string]string{},
 		scram:         map[ScramKey]UserScramCredentialRecord{},
+		acls:          map[UUID]acl.Binding{},
+		aclIndex:      acl.NewIndex(nil),
+		quotas:        quota.Configs{},
+	}
+}
+
+// Quotas are the client quotas by entity key. Must not be modified.
+func (im *Image) Quotas() quota.Configs { return im.quotas }
+
+// ACLIndex is the index of the ACL bindings, for acl.Authorizer. Never nil.
+func (im *Image) ACLIndex() *acl.Index { return im.aclIndex }
+
+// ACLs calls fn with each ACL binding and its record id, in no order,
+// until fn returns false.
+func (im *Image) ACLs(fn func(id UUID, b acl.Binding) bool) {
+	for id, b := range im.acls {
+		if !fn(id, b) {
+			return
+		}
 	}
 }
 
@@ -135,6 +163,9 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		NextProducerID: im.NextProducerID,
 		scram:          im.scram,
 		Bootstrapped:   im.Bootstrapped,
+		acls:           im.acls,
+		aclIndex:       im.aclIndex,
+		quotas:         im.quotas,
 	}
 	scramOwned := false
 	mutableScram := func() map[ScramKey]UserScramCredentialRecord {
@@ -145,6 +176,15 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			}
 		}
 		return next.scram
+	}
+	quotasCloned := false
+	aclsChanged := false
+	mutableACLs := func() map[UUID]acl.Binding {
+		if !aclsChanged {
+			aclsChanged = true
+			next.acls = maps.Clone(im.acls)
+		}
+		return next.acls
 	}
 	if len(recs) == 0 {
 		next.Offset = im.Offset
@@ -233,7 +273,39 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			if r.NextProducerID > next.NextProducerID {
 				next.NextProducerID = r.NextProducerID
 			}
+		case AccessControlEntryRecord:
+			mutableACLs()[r.ID] = r.Binding
+		case RemoveAccessControlEntryRecord:
+			if _, ok := next.acls[r.ID]; ok {
+				delete(mutableACLs(), r.ID)
+			}
+		case ClientQuotaRecord:
+			if !quotasCloned {
+				quotasCloned = true
+				next.quotas = maps.Clone(im.quotas)
+			}
+			e := r.Entity.Normalize()
+			k := e.Key()
+			var m map[string]float64
+			if q := next.quotas[k]; q != nil {
+				m = maps.Clone(q.Values)
+			} else {
+				m = map[string]float64{}
+			}
+			if r.Remove {
+				delete(m, r.Key)
+			} else {
+				m[r.Key] = r.Value
+			}
+			if len(m) == 0 {
+				delete(next.quotas, k)
+			} else {
+				next.quotas[k] = &quota.EntityQuotas{Entity: e, Values: m}
+			}
 		}
+	}
+	if aclsChanged {
+		next.aclIndex = acl.NewIndex(slices.Collect(maps.Values(next.acls)))
 	}
 	return next
 }

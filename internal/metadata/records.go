@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/samsahq/samsa/internal/acl"
+	"github.com/samsahq/samsa/internal/quota"
 )
 
 // UUID is a Kafka UUID (topic id, directory id), as kmsg carries it.
@@ -108,20 +111,41 @@ type RemoveUserScramCredentialRecord struct {
 // bootstrap.checkpoint the same way).
 type BootstrapRecord struct{}
 
+// AccessControlEntryRecord adds an ACL binding (Kafka's
+// AccessControlEntryRecord); ID names it for removal.
+type AccessControlEntryRecord struct {
+	ID UUID `json:"id"`
+	acl.Binding
+}
+
+// RemoveAccessControlEntryRecord removes the ACL binding ID (Kafka's
+// RemoveAccessControlEntryRecord).
+type RemoveAccessControlEntryRecord struct {
+	ID UUID `json:"id"`
+}
+
+// ClientQuotaRecord sets (Remove false) or removes one quota of a client
+// quota entity (Kafka's ClientQuotaRecord, KIP-546).
+type ClientQuotaRecord struct {
+	Entity quota.Entity `json:"entity"`
+	Key    string       `json:"key"`
+	Value  float64      `json:"value,omitempty"`
+	Remove bool         `json:"remove,omitempty"`
+}
+
 // Type implementations.
-func (TopicRecord) Type() string          { return "topic" }
-func (PartitionRecord) Type() string      { return "partition" }
-func (RemoveTopicRecord) Type() string    { return "remove_topic" }
-func (ConfigRecord) Type() string         { return "config" }
-func (RegisterBrokerRecord) Type() string { return "register_broker" }
-func (ProducerIDsRecord) Type() string    { return "producer_ids" }
-func (BootstrapRecord) Type() string      { return "bootstrap" }
-func (UserScramCredentialRecord) Type() string {
-	return "user_scram_credential"
-}
-func (RemoveUserScramCredentialRecord) Type() string {
-	return "remove_user_scram_credential"
-}
+func (TopicRecord) Type() string                     { return "topic" }
+func (PartitionRecord) Type() string                 { return "partition" }
+func (RemoveTopicRecord) Type() string               { return "remove_topic" }
+func (ConfigRecord) Type() string                    { return "config" }
+func (RegisterBrokerRecord) Type() string            { return "register_broker" }
+func (ProducerIDsRecord) Type() string               { return "producer_ids" }
+func (AccessControlEntryRecord) Type() string        { return "acl" }
+func (RemoveAccessControlEntryRecord) Type() string  { return "remove_acl" }
+func (ClientQuotaRecord) Type() string               { return "client_quota" }
+func (BootstrapRecord) Type() string                 { return "bootstrap" }
+func (UserScramCredentialRecord) Type() string       { return "user_scram_credential" }
+func (RemoveUserScramCredentialRecord) Type() string { return "remove_user_scram_credential" }
 
 // ErrUnknownRecord is returned by Decode for a type it does not know.
 var ErrUnknownRecord = errors.New("metadata: unknown record type")
@@ -154,6 +178,12 @@ func Decode(key, value []byte) (Record, error) {
 		r = new(UserScramCredentialRecord)
 	case "remove_user_scram_credential":
 		r = new(RemoveUserScramCredentialRecord)
+	case "acl":
+		r = new(AccessControlEntryRecord)
+	case "remove_acl":
+		r = new(RemoveAccessControlEntryRecord)
+	case "client_quota":
+		r = new(ClientQuotaRecord)
 	default:
 		return nil, fmt.Errorf("%w %q", ErrUnknownRecord, key)
 	}
@@ -182,6 +212,12 @@ func deref(r Record) Record {
 	case *UserScramCredentialRecord:
 		return *v
 	case *RemoveUserScramCredentialRecord:
+		return *v
+	case *AccessControlEntryRecord:
+		return *v
+	case *RemoveAccessControlEntryRecord:
+		return *v
+	case *ClientQuotaRecord:
 		return *v
 	}
 	return r

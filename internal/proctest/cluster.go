@@ -225,6 +225,7 @@ func (c *Cluster) layout() error {
 			"log.dirs=" + n.Dir,
 			"listeners=" + strings.Join(listeners, ","),
 			"controller.quorum.voters=" + strings.Join(voters, ","),
+			"http.listener=", // none: tests run in parallel
 		}
 		if n.BrokerProxy != nil {
 			props = append(props, "advertised.listeners=PLAINTEXT://"+n.BrokerProxy.Addr())

@@ -77,6 +77,13 @@ var bootstrapRE = regexp.MustCompile(`bootstrap=(\S+)`)
 // SIGKILL at test cleanup if it is still running.
 func Start(t testing.TB, dir string, overrides ...string) *Server {
 	t.Helper()
+	return StartWithin(t, dir, 30*time.Second, overrides...)
+}
+
+// StartWithin is Start waiting up to timeout for the server to report its
+// address (a node opening 100,000 logs takes longer than Start's 30 s).
+func StartWithin(t testing.TB, dir string, timeout time.Duration, overrides ...string) *Server {
+	t.Helper()
 	if strings.Contains(dir, ",") {
 		// log.dirs is a comma-separated list: a t.TempDir of a subtest
 		// named "a, b" would put a relative log dir in the test's
@@ -86,11 +93,19 @@ func Start(t testing.TB, dir string, overrides ...string) *Server {
 	args := []string{"server",
 		"--override", "log.dirs=" + dir,
 		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"--override", "http.listener=", // none: tests run in parallel
 	}
 	for _, o := range overrides {
 		args = append(args, "--override", o)
 	}
-	return StartArgs(t, dir, args...)
+	s, err := StartProcess(Binary(t), dir, timeout, args...)
+	if s != nil {
+		t.Cleanup(func() { s.Kill() })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // StartArgs runs the samsa binary with args, as Start does.

@@ -413,22 +413,46 @@ func seqRecord(seq int64) metadata.Record {
 // running), retrying while leadership moves, and returns the offset.
 func (h *harness) mustAppend(ids []int32, seq int64) int64 {
 	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		lead := h.waitLeader(ids, 10*time.Second)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		off, err := h.appendOn(ctx, lead, seq)
-		cancel()
-		if err == nil {
-			return off
+	off, err := h.appendRetrying(ids, seq, 20*time.Second)
+	if err != nil {
+		h.t.Fatalf("append %d: %v", seq, err)
+	}
+	return off
+}
+
+// appendRetrying appends seq on the leader agreed among ids (nil: all
+// running), again on the next leader while leadership moves (a leader
+// that hears from no quorum for ElectionTicks steps down, which a loaded
+// machine can cause at any time), until within has passed. It returns the
+// offset or the last error, without failing the test, so that several
+// goroutines may call it. After a lost leadership the entry may be
+// committed twice (Append's contract): the offset returned is the one
+// whose commit was seen.
+func (h *harness) appendRetrying(ids []int32, seq int64, within time.Duration) (int64, error) {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(h.tick)
+	defer tick.Stop()
+	err := errors.New("no agreed leader")
+	for time.Now().Before(deadline) {
+		if lead := h.agreedLeader(ids); lead >= 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var off int64
+			off, err = h.appendOn(ctx, lead, seq)
+			cancel()
+			if err == nil {
+				return off, nil
+			}
+			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrDropped) && !errors.Is(err, context.DeadlineExceeded) {
+				return 0, fmt.Errorf("on %d: %w", lead, err)
+			}
+			continue
 		}
-		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrDropped) && !errors.Is(err, context.DeadlineExceeded) {
-			h.t.Fatalf("append %d on %d: %v", seq, lead, err)
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("append %d: still failing: %v", seq, err)
+		select {
+		case <-h.events:
+		case <-tick.C:
 		}
 	}
+	return 0, fmt.Errorf("still failing after %v: %w", within, err)
 }
 
 // hasCommit reports whether node id's listener got seq at offset.

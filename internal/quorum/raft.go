@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -78,6 +79,8 @@ type Raft struct {
 	pending map[uint64]*proposal // by index
 	leading bool
 	status  raft.BasicStatus
+
+	vote atomic.Int32 // node id voted for in the current term, -1 none
 }
 
 // proposal is one Append waiting for its entry to commit.
@@ -174,6 +177,7 @@ func OpenRaft(cfg RaftConfig) (_ *Raft, err error) {
 		done:     make(chan struct{}),
 		pending:  map[uint64]*proposal{},
 	}
+	r.vote.Store(-1)
 	commit := store.commit()
 	err = r.guard(func() error {
 		var err error
@@ -445,6 +449,7 @@ func (r *Raft) updateLeadership() {
 		r.logger.Info("metadata quorum leadership changed", "leader", nodeID(r.status.Lead), "leader_epoch", r.status.GetTerm(), "leading", leading)
 	}
 	r.leading = leading
+	r.vote.Store(nodeID(r.status.GetVote()))
 	r.d.setLeader(r.leadership(), epochStart)
 }
 
@@ -536,6 +541,10 @@ func (r *Raft) Leader() Leadership {
 	_, l, _ := r.d.state()
 	return l
 }
+
+// Vote is the node id this voter voted for in the current epoch, -1 when
+// none (Kafka's raft-metrics current-vote).
+func (r *Raft) Vote() int32 { return r.vote.Load() }
 
 // HighWatermark is the committed end of the log: offsets below it are
 // committed.

@@ -298,9 +298,7 @@ func TestRaftLongLog(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for seq := int64(w + 1); seq <= n; seq += writers {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				off, err := h.appendOn(ctx, lead, seq)
-				cancel()
+				off, err := h.appendRetrying(nil, seq, 30*time.Second)
 				if err != nil {
 					t.Errorf("append %d: %v", seq, err)
 					return

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -168,6 +169,32 @@ type TCPTransport struct {
 	conns       map[net.Conn]struct{} // inbound (ServeConn) and outbound
 	receive     func(*raftpb.Message)
 	unreachable func(int32)
+
+	stats TransportStats
+}
+
+// TransportStats count a transport's traffic: bytes read from and
+// written to raft connections (handshakes and frames) and messages
+// received and sent. Kafka's raft-channel-metrics (incoming-byte-total,
+// outgoing-byte-total, response-total, request-total) count the same
+// traffic of its KRaft client, whose messages are requests and responses.
+type TransportStats struct {
+	BytesIn, BytesOut, MessagesIn, MessagesOut atomic.Int64
+}
+
+// Stats are the transport's traffic counters.
+func (t *TCPTransport) Stats() *TransportStats { return &t.stats }
+
+// countingReader adds the bytes read to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 type peer struct {
@@ -363,7 +390,8 @@ func (t *TCPTransport) ServeConn(c net.Conn) {
 	}
 	c.SetReadDeadline(time.Time{})
 	logger = logger.With("peer", from)
-	r := bufio.NewReaderSize(c, 64<<10)
+	t.stats.BytesIn.Add(handshakeSize)
+	r := bufio.NewReaderSize(countingReader{c, &t.stats.BytesIn}, 64<<10)
 	for {
 		m, err := readFrame(r)
 		if err == nil && (m.GetFrom() != raftID(from) || m.GetTo() != raftID(t.cfg.NodeID)) {
@@ -375,6 +403,7 @@ func (t *TCPTransport) ServeConn(c net.Conn) {
 			}
 			return
 		}
+		t.stats.MessagesIn.Add(1)
 		t.receive(m)
 	}
 }
@@ -430,6 +459,7 @@ func (t *TCPTransport) runPeer(p *peer) {
 				fail(err)
 				continue
 			}
+			t.stats.BytesOut.Add(handshakeSize)
 		}
 		c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 		var err error
@@ -437,8 +467,9 @@ func (t *TCPTransport) runPeer(p *peer) {
 			if buf, err = appendFrame(buf[:0], m); err != nil {
 				logger.Error("dropping raft message", "type", m.GetType().String(), "err", err)
 				err = nil
-			} else {
-				_, err = w.Write(buf)
+			} else if _, err = w.Write(buf); err == nil {
+				t.stats.BytesOut.Add(int64(len(buf)))
+				t.stats.MessagesOut.Add(1)
 			}
 			m = nil
 			select {

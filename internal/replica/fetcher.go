@@ -236,6 +236,7 @@ func (f *fetcher) apply(p *Partition, rp *kmsg.FetchResponseTopicPartition) erro
 	if err := p.appendAsFollower(rp.RecordBatches, rp.HighWatermark); err != nil {
 		return err
 	}
+	p.Stats.Replicated(int64(len(rp.RecordBatches)))
 	// Follow the leader's log start offset (retention, DeleteRecords), so
 	// that this replica deletes the same records.
 	if ls := min(rp.LogStartOffset, p.LogEndOffset()); ls > p.LogStartOffset() {

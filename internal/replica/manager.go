@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/storage"
 	"github.com/samsahq/samsa/internal/wire"
 )
@@ -40,7 +42,10 @@ type Options struct {
 	// throttled replicas (leader.replication.throttled.rate,
 	// follower.replication.throttled.rate); nil means unlimited.
 	LeaderThrottle, FollowerThrottle *Throttle
-	Logger                           *slog.Logger // nil discards
+	// Topics, when set, gives each hosted partition its topic's traffic
+	// counters (Partition.Stats).
+	Topics *metrics.Topics
+	Logger *slog.Logger // nil discards
 }
 
 // Manager owns the hosted partitions, the follower fetchers and the ISR
@@ -50,8 +55,9 @@ type Manager struct {
 	opts   Options
 	logger *slog.Logger
 
-	mu            sync.RWMutex // guards parts, fetchers and hwCheckpoints
+	mu            sync.RWMutex // guards parts, offline, fetchers and hwCheckpoints
 	parts         map[TopicPartition]*Partition
+	offline       map[TopicPartition]error                    // partitions whose log could not be opened, with why
 	fetchers      map[int32]*fetcher                          // by leader id
 	hwCheckpoints map[string]map[storage.TopicPartition]int64 // by log dir, read once
 
@@ -61,6 +67,10 @@ type Manager struct {
 
 	goMu    sync.Mutex // guards closing and wg.Add; a leaf lock (taken inside mu)
 	closing bool       // Close started: spawn starts nothing
+
+	// ISRShrinks and ISRExpands count the ISR changes of led partitions
+	// the controller committed (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
+	ISRShrinks, ISRExpands atomic.Int64
 }
 
 // spawn runs fn on a goroutine that Close waits for, unless Close has
@@ -93,7 +103,7 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 		opts.FetchMaxBytes = 10 << 20
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
+	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, offline: map[TopicPartition]error{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
 	m.spawn(m.isrChecker)
 	return m
 }
@@ -142,6 +152,7 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 		log.SetConfig(cfg.Storage)
 	}
 	p := newPartition(tp, topicID, m.opts.NodeID, log, cfg)
+	p.Stats = m.opts.Topics.Acquire(tp.Topic)
 	p.hw.Store(min(m.checkpointedHWLocked(log, tp), log.LogEndOffset()))
 	m.parts[tp] = p
 	return p, nil
@@ -155,8 +166,11 @@ func (m *Manager) Apply(tp TopicPartition, topicID [16]byte, st State, cfg LogCo
 	defer m.mu.Unlock()
 	p, err := m.openLocked(tp, topicID, cfg)
 	if err != nil {
+		// Clients asking for it get KAFKA_STORAGE_ERROR at once.
+		m.offline[tp] = err
 		return nil, err
 	}
+	delete(m.offline, tp)
 	if st.Leader == m.opts.NodeID {
 		m.removeFromFetchersLocked(p)
 		p.makeLeader(st, time.Now())
@@ -197,15 +211,35 @@ func (m *Manager) Remove(tp TopicPartition) error {
 	m.mu.Lock()
 	p := m.parts[tp]
 	delete(m.parts, tp)
+	delete(m.offline, tp)
 	if p != nil {
 		m.removeFromFetchersLocked(p)
 		p.leader.Store(false)
+		m.opts.Topics.Release(p.Stats)
 	}
 	m.mu.Unlock()
 	if p != nil {
 		p.notify() // wake fetches and produces so they see the partition gone
 	}
 	return m.logs.Delete(storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+}
+
+// Offline returns why this broker, a replica of tp, could not open its
+// log (the metadata assigned it, but the log failed to load or be
+// created: a corrupt log, a full disk, no descriptor left), or nil. Such a
+// partition is not hosted (Get returns nil); requests for it get
+// KAFKA_STORAGE_ERROR.
+func (m *Manager) Offline(topic string, partition int32) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.offline[TopicPartition{topic, partition}]
+}
+
+// OfflineCount is the number of partitions Offline reports.
+func (m *Manager) OfflineCount() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.offline)
 }
 
 // Partitions returns the hosted partitions.
@@ -251,6 +285,7 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 		return
 	}
 	epoch, pepoch := p.LeaderEpoch(), p.partitionEpochNow()
+	before := len(p.ISR())
 	started := m.spawn(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
@@ -261,6 +296,12 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 			return
 		}
 		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
+		switch {
+		case len(got) < before:
+			m.ISRShrinks.Add(1)
+		case len(got) > before:
+			m.ISRExpands.Add(1)
+		}
 		p.isrUpdated(got, gotEpoch, true)
 	})
 	if !started {

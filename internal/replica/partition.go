@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/storage"
 )
@@ -101,6 +102,9 @@ type followerState struct {
 type Partition struct {
 	TopicPartition
 	TopicID [16]byte
+	// Stats counts the topic's traffic through this partition; nil when
+	// the Manager has no Options.Topics.
+	Stats   *metrics.Topic
 	localID int32
 	log     *storage.Log
 
@@ -129,6 +133,8 @@ type Partition struct {
 	leader      atomic.Bool
 	cfg         atomic.Pointer[LogConfig]
 	isr         atomic.Pointer[[]int32] // in-sync replica ids, leader included
+	nreplicas   atomic.Int32            // len(replicas), read without mu
+	preferred   atomic.Int32            // replicas[0], -1 when none; read without mu
 
 	waitMu  sync.Mutex // guards waiters
 	waiters map[chan<- struct{}]struct{}
@@ -166,6 +172,23 @@ func (p *Partition) Leader() int32 {
 	defer p.mu.Unlock()
 	return p.leaderID
 }
+
+func (p *Partition) setReplicaGauges(replicas []int32) {
+	p.nreplicas.Store(int32(len(replicas)))
+	if len(replicas) > 0 {
+		p.preferred.Store(replicas[0])
+	} else {
+		p.preferred.Store(-1)
+	}
+}
+
+// PreferredLeader is the preferred replica (the first assigned), -1 when
+// none.
+func (p *Partition) PreferredLeader() int32 { return p.preferred.Load() }
+
+// ReplicaCount is the number of assigned replicas (the replication
+// factor, adding replicas of a reassignment included).
+func (p *Partition) ReplicaCount() int { return int(p.nreplicas.Load()) }
 
 // ISR is the in-sync replica set, the leader included. Do not modify.
 func (p *Partition) ISR() []int32 { return *p.isr.Load() }
@@ -221,6 +244,7 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 	p.mu.Lock()
 	newEpoch := st.LeaderEpoch != p.leaderEpoch.Load() || !p.leader.Load()
 	p.leaderID, p.partitionEpoch, p.replicas = st.Leader, st.PartitionEpoch, slices.Clone(st.Replicas)
+	p.setReplicaGauges(st.Replicas)
 	isr := slices.Clone(st.ISR)
 	p.isr.Store(&isr)
 	if newEpoch || p.followers == nil {
@@ -265,6 +289,7 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 func (p *Partition) makeFollower(st State) {
 	p.mu.Lock()
 	p.leaderID, p.partitionEpoch, p.replicas = st.Leader, st.PartitionEpoch, slices.Clone(st.Replicas)
+	p.setReplicaGauges(st.Replicas)
 	isr := slices.Clone(st.ISR)
 	p.isr.Store(&isr)
 	p.followers = nil

@@ -31,6 +31,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -43,6 +44,21 @@ type Conn struct {
 	// exchange or a client certificate names another. Written only by the
 	// connection's own goroutine.
 	Principal string
+
+	// throttle is how long to mute the connection once the current
+	// response is sent (Throttle).
+	throttle time.Duration
+}
+
+// Throttle mutes the connection for d once the current response is sent:
+// no further request is read or handled until d has passed, as Kafka's
+// socket server mutes a throttled channel (KIP-219). Called by the
+// handler, from the connection's goroutine; the longest d of a request
+// applies.
+func (c *Conn) Throttle(d time.Duration) {
+	if d > c.throttle {
+		c.throttle = d
+	}
 }
 
 // AnonymousPrincipal is Kafka's principal of an unauthenticated
@@ -86,6 +102,12 @@ type Config struct {
 	// connections share the controller listener): a non-nil result is
 	// run on the connection's goroutine with those bytes still unread.
 	Divert func(first [4]byte) func(net.Conn)
+	// ConnectionRate, when set, records each accepted connection against
+	// the connection_creation_rate of its IP address (KIP-612) and
+	// returns how long to throttle it: a connection over the rate is held
+	// that long without being read, then closed, as Kafka's acceptor
+	// delays closing throttled connections. ip has no port.
+	ConnectionRate func(ip string) time.Duration
 	// Quotas, when set, are the connection limits (max.connections,
 	// max.connections.per.ip) this listener shares with the others of
 	// its socket server; nil means no limits.
@@ -102,8 +124,11 @@ type Config struct {
 	// SASL, when set, makes this a SASL_PLAINTEXT or SASL_SSL listener: a
 	// connection may send only ApiVersions, SaslHandshake and
 	// SaslAuthenticate until it authenticates; anything else closes it.
-	SASL   *SASL
-	Logger *slog.Logger // nil discards
+	SASL *SASL
+	// Requests, when set, times every request (queue, local, remote,
+	// send) and counts the busy time of handlers and of the network side.
+	Requests *metrics.Requests
+	Logger   *slog.Logger // nil discards
 }
 
 // DefaultMaxRequestBytes is Kafka's default socket.request.max.bytes,
@@ -170,6 +195,14 @@ func (s *Server) Name() string { return s.cfg.Name }
 
 // Addr is the bound address (with the real port when 0 was asked).
 func (s *Server) Addr() *net.TCPAddr { return s.ln.Addr().(*net.TCPAddr) }
+
+// Connections is the number of open connections (Kafka's
+// connection-count of the listener).
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
 
 // Close stops accepting, closes every connection and waits for their
 // goroutines.
@@ -302,6 +335,20 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			s.cfg.Quotas.done(tc)
 		}
 	}()
+	if s.cfg.ConnectionRate != nil {
+		if ip, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+			if d := s.cfg.ConnectionRate(ip); d > 0 {
+				s.logger.Debug("connection_creation_rate exceeded: closing after the throttle", "remote", nc.RemoteAddr().String(), "throttle", d)
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-s.ctx.Done():
+					t.Stop()
+				}
+				return
+			}
+		}
+	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -376,6 +423,10 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	log := s.logger.With("remote", conn.RemoteAddr)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	var timing metrics.Timing
+	if s.cfg.Requests != nil {
+		ctx = metrics.WithTiming(ctx, &timing)
+	}
 
 	reqs := make(chan request, readAhead)
 	// Produce frames are read into buffers that come back once their
@@ -430,12 +481,14 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 				}
 				continue
 			}
+			parseStart := time.Now()
 			req, err := wire.ParseRequest(frame, s.cfg.Versions)
 			if err != nil {
 				log.Info("closing connection", "err", err)
 				return
 			}
-			r := request{Request: req}
+			r := request{Request: req, decoded: time.Now()}
+			r.parse = r.decoded.Sub(parseStart)
 			if req.Key == int16(kmsg.Produce) {
 				r.frame = frame
 			}
@@ -454,7 +507,21 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 
 	var out []byte
 	var auth saslState
-	for r := range reqs {
+	for {
+		if d := conn.throttle; d > 0 {
+			conn.throttle = 0
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		r, ok := <-reqs
+		if !ok {
+			break // the reader stopped, or diverts the connection
+		}
 		if r.raw != nil {
 			tok, err := s.saslRaw(conn, &auth, r.raw)
 			if err != nil {
@@ -475,23 +542,26 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			tc.touch()
 		}
 		setBusy(true)
+		timing.Reset()
+		started := time.Now()
 		var (
 			resp       kmsg.Response
-			handled    bool
+			answered   bool // by the SASL gate
 			closeAfter bool
 			err        error
 		)
 		if s.cfg.SASL != nil {
-			resp, handled, closeAfter, err = s.sasl(conn, &auth, req)
+			resp, answered, closeAfter, err = s.sasl(conn, &auth, req)
 			authenticated.Store(auth.authenticated && auth.ex == nil)
 			rawSASL.Store(auth.raw && !closeAfter)
 		}
-		if !handled && err == nil {
+		if !answered && err == nil {
 			resp, err = s.handle(ctx, conn, req)
 		}
 		if f, ok := resp.(*wire.FetchResponse); ok && s.cfg.TLS != nil {
 			f.Sendfile = false
 		}
+		handled := time.Now()
 		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
 			// Answered (acks=0 included) or failed: the frame is free.
 			select {
@@ -504,6 +574,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			return
 		}
 		if resp == nil {
+			s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, handled)
 			setBusy(false)
 			continue
 		}
@@ -514,6 +585,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 				log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 				return
 			}
+			s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, time.Now())
 			setBusy(false)
 			continue
 		}
@@ -522,6 +594,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
 			return
 		}
+		s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, time.Now())
 		if closeAfter {
 			log.Debug("closing connection after SASL failure", "api", kmsg.NameForKey(req.Key))
 			return
@@ -541,8 +614,10 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 // back to the reader once it is answered.
 type request struct {
 	*wire.Request
-	frame []byte
-	raw   []byte // a raw SASL token (after SaslHandshake v0), Request nil
+	frame   []byte
+	decoded time.Time     // when decoding finished
+	parse   time.Duration // decoding time
+	raw     []byte        // a raw SASL token (after SaslHandshake v0), Request nil
 }
 
 // A connection keeps at most pooledFrames frame buffers of at most

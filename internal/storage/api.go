@@ -6,6 +6,7 @@ package storage
 import (
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -76,6 +77,63 @@ type OpenOptions struct {
 	LogStartOffset int64
 	Logger         *slog.Logger // nil discards
 	Now            func() time.Time
+	// Files opens and closes the segments' file descriptors, shared by
+	// every log of a node to cap them (log.open.files.max); nil gives
+	// the log a cache of its own without a cap.
+	Files *FileCache
+	// Stats, when set, counts the log's segment rolls and times its
+	// fsyncs (shared by the logs of a Manager).
+	Stats *Stats
+}
+
+// Stats counts what a node's logs do, for its metrics. Safe for
+// concurrent use; a nil *Stats counts nothing.
+type Stats struct {
+	// Rolls counts new active segments (segment.bytes, segment.ms,
+	// index full, offset overflow).
+	Rolls atomic.Int64
+	// FlushSeconds, when set, receives the duration in seconds of each
+	// flush of a log (the fsyncs of its segments up to an offset).
+	FlushSeconds interface{ Observe(float64) }
+	// Cleaner counts the log cleaner's work: cleanings that rewrote
+	// something, failed cleanings (the log is left uncleaned until
+	// restart), bytes and records of the rewritten segments, and the
+	// time spent.
+	CleanerRuns, CleanerFailures           atomic.Int64
+	CleanerBytesRead, CleanerBytesWritten  atomic.Int64
+	CleanerRecordsRead, CleanerRecordsKept atomic.Int64
+	CleanerNanos                           atomic.Int64
+}
+
+func (s *Stats) cleaned(res CleanResult, failed bool) {
+	if s == nil {
+		return
+	}
+	if failed {
+		s.CleanerFailures.Add(1)
+		return
+	}
+	if res.Groups == 0 && res.EndOffset <= res.FirstDirtyOffset {
+		return
+	}
+	s.CleanerRuns.Add(1)
+	s.CleanerBytesRead.Add(res.BytesRead)
+	s.CleanerBytesWritten.Add(res.BytesWritten)
+	s.CleanerRecordsRead.Add(res.RecordsRead)
+	s.CleanerRecordsKept.Add(res.RecordsKept)
+	s.CleanerNanos.Add(int64(res.Duration))
+}
+
+func (s *Stats) rolled() {
+	if s != nil {
+		s.Rolls.Add(1)
+	}
+}
+
+func (s *Stats) flushed(d time.Duration) {
+	if s != nil && s.FlushSeconds != nil {
+		s.FlushSeconds.Observe(d.Seconds())
+	}
 }
 
 // AppendResult describes a successful Append.

@@ -186,13 +186,23 @@ func WriteOffsetCheckpoint(path string, offsets map[TopicPartition]int64) error 
 // fsyncs it, renames it over path and fsyncs the directory. Not safe for
 // concurrent use on the same path.
 func WriteFileAtomic(path string, data []byte) error {
+	return writeFile(path, data, true)
+}
+
+// writeFileRenamed is WriteFileAtomic without the fsyncs: a crash of the
+// machine may leave the old file, or an empty or partial one.
+func writeFileRenamed(path string, data []byte) error {
+	return writeFile(path, data, false)
+}
+
+func writeFile(path string, data []byte, sync bool) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -204,6 +214,9 @@ func WriteFileAtomic(path string, data []byte) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("storage: write %s: %w", path, err)
+	}
+	if !sync {
+		return nil
 	}
 	return syncDir(filepath.Dir(path))
 }

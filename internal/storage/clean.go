@@ -1042,7 +1042,7 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 		l.logger.Error("swapping in cleaned segment failed; restart completes it", "segment", final(logSuffix), "err", err)
 		return err
 	}
-	s, err := openSegmentFiles(l.dir, base, l.cfg, l.now())
+	s, err := openSegmentFiles(l.files, l.dir, base, l.cfg, l.now())
 	if err == nil {
 		var fi os.FileInfo
 		if fi, err = s.log.Stat(); err == nil {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -401,7 +402,7 @@ func TestCompleteEmptySwap(t *testing.T) {
 			}
 			if tc.deleted {
 				for _, suf := range []string{logSuffix, indexSuffix} {
-					if err := os.Rename(name(0, suf), name(0, suf)+deletedSuffix); err != nil {
+					if err := os.Rename(name(0, suf), name(0, suf)+deletedSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
 						t.Fatal(err)
 					}
 				}

@@ -61,7 +61,9 @@
 // entries; a full index rolls the segment. Kafka preallocates the file to
 // segment.index.bytes and trims it on roll and close; we append entries,
 // so the file is always exactly its entries, as Kafka leaves it after a
-// clean shutdown.
+// clean shutdown. Both index files are created with their first entry: a
+// segment without entries (a new or small one) has none, which Open reads
+// as empty indexes (Kafka rebuilds a missing index from the .log).
 //
 // # .timeindex (time index)
 //
@@ -73,8 +75,10 @@
 //
 // An entry is added with each offset index entry when the segment's max
 // timestamp grew since the last time entry, and once more when the segment
-// is rolled or closed, so the last entry holds the segment's max
-// timestamp. Timestamps increase strictly, offsets never decrease.
+// is rolled, so the last entry of a closed segment holds its max
+// timestamp. Unlike Kafka, closing the log adds none to the active
+// segment: Open recomputes its max timestamp from the batches after its
+// last offset index entry. Timestamps increase strictly, offsets never decrease.
 //
 // # .txnindex (transaction index)
 //
@@ -181,9 +185,22 @@
 // an immutable snapshot of the segment list and the offsets, and hold only
 // the shared side of the segment's own lock while they read its files with
 // pread (never a shared file position); truncation and close take that lock
-// exclusively. Retention and the cleaner publish a new segment list under
+// exclusively. A zero-copy read (ReadSlice) holds a reference to the .log's
+// descriptor instead, for as long as its bytes take to reach the socket:
+// truncation and deletion do not wait for it.
+//
+// # File descriptors
+//
+// A segment's files are opened on use through the node's FileCache, which
+// closes the least recently used idle ones past log.open.files.max (a
+// Samsa setting: Kafka keeps every segment open and its indexes mapped).
+// Each use holds a reference, so a descriptor is never closed under a
+// read, a write, an fsync or a fetch writing it to a socket; the file of
+// a closed or deleted segment is closed by its last user's release.
+// Renaming a segment's files for deletion records the new names, so that
+// a reader still on the segment reopens them there. Retention and the cleaner publish a new segment list under
 // Log.mu and close the segments they retire afterwards, so reads in flight
 // finish on the old files. Flushes of a log run one at a time through its
 // flush gate (flush.go), which appends waiting for an fsync share. Lock
-// order: the flush gate, Log.mu, segment.rw, index.mu.
+// order: the flush gate, Log.mu, segment.rw, index.mu, FileCache.mu.
 package storage

@@ -77,6 +77,9 @@ func loadEpochCache(dir string, logEnd int64, segs []*segment) (*epochCache, err
 		return nil, err
 	}
 	for _, s := range segs {
+		if s.size.Load() == 0 {
+			continue
+		}
 		_, err := ScanSegment(s.path(logSuffix), func(b SegmentBatch) error {
 			if b.Err != nil || b.Header.BaseOffset >= logEnd {
 				return nil
@@ -88,7 +91,13 @@ func loadEpochCache(dir string, logEnd int64, segs []*segment) (*epochCache, err
 			return nil, err
 		}
 	}
-	return c, c.flush()
+	if len(c.entries) == 0 {
+		// Nothing to write: a new log (a file per log created would cost
+		// two fsyncs each, at 100,000 partitions minutes).
+		return c, nil
+	}
+	// Rebuilt from the segments, it can be rebuilt again: no fsync.
+	return c, c.write(false)
 }
 
 // assign records that epoch wrote from offset on, when it is newer than
@@ -118,11 +127,36 @@ func (c *epochCache) truncateFromEnd(offset int64) bool {
 	return true
 }
 
-func (c *epochCache) flush() error {
+// flush replaces the checkpoint file and makes it durable.
+func (c *epochCache) flush() error { return c.write(true) }
+
+// write replaces the checkpoint file; with sync it is fsynced (and its
+// directory), otherwise the next Log flush does it (syncEpochs).
+func (c *epochCache) write(sync bool) error {
 	c.mu.Lock()
 	data := encodeEpochCheckpoint(c.entries)
 	c.mu.Unlock()
-	return WriteFileAtomic(c.path, data)
+	if sync {
+		return WriteFileAtomic(c.path, data)
+	}
+	return writeFileRenamed(c.path, data)
+}
+
+// syncFile fsyncs the checkpoint file (after write(false)); a missing file
+// is nothing to sync.
+func (c *epochCache) syncFile() error {
+	f, err := os.Open(c.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (c *epochCache) latest() (int32, bool) {
@@ -187,9 +221,14 @@ func (l *Log) recordEpochsLocked(hs []record.Header) {
 		}
 	}
 	if changed {
-		if err := l.epochs.flush(); err != nil {
+		// Without an fsync on the append path (as Kafka since
+		// KAFKA-15046): the next flush of the log syncs it, and a crash
+		// before that rebuilds the history from the batches' epochs.
+		if err := l.epochs.write(false); err != nil {
 			l.logger.Error("writing leader-epoch-checkpoint failed", "err", err)
 		}
+		l.epochsUnsynced = true
+		l.dirDirty = true
 	}
 }
 

@@ -181,21 +181,25 @@ func (l *Log) flushInGate(offset int64, toEnd, force bool) error {
 	segs := l.segments()
 	dirDirty := l.dirDirty
 	l.dirDirty = false
+	epochs := l.epochsUnsynced
+	l.epochsUnsynced = false
 	l.mu.Unlock()
 	if offset <= rp && !force && !dirDirty {
 		return nil
 	}
 	start := time.Now()
 	l.flushes.Add(1)
-	if err := l.syncFiles(segs, rp, offset, force, dirDirty); err != nil {
-		if dirDirty {
-			l.mu.Lock()
-			l.dirDirty = true
-			l.mu.Unlock()
-		}
+	err := l.syncFiles(segs, rp, offset, force, dirDirty, epochs)
+	if err != nil {
+		l.mu.Lock()
+		l.dirDirty = l.dirDirty || dirDirty
+		l.epochsUnsynced = l.epochsUnsynced || epochs
+		l.mu.Unlock()
 		return l.fail(err)
 	}
-	if d := time.Since(start); d > slowFlush {
+	d := time.Since(start)
+	l.stats.flushed(d)
+	if d > slowFlush {
 		l.logger.Warn("slow flush", "duration", d, "up_to_offset", offset)
 	}
 	l.mu.Lock()
@@ -209,7 +213,7 @@ func (l *Log) flushInGate(offset int64, toEnd, force bool) error {
 
 // syncFiles fsyncs the segments of segs holding offsets in [rp, offset)
 // (and the last one if force) and the directory if dir.
-func (l *Log) syncFiles(segs []*segment, rp, offset int64, force, dir bool) error {
+func (l *Log) syncFiles(segs []*segment, rp, offset int64, force, dir, epochs bool) error {
 	if l.flushHook != nil {
 		if err := l.flushHook(); err != nil {
 			return err
@@ -225,6 +229,17 @@ func (l *Log) syncFiles(segs []*segment, rp, offset int64, force, dir bool) erro
 		}
 		if err := s.flush(); err != nil {
 			return err
+		}
+	}
+	if fn := l.parentSync.Load(); fn != nil {
+		if err := (*fn)(); err != nil {
+			return err
+		}
+		l.parentSync.CompareAndSwap(fn, nil)
+	}
+	if epochs {
+		if err := l.epochs.syncFile(); err != nil {
+			return fmt.Errorf("storage: fsync leader-epoch-checkpoint: %w", err)
 		}
 	}
 	if dir {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"sync"
@@ -70,14 +71,14 @@ func EncodeOffsetIndex(dst []byte, entries []OffsetEntry) []byte {
 // a prefix of the entries (any prefix of a sparse index is a valid index).
 type offsetIndex struct {
 	path       string
-	f          *os.File
+	f          *cachedFile
 	maxEntries int
 
 	mu      sync.RWMutex // guards entries
 	entries []OffsetEntry
 }
 
-func newOffsetIndex(path string, f *os.File, entries []OffsetEntry, maxEntries int) *offsetIndex {
+func newOffsetIndex(path string, f *cachedFile, entries []OffsetEntry, maxEntries int) *offsetIndex {
 	return &offsetIndex{path: path, f: f, entries: entries, maxEntries: maxEntries}
 }
 
@@ -150,6 +151,24 @@ func (x *offsetIndex) truncateLocked(n int) error {
 func (x *offsetIndex) replace(entries []OffsetEntry) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if len(entries) == 0 && len(x.entries) == 0 {
+		// Nothing in memory: empty the file if there is one, without
+		// creating it (recovery of a segment without index entries).
+		if err := os.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("storage: truncate %s: %w", x.path, err)
+		}
+		x.entries = entries
+		return nil
+	}
+	if len(entries) == 0 && len(x.entries) == 0 {
+		// Nothing in memory: empty the file if there is one, without
+		// creating it (recovery of a segment without index entries).
+		if err := os.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("storage: truncate %s: %w", x.path, err)
+		}
+		x.entries = entries
+		return nil
+	}
 	if err := x.f.Truncate(0); err != nil {
 		return fmt.Errorf("storage: truncate %s: %w", x.path, err)
 	}

@@ -39,6 +39,7 @@ type Log struct {
 	dir    string
 	logger *slog.Logger
 	now    func() time.Time
+	files  *FileCache // opens and closes the segments' descriptors
 
 	// segs is the current segment list, sorted by base offset, never
 	// modified in place: writers under mu publish a new slice.
@@ -56,12 +57,13 @@ type Log struct {
 	dirtied     atomic.Pointer[func(due time.Time)] // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
 	flushHook   func() error                        // tests: runs before a flush's fsyncs; an error fails the flush
 
-	mu          sync.Mutex // guards the fields below; serializes writes
-	cfg         Config
-	closing     bool   // Close or Delete began; writes give ErrClosed
-	truncations uint64 // bumped by every truncation, so a flush racing one does not advance the recovery point past it
-	dirDirty    bool   // files were created or removed since the last directory fsync
-	flusherOn   bool
+	mu             sync.Mutex // guards the fields below; serializes writes
+	cfg            Config
+	closing        bool   // Close or Delete began; writes give ErrClosed
+	truncations    uint64 // bumped by every truncation, so a flush racing one does not advance the recovery point past it
+	dirDirty       bool   // files were created or removed since the last directory fsync
+	epochsUnsynced bool   // leader-epoch-checkpoint was replaced without an fsync
+	flusherOn      bool
 
 	epochs *epochCache // leader epoch history (leader-epoch-checkpoint)
 
@@ -71,16 +73,18 @@ type Log struct {
 
 	flushTarget atomic.Int64  // highest offset the background flusher was asked to reach
 	flushKick   chan struct{} // wakes the background flusher
+	stats       *Stats        // nil: none
 	done        chan struct{} // closed by Close to stop it
 	wg          sync.WaitGroup
 
 	// Retention and cleaning (retention.go, clean.go).
 	bounds         atomic.Pointer[BoundsFunc]
-	startMoved     atomic.Pointer[func()] // called when SetLogStartOffset raised the log start
-	cleanerOffset  atomic.Int64           // first dirty offset: below it the cleaner has cleaned; -1 unknown
-	deleteHorizon  atomic.Int64           // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
-	pendingDeletes []pendingDelete        // files renamed .deleted, removed when due; guarded by mu
-	retired        []*segment             // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
+	startMoved     atomic.Pointer[func()]       // called when SetLogStartOffset raised the log start
+	parentSync     atomic.Pointer[func() error] // the Manager's fsync of the log dir holding a new log, due before its first flush completes
+	cleanerOffset  atomic.Int64                 // first dirty offset: below it the cleaner has cleaned; -1 unknown
+	deleteHorizon  atomic.Int64                 // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
+	pendingDeletes []pendingDelete              // files renamed .deleted, removed when due; guarded by mu
+	retired        []*segment                   // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
 }
 
 // Dir is the partition directory.
@@ -126,7 +130,7 @@ func (l *Log) activeLocked() (*segment, error) {
 	if len(segs) > 0 {
 		return segs[len(segs)-1], nil
 	}
-	s, err := createSegment(l.dir, l.logEndOffset.Load(), l.cfg, l.now())
+	s, err := createSegment(l.files, l.dir, l.logEndOffset.Load(), l.cfg, l.now())
 	if err != nil {
 		return nil, err
 	}
@@ -409,10 +413,11 @@ func (l *Log) rollLocked(newBase int64) (*segment, error) {
 	if err := old.onBecomeInactive(); err != nil {
 		l.logger.Warn("final time index entry failed", "segment", old.String(), "err", err)
 	}
-	s, err := createSegment(l.dir, newBase, l.cfg, l.now())
+	s, err := createSegment(l.files, l.dir, newBase, l.cfg, l.now())
 	if err != nil {
 		return nil, err
 	}
+	l.stats.rolled()
 	next := make([]*segment, 0, len(segs)+1)
 	next = append(next, segs...)
 	if old.size.Load() == 0 {
@@ -695,7 +700,7 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 			l.logger.Error("removing segment failed", "segment", s.String(), "err", err)
 		}
 	}
-	s, err := createSegment(l.dir, offset, l.cfg, l.now())
+	s, err := createSegment(l.files, l.dir, offset, l.cfg, l.now())
 	if err != nil {
 		return err
 	}
@@ -715,17 +720,29 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 
 // Close flushes and closes the files; later calls give ErrClosed.
 func (l *Log) Close() error {
+	ok, err := l.beginClose()
+	if !ok {
+		return ErrClosed
+	}
+	return errors.Join(err, l.endClose(true))
+}
+
+// beginClose stops writes and the background flusher, and writes the
+// last time index entry and a producer snapshot; ok is false when the log
+// was already closing. endClose finishes.
+func (l *Log) beginClose() (ok bool, err error) {
 	l.mu.Lock()
 	if l.closing {
 		l.mu.Unlock()
-		return ErrClosed
+		return false, nil
 	}
 	l.closing = true
-	var err error
-	if segs := l.segments(); len(segs) > 0 {
-		err = segs[len(segs)-1].onBecomeInactive()
-	}
-	if l.producers != nil {
+	// Unlike Kafka, the active segment gets no last time index entry
+	// here: it is the active one again after a restart, which recomputes
+	// its max timestamp from its batches after the last index entry, and
+	// the entry would create a .timeindex file for each small log of a
+	// node at every shutdown.
+	if l.producers != nil && l.closeSnapshotWorthLocked() {
 		// A snapshot at the log end spares the next Open a replay.
 		if wrote, serr := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load()); serr != nil {
 			l.logger.Warn("writing producer snapshot failed", "err", serr)
@@ -737,9 +754,47 @@ func (l *Log) Close() error {
 
 	close(l.done)
 	l.wg.Wait()
+	return true, err
+}
+
+// closeSnapshotBytes bounds the batches the next Open replays for a log
+// closed without a producer snapshot.
+const closeSnapshotBytes = 64 << 10
+
+// closeSnapshotWorthLocked reports whether Close should write a producer
+// snapshot: not when the next Open would replay no more than the active
+// segment's first closeSnapshotBytes (the latest snapshot is at or past its
+// base; with none, a log of one segment at offset 0). Kafka writes one at
+// every close; at a node's shutdown that is a file created per partition
+// (100,000 partitions: 26 s), where reading back a few batches per log at
+// the next start costs little.
+func (l *Log) closeSnapshotWorthLocked() bool {
+	segs := l.segments()
+	if len(segs) == 0 {
+		return false
+	}
+	active := segs[len(segs)-1]
+	if active.size.Load() > closeSnapshotBytes {
+		return true
+	}
+	return l.producers.lastSnapshot() < active.baseOffset
+}
+
+// endClose flushes the log (with sync; without, the caller has made every
+// file of it durable another way, syncfs(2), and the recovery point
+// becomes the log end) and closes its files.
+func (l *Log) endClose(sync bool) error {
 	l.gate.enter()
 	defer l.gate.exit()
-	err = errors.Join(err, l.flushInGate(0, true, true))
+	var err error
+	if sync {
+		err = l.flushInGate(0, true, true)
+	} else {
+		l.mu.Lock()
+		l.recoveryPoint.Store(l.logEndOffset.Load())
+		l.dirDirty, l.epochsUnsynced = false, false
+		l.mu.Unlock()
+	}
 	l.closed.Store(true)
 	l.mu.Lock()
 	retired := l.retired
@@ -782,19 +837,28 @@ func syncDir(dir string) error {
 // FileSlice is a byte range of a segment file holding the whole batches a
 // Read would return, for a fetch path that writes them to a socket with
 // explicit offsets (sendfile, or pread into a pooled buffer), never moving
-// the file's shared position. The segment cannot be truncated or closed
-// until Release is called.
+// the file's shared position. The file stays open until Release is called,
+// even if its segment is closed or removed meanwhile; a truncation does not
+// wait for it, and a reader then finds the file shorter than Length (the
+// fetch writer fails that response's connection), as Kafka's fetch of a
+// FileRecords slice would.
 type FileSlice struct {
 	File     *os.File
 	Position int64 // bytes from the start of the file
 	Length   int64 // bytes; zero when nothing is readable
 	Release  func()
+	// Data, when not nil, holds the Length bytes themselves and File is
+	// nil: when the node's open files are at log.open.files.max, the
+	// bytes are read now rather than holding one more descriptor for as
+	// long as the response takes to write (a fetch of 100,000 partitions
+	// would hold 100,000).
+	Data []byte
 }
 
 // ReadSlice is Read without the copy (same arguments, offsets and errors):
 // the batches stay in the segment file. A zero length slice has a no-op
-// Release. Callers must call Release promptly (and always): it holds up
-// truncation of the segment.
+// Release. Callers must call Release (once, and always): it keeps a file
+// descriptor open.
 func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (FileSlice, ReadResult, error) {
 	none := FileSlice{Release: func() {}}
 	for range readRetries {
@@ -829,7 +893,33 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 				}
 				continue
 			}
-			return FileSlice{File: s.log, Position: pos, Length: n, Release: s.rw.RUnlock}, res, nil
+			if l.files.full() {
+				data := make([]byte, n)
+				_, err := s.log.ReadAt(data, pos)
+				s.rw.RUnlock()
+				if errors.Is(err, errSegmentClosed) {
+					retry = true
+					break
+				}
+				if err != nil {
+					return none, res, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
+				}
+				return FileSlice{Position: pos, Length: n, Release: func() {}, Data: data}, res, nil
+			}
+			// The slice holds the descriptor, not the segment: a
+			// truncation, retention or close need not wait for a
+			// slow consumer (the reference keeps the file open, even
+			// once removed).
+			f, err := s.log.acquire()
+			s.rw.RUnlock()
+			if errors.Is(err, errSegmentClosed) {
+				retry = true
+				break
+			}
+			if err != nil {
+				return none, res, err
+			}
+			return FileSlice{File: f, Position: pos, Length: n, Release: sync.OnceFunc(s.log.release)}, res, nil
 		}
 		if !retry {
 			return none, res, nil

@@ -42,12 +42,17 @@ func Open(opts OpenOptions) (*Log, error) {
 	}
 	l := &Log{
 		dir:       opts.Dir,
+		files:     opts.Files,
 		logger:    logger.With("dir", opts.Dir),
 		now:       now,
 		cfg:       opts.Config.WithDefaults(),
 		flushKick: make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		stats:     opts.Stats,
 		producers: newProducerState(opts.Dir, opts.Config.WithDefaults().ProducerIDExpiration),
+	}
+	if l.files == nil {
+		l.files = NewFileCache(0)
 	}
 	l.cleanerOffset.Store(-1)
 	l.deleteHorizon.Store(horizonUnknown)
@@ -140,7 +145,7 @@ func (l *Log) load(opts OpenOptions) error {
 	now := l.now()
 	var segs []*segment
 	for _, b := range sorted {
-		s, err := openSegmentFiles(l.dir, b, l.cfg, now)
+		s, err := openSegmentFiles(l.files, l.dir, b, l.cfg, now)
 		if err != nil {
 			for _, s := range segs {
 				s.closeFiles()
@@ -196,7 +201,7 @@ func (l *Log) load(opts OpenOptions) error {
 
 	logStart := max(opts.LogStartOffset, 0)
 	if len(segs) == 0 {
-		s, err := createSegment(l.dir, logStart, l.cfg, now)
+		s, err := createSegment(l.files, l.dir, logStart, l.cfg, now)
 		if err != nil {
 			return err
 		}
@@ -301,7 +306,7 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 // means the indexes must be rebuilt.
 func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) error {
 	size := s.size.Load()
-	ib, err := readAll(s.index.f)
+	ib, err := s.index.f.readAll()
 	if err != nil {
 		return err
 	}
@@ -309,7 +314,7 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.index.path, err)
 	}
-	tb, err := readAll(s.timeIndex.f)
+	tb, err := s.timeIndex.f.readAll()
 	if err != nil {
 		return err
 	}
@@ -317,7 +322,10 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.timeIndex.path, err)
 	}
-	if size > 0 && len(tentries) == 0 {
+	if size > 0 && len(tentries) == 0 && !active {
+		// A closed segment got its last time entry when it rolled; the
+		// active one may have none: its max timestamp comes from its
+		// batches after the last offset entry (resetWriterStateLocked).
 		return fmt.Errorf("%s is empty, its log %d bytes", s.timeIndex.path, size)
 	}
 	if len(entries) == 0 && indexInterval > 0 && size > indexInterval {
@@ -368,19 +376,6 @@ func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) err
 		}
 	}
 	return nil
-}
-
-// readAll reads a whole (index) file through ReadAt.
-func readAll(f *os.File) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, fi.Size())
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return b, nil
 }
 
 // recoverSegment re-checks every batch of the segment, cuts the file at the

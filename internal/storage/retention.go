@@ -63,7 +63,18 @@ func renameDeleted(s *segment) ([]string, error) {
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		from := s.path(suf)
 		to := from + deletedSuffix
-		if err := os.Rename(from, to); err != nil {
+		rename := os.Rename
+		// Readers still on the segment reopen its files by their new
+		// names when the cache closed them meanwhile.
+		switch suf {
+		case logSuffix:
+			rename = func(_, to string) error { return s.log.rename(to) }
+		case indexSuffix:
+			rename = func(_, to string) error { return s.index.f.rename(to) }
+		case timeIndexSuffix:
+			rename = func(_, to string) error { return s.timeIndex.f.rename(to) }
+		}
+		if err := rename(from, to); err != nil {
 			if errors.Is(err, os.ErrNotExist) && suf != logSuffix {
 				continue
 			}

@@ -50,7 +50,7 @@ func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 type segment struct {
 	baseOffset int64
 	dir        string
-	log        *os.File
+	log        *cachedFile // the .log, opened on use (files.go)
 	index      *offsetIndex
 	timeIndex  *timeIndex
 
@@ -80,54 +80,47 @@ func (s *segment) path(suffix string) string {
 
 func (s *segment) String() string { return s.path(logSuffix) }
 
-// openSegmentFiles opens (creating when missing) the three files of the
-// segment at base, with empty in-memory indexes.
-func openSegmentFiles(dir string, base int64, cfg Config, now time.Time) (*segment, error) {
+// openSegmentFiles returns the existing segment at base, with empty
+// in-memory indexes. It opens nothing: files opens the .log on first use,
+// and the index files too, creating them if they are missing (a segment
+// without index entries need not have them; see the package doc).
+func openSegmentFiles(files *FileCache, dir string, base int64, cfg Config, now time.Time) (*segment, error) {
 	s := &segment{baseOffset: base, dir: dir, created: now, nextOffset: base, rollingBasedTimestamp: noTimestamp}
 	s.maxTimestamp.Store(noTimestamp)
 	s.offsetOfMaxTimestamp.Store(base)
-	var err error
-	if s.log, err = os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644); err != nil {
-		return nil, fmt.Errorf("storage: open segment: %w", err)
-	}
-	idx, err := os.OpenFile(s.path(indexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		s.log.Close()
-		return nil, fmt.Errorf("storage: open index: %w", err)
-	}
-	tidx, err := os.OpenFile(s.path(timeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		s.log.Close()
-		idx.Close()
-		return nil, fmt.Errorf("storage: open time index: %w", err)
-	}
-	s.index = newOffsetIndex(s.path(indexSuffix), idx, nil, cfg.maxIndexEntries(offsetEntrySize))
-	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), tidx, nil, cfg.maxIndexEntries(timeEntrySize))
+	s.log = files.lazy(s.path(logSuffix), 0)
+	s.index = newOffsetIndex(s.path(indexSuffix), files.lazy(s.path(indexSuffix), os.O_CREATE), nil, cfg.maxIndexEntries(offsetEntrySize))
+	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), files.lazy(s.path(timeIndexSuffix), os.O_CREATE), nil, cfg.maxIndexEntries(timeEntrySize))
 	return s, nil
 }
 
-// createSegment creates a new, empty segment at base. Stale files of that
-// name (an index left without its log) are overwritten; a non-empty .log is
-// an error.
-func createSegment(dir string, base int64, cfg Config, now time.Time) (*segment, error) {
-	s, err := openSegmentFiles(dir, base, cfg, now)
+// createSegment creates a new, empty segment at base: its .log, kept open
+// for the appends to come; its index files when the first entries come.
+// Stale index files of that name (left without their log) are removed; a
+// non-empty .log is an error.
+func createSegment(files *FileCache, dir string, base int64, cfg Config, now time.Time) (*segment, error) {
+	s, err := openSegmentFiles(files, dir, base, cfg, now)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := s.log.Stat()
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("storage: remove stale index: %w", err)
+		}
+	}
+	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("storage: create segment: %w", err)
+	}
+	fi, err := f.Stat()
 	if err == nil && fi.Size() != 0 {
 		err = fmt.Errorf("storage: segment %s already exists with %d bytes", s, fi.Size())
 	}
-	if err == nil {
-		err = s.index.replace(nil)
-	}
-	if err == nil {
-		err = s.timeIndex.replace(nil)
-	}
 	if err != nil {
-		s.closeFiles()
+		f.Close()
 		return nil, err
 	}
+	s.log = files.file(s.path(logSuffix), f)
 	return s, nil
 }
 
@@ -187,7 +180,7 @@ func (s *segment) indexBatches(pos int64, hs []record.Header, interval int64) er
 }
 
 // onBecomeInactive adds the segment's max timestamp to the time index, as
-// Kafka does when a segment is rolled or closed.
+// Kafka does when a segment is rolled or closed (we do when it rolls).
 func (s *segment) onBecomeInactive() error {
 	if s.maxTimestamp.Load() == noTimestamp {
 		return nil
@@ -412,9 +405,9 @@ func (s *segment) flush() error {
 	if s.closed {
 		return nil
 	}
-	for _, f := range []*os.File{s.log, s.index.f, s.timeIndex.f} {
+	for _, f := range []*cachedFile{s.log, s.index.f, s.timeIndex.f} {
 		if err := f.Sync(); err != nil {
-			return fmt.Errorf("storage: fsync %s: %w", f.Name(), err)
+			return fmt.Errorf("storage: fsync %s: %w", f.name(), err)
 		}
 	}
 	return s.syncTxnIndex()
@@ -448,22 +441,22 @@ func (s *segment) tryClose() (bool, error) {
 
 func (s *segment) closeFiles() error {
 	var errs []error
-	for _, f := range []*os.File{s.log, s.indexFile(), s.timeIndexFile()} {
+	for _, f := range []*cachedFile{s.log, s.indexFile(), s.timeIndexFile()} {
 		if f != nil {
-			errs = append(errs, f.Close())
+			errs = append(errs, f.close())
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (s *segment) indexFile() *os.File {
+func (s *segment) indexFile() *cachedFile {
 	if s.index == nil {
 		return nil
 	}
 	return s.index.f
 }
 
-func (s *segment) timeIndexFile() *os.File {
+func (s *segment) timeIndexFile() *cachedFile {
 	if s.timeIndex == nil {
 		return nil
 	}

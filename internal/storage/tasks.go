@@ -216,8 +216,10 @@ func (m *Manager) cleanOnce(ctx context.Context, failed map[*Log]bool) bool {
 	default:
 		m.logger.Error("cleaning failed: the log is left uncleaned until restart", "topic", bestTP.Topic, "partition", bestTP.Partition, "err", err)
 		failed[best] = true
+		m.opts.Stats.cleaned(res, true)
 		return true
 	}
+	m.opts.Stats.cleaned(res, false)
 	if res.Groups > 0 || res.EndOffset > res.FirstDirtyOffset {
 		if err := m.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
 			m.logger.Error("writing checkpoints after cleaning failed", "err", err)

@@ -2,7 +2,9 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"sync"
@@ -62,14 +64,14 @@ func EncodeTimeIndex(dst []byte, entries []TimeEntry) []byte {
 // append-only like offsetIndex.
 type timeIndex struct {
 	path       string
-	f          *os.File
+	f          *cachedFile
 	maxEntries int
 
 	mu      sync.RWMutex // guards entries
 	entries []TimeEntry
 }
 
-func newTimeIndex(path string, f *os.File, entries []TimeEntry, maxEntries int) *timeIndex {
+func newTimeIndex(path string, f *cachedFile, entries []TimeEntry, maxEntries int) *timeIndex {
 	return &timeIndex{path: path, f: f, entries: entries, maxEntries: maxEntries}
 }
 
@@ -150,6 +152,15 @@ func (x *timeIndex) truncateToOffset(rel int64) error {
 func (x *timeIndex) replace(entries []TimeEntry) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if len(entries) == 0 && len(x.entries) == 0 {
+		// Nothing in memory: empty the file if there is one, without
+		// creating it (recovery of a segment without index entries).
+		if err := os.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("storage: truncate %s: %w", x.path, err)
+		}
+		x.entries = entries
+		return nil
+	}
 	if err := x.f.Truncate(0); err != nil {
 		return fmt.Errorf("storage: truncate %s: %w", x.path, err)
 	}

@@ -65,6 +65,15 @@ func (f *FetchResponse) SetRecords(p *kmsg.FetchResponseTopicPartition, region F
 	f.regions = append(f.regions, m)
 }
 
+// RecordBytes is the length of the records of the file regions set.
+func (f *FetchResponse) RecordBytes() int64 {
+	var n int64
+	for _, r := range f.regions {
+		n += r.Length
+	}
+	return n
+}
+
 // Regions is the number of file regions set.
 func (f *FetchResponse) Regions() int { return len(f.regions) }
 

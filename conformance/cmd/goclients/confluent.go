@@ -253,8 +253,15 @@ type confluentMember struct {
 }
 
 func (c *confluentClient) newMember(ctx context.Context, topic, group string) (member, error) {
-	cons, err := kafka.NewConsumer(c.conf(kafka.ConfigMap{"group.id": group, "enable.auto.commit": false,
-		"auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}))
+	cfg := kafka.ConfigMap{"group.id": group, "enable.auto.commit": false,
+		"auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000}
+	if opts.kip848 {
+		// KIP-848 (librdkafka 2.4+): the broker sets the session and
+		// heartbeat interval.
+		cfg = kafka.ConfigMap{"group.id": group, "enable.auto.commit": false,
+			"auto.offset.reset": "earliest", "group.protocol": "consumer"}
+	}
+	cons, err := kafka.NewConsumer(c.conf(cfg))
 	if err != nil {
 		return nil, err
 	}

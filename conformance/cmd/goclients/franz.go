@@ -211,9 +211,13 @@ type franzMember struct {
 }
 
 func (c *franzClient) newMember(ctx context.Context, topic, group string) (member, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+	o := []kgo.Opt{kgo.SeedBrokers(c.bootstrap), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()))
+		kgo.Balancers(kgo.CooperativeStickyBalancer())}
+	if opts.kip848 {
+		o = append(o, kgo.ServerSideBalancer()) // KIP-848, the "uniform" assignor
+	}
+	cl, err := kgo.NewClient(o...)
 	if err != nil {
 		return nil, err
 	}

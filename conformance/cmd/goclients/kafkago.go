@@ -223,6 +223,9 @@ type kafkaGoMember struct {
 }
 
 func (c *kafkaGoClient) newMember(ctx context.Context, topic, group string) (member, error) {
+	if opts.kip848 {
+		return nil, na{"kafka-go has no KIP-848 consumer"}
+	}
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Topic: topic, GroupID: group,
 		StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond, HeartbeatInterval: time.Second,
 		SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: 200 * time.Millisecond})

@@ -96,6 +96,9 @@ var notes []string
 var opts struct {
 	client, scenario, bootstrap, topic, group, codec string
 	groups                                           bool
+	// kip848: the group scenario's members use the KIP-848 consumer
+	// protocol (scenario group-kip848).
+	kip848 bool
 }
 
 func main() {
@@ -179,6 +182,9 @@ func run(ctx context.Context, c client) error {
 	case "delete-topic":
 		return scenarioDelete(ctx, c)
 	case "group":
+		return scenarioGroup(ctx, c)
+	case "group-kip848":
+		opts.kip848 = true
 		return scenarioGroup(ctx, c)
 	case "transactions":
 		return scenarioTransactions(ctx, c)
@@ -379,6 +385,26 @@ func waitGroupStable(ctx context.Context, n int, members ...member) error {
 			if len(recs) > 0 {
 				return fmt.Errorf("member received %d records before any was produced", len(recs))
 			}
+		}
+		if opts.kip848 {
+			// Stable: every member has its target assignment.
+			gs, err := adm.DescribeConsumerGroups(ctx, opts.group)
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			g := gs[opts.group]
+			assigned := 0
+			for _, m := range g.Members {
+				if len(m.Assignment) > 0 {
+					assigned++
+				}
+			}
+			last = fmt.Sprintf("state %s, %d members, %d with partitions", g.State, len(g.Members), assigned)
+			if g.State == "Stable" && len(g.Members) == n && assigned == n {
+				return nil
+			}
+			continue
 		}
 		gs, err := adm.DescribeGroups(ctx, opts.group)
 		if err != nil {

@@ -242,6 +242,9 @@ type saramaMember struct {
 }
 
 func (c *saramaClient) newMember(ctx context.Context, topic, group string) (member, error) {
+	if opts.kip848 {
+		return nil, na{"sarama has no KIP-848 consumer"}
+	}
 	cfg := saramaConfig()
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Offsets.AutoCommit.Enable = false

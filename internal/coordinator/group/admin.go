@@ -11,14 +11,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// groupType is the type ListGroups v5+ reports for classic groups (KIP-848).
+// groupType is the type ListGroups v5+ reports for classic groups; KIP-848
+// groups are of type "consumer" (ConsumerProtocolType).
 const groupType = "classic"
+
+// deletionTombstones are the tombstones that delete g's own records (not
+// its offsets): the classic group's metadata, or a consumer group's
+// target assignment and metadata (its members are gone already).
+func (g *group) deletionTombstones() []Record {
+	if g.cg == nil {
+		return []Record{{Key: groupKey(g.id)}}
+	}
+	return []Record{{Key: cgKey(cgTargetMetadataType, g.id)}, {Key: cgKey(cgMetadataType, g.id)}}
+}
 
 func (c *Coordinator) logGroup(g *group) *slog.Logger {
 	return g.part.log.With("group", g.id)
 }
 
-// describeGroups handles DescribeGroups v0-v5. AuthorizedOperations are left
+// describeGroups handles DescribeGroups v0-v6. AuthorizedOperations are left
 // for the broker to fill in.
 func (c *Coordinator) describeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
 	resp := kmsg.NewPtrDescribeGroupsResponse()
@@ -33,8 +44,19 @@ func (c *Coordinator) describeGroups(req *kmsg.DescribeGroupsRequest) *kmsg.Desc
 			continue
 		}
 		g := part.groups[id]
-		if g == nil {
+		if g == nil || g.cg != nil {
+			// Kafka answers a consumer group (KIP-848) as unknown:
+			// Dead before v6, GROUP_ID_NOT_FOUND from v6
+			// (ConsumerGroupDescribe describes it).
 			dg.State = stateDead.String()
+			if req.Version >= 6 {
+				dg.ErrorCode = kerr.GroupIDNotFound.Code
+				msg := "Group " + id + " not found."
+				if g != nil {
+					msg = "Group " + id + " is not a classic group."
+				}
+				dg.ErrorMessage = &msg
+			}
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
@@ -85,9 +107,6 @@ func (c *Coordinator) listGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 			types[strings.ToLower(t)] = true
 		}
 	}
-	if types != nil && !types[groupType] {
-		return resp
-	}
 	for _, part := range c.sortedPartitions() {
 		if !part.loaded {
 			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
@@ -97,14 +116,21 @@ func (c *Coordinator) listGroups(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsRe
 			if g.state == stateDead {
 				continue
 			}
-			if states != nil && !states[strings.ToLower(g.state.String())] {
+			typ, st := groupType, g.state.String()
+			if g.cg != nil {
+				typ, st = ConsumerProtocolType, g.cg.state()
+			}
+			if types != nil && !types[typ] {
+				continue
+			}
+			if states != nil && !states[strings.ToLower(st)] {
 				continue
 			}
 			lg := kmsg.NewListGroupsResponseGroup()
 			lg.Group = g.id
 			lg.ProtocolType = g.protocolType
-			lg.GroupState = g.state.String()
-			lg.GroupType = groupType
+			lg.GroupState = st
+			lg.GroupType = typ
 			resp.Groups = append(resp.Groups, lg)
 		}
 	}
@@ -143,7 +169,7 @@ func (c *Coordinator) deleteGroups(req *kmsg.DeleteGroupsRequest, reply func(*km
 			}
 			resp.Groups[i].ErrorCode = kerr.GroupIDNotFound.Code
 			continue
-		case g.state != stateEmpty:
+		case g.state != stateEmpty || g.cg != nil && len(g.cg.members) > 0:
 			resp.Groups[i].ErrorCode = kerr.NonEmptyGroup.Code
 			continue
 		}
@@ -159,7 +185,7 @@ func (c *Coordinator) deleteGroups(req *kmsg.DeleteGroupsRequest, reply func(*km
 		for _, k := range slices.SortedFunc(maps.Keys(keys), compareTP) {
 			recs = append(recs, Record{Key: offsetKey(g.id, k.topic, k.partition)})
 		}
-		recs = append(recs, Record{Key: groupKey(g.id)})
+		recs = append(recs, g.deletionTombstones()...)
 		g.transition(stateDead, time.Now()) // until the tombstones are written
 		outstanding++
 		c.appendRecords(part, recs, func(err error) {

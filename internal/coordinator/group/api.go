@@ -15,20 +15,24 @@ type APIVersion struct {
 
 // APIVersions lists the versions of the group APIs the Coordinator
 // implements, for the broker's ApiVersions table. OffsetCommit and
-// OffsetFetch stop at v9 (v10 names topics by id, KIP-848); DescribeGroups
-// at v5 and DeleteGroups at v2. FindCoordinator is the broker's.
+// OffsetFetch v10 name topics by id: the broker resolves the ids and
+// fills in the names the Coordinator keys offsets by (it reads Topic at
+// every version). DeleteGroups stops at v2.
+// FindCoordinator is the broker's.
 var APIVersions = []APIVersion{
-	{Key: int16(kmsg.OffsetCommit), Min: 0, Max: 9},
-	{Key: int16(kmsg.OffsetFetch), Min: 0, Max: 9},
+	{Key: int16(kmsg.OffsetCommit), Min: 0, Max: 10},
+	{Key: int16(kmsg.OffsetFetch), Min: 0, Max: 10},
 	{Key: int16(kmsg.JoinGroup), Min: 0, Max: 9},
 	{Key: int16(kmsg.Heartbeat), Min: 0, Max: 4},
 	{Key: int16(kmsg.LeaveGroup), Min: 0, Max: 5},
 	{Key: int16(kmsg.SyncGroup), Min: 0, Max: 5},
-	{Key: int16(kmsg.DescribeGroups), Min: 0, Max: 5},
+	{Key: int16(kmsg.DescribeGroups), Min: 0, Max: 6},
 	{Key: int16(kmsg.ListGroups), Min: 0, Max: 5},
 	{Key: int16(kmsg.DeleteGroups), Min: 0, Max: 2},
 	{Key: int16(kmsg.OffsetDelete), Min: 0, Max: 0},
 	{Key: int16(kmsg.TxnOffsetCommit), Min: 0, Max: 3},
+	{Key: int16(kmsg.ConsumerGroupHeartbeat), Min: 0, Max: 1},
+	{Key: int16(kmsg.ConsumerGroupDescribe), Min: 0, Max: 1},
 }
 
 var codeUnavailable = kerr.CoordinatorNotAvailable.Code
@@ -95,9 +99,10 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 	return r
 }
 
-// DescribeGroups handles a DescribeGroups request (v0-v5). A group unknown
-// to a loaded partition is reported in state Dead without error, as Kafka
-// before v6; groups of partitions not owned get NOT_COORDINATOR. Member
+// DescribeGroups handles a DescribeGroups request (v0-v6). A group unknown
+// to a loaded partition, or a KIP-848 consumer group, is reported in state
+// Dead without error before v6, and with GROUP_ID_NOT_FOUND and a message
+// from v6, as Kafka; groups of partitions not owned get NOT_COORDINATOR. Member
 // metadata is given only for Stable groups. AuthorizedOperations (v3+) is
 // left at its default for the broker to set.
 func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGroupsRequest) *kmsg.DescribeGroupsResponse {
@@ -201,6 +206,49 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		r = kmsg.NewPtrOffsetDeleteResponse()
 		r.Version = req.Version
 		r.ErrorCode = codeUnavailable
+	}
+	return r
+}
+
+// ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat request (v0-v1,
+// KIP-848) from client cl: it joins, keeps or leaves (epoch -1; -2 for a
+// static member leaving for now) a member of a consumer group, and answers
+// with the member's epoch and, when it changed or the request was a full
+// one, its assignment; it returns once the records of the change are
+// written to __consumer_offsets. v1 members choose their own member id
+// (v0: the coordinator's when empty) and may subscribe by regex. Errors are
+// in the response: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, UNSUPPORTED_ASSIGNOR,
+// INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a classic group with
+// members), GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
+// FENCED_INSTANCE_ID, UNRELEASED_INSTANCE_ID.
+func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, cl Client, req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+	r, ok := call(c, ctx, func(reply func(*kmsg.ConsumerGroupHeartbeatResponse)) { c.consumerHeartbeat(cl, req, reply) })
+	if !ok {
+		r = kmsg.NewPtrConsumerGroupHeartbeatResponse()
+		r.Version = req.Version
+		r.ErrorCode = codeUnavailable
+	}
+	return r
+}
+
+// ConsumerGroupDescribe handles a ConsumerGroupDescribe request (v0-v1,
+// KIP-848): each consumer group's state, epochs, assignor and members with
+// their current and target assignments (topic names from the Topics given
+// to SetTopics). Classic groups and unknown ones get GROUP_ID_NOT_FOUND,
+// groups of partitions not owned NOT_COORDINATOR. AuthorizedOperations is
+// left for the broker to set.
+func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
+	r, ok := call(c, ctx, func(reply func(*kmsg.ConsumerGroupDescribeResponse)) { reply(c.consumerDescribe(req)) })
+	if !ok {
+		r = kmsg.NewPtrConsumerGroupDescribeResponse()
+		r.Version = req.Version
+		for _, id := range req.Groups {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group = id
+			g.ErrorCode = codeUnavailable
+			r.Groups = append(r.Groups, g)
+		}
 	}
 	return r
 }

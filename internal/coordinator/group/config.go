@@ -21,6 +21,13 @@ const (
 	DefaultNewMemberJoinTimeout          = 5 * time.Minute      // Kafka's fixed NewMemberJoinTimeoutMs
 	DefaultMaxAppendBytes                = 1 << 20              // offsets topic max.message.bytes (message.max.bytes)
 	ConsumerProtocolType                 = "consumer"           // the protocol type of Kafka consumers
+	DefaultConsumerSessionTimeout        = 45 * time.Second     // group.consumer.session.timeout.ms
+	DefaultConsumerMinSessionTimeout     = 45 * time.Second     // group.consumer.min.session.timeout.ms
+	DefaultConsumerMaxSessionTimeout     = 60 * time.Second     // group.consumer.max.session.timeout.ms
+	DefaultConsumerHeartbeatInterval     = 5 * time.Second      // group.consumer.heartbeat.interval.ms
+	DefaultConsumerMinHeartbeatInterval  = 5 * time.Second      // group.consumer.min.heartbeat.interval.ms
+	DefaultConsumerMaxHeartbeatInterval  = 15 * time.Second     // group.consumer.max.heartbeat.interval.ms
+	DefaultConsumerMaxSize               = math.MaxInt32        // group.consumer.max.size
 	offsetsTopicName                     = "__consumer_offsets" // for logs
 )
 
@@ -80,6 +87,37 @@ type Config struct {
 	// into one Store.Append; a single larger write still goes alone
 	// (the offsets topic's max.message.bytes; default 1 MiB).
 	MaxAppendBytes int
+
+	// ConsumerSessionTimeout is how long a member of a KIP-848 consumer
+	// group may go without a ConsumerGroupHeartbeat before it is removed
+	// (group.consumer.session.timeout.ms; default 45s). It must lie within
+	// ConsumerMinSessionTimeout and ConsumerMaxSessionTimeout
+	// (group.consumer.min.session.timeout.ms, default 45s;
+	// group.consumer.max.session.timeout.ms, default 60s), the bounds of
+	// group-level overrides in Kafka.
+	ConsumerSessionTimeout    time.Duration
+	ConsumerMinSessionTimeout time.Duration
+	ConsumerMaxSessionTimeout time.Duration
+
+	// ConsumerHeartbeatInterval is the interval members of consumer
+	// groups are told to heartbeat at (group.consumer.heartbeat.interval.ms;
+	// default 5s), within ConsumerMinHeartbeatInterval and
+	// ConsumerMaxHeartbeatInterval (group.consumer.min.heartbeat.interval.ms,
+	// default 5s; group.consumer.max.heartbeat.interval.ms, default 15s),
+	// and below the session timeout.
+	ConsumerHeartbeatInterval    time.Duration
+	ConsumerMinHeartbeatInterval time.Duration
+	ConsumerMaxHeartbeatInterval time.Duration
+
+	// ConsumerMaxSize is the largest number of members of a consumer
+	// group; more get GROUP_MAX_SIZE_REACHED (group.consumer.max.size;
+	// default 2147483647).
+	ConsumerMaxSize int32
+
+	// ConsumerAssignors are the server-side assignors members may name,
+	// the first being the default (group.consumer.assignors; default
+	// uniform, range). Known: AssignorUniform, AssignorRange.
+	ConsumerAssignors []string
 }
 
 // withDefaults returns cfg with each zero field set to its default.
@@ -120,6 +158,27 @@ func (cfg Config) withDefaults() Config {
 	if cfg.MaxAppendBytes == 0 {
 		cfg.MaxAppendBytes = DefaultMaxAppendBytes
 	}
+	for _, d := range []struct {
+		f   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.ConsumerSessionTimeout, DefaultConsumerSessionTimeout},
+		{&cfg.ConsumerMinSessionTimeout, DefaultConsumerMinSessionTimeout},
+		{&cfg.ConsumerMaxSessionTimeout, DefaultConsumerMaxSessionTimeout},
+		{&cfg.ConsumerHeartbeatInterval, DefaultConsumerHeartbeatInterval},
+		{&cfg.ConsumerMinHeartbeatInterval, DefaultConsumerMinHeartbeatInterval},
+		{&cfg.ConsumerMaxHeartbeatInterval, DefaultConsumerMaxHeartbeatInterval},
+	} {
+		if *d.f == 0 {
+			*d.f = d.def
+		}
+	}
+	if cfg.ConsumerMaxSize == 0 {
+		cfg.ConsumerMaxSize = DefaultConsumerMaxSize
+	}
+	if len(cfg.ConsumerAssignors) == 0 {
+		cfg.ConsumerAssignors = DefaultAssignors
+	}
 	return cfg
 }
 
@@ -151,6 +210,19 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("%w: new member join timeout %v < 0", ErrInvalidConfig, cfg.NewMemberJoinTimeout)
 	case d.MaxAppendBytes < 0:
 		return fmt.Errorf("%w: max append bytes %d < 0", ErrInvalidConfig, cfg.MaxAppendBytes)
+	case d.ConsumerSessionTimeout < d.ConsumerMinSessionTimeout || d.ConsumerSessionTimeout > d.ConsumerMaxSessionTimeout:
+		return fmt.Errorf("%w: group.consumer.session.timeout.ms %v outside [%v, %v]", ErrInvalidConfig, d.ConsumerSessionTimeout, d.ConsumerMinSessionTimeout, d.ConsumerMaxSessionTimeout)
+	case d.ConsumerHeartbeatInterval < d.ConsumerMinHeartbeatInterval || d.ConsumerHeartbeatInterval > d.ConsumerMaxHeartbeatInterval:
+		return fmt.Errorf("%w: group.consumer.heartbeat.interval.ms %v outside [%v, %v]", ErrInvalidConfig, d.ConsumerHeartbeatInterval, d.ConsumerMinHeartbeatInterval, d.ConsumerMaxHeartbeatInterval)
+	case d.ConsumerHeartbeatInterval >= d.ConsumerSessionTimeout:
+		return fmt.Errorf("%w: group.consumer.heartbeat.interval.ms %v must be below group.consumer.session.timeout.ms %v", ErrInvalidConfig, d.ConsumerHeartbeatInterval, d.ConsumerSessionTimeout)
+	case d.ConsumerMaxSize < 1:
+		return fmt.Errorf("%w: group.consumer.max.size %d < 1", ErrInvalidConfig, cfg.ConsumerMaxSize)
+	}
+	for _, a := range d.ConsumerAssignors {
+		if assignors[a] == nil {
+			return fmt.Errorf("%w: group.consumer.assignors: unknown assignor %q (known: uniform, range)", ErrInvalidConfig, a)
+		}
 	}
 	return nil
 }

@@ -60,6 +60,7 @@ type Coordinator struct {
 	writers    map[int32]*appendq.Writer[Record] // the latest writer per partition, maybe stopping
 	timers     *deadline.Queue                   // the loop's
 	seq        uint64                            // member join order
+	topics     Topics                            // SetTopics; nil: none
 }
 
 // partition is one loaded (or loading) partition of __consumer_offsets.
@@ -72,6 +73,9 @@ type partition struct {
 	// txnCompletions are transaction markers reported by CompleteTxn while
 	// the partition loads, applied once loaded (txn.go).
 	txnCompletions []txnCompletion
+	// deletedTopics are topics whose offsets DeleteTopicOffsets removed
+	// while the partition loaded, removed once loaded (topics.go).
+	deletedTopics []string
 }
 
 // New starts a Coordinator that owns no partition yet (every group gets
@@ -323,6 +327,13 @@ func (c *Coordinator) unloadGroup(g *group) {
 		c.timers.Cancel(t)
 	}
 	g.transition(stateDead, time.Now())
+	if g.cg != nil {
+		for _, m := range g.cg.members {
+			c.timers.Cancel(m.session)
+			c.timers.Cancel(m.revocation)
+			m.session, m.revocation = nil, nil
+		}
+	}
 	for _, m := range g.sortedMembers() {
 		c.timers.Cancel(m.heartbeat)
 		m.heartbeat = nil

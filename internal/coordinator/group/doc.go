@@ -99,7 +99,10 @@
 // became empty (groups without protocol: after each offset's last commit;
 // Stable consumer groups: offsets of topics no member subscribes to); an
 // empty group left without offsets is deleted. The check runs every
-// offsets.retention.check.interval.ms.
+// offsets.retention.check.interval.ms. When a topic is deleted the broker
+// calls DeleteTopicOffsets, and every group forgets the topic's offsets
+// with tombstones (Kafka's onPartitionsDeleted), so that a topic created
+// again under the name starts without them.
 //
 // # Concurrency
 //

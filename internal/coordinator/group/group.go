@@ -76,13 +76,26 @@ type protocol struct {
 // joinWaiter is a parked JoinGroup request.
 type joinWaiter struct {
 	version int16
-	reply   func(*kmsg.JoinGroupResponse)
+	answer  func(*kmsg.JoinGroupResponse)
+}
+
+// reply answers the request with r in the request's version, whatever
+// path built r: librdkafka decodes by the version it sent.
+func (w *joinWaiter) reply(r *kmsg.JoinGroupResponse) {
+	r.Version = w.version
+	w.answer(r)
 }
 
 // syncWaiter is a parked SyncGroup request.
 type syncWaiter struct {
 	version int16
-	reply   func(*kmsg.SyncGroupResponse)
+	answer  func(*kmsg.SyncGroupResponse)
+}
+
+// reply answers the request with r in the request's version.
+func (w *syncWaiter) reply(r *kmsg.SyncGroupResponse) {
+	r.Version = w.version
+	w.answer(r)
 }
 
 // member is one member of a classic group.
@@ -191,6 +204,10 @@ type group struct {
 	// pendingTxnOffsets are the offsets committed by open transactions, by
 	// producer id, applied by their COMMIT marker (txn.go).
 	pendingTxnOffsets map[int64]map[tp]offsetEntry
+
+	// cg is set for a KIP-848 consumer group (consumer.go): the classic
+	// fields above then describe an empty group holding its offsets.
+	cg *consumerGroup
 }
 
 func newGroup(part *partition, id string, now time.Time) *group {
@@ -433,6 +450,9 @@ func (g *group) computeSubscribed() map[string]bool {
 // isSubscribedToTopic: when the topics are not known, a consumer group is
 // assumed subscribed to every topic, any other group to none.
 func (g *group) isSubscribedToTopic(topic string) bool {
+	if g.cg != nil {
+		return g.cg.isSubscribedToTopic(topic)
+	}
 	if g.subscribed != nil {
 		return g.subscribed[topic]
 	}

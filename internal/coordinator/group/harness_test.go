@@ -24,15 +24,22 @@ const (
 
 // harness runs a Coordinator over a memStore inside a synctest bubble.
 type harness struct {
-	t     *testing.T
-	c     *Coordinator
-	store *memStore
-	cfg   Config
+	t      *testing.T
+	c      *Coordinator
+	store  *memStore
+	cfg    Config
+	topics Topics // for consumer groups; nil: none
 }
 
 // newHarness starts a Coordinator with one __consumer_offsets partition
 // (unless cfg says otherwise) and loads every partition.
 func newHarness(t *testing.T, cfg Config, store *memStore) *harness {
+	t.Helper()
+	return newHarnessTopics(t, cfg, store, nil)
+}
+
+// newHarnessTopics is newHarness with the Coordinator given topics.
+func newHarnessTopics(t *testing.T, cfg Config, store *memStore, topics Topics) *harness {
 	t.Helper()
 	if cfg.OffsetsTopicNumPartitions == 0 {
 		cfg.OffsetsTopicNumPartitions = 1
@@ -40,7 +47,10 @@ func newHarness(t *testing.T, cfg Config, store *memStore) *harness {
 	if store == nil {
 		store = newMemStore()
 	}
-	h := &harness{t: t, store: store, cfg: cfg, c: New(cfg, store, testLogger(t))}
+	h := &harness{t: t, store: store, cfg: cfg, c: New(cfg, store, testLogger(t)), topics: topics}
+	if topics != nil {
+		h.c.SetTopics(topics)
+	}
 	for p := range cfg.OffsetsTopicNumPartitions {
 		if err := h.c.LoadPartition(t.Context(), p); err != nil {
 			t.Fatalf("LoadPartition(%d): %v", p, err)
@@ -55,7 +65,7 @@ func (h *harness) close() { h.c.Close() }
 func (h *harness) restart() {
 	h.t.Helper()
 	h.c.Close()
-	nh := newHarness(h.t, h.cfg, h.store)
+	nh := newHarnessTopics(h.t, h.cfg, h.store, h.topics)
 	h.c = nh.c
 }
 

@@ -38,7 +38,6 @@ func completeJoin(m *member, r *kmsg.JoinGroupResponse) bool {
 		return false
 	}
 	m.join = nil
-	r.Version = w.version
 	w.reply(r)
 	return true
 }
@@ -51,7 +50,6 @@ func completeSync(m *member, code int16, protocolType, protocolName *string) boo
 	}
 	m.sync = nil
 	r := kmsg.NewPtrSyncGroupResponse()
-	r.Version = w.version
 	r.ErrorCode = code
 	r.MemberAssignment = []byte{}
 	if code == 0 {
@@ -111,8 +109,8 @@ func durationMs(ms int32) time.Duration { return time.Duration(ms) * time.Millis
 // joinGroup handles JoinGroup v0-v9.
 func (c *Coordinator) joinGroup(cl Client, req *kmsg.JoinGroupRequest, reply func(*kmsg.JoinGroupResponse)) {
 	v := req.Version
-	w := &joinWaiter{version: v, reply: reply}
-	fail := func(code int16, memberID string) { reply(errJoinResponse(w, code, memberID)) }
+	w := &joinWaiter{version: v, answer: reply}
+	fail := func(code int16, memberID string) { w.reply(errJoinResponse(w, code, memberID)) }
 
 	if req.Group == "" {
 		fail(kerr.InvalidGroupID.Code, req.MemberID)
@@ -150,6 +148,20 @@ func (c *Coordinator) joinGroup(cl Client, req *kmsg.JoinGroupRequest, reply fun
 		}
 		g = newGroup(part, req.Group, now)
 		part.groups[g.id] = g
+	}
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			// Online migration between the protocols is not done.
+			fail(kerr.InconsistentGroupProtocol.Code, req.MemberID)
+			return
+		}
+		// An empty consumer group becomes a classic group, as in Kafka.
+		c.appendRecords(part, g.deletionTombstones(), func(err error) {
+			if err != nil {
+				c.logGroup(g).Warn("failed to write the tombstones of a consumer group becoming classic", "err", err)
+			}
+		})
+		g.cg, g.protocolType, g.generation = nil, "", 0
 	}
 	if !c.acceptJoiningMember(g, req.MemberID) {
 		if m := g.members[req.MemberID]; m != nil {
@@ -365,9 +377,14 @@ func (c *Coordinator) replaceStaticMemberAndRebalance(g *group, j joinRequest, o
 	instanceID := *j.instanceID
 	currentLeader := g.leader
 	m := c.replaceStaticMember(g, instanceID, oldID, newID)
-	c.rescheduleHeartbeat(g, m, m.sessionTimeout())
 	oldProtocols, oldRebalance, oldSession := m.protocols, m.rebalanceTimeoutMs, m.sessionTimeoutMs
+	oldClient := Client{ID: m.clientID, Host: m.clientHost}
+	// The restarted client's timeouts and client id replace the old ones
+	// (Kafka's classicGroupJoinExistingStaticMember): they are persisted
+	// with the group below and the session timer runs on the new timeout.
 	g.updateMember(m, cloneProtocols(j.req.Protocols), j.rebalance, j.session, j.w)
+	m.clientID, m.clientHost = j.client.ID, j.client.Host
+	c.rescheduleHeartbeat(g, m, m.sessionTimeout())
 	c.logGroup(g).Info("static member rejoined", "instance_id", instanceID, "old_member_id", oldID, "member_id", newID, "state", g.state.String())
 
 	switch g.state {
@@ -384,6 +401,7 @@ func (c *Coordinator) replaceStaticMemberAndRebalance(g *group, j joinRequest, o
 				if g.members[newID] == m && g.state != stateDead {
 					// Revert to the old member id.
 					g.updateMember(m, oldProtocols, oldRebalance, oldSession, nil)
+					m.clientID, m.clientHost = oldClient.ID, oldClient.Host
 					back := c.replaceStaticMember(g, instanceID, newID, oldID)
 					c.rescheduleHeartbeat(g, back, back.sessionTimeout())
 				}
@@ -730,7 +748,7 @@ func (c *Coordinator) syncGroup(req *kmsg.SyncGroupRequest, reply func(*kmsg.Syn
 		if m.sync != nil {
 			completeSync(m, kerr.RebalanceInProgress.Code, nil, nil)
 		}
-		m.sync = &syncWaiter{version: v, reply: reply}
+		m.sync = &syncWaiter{version: v, answer: reply}
 		c.removePendingSync(g, m.id)
 		if g.leader != m.id {
 			return

@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,6 +20,111 @@ type loadState struct {
 	// txnOffsets are the offsets of transactions not ended yet in the
 	// records read: producer id -> group -> partition.
 	txnOffsets map[int64]map[string]map[tp]offsetEntry
+	// consumer are the KIP-848 consumer groups read, by group id.
+	consumer map[string]*cgLoad
+}
+
+// cgLoad is a consumer group as its records left it.
+type cgLoad struct {
+	epoch, assignmentEpoch int32
+	hasMetadata            bool
+	members                map[string]*cgMemberValue
+	targets                map[string]assignment
+	current                map[string]*cgCurrentValue
+}
+
+// applyConsumer folds a record of a consumer group in; the latest record
+// of a group's kind wins over the other kind's.
+func (ls *loadState) applyConsumer(cr *ConsumerRecord) {
+	if ls.consumer == nil {
+		ls.consumer = map[string]*cgLoad{}
+	}
+	l := ls.consumer[cr.Group]
+	if l == nil {
+		if cr.Value == nil {
+			return
+		}
+		l = &cgLoad{members: map[string]*cgMemberValue{}, targets: map[string]assignment{}, current: map[string]*cgCurrentValue{}}
+		ls.consumer[cr.Group] = l
+	}
+	switch v := cr.Value.(type) {
+	case nil:
+		switch cr.Type {
+		case cgMetadataType:
+			delete(ls.consumer, cr.Group)
+		case cgTargetMetadataType:
+			l.assignmentEpoch = 0
+		case cgMemberMetadataType:
+			delete(l.members, cr.MemberID)
+		case cgTargetMemberType:
+			delete(l.targets, cr.MemberID)
+		case cgCurrentAssignmentTyp:
+			delete(l.current, cr.MemberID)
+		}
+	case *cgMetadataValue:
+		l.epoch, l.hasMetadata = v.epoch, true
+		delete(ls.groups, cr.Group)
+	case *cgTargetMetadataValue:
+		l.assignmentEpoch = v.epoch
+	case *cgMemberValue:
+		l.members[cr.MemberID] = v
+	case assignment:
+		l.targets[cr.MemberID] = v
+	case *cgCurrentValue:
+		l.current[cr.MemberID] = v
+	}
+}
+
+// installConsumer rebuilds the consumer groups of part: members keep their
+// epochs and partitions, and their sessions start over.
+func (c *Coordinator) installConsumer(part *partition, ls *loadState, now time.Time) {
+	var version int64 = -1
+	var names []string
+	if c.topics != nil {
+		version = c.topics.Version()
+	}
+	for id, l := range ls.consumer {
+		if !l.hasMetadata {
+			continue
+		}
+		g := newGroup(part, id, now)
+		g.protocolType = ConsumerProtocolType
+		cg := newConsumerGroup()
+		g.cg = cg
+		cg.epoch, cg.assignmentEpoch = l.epoch, l.assignmentEpoch
+		for mid, mv := range l.members {
+			m := &cmember{
+				id: mid, instanceID: mv.instanceID, rackID: mv.rackID, clientID: mv.clientID, clientHost: mv.clientHost,
+				topics: mv.topics, regex: mv.regex, rebalanceTimeoutMs: mv.rebalanceTimeoutMs, assignor: mv.assignor,
+				assigned: assignment{}, revoking: assignment{},
+			}
+			if m.regex != nil {
+				m.re, _ = compileSubscription(*m.regex)
+				if names == nil && c.topics != nil {
+					names = c.topics.Names()
+				}
+			}
+			if cur := l.current[mid]; cur != nil {
+				m.epoch, m.prevEpoch, m.state = cur.epoch, cur.prevEpoch, memberState(cur.state)
+				m.assigned, m.revoking = cur.assigned, cur.revoking
+			}
+			cg.members[mid] = m
+			if m.instanceID != nil {
+				cg.static[*m.instanceID] = mid
+			}
+			if t, ok := l.targets[mid]; ok {
+				cg.target[mid] = t
+			}
+			c.holdAll(cg, m)
+			c.scheduleConsumerSession(g, m)
+		}
+		for _, m := range cg.members {
+			maps.Copy(cg.subscribed, c.resolve(m, names))
+		}
+		cg.metaVersion = version
+		delete(part.groups, id)
+		part.groups[id] = g
+	}
 }
 
 func newLoadState() *loadState {
@@ -50,11 +156,18 @@ func (ls *loadState) apply(rec Record) error {
 		return nil
 	}
 	switch {
+	case d.Consumer != nil:
+		ls.applyConsumer(d.Consumer)
 	case d.OffsetKey != nil:
 		k := tp{d.OffsetKey.Topic, d.OffsetKey.Partition}
 		o := ls.offsets[d.OffsetKey.Group]
 		if d.OffsetValue == nil {
 			delete(o, k)
+			// As Kafka's replay: a tombstone also ends what open
+			// transactions committed for the partition.
+			for _, groups := range ls.txnOffsets {
+				delete(groups[d.OffsetKey.Group], k)
+			}
 			return nil
 		}
 		if o == nil {
@@ -67,6 +180,7 @@ func (ls *loadState) apply(rec Record) error {
 			delete(ls.groups, d.GroupKey.Group)
 			return nil
 		}
+		delete(ls.consumer, d.GroupKey.Group)
 		v := d.GroupValue
 		for i := range v.Members {
 			v.Members[i].Subscription = bytes.Clone(v.Members[i].Subscription)
@@ -136,6 +250,7 @@ func (c *Coordinator) install(part *partition, ls *loadState) {
 		g.subscribed = g.computeSubscribed()
 		part.groups[id] = g
 	}
+	c.installConsumer(part, ls, now)
 	for id, offsets := range ls.offsets {
 		if len(offsets) == 0 {
 			continue
@@ -154,4 +269,12 @@ func (c *Coordinator) install(part *partition, ls *loadState) {
 		c.completeTxn(part, tc.producerID, tc.commit)
 	}
 	part.txnCompletions = nil
+	if len(part.deletedTopics) > 0 {
+		set := map[string]bool{}
+		for _, t := range part.deletedTopics {
+			set[t] = true
+		}
+		part.deletedTopics = nil
+		c.deleteTopicOffsets(part, set)
+	}
 }

@@ -38,8 +38,8 @@ func (g *group) validateOffsetCommit(memberID string, instanceID *string, genera
 	return 0
 }
 
-// offsetCommit handles OffsetCommit v0-v9 (topic names; v10's topic ids are
-// not supported).
+// offsetCommit handles OffsetCommit v0-v10 by topic name (for v10 the
+// broker fills in the names of the ids).
 func (c *Coordinator) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*kmsg.OffsetCommitResponse)) {
 	v := req.Version
 	resp := kmsg.NewPtrOffsetCommitResponse()
@@ -86,7 +86,15 @@ func (c *Coordinator) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*km
 		g = newGroup(part, req.Group, now)
 		part.groups[g.id] = g
 	}
-	if code := g.validateOffsetCommit(req.MemberID, instanceID, req.Generation); code != 0 {
+	code = 0
+	if g.state == stateDead {
+		code = kerr.CoordinatorNotAvailable.Code
+	} else if g.cg != nil {
+		code = g.cg.validateOffsetCommit(req.MemberID, req.Generation, v, false)
+	} else {
+		code = g.validateOffsetCommit(req.MemberID, instanceID, req.Generation)
+	}
+	if code != 0 {
 		failAll(code)
 		return
 	}
@@ -220,8 +228,24 @@ func (c *Coordinator) fetchOffsets(groupID string, topics []kmsg.OffsetFetchRequ
 	return out, 0
 }
 
-// offsetFetch handles OffsetFetch v0-v9 (v8+: several groups; v10's topic
-// ids are not supported).
+// fetchOffsetsOf is fetchOffsets for one group of OffsetFetch v8+; from v9
+// a member of a consumer group fetches with its member epoch
+// (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID), as Kafka's validateOffsetFetch.
+func (c *Coordinator) fetchOffsetsOf(rg kmsg.OffsetFetchRequestGroup, v int16, topics []kmsg.OffsetFetchRequestTopic, requireStable bool) ([]fetchedTopic, int16) {
+	if v >= 9 {
+		if part, code := c.partitionOf(rg.Group); code == 0 {
+			if g := part.groups[rg.Group]; g != nil && g.cg != nil && g.state != stateDead {
+				if code := g.cg.validateOffsetFetch(rg.MemberID, rg.MemberEpoch); code != 0 {
+					return nil, code
+				}
+			}
+		}
+	}
+	return c.fetchOffsets(rg.Group, topics, rg.Topics == nil, requireStable)
+}
+
+// offsetFetch handles OffsetFetch v0-v10 by topic name (v8+: several
+// groups; for v10 the broker fills in the names of the ids).
 func (c *Coordinator) offsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	v := req.Version
 	resp := kmsg.NewPtrOffsetFetchResponse()
@@ -232,7 +256,7 @@ func (c *Coordinator) offsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetc
 			for _, t := range rg.Topics {
 				topics = append(topics, kmsg.OffsetFetchRequestTopic{Topic: t.Topic, Partitions: t.Partitions})
 			}
-			fts, code := c.fetchOffsets(rg.Group, topics, rg.Topics == nil, req.RequireStable)
+			fts, code := c.fetchOffsetsOf(rg, v, topics, req.RequireStable)
 			og := kmsg.NewOffsetFetchResponseGroup()
 			og.Group = rg.Group
 			og.ErrorCode = code
@@ -318,7 +342,7 @@ func (c *Coordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*km
 		fail(kerr.GroupIDNotFound.Code)
 		return
 	}
-	if g.state != stateEmpty && g.protocolType != ConsumerProtocolType {
+	if g.cg == nil && g.state != stateEmpty && g.protocolType != ConsumerProtocolType {
 		fail(kerr.NonEmptyGroup.Code)
 		return
 	}
@@ -352,11 +376,20 @@ func (c *Coordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*km
 			return
 		}
 		for _, k := range deleted {
-			delete(g.offsets, k)
+			g.removeOffset(k)
 		}
 		c.logGroup(g).Info("deleted offsets", "partitions", len(deleted))
 		reply(resp)
 	})
+}
+
+// removeOffset forgets the committed offset of k and what open
+// transactions committed for it, as Kafka's replay of a tombstone.
+func (g *group) removeOffset(k tp) {
+	delete(g.offsets, k)
+	for _, pending := range g.pendingTxnOffsets {
+		delete(pending, k)
+	}
 }
 
 // expirationBase returns, for a group whose offsets may expire, the
@@ -365,6 +398,10 @@ func (c *Coordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, reply func(*km
 // subscriptions are unknown, or a non-consumer group with members).
 func (g *group) expirationBase() func(offsetEntry) int64 {
 	switch {
+	case g.cg != nil && len(g.cg.members) > 0:
+		// Kafka's ConsumerGroup: offsets of topics no member subscribes
+		// to expire after their last commit.
+		return func(e offsetEntry) int64 { return e.commitTimestamp }
 	case g.protocolType == "":
 		return func(e offsetEntry) int64 { return e.commitTimestamp }
 	case g.state == stateEmpty:
@@ -411,7 +448,7 @@ func (c *Coordinator) expireOffsets(now time.Time) {
 				for _, k := range slices.SortedFunc(maps.Keys(g.offsets), compareTP) {
 					e := g.offsets[k]
 					isExpired := false
-					if !g.isSubscribedToTopic(k.topic) && g.pendingCommits[k] == 0 {
+					if !g.isSubscribedToTopic(k.topic) && g.pendingCommits[k] == 0 && !g.hasPendingTxnOffset(k) {
 						if e.expireTimestamp >= 0 {
 							isExpired = nowMs >= e.expireTimestamp
 						} else {
@@ -425,7 +462,8 @@ func (c *Coordinator) expireOffsets(now time.Time) {
 					}
 				}
 			}
-			deleteGroup := allExpired && g.state == stateEmpty && len(g.pending) == 0 && len(g.pendingCommits) == 0 && len(g.pendingTxnOffsets) == 0
+			deleteGroup := allExpired && g.state == stateEmpty && len(g.pending) == 0 && len(g.pendingCommits) == 0 && len(g.pendingTxnOffsets) == 0 &&
+				(g.cg == nil || len(g.cg.members) == 0)
 
 			if len(expired) == 0 && !deleteGroup {
 				continue
@@ -435,7 +473,7 @@ func (c *Coordinator) expireOffsets(now time.Time) {
 				recs = append(recs, Record{Key: offsetKey(g.id, k.topic, k.partition)})
 			}
 			if deleteGroup {
-				recs = append(recs, Record{Key: groupKey(g.id)})
+				recs = append(recs, g.deletionTombstones()...)
 				g.transition(stateDead, now) // until the tombstones are written
 			}
 			c.logGroup(g).Info("expiring offsets", "offsets", len(expired), "delete_group", deleteGroup)

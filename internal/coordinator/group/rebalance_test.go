@@ -403,6 +403,70 @@ func TestStaticMemberRestart(t *testing.T) {
 	}
 }
 
+// A static member that restarts with another session timeout, rebalance
+// timeout and client id: the new values are used from then on, persisted,
+// and in force again after the partition is reloaded.
+func TestStaticMemberRestartNewTimeouts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{}, nil)
+		defer h.close()
+		ms := h.stableGroup(testGroup, 2, true)
+		restarting := ms[1]
+		req := joinReq(testGroup, "", restarting.instanceID, 9, protocols("range"))
+		req.SessionTimeoutMillis = 4 * testSession
+		req.RebalanceTimeoutMillis = 2 * testRebal
+		r := mustReady(t, async(func() *kmsg.JoinGroupResponse {
+			return h.c.JoinGroup(context.Background(), Client{ID: "restarted", Host: "/127.0.0.2"}, req)
+		}), "static rejoin")
+		checkCode(t, "static rejoin", r.ErrorCode, 0)
+		restarting.id = r.MemberID
+		checkCode(t, "sync", mustReady(t, h.sync(testGroup, restarting, nil), "sync").ErrorCode, 0)
+
+		check := func(when string) {
+			t.Helper()
+			// Past the old session timeout, within the new one: only the
+			// other member heartbeats, the restarted one stays.
+			for range 3 {
+				time.Sleep(durationMs(testSession) / 2)
+				checkCode(t, when+": heartbeat", h.heartbeat(testGroup, ms[0]), 0)
+			}
+			d := h.describe(testGroup)
+			var got *kmsg.DescribeGroupsResponseGroupMember
+			for i := range d.Members {
+				if d.Members[i].MemberID == restarting.id {
+					got = &d.Members[i]
+				}
+			}
+			if d.State != "Stable" || got == nil {
+				t.Fatalf("%s: the restarted member expired on its old session timeout: %+v", when, d)
+			}
+			if got.ClientID != "restarted" || got.ClientHost != "/127.0.0.2" {
+				t.Fatalf("%s: client %q %q, want the restarted client's", when, got.ClientID, got.ClientHost)
+			}
+		}
+		check("after restart")
+		var persisted bool
+		for _, rec := range h.store.records(0) {
+			if d, _ := Decode(rec); d.GroupValue != nil {
+				for _, m := range d.GroupValue.Members {
+					persisted = persisted || m.MemberID == restarting.id &&
+						m.SessionTimeoutMillis == 4*testSession && m.RebalanceTimeoutMillis == 2*testRebal && m.ClientID == "restarted"
+				}
+			}
+		}
+		if !persisted {
+			t.Fatal("the new timeouts and client id were not written to __consumer_offsets")
+		}
+		h.restart()
+		check("after reload")
+		// The new session timeout still ends the session.
+		time.Sleep(durationMs(4 * testSession))
+		if n := len(h.describe(testGroup).Members); n != 0 {
+			t.Fatalf("%d members after both sessions ended", n)
+		}
+	})
+}
+
 // A second instance with the same group.instance.id fences the first: its
 // requests, including one parked, get FENCED_INSTANCE_ID.
 func TestStaticMemberFencing(t *testing.T) {

@@ -23,10 +23,11 @@ const (
 var (
 	// ErrCorruptRecord: a key or value that does not parse in its schema.
 	ErrCorruptRecord = errors.New("group: corrupt __consumer_offsets record")
-	// ErrUnknownRecord: a key version other than offset commit (0, 1) or
-	// group metadata (2), such as the records of KIP-848 consumer groups,
-	// or a value version newer than this package knows. Loading skips
-	// these records.
+	// ErrUnknownRecord: a key version other than offset commit (0, 1),
+	// group metadata (2) and KIP-848 consumer groups (3, 5 to 8), such as
+	// share groups' or the consumer group partition metadata (4) that
+	// Kafka no longer uses, or a value version newer than this package
+	// knows. Loading skips these records.
 	ErrUnknownRecord = errors.New("group: unknown __consumer_offsets record type")
 )
 
@@ -37,6 +38,9 @@ type Decoded struct {
 	OffsetValue *kmsg.OffsetCommitValue
 	GroupKey    *kmsg.GroupMetadataKey
 	GroupValue  *kmsg.GroupMetadataValue
+	// Consumer is set instead for the records of KIP-848 consumer groups
+	// (key versions 3 to 8).
+	Consumer *ConsumerRecord
 }
 
 // Decode parses a record of __consumer_offsets. Errors wrap
@@ -90,6 +94,13 @@ func Decode(rec Record) (Decoded, error) {
 			return d, fmt.Errorf("%w: group metadata value: %v", ErrCorruptRecord, err)
 		}
 		d.GroupValue = v
+		return d, nil
+	case cgMetadataType, cgPartitionMetadata, cgMemberMetadataType, cgTargetMetadataType, cgTargetMemberType, cgCurrentAssignmentTyp:
+		cr, err := decodeConsumer(kv, rec)
+		if err != nil {
+			return d, err
+		}
+		d.Consumer = cr
 		return d, nil
 	default:
 		return d, fmt.Errorf("%w: key version %d", ErrUnknownRecord, kv)

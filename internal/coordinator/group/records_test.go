@@ -110,7 +110,14 @@ func TestDecodeErrors(t *testing.T) {
 		want error
 	}{
 		{"short key", Record{Key: []byte{0}}, ErrCorruptRecord},
-		{"key v3 (KIP-848)", Record{Key: []byte{0, 3, 0, 1, 'g'}}, ErrUnknownRecord},
+		{"key v9 (share group)", Record{Key: []byte{0, 9, 0, 1, 'g'}}, ErrUnknownRecord},
+		{"consumer group partition metadata", Record{Key: cgKey(cgPartitionMetadata, "g"), Value: []byte{0, 0, 1, 0}}, ErrUnknownRecord},
+		{"truncated consumer group key", Record{Key: []byte{0, 3, 0, 5, 'g'}}, ErrCorruptRecord},
+		{"member key without member id", Record{Key: cgKey(cgMemberMetadataType, "g")}, ErrCorruptRecord},
+		{"consumer group value v1", Record{Key: cgKey(cgMetadataType, "g"), Value: []byte{0, 1, 0, 0, 0, 1, 0}}, ErrUnknownRecord},
+		{"truncated consumer group value", Record{Key: cgKey(cgMetadataType, "g"), Value: []byte{0, 0, 0, 0}}, ErrCorruptRecord},
+		{"target assignment huge array", Record{Key: cgKey(cgTargetMemberType, "g", "m"), Value: []byte{0, 0, 0xff, 0xff, 0xff, 0x0f}}, ErrCorruptRecord},
+		{"member huge topic list", Record{Key: cgKey(cgMemberMetadataType, "g", "m"), Value: []byte{0, 0, 0, 0, 1, 1, 0xff, 0xff, 0x03}}, ErrCorruptRecord},
 		{"negative key version", Record{Key: []byte{0xff, 0xff}}, ErrUnknownRecord},
 		{"truncated offset key", Record{Key: []byte{0, 1, 0, 5, 'g'}}, ErrCorruptRecord},
 		{"offset value v9", Record{Key: offsetKey("g", "t", 0), Value: []byte{0, 9}}, ErrUnknownRecord},
@@ -170,6 +177,13 @@ func seedRecords() []Record {
 		empty.metadataRecord(nil),
 		{Key: offsetKey("group", "topic", 7)},
 		{Key: groupKey("empty")},
+		cgMetadataRecord("cg", 7),
+		cgTargetMetadataRecord("cg", 7),
+		cgMemberRecord("cg", &cmember{id: "m1", instanceID: strp("i1"), clientID: "c", clientHost: "/127.0.0.1",
+			topics: []string{"a", "b"}, regex: strp("t.*"), rebalanceTimeoutMs: 30000, assignor: strp("range")}),
+		cgTargetMemberRecord("cg", "m1", assignment{{1}: {0, 2}, {2}: {1}}),
+		cgCurrentRecord("cg", &cmember{id: "m1", epoch: 7, prevEpoch: 6, state: memberUnrevoked,
+			assigned: assignment{{1}: {0}}, revoking: assignment{{1}: {2}}}),
 	}
 }
 
@@ -195,6 +209,16 @@ func FuzzDecode(f *testing.F) {
 		}
 		var k, v []byte
 		switch {
+		case d.Consumer != nil:
+			r := d.Consumer.record()
+			d2, err := Decode(r)
+			if err != nil {
+				t.Fatalf("re-encoded consumer group record does not decode: %v", err)
+			}
+			if r2 := d2.Consumer.record(); !bytes.Equal(r.Key, r2.Key) || !bytes.Equal(r.Value, r2.Value) {
+				t.Fatalf("unstable encoding")
+			}
+			return
 		case d.OffsetKey != nil:
 			k = d.OffsetKey.AppendTo(nil)
 			if d.OffsetValue != nil {
@@ -300,4 +324,42 @@ func appendFramed(dst []byte, r Record) []byte {
 	}
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Value)))
 	return append(dst, r.Value...)
+}
+
+// The records of consumer groups decode to what was encoded, in Kafka's
+// byte layout (checked against a hand-encoded ConsumerGroupMetadataValue
+// and key).
+func TestConsumerRecordsRoundTrip(t *testing.T) {
+	r := cgMetadataRecord("g", 5)
+	if want := []byte{0, 3, 0, 1, 'g'}; !bytes.Equal(r.Key, want) {
+		t.Fatalf("metadata key % x, want % x", r.Key, want)
+	}
+	if want := []byte{0, 0, 0, 0, 0, 5, 0}; !bytes.Equal(r.Value, want) {
+		t.Fatalf("metadata value % x, want % x", r.Value, want)
+	}
+	m := &cmember{id: "m", epoch: 3, prevEpoch: 2, state: memberUnreleased,
+		assigned: assignment{{9}: {1, 4}}, revoking: assignment{}}
+	d, err := Decode(cgCurrentRecord("g", m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, ok := d.Consumer.Value.(*cgCurrentValue)
+	if !ok || d.Consumer.MemberID != "m" || cur.epoch != 3 || cur.prevEpoch != 2 || cur.state != int8(memberUnreleased) ||
+		!cur.assigned.equal(m.assigned) || cur.revoking.size() != 0 {
+		t.Fatalf("current assignment decoded as %+v %+v", d.Consumer, cur)
+	}
+	mv := &cmember{id: "m", clientID: "c", clientHost: "h", topics: []string{"x"}, rebalanceTimeoutMs: 9}
+	d, err = Decode(cgMemberRecord("g", mv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.Consumer.Value.(*cgMemberValue)
+	if got.clientID != "c" || got.clientHost != "h" || len(got.topics) != 1 || got.topics[0] != "x" || got.rebalanceTimeoutMs != 9 ||
+		got.instanceID != nil || got.regex != nil || got.assignor != nil {
+		t.Fatalf("member decoded as %+v", got)
+	}
+	d, err = Decode(Record{Key: cgKey(cgTargetMemberType, "g", "m")})
+	if err != nil || d.Consumer.Value != nil || d.Consumer.MemberID != "m" {
+		t.Fatalf("tombstone decoded as %+v, %v", d.Consumer, err)
+	}
 }

@@ -151,6 +151,9 @@ func (g *group) validateTxnOffsetCommit(memberID string, instanceID *string, gen
 	if g.state == stateDead {
 		return kerr.CoordinatorNotAvailable.Code
 	}
+	if g.cg != nil {
+		return g.cg.validateOffsetCommit(memberID, generation, 9, true)
+	}
 	if generation < 0 && g.state == stateEmpty {
 		return 0
 	}

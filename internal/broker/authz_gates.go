@@ -1,0 +1,720 @@
+package broker
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// The gates of the group, transaction and per-topic APIs, with the checks
+// and codes of Kafka's KafkaApis (handleJoinGroupRequest,
+// handleOffsetCommitRequest, handleTxnOffsetCommitRequest, …).
+func init() {
+	for _, k := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup} {
+		gates[k] = gateGroupRead
+	}
+	gates[kmsg.OffsetCommit] = gateOffsetCommit
+	gates[kmsg.OffsetFetch] = gateOffsetFetch
+	gates[kmsg.FindCoordinator] = gateFindCoordinator
+	gates[kmsg.ListGroups] = gateListGroups
+	gates[kmsg.DescribeGroups] = gateDescribeGroups
+	gates[kmsg.DeleteGroups] = gateDeleteGroups
+	gates[kmsg.OffsetDelete] = gateOffsetDelete
+	gates[kmsg.InitProducerID] = gateInitProducerID
+	gates[kmsg.AddPartitionsToTxn] = gateAddPartitionsToTxn
+	gates[kmsg.AddOffsetsToTxn] = gateAddOffsetsToTxn
+	gates[kmsg.EndTxn] = gateEndTxn
+	gates[kmsg.TxnOffsetCommit] = gateTxnOffsetCommit
+	gates[kmsg.DescribeTransactions] = gateDescribeTransactions
+	gates[kmsg.ListTransactions] = gateListTransactions
+	gates[kmsg.ListOffsets] = gateListOffsets
+	gates[kmsg.OffsetForLeaderEpoch] = gateOffsetForLeaderEpoch
+	gates[kmsg.DeleteRecords] = gateDeleteRecords
+	gates[kmsg.DescribeProducers] = gateDescribeProducers
+	gates[kmsg.DescribeConfigs] = gateDescribeConfigs
+}
+
+// deny answers the whole request with resp.
+func deny(resp kmsg.Response) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	return nil, func(kmsg.Response) kmsg.Response { return resp }
+}
+
+// topicDenier decides topics once each.
+type topicDenier struct {
+	b      *Broker
+	c      *server.Conn
+	op     kmsg.ACLOperation
+	denied map[string]bool
+	seen   map[string]bool
+	any    bool
+}
+
+func (b *Broker) topicDenier(c *server.Conn, op kmsg.ACLOperation) *topicDenier {
+	return &topicDenier{b: b, c: c, op: op, denied: map[string]bool{}, seen: map[string]bool{}}
+}
+
+// deny reports whether topic is denied.
+func (d *topicDenier) deny(topic string) bool {
+	if !d.seen[topic] {
+		d.seen[topic] = true
+		if !d.b.authorized(d.c, d.op, resTopic, topic) {
+			d.denied[topic] = true
+			d.any = true
+		}
+	}
+	return d.denied[topic]
+}
+
+// split keeps the entries of in that code gives 0 and turns the others
+// into response entries with deny.
+func split[T, R any](in []T, code func(T) int16, deny func(T, int16) R) (kept []T, denied []R) {
+	for _, t := range in {
+		if c := code(t); c != 0 {
+			denied = append(denied, deny(t, c))
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	return kept, denied
+}
+
+// withDenied is a gate's result once split: req itself when nothing was
+// denied, else out (req with the kept entries) and a finish that adds the
+// denied entries to the response with add.
+func withDenied[R any](req, out kmsg.Request, denied []R, add func(kmsg.Response, []R)) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	return out, func(r kmsg.Response) kmsg.Response {
+		add(r, denied)
+		return r
+	}
+}
+
+// code is TOPIC_AUTHORIZATION_FAILED for a denied topic, else 0.
+func (d *topicDenier) code(topic string) int16 {
+	if d.deny(topic) {
+		return kerr.TopicAuthorizationFailed.Code
+	}
+	return 0
+}
+
+// gateGroupRead: JoinGroup, SyncGroup, Heartbeat and LeaveGroup need READ
+// on the group, else GROUP_AUTHORIZATION_FAILED.
+func gateGroupRead(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	var group string
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		group = r.Group
+	case *kmsg.SyncGroupRequest:
+		group = r.Group
+	case *kmsg.HeartbeatRequest:
+		group = r.Group
+	case *kmsg.LeaveGroupRequest:
+		group = r.Group
+	}
+	if b.authorized(c, opRead, resGroup, group) {
+		return noGate(req)
+	}
+	code := kerr.GroupAuthorizationFailed.Code
+	resp := req.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation = code, -1
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = code
+	}
+	return deny(resp)
+}
+
+// gateOffsetCommit: READ on the group (else every partition
+// GROUP_AUTHORIZATION_FAILED) and on each topic (TOPIC_AUTHORIZATION_FAILED).
+func gateOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.OffsetCommitRequest)
+	var whole int16
+	if !b.authorized(c, opRead, resGroup, req.Group) {
+		whole = kerr.GroupAuthorizationFailed.Code
+	}
+	d := b.topicDenier(c, opRead)
+	out := *req
+	var denied []kmsg.OffsetCommitResponseTopic
+	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
+		if whole != 0 {
+			return whole
+		}
+		return d.code(t.Topic)
+	}, func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	if whole != 0 {
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		resp.Topics = denied
+		return deny(resp)
+	}
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetCommitResponseTopic) {
+		resp := r.(*kmsg.OffsetCommitResponse)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// gateOffsetFetch: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and
+// on each named topic (its partitions TOPIC_AUTHORIZATION_FAILED); a
+// fetch of every topic leaves out those not describable.
+func gateOffsetFetch(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.OffsetFetchRequest)
+	d := b.topicDenier(c, opDescribe)
+	code := kerr.GroupAuthorizationFailed.Code
+	if req.Version < 8 {
+		if !b.authorized(c, opDescribe, resGroup, req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			resp.ErrorCode = code
+			return deny(resp)
+		}
+		out := *req
+		if req.Topics != nil {
+			out.Topics = []kmsg.OffsetFetchRequestTopic{}
+		}
+		var denied []kmsg.OffsetFetchResponseTopic
+		for _, t := range req.Topics {
+			if !d.deny(t.Topic) {
+				out.Topics = append(out.Topics, t)
+				continue
+			}
+			denied = append(denied, offsetFetchDenied(t.Topic, t.Partitions))
+		}
+		return &out, func(r kmsg.Response) kmsg.Response {
+			resp := r.(*kmsg.OffsetFetchResponse)
+			kept := resp.Topics[:0]
+			for _, t := range resp.Topics {
+				if req.Topics != nil || !d.deny(t.Topic) {
+					kept = append(kept, t)
+				}
+			}
+			resp.Topics = append(kept, denied...)
+			return resp
+		}
+	}
+	// v8+: groups batched, each with its own error.
+	out := *req
+	out.Groups = nil
+	deniedGroups := map[string]bool{}
+	deniedTopics := map[string][]kmsg.OffsetFetchResponseTopic{}
+	for _, g := range req.Groups {
+		if !b.authorized(c, opDescribe, resGroup, g.Group) {
+			deniedGroups[g.Group] = true
+			continue
+		}
+		og := g
+		if g.Topics != nil {
+			og.Topics = []kmsg.OffsetFetchRequestGroupTopic{}
+		}
+		for _, t := range g.Topics {
+			if !d.deny(t.Topic) {
+				og.Topics = append(og.Topics, t)
+				continue
+			}
+			deniedTopics[g.Group] = append(deniedTopics[g.Group], offsetFetchDenied(t.Topic, t.Partitions))
+		}
+		out.Groups = append(out.Groups, og)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.OffsetFetchResponse)
+		for i := range resp.Groups {
+			g := &resp.Groups[i]
+			kept := g.Topics[:0]
+			for _, t := range g.Topics {
+				if !d.deny(t.Topic) {
+					kept = append(kept, t)
+				}
+			}
+			g.Topics = kept
+			for _, t := range deniedTopics[g.Group] {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p.Partition, -1, -1, p.ErrorCode
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				g.Topics = append(g.Topics, rt)
+			}
+		}
+		for _, g := range req.Groups {
+			if deniedGroups[g.Group] {
+				rg := kmsg.NewOffsetFetchResponseGroup()
+				rg.Group, rg.ErrorCode = g.Group, code
+				resp.Groups = append(resp.Groups, rg)
+			}
+		}
+		return resp
+	}
+}
+
+// offsetFetchDenied is the v0-v7 entry of a topic not describable.
+func offsetFetchDenied(topic string, partitions []int32) kmsg.OffsetFetchResponseTopic {
+	rt := kmsg.NewOffsetFetchResponseTopic()
+	rt.Topic = topic
+	for _, p := range partitions {
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+		rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
+}
+
+// gateFindCoordinator: DESCRIBE on the group (key type 0) or the
+// transactional id (1), else GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+func gateFindCoordinator(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	check := func(key string) int16 {
+		switch req.CoordinatorType {
+		case 0:
+			if !b.authorized(c, opDescribe, resGroup, key) {
+				return kerr.GroupAuthorizationFailed.Code
+			}
+		case 1:
+			if !b.authorized(c, opDescribe, resTxnID, key) {
+				return kerr.TransactionalIDAuthorizationFailed.Code
+			}
+		}
+		return 0
+	}
+	if req.Version < 4 {
+		if code := check(req.CoordinatorKey); code != 0 {
+			resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+			resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+			return deny(resp)
+		}
+		return noGate(req)
+	}
+	out := *req
+	out.CoordinatorKeys = nil
+	var denied []kmsg.FindCoordinatorResponseCoordinator
+	for _, k := range req.CoordinatorKeys {
+		if code := check(k); code != 0 {
+			rc := kmsg.NewFindCoordinatorResponseCoordinator()
+			rc.Key, rc.ErrorCode, rc.NodeID, rc.Port = k, code, -1, -1
+			denied = append(denied, rc)
+			continue
+		}
+		out.CoordinatorKeys = append(out.CoordinatorKeys, k)
+	}
+	if len(denied) == 0 {
+		return noGate(req)
+	}
+	if len(out.CoordinatorKeys) == 0 {
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.Coordinators = denied
+		return deny(resp)
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.FindCoordinatorResponse)
+		resp.Coordinators = append(resp.Coordinators, denied...)
+		return resp
+	}
+}
+
+// gateListGroups: DESCRIBE on the cluster lists every group, otherwise
+// only the groups the principal may describe.
+func gateListGroups(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	if b.authorizedCluster(c, opDescribe) {
+		return noGate(req)
+	}
+	return req, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.ListGroupsResponse)
+		kept := resp.Groups[:0]
+		for _, g := range resp.Groups {
+			if b.authorized(c, opDescribe, resGroup, g.Group) {
+				kept = append(kept, g)
+			}
+		}
+		resp.Groups = kept
+		return resp
+	}
+}
+
+// gateDescribeGroups: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED),
+// and the authorized operations (KIP-430) when asked.
+func gateDescribeGroups(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.DescribeGroupsRequest)
+	out := *req
+	out.Groups = nil
+	var denied []string
+	for _, g := range req.Groups {
+		if b.authorized(c, opDescribe, resGroup, g) {
+			out.Groups = append(out.Groups, g)
+		} else {
+			denied = append(denied, g)
+		}
+	}
+	return &out, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.DescribeGroupsResponse)
+		if req.IncludeAuthorizedOperations {
+			for i := range resp.Groups {
+				if resp.Groups[i].ErrorCode == 0 {
+					resp.Groups[i].AuthorizedOperations = b.authorizedOps(c, resGroup, resp.Groups[i].Group)
+				}
+			}
+		}
+		for _, g := range denied {
+			rg := kmsg.NewDescribeGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp
+	}
+}
+
+// gateDeleteGroups: DELETE on each group.
+func gateDeleteGroups(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.DeleteGroupsRequest)
+	out := *req
+	var denied []kmsg.DeleteGroupsResponseGroup
+	out.Groups, denied = split(req.Groups, func(g string) int16 {
+		if !b.authorized(c, opDelete, resGroup, g) {
+			return kerr.GroupAuthorizationFailed.Code
+		}
+		return 0
+	}, func(g string, code int16) kmsg.DeleteGroupsResponseGroup {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group, rg.ErrorCode = g, code
+		return rg
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DeleteGroupsResponseGroup) {
+		resp := r.(*kmsg.DeleteGroupsResponse)
+		resp.Groups = append(resp.Groups, d...)
+	})
+}
+
+// gateOffsetDelete: DELETE on the group (top-level
+// GROUP_AUTHORIZATION_FAILED), READ on each topic.
+func gateOffsetDelete(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.OffsetDeleteRequest)
+	if !b.authorized(c, opDelete, resGroup, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return deny(resp)
+	}
+	d := b.topicDenier(c, opRead)
+	out := *req
+	var denied []kmsg.OffsetDeleteResponseTopic
+	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.OffsetDeleteRequestTopic, code int16) kmsg.OffsetDeleteResponseTopic {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetDeleteResponseTopic) {
+		resp := r.(*kmsg.OffsetDeleteResponse)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// gateInitProducerID: a transactional id needs WRITE on it
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+// IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679), else
+// CLUSTER_AUTHORIZATION_FAILED.
+func gateInitProducerID(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.InitProducerIDRequest)
+	var code int16
+	if req.TransactionalID != nil {
+		if !b.authorized(c, opWrite, resTxnID, *req.TransactionalID) {
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		}
+	} else if !b.authorizedCluster(c, opIdempotentWrite) &&
+		!b.authorizer().AuthorizeAny(connPrincipal(c), connHost(c), opWrite, resTopic) {
+		code = kerr.ClusterAuthorizationFailed.Code
+	}
+	if code == 0 {
+		return noGate(req)
+	}
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = code, -1, -1
+	return deny(resp)
+}
+
+// gateAddPartitionsToTxn: v0-v3 (clients) need WRITE on the transactional
+// id (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each
+// topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED);
+// v4+ (brokers, KIP-890) CLUSTER_ACTION on the cluster.
+func gateAddPartitionsToTxn(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
+	if req.Version >= 4 {
+		if b.authorizedCluster(c, opClusterAction) {
+			return noGate(req)
+		}
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return deny(resp)
+	}
+	txnOK := b.authorized(c, opWrite, resTxnID, req.TransactionalID)
+	d := b.topicDenier(c, opWrite)
+	if txnOK {
+		for _, t := range req.Topics {
+			d.deny(t.Topic)
+		}
+		if !d.any {
+			return noGate(req)
+		}
+	}
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	for _, t := range req.Topics {
+		code := kerr.OperationNotAttempted.Code
+		switch {
+		case !txnOK:
+			code = kerr.TransactionalIDAuthorizationFailed.Code
+		case d.deny(t.Topic):
+			code = kerr.TopicAuthorizationFailed.Code
+		}
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return deny(resp)
+}
+
+// gateAddOffsetsToTxn: WRITE on the transactional id, READ on the group.
+func gateAddOffsetsToTxn(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
+	var code int16
+	switch {
+	case !b.authorized(c, opWrite, resTxnID, req.TransactionalID):
+		code = kerr.TransactionalIDAuthorizationFailed.Code
+	case !b.authorized(c, opRead, resGroup, req.Group):
+		code = kerr.GroupAuthorizationFailed.Code
+	default:
+		return noGate(req)
+	}
+	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	resp.ErrorCode = code
+	return deny(resp)
+}
+
+// gateEndTxn: WRITE on the transactional id.
+func gateEndTxn(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.EndTxnRequest)
+	if b.authorized(c, opWrite, resTxnID, req.TransactionalID) {
+		return noGate(req)
+	}
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	return deny(resp)
+}
+
+// gateTxnOffsetCommit: WRITE on the transactional id, READ on the group
+// (each failing every partition), READ on each topic.
+func gateTxnOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.TxnOffsetCommitRequest)
+	var whole int16
+	switch {
+	case !b.authorized(c, opWrite, resTxnID, req.TransactionalID):
+		whole = kerr.TransactionalIDAuthorizationFailed.Code
+	case !b.authorized(c, opRead, resGroup, req.Group):
+		whole = kerr.GroupAuthorizationFailed.Code
+	}
+	d := b.topicDenier(c, opRead)
+	out := *req
+	var denied []kmsg.TxnOffsetCommitResponseTopic
+	out.Topics, denied = split(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
+		if whole != 0 {
+			return whole
+		}
+		return d.code(t.Topic)
+	}, func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	if whole != 0 {
+		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = denied
+		return deny(resp)
+	}
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.TxnOffsetCommitResponseTopic) {
+		resp := r.(*kmsg.TxnOffsetCommitResponse)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// gateDescribeTransactions: DESCRIBE on each transactional id.
+func gateDescribeTransactions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.DescribeTransactionsRequest)
+	out := *req
+	var denied []kmsg.DescribeTransactionsResponseTransactionState
+	out.TransactionalIDs, denied = split(req.TransactionalIDs, func(id string) int16 {
+		if !b.authorized(c, opDescribe, resTxnID, id) {
+			return kerr.TransactionalIDAuthorizationFailed.Code
+		}
+		return 0
+	}, func(id string, code int16) kmsg.DescribeTransactionsResponseTransactionState {
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ErrorCode, st.ProducerID, st.ProducerEpoch = id, code, -1, -1
+		return st
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeTransactionsResponseTransactionState) {
+		resp := r.(*kmsg.DescribeTransactionsResponse)
+		resp.TransactionStates = append(resp.TransactionStates, d...)
+	})
+}
+
+// gateListTransactions lists only the transactional ids the principal
+// may describe.
+func gateListTransactions(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	return req, func(r kmsg.Response) kmsg.Response {
+		resp := r.(*kmsg.ListTransactionsResponse)
+		kept := resp.TransactionStates[:0]
+		for _, s := range resp.TransactionStates {
+			if b.authorized(c, opDescribe, resTxnID, s.TransactionalID) {
+				kept = append(kept, s)
+			}
+		}
+		resp.TransactionStates = kept
+		return resp
+	}
+}
+
+// gateListOffsets: DESCRIBE on each topic.
+func gateListOffsets(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.ListOffsetsRequest)
+	d := b.topicDenier(c, opDescribe)
+	out := *req
+	var denied []kmsg.ListOffsetsResponseTopic
+	out.Topics, denied = split(req.Topics, func(t kmsg.ListOffsetsRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.ListOffsetsRequestTopic, code int16) kmsg.ListOffsetsResponseTopic {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.ListOffsetsResponseTopic) {
+		resp := r.(*kmsg.ListOffsetsResponse)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// gateOffsetForLeaderEpoch: a follower (replica id >= 0) needs
+// CLUSTER_ACTION, else every partition is denied; a consumer DESCRIBE on
+// each topic.
+func gateOffsetForLeaderEpoch(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	all := req.ReplicaID >= 0 && !b.authorizedCluster(c, opClusterAction)
+	d := b.topicDenier(c, opDescribe)
+	out := *req
+	var denied []kmsg.OffsetForLeaderEpochResponseTopic
+	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) int16 {
+		if all || req.ReplicaID < 0 && d.deny(t.Topic) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+		return 0
+	}, func(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		return rt
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetForLeaderEpochResponseTopic) {
+		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// gateDeleteRecords: DELETE on each topic.
+func gateDeleteRecords(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	d := b.topicDenier(c, opDelete)
+	out := *req
+	var denied []kmsg.DeleteRecordsResponseTopic
+	out.Topics, denied = split(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.DeleteRecordsRequestTopic, code int16) kmsg.DeleteRecordsResponseTopic {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DeleteRecordsResponseTopic) {
+		resp := r.(*kmsg.DeleteRecordsResponse)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// gateDescribeProducers: READ on each topic.
+func gateDescribeProducers(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.DescribeProducersRequest)
+	d := b.topicDenier(c, opRead)
+	out := *req
+	var denied []kmsg.DescribeProducersResponseTopic
+	out.Topics, denied = split(req.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 { return d.code(t.Topic) },
+		func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeProducersResponseTopic) {
+		resp := r.(*kmsg.DescribeProducersResponse)
+		resp.Topics = append(resp.Topics, d...)
+	})
+}
+
+// gateDescribeConfigs: DESCRIBE_CONFIGS on each topic or on the cluster
+// for broker resources.
+func gateDescribeConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	req := kreq.(*kmsg.DescribeConfigsRequest)
+	out := *req
+	var denied []kmsg.DescribeConfigsResponseResource
+	out.Resources, denied = split(req.Resources, func(r kmsg.DescribeConfigsRequestResource) int16 {
+		return b.configResourceDenied(c, opDescribeConfigs, r.ResourceType, r.ResourceName)
+	}, func(r kmsg.DescribeConfigsRequestResource, code int16) kmsg.DescribeConfigsResponseResource {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
+		return rr
+	})
+	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeConfigsResponseResource) {
+		resp := r.(*kmsg.DescribeConfigsResponse)
+		resp.Resources = append(resp.Resources, d...)
+	})
+}

@@ -1,0 +1,204 @@
+package broker
+
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/quota"
+	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// clientQuotas are the rates of the client quota buckets, one set per
+// quota type (Kafka's ClientQuotaManager instances).
+type clientQuotas struct {
+	produce, fetch, request, mutation, connections quota.Buckets
+	lastSweep                                      atomic.Int64 // unix nanoseconds of the last Sweep
+}
+
+// quotaUser is the user of a principal for quota entities: its name
+// (User:alice → alice), as Kafka's sanitized user.
+func quotaUser(principal string) string {
+	if i := strings.IndexByte(principal, ':'); i >= 0 {
+		return principal[i+1:]
+	}
+	return principal
+}
+
+// exemptFromQuotas are the requests Kafka's request quota does not count
+// (ClientRequestQuotaManager's exempt APIs: the cluster's own traffic).
+var exemptFromQuotas = map[kmsg.Key]bool{
+	kmsg.BrokerRegistration: true, kmsg.BrokerHeartbeat: true, kmsg.AlterPartition: true,
+	kmsg.AllocateProducerIDs: true, kmsg.WriteTxnMarkers: true, kmsg.ApiVersions: true,
+	kmsg.SASLHandshake: true, kmsg.SASLAuthenticate: true,
+}
+
+// throttle records the request's usage against the client's quotas and,
+// when one is exceeded, sets the response's throttle_time_ms and mutes
+// the connection that long (KIP-219): producer_byte_rate by the request's
+// size for Produce, consumer_byte_rate by the records returned for a
+// consumer's Fetch, request_percentage by the time spent handling it.
+// Followers' fetches, super users and the inter-broker requests are not
+// throttled, as in Kafka. Costs a map lookup when no quota is set.
+func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response, elapsed time.Duration) {
+	cs := b.image().Quotas()
+	if len(cs) == 0 || c == nil || exemptFromQuotas[kmsg.Key(req.Key)] {
+		return
+	}
+	if b.authorizer().SuperUsers[connPrincipal(c)] && b.authorizer().Enabled {
+		return
+	}
+	user, client := quotaUser(connPrincipal(c)), ""
+	if req.ClientID != nil {
+		client = *req.ClientID
+	}
+	now := time.Now()
+	q := b.usage
+	if last := q.lastSweep.Load(); now.UnixNano()-last > int64(time.Minute) && q.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		for _, bs := range []*quota.Buckets{&q.produce, &q.fetch, &q.request, &q.mutation, &q.connections} {
+			bs.Sweep(now.Add(-time.Hour))
+		}
+	}
+	var d time.Duration
+	record := func(bs *quota.Buckets, key string, v float64) {
+		limit, bucket, ok := cs.Resolve(key, user, client)
+		if !ok {
+			return
+		}
+		r := &bs.Get(bucket, now).Rate
+		r.Record(v, now)
+		d = max(d, r.Throttle(limit, now))
+	}
+	switch kmsg.Key(req.Key) {
+	case kmsg.Produce:
+		record(&q.produce, quota.ProducerByteRate, float64(len(req.Raw)))
+	case kmsg.Fetch:
+		if fr, ok := resp.(*wire.FetchResponse); ok && req.Body.(*kmsg.FetchRequest).ReplicaID < 0 {
+			record(&q.fetch, quota.ConsumerByteRate, float64(fr.RecordBytes()))
+		}
+	}
+	record(&q.request, quota.RequestPercentage, float64(elapsed)*100/float64(time.Second))
+	if d <= 0 {
+		return
+	}
+	if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
+		ms := int32(min(d.Milliseconds(), 1<<31-1))
+		if cur, _ := tr.(kmsg.ThrottleResponse).Throttle(); ms > cur {
+			tr.SetThrottle(ms)
+		}
+	}
+	c.Throttle(d)
+}
+
+// mutationGate applies controller_mutation_rate (KIP-599) to CreateTopics,
+// CreatePartitions and DeleteTopics: each partition created or deleted
+// takes a token from the client's bucket. Strict versions (CreateTopics
+// v6+, CreatePartitions v3+, DeleteTopics v5+) get
+// THROTTLING_QUOTA_EXCEEDED for each topic met while the bucket is
+// negative, the others are throttled only. The response's
+// throttle_time_ms and the connection's mute are set by finish. Samsa
+// applies the quota on the broker that receives the request, before it
+// is forwarded (Kafka: on the active controller).
+func (b *Broker) mutationGate(c *server.Conn, req *wire.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+	body := req.Body
+	cs := b.image().Quotas()
+	if len(cs) == 0 || c == nil {
+		return noGate(body)
+	}
+	if a := b.authorizer(); a.Enabled && a.SuperUsers[connPrincipal(c)] {
+		return noGate(body)
+	}
+	client := ""
+	if req.ClientID != nil {
+		client = *req.ClientID
+	}
+	limit, name, ok := cs.Resolve(quota.ControllerMutationRate, quotaUser(connPrincipal(c)), client)
+	if !ok {
+		return noGate(body)
+	}
+	now := time.Now()
+	tb := &b.usage.mutation.Get(name, now).Tokens
+	strict := false
+	charge := func(partitions int32) int16 {
+		if strict && tb.Exceeded(limit, now) {
+			return kerr.ThrottlingQuotaExceeded.Code
+		}
+		tb.Record(float64(max(partitions, 0)), limit, now)
+		return 0
+	}
+	im := b.image()
+	var out kmsg.Request
+	var finish func(kmsg.Response) kmsg.Response
+	switch r := body.(type) {
+	case *kmsg.CreateTopicsRequest:
+		strict = r.Version >= 6
+		out, finish = filterCreateTopics(r, func(t kmsg.CreateTopicsRequestTopic) int16 {
+			n := t.NumPartitions
+			if len(t.ReplicaAssignment) > 0 {
+				n = int32(len(t.ReplicaAssignment))
+			} else if n == -1 {
+				n = b.node.NumPartitions
+			}
+			return charge(n)
+		})
+	case *kmsg.CreatePartitionsRequest:
+		strict = r.Version >= 3
+		out, finish = filterCreatePartitions(r, func(t kmsg.CreatePartitionsRequestTopic) int16 {
+			n := t.Count
+			if mt := im.Topic(t.Topic); mt != nil {
+				n -= int32(len(mt.Partitions))
+			}
+			return charge(n)
+		})
+	case *kmsg.DeleteTopicsRequest:
+		strict = r.Version >= 5
+		out, finish = filterDeleteTopics(b, r, func(name string) int16 {
+			var n int32
+			if mt := im.Topic(name); mt != nil {
+				n = int32(len(mt.Partitions))
+			}
+			return charge(n)
+		})
+	default:
+		return noGate(body)
+	}
+	// The throttle is due when the partitions are charged, as Kafka
+	// computes it when recording.
+	d := tb.Throttle(limit, now)
+	return out, func(resp kmsg.Response) kmsg.Response {
+		resp = finish(resp)
+		if d > 0 {
+			if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
+				ms := int32(min(d.Milliseconds(), 1<<31-1))
+				if cur, _ := tr.(kmsg.ThrottleResponse).Throttle(); ms > cur {
+					tr.SetThrottle(ms)
+				}
+			}
+			c.Throttle(d)
+		}
+		return resp
+	}
+}
+
+// ConnectionThrottle records a new connection from ip against its
+// connection_creation_rate (KIP-612: the ip entity, else the ip default)
+// and returns how long to hold it before closing it; zero admits it. For
+// server.Config.ConnectionRate. Safe for concurrent use.
+func (b *Broker) ConnectionThrottle(ip string) time.Duration {
+	cs := b.image().Quotas()
+	if len(cs) == 0 {
+		return 0
+	}
+	limit, ok := cs.ResolveIP(ip)
+	if !ok {
+		return 0
+	}
+	now := time.Now()
+	r := &b.usage.connections.Get(ip, now).Rate
+	r.Record(1, now)
+	return r.Throttle(limit, now)
+}

@@ -1,0 +1,918 @@
+package group
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/base64"
+	"maps"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/deadline"
+)
+
+// This file is the consumer group protocol of KIP-848
+// (ConsumerGroupHeartbeat): the coordinator computes a target assignment
+// for the group with a server-side assignor and moves each member towards
+// it one heartbeat at a time, after Kafka's GroupMetadataManager and
+// CurrentAssignmentBuilder. Everything runs on the run goroutine.
+//
+// Epochs: the group epoch is bumped when a member joins, leaves or changes
+// its subscription, or when the subscribed topics' metadata changes; the
+// target assignment is recomputed when the group epoch passes the
+// assignment epoch; a member reaches the assignment epoch once it revoked
+// what it must give up. A partition goes to its new owner only after its
+// previous owner revoked it (the member's assigned set, its partitions
+// pending revocation, and the partitions it waits for: UNRELEASED).
+
+// memberState is Kafka's MemberState, persisted as an int8.
+type memberState int8
+
+const (
+	memberStable     memberState = 0 // has its target assignment
+	memberUnrevoked  memberState = 1 // must revoke partitions before moving on
+	memberUnreleased memberState = 2 // waits for partitions others still hold
+)
+
+// Member epochs of ConsumerGroupHeartbeat with a meaning of their own.
+const (
+	leaveEpoch       = -1 // the member leaves the group
+	staticLeaveEpoch = -2 // a static member leaves for now, keeping its partitions
+)
+
+// cmember is a member of a consumer group.
+type cmember struct {
+	id                   string
+	instanceID, rackID   *string
+	clientID, clientHost string
+	topics               []string // subscribed topic names, sorted
+	regex                *string  // subscribed topic regex (v1, RE2 syntax)
+	re                   *regexp.Regexp
+	rebalanceTimeoutMs   int32
+	assignor             *string
+
+	epoch, prevEpoch int32
+	state            memberState
+	assigned         assignment
+	revoking         assignment // pending revocation
+
+	session    *deadline.Timer
+	revocation *deadline.Timer // rebalance timeout while revoking
+}
+
+// topicMeta is a subscribed topic as the last assignment saw it.
+type topicMeta struct {
+	id         topicID
+	partitions int32
+}
+
+type tpKey struct {
+	id topicID
+	p  int32
+}
+
+// consumerGroup is the KIP-848 state of a group of type "consumer"; its
+// offsets live in the enclosing group.
+type consumerGroup struct {
+	epoch, assignmentEpoch int32
+	members                map[string]*cmember
+	static                 map[string]string     // group.instance.id -> member id
+	target                 map[string]assignment // member id -> target assignment
+	owners                 map[tpKey]string      // partition -> member holding it (assigned or revoking)
+	subscribed             map[string]topicMeta  // subscribed topics that exist, by name
+	metaVersion            int64                 // Topics.Version when subscribed was computed
+	assignorName           string                // of the last target assignment
+}
+
+func newConsumerGroup() *consumerGroup {
+	return &consumerGroup{
+		members:     map[string]*cmember{},
+		static:      map[string]string{},
+		target:      map[string]assignment{},
+		owners:      map[tpKey]string{},
+		subscribed:  map[string]topicMeta{},
+		metaVersion: -1,
+	}
+}
+
+// Topics is the coordinator's view of the cluster's topics, which the
+// partitions of consumer groups come from (the broker's metadata image).
+// Safe for concurrent use.
+type Topics interface {
+	// Topic returns the id and partition count of the named topic; ok is
+	// false if there is none.
+	Topic(name string) (id [16]byte, partitions int32, ok bool)
+	// TopicName returns the name of the topic with id.
+	TopicName(id [16]byte) (string, bool)
+	// Version changes whenever the topics may have changed (the metadata
+	// offset).
+	Version() int64
+	// Names returns every topic name, for regex subscriptions.
+	Names() []string
+}
+
+// SetTopics gives the Coordinator its view of the topics; without it every
+// consumer group subscription resolves to no partition. Call before the
+// first ConsumerGroupHeartbeat.
+func (c *Coordinator) SetTopics(t Topics) {
+	call(c, c.loop.Ctx(), func(reply func(struct{})) {
+		c.topics = t
+		reply(struct{}{})
+	})
+}
+
+// state is the consumer group's state as Kafka reports it.
+func (cg *consumerGroup) state() string {
+	switch {
+	case len(cg.members) == 0:
+		return "Empty"
+	case cg.epoch > cg.assignmentEpoch:
+		return "Assigning"
+	}
+	for _, m := range cg.members {
+		if m.epoch != cg.assignmentEpoch || m.state != memberStable {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+func (cg *consumerGroup) sortedMembers() []*cmember {
+	return slices.SortedFunc(maps.Values(cg.members), func(a, b *cmember) int { return cmp.Compare(a.id, b.id) })
+}
+
+// newConsumerMemberID is a random UUID in Kafka's Uuid.toString form
+// (22 characters of URL-safe base64), for ConsumerGroupHeartbeat v0
+// members that come without one.
+func newConsumerMemberID() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	return base64.RawURLEncoding.EncodeToString(u[:])
+}
+
+// compileSubscription compiles a subscribed topic regex, matched against
+// whole topic names as Kafka's Pattern.matches. Go's regexp is RE2; Kafka
+// uses RE2/J, whose syntax is the same but for a few Java-only classes.
+func compileSubscription(re string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + re + ")$")
+}
+
+// internalTopics are never matched by regex subscriptions.
+var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true, "__share_group_state": true}
+
+// consumerHeartbeat handles ConsumerGroupHeartbeat v0-v1.
+func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartbeatRequest, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	resp.Version = req.Version
+	fail := func(code int16, msg string) {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		reply(resp)
+	}
+	invalid := func(msg string) { fail(kerr.InvalidRequest.Code, msg) }
+	v, epoch := req.Version, req.MemberEpoch
+	switch {
+	case req.Group == "":
+		invalid("GroupId can't be empty.")
+		return
+	case req.InstanceID != nil && *req.InstanceID == "":
+		invalid("InstanceId can't be empty.")
+		return
+	case req.RackID != nil && *req.RackID == "":
+		invalid("RackId can't be empty.")
+		return
+	case epoch > 0 || epoch == leaveEpoch || (epoch == 0 && v >= 1):
+		if req.MemberID == "" {
+			invalid("MemberId can't be empty.")
+			return
+		}
+	case epoch == staticLeaveEpoch:
+		if req.MemberID == "" || req.InstanceID == nil {
+			invalid("MemberId and InstanceId must be set to leave as a static member.")
+			return
+		}
+	case epoch != 0:
+		invalid("MemberEpoch is invalid.")
+		return
+	}
+	if epoch == 0 {
+		switch {
+		case req.RebalanceTimeoutMillis == -1:
+			invalid("RebalanceTimeoutMs must be provided in first request.")
+			return
+		case len(req.Topics) != 0:
+			invalid("TopicPartitions must be empty when (re-)joining.")
+			return
+		case req.SubscribedTopicRegex == nil && len(req.SubscribedTopicNames) == 0 && (v == 0 || req.SubscribedTopicNames == nil):
+			invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+			return
+		}
+	}
+	if req.ServerAssignor != nil && !slices.Contains(c.cfg.ConsumerAssignors, *req.ServerAssignor) {
+		fail(kerr.UnsupportedAssignor.Code, "ServerAssignor "+*req.ServerAssignor+" is not supported.")
+		return
+	}
+	var re *regexp.Regexp
+	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
+		var err error
+		if re, err = compileSubscription(*req.SubscribedTopicRegex); err != nil {
+			fail(kerr.InvalidRegularExpression.Code, err.Error())
+			return
+		}
+	}
+	part, code := c.partitionOf(req.Group)
+	if code != 0 {
+		fail(code, "")
+		return
+	}
+	g := part.groups[req.Group]
+	if g != nil && g.state == stateDead {
+		fail(kerr.CoordinatorNotAvailable.Code, "") // being deleted
+		return
+	}
+	var recs []Record
+	if g != nil && g.cg == nil {
+		if g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || epoch != 0 {
+			fail(kerr.GroupIDNotFound.Code, "Group "+g.id+" is not a consumer group.")
+			return
+		}
+		// An empty classic group (or offsets only) becomes a consumer
+		// group, as Kafka upgrades it; its classic record goes.
+		if g.generation > 0 || g.protocolType != "" {
+			recs = append(recs, Record{Key: groupKey(g.id)})
+		}
+		g.cg = newConsumerGroup()
+		g.protocolType, g.protocolName, g.generation = ConsumerProtocolType, nil, 0
+	}
+	if epoch == leaveEpoch || epoch == staticLeaveEpoch {
+		if g == nil {
+			fail(kerr.GroupIDNotFound.Code, "")
+			return
+		}
+		c.consumerLeave(g, req, resp, reply)
+		return
+	}
+	if g == nil {
+		if epoch != 0 {
+			fail(kerr.GroupIDNotFound.Code, "")
+			return
+		}
+		g = newGroup(part, req.Group, time.Now())
+		g.cg = newConsumerGroup()
+		g.protocolType = ConsumerProtocolType
+		part.groups[g.id] = g
+	}
+	cg := g.cg
+	memberID := req.MemberID
+	if memberID == "" {
+		memberID = newConsumerMemberID()
+	}
+	isNew := cg.members[memberID] == nil && (req.InstanceID == nil || cg.static[*req.InstanceID] == "")
+	if isNew && len(cg.members) >= int(c.cfg.ConsumerMaxSize) {
+		fail(kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity.")
+		return
+	}
+	owned := ownedAssignment(req.Topics)
+	var m *cmember
+	if req.InstanceID != nil {
+		old := cg.members[cg.static[*req.InstanceID]]
+		switch {
+		case epoch == 0 && old == nil:
+			m = cg.members[memberID]
+		case epoch == 0:
+			if old.epoch != staticLeaveEpoch {
+				fail(kerr.UnreleasedInstanceID.Code, "Instance id "+*req.InstanceID+" is still owned by member "+old.id+".")
+				return
+			}
+			if old.id != memberID {
+				// The restarted instance takes the old member's place
+				// and partitions under its new member id.
+				m = c.replaceConsumerMember(g, old, memberID, &recs)
+			} else {
+				m = old
+			}
+			m.epoch, m.prevEpoch = 0, 0
+		case old == nil:
+			fail(kerr.UnknownMemberID.Code, "Instance id "+*req.InstanceID+" is unknown.")
+			return
+		case old.id != memberID:
+			fail(kerr.FencedInstanceID.Code, "Static member "+memberID+" was fenced by member "+old.id+".")
+			return
+		default:
+			m = old
+		}
+	} else {
+		m = cg.members[memberID]
+		if epoch != 0 && m == nil {
+			fail(kerr.UnknownMemberID.Code, "Member "+memberID+" is not a member of group "+g.id+".")
+			return
+		}
+	}
+	if m != nil && epoch != 0 {
+		if code, msg := m.checkEpoch(epoch, owned); code != 0 {
+			fail(code, msg)
+			return
+		}
+	}
+	bump := false
+	prevAssigned := assignment(nil)
+	if m == nil {
+		m = &cmember{id: memberID, assigned: assignment{}, revoking: assignment{}, rebalanceTimeoutMs: -1}
+		cg.members[memberID] = m
+		bump = true
+		c.logGroup(g).Info("consumer group member joined", "member_id", memberID, "instance_id", derefOr(req.InstanceID, ""), "client_id", cl.ID)
+	} else {
+		prevAssigned = m.assigned.clone()
+		if epoch == 0 && req.InstanceID == nil && m.epoch != 0 {
+			// A dynamic member rejoining (after being fenced) owns
+			// nothing any more: it starts over.
+			c.releaseAll(cg, m)
+			m.assigned, m.revoking = assignment{}, assignment{}
+			m.epoch, m.prevEpoch, m.state = 0, 0, memberStable
+		}
+	}
+	if req.InstanceID != nil {
+		cg.static[*req.InstanceID] = m.id
+	}
+	// The member's metadata.
+	before := cgMemberRecord(g.id, m)
+	m.instanceID = cmp.Or(req.InstanceID, m.instanceID)
+	m.rackID = cmp.Or(req.RackID, m.rackID)
+	if req.RebalanceTimeoutMillis != -1 {
+		m.rebalanceTimeoutMs = req.RebalanceTimeoutMillis
+	}
+	m.assignor = cmp.Or(req.ServerAssignor, m.assignor)
+	m.clientID, m.clientHost = cl.ID, cl.Host
+	if req.SubscribedTopicNames != nil {
+		topics := slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))
+		if !slices.Equal(topics, m.topics) {
+			m.topics, bump = topics, true
+		}
+	}
+	if req.SubscribedTopicRegex != nil {
+		var next *string
+		if *req.SubscribedTopicRegex != "" {
+			next = req.SubscribedTopicRegex
+		}
+		if derefOr(next, "") != derefOr(m.regex, "") || (next == nil) != (m.regex == nil) {
+			m.regex, m.re, bump = next, re, true
+		}
+	}
+	if after := cgMemberRecord(g.id, m); bump || string(after.Value) != string(before.Value) {
+		recs = append(recs, after)
+	}
+	c.maybeBumpAndAssign(g, bump, &recs)
+	// Reconcile the member towards its target.
+	beforeCur := cgCurrentRecord(g.id, m)
+	c.reconcile(g, m, owned)
+	if cur := cgCurrentRecord(g.id, m); string(cur.Value) != string(beforeCur.Value) || epoch == 0 {
+		recs = append(recs, cur)
+	}
+	c.scheduleConsumerSession(g, m)
+
+	resp.MemberID = &m.id
+	resp.MemberEpoch = m.epoch
+	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	full := epoch == 0 || (req.RebalanceTimeoutMillis != -1 && req.SubscribedTopicNames != nil && req.Topics != nil)
+	if full || prevAssigned == nil || !prevAssigned.equal(m.assigned) {
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, id := range m.assigned.topics() {
+			a.Topics = append(a.Topics, kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{TopicID: id, Partitions: slices.Clone(m.assigned[id])})
+		}
+		resp.Assignment = &a
+	}
+	c.writeThenReply(g, recs, func(code int16) {
+		if code != 0 {
+			fail(code, "")
+			return
+		}
+		reply(resp)
+	})
+}
+
+// writeThenReply writes recs (if any) and calls done with the error code
+// for the client once written.
+func (c *Coordinator) writeThenReply(g *group, recs []Record, done func(code int16)) {
+	if len(recs) == 0 {
+		done(0)
+		return
+	}
+	c.appendRecords(g.part, recs, func(err error) {
+		if err != nil {
+			c.logGroup(g).Warn("failed to write consumer group records", "records", len(recs), "err", err)
+		}
+		done(appendErrorCode(err))
+	})
+}
+
+// ownedAssignment converts the partitions a member reports owning; nil
+// when it did not report them.
+func ownedAssignment(ts []kmsg.ConsumerGroupHeartbeatRequestTopic) assignment {
+	if ts == nil {
+		return nil
+	}
+	a := assignment{}
+	for _, t := range ts {
+		for _, p := range t.Partitions {
+			a.add(t.TopicID, p)
+		}
+	}
+	return a
+}
+
+// checkEpoch is Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member
+// ahead of the coordinator is fenced; one behind too, unless it is one
+// bump behind and owns no more than its assignment (the response with the
+// new epoch was lost).
+func (m *cmember) checkEpoch(epoch int32, owned assignment) (int16, string) {
+	switch {
+	case epoch > m.epoch:
+		return kerr.FencedMemberEpoch.Code, "The consumer group member has a greater member epoch than the one known by the group coordinator."
+	case epoch < m.epoch:
+		if epoch != m.prevEpoch || !owned.subsetOf(m.assigned) {
+			return kerr.FencedMemberEpoch.Code, "The consumer group member has a smaller member epoch than the one known by the group coordinator."
+		}
+	}
+	return 0, ""
+}
+
+// subsetOf reports whether every partition of a is in b; a nil a (not
+// reported) is.
+func (a assignment) subsetOf(b assignment) bool {
+	for id, ps := range a {
+		for _, p := range ps {
+			if !b.has(id, p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// replaceConsumerMember moves the static member old to member id newID,
+// keeping its partitions and target, with tombstones for the old id.
+func (c *Coordinator) replaceConsumerMember(g *group, old *cmember, newID string, recs *[]Record) *cmember {
+	cg := g.cg
+	c.timers.Cancel(old.session)
+	c.timers.Cancel(old.revocation)
+	old.session, old.revocation = nil, nil
+	*recs = append(*recs, memberTombstones(g.id, old.id)...)
+	m := *old
+	m.id = newID
+	c.releaseAll(cg, old)
+	delete(cg.members, old.id)
+	cg.members[newID] = &m
+	c.holdAll(cg, &m)
+	if t, ok := cg.target[old.id]; ok {
+		delete(cg.target, old.id)
+		cg.target[newID] = t
+		*recs = append(*recs, cgTargetMemberRecord(g.id, newID, t))
+	}
+	c.logGroup(g).Info("consumer group static member rejoined", "instance_id", derefOr(old.instanceID, ""), "old_member_id", old.id, "member_id", newID)
+	return &m
+}
+
+// memberTombstones are the tombstones of a member's records, in Kafka's
+// order: current assignment, target assignment, metadata.
+func memberTombstones(group, memberID string) []Record {
+	return []Record{
+		{Key: cgKey(cgCurrentAssignmentTyp, group, memberID)},
+		{Key: cgKey(cgTargetMemberType, group, memberID)},
+		{Key: cgKey(cgMemberMetadataType, group, memberID)},
+	}
+}
+
+func (c *Coordinator) releaseAll(cg *consumerGroup, m *cmember) {
+	for _, a := range []assignment{m.assigned, m.revoking} {
+		for id, ps := range a {
+			for _, p := range ps {
+				if cg.owners[tpKey{id, p}] == m.id {
+					delete(cg.owners, tpKey{id, p})
+				}
+			}
+		}
+	}
+}
+
+func (c *Coordinator) holdAll(cg *consumerGroup, m *cmember) {
+	for _, a := range []assignment{m.assigned, m.revoking} {
+		for id, ps := range a {
+			for _, p := range ps {
+				cg.owners[tpKey{id, p}] = m.id
+			}
+		}
+	}
+}
+
+// resolve returns the topics member m subscribes to that exist: its names
+// and its regex's matches among non-internal topics (names cached per
+// metadata version by the caller).
+func (c *Coordinator) resolve(m *cmember, names []string) map[string]topicMeta {
+	out := map[string]topicMeta{}
+	if c.topics == nil {
+		return out
+	}
+	add := func(name string) {
+		if id, n, ok := c.topics.Topic(name); ok {
+			out[name] = topicMeta{id, n}
+		}
+	}
+	for _, t := range m.topics {
+		add(t)
+	}
+	if m.re != nil {
+		for _, t := range names {
+			if !internalTopics[t] && m.re.MatchString(t) {
+				add(t)
+			}
+		}
+	}
+	return out
+}
+
+// maybeBumpAndAssign bumps the group epoch when bump is set or the
+// subscribed topics' metadata changed, and recomputes the target
+// assignment when the group epoch passed the assignment epoch.
+func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
+	cg := g.cg
+	var version int64 = -1
+	if c.topics != nil {
+		version = c.topics.Version()
+	}
+	if bump || version != cg.metaVersion {
+		var names []string
+		for _, m := range cg.members {
+			if m.re != nil && c.topics != nil {
+				names = c.topics.Names()
+				break
+			}
+		}
+		sub := map[string]topicMeta{}
+		for _, m := range cg.members {
+			maps.Copy(sub, c.resolve(m, names))
+		}
+		if !maps.Equal(sub, cg.subscribed) {
+			cg.subscribed = sub
+			bump = true
+		}
+		cg.metaVersion = version
+	}
+	if bump {
+		cg.epoch++
+		*recs = append(*recs, cgMetadataRecord(g.id, cg.epoch))
+	}
+	if cg.epoch <= cg.assignmentEpoch {
+		return
+	}
+	// The assignor most members name, else the first configured.
+	votes := map[string]int{}
+	for _, m := range cg.members {
+		if m.assignor != nil {
+			votes[*m.assignor]++
+		}
+	}
+	name := c.cfg.ConsumerAssignors[0]
+	for _, a := range c.cfg.ConsumerAssignors {
+		if votes[a] > votes[name] {
+			name = a
+		}
+	}
+	var names []string
+	if c.topics != nil {
+		for _, m := range cg.members {
+			if m.re != nil {
+				names = c.topics.Names()
+				break
+			}
+		}
+	}
+	partitions := map[topicID]int32{}
+	for _, t := range cg.subscribed {
+		partitions[t.id] = t.partitions
+	}
+	var ams []assignMember
+	for _, m := range cg.sortedMembers() {
+		am := assignMember{id: m.id, topics: map[topicID]bool{}, prev: cg.target[m.id]}
+		for name, t := range c.resolve(m, names) {
+			if cur, ok := cg.subscribed[name]; ok && cur.id == t.id {
+				am.topics[t.id] = true
+			}
+		}
+		ams = append(ams, am)
+	}
+	next := assignors[name](ams, partitions)
+	for _, am := range ams {
+		a := next[am.id]
+		if a == nil {
+			a = assignment{}
+		}
+		if old, ok := cg.target[am.id]; !ok || !old.equal(a) {
+			*recs = append(*recs, cgTargetMemberRecord(g.id, am.id, a))
+		}
+		cg.target[am.id] = a
+	}
+	cg.assignmentEpoch = cg.epoch
+	cg.assignorName = name
+	*recs = append(*recs, cgTargetMetadataRecord(g.id, cg.assignmentEpoch))
+	c.logGroup(g).Info("consumer group target assignment", "epoch", cg.epoch, "assignor", name, "members", len(cg.members), "topics", len(partitions))
+}
+
+// reconcile moves m towards its target assignment, as Kafka's
+// CurrentAssignmentBuilder; owned is what the member reported owning (nil:
+// not reported).
+func (c *Coordinator) reconcile(g *group, m *cmember, owned assignment) {
+	cg := g.cg
+	if m.epoch == staticLeaveEpoch {
+		return
+	}
+	switch m.state {
+	case memberStable:
+		if m.epoch == cg.assignmentEpoch {
+			return
+		}
+	case memberUnrevoked:
+		if owned == nil || owned.overlaps(m.revoking) {
+			return // still revoking
+		}
+	}
+	c.releaseAll(cg, m)
+	target := cg.target[m.id]
+	assigned, revoke, pending := assignment{}, assignment{}, assignment{}
+	unreleased := false
+	for id, ps := range m.assigned {
+		for _, p := range ps {
+			if target.has(id, p) {
+				assigned.add(id, p)
+			} else {
+				revoke.add(id, p)
+			}
+		}
+	}
+	for id, ps := range target {
+		for _, p := range ps {
+			if m.assigned.has(id, p) {
+				continue
+			}
+			if holder := cg.owners[tpKey{id, p}]; holder != "" && holder != m.id {
+				unreleased = true
+				continue
+			}
+			pending.add(id, p)
+		}
+	}
+	m.revoking = assignment{}
+	switch {
+	case revoke.size() > 0:
+		m.state = memberUnrevoked
+		m.prevEpoch = m.epoch
+		m.assigned, m.revoking = assigned, revoke
+	default:
+		for id, ps := range pending {
+			for _, p := range ps {
+				assigned.add(id, p)
+			}
+		}
+		m.state = memberStable
+		if unreleased {
+			m.state = memberUnreleased
+		}
+		m.prevEpoch, m.epoch = m.epoch, cg.assignmentEpoch
+		m.assigned = assigned
+	}
+	c.holdAll(cg, m)
+	// A member revoking has its rebalance timeout to do so.
+	if m.state == memberUnrevoked {
+		if m.revocation == nil && m.rebalanceTimeoutMs > 0 {
+			epoch := m.epoch
+			m.revocation = c.timers.Schedule(time.Now().Add(durationMs(m.rebalanceTimeoutMs)), func() {
+				m.revocation = nil
+				if g.cg == cg && cg.members[m.id] == m && m.state == memberUnrevoked && m.epoch == epoch {
+					c.logGroup(g).Info("consumer group member did not revoke in time", "member_id", m.id, "rebalance_timeout_ms", m.rebalanceTimeoutMs)
+					c.fenceConsumerMember(g, m)
+				}
+			})
+		}
+	} else {
+		c.timers.Cancel(m.revocation)
+		m.revocation = nil
+	}
+}
+
+func (a assignment) overlaps(b assignment) bool {
+	for id, ps := range b {
+		for _, p := range ps {
+			if a.has(id, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// scheduleConsumerSession restarts m's session
+// (group.consumer.session.timeout.ms).
+func (c *Coordinator) scheduleConsumerSession(g *group, m *cmember) {
+	c.timers.Cancel(m.session)
+	cg := g.cg
+	m.session = c.timers.Schedule(time.Now().Add(c.cfg.ConsumerSessionTimeout), func() {
+		m.session = nil
+		if g.cg == cg && cg.members[m.id] == m && c.owns(g.part) {
+			c.logGroup(g).Info("consumer group member session expired", "member_id", m.id, "session_timeout", c.cfg.ConsumerSessionTimeout)
+			c.fenceConsumerMember(g, m)
+		}
+	})
+}
+
+// removeConsumerMember drops m, frees its partitions and bumps the group
+// epoch; it returns the records to write.
+func (c *Coordinator) removeConsumerMember(g *group, m *cmember) []Record {
+	cg := g.cg
+	c.timers.Cancel(m.session)
+	c.timers.Cancel(m.revocation)
+	m.session, m.revocation = nil, nil
+	c.releaseAll(cg, m)
+	delete(cg.members, m.id)
+	delete(cg.target, m.id)
+	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
+		delete(cg.static, *m.instanceID)
+	}
+	cg.epoch++
+	recs := memberTombstones(g.id, m.id)
+	recs = append(recs, cgMetadataRecord(g.id, cg.epoch))
+	if len(cg.members) == 0 {
+		g.stateTimestamp = time.Now().UnixMilli() // offsets expire from here
+	}
+	return recs
+}
+
+// fenceConsumerMember removes m after its session or rebalance timeout.
+func (c *Coordinator) fenceConsumerMember(g *group, m *cmember) {
+	recs := c.removeConsumerMember(g, m)
+	c.appendRecords(g.part, recs, func(err error) {
+		if err != nil {
+			c.logGroup(g).Warn("failed to write the removal of a consumer group member", "member_id", m.id, "err", err)
+		}
+	})
+}
+
+// consumerLeave handles a heartbeat with epoch -1 (leave) or -2 (a static
+// member leaving for now: it keeps its partitions until its session
+// expires or its instance rejoins).
+func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRequest, resp *kmsg.ConsumerGroupHeartbeatResponse, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
+	cg := g.cg
+	fail := func(code int16, msg string) {
+		resp.ErrorCode = code
+		resp.ErrorMessage = &msg
+		reply(resp)
+	}
+	m := cg.members[req.MemberID]
+	if req.InstanceID != nil {
+		old := cg.members[cg.static[*req.InstanceID]]
+		switch {
+		case old == nil:
+			fail(kerr.UnknownMemberID.Code, "Instance id "+*req.InstanceID+" is unknown.")
+			return
+		case old.id != req.MemberID:
+			fail(kerr.FencedInstanceID.Code, "Static member "+req.MemberID+" was fenced by member "+old.id+".")
+			return
+		}
+		m = old
+	}
+	if m == nil {
+		fail(kerr.UnknownMemberID.Code, "Member "+req.MemberID+" is not a member of group "+g.id+".")
+		return
+	}
+	resp.MemberID = &m.id
+	resp.MemberEpoch = req.MemberEpoch
+	var recs []Record
+	if req.MemberEpoch == staticLeaveEpoch && m.instanceID != nil {
+		m.prevEpoch, m.epoch = m.epoch, staticLeaveEpoch
+		c.timers.Cancel(m.revocation)
+		m.revocation = nil
+		recs = append(recs, cgCurrentRecord(g.id, m))
+		c.logGroup(g).Info("consumer group static member left for now", "member_id", m.id, "instance_id", *m.instanceID)
+	} else {
+		recs = c.removeConsumerMember(g, m)
+		c.logGroup(g).Info("consumer group member left", "member_id", m.id)
+	}
+	c.writeThenReply(g, recs, func(code int16) {
+		resp.ErrorCode = code
+		reply(resp)
+	})
+}
+
+// isSubscribedToTopic reports whether a member of cg subscribes to topic
+// (as resolved at the last metadata check).
+func (cg *consumerGroup) isSubscribedToTopic(topic string) bool {
+	_, ok := cg.subscribed[topic]
+	return ok
+}
+
+// validateOffsetCommit is Kafka's ConsumerGroup.validateOffsetCommit:
+// generation is the member epoch. A commit with a negative epoch to an
+// empty group stores offsets only; members must commit with their current
+// epoch (STALE_MEMBER_EPOCH otherwise; before OffsetCommit v9, which
+// members of the consumer protocol do not use, UNSUPPORTED_VERSION).
+func (cg *consumerGroup) validateOffsetCommit(memberID string, epoch int32, version int16, txn bool) int16 {
+	if epoch < 0 && len(cg.members) == 0 {
+		return 0
+	}
+	m := cg.members[memberID]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if !txn && version < 9 {
+		return kerr.UnsupportedVersion.Code
+	}
+	if epoch != m.epoch {
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
+}
+
+// validateOffsetFetch is Kafka's ConsumerGroup.validateOffsetFetch (v9+):
+// a fetch without member id and with a negative epoch is accepted.
+func (cg *consumerGroup) validateOffsetFetch(memberID *string, epoch int32) int16 {
+	if memberID == nil && epoch < 0 {
+		return 0
+	}
+	m := cg.members[derefOr(memberID, "")]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if epoch != m.epoch {
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
+}
+
+// consumerDescribe handles ConsumerGroupDescribe v0-v1.
+func (c *Coordinator) consumerDescribe(req *kmsg.ConsumerGroupDescribeRequest) *kmsg.ConsumerGroupDescribeResponse {
+	resp := kmsg.NewPtrConsumerGroupDescribeResponse()
+	resp.Version = req.Version
+	toKmsg := func(a assignment) kmsg.Assignment {
+		out := kmsg.NewAssignment()
+		for _, id := range a.topics() {
+			tp := kmsg.NewAssignmentTopicPartition()
+			tp.TopicID = id
+			if c.topics != nil {
+				tp.Topic, _ = c.topics.TopicName(id)
+			}
+			tp.Partitions = slices.Clone(a[id])
+			out.TopicPartitions = append(out.TopicPartitions, tp)
+		}
+		return out
+	}
+	for _, id := range req.Groups {
+		dg := kmsg.NewConsumerGroupDescribeResponseGroup()
+		dg.Group = id
+		part, code := c.partitionOf(id)
+		if code != 0 {
+			dg.ErrorCode = code
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
+		g := part.groups[id]
+		if g == nil || g.cg == nil || g.state == stateDead {
+			dg.ErrorCode = kerr.GroupIDNotFound.Code
+			msg := "Group " + id + " not found."
+			if g != nil && g.cg == nil && g.state != stateDead {
+				msg = "Group " + id + " is not a consumer group."
+			}
+			dg.ErrorMessage = &msg
+			resp.Groups = append(resp.Groups, dg)
+			continue
+		}
+		cg := g.cg
+		dg.State = cg.state()
+		dg.Epoch = cg.epoch
+		dg.AssignmentEpoch = cg.assignmentEpoch
+		dg.AssignorName = cmp.Or(cg.assignorName, c.cfg.ConsumerAssignors[0])
+		for _, m := range cg.sortedMembers() {
+			dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+			dm.MemberID = m.id
+			dm.InstanceID = m.instanceID
+			dm.RackID = m.rackID
+			dm.MemberEpoch = m.epoch
+			dm.ClientID = m.clientID
+			dm.ClientHost = m.clientHost
+			dm.SubscribedTopics = slices.Clone(m.topics)
+			if dm.SubscribedTopics == nil {
+				dm.SubscribedTopics = []string{}
+			}
+			dm.SubscribedTopicRegex = m.regex
+			dm.Assignment = toKmsg(m.assigned)
+			dm.TargetAssignment = toKmsg(cg.target[m.id])
+			dm.MemberType = 1 // v1: the consumer protocol (0: classic)
+			dg.Members = append(dg.Members, dm)
+		}
+		resp.Groups = append(resp.Groups, dg)
+	}
+	return resp
+}

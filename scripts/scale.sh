@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One node, many partitions (issue 13): creates TOPICS x PARTITIONS
+# (default 1,000 x 100 = 100,000) through the Admin API in CreateTopics
+# requests of BATCH topics, produces one record to each partition and reads
+# every one back, stops the node cleanly and restarts it, and reports the
+# times, the open file descriptors and the RSS at rest (e2e TestScale; its
+# CI-sized default is 100 x 100). Figures are appended to REPORT.
+#
+#   scripts/scale.sh
+#   TOPICS=200 scripts/scale.sh                       # 20,000 partitions
+#   LOGS=/tmp/scale-logs scripts/scale.sh             # keep the server's logs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(mktemp -d)/samsa
+go build -o "$bin" ./cmd/samsa
+args=(-scale.topics "${TOPICS:-1000}" -scale.partitions "${PARTITIONS:-100}" -scale.batch "${BATCH:-20}"
+	-scale.report "${REPORT:-/dev/stdout}")
+if [[ -n "${LOGS:-}" ]]; then
+	mkdir -p "$LOGS"
+	args+=(-scale.logs "$LOGS")
+fi
+echo "ulimit -n: $(ulimit -n)"
+PROCTEST_BIN=$bin go test -count=1 -timeout "${TIMEOUT:-30m}" -v -run '^TestScale$' ./e2e -args "${args[@]}"
