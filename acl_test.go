@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -307,6 +308,47 @@ func TestACLs(t *testing.T) {
 		wantCode(t, "OffsetFetch", fresp.ErrorCode, nil)
 		if len(fresp.Topics) != 0 {
 			t.Fatalf("offsets committed despite the denial: %+v", fresp.Topics)
+		}
+	})
+
+	t.Run("consumer groups (KIP-848)", func(t *testing.T) {
+		br := direct(t, cl)
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Group, hb.MemberID, hb.MemberEpoch = "cg", "m1", 0
+		hb.RebalanceTimeoutMillis = 10000
+		hb.SubscribedTopicNames = []string{"public"}
+		hresp, err := hb.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "ConsumerGroupHeartbeat without group READ", hresp.ErrorCode, kerr.GroupAuthorizationFailed)
+		mustCreateACLs(t, adm, kadm.NewACLs().Groups("cg").Operations(kadm.OpRead).Allow(anon).AllowHosts("*"))
+		hresp, err = hb.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "ConsumerGroupHeartbeat without topic DESCRIBE", hresp.ErrorCode, kerr.TopicAuthorizationFailed)
+		if hresp.ErrorMessage == nil || !strings.Contains(*hresp.ErrorMessage, "public") {
+			t.Fatalf("error message %v does not name the topic", hresp.ErrorMessage)
+		}
+
+		desc := kmsg.NewPtrConsumerGroupDescribeRequest()
+		desc.Groups = []string{"cg", "other"}
+		dresp, err := desc.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dresp.Groups) != 2 {
+			t.Fatalf("ConsumerGroupDescribe answered %d groups, want 2", len(dresp.Groups))
+		}
+		// READ on cg implies DESCRIBE; nothing is granted on other.
+		for _, g := range dresp.Groups {
+			switch {
+			case g.Group == "other":
+				wantCode(t, "ConsumerGroupDescribe other", g.ErrorCode, kerr.GroupAuthorizationFailed)
+			case g.ErrorCode == kerr.GroupAuthorizationFailed.Code:
+				t.Fatalf("ConsumerGroupDescribe %s denied despite READ on it", g.Group)
+			}
 		}
 	})
 

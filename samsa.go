@@ -398,13 +398,8 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 	}
 	close(h.ready)
-	replicas := n.broker.Replicas()
-	n.logs.SetCheckpointHook(func() error {
-		if err := replicas.Checkpoint(); err != nil {
-			return fmt.Errorf("writing replication-offset-checkpoint: %w", err)
-		}
-		return nil
-	})
+	// The replicas write their replication-offset-checkpoint on their own
+	// schedule (replica.high.watermark.checkpoint.interval.ms).
 	return n, nil
 }
 
@@ -479,9 +474,6 @@ func (n *Node) Close() error {
 	}
 	if n.http != nil {
 		errs = append(errs, n.http.Close())
-	}
-	if n.logs != nil {
-		n.logs.SetCheckpointHook(nil) // the replicas write theirs in Close
 	}
 	if n.broker != nil {
 		n.broker.Close()

@@ -176,16 +176,17 @@ func New(cfg Config) (*Broker, error) {
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
-		NodeID:           cfg.Node.NodeID,
-		Dial:             cfg.DialBroker,
-		ReplicaLagTime:   cfg.Node.ReplicaLagTimeMax,
-		Controller:       isrChanger{b},
-		LeaderAddr:       b.brokerAddr,
-		FetchMaxBytes:    cfg.Node.ReplicaFetchResponseMaxBytes,
-		LeaderThrottle:   b.leaderThrottle,
-		FollowerThrottle: b.followerThrottle,
-		Topics:           cfg.Topics,
-		Logger:           logger.With("component", "replica"),
+		NodeID:                          cfg.Node.NodeID,
+		Dial:                            cfg.DialBroker,
+		ReplicaLagTime:                  cfg.Node.ReplicaLagTimeMax,
+		Controller:                      isrChanger{b},
+		LeaderAddr:                      b.brokerAddr,
+		FetchMaxBytes:                   cfg.Node.ReplicaFetchResponseMaxBytes,
+		HighWatermarkCheckpointInterval: cfg.Node.ReplicaHighWatermarkCheckpointInterval,
+		LeaderThrottle:                  b.leaderThrottle,
+		FollowerThrottle:                b.followerThrottle,
+		Topics:                          cfg.Topics,
+		Logger:                          logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
 	b.startGroups()

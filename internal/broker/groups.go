@@ -210,62 +210,39 @@ func (s offsetsStore) Append(ctx context.Context, p int32, recs []group.Record) 
 	return nil
 }
 
-// Load reads the partition from its log start offset to its
-// high-watermark. Records of transactional batches (TxnOffsetCommit) come
-// with their producer, and transaction markers as records with
-// Txn.Marker; other control batches are skipped.
+// Load reads the partition from its log start offset to its log end
+// offset (Kafka's GroupMetadataManager loads to the log end: a new
+// leader's high-watermark may lag records the previous leader committed,
+// and this leader never truncates them), with readPartition. Records of
+// transactional batches (TxnOffsetCommit) come with their producer, and
+// transaction markers as records with Txn.Marker; other control batches
+// are skipped.
 func (s offsetsStore) Load(ctx context.Context, p int32, fn func(group.Record) error) error {
 	rp, err := s.partition(p)
 	if err != nil {
 		return err
 	}
-	off := rp.LogStartOffset()
-	for off < rp.HighWatermark() {
-		if err := ctx.Err(); err != nil {
-			return err
+	start := rp.LogStartOffset()
+	return readPartition(ctx, rp, func(batch []byte, h record.Header) error {
+		var tx *group.TxnInfo
+		if h.IsTransactional() {
+			tx = &group.TxnInfo{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch}
 		}
-		res, err := rp.Read(off, 1<<20, false, true)
-		if errors.Is(err, storage.ErrOffsetOutOfRange) && off < res.LogStartOffset {
-			off = res.LogStartOffset // retention or compaction moved the start
-			continue
-		}
-		if err != nil {
-			return storeError(err)
-		}
-		if len(res.Records) == 0 {
-			return fmt.Errorf("reading %s-%d at offset %d below the high-watermark %d: no records", offsetsTopic, p, off, res.HighWatermark)
-		}
-		next := off
-		_, err = record.Batches(res.Records, func(batch []byte, h record.Header) error {
-			next = h.NextOffset()
-			var tx *group.TxnInfo
-			if h.IsTransactional() {
-				tx = &group.TxnInfo{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch}
+		return record.Records(batch, func(r record.Record) error {
+			if r.Offset < start {
+				return nil
 			}
-			return record.Records(batch, func(r record.Record) error {
-				if r.Offset < off {
+			if h.IsControl() {
+				// Transaction markers end TxnOffsetCommit's offsets.
+				m, err := record.ParseEndTxnMarker(r.Key, r.Value)
+				if err != nil || tx == nil {
 					return nil
 				}
-				if h.IsControl() {
-					// Transaction markers end TxnOffsetCommit's offsets.
-					m, err := record.ParseEndTxnMarker(r.Key, r.Value)
-					if err != nil || tx == nil {
-						return nil
-					}
-					return fn(group.Record{Txn: &group.TxnInfo{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, Marker: true, Commit: m.Commit}})
-				}
-				return fn(group.Record{Key: r.Key, Value: r.Value, Txn: tx})
-			})
+				return fn(group.Record{Txn: &group.TxnInfo{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, Marker: true, Commit: m.Commit}})
+			}
+			return fn(group.Record{Key: r.Key, Value: r.Value, Txn: tx})
 		})
-		if err != nil {
-			return fmt.Errorf("reading %s-%d at offset %d: %w", offsetsTopic, p, off, err)
-		}
-		if next <= off {
-			return fmt.Errorf("reading %s-%d: no progress at offset %d", offsetsTopic, p, off)
-		}
-		off = next
-	}
-	return nil
+	})
 }
 
 // storeError maps a replica or storage error to the Kafka error the

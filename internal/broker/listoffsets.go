@@ -17,6 +17,13 @@ const (
 	listMaxTimestamp = -3 // the record with the largest timestamp (KIP-734)
 )
 
+// ListOffsets replica ids (ListOffsetsRequest.CONSUMER_REPLICA_ID and
+// DEBUGGING_REPLICA_ID).
+const (
+	replicaConsumer = -1 // a consumer: leader only, up to what it may read
+	replicaDebug    = -2 // a debugging tool: any replica, up to its log end
+)
+
 // ListOffsets: v1-8
 //
 // Version notes:
@@ -36,6 +43,15 @@ const (
 // ListOffsets v1-v8: earliest, latest, max timestamp and by timestamp. A
 // partition listed twice gets INVALID_REQUEST in each entry, as Kafka's
 // ReplicaManager.fetchOffset answers ListOffsetsRequest.duplicatePartitions.
+// As Kafka's Partition.fetchOffsetForTimestamp: only the leader answers
+// (NOT_LEADER_OR_FOLLOWER elsewhere) unless replica_id is -2 (debug); a
+// consumer (replica_id -1) reads up to the high-watermark or last stable
+// offset, and while a new leader's high-watermark is below the offset where
+// its epoch began it gets OFFSET_NOT_AVAILABLE for the latest offset and for
+// a timestamp found at or past what it may read (KIP-207), since the
+// previous leader may have served a higher high-watermark; other replica
+// ids read up to the log end offset. Before v5 OFFSET_NOT_AVAILABLE is
+// LEADER_NOT_AVAILABLE, as Kafka answers.
 func init() { register(kmsg.ListOffsets, 1, 8, handleListOffsets) }
 
 func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -67,20 +83,38 @@ func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.R
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			if req.ReplicaID != replicaDebug && !p.IsLeader() {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			consumer := req.ReplicaID == replicaConsumer
+			lagging := consumer && p.HighWatermarkLagging()
+			notAvailable := kerr.OffsetNotAvailable.Code
+			if req.Version < 5 {
+				notAvailable = kerr.LeaderNotAvailable.Code // as Kafka before v5
+			}
+			end := p.LogEndOffset()
+			if consumer {
+				end = visibleEnd(p, req.IsolationLevel)
+			}
 			sp.LeaderEpoch = p.LeaderEpoch()
 			switch rp.Timestamp {
 			case listLatest:
-				if req.IsolationLevel == 1 {
-					sp.Offset = p.LastStableOffset()
-				} else {
-					sp.Offset = p.HighWatermark()
+				if lagging {
+					sp.ErrorCode = notAvailable
+					break
 				}
+				sp.Offset = end
 			case listEarliest:
 				sp.Offset = p.LogStartOffset()
 			case listMaxTimestamp:
 				ts, off, ok := p.Log().MaxTimestamp()
-				if ok {
+				switch {
+				case ok && off < end:
 					sp.Timestamp, sp.Offset = ts, off
+				case lagging:
+					sp.ErrorCode = notAvailable
 				}
 			default:
 				if rp.Timestamp < 0 {
@@ -91,11 +125,13 @@ func handleListOffsets(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.R
 				switch {
 				case err != nil:
 					sp.ErrorCode = errCode(err)
-				case ok && off < visibleEnd(p, req.IsolationLevel):
+				case ok && off < end:
 					if ls := p.LogStartOffset(); off < ls {
 						off = ls
 					}
 					sp.Offset, sp.Timestamp = off, ts
+				case lagging:
+					sp.ErrorCode = notAvailable
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

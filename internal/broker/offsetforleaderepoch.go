@@ -46,11 +46,12 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, _ *server.Conn, kr
 					sp.ErrorCode = errCode(err)
 					break
 				}
+				// The log's answer, for consumers too (Kafka's
+				// Partition.lastOffsetForLeaderEpoch): a new leader's
+				// high-watermark may lag the records the previous one
+				// served, and an end offset cut to it would make a
+				// consumer see truncation and read them again.
 				sp.LeaderEpoch, sp.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
-				if sp.EndOffset > p.HighWatermark() && req.ReplicaID < 0 {
-					// Consumers never see past the high-watermark.
-					sp.EndOffset = p.HighWatermark()
-				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

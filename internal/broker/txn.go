@@ -193,8 +193,11 @@ func (b *Broker) waitCommitted(ctx context.Context, rp *replica.Partition, offse
 	return nil
 }
 
-// Load reads the partition from its log start offset to its
-// high-watermark.
+// Load reads the partition from its log start offset to its log end
+// offset, as Kafka's TransactionStateManager.loadTransactionMetadata: a
+// new leader's high-watermark may lag state changes the previous
+// coordinator had committed (and answered), such as a partition added to
+// a transaction, which a load to the high-watermark forgot.
 func (s txnStore) Load(ctx context.Context, p int32, fn func(txn.Record) error) error {
 	rp := s.b.replicas.Get(txnTopic, p)
 	if rp == nil {
@@ -211,16 +214,15 @@ func (s txnStore) Load(ctx context.Context, p int32, fn func(txn.Record) error) 
 }
 
 // readPartition calls fn for each batch of rp from its log start offset to
-// its high-watermark as of the call, skipping the records below the start
+// its log end offset as of the call, skipping the records below the start
 // (fn sees whole batches: it filters by offset itself if it must).
 func readPartition(ctx context.Context, rp *replica.Partition, fn func(batch []byte, h record.Header) error) error {
-	off := rp.LogStartOffset()
-	hw := rp.HighWatermark()
-	for off < hw {
+	off, end := rp.LogStartOffset(), rp.LogEndOffset()
+	for off < end {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := rp.Read(off, 1<<20, false, true)
+		res, err := rp.Read(off, 1<<20, true, true)
 		if errors.Is(err, storage.ErrOffsetOutOfRange) && off < res.LogStartOffset {
 			off = res.LogStartOffset
 			continue
@@ -229,7 +231,7 @@ func readPartition(ctx context.Context, rp *replica.Partition, fn func(batch []b
 			return storeError(err)
 		}
 		if len(res.Records) == 0 {
-			return fmt.Errorf("reading %s-%d at offset %d below the high-watermark %d: no records", rp.Topic, rp.Partition, off, hw)
+			return fmt.Errorf("reading %s-%d at offset %d below the log end offset %d: no records", rp.Topic, rp.Partition, off, end)
 		}
 		next := off
 		if _, err := record.Batches(res.Records, func(batch []byte, h record.Header) error {

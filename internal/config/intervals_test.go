@@ -29,6 +29,7 @@ func TestIntervalBounds(t *testing.T) {
 		{"group.initial.rebalance.delay.ms", 0},
 		{"broker.heartbeat.interval.ms", 0},
 		{"replica.lag.time.max.ms", 0},
+		{"replica.high.watermark.checkpoint.interval.ms", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, v := range []int64{tc.min - 1, tc.min, tc.min + 1} {

@@ -225,6 +225,11 @@ type Node struct {
 	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower that has not
 	// caught up for this long leaves the ISR (default 30 s).
 	ReplicaLagTimeMax time.Duration
+	// ReplicaHighWatermarkCheckpointInterval is
+	// replica.high.watermark.checkpoint.interval.ms: how often each log
+	// dir's replication-offset-checkpoint is written (default 5 s, at
+	// least 1 ms).
+	ReplicaHighWatermarkCheckpointInterval time.Duration
 	// ReplicaFetchResponseMaxBytes is replica.fetch.response.max.bytes
 	// (default 10 MiB).
 	ReplicaFetchResponseMaxBytes int32
@@ -754,18 +759,19 @@ var nodeProps = map[string]nodeProp{
 		n.OffsetsTopicReplicationFactor = int16(i)
 		return nil
 	}, "replication factor of __consumer_offsets"},
-	"transaction.state.log.num.partitions": {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
-	"group.initial.rebalance.delay.ms":     {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
-	"group.min.session.timeout.ms":         {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
-	"group.max.session.timeout.ms":         {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
-	"group.max.size":                       {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
-	"offsets.retention.minutes":            {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
-	"fetch.max.bytes":                      {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
-	"replica.lag.time.max.ms":              {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
-	"replica.fetch.response.max.bytes":     {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
-	"broker.session.timeout.ms":            {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
-	"broker.heartbeat.interval.ms":         {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
-	"samsa.fetch.sendfile":                 {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
+	"transaction.state.log.num.partitions":          {"50", i32(func(n *Node) *int32 { return &n.TransactionStateLogNumPartitions }, 1), "partitions of __transaction_state"},
+	"group.initial.rebalance.delay.ms":              {"3000", millis(func(n *Node) *time.Duration { return &n.GroupInitialRebalanceDelay }, time.Millisecond), "delay of a new group's first rebalance"},
+	"group.min.session.timeout.ms":                  {"6000", millis(func(n *Node) *time.Duration { return &n.GroupMinSessionTimeout }, time.Millisecond), "smallest session timeout"},
+	"group.max.session.timeout.ms":                  {"1800000", millis(func(n *Node) *time.Duration { return &n.GroupMaxSessionTimeout }, time.Millisecond), "largest session timeout"},
+	"group.max.size":                                {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
+	"offsets.retention.minutes":                     {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
+	"fetch.max.bytes":                               {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
+	"replica.lag.time.max.ms":                       {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
+	"replica.high.watermark.checkpoint.interval.ms": {"5000", positiveMillis(func(n *Node) *time.Duration { return &n.ReplicaHighWatermarkCheckpointInterval }, time.Millisecond), "high-watermark checkpoint period"},
+	"replica.fetch.response.max.bytes":              {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},
+	"broker.session.timeout.ms":                     {"9000", millis(func(n *Node) *time.Duration { return &n.BrokerSessionTimeout }, time.Millisecond), "fence brokers silent this long"},
+	"broker.heartbeat.interval.ms":                  {"2000", millis(func(n *Node) *time.Duration { return &n.BrokerHeartbeatInterval }, time.Millisecond), "broker heartbeat period"},
+	"samsa.fetch.sendfile":                          {"false", boolean(func(n *Node) *bool { return &n.FetchSendfile }), "write fetched records with sendfile(2)"},
 	"http.listener": {"localhost:9644", func(n *Node, v string) error {
 		v = strings.TrimSpace(v)
 		if v != "" {

@@ -454,6 +454,14 @@ func (n *Node) Resume() {
 // test.
 func (n *Node) Restart() {
 	n.c.t.Helper()
+	if err := n.TryRestart(); err != nil {
+		n.c.t.Fatal(err)
+	}
+}
+
+// TryRestart is Restart returning its error, for goroutines other than
+// the test's (a nemesis), which must not call t.Fatal.
+func (n *Node) TryRestart() error {
 	n.Kill()
 	n.mu.Lock()
 	if n.srv != nil {
@@ -462,9 +470,7 @@ func (n *Node) Restart() {
 		n.srv = nil
 	}
 	n.mu.Unlock()
-	if err := n.start(); err != nil {
-		n.c.t.Fatal(err)
-	}
+	return n.start()
 }
 
 // Logs returns everything the node's processes wrote to stderr so far,

@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"path/filepath"
+	"time"
 
 	"github.com/samsahq/samsa/internal/storage"
 )
@@ -44,4 +45,23 @@ func (m *Manager) Checkpoint() error {
 		errs = append(errs, storage.WriteOffsetCheckpoint(filepath.Join(dir, storage.ReplicationOffsetCheckpointFile), hws))
 	}
 	return errors.Join(errs...)
+}
+
+// hwCheckpointer writes the high-watermark checkpoint every
+// HighWatermarkCheckpointInterval, as Kafka's ReplicaManager schedules
+// checkpointHighWatermarks: a node killed without a clean shutdown restarts
+// with high-watermarks at most that old.
+func (m *Manager) hwCheckpointer() {
+	t := time.NewTicker(m.opts.HighWatermarkCheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+			if err := m.Checkpoint(); err != nil {
+				m.logger.Warn("writing replication-offset-checkpoint failed", "err", err)
+			}
+		}
+	}
 }

@@ -36,6 +36,12 @@ type Options struct {
 	Controller Controller
 	// LeaderAddr resolves a broker id to the address followers fetch from.
 	LeaderAddr func(id int32) (string, bool)
+	// HighWatermarkCheckpointInterval is
+	// replica.high.watermark.checkpoint.interval.ms: how often the
+	// high-watermarks are written to each log dir's
+	// replication-offset-checkpoint (Checkpoint); zero or negative means
+	// 5 s. Close writes it once more.
+	HighWatermarkCheckpointInterval time.Duration
 	// FetchMaxBytes bounds a follower fetch response (replica.fetch.response.max.bytes).
 	FetchMaxBytes int32
 	// LeaderThrottle and FollowerThrottle bound the replication traffic of
@@ -102,13 +108,17 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 	if opts.FetchMaxBytes <= 0 {
 		opts.FetchMaxBytes = 10 << 20
 	}
+	if opts.HighWatermarkCheckpointInterval <= 0 {
+		opts.HighWatermarkCheckpointInterval = 5 * time.Second
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, offline: map[TopicPartition]error{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
 	m.spawn(m.isrChecker)
+	m.spawn(m.hwCheckpointer)
 	return m
 }
 
-// Close stops the fetchers and the ISR checker and writes the
+// Close stops the fetchers, the ISR checker and the checkpointer and writes the
 // high-watermark checkpoint.
 func (m *Manager) Close() {
 	m.goMu.Lock()

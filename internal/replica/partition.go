@@ -221,6 +221,18 @@ func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
 // LogStartOffset is the first offset the partition holds.
 func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
 
+// HighWatermarkLagging reports whether this broker leads the partition
+// and its high-watermark is still below the offset where its leader epoch
+// began (the log end offset it had when elected): the previous leader may
+// have served a higher high-watermark, so a consumer's ListOffsets gets
+// OFFSET_NOT_AVAILABLE until it catches up (KIP-207, Kafka's
+// Partition.fetchOffsetForTimestamp).
+func (p *Partition) HighWatermarkLagging() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leader.Load() && p.epochStartOffset > p.hw.Load()
+}
+
 // CheckEpoch compares a request's current leader epoch (KIP-320; -1 means
 // none given) with the partition's.
 func (p *Partition) CheckEpoch(current int32) error {

@@ -1,0 +1,523 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/samsahq/samsa/internal/chaos/check"
+	"github.com/samsahq/samsa/internal/proctest"
+)
+
+var (
+	schedules = flag.Int("chaos.schedules", 1, "schedules to run")
+	seed      = flag.Uint64("chaos.seed", 1, "seed of the first schedule (schedule i uses seed+i)")
+	duration  = flag.Duration("chaos.duration", 15*time.Second, "workload time of each schedule, under faults")
+	results   = flag.String("chaos.results", "", "directory for each schedule's history and analysis (default a temporary one)")
+)
+
+// TestMain fails the package if a run leaves goroutines behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	topic      = "chaos"
+	partitions = 3
+)
+
+// TestChaos runs -chaos.schedules schedules and fails on any anomaly. Its
+// last log line is "N schedules, M anomalies".
+func TestChaos(t *testing.T) {
+	dir := *results
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	total := 0
+	var table strings.Builder
+	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for i := range *schedules {
+		s := *seed + uint64(i)
+		out := filepath.Join(dir, fmt.Sprintf("schedule-%03d-seed-%d", i, s))
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			r      *check.Result
+			faults map[string]int
+		)
+		t.Run(fmt.Sprintf("seed-%d", s), func(t *testing.T) { r, faults = runSchedule(t, s, out) })
+		if r == nil {
+			t.Fatalf("schedule seed %d did not finish", s)
+		}
+		n := r.Count()
+		total += n
+		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], r.Ops, r.OK,
+			r.Failed[check.FSend], r.Unknown[check.FSend], r.Failed[check.FTxn], r.Unknown[check.FTxn], n, summary(r))
+		t.Logf("schedule seed %d: %d ops (%d ok), %d anomalies %s", s, r.Ops, r.OK, n, summary(r))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte(table.String()), 0o644); err != nil {
+		t.Error(err)
+	}
+	msg := fmt.Sprintf("%d schedules, %d anomalies", *schedules, total)
+	fmt.Println(msg)
+	if total > 0 {
+		t.Errorf("%s (results in %s)", msg, dir)
+	}
+}
+
+func summary(r *check.Result) string {
+	var parts []string
+	for _, k := range check.Kinds {
+		if f := r.Anomalies[k]; f != nil {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, f.Count))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// runSchedule starts a cluster, runs the workload under the nemesis of
+// seed for -chaos.duration, heals, reads everything and analyzes.
+// It returns the analysis and the faults injected by kind.
+func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[string]int) {
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Proxied: true, Overrides: []string{
+		"replica.lag.time.max.ms=2000",
+		"broker.session.timeout.ms=3000",
+		"broker.heartbeat.interval.ms=300",
+		"default.replication.factor=3",
+		"min.insync.replicas=2",
+		"transaction.state.log.replication.factor=3",
+		"transaction.state.log.min.isr=2",
+		"offsets.topic.replication.factor=3",
+	}})
+	hf, err := os.Create(filepath.Join(out, "history.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hf.Close()
+	nf, err := os.Create(filepath.Join(out, "nemesis.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nf.Close()
+	rec := check.NewRecorder(hf)
+
+	ctx, cancel := context.WithTimeout(context.Background(), *duration+3*time.Minute)
+	defer cancel()
+	cf, err := os.Create(filepath.Join(out, "clients.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cf.Close()
+	clientLog = kgo.BasicLogger(&syncWriter{w: cf}, kgo.LogLevelInfo, nil)
+	admCl := newClient(t, c)
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+
+	var values atomic.Int64
+	wctx, stop := context.WithTimeout(ctx, *duration)
+	defer stop()
+	var wg sync.WaitGroup
+	proc := 0
+	for range 2 {
+		proc++
+		p := proc
+		cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProduceRequestTimeout(5*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
+		wg.Go(func() { sender(wctx, rec, p, cl, &values, seed+uint64(p)) })
+	}
+	proc++
+	tp := proc
+	tcl := func() *kgo.Client {
+		return newClient(t, c, kgo.TransactionalID(fmt.Sprintf("chaos-%d", seed)), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
+	}
+	trd := newClient(t, c, kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart())), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	wg.Go(func() { transactor(wctx, rec, tp, tcl, trd, &values, seed+uint64(tp)) })
+	for _, rc := range []bool{true, false} {
+		proc++
+		p := proc
+		opts := []kgo.Opt{kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart()))}
+		if rc {
+			opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		}
+		cl := newClient(t, c, opts...)
+		wg.Go(func() { consumer(wctx, rec, p, rc, cl, c) })
+	}
+	faults := map[string]int{}
+	wg.Go(func() { nemesis(wctx, t, c, nf, seed, faults) })
+	wg.Wait()
+
+	// Heal: every node running and resumed, then a fresh consumer reads
+	// every partition to its high-watermark.
+	for _, n := range c.Nodes {
+		n.Resume()
+		c.Heal(n.ID)
+		if !n.Running() {
+			n.Restart()
+		}
+	}
+	proc++
+	final(ctx, t, rec, proc, c)
+	if err := rec.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hf.Seek(0, 0)
+	ops, err := check.Read(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := check.Analyze(ops)
+	for _, n := range c.Nodes {
+		os.WriteFile(filepath.Join(out, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
+	}
+	a, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(out, "analysis.json"), a, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r, faults
+}
+
+func allPartitions(o kgo.Offset) map[string]map[int32]kgo.Offset {
+	m := map[int32]kgo.Offset{}
+	for p := range int32(partitions) {
+		m[p] = o
+	}
+	return map[string]map[int32]kgo.Offset{topic: m}
+}
+
+// clientLog receives the clients' logs of the running schedule (leader
+// changes, truncation detected, retries).
+var clientLog kgo.Logger
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *os.File
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func newClient(t *testing.T, c *proctest.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	base := []kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.MetadataMinAge(100 * time.Millisecond), kgo.Dialer(c.Dial)}
+	if clientLog != nil {
+		base = append(base, kgo.WithLogger(clientLog))
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// value is the number a record carries; -1 for one the workload did not
+// write.
+func value(r *kgo.Record) int64 {
+	v, err := strconv.ParseInt(string(r.Value), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+// outcome classifies a failed produce: certainly not written (a
+// non-retriable error the broker answered) or unknown.
+func outcome(err error) string {
+	var ke *kerr.Error
+	if errors.As(err, &ke) && !ke.Retriable {
+		return check.Fail
+	}
+	return check.Info
+}
+
+// sender produces one unique value at a time with an idempotent acks=all
+// client.
+func sender(ctx context.Context, rec *check.Recorder, proc int, cl *kgo.Client, values *atomic.Int64, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	for ctx.Err() == nil {
+		p := rnd.Int32N(partitions)
+		v := values.Add(1)
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FSend, Mops: []check.Mop{{F: check.FSend, Partition: p, Value: v, Offset: -1}}})
+		r, err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: p, Value: fmt.Append(nil, v)}).First()
+		done := check.Op{Type: check.OK, Process: proc, F: check.FSend, Mops: []check.Mop{{F: check.FSend, Partition: p, Value: v, Offset: -1}}}
+		if err != nil {
+			done.Type, done.Error = outcome(err), err.Error()
+		} else {
+			done.Mops[0].Offset = r.Offset
+		}
+		rec.Record(done)
+	}
+}
+
+// transactor polls what its read_committed consumer rd has (up to
+// 100 ms), then sends two values to random partitions in a transaction
+// and commits it (or aborts one in five); the polls are the
+// transaction's reads, for the G1c analysis.
+//
+// A client whose producer id failed for good is closed and replaced by a
+// new one (newClient), which fences the old producer epoch.
+func transactor(ctx context.Context, rec *check.Recorder, proc int, newClient func() *kgo.Client, rd *kgo.Client, values *atomic.Int64, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 2))
+	cl := newClient()
+	defer func() { cl.Close() }()
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		fs := rd.PollFetches(pctx)
+		cancel()
+		var mops []check.Mop
+		fs.EachRecord(func(r *kgo.Record) {
+			mops = append(mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: value(r), Offset: r.Offset})
+		})
+		for range 2 {
+			mops = append(mops, check.Mop{F: check.FSend, Partition: rnd.Int32N(partitions), Value: values.Add(1), Offset: -1})
+		}
+		abort := rnd.IntN(5) == 0
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FTxn, ReadCommitted: true, Mops: slices.Clone(mops)})
+		done := check.Op{Type: check.OK, Process: proc, F: check.FTxn, ReadCommitted: true, Mops: mops}
+		err := cl.BeginTransaction()
+		for i := range mops {
+			if err != nil {
+				break
+			}
+			if mops[i].F != check.FSend {
+				continue
+			}
+			var r *kgo.Record
+			r, err = cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: mops[i].Partition, Value: fmt.Append(nil, mops[i].Value)}).First()
+			if err == nil {
+				mops[i].Offset = r.Offset
+			}
+		}
+		ectx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		switch {
+		case err == nil && !abort:
+			done.CommitTime = rec.Since()
+			if err = cl.EndTransaction(ectx, kgo.TryCommit); err != nil {
+				done.Type, done.Error = check.Info, err.Error()
+			}
+		default:
+			if err == nil {
+				err = errors.New("aborted by the workload")
+			}
+			done.Type, done.Error = check.Fail, err.Error()
+			if aerr := cl.AbortBufferedRecords(ectx); aerr != nil {
+				done.Type = check.Info
+			} else if aerr := cl.EndTransaction(ectx, kgo.TryAbort); aerr != nil {
+				done.Type, done.Error = check.Info, err.Error()+"; abort: "+aerr.Error()
+			}
+		}
+		cancel()
+		rec.Record(done)
+		if strings.Contains(done.Error, "fatal") || strings.Contains(done.Error, "while already in a transaction") {
+			cl.Close()
+			cl = newClient()
+		}
+		if done.Type == check.Info {
+			// The producer may be fenced or in an unknown state: its next
+			// BeginTransaction fails until it recovers; back off.
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// consumer polls every partition and, every 500 ms, records the
+// high-watermarks ListOffsets serves it.
+func consumer(ctx context.Context, rec *check.Recorder, proc int, rc bool, cl *kgo.Client, c *proctest.Cluster) {
+	adm := kadm.NewClient(cl)
+	next := time.Now()
+	for ctx.Err() == nil {
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FPoll, ReadCommitted: rc})
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		done := check.Op{Type: check.OK, Process: proc, F: check.FPoll, ReadCommitted: rc}
+		fs.EachRecord(func(r *kgo.Record) {
+			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: value(r), Offset: r.Offset})
+		})
+		rec.Record(done)
+		if !rc && time.Now().After(next) {
+			next = time.Now().Add(500 * time.Millisecond)
+			rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FHW})
+			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ends, err := adm.ListEndOffsets(lctx, topic)
+			cancel()
+			hw := check.Op{Type: check.OK, Process: proc, F: check.FHW}
+			if err != nil {
+				hw.Type, hw.Error = check.Info, err.Error()
+			}
+			ends.Each(func(o kadm.ListedOffset) {
+				if o.Err == nil {
+					hw.Mops = append(hw.Mops, check.Mop{F: check.FHW, Partition: o.Partition, Value: -1, Offset: o.Offset})
+				}
+			})
+			rec.Record(hw)
+		}
+	}
+}
+
+// final reads every partition from the start up to the high-watermark
+// after the cluster healed.
+func final(ctx context.Context, t *testing.T, rec *check.Recorder, proc int, c *proctest.Cluster) {
+	cl := newClient(t, c, kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart())))
+	adm := kadm.NewClient(cl)
+	var ends kadm.ListedOffsets
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var err error
+		ends, err = adm.ListEndOffsets(lctx, topic)
+		cancel()
+		if err == nil && ends.Error() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("final ListEndOffsets: %v %v", err, ends.Error())
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	need := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { need[o.Partition] = o.Offset })
+	pos := map[int32]int64{}
+	// Done when every partition reached its end, or came within one
+	// offset of it (a transaction marker can be the last) and three polls
+	// since found nothing.
+	for empty := 0; time.Now().Before(deadline); {
+		caught, near := true, true
+		for p, end := range need {
+			caught = caught && pos[p] >= end
+			near = near && pos[p] >= end-1
+		}
+		if caught || near && empty >= 3 {
+			return
+		}
+		rec.Record(check.Op{Type: check.Invoke, Process: proc, F: check.FPoll})
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		done := check.Op{Type: check.OK, Process: proc, F: check.FPoll}
+		fs.EachRecord(func(r *kgo.Record) {
+			done.Mops = append(done.Mops, check.Mop{F: check.FPoll, Partition: r.Partition, Value: value(r), Offset: r.Offset})
+			pos[r.Partition] = r.Offset + 1
+		})
+		if len(done.Mops) == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+		rec.Record(done)
+	}
+	t.Logf("final read stopped at %v of %v", pos, need)
+}
+
+// nemesis injects one fault every 2-5 s until ctx ends: SIGKILL of a
+// random node or of the active controller with a restart 1-4 s later,
+// SIGSTOP of a random node for 1-5 s (past replica.lag.time.max.ms and
+// broker.session.timeout.ms when long), or a cut of every link between a
+// random node and the others for 1-6 s (the proxies). Faults do not
+// overlap.
+//
+// faults counts the faults by kind (kill, kill-controller, stop,
+// isolate); it is the caller's once ctx ended and nemesis returned.
+func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.File, seed uint64, faults map[string]int) {
+	rnd := rand.New(rand.NewPCG(seed, 3))
+	start := time.Now()
+	note := func(format string, args ...any) {
+		fmt.Fprintf(log, "%8.3fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
+	wait := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rnd.IntN(hi-lo)) * time.Millisecond }
+	for wait(ms(2000, 5000)) {
+		n := c.Nodes[rnd.IntN(len(c.Nodes))]
+		switch k := rnd.IntN(4); k {
+		case 0, 1:
+			what, kind := "node", "kill"
+			if k == 1 {
+				if id, err := activeController(c); err == nil {
+					n, what, kind = c.Node(id), "active controller", "kill-controller"
+				}
+			}
+			faults[kind]++
+			d := ms(1000, 4000)
+			note("kill -9 %s %d, restart after %v", what, n.ID, d)
+			n.Kill()
+			wait(d)
+			if err := n.TryRestart(); err != nil {
+				note("restart of node %d failed: %v", n.ID, err)
+				t.Errorf("nemesis: restarting node %d: %v", n.ID, err)
+				return
+			}
+			note("restarted node %d", n.ID)
+		case 2:
+			d := ms(1000, 5000)
+			faults["stop"]++
+			note("SIGSTOP node %d for %v", n.ID, d)
+			n.Pause()
+			wait(d)
+			n.Resume()
+			note("SIGCONT node %d", n.ID)
+		case 3:
+			// The proxies cut the node from the other nodes (raft,
+			// heartbeats, replication to and from it) but not from the
+			// clients, which dial around them: a leader that lost the
+			// quorum goes on answering clients.
+			d := ms(1000, 6000)
+			faults["isolate"]++
+			note("isolate node %d from the other nodes for %v", n.ID, d)
+			c.Isolate(n.ID)
+			wait(d)
+			c.Heal(n.ID)
+			note("heal node %d", n.ID)
+		}
+	}
+}
+
+// activeController asks the running nodes for the metadata quorum's
+// leader (proctest.QuorumLeader).
+func activeController(c *proctest.Cluster) (int32, error) {
+	last := errors.New("no node running")
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		id, err := proctest.QuorumLeader(n.Addr())
+		if err == nil && id > 0 {
+			return id, nil
+		}
+		last = err
+	}
+	return -1, fmt.Errorf("no quorum leader known: %v", last)
+}

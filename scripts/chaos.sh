@@ -1,0 +1,42 @@
+#!/bin/sh
+# chaos.sh runs the fault harness (e2e/chaos, issue 18): N randomized
+# schedules on 3-node clusters of samsa processes, each with its own seed,
+# history and analysis under a results directory. The last line printed is
+# "N schedules, M anomalies".
+#
+#   scripts/chaos.sh --schedules N --seed S [--duration 60s] [--results DIR]
+set -eu
+schedules=1 seed=1 duration=60s results=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--schedules) schedules=$2; shift 2 ;;
+	--seed) seed=$2; shift 2 ;;
+	--duration) duration=$2; shift 2 ;;
+	--results) results=$2; shift 2 ;;
+	*) echo "usage: $0 --schedules N --seed S [--duration 60s] [--results DIR]" >&2; exit 2 ;;
+	esac
+done
+cd "$(dirname "$0")/.."
+[ -n "$results" ] || results=chaos-results/$(date -u +%Y%m%dT%H%M%SZ)-seed-$seed
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+# The test builds the samsa binary (proctest.Binary) and kills every
+# process it started at cleanup. Allow each schedule its duration plus
+# 4 minutes of start, heal and final read.
+secs=$(echo "$duration" | sed 's/s$//')
+timeout=$((schedules * (secs + 240) + 120))s
+set +e
+go test ./e2e/chaos -run '^TestChaos$' -count=1 -v -timeout "$timeout" \
+	-chaos.schedules "$schedules" -chaos.seed "$seed" -chaos.duration "$duration" -chaos.results "$results" \
+	>"$results/test.log" 2>&1
+rc=$?
+set -e
+[ -f "$results/summary.md" ] && cat "$results/summary.md"
+echo "results in $results (exit $rc)"
+last=$(grep -E '^[0-9]+ schedules, [0-9]+ anomalies$' "$results/test.log" | tail -1)
+if [ -z "$last" ]; then
+	echo "harness failed before the end: see $results/test.log" >&2
+	echo "$schedules schedules, unknown anomalies"
+	exit 1
+fi
+echo "$last"
