@@ -425,6 +425,32 @@ func TestACLs(t *testing.T) {
 		}
 		wantCode(t, "CreateAcls without ALTER", resp.Results[0].ErrorCode, kerr.ClusterAuthorizationFailed)
 	})
+
+	t.Run("SCRAM credentials need DESCRIBE and ALTER on the cluster", func(t *testing.T) {
+		dr := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		dr.Users = []kmsg.DescribeUserSCRAMCredentialsRequestUser{{Name: "mallory"}}
+		dresp, err := dr.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "DescribeUserScramCredentials without DESCRIBE", dresp.ErrorCode, kerr.ClusterAuthorizationFailed)
+		if len(dresp.Results) != 1 || dresp.Results[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+			t.Errorf("DescribeUserScramCredentials results: %+v", dresp.Results)
+		}
+		ar := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+		up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		up.Name, up.Mechanism, up.Iterations = "mallory", 1, 4096
+		up.Salt, up.SaltedPassword = []byte("0123456789abcdef"), make([]byte, 32)
+		ar.Upsertions = append(ar.Upsertions, up)
+		aresp, err := ar.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(aresp.Results) != 1 || aresp.Results[0].User != "mallory" {
+			t.Fatalf("AlterUserScramCredentials results: %+v", aresp.Results)
+		}
+		wantCode(t, "AlterUserScramCredentials without ALTER", aresp.Results[0].ErrorCode, kerr.ClusterAuthorizationFailed)
+	})
 	cl.Close()
 	n.Close()
 
@@ -447,6 +473,10 @@ func TestACLs(t *testing.T) {
 	}
 	if !topics.Has("public") || topics.Has("auto") || !topics.Has("newt") {
 		t.Errorf("topics after the denials: %v", topics.Names())
+	}
+	scram, err := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest().RequestWith(ctx, cl)
+	if err != nil || scram.ErrorCode != 0 || len(scram.Results) != 0 {
+		t.Errorf("SCRAM credentials after the denied AlterUserScramCredentials: %v %+v", err, scram)
 	}
 	ctrlACL, err := adm.DescribeACLs(ctx, kadm.NewACLs().Clusters().Operations(kadm.OpAny).Allow().AllowHosts().Deny().DenyHosts())
 	if err != nil || len(ctrlACL) != 1 || len(ctrlACL[0].Described) != 1 {

@@ -346,10 +346,10 @@ func TestControllerListenerAPIs(t *testing.T) {
 		got = append(got, kmsg.NameForKey(k))
 	}
 	slices.Sort(got)
-	want := []string{"AllocateProducerIDs", "AlterClientQuotas", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "ApiVersions",
-		"BrokerHeartbeat", "BrokerRegistration", "CreateACLs", "CreatePartitions", "CreateTopics", "DeleteACLs", "DeleteTopics",
-		"DescribeACLs", "DescribeCluster", "DescribeConfigs", "DescribeQuorum", "ElectLeaders", "Fetch", "IncrementalAlterConfigs",
-		"ListPartitionReassignments"}
+	want := []string{"AllocateProducerIDs", "AlterClientQuotas", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "AlterUserSCRAMCredentials",
+		"ApiVersions", "BrokerHeartbeat", "BrokerRegistration", "CreateACLs", "CreatePartitions", "CreateTopics",
+		"DeleteACLs", "DeleteTopics", "DescribeACLs", "DescribeCluster", "DescribeConfigs", "DescribeQuorum",
+		"ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments", "SASLAuthenticate", "SASLHandshake"}
 	if !slices.Equal(got, want) {
 		t.Errorf("controller listener advertises %v, want %v", got, want)
 	}

@@ -10,21 +10,24 @@ import (
 	"github.com/samsahq/samsa/internal/proctest"
 )
 
-// TestListenerSecurityProtocolsProcess: the samsa binary refuses a listener
-// whose security protocol is not PLAINTEXT (it would serve plaintext on
-// it), naming the listener, and starts with the listeners and
+// TestListenerSecurityProtocolsProcess: the samsa binary refuses a secured
+// listener it cannot serve (a TLS listener without a keystore, a SASL
+// listener with GSSAPI), naming the listener, and starts with the listeners and
 // listener.security.protocol.map of Kafka's stock KRaft server.properties,
 // whose map lists SSL and SASL protocols no listener uses.
 func TestListenerSecurityProtocolsProcess(t *testing.T) {
 	bin := proctest.Binary(t)
-	for _, tc := range []struct{ listeners, protoMap, want string }{
-		{"SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "", "listener SSL uses security protocol SSL"},
-		{"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "", "listener SASL_PLAINTEXT uses security protocol SASL_PLAINTEXT"},
-		{"CLIENTS://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "CLIENTS:SASL_SSL,CONTROLLER:PLAINTEXT", "listener CLIENTS uses security protocol SASL_SSL"},
+	for _, tc := range []struct{ listeners, protoMap, extra, want string }{
+		{"SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "SSL:SSL,CONTROLLER:PLAINTEXT", "", "ssl.keystore.location (listener SSL): a TLS listener needs a key"},
+		{"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT", "sasl.enabled.mechanisms=GSSAPI", "config sasl.enabled.mechanisms (listener SASL_PLAINTEXT): mechanism GSSAPI is not served"},
+		{"CLIENTS://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "CLIENTS:SASL_SSL,CONTROLLER:PLAINTEXT", "", "(listener CLIENTS): a TLS listener needs a key"},
 	} {
 		args := []string{"server", "--override", "log.dirs=" + t.TempDir(), "--override", "listeners=" + tc.listeners}
 		if tc.protoMap != "" {
 			args = append(args, "--override", "listener.security.protocol.map="+tc.protoMap)
+		}
+		if tc.extra != "" {
+			args = append(args, "--override", tc.extra)
 		}
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) {

@@ -142,6 +142,7 @@ func StartProperties(ctx context.Context, props map[string]string, logger *slog.
 // so that a restarted node answers no client from a stale image.
 type lateHandler struct {
 	b     atomic.Pointer[broker.Broker]
+	ctrl  atomic.Pointer[controller.Controller] // for SCRAM credentials
 	node  *config.Node
 	ready chan struct{} // closed once the broker serves clients
 }
@@ -234,9 +235,22 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// The metadata quorum: one local voter, raft over the controller
 	// listeners of controller.quorum.voters, or (broker-only) an observer
 	// fetching the log from them.
+	dialBroker, dialController, err := nodeDialers(nc)
+	if err != nil {
+		// A node alone in its cluster dials no other: without the
+		// client-side settings of a secured inter-node listener it still
+		// serves, and says why it could not dial should it ever have to.
+		if multiNode(nc) {
+			return nil, err
+		}
+		logger.Warn("this node cannot dial other nodes over its secured listeners", "err", err)
+		failed := err
+		dialBroker = func(context.Context, string) (net.Conn, error) { return nil, failed }
+		dialController = dialBroker
+	}
 	var transport *quorum.TCPTransport
 	if len(nc.QuorumVoters) > 0 && nc.HasRole("controller") {
-		transport, err = quorum.NewTCPTransport(quorum.TCPConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Logger: logger.With("component", "raft")})
+		transport, err = quorum.NewTCPTransport(quorum.TCPConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Dial: dialController, Logger: logger.With("component", "raft")})
 		if err != nil {
 			return nil, err
 		}
@@ -278,6 +292,9 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 					return nil
 				}
 			}
+		}
+		if err := listenerSecurity(nc, l.Name, h, &scfg); err != nil {
+			return nil, err
 		}
 		srv, err := server.Listen(scfg)
 		if err != nil {
@@ -336,7 +353,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		n.quorum, voter = n.raft, n.raft
 		n.transport = transport
 	case len(nc.QuorumVoters) > 0:
-		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
+		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Dial: dialController, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {
 			return nil, err
 		}
@@ -358,14 +375,19 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if om != nil {
 		ctrlLog = timedLog{n.quorum, &om.quorum}
 	}
-	n.ctrl, err = controller.New(nc, ctrlLog, n.logs.ClusterID(), logger.With("component", "controller"))
+	bootstrap, err := metadata.ReadBootstrap(nc.LogDirs)
 	if err != nil {
 		return nil, err
 	}
+	n.ctrl, err = controller.New(nc, ctrlLog, n.logs.ClusterID(), bootstrap, logger.With("component", "controller"))
+	if err != nil {
+		return nil, err
+	}
+	h.ctrl.Store(n.ctrl)
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.
 	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Topics: om.topicStats(), Logger: logger.With("component", "broker"), Levels: levels,
-		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}})
+		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}, DialBroker: dialBroker, DialController: dialController})
 	if err != nil {
 		return nil, err
 	}

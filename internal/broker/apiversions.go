@@ -44,7 +44,10 @@ var controllerListenerAPIs = func() map[kmsg.Key]bool {
 		kmsg.DescribeQuorum:  true,
 		kmsg.DescribeConfigs: true,
 		kmsg.DescribeCluster: true,
-		kmsg.DescribeACLs:    true,
+		// Controller listeners may be SASL listeners (KIP-631).
+		kmsg.SASLHandshake:    true,
+		kmsg.SASLAuthenticate: true,
+		kmsg.DescribeACLs:     true,
 	}
 	for k := range forwarded {
 		m[k] = true

@@ -34,6 +34,10 @@ var gates = map[kmsg.Key]gate{
 	kmsg.DescribeACLs:               gateCluster(opDescribe),
 	kmsg.AlterClientQuotas:          gateCluster(opAlterConfigs),
 	kmsg.DescribeClientQuotas:       gateCluster(opDescribeConfigs),
+	// KIP-554: KafkaApis checks DESCRIBE, ControllerApis ALTER, on the
+	// cluster.
+	kmsg.DescribeUserSCRAMCredentials: gateCluster(opDescribe),
+	kmsg.AlterUserSCRAMCredentials:    gateCluster(opAlter),
 	// The broker-to-controller APIs and the quorum's DescribeQuorum.
 	kmsg.BrokerRegistration:  gateCluster(opClusterAction),
 	kmsg.BrokerHeartbeat:     gateCluster(opClusterAction),
@@ -103,6 +107,33 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 	case *kmsg.DescribeClientQuotasRequest:
 		resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 		resp.ErrorCode = code
+		return resp
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+		resp.ErrorCode = code
+		for _, u := range r.Users {
+			ru := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			ru.User, ru.ErrorCode = u.Name, code
+			resp.Results = append(resp.Results, ru)
+		}
+		return resp
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		users := map[string]bool{}
+		add := func(user string) {
+			if !users[user] {
+				users[user] = true
+				ru := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+				ru.User, ru.ErrorCode = user, code
+				resp.Results = append(resp.Results, ru)
+			}
+		}
+		for _, d := range r.Deletions {
+			add(d.Name)
+		}
+		for _, u := range r.Upsertions {
+			add(u.Name)
+		}
 		return resp
 	case *kmsg.DescribeACLsRequest:
 		resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)

@@ -80,6 +80,11 @@ type Config struct {
 	// max.connections, max.connections.per.ip or its overrides change as
 	// dynamic broker configs; nil entries are skipped.
 	ConnectionQuotas []*server.Quotas
+	// DialBroker and DialController open connections to other brokers
+	// (inter.broker.listener.name) and to controllers
+	// (controller.listener.names) with those listeners' TLS and SASL
+	// (auth.Dialer); nil dials plain TCP.
+	DialBroker, DialController wire.DialFunc
 	// Topics, when set, counts each hosted topic's traffic
 	// (BrokerTopicMetrics).
 	Topics *metrics.Topics
@@ -113,6 +118,8 @@ type Broker struct {
 	endpoints   []metadata.Endpoint
 	stop        chan struct{}
 	wg          sync.WaitGroup
+	// dialBroker and dialController: see Config.
+	dialBroker, dialController wire.DialFunc
 
 	// producerIDs hands out producer ids from blocks the controller reserves.
 	pidMu   sync.Mutex
@@ -160,6 +167,9 @@ func New(cfg Config) (*Broker, error) {
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
 		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),
+
+		dialBroker:     cfg.DialBroker,
+		dialController: cfg.DialController,
 	}
 	b.dyn.Store(cfg.Node)
 	b.ctrlChan.b = b
@@ -167,6 +177,7 @@ func New(cfg Config) (*Broker, error) {
 	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
 		NodeID:                          cfg.Node.NodeID,
+		Dial:                            cfg.DialBroker,
 		ReplicaLagTime:                  cfg.Node.ReplicaLagTimeMax,
 		Controller:                      isrChanger{b},
 		LeaderAddr:                      b.brokerAddr,
@@ -236,7 +247,7 @@ func (b *Broker) brokerAddr(id int32) (string, bool) {
 	if br == nil {
 		return "", false
 	}
-	ep, ok := clientEndpoint(br)
+	ep, ok := clientEndpoint(br, b.node.InterBrokerListener())
 	if !ok {
 		return "", false
 	}
@@ -309,6 +320,7 @@ var forwarded = map[kmsg.Key]bool{
 	// which a broker's own image may trail.
 	kmsg.AlterPartitionAssignments:  true,
 	kmsg.ListPartitionReassignments: true,
+	kmsg.AlterUserSCRAMCredentials:  true,
 	kmsg.CreateACLs:                 true,
 	kmsg.DeleteACLs:                 true,
 	kmsg.AlterClientQuotas:          true,

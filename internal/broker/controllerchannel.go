@@ -42,7 +42,7 @@ func (cc *controllerChannel) client(id int32) (*wire.Client, error) {
 	}
 	for _, v := range cc.b.node.QuorumVoters {
 		if v.ID == id {
-			c := wire.NewClient(v.Addr(), "samsa-broker-"+strconv.Itoa(int(cc.b.node.NodeID)), 64<<20)
+			c := wire.NewClient(v.Addr(), "samsa-broker-"+strconv.Itoa(int(cc.b.node.NodeID)), 64<<20).WithDial(cc.b.dialController)
 			if cc.clients == nil {
 				cc.clients = map[int32]*wire.Client{}
 			}

@@ -78,7 +78,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, c *server.Conn, kreq km
 			if br.Fenced {
 				continue
 			}
-			if ep, ok := clientEndpoint(br); ok {
+			if ep, ok := clientEndpoint(br, c.Listener); ok {
 				rb := kmsg.NewDescribeClusterResponseBroker()
 				rb.NodeID, rb.Host, rb.Port, rb.Rack = br.ID, ep.Host, ep.Port, br.Rack
 				resp.Brokers = append(resp.Brokers, rb)

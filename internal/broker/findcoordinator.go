@@ -98,7 +98,7 @@ func (b *Broker) findCoordinator(ctx context.Context, c *server.Conn, keyType in
 	if leader < 0 || br == nil {
 		return fail(kerr.CoordinatorNotAvailable.Code, "")
 	}
-	ep, ok := clientEndpoint(br)
+	ep, ok := clientEndpoint(br, c.Listener)
 	if !ok {
 		return fail(kerr.CoordinatorNotAvailable.Code, "")
 	}

@@ -94,7 +94,7 @@ func handleMetadata(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Re
 		if br.Fenced {
 			continue
 		}
-		if ep, ok := clientEndpoint(br); ok {
+		if ep, ok := clientEndpoint(br, c.Listener); ok {
 			mb := kmsg.NewMetadataResponseBroker()
 			mb.NodeID, mb.Host, mb.Port, mb.Rack = br.ID, ep.Host, ep.Port, br.Rack
 			resp.Brokers = append(resp.Brokers, mb)
@@ -184,12 +184,20 @@ func (b *Broker) metadataTopic(c *server.Conn, im *metadata.Image, name string, 
 	return mt
 }
 
-// clientEndpoint is the broker's first non-controller endpoint.
-func clientEndpoint(br *metadata.Broker) (metadata.Endpoint, bool) {
+// clientEndpoint is the broker's endpoint of listener, the one a request
+// came in on, as Kafka answers Metadata, FindCoordinator and
+// DescribeCluster with the endpoints of the request's listener (a client
+// on SASL_SSL is sent to SASL_SSL listeners). A broker without that
+// listener gives its first registered endpoint, as before listeners were
+// told apart.
+func clientEndpoint(br *metadata.Broker, listener string) (metadata.Endpoint, bool) {
 	for _, ep := range br.Endpoints {
-		if ep.Name != "CONTROLLER" {
+		if ep.Name == listener {
 			return ep, true
 		}
+	}
+	if len(br.Endpoints) > 0 {
+		return br.Endpoints[0], true
 	}
 	return metadata.Endpoint{}, false
 }

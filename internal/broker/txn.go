@@ -368,7 +368,7 @@ func (b *Broker) requestBroker(ctx context.Context, id int32, req kmsg.Request) 
 	t.clientsMu.Lock()
 	c := t.clients[addr]
 	if c == nil {
-		c = wire.NewClient(addr, "samsa-broker-"+strconv.Itoa(int(b.node.NodeID)), 16<<20)
+		c = wire.NewClient(addr, "samsa-broker-"+strconv.Itoa(int(b.node.NodeID)), 16<<20).WithDial(b.dialBroker)
 		t.clients[addr] = c
 	}
 	t.clientsMu.Unlock()

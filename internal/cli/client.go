@@ -27,7 +27,8 @@ const (
 
 // clientFlags are the connection flags of every client command.
 type clientFlags struct {
-	brokers string
+	brokers       string
+	commandConfig string // --command-config: client security properties
 }
 
 // add registers --brokers on cmd's persistent flags, so that the
@@ -35,6 +36,8 @@ type clientFlags struct {
 func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVarP(&f.brokers, "brokers", "b", defaultBrokers,
 		"comma-separated bootstrap brokers, host:port (environment "+brokersEnv+" replaces the default)")
+	cmd.PersistentFlags().StringVar(&f.commandConfig, "command-config", "",
+		"client properties file for secured clusters: security.protocol, sasl.mechanism, sasl.username, sasl.password or sasl.jaas.config, ssl.truststore.location, ssl.keystore.location (PEM); see docs/security.md")
 }
 
 // seeds returns the bootstrap brokers: the --brokers flag when given, else
@@ -84,7 +87,15 @@ func (f *clientFlags) newClient(cmd *cobra.Command, opts ...kgo.Opt) (*kgo.Clien
 	if len(seeds) == 0 {
 		return nil, errors.New("no brokers: set --brokers or " + brokersEnv)
 	}
-	all := append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("samsa-cli")}, opts...)
+	all := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("samsa-cli")}
+	if f.commandConfig != "" {
+		sec, err := commandConfig(f.commandConfig)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, sec...)
+	}
+	all = append(all, opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/samsahq/samsa/internal/auth"
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/storage"
 )
 
@@ -103,6 +106,7 @@ func newStorageFormatCommand() *cobra.Command {
 		nf              nodeFlags
 		clusterID       string
 		ignoreFormatted bool
+		addScram        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "format",
@@ -112,7 +116,14 @@ directory.id) into each of the node's log dirs (log.dirs or log.dir),
 creating them. The node's configuration is read as samsa server reads it:
 --config, then SAMSA_* environment variables, then --override. A dir that already has a meta.properties is an error,
 unless --ignore-formatted skips it; a dir of another cluster or node is
-always an error.`,
+always an error.
+
+--add-scram 'SCRAM-SHA-512=[name=admin,password=admin-secret]' (repeatable,
+as kafka-storage format) adds a SCRAM user the cluster starts with, for
+SASL listeners whose clients have no other way in: iterations=N (4096 by
+default) may be given too. The salted credential is written to
+bootstrap.json in each dir and to the metadata log by the first active
+controller; format every controller with the same --add-scram.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validClusterID(clusterID); err != nil {
@@ -124,6 +135,14 @@ always an error.`,
 			}
 			if nc.ClusterID != "" && nc.ClusterID != clusterID {
 				return fmt.Errorf("--cluster-id %s differs from cluster.id %s of the configuration", clusterID, nc.ClusterID)
+			}
+			var boot []metadata.Record
+			for _, spec := range addScram {
+				r, err := parseAddScram(spec)
+				if err != nil {
+					return err
+				}
+				boot = append(boot, r)
 			}
 			var todo []string
 			for _, dir := range nc.LogDirs {
@@ -147,6 +166,11 @@ always an error.`,
 					return err
 				}
 				m := storage.MetaProperties{Version: 1, NodeID: nc.NodeID, ClusterID: clusterID, DirectoryID: storage.NewUUID()}
+				if len(boot) > 0 {
+					if err := metadata.WriteBootstrap(dir, boot); err != nil {
+						return err
+					}
+				}
 				if err := storage.WriteMetaProperties(filepath.Join(dir, storage.MetaPropertiesFile), m); err != nil {
 					return err
 				}
@@ -158,6 +182,7 @@ always an error.`,
 	nf.add(cmd)
 	cmd.Flags().StringVarP(&clusterID, "cluster-id", "t", "", "the cluster id (samsa storage random-uuid makes one)")
 	cmd.Flags().BoolVarP(&ignoreFormatted, "ignore-formatted", "g", false, "skip dirs already formatted for this cluster and node")
+	cmd.Flags().StringArrayVarP(&addScram, "add-scram", "S", nil, "a SCRAM user to start with: 'SCRAM-SHA-512=[name=admin,password=admin-secret]' (repeatable)")
 	return cmd
 }
 
@@ -201,4 +226,46 @@ func newStorageInfoCommand() *cobra.Command {
 	}
 	nf.add(cmd)
 	return cmd
+}
+
+// parseAddScram parses an --add-scram value as kafka-storage does,
+// MECHANISM=[name=NAME,password=PASSWORD[,iterations=N]] (values may be
+// double-quoted), and salts the password into a credential record.
+func parseAddScram(spec string) (metadata.UserScramCredentialRecord, error) {
+	var r metadata.UserScramCredentialRecord
+	bad := func(why string) (metadata.UserScramCredentialRecord, error) {
+		return r, fmt.Errorf("--add-scram %q: %s (want 'SCRAM-SHA-512=[name=admin,password=admin-secret]')", spec, why)
+	}
+	mech, body, ok := strings.Cut(spec, "=")
+	if !ok || !strings.HasPrefix(body, "[") || !strings.HasSuffix(body, "]") {
+		return bad("not MECHANISM=[...]")
+	}
+	m := auth.ScramMechanism(strings.TrimSpace(mech))
+	if m == 0 {
+		return bad("mechanism is not SCRAM-SHA-256 or SCRAM-SHA-512")
+	}
+	kv := map[string]string{}
+	for _, f := range strings.Split(body[1:len(body)-1], ",") {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return bad("field " + f + " is not key=value")
+		}
+		kv[strings.ToLower(strings.TrimSpace(k))] = strings.Trim(strings.TrimSpace(v), `"`)
+	}
+	name, password := kv["name"], kv["password"]
+	if name == "" || password == "" {
+		return bad("name and password are required")
+	}
+	iters := int64(0)
+	if s, ok := kv["iterations"]; ok {
+		var err error
+		if iters, err = strconv.ParseInt(s, 10, 32); err != nil {
+			return bad("iterations is not a number")
+		}
+	}
+	cred, err := auth.NewScramCredential(m, password, int32(iters))
+	if err != nil {
+		return bad(err.Error())
+	}
+	return metadata.UserScramCredentialRecord{Name: name, Mechanism: m, Salt: cred.Salt, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey, Iterations: cred.Iterations}, nil
 }

@@ -303,6 +303,9 @@ type Node struct {
 	// topic config name (segment.bytes, retention.ms, ...), after applying
 	// their broker synonyms (log.segment.bytes, log.retention.hours, ...).
 	Topic map[string]string
+	// InterBrokerListenerName is inter.broker.listener.name, upper case;
+	// empty means the first broker listener (see InterBrokerListener).
+	InterBrokerListenerName string
 	// Set lists the properties given explicitly (file or overrides), for
 	// DescribeConfigs sources.
 	Set map[string]string
@@ -442,8 +445,7 @@ func (n *Node) SecurityProtocol(name string) (string, bool) {
 
 // validateSecurityProtocols checks that every listener, advertised listener
 // and controller listener name has a security protocol (as Kafka does) and
-// that it is PLAINTEXT, the only one Samsa serves so far: a listener named
-// or mapped SSL or SASL_* would otherwise serve plaintext on its port.
+// that its ssl.* and sasl.* properties are ones Samsa serves (Security).
 func (n *Node) validateSecurityProtocols() error {
 	check := func(prop, name string, required bool) error {
 		p, ok := n.SecurityProtocol(name)
@@ -451,7 +453,9 @@ func (n *Node) validateSecurityProtocols() error {
 		case !ok && required:
 			return fmt.Errorf("config %s: listener %s has no security protocol in listener.security.protocol.map", prop, name)
 		case ok && p != "PLAINTEXT":
-			return fmt.Errorf("config %s: listener %s uses security protocol %s (listener.security.protocol.map); Samsa serves only PLAINTEXT listeners until TLS and SASL are supported", prop, name, p)
+			if _, err := n.Security(name); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -646,8 +650,11 @@ var nodeProps = map[string]nodeProp{
 		m, err := parseSecurityProtocolMap(v)
 		n.ListenerSecurityProtocols = m
 		return err
-	}, "listener name to security protocol; listeners must map to PLAINTEXT for now"},
-	"inter.broker.listener.name": {"", ignored, "single node: unused"},
+	}, "listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"},
+	"inter.broker.listener.name": {"", func(n *Node, v string) error {
+		n.InterBrokerListenerName = strings.ToUpper(strings.TrimSpace(v))
+		return nil
+	}, "listener brokers use to reach each other (default: the first broker listener)"},
 	"controller.quorum.voters": {"", func(n *Node, v string) (err error) {
 		n.QuorumVoters, err = ParseVoters(v)
 		return err
@@ -886,6 +893,9 @@ func Parse(props map[string]string) (*Node, error) {
 		if _, ok := brokerSynonyms[k]; ok {
 			continue
 		}
+		if securityKey(k) {
+			continue // read per listener by Security
+		}
 		unknown = append(unknown, k)
 	}
 	if len(unknown) > 0 {
@@ -927,8 +937,8 @@ func Parse(props map[string]string) (*Node, error) {
 //     listener.
 //
 // Then every listener has a security protocol in
-// listener.security.protocol.map (see SecurityProtocol) and it is
-// PLAINTEXT, and max.connections.per.ip is zero only with overrides.
+// listener.security.protocol.map (see SecurityProtocol) with ssl.* and
+// sasl.* properties Samsa serves (Security), and max.connections.per.ip is zero only with overrides.
 func (n *Node) Validate() error {
 	if len(n.LogDirs) == 0 {
 		return errors.New("config log.dirs: no directory")
@@ -990,6 +1000,15 @@ func (n *Node) Validate() error {
 			return fmt.Errorf("config listeners: a broker-only node binds no controller listener (controller.listener.names %s)", strings.Join(n.ControllerListenerNames, ","))
 		}
 	}
+	if name := n.InterBrokerListenerName; name != "" && broker {
+		found := false
+		for _, l := range n.Listeners {
+			found = found || l.Name == name && !n.IsControllerListener(name)
+		}
+		if !found {
+			return fmt.Errorf("config inter.broker.listener.name: %s is not a broker listener of listeners", name)
+		}
+	}
 	return n.validateSecurityProtocols()
 }
 
@@ -1021,6 +1040,16 @@ func (n *Node) BrokerListener() (Listener, bool) {
 		}
 	}
 	return Listener{}, false
+}
+
+// InterBrokerListener is the listener brokers reach each other on:
+// inter.broker.listener.name, else the first broker listener.
+func (n *Node) InterBrokerListener() string {
+	if n.InterBrokerListenerName != "" {
+		return n.InterBrokerListenerName
+	}
+	l, _ := n.BrokerListener()
+	return l.Name
 }
 
 // ControllerListener is the first listener named in

@@ -56,6 +56,38 @@ func (t *brokerTracker) start() {
 		t.wg.Add(1)
 		go t.leaderBalancer(t.stopc)
 	}
+	if len(t.c.bootstrap) > 0 && !t.c.image.Load().Bootstrapped {
+		t.wg.Add(1)
+		go t.writeBootstrap(t.stopc)
+	}
+}
+
+// writeBootstrap writes the bootstrap records once this controller is
+// active, unless an earlier controller did; a failure is logged and tried
+// again on the next activation.
+func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
+	defer t.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	c := t.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.image.Load().Bootstrapped {
+		return
+	}
+	recs := append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...)
+	if err := c.commitLocked(ctx, recs); err != nil {
+		c.logger.Warn("writing the bootstrap records failed", "err", err)
+		return
+	}
+	c.logger.Info("wrote the bootstrap records", "records", len(c.bootstrap))
 }
 
 func (t *brokerTracker) stop() {

@@ -32,7 +32,7 @@ func newLocalController(t *testing.T) *Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(node, q, "controller-test", nil)
+	c, err := New(node, q, "controller-test", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,7 @@ type Controller struct {
 	brokerIncarnation map[int32]metadata.UUID
 	unregister        func()
 	closed            atomic.Bool
+	bootstrap         []metadata.Record // written once per cluster (see New)
 
 	// UncleanElections counts the leaders this controller chose outside
 	// the ISR (unclean.leader.election.enable, or ElectLeaders UNCLEAN);
@@ -83,11 +84,13 @@ type Controller struct {
 
 // New replays the metadata log into an image, subscribes to its further
 // commits and leadership, and returns the controller. Close unsubscribes.
-func New(node *config.Node, log quorum.Log, clusterID string, logger *slog.Logger) (*Controller, error) {
+// bootstrap are the records of `samsa storage format` (metadata.ReadBootstrap)
+// that the first active controller of the cluster writes once.
+func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metadata.Record, logger *slog.Logger) (*Controller, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}}
+	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, bootstrap: bootstrap}
 	c.imgCond = sync.NewCond(&c.imgMu)
 	c.leader.Store(-1)
 	c.brokers = newBrokerTracker(c)

@@ -22,12 +22,42 @@ type Image struct {
 	brokerConfigs map[string]map[string]string
 	// NextProducerID is the first producer id not yet reserved.
 	NextProducerID int64
+	// Bootstrapped: the bootstrap records were written (BootstrapRecord).
+	Bootstrapped bool
+	// scram holds the SCRAM credentials by mechanism and user.
+	scram map[ScramKey]UserScramCredentialRecord
 	// acls are the ACL bindings by record id; aclIndex indexes them,
 	// rebuilt by an Apply that changes them.
 	acls     map[UUID]acl.Binding
 	aclIndex *acl.Index
 	// quotas are the client quotas by entity (ClientQuotaRecord).
 	quotas quota.Configs
+}
+
+// ScramKey names one SCRAM credential: a user and a mechanism (1
+// SCRAM-SHA-256, 2 SCRAM-SHA-512).
+type ScramKey struct {
+	Name      string
+	Mechanism int8
+}
+
+// ScramCredential returns the SCRAM credential of user for mechanism.
+func (im *Image) ScramCredential(mechanism int8, user string) (UserScramCredentialRecord, bool) {
+	c, ok := im.scram[ScramKey{user, mechanism}]
+	return c, ok
+}
+
+// ScramCredentials returns every SCRAM credential, ordered by user then
+// mechanism. The records must not be modified.
+func (im *Image) ScramCredentials() []UserScramCredentialRecord {
+	out := slices.Collect(maps.Values(im.scram))
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Mechanism < out[j].Mechanism
+	})
+	return out
 }
 
 // Topic is one topic's metadata. Shared between images: never modify.
@@ -70,6 +100,7 @@ func Empty(clusterID string) *Image {
 		byID:          map[UUID]*Topic{},
 		brokers:       map[int32]*Broker{},
 		brokerConfigs: map[string]map[string]string{},
+		scram:         map[ScramKey]UserScramCredentialRecord{},
 		acls:          map[UUID]acl.Binding{},
 		aclIndex:      acl.NewIndex(nil),
 		quotas:        quota.Configs{},
@@ -130,9 +161,21 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		brokers:        maps.Clone(im.brokers),
 		brokerConfigs:  maps.Clone(im.brokerConfigs),
 		NextProducerID: im.NextProducerID,
+		scram:          im.scram,
+		Bootstrapped:   im.Bootstrapped,
 		acls:           im.acls,
 		aclIndex:       im.aclIndex,
 		quotas:         im.quotas,
+	}
+	scramOwned := false
+	mutableScram := func() map[ScramKey]UserScramCredentialRecord {
+		if !scramOwned {
+			next.scram, scramOwned = maps.Clone(next.scram), true
+			if next.scram == nil {
+				next.scram = map[ScramKey]UserScramCredentialRecord{}
+			}
+		}
+		return next.scram
 	}
 	quotasCloned := false
 	aclsChanged := false
@@ -220,6 +263,12 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			}
 		case RegisterBrokerRecord:
 			next.brokers[r.BrokerID] = &Broker{ID: r.BrokerID, Epoch: r.Epoch, Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced}
+		case BootstrapRecord:
+			next.Bootstrapped = true
+		case UserScramCredentialRecord:
+			mutableScram()[ScramKey{r.Name, r.Mechanism}] = r
+		case RemoveUserScramCredentialRecord:
+			delete(mutableScram(), ScramKey(r))
 		case ProducerIDsRecord:
 			if r.NextProducerID > next.NextProducerID {
 				next.NextProducerID = r.NextProducerID

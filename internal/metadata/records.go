@@ -85,6 +85,32 @@ type ProducerIDsRecord struct {
 	NextProducerID int64 `json:"next_producer_id"`
 }
 
+// UserScramCredentialRecord sets a user's SCRAM credential for one
+// mechanism (Kafka's UserScramCredentialRecord, KIP-554): the salt, the
+// stored and server keys of RFC 5802 and the iteration count, never the
+// password. Mechanism is 1 for SCRAM-SHA-256, 2 for SCRAM-SHA-512.
+type UserScramCredentialRecord struct {
+	Name       string `json:"name"`
+	Mechanism  int8   `json:"mechanism"`
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+	Iterations int32  `json:"iterations"`
+}
+
+// RemoveUserScramCredentialRecord deletes a user's credential for one
+// mechanism (Kafka's RemoveUserScramCredentialRecord).
+type RemoveUserScramCredentialRecord struct {
+	Name      string `json:"name"`
+	Mechanism int8   `json:"mechanism"`
+}
+
+// BootstrapRecord marks that the bootstrap records of `samsa storage
+// format` (--add-scram) were written to the log, so that they are written
+// once per cluster, by the first active controller (Kafka writes them from
+// bootstrap.checkpoint the same way).
+type BootstrapRecord struct{}
+
 // AccessControlEntryRecord adds an ACL binding (Kafka's
 // AccessControlEntryRecord); ID names it for removal.
 type AccessControlEntryRecord struct {
@@ -108,15 +134,18 @@ type ClientQuotaRecord struct {
 }
 
 // Type implementations.
-func (TopicRecord) Type() string                    { return "topic" }
-func (PartitionRecord) Type() string                { return "partition" }
-func (RemoveTopicRecord) Type() string              { return "remove_topic" }
-func (ConfigRecord) Type() string                   { return "config" }
-func (RegisterBrokerRecord) Type() string           { return "register_broker" }
-func (ProducerIDsRecord) Type() string              { return "producer_ids" }
-func (AccessControlEntryRecord) Type() string       { return "acl" }
-func (RemoveAccessControlEntryRecord) Type() string { return "remove_acl" }
-func (ClientQuotaRecord) Type() string              { return "client_quota" }
+func (TopicRecord) Type() string                     { return "topic" }
+func (PartitionRecord) Type() string                 { return "partition" }
+func (RemoveTopicRecord) Type() string               { return "remove_topic" }
+func (ConfigRecord) Type() string                    { return "config" }
+func (RegisterBrokerRecord) Type() string            { return "register_broker" }
+func (ProducerIDsRecord) Type() string               { return "producer_ids" }
+func (AccessControlEntryRecord) Type() string        { return "acl" }
+func (RemoveAccessControlEntryRecord) Type() string  { return "remove_acl" }
+func (ClientQuotaRecord) Type() string               { return "client_quota" }
+func (BootstrapRecord) Type() string                 { return "bootstrap" }
+func (UserScramCredentialRecord) Type() string       { return "user_scram_credential" }
+func (RemoveUserScramCredentialRecord) Type() string { return "remove_user_scram_credential" }
 
 // ErrUnknownRecord is returned by Decode for a type it does not know.
 var ErrUnknownRecord = errors.New("metadata: unknown record type")
@@ -143,6 +172,12 @@ func Decode(key, value []byte) (Record, error) {
 		r = new(RegisterBrokerRecord)
 	case "producer_ids":
 		r = new(ProducerIDsRecord)
+	case "bootstrap":
+		r = new(BootstrapRecord)
+	case "user_scram_credential":
+		r = new(UserScramCredentialRecord)
+	case "remove_user_scram_credential":
+		r = new(RemoveUserScramCredentialRecord)
 	case "acl":
 		r = new(AccessControlEntryRecord)
 	case "remove_acl":
@@ -171,6 +206,12 @@ func deref(r Record) Record {
 	case *RegisterBrokerRecord:
 		return *v
 	case *ProducerIDsRecord:
+		return *v
+	case *BootstrapRecord:
+		return *v
+	case *UserScramCredentialRecord:
+		return *v
+	case *RemoveUserScramCredentialRecord:
 		return *v
 	case *AccessControlEntryRecord:
 		return *v

@@ -43,6 +43,9 @@ type ObserverConfig struct {
 	// ClusterID is sent with every fetch; a leader of another cluster
 	// answers INCONSISTENT_CLUSTER_ID.
 	ClusterID string
+	// Dial, when set, opens the connections to the controllers (TLS and
+	// SASL of a secured controller listener); nil dials plain TCP.
+	Dial wire.DialFunc
 	// FetchMaxWait is how long the leader holds a fetch that finds nothing
 	// new (default 500 ms, KRaft's fetch max wait).
 	FetchMaxWait time.Duration
@@ -134,7 +137,7 @@ func OpenObserver(cfg ObserverConfig) (*Observer, error) {
 	logger = logger.With("component", "quorum-observer", "node", cfg.NodeID)
 	fetcher := cfg.Fetcher
 	if fetcher == nil {
-		fetcher = newWireFetcher(cfg.NodeID, max(cfg.FetchMaxBytes, MaxEntryBytes)+1<<20)
+		fetcher = newWireFetcher(cfg.NodeID, max(cfg.FetchMaxBytes, MaxEntryBytes)+1<<20, cfg.Dial)
 	}
 	epoch, _ := cfg.Log.LatestEpoch()
 	o := &Observer{
@@ -485,20 +488,21 @@ func (o *Observer) append(b []byte, leo int64) error {
 type wireFetcher struct {
 	clientID string
 	maxBytes int32
+	dial     wire.DialFunc
 
 	mu      sync.Mutex // guards clients
 	clients map[int32]*wire.Client
 }
 
-func newWireFetcher(node int32, maxResponseBytes int32) *wireFetcher {
-	return &wireFetcher{clientID: "samsa-observer-" + strconv.Itoa(int(node)), maxBytes: maxResponseBytes, clients: map[int32]*wire.Client{}}
+func newWireFetcher(node int32, maxResponseBytes int32, dial wire.DialFunc) *wireFetcher {
+	return &wireFetcher{clientID: "samsa-observer-" + strconv.Itoa(int(node)), maxBytes: maxResponseBytes, dial: dial, clients: map[int32]*wire.Client{}}
 }
 
 func (f *wireFetcher) Fetch(ctx context.Context, voter config.Voter, req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
 	f.mu.Lock()
 	c := f.clients[voter.ID]
 	if c == nil {
-		c = wire.NewClient(voter.Addr(), f.clientID, f.maxBytes)
+		c = wire.NewClient(voter.Addr(), f.clientID, f.maxBytes).WithDial(f.dial)
 		f.clients[voter.ID] = c
 	}
 	f.mu.Unlock()

@@ -134,6 +134,9 @@ type TCPConfig struct {
 	Listener net.Listener
 	// DialTimeout bounds a connection attempt (default 1 s).
 	DialTimeout time.Duration
+	// Dial, when set, opens connections to peers (TLS and SASL of a
+	// secured controller listener, see auth.Dialer); nil dials plain TCP.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// WriteTimeout bounds writing queued messages to a peer (default 5 s);
 	// past it the connection is dropped.
 	WriteTimeout time.Duration
@@ -442,8 +445,7 @@ func (t *TCPTransport) runPeer(p *peer) {
 			if time.Now().Before(retryAt) {
 				continue // the peer is down: drop
 			}
-			d := net.Dialer{Timeout: t.cfg.DialTimeout}
-			conn, err := d.DialContext(t.ctx, "tcp", p.addr)
+			conn, err := t.dialPeer(p.addr)
 			if err != nil {
 				fail(err)
 				continue
@@ -487,4 +489,15 @@ func (t *TCPTransport) runPeer(p *peer) {
 		}
 		backoff = 0
 	}
+}
+
+// dialPeer connects to a peer's controller listener within DialTimeout.
+func (t *TCPTransport) dialPeer(addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
+	defer cancel()
+	if t.cfg.Dial != nil {
+		return t.cfg.Dial(ctx, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }

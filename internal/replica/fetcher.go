@@ -114,7 +114,7 @@ func (f *fetcher) run() {
 			if client != nil {
 				client.Close()
 			}
-			client = wire.NewClient(addr, "samsa-replica-"+strconv.Itoa(int(f.m.opts.NodeID)), f.m.opts.FetchMaxBytes+(1<<20))
+			client = wire.NewClient(addr, "samsa-replica-"+strconv.Itoa(int(f.m.opts.NodeID)), f.m.opts.FetchMaxBytes+(1<<20)).WithDial(f.m.opts.Dial)
 		}
 		req := f.request(parts)
 		if len(req.Topics) == 0 {

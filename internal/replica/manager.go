@@ -9,6 +9,7 @@ import (
 
 	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/wire"
 )
 
 // Controller is the part of the active controller a partition leader talks
@@ -24,6 +25,9 @@ type Controller interface {
 type Options struct {
 	// NodeID is this broker's id.
 	NodeID int32
+	// Dial opens connections to leaders on the inter-broker listener (TLS
+	// and SASL when it is secured); nil dials plain TCP.
+	Dial wire.DialFunc
 	// ReplicaLagTime is replica.lag.time.max.ms: a follower that has not
 	// caught up for this long leaves the ISR (default 30 s).
 	ReplicaLagTime time.Duration

@@ -16,6 +16,8 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +26,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -109,6 +112,19 @@ type Config struct {
 	// max.connections.per.ip) this listener shares with the others of
 	// its socket server; nil means no limits.
 	Quotas *Quotas
+	// TLS, when set, makes this an SSL or SASL_SSL listener: each
+	// connection starts with a TLS handshake (bounded by IdleTimeout, else
+	// 10 s), and Fetch responses are written through the buffered writer
+	// (sendfile cannot encrypt).
+	TLS *tls.Config
+	// CertificatePrincipal maps a verified client certificate to the
+	// connection's principal (ssl.client.auth, ssl.principal.mapping.rules);
+	// an error closes the connection. Nil leaves AnonymousPrincipal.
+	CertificatePrincipal certificatePrincipal
+	// SASL, when set, makes this a SASL_PLAINTEXT or SASL_SSL listener: a
+	// connection may send only ApiVersions, SaslHandshake and
+	// SaslAuthenticate until it authenticates; anything else closes it.
+	SASL *SASL
 	// Requests, when set, times every request (queue, local, remote,
 	// send) and counts the busy time of handlers and of the network side.
 	Requests *metrics.Requests
@@ -336,6 +352,15 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String(), Principal: AnonymousPrincipal}
+	if s.cfg.TLS != nil {
+		tc, err := s.startTLS(nc, conn)
+		if err != nil {
+			s.logger.Info("closing connection", "remote", conn.RemoteAddr, "err", err)
+			return
+		}
+		nc = tc // closed by the deferred nc.Close: the raw one closes too
+	}
 	// connections.max.idle.ms: each read pushes the read deadline back
 	// by the idle timeout, so a client that sends nothing for that long is
 	// cut off. While a request is handled (a JoinGroup may wait for its
@@ -378,21 +403,23 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		rd = touchReader{nc, touch}
 	}
 	br := bufio.NewReaderSize(rd, 64<<10)
-	if s.cfg.Divert != nil {
+	divert := func(h func(net.Conn)) {
+		idle.Lock()
+		idle.diverted = true
+		idle.Unlock()
+		nc.SetDeadline(time.Time{})
+		h(&peekedConn{Conn: nc, r: br})
+	}
+	if s.cfg.Divert != nil && s.cfg.SASL == nil {
 		first, err := br.Peek(4)
 		if err != nil {
 			return
 		}
 		if h := s.cfg.Divert([4]byte(first)); h != nil {
-			idle.Lock()
-			idle.diverted = true
-			idle.Unlock()
-			nc.SetDeadline(time.Time{})
-			h(&peekedConn{Conn: nc, r: br})
+			divert(h)
 			return
 		}
 	}
-	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String(), Principal: AnonymousPrincipal}
 	log := s.logger.With("remote", conn.RemoteAddr)
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -409,10 +436,28 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	// byte fields such as group member metadata).
 	frames := make(chan []byte, pooledFrames)
 	readerDone := make(chan struct{})
+	// On a SASL listener a connection is diverted (raft on the controller
+	// listener) only once authenticated: the reader looks at the first
+	// bytes of each frame after authentication, which the client sends
+	// only after it read the SaslAuthenticate response.
+	var authenticated atomic.Bool
+	// rawSASL: the next frames are raw SASL tokens (after a SaslHandshake
+	// v0), set before the handshake's response is written.
+	var rawSASL atomic.Bool
+	var divertTo func(net.Conn) // set by the reader before it closes reqs
 	go func() {
 		defer close(readerDone)
 		defer close(reqs)
 		for {
+			if s.cfg.Divert != nil && s.cfg.SASL != nil {
+				first, err := br.Peek(4)
+				if err == nil && authenticated.Load() {
+					if h := s.cfg.Divert([4]byte(first)); h != nil {
+						divertTo = h
+						return
+					}
+				}
+			}
 			var buf []byte
 			select {
 			case buf = <-frames:
@@ -427,6 +472,14 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 					log.Info("closing connection", "err", err)
 				}
 				return
+			}
+			if rawSASL.Load() {
+				select {
+				case reqs <- request{raw: frame}:
+				case <-ctx.Done():
+					return
+				}
+				continue
 			}
 			parseStart := time.Now()
 			req, err := wire.ParseRequest(frame, s.cfg.Versions)
@@ -453,6 +506,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 	}()
 
 	var out []byte
+	var auth saslState
 	for {
 		if d := conn.throttle; d > 0 {
 			conn.throttle = 0
@@ -466,7 +520,22 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		}
 		r, ok := <-reqs
 		if !ok {
-			return
+			break // the reader stopped, or diverts the connection
+		}
+		if r.raw != nil {
+			tok, err := s.saslRaw(conn, &auth, r.raw)
+			if err != nil {
+				return
+			}
+			rawSASL.Store(auth.raw)
+			authenticated.Store(auth.authenticated && auth.ex == nil)
+			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(tok)))
+			out = append(out, tok...)
+			writeDeadline()
+			if _, err := (wire.ProgressWriter{Conn: nc, Progress: writeDeadline}).Write(out); err != nil {
+				return
+			}
+			continue
 		}
 		req := r.Request
 		if tc != nil {
@@ -475,7 +544,23 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		setBusy(true)
 		timing.Reset()
 		started := time.Now()
-		resp, err := s.handle(ctx, conn, req)
+		var (
+			resp       kmsg.Response
+			answered   bool // by the SASL gate
+			closeAfter bool
+			err        error
+		)
+		if s.cfg.SASL != nil {
+			resp, answered, closeAfter, err = s.sasl(conn, &auth, req)
+			authenticated.Store(auth.authenticated && auth.ex == nil)
+			rawSASL.Store(auth.raw && !closeAfter)
+		}
+		if !answered && err == nil {
+			resp, err = s.handle(ctx, conn, req)
+		}
+		if f, ok := resp.(*wire.FetchResponse); ok && s.cfg.TLS != nil {
+			f.Sendfile = false
+		}
 		handled := time.Now()
 		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
 			// Answered (acks=0 included) or failed: the frame is free.
@@ -510,10 +595,18 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			return
 		}
 		s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, time.Now())
+		if closeAfter {
+			log.Debug("closing connection after SASL failure", "api", kmsg.NameForKey(req.Key))
+			return
+		}
 		setBusy(false)
 		if cap(out) > 1<<20 {
 			out = nil // do not pin large buffers on idle connections
 		}
+	}
+	<-readerDone
+	if divertTo != nil {
+		divert(divertTo)
 	}
 }
 
@@ -524,6 +617,7 @@ type request struct {
 	frame   []byte
 	decoded time.Time     // when decoding finished
 	parse   time.Duration // decoding time
+	raw     []byte        // a raw SASL token (after SaslHandshake v0), Request nil
 }
 
 // A connection keeps at most pooledFrames frame buffers of at most

@@ -24,6 +24,7 @@ type Client struct {
 	addr     string
 	clientID string
 	maxBytes int32
+	dial     DialFunc
 
 	mu   sync.Mutex // serializes requests and guards the fields below
 	conn net.Conn
@@ -36,6 +37,18 @@ type Client struct {
 // bounds a response frame.
 func NewClient(addr, clientID string, maxResponseBytes int32) *Client {
 	return &Client{addr: addr, clientID: clientID, maxBytes: maxResponseBytes}
+}
+
+// DialFunc opens a connection to addr ready for Kafka requests: a plain
+// TCP connection, or one secured with TLS and authenticated with SASL
+// (auth.Dialer) for a secured listener.
+type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// WithDial makes the client open its connections with dial (nil: plain
+// TCP); call it before the first request. It returns c.
+func (c *Client) WithDial(dial DialFunc) *Client {
+	c.dial = dial
+	return c
 }
 
 // Addr is the address the client dials.
@@ -55,8 +68,14 @@ func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, 
 		c.conn = nil
 	}
 	if c.conn == nil {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", c.addr)
+		dial := c.dial
+		if dial == nil {
+			dial = func(ctx context.Context, addr string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", addr)
+			}
+		}
+		conn, err := dial(ctx, c.addr)
 		if err != nil {
 			return nil, err
 		}
