@@ -61,6 +61,10 @@ func (b *Broker) startGroups() {
 		ConsumerMaxHeartbeatInterval: n.GroupConsumerMaxHeartbeatInterval,
 		ConsumerMaxSize:              n.GroupConsumerMaxSize,
 		ConsumerAssignors:            n.GroupConsumerAssignors,
+		Overrides: func(id string) group.Overrides {
+			gc := b.GroupConfig(id)
+			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}
+		},
 	}
 	if cfg.InitialRebalanceDelay == 0 {
 		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)

@@ -378,7 +378,8 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 
 	resp.MemberID = &m.id
 	resp.MemberEpoch = m.epoch
-	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	_, hb := c.cfg.consumerTimeouts(g.id)
+	resp.HeartbeatIntervalMillis = int32(hb.Milliseconds())
 	full := epoch == 0 || (req.RebalanceTimeoutMillis != -1 && req.SubscribedTopicNames != nil && req.Topics != nil)
 	if full || prevAssigned == nil || !prevAssigned.equal(m.assigned) {
 		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
@@ -716,14 +717,16 @@ func (a assignment) overlaps(b assignment) bool {
 }
 
 // scheduleConsumerSession restarts m's session
-// (group.consumer.session.timeout.ms).
+// (group.consumer.session.timeout.ms, or the group's
+// consumer.session.timeout.ms).
 func (c *Coordinator) scheduleConsumerSession(g *group, m *cmember) {
 	c.timers.Cancel(m.session)
 	cg := g.cg
-	m.session = c.timers.Schedule(time.Now().Add(c.cfg.ConsumerSessionTimeout), func() {
+	session, _ := c.cfg.consumerTimeouts(g.id)
+	m.session = c.timers.Schedule(time.Now().Add(session), func() {
 		m.session = nil
 		if g.cg == cg && cg.members[m.id] == m && c.owns(g.part) {
-			c.logGroup(g).Info("consumer group member session expired", "member_id", m.id, "session_timeout", c.cfg.ConsumerSessionTimeout)
+			c.logGroup(g).Info("consumer group member session expired", "member_id", m.id, "session_timeout", session)
 			c.fenceConsumerMember(g, m)
 		}
 	})
