@@ -113,6 +113,10 @@ type Topics interface {
 	Version() int64
 	// Names returns every topic name, for regex subscriptions.
 	Names() []string
+	// Racks returns the racks (broker.rack) of the brokers holding
+	// replicas of partition p of the topic with id, for rack-aware
+	// assignment; nil when unknown or none is set.
+	Racks(id [16]byte, p int32) []string
 }
 
 // SetTopics gives the Coordinator its view of the topics; without it every
@@ -616,7 +620,7 @@ func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 	}
 	var ams []assignMember
 	for _, m := range cg.sortedMembers() {
-		am := assignMember{id: m.id, topics: map[topicID]bool{}, prev: cg.target[m.id]}
+		am := assignMember{id: m.id, topics: map[topicID]bool{}, prev: cg.target[m.id], rack: derefOr(m.rackID, "")}
 		for name, t := range c.resolve(m, names) {
 			if cur, ok := cg.subscribed[name]; ok && cur.id == t.id {
 				am.topics[t.id] = true
@@ -624,7 +628,11 @@ func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 		}
 		ams = append(ams, am)
 	}
-	next := assignors[name](ams, partitions)
+	var racks rackFunc
+	if c.topics != nil {
+		racks = func(id topicID, p int32) []string { return c.topics.Racks(id, p) }
+	}
+	next := assignors[name](ams, partitions, racks)
 	for _, am := range ams {
 		a := next[am.id]
 		if a == nil {
