@@ -32,8 +32,8 @@ import (
 
 // AlterConfigs v0-v2 (replaces a resource's configs) and
 // IncrementalAlterConfigs v0-v1 (KIP-339: SET, DELETE, APPEND, SUBTRACT)
-// on TOPIC, BROKER and (IncrementalAlterConfigs only) BROKER_LOGGER
-// resources, as Kafka's ConfigAdminManager and controller:
+// on TOPIC, BROKER, GROUP and (IncrementalAlterConfigs only)
+// BROKER_LOGGER resources, as Kafka's ConfigAdminManager and controller:
 //
 //   - TOPIC configs take effect at once and persist in the metadata log.
 //   - BROKER resources are dynamic broker configs: a broker id (that of the
@@ -46,6 +46,13 @@ import (
 //     them as the image arrives (dynconfig.go).
 //   - BROKER_LOGGER resources (KIP-412) change this node's log levels at
 //     once and are not persisted, as in Kafka.
+//   - GROUP resources (type 32) set a group's overrides of the group
+//     configs (config.GroupConfigNames: consumer.session.timeout.ms,
+//     share.record.lock.duration.ms, ...), checked by the active
+//     controller against the broker's min and max properties
+//     (INVALID_CONFIG with Kafka's message otherwise) and written to the
+//     metadata log as ConfigRecords, as Kafka stores them; every node
+//     reads them from its image (Broker.GroupConfig).
 //
 // validate_only checks everything and changes nothing. A broker that is
 // not the active controller answers BROKER_LOGGER resources and the checks
@@ -206,6 +213,11 @@ func handleAlterConfigs(ctx context.Context, b *Broker, c *server.Conn, kreq kms
 				return b.ctrl.AlterTopicConfigs(ctx, name, changes, true, req.ValidateOnly)
 			}})
 			fwd.Resources = append(fwd.Resources, r)
+		case r.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			todo = append(todo, pending{i, func(ctx context.Context) error {
+				return b.ctrl.AlterGroupConfigs(ctx, name, changes, true, req.ValidateOnly)
+			}})
+			fwd.Resources = append(fwd.Resources, r)
 		case r.ResourceType == kmsg.ConfigResourceTypeBroker:
 			if err = b.checkBrokerAlter(onController, name, changes); err != nil {
 				break
@@ -289,6 +301,16 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, c *server.Con
 			}
 			todo = append(todo, pending{i, func(ctx context.Context) error {
 				return b.ctrl.AlterBrokerConfigs(ctx, name, changes, false, req.ValidateOnly)
+			}})
+			fwd.Resources = append(fwd.Resources, r)
+		case r.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			var changes []controller.ConfigChange
+			changes, err = incrementalChanges(r.Configs, func(string) (string, bool) { return "", false })
+			if err != nil {
+				break
+			}
+			todo = append(todo, pending{i, func(ctx context.Context) error {
+				return b.ctrl.AlterGroupConfigs(ctx, name, changes, false, req.ValidateOnly)
 			}})
 			fwd.Resources = append(fwd.Resources, r)
 		case r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger:

@@ -34,7 +34,7 @@ const (
 // operations (KIP-430) report, as Kafka's AclEntry.supportedOperations.
 var supportedOps = map[kmsg.ACLResourceType][]kmsg.ACLOperation{
 	resTopic:   {opRead, opWrite, opCreate, opDescribe, opDelete, opAlter, opDescribeConfigs, opAlterConfigs},
-	resGroup:   {opRead, opDescribe, opDelete},
+	resGroup:   {opRead, opDescribe, opDelete, opDescribeConfigs, opAlterConfigs},
 	resCluster: {opCreate, opClusterAction, opDescribeConfigs, opAlterConfigs, opIdempotentWrite, opAlter, opDescribe},
 	resTxnID:   {opDescribe, opWrite},
 }

@@ -343,7 +343,8 @@ func filterCreatePartitions(req *kmsg.CreatePartitionsRequest, check func(kmsg.C
 
 // configResourceDenied is the error of a config resource c may not apply
 // op to, 0 when it may: ALTER_CONFIGS or DESCRIBE_CONFIGS on the topic
-// (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker and
+// (TOPIC_AUTHORIZATION_FAILED), on the group for group resources
+// (GROUP_AUTHORIZATION_FAILED) or on the cluster for broker and
 // broker-logger resources (CLUSTER_AUTHORIZATION_FAILED), as Kafka's
 // ConfigHelper and ControllerApis.
 func (b *Broker) configResourceDenied(c *server.Conn, op kmsg.ACLOperation, typ kmsg.ConfigResourceType, name string) int16 {
@@ -355,6 +356,10 @@ func (b *Broker) configResourceDenied(c *server.Conn, op kmsg.ACLOperation, typ 
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 		if !b.authorizedCluster(c, op) {
 			return kerr.ClusterAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !b.authorized(c, op, resGroup, name) {
+			return kerr.GroupAuthorizationFailed.Code
 		}
 	}
 	return 0

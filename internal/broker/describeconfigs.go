@@ -42,6 +42,11 @@ import (
 //     createBrokerConfigEntry, both mark read-only the configs that cannot
 //     be updated dynamically (config.Mode); another name is
 //     INVALID_REQUEST.
+//   - a GROUP resource (type 32) lists the group configs
+//     (config.GroupConfigNames) with the group's own value (source
+//     GROUP_CONFIG) or the broker's (DEFAULT_CONFIG), as Kafka's
+//     ConfigHelper; the group need not exist; an empty name is
+//     INVALID_REQUEST.
 //   - a BROKER_LOGGER resource (KIP-412) named by this node's id lists the
 //     loggers (loglevel.Root and the components) with their levels,
 //     source DYNAMIC_BROKER_LOGGER_CONFIG.
@@ -139,6 +144,26 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 				c.Name, c.Value, c.ConfigType = l[0], kmsg.StringPtr(l[1]), kmsg.ConfigType(config.TypeString)
 				c.Source = kmsg.ConfigSourceDynamicBrokerLoggerConfig
 				rr.Configs = append(rr.Configs, c)
+			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if r.ResourceName == "" {
+				rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, kmsg.StringPtr("Group name must not be empty")
+				break
+			}
+			own := im.GroupConfigs(r.ResourceName)
+			defaults := b.config().GroupDefaults()
+			for _, name := range config.GroupConfigNames() {
+				if !wanted(name) {
+					continue
+				}
+				typ, _ := config.GroupConfigType(name)
+				var synonyms []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+				v := defaults[name]
+				if gv, ok := own[name]; ok {
+					v = gv
+					synonyms = append(synonyms, synonym(name, &gv, kmsg.ConfigSourceGroupConfig))
+				}
+				add(name, &v, typ, false, synonyms)
 			}
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code

@@ -159,3 +159,19 @@ func (b *Broker) brokerSource(name string) kmsg.ConfigSource {
 	}
 	return kmsg.ConfigSourceStaticBrokerConfig
 }
+
+// GroupConfig is the configuration in effect for group id: the broker's
+// group.consumer.* and group.share.* properties (with the dynamic broker
+// configs applied) overridden by the group's configs in the metadata
+// image (IncrementalAlterConfigs on GROUP resources), values outside the
+// broker's current bounds capped to them (config.Node.GroupConfig). It
+// reads the latest image this node applied, so every node answers the
+// same once the change reached it. Safe for concurrent use; cheap (two
+// map lookups and a struct).
+func (b *Broker) GroupConfig(id string) config.Group {
+	var own map[string]string
+	if b.ctrl != nil {
+		own = b.image().GroupConfigs(id)
+	}
+	return b.config().GroupConfig(own)
+}

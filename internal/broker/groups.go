@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -61,6 +62,10 @@ func (b *Broker) startGroups() {
 		ConsumerMaxHeartbeatInterval: n.GroupConsumerMaxHeartbeatInterval,
 		ConsumerMaxSize:              n.GroupConsumerMaxSize,
 		ConsumerAssignors:            n.GroupConsumerAssignors,
+		Overrides: func(id string) group.Overrides {
+			gc := b.GroupConfig(id)
+			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}
+		},
 	}
 	if cfg.InitialRebalanceDelay == 0 {
 		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)
@@ -286,3 +291,18 @@ func (t imageTopics) TopicName(id [16]byte) (string, bool) {
 func (t imageTopics) Version() int64 { return t.b.image().Offset }
 
 func (t imageTopics) Names() []string { return t.b.image().TopicNames() }
+
+func (t imageTopics) Racks(id [16]byte, p int32) []string {
+	im := t.b.image()
+	tm := im.TopicByID(id)
+	if tm == nil || p < 0 || int(p) >= len(tm.Partitions) {
+		return nil
+	}
+	var racks []string
+	for _, r := range tm.Partitions[p].Replicas {
+		if b := im.Broker(r); b != nil && b.Rack != nil && !slices.Contains(racks, *b.Rack) {
+			racks = append(racks, *b.Rack)
+		}
+	}
+	return racks
+}

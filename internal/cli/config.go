@@ -22,20 +22,28 @@ func init() { clientCommands = append(clientCommands, newConfigCommand) }
 // kafka-configs names it: --entity-type and --entity-name or
 // --entity-default.
 type configEntity struct {
-	typ  string // brokers, topics or broker-loggers
-	name string
-	def  bool // --entity-default: the cluster-wide broker defaults
+	typ   string // brokers, topics, broker-loggers or groups
+	name  string
+	def   bool   // --entity-default: the cluster-wide broker defaults
+	group string // --group: shorthand for --entity-type groups --entity-name
 }
 
 func (e *configEntity) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&e.typ, "entity-type", "", "`type` of the entity: brokers, topics or broker-loggers (required)")
-	fl.StringVar(&e.name, "entity-name", "", "`name` of the entity: a broker id or a topic")
+	fl.StringVar(&e.typ, "entity-type", "", "`type` of the entity: brokers, topics, broker-loggers or groups (required but with --group)")
+	fl.StringVar(&e.name, "entity-name", "", "`name` of the entity: a broker id, a topic or a group id")
+	fl.StringVar(&e.group, "group", "", "the group `id` whose group configs to use (as --entity-type groups --entity-name ID)")
 	fl.BoolVar(&e.def, "entity-default", false, "the cluster-wide default of brokers (DYNAMIC_DEFAULT_BROKER_CONFIG)")
 }
 
 // check normalises the type and checks the name against it.
 func (e *configEntity) check() error {
+	if e.group != "" {
+		if e.typ != "" && e.typ != "group" && e.typ != "groups" || e.name != "" && e.name != e.group {
+			return errors.New("give --group or --entity-type and --entity-name, not both")
+		}
+		e.typ, e.name = "groups", e.group
+	}
 	switch e.typ {
 	case "broker", "brokers":
 		e.typ = "brokers"
@@ -43,10 +51,12 @@ func (e *configEntity) check() error {
 		e.typ = "topics"
 	case "broker-logger", "broker-loggers":
 		e.typ = "broker-loggers"
+	case "group", "groups":
+		e.typ = "groups"
 	case "":
-		return errors.New("--entity-type is required: brokers, topics or broker-loggers")
+		return errors.New("--entity-type is required: brokers, topics, broker-loggers or groups")
 	default:
-		return fmt.Errorf("--entity-type %q: want brokers, topics or broker-loggers", e.typ)
+		return fmt.Errorf("--entity-type %q: want brokers, topics, broker-loggers or groups", e.typ)
 	}
 	switch {
 	case e.def && e.name != "":
@@ -59,7 +69,7 @@ func (e *configEntity) check() error {
 		}
 		return errors.New("--entity-name is required")
 	}
-	if e.typ != "topics" && !e.def {
+	if e.typ != "topics" && e.typ != "groups" && !e.def {
 		if _, err := strconv.ParseInt(e.name, 10, 32); err != nil {
 			return fmt.Errorf("--entity-name %q: a broker id is an integer", e.name)
 		}
@@ -82,6 +92,8 @@ func (e *configEntity) label() string {
 		return "broker " + e.name
 	case e.typ == "broker-loggers":
 		return "broker-logger " + e.name
+	case e.typ == "groups":
+		return "group " + e.name
 	}
 	return "topic " + e.name
 }
@@ -90,12 +102,14 @@ func newConfigCommand() *cobra.Command {
 	f := new(adminFlags)
 	cmd := &cobra.Command{
 		Use:   "config",
-		Short: "Describe and alter dynamic configs of brokers, topics and broker loggers",
+		Short: "Describe and alter dynamic configs of brokers, topics, broker loggers and groups",
 		Long: `Describe and alter configs as kafka-configs --bootstrap-server does:
 broker configs per broker (--entity-name ID) or as the cluster-wide default
-(--entity-default), topic configs, and broker loggers' levels (KIP-412).
-Broker and topic configs persist in the cluster metadata and take effect
-without a restart; logger levels last until the node restarts.`,
+(--entity-default), topic configs, broker loggers' levels (KIP-412), and
+group configs (--group ID: consumer.session.timeout.ms,
+consumer.heartbeat.interval.ms and the share.* configs of share groups).
+Broker, topic and group configs persist in the cluster metadata and take
+effect without a restart; logger levels last until the node restarts.`,
 		Args: cobra.NoArgs,
 	}
 	f.addWithTimeout(cmd)
@@ -109,7 +123,7 @@ func newConfigDescribeCommand(f *adminFlags) *cobra.Command {
 		all bool
 	)
 	cmd := &cobra.Command{
-		Use:   "describe --entity-type TYPE (--entity-name NAME | --entity-default) [--all]",
+		Use:   "describe (--entity-type TYPE (--entity-name NAME | --entity-default) | --group ID) [--all]",
 		Short: "Show the dynamic configs of an entity, or all with --all",
 		Long: `Show an entity's configs with DescribeConfigs, one per line as
 kafka-configs --describe prints them: name=value, whether it is sensitive,
@@ -117,10 +131,11 @@ and its synonyms in order of precedence (source:name=value). Without --all
 only the configs set on the entity itself are listed, as kafka-configs:
 DYNAMIC_BROKER_CONFIG for a broker id (not the cluster-wide defaults it
 inherits), DYNAMIC_DEFAULT_BROKER_CONFIG for --entity-default,
-DYNAMIC_TOPIC_CONFIG for a topic; broker loggers are always listed all.
-For example:
+DYNAMIC_TOPIC_CONFIG for a topic, GROUP_CONFIG for a group; broker
+loggers are always listed all. For example:
 
   samsa config describe --entity-type brokers --entity-name 1
+  samsa config describe --group orders --all
   samsa config describe --entity-type brokers --entity-default
   samsa config describe --entity-type broker-loggers --entity-name 1`,
 		Args: cobra.NoArgs,
@@ -149,8 +164,10 @@ func describeConfigs(ctx context.Context, w io.Writer, e configEntity, all bool,
 		rcs, err = adm.DescribeBrokerConfigs(ctx)
 	case e.typ == "brokers":
 		rcs, err = adm.DescribeBrokerConfigs(ctx, e.id())
+	case e.typ == "groups":
+		rcs, err = describeRaw(ctx, kmsg.ConfigResourceTypeGroupConfig, e.name, cl)
 	default:
-		rcs, err = describeLoggers(ctx, cl, e.id())
+		rcs, err = describeRaw(ctx, kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(int(e.id())), cl.Broker(int(e.id())))
 	}
 	if err == nil && len(rcs) != 1 {
 		err = fmt.Errorf("%d resources in the response", len(rcs))
@@ -179,14 +196,16 @@ func (f *adminFlags) withAdmin(cmd *cobra.Command, fn func(ctx context.Context, 
 	return fn(ctx, cl, kadm.NewClient(cl))
 }
 
-// describeLoggers describes the BROKER_LOGGER resource of broker id, on
-// that broker (kadm has no call for it).
-func describeLoggers(ctx context.Context, cl *kgo.Client, id int32) (kadm.ResourceConfigs, error) {
+// describeRaw describes one resource of type typ (kadm has no call for
+// BROKER_LOGGER and GROUP resources) through r: the broker of a
+// BROKER_LOGGER resource, any broker (the client) for a group.
+func describeRaw(ctx context.Context, typ kmsg.ConfigResourceType, name string, r kmsg.Requestor) (kadm.ResourceConfigs, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
-	r := kmsg.NewDescribeConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(int(id))
-	req.Resources = append(req.Resources, r)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	req.IncludeSynonyms = true
+	rs := kmsg.NewDescribeConfigsRequestResource()
+	rs.ResourceType, rs.ResourceName = typ, name
+	req.Resources = append(req.Resources, rs)
+	resp, err := req.RequestWith(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +213,11 @@ func describeLoggers(ctx context.Context, cl *kgo.Client, id int32) (kadm.Resour
 	for _, rr := range resp.Resources {
 		rc := kadm.ResourceConfig{Name: rr.ResourceName, Err: kerr.ErrorForCode(rr.ErrorCode), ErrMessage: orEmpty(rr.ErrorMessage)}
 		for _, c := range rr.Configs {
-			rc.Configs = append(rc.Configs, kadm.Config{Key: c.Name, Value: c.Value, Source: c.Source, Sensitive: c.IsSensitive})
+			kc := kadm.Config{Key: c.Name, Value: c.Value, Source: c.Source, Sensitive: c.IsSensitive}
+			for _, syn := range c.ConfigSynonyms {
+				kc.Synonyms = append(kc.Synonyms, kadm.ConfigSynonym{Key: syn.Name, Value: syn.Value, Source: syn.Source})
+			}
+			rc.Configs = append(rc.Configs, kc)
 		}
 		out = append(out, rc)
 	}
@@ -238,6 +261,8 @@ func (e *configEntity) dynamicSource() kmsg.ConfigSource {
 		return kmsg.ConfigSourceDynamicBrokerConfig
 	case e.typ == "topics":
 		return kmsg.ConfigSourceDynamicTopicConfig
+	case e.typ == "groups":
+		return kmsg.ConfigSourceGroupConfig
 	}
 	return kmsg.ConfigSourceDynamicBrokerLoggerConfig
 }
@@ -262,7 +287,7 @@ func newConfigAlterCommand(f *adminFlags) *cobra.Command {
 		adds, delete []string
 	)
 	cmd := &cobra.Command{
-		Use:   "alter --entity-type TYPE (--entity-name NAME | --entity-default) [--add-config k=v,...] [--delete-config k,...]",
+		Use:   "alter (--entity-type TYPE (--entity-name NAME | --entity-default) | --group ID) [--add-config k=v,...] [--delete-config k,...]",
 		Short: "Set or remove configs of an entity",
 		Long: `Change configs with IncrementalAlterConfigs, as kafka-configs --alter
 does: --add-config sets key=value pairs separated by commas (a list value
@@ -275,7 +300,8 @@ restart is refused naming it. For example:
   samsa config alter --entity-type brokers --entity-default --add-config log.retention.ms=3600000
   samsa config alter --entity-type brokers --entity-name 1 --add-config leader.replication.throttled.rate=10485760
   samsa config alter --entity-type broker-loggers --entity-name 1 --add-config replica=DEBUG
-  samsa config alter --entity-type topics --entity-name orders --delete-config retention.ms`,
+  samsa config alter --entity-type topics --entity-name orders --delete-config retention.ms
+  samsa config alter --group orders --add-config consumer.session.timeout.ms=50000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := e.check(); err != nil {
@@ -324,8 +350,10 @@ func alterConfigs(ctx context.Context, w io.Writer, e configEntity, ops []kadm.A
 		resps, err = adm.AlterBrokerConfigs(ctx, ops)
 	case e.typ == "brokers":
 		resps, err = adm.AlterBrokerConfigs(ctx, ops, e.id())
+	case e.typ == "groups":
+		resps, err = alterRaw(ctx, kmsg.ConfigResourceTypeGroupConfig, e.name, cl, ops)
 	default:
-		resps, err = alterLoggers(ctx, cl, e.id(), ops)
+		resps, err = alterRaw(ctx, kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(int(e.id())), cl.Broker(int(e.id())), ops)
 	}
 	if err == nil && len(resps) != 1 {
 		err = fmt.Errorf("%d resources in the response", len(resps))
@@ -344,19 +372,20 @@ func alterConfigs(ctx context.Context, w io.Writer, e configEntity, ops []kadm.A
 	return nil
 }
 
-// alterLoggers sends IncrementalAlterConfigs for the BROKER_LOGGER
-// resource of broker id to that broker.
-func alterLoggers(ctx context.Context, cl *kgo.Client, id int32, ops []kadm.AlterConfig) (kadm.AlterConfigsResponses, error) {
+// alterRaw sends IncrementalAlterConfigs for one resource of type typ
+// through rq: for a BROKER_LOGGER resource its broker, for a group any
+// broker (the client).
+func alterRaw(ctx context.Context, typ kmsg.ConfigResourceType, name string, rq kmsg.Requestor, ops []kadm.AlterConfig) (kadm.AlterConfigsResponses, error) {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, strconv.Itoa(int(id))
+	r.ResourceType, r.ResourceName = typ, name
 	for _, op := range ops {
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name, c.Value, c.Op = op.Name, op.Value, kmsg.IncrementalAlterConfigOp(op.Op)
 		r.Configs = append(r.Configs, c)
 	}
 	req.Resources = append(req.Resources, r)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	resp, err := req.RequestWith(ctx, rq)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,25 @@ func TestConfig(t *testing.T) {
 	if strings.Contains(r.stdout, "segment.bytes") {
 		t.Errorf("describe topic lists a cluster-wide default it inherits:\n%s", r.stdout)
 	}
+
+	// Group configs: --group as kafka-configs.
+	r = mustRun(t, nil, "config", "alter", b, "--group", "orders", "--add-config", "consumer.session.timeout.ms=50000,share.delivery.count.limit=3")
+	if !strings.Contains(r.stdout, "Completed updating config for group orders.") {
+		t.Errorf("alter group:\n%s", r.stdout)
+	}
+	r = mustRun(t, nil, "config", "describe", b, "--entity-type", "groups", "--entity-name", "orders")
+	if !strings.Contains(r.stdout, "Dynamic configs for group orders are:\n  consumer.session.timeout.ms=50000 sensitive=false synonyms={GROUP_CONFIG:consumer.session.timeout.ms=50000}\n  share.delivery.count.limit=3 ") ||
+		strings.Contains(r.stdout, "share.isolation.level") {
+		t.Errorf("describe group:\n%s", r.stdout)
+	}
+	r = mustRun(t, nil, "config", "describe", b, "--group", "orders", "--all")
+	if !strings.Contains(r.stdout, "  share.isolation.level=read_uncommitted ") {
+		t.Errorf("describe group --all:\n%s", r.stdout)
+	}
+	if r := run(t, nil, "config", "alter", b, "--group", "orders", "--add-config", "consumer.session.timeout.ms=1"); r.err == nil ||
+		!strings.Contains(r.err.Error(), "must be greater than or equal to group.consumer.min.session.timeout.ms") {
+		t.Errorf("out of bounds: %v", r.err)
+	}
 }
 
 func TestConfigArgs(t *testing.T) {
@@ -73,7 +92,8 @@ func TestConfigArgs(t *testing.T) {
 		want string
 	}{
 		{[]string{"describe"}, "--entity-type is required"},
-		{[]string{"describe", "--entity-type", "users", "--entity-name", "x"}, "want brokers, topics or broker-loggers"},
+		{[]string{"describe", "--entity-type", "users", "--entity-name", "x"}, "want brokers, topics, broker-loggers or groups"},
+		{[]string{"describe", "--group", "g", "--entity-type", "topics"}, "give --group or --entity-type and --entity-name, not both"},
 		{[]string{"describe", "--entity-type", "brokers"}, "give --entity-name ID or --entity-default"},
 		{[]string{"describe", "--entity-type", "brokers", "--entity-name", "x"}, "a broker id is an integer"},
 		{[]string{"describe", "--entity-type", "topics", "--entity-default"}, "for --entity-type brokers only"},

@@ -213,6 +213,37 @@ type Node struct {
 	GroupConsumerMaxHeartbeatInterval time.Duration
 	// GroupConsumerMaxSize is group.consumer.max.size (default Int.MAX).
 	GroupConsumerMaxSize int32
+	// GroupShareSessionTimeout is group.share.session.timeout.ms, the
+	// session of share group (KIP-932) members (default 45 s), within
+	// GroupShareMinSessionTimeout and GroupShareMaxSessionTimeout
+	// (group.share.min/max.session.timeout.ms, 45 s and 60 s), the bounds
+	// of the share.session.timeout.ms group config.
+	GroupShareSessionTimeout    time.Duration
+	GroupShareMinSessionTimeout time.Duration
+	GroupShareMaxSessionTimeout time.Duration
+	// GroupShareHeartbeatInterval is group.share.heartbeat.interval.ms
+	// (default 5 s), within GroupShareMinHeartbeatInterval and
+	// GroupShareMaxHeartbeatInterval
+	// (group.share.min/max.heartbeat.interval.ms, 5 s and 15 s).
+	GroupShareHeartbeatInterval    time.Duration
+	GroupShareMinHeartbeatInterval time.Duration
+	GroupShareMaxHeartbeatInterval time.Duration
+	// GroupShareRecordLockDuration is group.share.record.lock.duration.ms,
+	// how long a share consumer holds an acquired record (default 30 s,
+	// 1 s to 1 h), within GroupShareMinRecordLockDuration and
+	// GroupShareMaxRecordLockDuration
+	// (group.share.min/max.record.lock.duration.ms, 15 s and 60 s).
+	GroupShareRecordLockDuration    time.Duration
+	GroupShareMinRecordLockDuration time.Duration
+	GroupShareMaxRecordLockDuration time.Duration
+	// GroupShareDeliveryCountLimit is group.share.delivery.count.limit,
+	// the deliveries of a record before a share group archives it
+	// (default 5, 2 to 10), within GroupShareMinDeliveryCountLimit and
+	// GroupShareMaxDeliveryCountLimit
+	// (group.share.min/max.delivery.count.limit, 2 and 10).
+	GroupShareDeliveryCountLimit    int32
+	GroupShareMinDeliveryCountLimit int32
+	GroupShareMaxDeliveryCountLimit int32
 	// GroupConsumerAssignors is group.consumer.assignors: the server-side
 	// assignors of consumer groups by name, the first the default
 	// (default uniform, range; Kafka's class names are accepted too).
@@ -954,6 +985,9 @@ func (n *Node) Validate() error {
 	}
 	if n.GroupConsumerHeartbeatInterval >= n.GroupConsumerSessionTimeout {
 		return errors.New("config group.consumer.heartbeat.interval.ms must be below group.consumer.session.timeout.ms")
+	}
+	if err := n.validateShareGroups(); err != nil {
+		return err
 	}
 	if n.MaxConnectionsPerIP == 0 && len(n.MaxConnectionsPerIPOverrides) == 0 {
 		return errors.New("config max.connections.per.ip can be zero only if max.connections.per.ip.overrides is set")

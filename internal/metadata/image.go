@@ -20,6 +20,8 @@ type Image struct {
 	brokers   map[int32]*Broker
 	// brokerConfigs are dynamic broker configs; "" is the cluster default.
 	brokerConfigs map[string]map[string]string
+	// groupConfigs are the dynamic configs of groups, by group id.
+	groupConfigs map[string]map[string]string
 	// NextProducerID is the first producer id not yet reserved.
 	NextProducerID int64
 	// Bootstrapped: the bootstrap records were written (BootstrapRecord).
@@ -100,6 +102,7 @@ func Empty(clusterID string) *Image {
 		byID:          map[UUID]*Topic{},
 		brokers:       map[int32]*Broker{},
 		brokerConfigs: map[string]map[string]string{},
+		groupConfigs:  map[string]map[string]string{},
 		scram:         map[ScramKey]UserScramCredentialRecord{},
 		acls:          map[UUID]acl.Binding{},
 		aclIndex:      acl.NewIndex(nil),
@@ -150,6 +153,10 @@ func (im *Image) Brokers() []*Broker {
 // default). The map must not be modified.
 func (im *Image) BrokerConfigs(name string) map[string]string { return im.brokerConfigs[name] }
 
+// GroupConfigs returns the dynamic configs of group id (ConfigRecords of
+// resource type 32), nil without any. The map must not be modified.
+func (im *Image) GroupConfigs(id string) map[string]string { return im.groupConfigs[id] }
+
 // Apply returns a new image with recs applied at offsets starting at
 // offset. The receiver is unchanged.
 func (im *Image) Apply(offset int64, recs []Record) *Image {
@@ -160,6 +167,7 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		byID:           maps.Clone(im.byID),
 		brokers:        maps.Clone(im.brokers),
 		brokerConfigs:  maps.Clone(im.brokerConfigs),
+		groupConfigs:   im.groupConfigs,
 		NextProducerID: im.NextProducerID,
 		scram:          im.scram,
 		Bootstrapped:   im.Bootstrapped,
@@ -178,6 +186,7 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		return next.scram
 	}
 	quotasCloned := false
+	groupsCloned := false // next.groupConfigs is a copy of im's
 	aclsChanged := false
 	mutableACLs := func() map[UUID]acl.Binding {
 		if !aclsChanged {
@@ -260,6 +269,28 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 					m[r.Name] = *r.Value
 				}
 				next.brokerConfigs[r.ResourceName] = m
+			case ResourceGroup:
+				if !groupsCloned {
+					groupsCloned = true
+					next.groupConfigs = maps.Clone(im.groupConfigs)
+					if next.groupConfigs == nil {
+						next.groupConfigs = map[string]map[string]string{}
+					}
+				}
+				m := maps.Clone(next.groupConfigs[r.ResourceName])
+				if m == nil {
+					m = map[string]string{}
+				}
+				if r.Value == nil {
+					delete(m, r.Name)
+				} else {
+					m[r.Name] = *r.Value
+				}
+				if len(m) == 0 {
+					delete(next.groupConfigs, r.ResourceName)
+				} else {
+					next.groupConfigs[r.ResourceName] = m
+				}
 			}
 		case RegisterBrokerRecord:
 			next.brokers[r.BrokerID] = &Broker{ID: r.BrokerID, Epoch: r.Epoch, Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced}

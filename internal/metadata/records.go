@@ -49,6 +49,7 @@ type RemoveTopicRecord struct {
 const (
 	ResourceTopic  int8 = 2
 	ResourceBroker int8 = 4
+	ResourceGroup  int8 = 32 // group configs (KIP-848, KIP-932)
 )
 
 // ConfigRecord sets (Value non-nil) or removes (nil) one config of a

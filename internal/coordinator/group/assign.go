@@ -26,12 +26,73 @@ type assignMember struct {
 	id     string
 	topics map[topicID]bool // subscribed topics that exist
 	prev   assignment       // its current target assignment, for stickiness
+	rack   string           // the member's RackId; "": unknown
 }
+
+// rackFunc returns the racks of the brokers holding replicas of a
+// partition (nil: unknown).
+type rackFunc func(id topicID, p int32) []string
 
 // assignFunc computes a target assignment: every partition of a
 // subscribed topic goes to exactly one member subscribed to its topic.
-// members are sorted by id; partitions gives each topic's partition count.
-type assignFunc func(members []assignMember, partitions map[topicID]int32) map[string]assignment
+// members are sorted by id; partitions gives each topic's partition count;
+// racks, when not nil, gives the racks of each partition's replicas, for
+// rack-aware assignment.
+type assignFunc func(members []assignMember, partitions map[topicID]int32, racks rackFunc) map[string]assignment
+
+// rackInfo answers whether a member's rack holds a replica of a
+// partition, for rack-aware assignment as Kafka's assignors do it when
+// racks are known (KIP-881): only when some member has a rack and racks
+// is set; the racks of each partition are asked once.
+type rackInfo struct {
+	racks rackFunc
+	cache map[tpKey][]string
+}
+
+// newRackInfo returns nil when no member has a rack or racks is nil:
+// assignment then ignores racks.
+func newRackInfo(members []assignMember, racks rackFunc) *rackInfo {
+	if racks == nil {
+		return nil
+	}
+	for _, m := range members {
+		if m.rack != "" {
+			return &rackInfo{racks: racks, cache: map[tpKey][]string{}}
+		}
+	}
+	return nil
+}
+
+func (ri *rackInfo) partitionRacks(id topicID, p int32) []string {
+	k := tpKey{id, p}
+	rs, ok := ri.cache[k]
+	if !ok {
+		rs = ri.racks(id, p)
+		ri.cache[k] = rs
+	}
+	return rs
+}
+
+// match reports whether m's rack holds a replica of partition p of id;
+// false without rack information.
+func (ri *rackInfo) match(m *assignMember, id topicID, p int32) bool {
+	return ri != nil && m.rack != "" && slices.Contains(ri.partitionRacks(id, p), m.rack)
+}
+
+// mismatch reports whether giving partition p of id to m would miss a
+// rack that holds it where another member subscribed to id sits: m has a
+// rack without a replica and some such member has one.
+func (ri *rackInfo) mismatch(m *assignMember, members []assignMember, id topicID, p int32) bool {
+	if ri == nil || m.rack == "" || ri.match(m, id, p) {
+		return false
+	}
+	for i := range members {
+		if members[i].topics[id] && ri.match(&members[i], id, p) {
+			return true
+		}
+	}
+	return false
+}
 
 var assignors = map[string]assignFunc{
 	AssignorUniform: assignUniform,
@@ -51,17 +112,21 @@ func sortedTopicIDs(m map[topicID]int32) []topicID {
 // members subscribed to it, sorted by member id: with n partitions and m
 // members each gets n/m, the first n%m one more, as Kafka's RangeAssignor
 // (and the classic range assignor), so that co-partitioned topics land
-// together.
-func assignRange(members []assignMember, partitions map[topicID]int32) map[string]assignment {
+// together. When members have racks, as the rack-aware RangeAssignor of
+// KIP-881, each partition first goes to the first member with room in its
+// quota whose rack holds a replica; the rest then fill the quotas in
+// order. The quotas, hence the balance, are the same either way.
+func assignRange(members []assignMember, partitions map[topicID]int32, racks rackFunc) map[string]assignment {
 	out := make(map[string]assignment, len(members))
 	for _, m := range members {
 		out[m.id] = assignment{}
 	}
+	ri := newRackInfo(members, racks)
 	for _, id := range sortedTopicIDs(partitions) {
-		var subs []string
-		for _, m := range members {
-			if m.topics[id] {
-				subs = append(subs, m.id)
+		var subs []*assignMember
+		for i := range members {
+			if members[i].topics[id] {
+				subs = append(subs, &members[i])
 			}
 		}
 		if len(subs) == 0 {
@@ -69,16 +134,44 @@ func assignRange(members []assignMember, partitions map[topicID]int32) map[strin
 		}
 		n := partitions[id]
 		per, extra := n/int32(len(subs)), n%int32(len(subs))
-		next := int32(0)
-		for i, mid := range subs {
-			count := per
+		quota := make([]int32, len(subs))
+		for i := range subs {
+			quota[i] = per
 			if int32(i) < extra {
-				count++
+				quota[i]++
 			}
-			for p := next; p < next+count; p++ {
-				out[mid][id] = append(out[mid][id], p)
+		}
+		if ri == nil {
+			next := int32(0)
+			for i, m := range subs {
+				for p := next; p < next+quota[i]; p++ {
+					out[m.id][id] = append(out[m.id][id], p)
+				}
+				next += quota[i]
 			}
-			next += count
+			continue
+		}
+		given := make([]bool, n)
+		for p := range n {
+			for i, m := range subs {
+				if quota[i] > 0 && ri.match(m, id, p) {
+					out[m.id].add(id, p)
+					quota[i]--
+					given[p] = true
+					break
+				}
+			}
+		}
+		i := 0
+		for p := range n {
+			if given[p] {
+				continue
+			}
+			for quota[i] == 0 {
+				i++
+			}
+			out[subs[i].id].add(id, p)
+			quota[i]--
 		}
 	}
 	return out
@@ -91,7 +184,15 @@ func assignRange(members []assignMember, partitions map[topicID]int32) map[strin
 // different subscriptions a partition goes to the least loaded member
 // subscribed to its topic, then partitions move from a member to one
 // subscribed to their topic with two fewer, until none can.
-func assignUniform(members []assignMember, partitions map[topicID]int32) map[string]assignment {
+//
+// When members have racks (rack-aware assignment, as Kafka's assignors
+// when racks are known): a member does not keep a partition none of whose
+// replicas is in its rack while another member subscribed to its topic
+// has such a replica in its rack, and a partition left goes to the least
+// loaded member in a rack holding a replica when one has room within the
+// even spread, else to the least loaded member. Balance comes first: the
+// counts are those of the assignment without racks.
+func assignUniform(members []assignMember, partitions map[topicID]int32, racks rackFunc) map[string]assignment {
 	out := make(map[string]assignment, len(members))
 	count := make(map[string]int, len(members))
 	for _, m := range members {
@@ -100,6 +201,7 @@ func assignUniform(members []assignMember, partitions map[topicID]int32) map[str
 	if len(members) == 0 {
 		return out
 	}
+	ri := newRackInfo(members, racks)
 	type part struct {
 		id topicID
 		p  int32
@@ -135,7 +237,7 @@ func assignUniform(members []assignMember, partitions map[topicID]int32) map[str
 					return
 				}
 				k := part{id, p}
-				if p >= partitions[id] || owner[k] != "" {
+				if p >= partitions[id] || owner[k] != "" || ri.mismatch(&m, members, id, p) {
 					continue
 				}
 				owner[k] = m.id
@@ -171,8 +273,9 @@ func assignUniform(members []assignMember, partitions map[topicID]int32) map[str
 			if owner[k] != "" {
 				continue
 			}
-			best := ""
-			for _, m := range members {
+			best, bestRack := "", ""
+			for i := range members {
+				m := &members[i]
 				if !m.topics[id] {
 					continue
 				}
@@ -182,6 +285,12 @@ func assignUniform(members []assignMember, partitions map[topicID]int32) map[str
 				if best == "" || count[m.id] < count[best] {
 					best = m.id
 				}
+				if count[m.id] <= base && ri.match(m, id, p) && (bestRack == "" || count[m.id] < count[bestRack]) {
+					bestRack = m.id
+				}
+			}
+			if bestRack != "" {
+				best = bestRack
 			}
 			if best == "" {
 				continue

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 )
 
 // checkAssignment: every partition of a topic someone subscribes to goes
@@ -59,7 +60,7 @@ func TestAssignRange(t *testing.T) {
 		{id: "m3", topics: map[topicID]bool{a: true}},
 	}
 	parts := map[topicID]int32{a: 7, b: 3}
-	got := assignRange(ms, parts)
+	got := assignRange(ms, parts, nil)
 	checkAssignment(t, ms, parts, got)
 	want := map[string]assignment{
 		"m1": {a: {0, 1, 2}, b: {0, 1}},
@@ -80,13 +81,13 @@ func TestAssignUniformSticky(t *testing.T) {
 	parts := map[topicID]int32{tid: 10}
 	sub := map[topicID]bool{tid: true}
 	ms := []assignMember{{id: "a", topics: sub}, {id: "b", topics: sub}}
-	first := assignUniform(ms, parts)
+	first := assignUniform(ms, parts, nil)
 	checkAssignment(t, ms, parts, first)
 	if lo, hi := spread(ms, first); hi-lo > 1 {
 		t.Fatalf("unbalanced %v", first)
 	}
 	ms = []assignMember{{id: "a", topics: sub, prev: first["a"]}, {id: "b", topics: sub, prev: first["b"]}, {id: "c", topics: sub}}
-	second := assignUniform(ms, parts)
+	second := assignUniform(ms, parts, nil)
 	checkAssignment(t, ms, parts, second)
 	if lo, hi := spread(ms, second); hi-lo > 1 {
 		t.Fatalf("unbalanced %v", second)
@@ -104,8 +105,9 @@ func TestAssignUniformSticky(t *testing.T) {
 	}
 }
 
-// Random subscriptions and previous assignments: every partition is
-// assigned once to a subscriber; with the same subscriptions, balanced.
+// Random subscriptions, previous assignments and racks (half the cases):
+// every partition is assigned once to a subscriber; with the same
+// subscriptions, balanced, racks or not.
 func TestAssignUniformRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 300 {
@@ -115,6 +117,7 @@ func TestAssignUniformRandom(t *testing.T) {
 				parts[topicID{byte(j + 1)}] = int32(r.IntN(12))
 			}
 			homogeneous := r.IntN(2) == 0
+			useRacks := r.IntN(2) == 0
 			var ms []assignMember
 			all := map[topicID]bool{}
 			for id := range parts {
@@ -138,17 +141,107 @@ func TestAssignUniformRandom(t *testing.T) {
 						}
 					}
 				}
-				ms = append(ms, assignMember{id: fmt.Sprintf("m%d", j), topics: sub, prev: prev})
+				rack := ""
+				if useRacks {
+					rack = fmt.Sprintf("r%d", r.IntN(3))
+				}
+				ms = append(ms, assignMember{id: fmt.Sprintf("m%d", j), topics: sub, prev: prev, rack: rack})
 			}
 			slices.SortFunc(ms, func(a, b assignMember) int { return strings.Compare(a.id, b.id) })
-			got := assignUniform(ms, parts)
+			var racks rackFunc
+			if useRacks {
+				racks = func(id topicID, p int32) []string {
+					return []string{fmt.Sprintf("r%d", (int(id[0])+int(p))%4)}
+				}
+			}
+			got := assignUniform(ms, parts, racks)
 			checkAssignment(t, ms, parts, got)
 			if homogeneous {
 				if lo, hi := spread(ms, got); hi-lo > 1 {
 					t.Fatalf("unbalanced: %v", got)
 				}
 			}
-			checkAssignment(t, ms, parts, assignRange(ms, parts))
+			checkAssignment(t, ms, parts, assignRange(ms, parts, racks))
 		})
 	}
+}
+
+// Rack-aware assignment: with members in racks r0, r1, r2 and each
+// partition's replica in one rack, every member gets the partitions of its
+// rack (uniform and range), balance unchanged; where racks cannot all be
+// honoured (every replica in r0) balance wins; a member without a rack,
+// or no rack information, gives the assignment without racks.
+func TestAssignRackAware(t *testing.T) {
+	tid := topicID{1}
+	parts := map[topicID]int32{tid: 6}
+	sub := map[topicID]bool{tid: true}
+	byMod := func(_ topicID, p int32) []string { return []string{fmt.Sprintf("r%d", p%3)} }
+	ms := []assignMember{
+		{id: "a", topics: sub, rack: "r0"},
+		{id: "b", topics: sub, rack: "r1"},
+		{id: "c", topics: sub, rack: "r2"},
+	}
+	for name, fn := range map[string]assignFunc{"uniform": assignUniform, "range": assignRange} {
+		got := fn(ms, parts, byMod)
+		checkAssignment(t, ms, parts, got)
+		for i, m := range ms {
+			want := []int32{int32(i), int32(i + 3)}
+			if !slices.Equal(got[m.id][tid], want) {
+				t.Errorf("%s: %s (rack %s) got %v, want %v", name, m.id, m.rack, got[m.id][tid], want)
+			}
+		}
+		// Without racks: range gives contiguous ranges.
+		plain := fn(ms, parts, nil)
+		if name == "range" && !slices.Equal(plain["a"][tid], []int32{0, 1}) {
+			t.Errorf("range without racks: a got %v", plain["a"][tid])
+		}
+		// Every replica in r0: balance, two each.
+		allR0 := fn(ms, parts, func(topicID, int32) []string { return []string{"r0"} })
+		checkAssignment(t, ms, parts, allR0)
+		if lo, hi := spread(ms, allR0); lo != 2 || hi != 2 {
+			t.Errorf("%s with every replica in r0: %v", name, allR0)
+		}
+	}
+	// Uniform, sticky: a member keeps what it had unless another member's
+	// rack holds it.
+	prev := []assignMember{
+		{id: "a", topics: sub, rack: "r0", prev: assignment{tid: {0, 1}}},
+		{id: "b", topics: sub, rack: "r1", prev: assignment{tid: {2, 3}}},
+		{id: "c", topics: sub, rack: "r2", prev: assignment{tid: {4, 5}}},
+	}
+	got := assignUniform(prev, parts, byMod)
+	for i, m := range prev {
+		if want := []int32{int32(i), int32(i + 3)}; !slices.Equal(got[m.id][tid], want) {
+			t.Errorf("uniform from a rack-blind assignment: %s got %v, want %v", m.id, got[m.id][tid], want)
+		}
+	}
+	if got := assignUniform(prev, parts, nil); !slices.Equal(got["a"][tid], []int32{0, 1}) {
+		t.Errorf("uniform without racks is not sticky: %v", got)
+	}
+}
+
+// Through the coordinator: members that send their RackId get the
+// partitions whose replicas are in their rack.
+func TestConsumerGroupRackAware(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		topics := newFakeTopics(map[string]int32{"t": 6})
+		topics.setRacks(func(_ [16]byte, p int32) []string { return []string{fmt.Sprintf("r%d", p%3), "r9"} })
+		h := consumerHarness(t, topics)
+		defer h.close()
+		ms := []*cm{{id: "a", rack: strp("r0")}, {id: "b", rack: strp("r1")}, {id: "c", rack: strp("r2")}}
+		for range 3 {
+			for _, m := range ms {
+				checkCode(t, "heartbeat "+m.id, h.hb("g", m, false).ErrorCode, 0)
+			}
+		}
+		checkExclusive(t, ms...)
+		for i, m := range ms {
+			if got, want := m.owned[topicID{1}], []int32{int32(i), int32(i + 3)}; !slices.Equal(got, want) {
+				t.Errorf("%s in rack %s owns %v, want %v", m.id, *m.rack, got, want)
+			}
+		}
+		if d := h.consumerDescribe("g"); *d.Members[0].RackID != "r0" {
+			t.Errorf("described rack: %v", d.Members[0].RackID)
+		}
+	})
 }

@@ -118,6 +118,40 @@ type Config struct {
 	// the first being the default (group.consumer.assignors; default
 	// uniform, range). Known: AssignorUniform, AssignorRange.
 	ConsumerAssignors []string
+
+	// Overrides, when set, returns the group-level configs of a group
+	// (Kafka's consumer.session.timeout.ms and
+	// consumer.heartbeat.interval.ms set by IncrementalAlterConfigs on
+	// GROUP resources); zero fields mean ConsumerSessionTimeout and
+	// ConsumerHeartbeatInterval. Values outside the Min/Max bounds above
+	// are capped to them. Called on the coordinator's goroutine at each
+	// heartbeat: it must be cheap and not block.
+	Overrides func(groupID string) Overrides
+}
+
+// Overrides are the group-level configs of one group the coordinator
+// applies (see Config.Overrides).
+type Overrides struct {
+	ConsumerSessionTimeout    time.Duration // consumer.session.timeout.ms; zero: the broker's
+	ConsumerHeartbeatInterval time.Duration // consumer.heartbeat.interval.ms; zero: the broker's
+}
+
+// consumerTimeouts are the session timeout and heartbeat interval of the
+// members of consumer group id: its overrides within the bounds, else
+// the broker's.
+func (cfg *Config) consumerTimeouts(id string) (session, heartbeat time.Duration) {
+	session, heartbeat = cfg.ConsumerSessionTimeout, cfg.ConsumerHeartbeatInterval
+	if cfg.Overrides == nil {
+		return session, heartbeat
+	}
+	o := cfg.Overrides(id)
+	if o.ConsumerSessionTimeout > 0 {
+		session = min(max(o.ConsumerSessionTimeout, cfg.ConsumerMinSessionTimeout), cfg.ConsumerMaxSessionTimeout)
+	}
+	if o.ConsumerHeartbeatInterval > 0 {
+		heartbeat = min(max(o.ConsumerHeartbeatInterval, cfg.ConsumerMinHeartbeatInterval), cfg.ConsumerMaxHeartbeatInterval)
+	}
+	return session, heartbeat
 }
 
 // withDefaults returns cfg with each zero field set to its default.

@@ -113,6 +113,10 @@ type Topics interface {
 	Version() int64
 	// Names returns every topic name, for regex subscriptions.
 	Names() []string
+	// Racks returns the racks (broker.rack) of the brokers holding
+	// replicas of partition p of the topic with id, for rack-aware
+	// assignment; nil when unknown or none is set.
+	Racks(id [16]byte, p int32) []string
 }
 
 // SetTopics gives the Coordinator its view of the topics; without it every
@@ -237,11 +241,30 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		return
 	}
 	var recs []Record
-	if g != nil && g.cg == nil {
-		if g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || epoch != 0 {
-			fail(kerr.GroupIDNotFound.Code, "Group "+g.id+" is not a consumer group.")
+	if g != nil && g.cg == nil && (g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || epoch != 0) {
+		fail(kerr.GroupIDNotFound.Code, "Group "+g.id+" is not a consumer group.")
+		return
+	}
+	if epoch == leaveEpoch || epoch == staticLeaveEpoch {
+		if g == nil || g.cg == nil {
+			fail(kerr.GroupIDNotFound.Code, "")
 			return
 		}
+		c.consumerLeave(g, req, resp, reply)
+		return
+	}
+	if g == nil && epoch != 0 {
+		fail(kerr.GroupIDNotFound.Code, "")
+		return
+	}
+	// Everything below changes the group in memory before its records are
+	// written; a failed write puts it back (rollback.go).
+	snap := c.snapshotConsumer(part, req.Group)
+	refuse := func(code int16, msg string) {
+		c.rollback(snap, false)
+		fail(code, msg)
+	}
+	if g != nil && g.cg == nil {
 		// An empty classic group (or offsets only) becomes a consumer
 		// group, as Kafka upgrades it; its classic record goes.
 		if g.generation > 0 || g.protocolType != "" {
@@ -250,19 +273,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		g.cg = newConsumerGroup()
 		g.protocolType, g.protocolName, g.generation = ConsumerProtocolType, nil, 0
 	}
-	if epoch == leaveEpoch || epoch == staticLeaveEpoch {
-		if g == nil {
-			fail(kerr.GroupIDNotFound.Code, "")
-			return
-		}
-		c.consumerLeave(g, req, resp, reply)
-		return
-	}
 	if g == nil {
-		if epoch != 0 {
-			fail(kerr.GroupIDNotFound.Code, "")
-			return
-		}
 		g = newGroup(part, req.Group, time.Now())
 		g.cg = newConsumerGroup()
 		g.protocolType = ConsumerProtocolType
@@ -275,19 +286,20 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	}
 	isNew := cg.members[memberID] == nil && (req.InstanceID == nil || cg.static[*req.InstanceID] == "")
 	if isNew && len(cg.members) >= int(c.cfg.ConsumerMaxSize) {
-		fail(kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity.")
+		refuse(kerr.GroupMaxSizeReached.Code, "The consumer group has reached its maximum capacity.")
 		return
 	}
 	owned := ownedAssignment(req.Topics)
 	var m *cmember
 	if req.InstanceID != nil {
 		old := cg.members[cg.static[*req.InstanceID]]
+		snap.save(old)
 		switch {
 		case epoch == 0 && old == nil:
 			m = cg.members[memberID]
 		case epoch == 0:
 			if old.epoch != staticLeaveEpoch {
-				fail(kerr.UnreleasedInstanceID.Code, "Instance id "+*req.InstanceID+" is still owned by member "+old.id+".")
+				refuse(kerr.UnreleasedInstanceID.Code, "Instance id "+*req.InstanceID+" is still owned by member "+old.id+".")
 				return
 			}
 			if old.id != memberID {
@@ -299,10 +311,10 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 			}
 			m.epoch, m.prevEpoch = 0, 0
 		case old == nil:
-			fail(kerr.UnknownMemberID.Code, "Instance id "+*req.InstanceID+" is unknown.")
+			refuse(kerr.UnknownMemberID.Code, "Instance id "+*req.InstanceID+" is unknown.")
 			return
 		case old.id != memberID:
-			fail(kerr.FencedInstanceID.Code, "Static member "+memberID+" was fenced by member "+old.id+".")
+			refuse(kerr.FencedInstanceID.Code, "Static member "+memberID+" was fenced by member "+old.id+".")
 			return
 		default:
 			m = old
@@ -310,13 +322,14 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	} else {
 		m = cg.members[memberID]
 		if epoch != 0 && m == nil {
-			fail(kerr.UnknownMemberID.Code, "Member "+memberID+" is not a member of group "+g.id+".")
+			refuse(kerr.UnknownMemberID.Code, "Member "+memberID+" is not a member of group "+g.id+".")
 			return
 		}
 	}
+	snap.save(m)
 	if m != nil && epoch != 0 {
 		if code, msg := m.checkEpoch(epoch, owned); code != 0 {
-			fail(code, msg)
+			refuse(code, msg)
 			return
 		}
 	}
@@ -378,7 +391,8 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 
 	resp.MemberID = &m.id
 	resp.MemberEpoch = m.epoch
-	resp.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	_, hb := c.cfg.consumerTimeouts(g.id)
+	resp.HeartbeatIntervalMillis = int32(hb.Milliseconds())
 	full := epoch == 0 || (req.RebalanceTimeoutMillis != -1 && req.SubscribedTopicNames != nil && req.Topics != nil)
 	if full || prevAssigned == nil || !prevAssigned.equal(m.assigned) {
 		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
@@ -387,7 +401,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		}
 		resp.Assignment = &a
 	}
-	c.writeThenReply(g, recs, func(code int16) {
+	c.writeThenReply(g, snap, recs, func(code int16) {
 		if code != 0 {
 			fail(code, "")
 			return
@@ -397,17 +411,25 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 }
 
 // writeThenReply writes recs (if any) and calls done with the error code
-// for the client once written.
-func (c *Coordinator) writeThenReply(g *group, recs []Record, done func(code int16)) {
+// for the client once written. When the write fails, the group is rolled
+// back to snap; a write that lands after an earlier one failed is
+// answered COORDINATOR_NOT_AVAILABLE, its change having been rolled back
+// with the earlier one.
+func (c *Coordinator) writeThenReply(g *group, snap *cgSnapshot, recs []Record, done func(code int16)) {
 	if len(recs) == 0 {
 		done(0)
 		return
 	}
 	c.appendRecords(g.part, recs, func(err error) {
-		if err != nil {
-			c.logGroup(g).Warn("failed to write consumer group records", "records", len(recs), "err", err)
+		code := appendErrorCode(err)
+		switch {
+		case err != nil:
+			c.logGroup(g).Warn("failed to write consumer group records; rolled back", "records", len(recs), "err", err)
+			c.rollback(snap, true)
+		case !snap.current():
+			code = kerr.CoordinatorNotAvailable.Code
 		}
-		done(appendErrorCode(err))
+		done(code)
 	})
 }
 
@@ -598,7 +620,7 @@ func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 	}
 	var ams []assignMember
 	for _, m := range cg.sortedMembers() {
-		am := assignMember{id: m.id, topics: map[topicID]bool{}, prev: cg.target[m.id]}
+		am := assignMember{id: m.id, topics: map[topicID]bool{}, prev: cg.target[m.id], rack: derefOr(m.rackID, "")}
 		for name, t := range c.resolve(m, names) {
 			if cur, ok := cg.subscribed[name]; ok && cur.id == t.id {
 				am.topics[t.id] = true
@@ -606,7 +628,11 @@ func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 		}
 		ams = append(ams, am)
 	}
-	next := assignors[name](ams, partitions)
+	var racks rackFunc
+	if c.topics != nil {
+		racks = func(id topicID, p int32) []string { return c.topics.Racks(id, p) }
+	}
+	next := assignors[name](ams, partitions, racks)
 	for _, am := range ams {
 		a := next[am.id]
 		if a == nil {
@@ -686,22 +712,29 @@ func (c *Coordinator) reconcile(g *group, m *cmember, owned assignment) {
 		m.assigned = assigned
 	}
 	c.holdAll(cg, m)
-	// A member revoking has its rebalance timeout to do so.
-	if m.state == memberUnrevoked {
-		if m.revocation == nil && m.rebalanceTimeoutMs > 0 {
-			epoch := m.epoch
-			m.revocation = c.timers.Schedule(time.Now().Add(durationMs(m.rebalanceTimeoutMs)), func() {
-				m.revocation = nil
-				if g.cg == cg && cg.members[m.id] == m && m.state == memberUnrevoked && m.epoch == epoch {
-					c.logGroup(g).Info("consumer group member did not revoke in time", "member_id", m.id, "rebalance_timeout_ms", m.rebalanceTimeoutMs)
-					c.fenceConsumerMember(g, m)
-				}
-			})
-		}
-	} else {
+	c.scheduleRevocation(g, m)
+}
+
+// scheduleRevocation gives a member revoking its rebalance timeout to do
+// so, and cancels that timer once it is not revoking.
+func (c *Coordinator) scheduleRevocation(g *group, m *cmember) {
+	cg := g.cg
+	if m.state != memberUnrevoked {
 		c.timers.Cancel(m.revocation)
 		m.revocation = nil
+		return
 	}
+	if m.revocation != nil || m.rebalanceTimeoutMs <= 0 {
+		return
+	}
+	epoch := m.epoch
+	m.revocation = c.timers.Schedule(time.Now().Add(durationMs(m.rebalanceTimeoutMs)), func() {
+		m.revocation = nil
+		if g.cg == cg && cg.members[m.id] == m && m.state == memberUnrevoked && m.epoch == epoch {
+			c.logGroup(g).Info("consumer group member did not revoke in time", "member_id", m.id, "rebalance_timeout_ms", m.rebalanceTimeoutMs)
+			c.fenceConsumerMember(g, m)
+		}
+	})
 }
 
 func (a assignment) overlaps(b assignment) bool {
@@ -716,14 +749,16 @@ func (a assignment) overlaps(b assignment) bool {
 }
 
 // scheduleConsumerSession restarts m's session
-// (group.consumer.session.timeout.ms).
+// (group.consumer.session.timeout.ms, or the group's
+// consumer.session.timeout.ms).
 func (c *Coordinator) scheduleConsumerSession(g *group, m *cmember) {
 	c.timers.Cancel(m.session)
 	cg := g.cg
-	m.session = c.timers.Schedule(time.Now().Add(c.cfg.ConsumerSessionTimeout), func() {
+	session, _ := c.cfg.consumerTimeouts(g.id)
+	m.session = c.timers.Schedule(time.Now().Add(session), func() {
 		m.session = nil
 		if g.cg == cg && cg.members[m.id] == m && c.owns(g.part) {
-			c.logGroup(g).Info("consumer group member session expired", "member_id", m.id, "session_timeout", c.cfg.ConsumerSessionTimeout)
+			c.logGroup(g).Info("consumer group member session expired", "member_id", m.id, "session_timeout", session)
 			c.fenceConsumerMember(g, m)
 		}
 	})
@@ -752,11 +787,16 @@ func (c *Coordinator) removeConsumerMember(g *group, m *cmember) []Record {
 }
 
 // fenceConsumerMember removes m after its session or rebalance timeout.
+// If the removal cannot be written the member is put back, with a new
+// session: it is removed again when that expires.
 func (c *Coordinator) fenceConsumerMember(g *group, m *cmember) {
+	snap := c.snapshotConsumer(g.part, g.id)
+	snap.save(m)
 	recs := c.removeConsumerMember(g, m)
 	c.appendRecords(g.part, recs, func(err error) {
 		if err != nil {
-			c.logGroup(g).Warn("failed to write the removal of a consumer group member", "member_id", m.id, "err", err)
+			c.logGroup(g).Warn("failed to write the removal of a consumer group member; rolled back", "member_id", m.id, "err", err)
+			c.rollback(snap, true)
 		}
 	})
 }
@@ -790,6 +830,8 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 	}
 	resp.MemberID = &m.id
 	resp.MemberEpoch = req.MemberEpoch
+	snap := c.snapshotConsumer(g.part, g.id)
+	snap.save(m)
 	var recs []Record
 	if req.MemberEpoch == staticLeaveEpoch && m.instanceID != nil {
 		m.prevEpoch, m.epoch = m.epoch, staticLeaveEpoch
@@ -801,7 +843,7 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 		recs = c.removeConsumerMember(g, m)
 		c.logGroup(g).Info("consumer group member left", "member_id", m.id)
 	}
-	c.writeThenReply(g, recs, func(code int16) {
+	c.writeThenReply(g, snap, recs, func(code int16) {
 		resp.ErrorCode = code
 		reply(resp)
 	})

@@ -21,6 +21,7 @@ type fakeTopics struct {
 	mu      sync.Mutex
 	topics  map[string]topicMeta
 	version int64
+	racks   func(id [16]byte, p int32) []string
 }
 
 func newFakeTopics(partitions map[string]int32) *fakeTopics {
@@ -62,6 +63,23 @@ func (ft *fakeTopics) Version() int64 {
 	return ft.version
 }
 
+// Racks answers the racks set with setRacks.
+func (ft *fakeTopics) Racks(id [16]byte, p int32) []string {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	if ft.racks == nil {
+		return nil
+	}
+	return ft.racks(id, p)
+}
+
+func (ft *fakeTopics) setRacks(fn func(id [16]byte, p int32) []string) {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	ft.racks = fn
+	ft.version++
+}
+
 func (ft *fakeTopics) Names() []string {
 	ft.mu.Lock()
 	defer ft.mu.Unlock()
@@ -75,6 +93,7 @@ type cm struct {
 	epoch    int32
 	owned    assignment
 	topics   []string // subscription sent in full requests; nil: t
+	rack     *string  // RackId sent on joining
 }
 
 // hb sends a ConsumerGroupHeartbeat v1 for m; a full request (subscription
@@ -85,6 +104,9 @@ func (h *harness) hb(group string, m *cm, full bool, topics ...string) *kmsg.Con
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Version = 1
 	req.Group, req.MemberID, req.MemberEpoch, req.InstanceID = group, m.id, m.epoch, m.instance
+	if m.epoch == 0 {
+		req.RackID = m.rack
+	}
 	req.RebalanceTimeoutMillis = -1
 	if full || m.epoch == 0 {
 		req.RebalanceTimeoutMillis = testRebal

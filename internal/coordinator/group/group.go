@@ -208,6 +208,9 @@ type group struct {
 	// cg is set for a KIP-848 consumer group (consumer.go): the classic
 	// fields above then describe an empty group holding its offsets.
 	cg *consumerGroup
+	// writeEpoch is bumped when a failed write rolls the consumer group
+	// back (rollback.go).
+	writeEpoch uint64
 }
 
 func newGroup(part *partition, id string, now time.Time) *group {

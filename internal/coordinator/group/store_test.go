@@ -15,6 +15,7 @@ type memStore struct {
 	mu       sync.Mutex
 	logs     map[int32][]Record
 	failErr  error
+	failOnce error         // fails the next append only
 	gate     chan struct{} // appends wait for it to close when non-nil
 	loadGate chan struct{} // loads wait for it to close when non-nil
 	appends  int
@@ -38,6 +39,10 @@ func (s *memStore) Append(ctx context.Context, p int32, recs []Record) error {
 	s.appends++
 	if s.failErr != nil {
 		return s.failErr
+	}
+	if err := s.failOnce; err != nil {
+		s.failOnce = nil
+		return err
 	}
 	for _, r := range recs {
 		c := Record{Key: bytes.Clone(r.Key), Txn: r.Txn}
@@ -89,6 +94,12 @@ func (s *memStore) setGate(c chan struct{}) {
 func (s *memStore) setLoadGate(c chan struct{}) {
 	s.mu.Lock()
 	s.loadGate = c
+	s.mu.Unlock()
+}
+
+func (s *memStore) setFailOnce(err error) {
+	s.mu.Lock()
+	s.failOnce = err
 	s.mu.Unlock()
 }
 

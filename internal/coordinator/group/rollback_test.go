@@ -1,0 +1,117 @@
+package group
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// A write of consumer group state that fails leaves the group as it was:
+// the joining member is not in it, the group epoch and target assignment
+// did not move, the members already in it keep their partitions; the
+// client gets Kafka's error for the failure (COORDINATOR_NOT_AVAILABLE
+// for NOT_ENOUGH_REPLICAS, NOT_COORDINATOR for NOT_LEADER_OR_FOLLOWER).
+// A group the failed write would have created does not exist; a leave and
+// a session expiry that cannot be written leave the member in the group,
+// and the memory matches the log after a reload.
+func TestConsumerGroupRollbackOnFailedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := consumerHarness(t, newFakeTopics(map[string]int32{"t": 4}))
+		defer func() { h.close() }()
+		a := &cm{id: "a"}
+		checkCode(t, "a joins", h.hb("g", a, true).ErrorCode, 0)
+		if a.epoch != 1 || a.owned.size() != 4 {
+			t.Fatalf("a: epoch %d owns %v", a.epoch, a.owned)
+		}
+		before := mustJSON(t, h.consumerDescribe("g"))
+
+		// b's join cannot be written.
+		h.store.setFail(kerr.NotEnoughReplicas)
+		b := &cm{id: "b"}
+		checkCode(t, "b joins, write fails", h.hb("g", b, true).ErrorCode, kerr.CoordinatorNotAvailable.Code)
+		if after := mustJSON(t, h.consumerDescribe("g")); after != before {
+			t.Fatalf("after a failed join:\n%s\nbefore:\n%s", after, before)
+		}
+		// a is not asked to revoke anything.
+		h.store.setFail(nil)
+		checkCode(t, "a heartbeats", h.hb("g", a, false).ErrorCode, 0)
+		if a.epoch != 1 || a.owned.size() != 4 {
+			t.Fatalf("a after the failed join: epoch %d owns %v", a.epoch, a.owned)
+		}
+
+		// A new group whose first write fails does not exist.
+		h.store.setFail(kerr.NotLeaderForPartition)
+		checkCode(t, "new group, write fails", h.hb("g2", &cm{id: "x"}, true).ErrorCode, kerr.NotCoordinator.Code)
+		if d := h.consumerDescribe("g2"); d.ErrorCode != kerr.GroupIDNotFound.Code {
+			t.Fatalf("g2 after a failed first write: %+v", d)
+		}
+		if lg := h.listGroupsTyped("consumer"); len(lg) != 1 {
+			t.Fatalf("groups after a failed creation: %v", lg)
+		}
+
+		// a's leave cannot be written: a stays.
+		checkCode(t, "a leaves, write fails", h.hb("g", &cm{id: "a", epoch: leaveEpoch}, false).ErrorCode, kerr.NotCoordinator.Code)
+		if after := mustJSON(t, h.consumerDescribe("g")); after != before {
+			t.Fatalf("after a failed leave:\n%s\nbefore:\n%s", after, before)
+		}
+
+		// a's session expires while writes fail: it stays, with a new
+		// session, and is removed once the removal can be written.
+		time.Sleep(46 * time.Second)
+		synctest.Wait()
+		if d := h.consumerDescribe("g"); len(d.Members) != 1 {
+			t.Fatalf("members after an expiry that could not be written: %d", len(d.Members))
+		}
+		h.store.setFail(nil)
+		checkCode(t, "b joins", h.hb("g", b, true).ErrorCode, 0)
+		if d := h.consumerDescribe("g"); d.Epoch != 2 || len(d.Members) != 2 {
+			t.Fatalf("after b joined: epoch %d, %d members (want 2, 2: the failed join left no trace)", d.Epoch, len(d.Members))
+		}
+		time.Sleep(46 * time.Second)
+		synctest.Wait()
+		if d := h.consumerDescribe("g"); len(d.Members) != 0 {
+			t.Fatalf("members after the sessions expired with writes working: %d", len(d.Members))
+		}
+		// What is in memory is what the log holds.
+		mem := mustJSON(t, h.consumerDescribe("g"))
+		h.restart()
+		if got := mustJSON(t, h.consumerDescribe("g")); got != mem {
+			t.Fatalf("after reload:\n%s\nin memory before:\n%s", got, mem)
+		}
+	})
+}
+
+// Writes in flight when one fails are rolled back with it: the first
+// change's write fails, the second (issued on top of it) lands, and both
+// clients get an error; the group is as before the first.
+func TestConsumerGroupRollbackPipelined(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := consumerHarness(t, newFakeTopics(map[string]int32{"t": 4}))
+		defer h.close()
+		a := &cm{id: "a"}
+		checkCode(t, "a joins", h.hb("g", a, true).ErrorCode, 0)
+		before := mustJSON(t, h.consumerDescribe("g"))
+		gate := make(chan struct{})
+		h.store.setGate(gate)
+		h.store.setFailOnce(kerr.NotEnoughReplicas)
+		b, c := &cm{id: "b"}, &cm{id: "c"}
+		rb := async(func() int16 { return h.hb("g", b, true).ErrorCode })
+		synctest.Wait()
+		rc := async(func() int16 { return h.hb("g", c, true).ErrorCode })
+		synctest.Wait()
+		// The first write fails, the second lands.
+		h.store.setGate(nil)
+		close(gate)
+		checkCode(t, "b", mustReady(t, rb, "b"), kerr.CoordinatorNotAvailable.Code)
+		checkCode(t, "c", mustReady(t, rc, "c"), kerr.CoordinatorNotAvailable.Code)
+		if after := mustJSON(t, h.consumerDescribe("g")); after != before {
+			t.Fatalf("after the failed writes:\n%s\nbefore:\n%s", after, before)
+		}
+		checkCode(t, "c joins again", h.hb("g", c, true).ErrorCode, 0)
+		if d := h.consumerDescribe("g"); len(d.Members) != 2 {
+			t.Fatalf("members: %d", len(d.Members))
+		}
+	})
+}
