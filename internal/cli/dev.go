@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,8 +33,10 @@ func newDevCommand() *cobra.Command {
 ports: --nodes combined nodes (broker and controller, the default 3), or
 --controller-nodes controller-only and --broker-nodes broker-only nodes. Each node
 keeps its data in <dir>/node-<id>, so running again on the same --dir finds
-the topics again. The bootstrap addresses are printed on standard output;
-SIGINT or SIGTERM stops every node cleanly.
+the topics again. The bootstrap addresses are printed on standard output,
+then each node's operations HTTP listener (Prometheus /metrics, /healthz,
+/readyz; on free ports, --override http.listener= turns them off); SIGINT or
+SIGTERM stops every node cleanly.
 
 Topics get default.replication.factor min(3, brokers) unless --override
 sets it; --override key=value applies any other server property (Kafka's
@@ -56,6 +59,11 @@ names) to every node.`,
 			}
 			cfg := samsa.ClusterConfig{Dir: dir, Properties: props,
 				Logger: slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))}
+			// Every node gets its own http.listener on a free port (one
+			// address for all would collide); an empty override turns them off.
+			if v, ok := props["http.listener"]; !ok || v != "" {
+				cfg.HTTPListeners = true
+			}
 			nBrokers := nodes
 			switch {
 			case controllers > 0 || brokers > 0:
@@ -98,6 +106,15 @@ names) to every node.`,
 			fmt.Fprintf(out, "samsa dev: %d nodes (%d brokers, %d controllers), data in %s\n", total, len(c.Brokers()), len(c.Controllers()), abs)
 			fmt.Fprintf(out, "bootstrap=%s\n", bootstrap)
 			fmt.Fprintf(out, "  export SAMSA_BROKERS=%s\n", bootstrap)
+			if cfg.HTTPListeners {
+				ids := append(c.Controllers(), c.Brokers()...)
+				slices.Sort(ids)
+				var urls []string
+				for _, id := range slices.Compact(ids) {
+					urls = append(urls, "http://"+c.HTTPAddr(id)+"/metrics")
+				}
+				fmt.Fprintf(out, "metrics=%s\n", strings.Join(urls, ","))
+			}
 			fmt.Fprintln(out, "Ctrl-C stops the cluster.")
 			<-cmd.Context().Done()
 			fmt.Fprintln(out, "stopping")

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +53,8 @@ func TestDev(t *testing.T) {
 	}()
 	timeout := time.NewTimer(time.Minute)
 	defer timeout.Stop()
-	var bootstrap string
-	for bootstrap == "" {
+	var bootstrap, metricsURLs string
+	for bootstrap == "" || metricsURLs == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -63,13 +65,32 @@ func TestDev(t *testing.T) {
 			if b, ok := strings.CutPrefix(l, "bootstrap="); ok {
 				bootstrap = b
 			}
+			if m, ok := strings.CutPrefix(l, "metrics="); ok {
+				metricsURLs = m
+			}
 		case <-timeout.C:
-			t.Fatal("no bootstrap line within a minute")
+			t.Fatalf("no bootstrap and metrics lines within a minute (bootstrap %q, metrics %q)", bootstrap, metricsURLs)
 		}
 	}
 	seeds := strings.Split(bootstrap, ",")
 	if len(seeds) != 3 {
 		t.Fatalf("bootstrap %q: want 3 addresses", bootstrap)
+	}
+	// Every node serves its own /metrics.
+	urls := strings.Split(metricsURLs, ",")
+	if len(urls) != 3 || len(slices.Compact(slices.Sorted(slices.Values(urls)))) != 3 {
+		t.Fatalf("metrics %q: want 3 different URLs", metricsURLs)
+	}
+	for _, u := range urls {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "kafka_server_replicamanager_partitioncount") {
+			t.Fatalf("GET %s: %d %v, body has no kafka_server_replicamanager_partitioncount", u, resp.StatusCode, err)
+		}
 	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
