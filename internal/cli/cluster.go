@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { clientCommands = append(clientCommands, newClusterCommand) }
@@ -40,20 +43,23 @@ active controller, the brokers (those that hold replicas but are not
 registered and unfenced are down), and the partitions without a leader,
 with fewer in-sync replicas than replicas (under-replicated) and with fewer
 than min.insync.replicas (under-min-ISR: acks=all produces fail). It asks
-with the Kafka admin APIs (Metadata, DescribeConfigs), so it works against
-any Kafka cluster. The exit status is 1 when the cluster is unhealthy: no
-controller, a broker down, or a partition leaderless, under-replicated or
-under min ISR.`,
+with the Kafka admin APIs (Metadata, DescribeConfigs, and DescribeQuorum for
+the metadata quorum's leader, the active controller), so it works against
+any Kafka cluster. A broker that lost the metadata quorum still answers
+Metadata from its last state, which looks healthy; DescribeQuorum, which it
+forwards to the active controller, tells: no answer within 5 seconds, or no
+leader, is no controller. Against a cluster without DescribeQuorum (ZooKeeper
+mode) the controller is Metadata's. The exit status is 1 when the cluster
+is unhealthy: no controller, a broker down, or a partition leaderless,
+under-replicated or under min ISR.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			adm, err := f.newAdmin(cmd)
-			if err != nil {
+			var h *health
+			err := f.withAdmin(cmd, func(ctx context.Context, cl *kgo.Client, adm *kadm.Client) error {
+				var err error
+				h, err = clusterHealth(ctx, cl, adm)
 				return err
-			}
-			defer adm.Close()
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			h, err := clusterHealth(ctx, adm)
+			})
 			if err != nil {
 				return err
 			}
@@ -119,14 +125,22 @@ func (h *health) print(w io.Writer) {
 	fmt.Fprintf(w, "%-36s%s\n", fmt.Sprintf("Under-min-ISR partitions (%d):", len(h.underMinISR)), list(h.underMinISR))
 }
 
-// clusterHealth asks the cluster for its metadata and the topics'
-// min.insync.replicas.
-func clusterHealth(ctx context.Context, adm *kadm.Client) (*health, error) {
+// quorumWait bounds how long cluster health waits for DescribeQuorum: a
+// broker forwards it to the active controller and, without one, retries
+// until its own timeout.
+const quorumWait = 5 * time.Second
+
+// clusterHealth asks the cluster for its metadata, the metadata quorum's
+// leader and the topics' min.insync.replicas.
+func clusterHealth(ctx context.Context, cl *kgo.Client, adm *kadm.Client) (*health, error) {
 	md, err := adm.Metadata(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
 	h := &health{controller: md.Controller}
+	if id, ok := quorumLeader(ctx, cl, md.Brokers); ok {
+		h.controller = id
+	}
 	up := map[int32]bool{}
 	for _, b := range md.Brokers {
 		up[b.NodeID] = true
@@ -175,4 +189,57 @@ func clusterHealth(ctx context.Context, adm *kadm.Client) (*health, error) {
 	}
 	slices.Sort(h.down)
 	return h, nil
+}
+
+// quorumLeader asks the brokers in turn, within quorumWait, for the
+// metadata quorum's leader with DescribeQuorum v0 (KIP-595; brokers forward
+// it to the active controller). It returns -1 when none answers in time or
+// the answer has an error or no leader, and ok false when the cluster does
+// not serve DescribeQuorum (ZooKeeper-mode Kafka) or ctx ended.
+func quorumLeader(ctx context.Context, cl *kgo.Client, brokers kadm.BrokerDetails) (id int32, ok bool) {
+	qctx, cancel := context.WithTimeout(ctx, quorumWait)
+	defer cancel()
+	for _, b := range brokers {
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		rt := kmsg.NewDescribeQuorumRequestTopic()
+		rt.Topic = "__cluster_metadata"
+		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(qctx, cl.Broker(int(b.NodeID)))
+		switch {
+		case qctx.Err() != nil:
+			if ctx.Err() != nil {
+				return 0, false
+			}
+			return -1, true
+		case err != nil && !servesDescribeQuorum(qctx, cl, b.NodeID):
+			return 0, false
+		case err != nil:
+			continue // this broker is down: ask the next
+		}
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return -1, true
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.LeaderID < 0 {
+			return -1, true
+		}
+		return p.LeaderID, true
+	}
+	return -1, true
+}
+
+// servesDescribeQuorum is false when broker id answers ApiVersions without
+// DescribeQuorum (kgo then refuses to send it), true otherwise.
+func servesDescribeQuorum(ctx context.Context, cl *kgo.Client, id int32) bool {
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl.Broker(int(id)))
+	if err != nil || resp.ErrorCode != 0 {
+		return true // down, not too old
+	}
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == kmsg.DescribeQuorum.Int16() {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +58,25 @@ func TestClusterHealth(t *testing.T) {
 	if err := c.StartNode(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	waitHealth(func(r result) bool { return r.err == nil })
+	r = waitHealth(func(r result) bool { return r.err == nil })
+	controller := regexp.MustCompile(`Controller ID: +(\d+)`).FindStringSubmatch(r.stdout)
+	if controller == nil || controller[1] != strconv.Itoa(int(c.ActiveController())) {
+		t.Errorf("controller %q, want the quorum leader %d:\n%s", controller, c.ActiveController(), r.stdout)
+	}
+
+	// Without a metadata quorum (two of three voters stopped) node 1 still
+	// answers Metadata from its last image, with itself as controller (a
+	// killed node's image would even show every broker up and every
+	// partition replicated): DescribeQuorum finds no controller.
+	for _, id := range []int32{2, 3} {
+		if err := c.StopNode(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A leader that lost its quorum steps down after an election timeout.
+	b = "--brokers=" + c.Addrs()[0]
+	r = waitHealth(func(r result) bool { return strings.Contains(r.stdout, "[no_controller ") })
+	if !errors.Is(r.err, errUnhealthy) || !strings.Contains(r.stdout, "[no_controller ") || !strings.Contains(r.stdout, "Controller ID:                      -1") {
+		t.Fatalf("without a quorum: err %v, want errUnhealthy for no_controller:\n%s", r.err, r.stdout)
+	}
 }
