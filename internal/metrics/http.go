@@ -51,8 +51,17 @@ func buildInfo() prometheus.Collector {
 	}, func() float64 { return 1 })
 }
 
+// MaxScrapes is how many /metrics requests are served at once; more get
+// 503 Service Unavailable. A scrape holds every series in memory until it
+// is written, so unbounded concurrent scrapes could take the broker's
+// memory: 20 at once took a node with 2,000 partitions (35,000 series,
+// 2.5 MB of text) from 71 MB to 594 MB resident. Two Prometheus servers
+// in HA and a person with curl fit.
+const MaxScrapes = 4
+
 // Server is the operations HTTP listener (http.listener): /metrics in the
-// Prometheus text format or OpenMetrics (by the Accept header), /healthz
+// Prometheus text format or OpenMetrics (by the Accept header; at most
+// MaxScrapes at once), /healthz
 // (200 while the process serves HTTP) and /readyz (200 when ready returns
 // nil, else 503 with its error), for Kubernetes probes.
 type Server struct {
@@ -76,10 +85,11 @@ func Listen(addr string, ln net.Listener, reg *prometheus.Registry, ready func()
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		EnableOpenMetrics: true,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-		ErrorHandling:     promhttp.ContinueOnError,
-		Timeout:           30 * time.Second,
+		EnableOpenMetrics:   true,
+		ErrorLog:            slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorHandling:       promhttp.ContinueOnError,
+		Timeout:             30 * time.Second,
+		MaxRequestsInFlight: MaxScrapes,
 	}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
