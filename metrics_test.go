@@ -354,3 +354,23 @@ func (p *promServer) waitAlert(t *testing.T, name string, firing bool) {
 	expr := fmt.Sprintf(`count(ALERTS{alertname=%q,alertstate="firing"}) or vector(0)`, name)
 	p.waitValue(t, expr, func(v float64) bool { return (v > 0) == firing })
 }
+
+// TestLagQueriesWithoutPartitionSeries: the lag alert and the dashboard's
+// lag panel read kafka_consumergroup_lag_sum, which is served with
+// samsa.metrics.consumer.lag.partitions=false too; the per-partition
+// kafka_consumergroup_lag is not, and an alert on it would never fire.
+func TestLagQueriesWithoutPartitionSeries(t *testing.T) {
+	perPartition := regexp.MustCompile(`kafka_consumergroup_lag\b[^_]`)
+	for _, file := range []string{"deploy/prometheus/alerts.yaml", "deploy/grafana/samsa.json"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := perPartition.Find(b); m != nil {
+			t.Errorf("%s queries the per-partition %q: use kafka_consumergroup_lag_sum", file, m)
+		}
+		if !strings.Contains(string(b), "kafka_consumergroup_lag_sum") {
+			t.Errorf("%s has no kafka_consumergroup_lag_sum query", file)
+		}
+	}
+}
