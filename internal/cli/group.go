@@ -472,7 +472,7 @@ moved by N (negative moves back), clamped likewise.`,
 			if err != nil {
 				return fmt.Errorf("describe group %s: %w", group, err)
 			}
-			if d, ok := described[group]; ok {
+			if d, ok := described[group]; ok && !errors.Is(d.Err, kerr.GroupIDNotFound) { // not found: a new group
 				if d.Err != nil {
 					return fmt.Errorf("describe group %s: %w", group, d.Err)
 				}
@@ -481,6 +481,9 @@ moved by N (negative moves back), clamped likewise.`,
 				}
 			}
 			committed, err := adm.FetchOffsets(ctx, group)
+			if errors.Is(err, kerr.GroupIDNotFound) { // kfake for a new group; Kafka answers no offsets
+				committed, err = kadm.OffsetResponses{}, nil
+			}
 			if err != nil {
 				return fmt.Errorf("fetch offsets of group %s: %w", group, err)
 			}

@@ -141,7 +141,7 @@ func testGroupCommands(t *testing.T, addr string) {
 			var g, topic string
 			var p int32
 			var o int64
-			if _, err := fmt.Sscan(line, &g, &topic, &p, &o); err != nil || g != "billing" || topic != "orders" {
+			if _, err := fmt.Sscan(line, &g, &topic, &p, &o); err != nil || (g != "billing" && g != "fresh") || topic != "orders" {
 				t.Fatalf("reset-offsets line %q: %v", line, err)
 			}
 			out[p] = o
@@ -179,6 +179,13 @@ func testGroupCommands(t *testing.T, addr string) {
 	r = mustRun(t, nil, "group", "describe", "billing", b)
 	if !regexp.MustCompile(`(?m)^Total lag: 12$`).MatchString(r.stdout) || !strings.Contains(r.stdout, "State: Empty") {
 		t.Errorf("describe after the resets:\n%s", r.stdout)
+	}
+
+	// A group that does not exist yet can be given offsets, as with
+	// kafka-consumer-groups (DescribeGroups v6 answers GROUP_ID_NOT_FOUND).
+	r = mustRun(t, nil, "group", "reset-offsets", "fresh", b, "--topic", "orders", "--to-offset", "3", "--execute")
+	if got := resetTable(r.stdout); fmt.Sprint(got) != fmt.Sprint(map[int32]int64{0: 3, 1: 3, 2: 3}) {
+		t.Errorf("reset-offsets of a new group: %v\n%s", got, r.stdout)
 	}
 
 	for _, bad := range [][]string{
