@@ -45,6 +45,7 @@ var gates = map[kmsg.Key]gate{
 	kmsg.AllocateProducerIDs: gateCluster(opClusterAction),
 	kmsg.WriteTxnMarkers:     gateCluster(opClusterAction),
 	kmsg.DescribeQuorum:      gateCluster(opDescribe),
+	kmsg.DescribeLogDirs:     gateCluster(opDescribe),
 	kmsg.ElectLeaders:        gateCluster(opAlter),
 }
 
@@ -157,6 +158,11 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 		return resp
 	case *kmsg.DescribeQuorumRequest:
 		resp := r.ResponseKind().(*kmsg.DescribeQuorumResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.DescribeLogDirsRequest:
+		// v0-2 have no error code: an empty answer, as Kafka's.
+		resp := r.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 		resp.ErrorCode = code
 		return resp
 	case *kmsg.WriteTxnMarkersRequest:

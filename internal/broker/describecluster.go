@@ -17,14 +17,17 @@ const (
 	endpointTypeControllers int8 = 2
 )
 
-// DescribeCluster: v0-1
+// DescribeCluster: v0-2
 //
 // Version notes:
 //   - v0: the lowest version served
 //   - v1: EndpointType (request), EndpointType (response)
+//   - v2: IncludeFencedBrokers (request), IsFenced (response): fenced
+//     brokers are listed when asked (KIP-1073)
 
-// DescribeCluster v0-v1 (KIP-700). Broker listeners describe the live
-// brokers; controller listeners describe the controllers, the voters of
+// DescribeCluster v0-v2 (KIP-700). Broker listeners describe the live
+// brokers, and from v2 the fenced ones too when IncludeFencedBrokers asks
+// (IsFenced, KIP-1073); controller listeners describe the controllers, the voters of
 // the metadata quorum at their controller.quorum.voters addresses, with the
 // quorum's leader as the controller id (KIP-919, as kafka-metadata-quorum
 // --bootstrap-controller asks; a single node without voters lists none). A
@@ -32,7 +35,7 @@ const (
 // MISMATCHED_ENDPOINT_TYPE, an unknown type UNSUPPORTED_ENDPOINT_TYPE, both
 // INVALID_REQUEST in v0, as Kafka's AuthHelper.computeDescribeClusterResponse
 // answers.
-func init() { register(kmsg.DescribeCluster, 0, 1, handleDescribeCluster) }
+func init() { register(kmsg.DescribeCluster, 0, 2, handleDescribeCluster) }
 
 func handleDescribeCluster(_ context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeClusterRequest)
@@ -75,12 +78,12 @@ func handleDescribeCluster(_ context.Context, b *Broker, c *server.Conn, kreq km
 	} else {
 		resp.ControllerID = b.controllerID()
 		for _, br := range im.Brokers() {
-			if br.Fenced {
+			if br.Fenced && !req.IncludeFencedBrokers {
 				continue
 			}
 			if ep, ok := clientEndpoint(br, c.Listener); ok {
 				rb := kmsg.NewDescribeClusterResponseBroker()
-				rb.NodeID, rb.Host, rb.Port, rb.Rack = br.ID, ep.Host, ep.Port, br.Rack
+				rb.NodeID, rb.Host, rb.Port, rb.Rack, rb.IsFenced = br.ID, ep.Host, ep.Port, br.Rack, br.Fenced
 				resp.Brokers = append(resp.Brokers, rb)
 			}
 		}
