@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,7 +27,9 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa/internal/broker"
+	"github.com/samsahq/samsa/internal/buildinfo"
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/console"
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/loglevel"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -73,8 +76,9 @@ type Node struct {
 	broker    *broker.Broker
 	listeners []*server.Server
 	addr      string
-	mlog      *storage.Log    // __cluster_metadata-0
-	http      *metrics.Server // http.listener, nil when none
+	mlog      *storage.Log     // __cluster_metadata-0
+	http      *metrics.Server  // http.listener, nil when none
+	console   *console.Console // served on http, nil when none
 
 	// noControlledShutdown skips moving leadership away in Close (the
 	// whole cluster is stopping).
@@ -259,6 +263,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// Bind every listener; requests wait for the broker below.
 	h := &lateHandler{node: nc, ready: make(chan struct{})}
 	var endpoints []metadata.Endpoint
+	var consoleListener string // of n.addr, which the web console dials
 	var versions, ctrlVersions *wire.Versions
 	versions, ctrlVersions = broker.SupportedVersions()
 	brokerQuotas, ctrlQuotas, err := connectionQuotas(ctx, nc)
@@ -317,6 +322,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			}
 		}
 		if n.addr == "" {
+			consoleListener = l.Name
 			n.addr = net.JoinHostPort(host, strconv.Itoa(srv.Addr().Port))
 			if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
 				n.addr = net.JoinHostPort(srv.Addr().IP.String(), strconv.Itoa(srv.Addr().Port))
@@ -335,7 +341,14 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		if err != nil {
 			return nil, err
 		}
-		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], reg, func() error { return n.ready(h.ready) }, logger.With("component", "http"))
+		if err := n.startConsole(nc, consoleListener, om); err != nil {
+			return nil, err
+		}
+		var root http.Handler
+		if n.console != nil {
+			root = n.console
+		}
+		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], reg, func() error { return n.ready(h.ready) }, root, logger.With("component", "http"))
 		delete(bound, httpListener)
 		if err != nil {
 			return nil, err
@@ -401,6 +414,35 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// The replicas write their replication-offset-checkpoint on their own
 	// schedule (replica.high.watermark.checkpoint.interval.ms).
 	return n, nil
+}
+
+// startConsole starts the web console (internal/console) for the
+// http.listener: a Kafka client of this node's first broker listener
+// (name), with a login when that listener needs SASL. A node without a
+// broker listener, or whose listener needs TLS (which the console does not
+// dial yet), serves none.
+func (n *Node) startConsole(nc *config.Node, name string, om *nodeMetrics) error {
+	if name == "" {
+		return nil
+	}
+	proto, ok := nc.SecurityProtocol(name)
+	if !ok {
+		proto = name
+	}
+	if proto == "SSL" || proto == "SASL_SSL" {
+		n.logger.Warn("no web console on http.listener: it does not dial TLS listeners yet", "listener", name)
+		return nil
+	}
+	var err error
+	n.console, err = console.New(console.Config{
+		Addr:     n.addr,
+		SASL:     proto == "SASL_PLAINTEXT",
+		ReadOnly: nc.ConsoleReadOnly,
+		Counters: om.topics.Totals,
+		Version:  buildinfo.Version(),
+		Logger:   n.logger.With("component", "console"),
+	})
+	return err
 }
 
 // connectionQuotas are the connection limits (max.connections,
@@ -474,6 +516,9 @@ func (n *Node) Close() error {
 	}
 	if n.http != nil {
 		errs = append(errs, n.http.Close())
+	}
+	if n.console != nil {
+		errs = append(errs, n.console.Close())
 	}
 	if n.broker != nil {
 		n.broker.Close()

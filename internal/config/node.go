@@ -283,6 +283,10 @@ type Node struct {
 	// /metrics, /healthz and /readyz; default localhost:9644; empty turns
 	// it off. Port 0 picks a free port.
 	HTTPListener string
+	// ConsoleReadOnly is console.read.only (Samsa's own property; default
+	// false): the web console on http.listener (internal/console) shows
+	// every page but hides its writes and refuses them with 403.
+	ConsoleReadOnly bool
 	// MetricsConsumerLagPartitions is samsa.metrics.consumer.lag.partitions
 	// (default true): the group coordinator serves the per-partition
 	// kafka_consumergroup_lag and kafka_consumergroup_current_offset
@@ -815,6 +819,7 @@ var nodeProps = map[string]nodeProp{
 		n.HTTPListener = v
 		return nil
 	}, "operations HTTP listener (/metrics, /healthz, /readyz); empty: none"},
+	"console.read.only":                     {"false", boolean(func(n *Node) *bool { return &n.ConsoleReadOnly }), "web console without writes"},
 	"samsa.metrics.partition.series":        {"true", boolean(func(n *Node) *bool { return &n.MetricsPartitionSeries }), "serve per-partition metrics series"},
 	"samsa.metrics.consumer.lag.partitions": {"true", boolean(func(n *Node) *bool { return &n.MetricsConsumerLagPartitions }), "serve consumer lag per partition, not only per topic"},
 	"samsa.metrics.consumer.lag.max.series": {"10000", func(n *Node, v string) error {

@@ -63,7 +63,8 @@ const MaxScrapes = 4
 // Prometheus text format or OpenMetrics (by the Accept header; at most
 // MaxScrapes at once), /healthz
 // (200 while the process serves HTTP) and /readyz (200 when ready returns
-// nil, else 503 with its error), for Kubernetes probes.
+// nil, else 503 with its error), for Kubernetes probes; every other path
+// goes to the root handler given to Listen (the web console), when any.
 type Server struct {
 	srv  *http.Server
 	ln   net.Listener
@@ -72,8 +73,9 @@ type Server struct {
 
 // Listen binds addr (host:port; port 0 picks a free one), or serves ln
 // when not nil, and serves reg and the probes. ready is called for each
-// /readyz. logger nil discards.
-func Listen(addr string, ln net.Listener, reg *prometheus.Registry, ready func() error, logger *slog.Logger) (*Server, error) {
+// /readyz. root, when not nil, serves every other path (the web console,
+// internal/console). logger nil discards.
+func Listen(addr string, ln net.Listener, reg *prometheus.Registry, ready func() error, root http.Handler, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,6 +103,9 @@ func Listen(addr string, ln net.Listener, reg *prometheus.Registry, ready func()
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if root != nil {
+		mux.Handle("/", root)
+	}
 	s := &Server{
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)},
 		ln:   ln,

@@ -122,6 +122,26 @@ func (ts *Topics) Release(t *Topic) {
 	}
 }
 
+// Totals are the bytes in (produced by clients) and out (fetched by
+// consumers, followers excluded) of every topic this node has hosted since
+// it started: the topic="" series of bytesin and bytesout. A nil *Topics
+// returns zeros. O(hosted topics).
+func (ts *Topics) Totals() (bytesIn, bytesOut int64) {
+	if ts == nil {
+		return 0, 0
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	all := ts.retired
+	for _, t := range ts.m {
+		c := t.counts()
+		for i := range c {
+			all[i] += c[i]
+		}
+	}
+	return all[0], all[2]
+}
+
 // The BrokerTopicMetrics series, in topicCounts order.
 var topicDescs = func() [10]*prometheus.Desc {
 	names := [10]string{"bytesin", "messagesin", "bytesout", "totalproducerequests",

@@ -1,0 +1,357 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+//go:embed web
+var webFS embed.FS
+
+// Config of a Console.
+type Config struct {
+	// Addr is the host:port of the node's own broker listener, which the
+	// console's Kafka clients connect to. Required.
+	Addr string
+	// SASL says the listener at Addr needs SASL: users log in with SCRAM
+	// credentials (SCRAM-SHA-512, else SCRAM-SHA-256) and see what their
+	// principal may describe.
+	SASL bool
+	// ReadOnly is console.read.only: writes are hidden and refused (403).
+	ReadOnly bool
+	// Counters returns the node's bytes in (produced) and out (fetched by
+	// consumers) counters since start, for the throughput charts; nil
+	// draws none.
+	Counters func() (bytesIn, bytesOut int64)
+	// Version is shown on the overview (internal/buildinfo).
+	Version string
+	// SampleInterval is the period of the samples; zero means 10 s.
+	SampleInterval time.Duration
+	// Logger receives errors; nil discards.
+	Logger *slog.Logger
+}
+
+// Console serves the web console. It is safe for concurrent use; Close
+// stops its sampler and clients.
+type Console struct {
+	cfg    Config
+	tmpl   *template.Template
+	mux    *http.ServeMux
+	logger *slog.Logger
+	shared *kgo.Client // without SASL, every session's client
+
+	throughput *ring // bytes/s in and out
+
+	mu       sync.Mutex // guards the fields below
+	sessions map[string]*session
+	lags     map[string]*lagWatch // by group
+	closed   bool
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// session is a browser's: its CSRF token and, with SASL, its client.
+type session struct {
+	id, csrf string
+	user     string
+	pass     string      // the user's password, for the clients of reads and produces
+	cl       *kgo.Client // nil until login (SASL) or the shared one
+	seen     time.Time
+}
+
+// lagWatch samples a viewed group's total lag for an hour after its last
+// view.
+type lagWatch struct {
+	adm  *kadm.Client
+	seen time.Time
+	r    *ring
+}
+
+const (
+	maxSessions = 1000
+	sessionIdle = 12 * time.Hour
+	maxLagWatch = 50
+	cookieName  = "samsa_console"
+)
+
+// New returns a console; its sampler runs until Close.
+func New(cfg Config) (*Console, error) {
+	if cfg.Addr == "" {
+		return nil, errors.New("console: Config.Addr is required")
+	}
+	if cfg.SampleInterval <= 0 {
+		cfg.SampleInterval = 10 * time.Second
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	tmpl, err := template.New("").Funcs(funcs).ParseFS(webFS, "web/*.html")
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		cfg: cfg, tmpl: tmpl, logger: logger,
+		throughput: newRing(int(time.Hour / cfg.SampleInterval)),
+		sessions:   map[string]*session{},
+		lags:       map[string]*lagWatch{},
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	if !cfg.SASL {
+		if c.shared, err = kgo.NewClient(c.clientOpts("", "")...); err != nil {
+			return nil, err
+		}
+	}
+	c.routes()
+	go c.sample()
+	return c, nil
+}
+
+func (c *Console) clientOpts(user, pass string) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Addr), kgo.ClientID("samsa-console"), kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second), kgo.MetadataMinAge(time.Second)}
+	if user != "" {
+		opts = append(opts, kgo.SASL(
+			scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(),
+			scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+	}
+	return opts
+}
+
+// Close stops the sampler and closes every client.
+func (c *Console) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	close(c.stop)
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.sessions {
+		if s.cl != nil && s.cl != c.shared {
+			s.cl.Close()
+		}
+	}
+	if c.shared != nil {
+		c.shared.Close()
+	}
+	return nil
+}
+
+// ServeHTTP serves the console with its security headers.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
+
+func randomID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// session returns the request's session, creating one (and its cookie)
+// when it has none.
+func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ck, err := r.Cookie(cookieName); err == nil {
+		if s := c.sessions[ck.Value]; s != nil && now.Sub(s.seen) < sessionIdle {
+			s.seen = now
+			return s
+		}
+	}
+	if len(c.sessions) >= maxSessions {
+		c.expireLocked(now)
+	}
+	s := &session{id: randomID(), csrf: randomID(), seen: now, cl: c.shared}
+	c.sessions[s.id] = s
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	return s
+}
+
+// expireLocked drops idle sessions, or the oldest when none is idle.
+func (c *Console) expireLocked(now time.Time) {
+	var oldest *session
+	for id, s := range c.sessions {
+		if now.Sub(s.seen) >= sessionIdle {
+			c.dropLocked(id)
+		} else if oldest == nil || s.seen.Before(oldest.seen) {
+			oldest = s
+		}
+	}
+	if len(c.sessions) >= maxSessions && oldest != nil {
+		c.dropLocked(oldest.id)
+	}
+}
+
+func (c *Console) dropLocked(id string) {
+	if s := c.sessions[id]; s != nil && s.cl != nil && s.cl != c.shared {
+		s.cl.Close()
+	}
+	delete(c.sessions, id)
+}
+
+// login checks user's SCRAM credentials against the broker and binds a
+// client authenticated as user to s.
+func (c *Console) login(ctx context.Context, s *session, user, pass string) error {
+	cl, err := kgo.NewClient(c.clientOpts(user, pass)...)
+	if err != nil {
+		return err
+	}
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return errors.New("login failed: " + err.Error())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.cl != nil && s.cl != c.shared {
+		s.cl.Close()
+	}
+	s.cl, s.user, s.pass = cl, user, pass
+	return nil
+}
+
+func (c *Console) logout(s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropLocked(s.id)
+}
+
+// sample records throughput and the watched groups' lag every
+// SampleInterval until Close.
+func (c *Console) sample() {
+	defer close(c.done)
+	t := time.NewTicker(c.cfg.SampleInterval)
+	defer t.Stop()
+	var lastIn, lastOut int64
+	last := time.Now()
+	if c.cfg.Counters != nil {
+		lastIn, lastOut = c.cfg.Counters()
+	}
+	for {
+		select {
+		case <-c.stop:
+			return
+		case now := <-t.C:
+			if c.cfg.Counters != nil {
+				in, out := c.cfg.Counters()
+				secs := now.Sub(last).Seconds()
+				c.throughput.add(now, float64(in-lastIn)/secs, float64(out-lastOut)/secs)
+				lastIn, lastOut, last = in, out, now
+			}
+			c.sampleLags(now)
+		}
+	}
+}
+
+func (c *Console) sampleLags(now time.Time) {
+	c.mu.Lock()
+	watches := map[string]*lagWatch{}
+	for g, lw := range c.lags {
+		if now.Sub(lw.seen) > time.Hour {
+			delete(c.lags, g)
+			continue
+		}
+		watches[g] = lw
+	}
+	c.mu.Unlock()
+	for g, lw := range watches {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SampleInterval/2)
+		rows, err := groupLag(ctx, lw.adm, g)
+		cancel()
+		if err != nil {
+			continue
+		}
+		var total int64
+		for _, r := range rows {
+			total += max(r.Lag, 0)
+		}
+		lw.r.add(now, float64(total), 0)
+	}
+}
+
+// watchLag starts (or renews) sampling group's lag and returns its ring.
+func (c *Console) watchLag(group string, adm *kadm.Client) *ring {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lw := c.lags[group]
+	if lw == nil {
+		if len(c.lags) >= maxLagWatch {
+			var oldest string
+			for g, w := range c.lags {
+				if oldest == "" || w.seen.Before(c.lags[oldest].seen) {
+					oldest = g
+				}
+			}
+			delete(c.lags, oldest)
+		}
+		lw = &lagWatch{r: newRing(int(time.Hour / c.cfg.SampleInterval))}
+		c.lags[group] = lw
+	}
+	lw.adm, lw.seen = adm, time.Now()
+	return lw.r
+}
+
+// ring keeps the last n samples of two series.
+type ring struct {
+	mu   sync.Mutex
+	pts  []point
+	next int
+	full bool
+}
+
+type point struct {
+	T    time.Time `json:"t"`
+	A, B float64
+}
+
+func newRing(n int) *ring { return &ring{pts: make([]point, max(n, 2))} }
+
+func (r *ring) add(t time.Time, a, b float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pts[r.next] = point{t, a, b}
+	r.next++
+	if r.next == len(r.pts) {
+		r.next, r.full = 0, true
+	}
+}
+
+// points returns the samples, oldest first.
+func (r *ring) points() []point {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.full {
+		return append([]point(nil), r.pts[:r.next]...)
+	}
+	return append(append([]point(nil), r.pts[r.next:]...), r.pts[:r.next]...)
+}
+
+func staticFS() http.Handler {
+	sub, _ := fs.Sub(webFS, "web")
+	return http.FileServerFS(sub)
+}
