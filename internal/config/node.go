@@ -280,8 +280,9 @@ type Node struct {
 	FetchSendfile bool
 	// HTTPListener is http.listener (Samsa's own property, as Redpanda's
 	// admin API): host:port of the operations HTTP listener serving
-	// /metrics, /healthz and /readyz; default localhost:9644; empty turns
-	// it off. Port 0 picks a free port.
+	// /metrics, /healthz, /readyz and the web console at /
+	// (internal/console); default localhost:9644; empty turns it off.
+	// Port 0 picks a free port.
 	HTTPListener string
 	// ConsoleReadOnly is console.read.only (Samsa's own property; default
 	// false): the web console on http.listener (internal/console) shows
@@ -818,7 +819,7 @@ var nodeProps = map[string]nodeProp{
 		}
 		n.HTTPListener = v
 		return nil
-	}, "operations HTTP listener (/metrics, /healthz, /readyz); empty: none"},
+	}, "operations HTTP listener (/metrics, /healthz, /readyz, the web console at /); empty: none"},
 	"console.read.only":                     {"false", boolean(func(n *Node) *bool { return &n.ConsoleReadOnly }), "web console without writes"},
 	"samsa.metrics.partition.series":        {"true", boolean(func(n *Node) *bool { return &n.MetricsPartitionSeries }), "serve per-partition metrics series"},
 	"samsa.metrics.consumer.lag.partitions": {"true", boolean(func(n *Node) *bool { return &n.MetricsConsumerLagPartitions }), "serve consumer lag per partition, not only per topic"},
