@@ -172,8 +172,8 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// session returns the request's session, creating one (and its cookie)
-// when it has none.
+// session returns a copy of the request's session, creating one (and its
+// cookie) when it has none.
 func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
 	now := time.Now()
 	c.mu.Lock()
@@ -181,7 +181,8 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
 	if ck, err := r.Cookie(cookieName); err == nil {
 		if s := c.sessions[ck.Value]; s != nil && now.Sub(s.seen) < sessionIdle {
 			s.seen = now
-			return s
+			snap := *s
+			return &snap
 		}
 	}
 	if len(c.sessions) >= maxSessions {
@@ -190,7 +191,8 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
 	s := &session{id: randomID(), csrf: randomID(), seen: now, cl: c.shared}
 	c.sessions[s.id] = s
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	return s
+	snap := *s
+	return &snap
 }
 
 // expireLocked drops idle sessions, or the oldest when none is idle.
@@ -216,8 +218,8 @@ func (c *Console) dropLocked(id string) {
 }
 
 // login checks user's SCRAM credentials against the broker and binds a
-// client authenticated as user to s.
-func (c *Console) login(ctx context.Context, s *session, user, pass string) error {
+// client authenticated as user to the session s is a copy of.
+func (c *Console) login(ctx context.Context, snap *session, user, pass string) error {
 	cl, err := kgo.NewClient(c.clientOpts(user, pass)...)
 	if err != nil {
 		return err
@@ -228,6 +230,11 @@ func (c *Console) login(ctx context.Context, s *session, user, pass string) erro
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	s := c.sessions[snap.id]
+	if s == nil {
+		cl.Close()
+		return errors.New("the session expired: reload the page")
+	}
 	if s.cl != nil && s.cl != c.shared {
 		s.cl.Close()
 	}

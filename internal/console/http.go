@@ -50,9 +50,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /security", c.page("security", "Security", c.getSecurity))
 	m.HandleFunc("POST /do/{action}", c.doPage)
 
-	m.HandleFunc("GET /api/session", c.api(func(ctx context.Context, s *session, r *http.Request) (any, error) {
-		return map[string]any{"csrf": s.csrf, "user": s.user, "login": c.cfg.SASL, "readOnly": c.cfg.ReadOnly}, nil
-	}))
+	m.HandleFunc("GET /api/session", func(w http.ResponseWriter, r *http.Request) {
+		s := c.session(w, r) // no login needed: it gives the token that POST /login takes
+		writeJSON(w, http.StatusOK, map[string]any{"csrf": s.csrf, "user": s.user, "login": c.cfg.SASL, "loggedIn": s.cl != nil, "readOnly": c.cfg.ReadOnly})
+	})
 	m.HandleFunc("GET /api/overview", c.api(func(ctx context.Context, s *session, r *http.Request) (any, error) {
 		return c.overview(ctx, s.cl), nil
 	}))
