@@ -1,0 +1,104 @@
+package console
+
+import (
+	"encoding/binary"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestDeadLetter(t *testing.T) {
+	be32 := binary.BigEndian.AppendUint32(nil, 7)
+	be64 := binary.BigEndian.AppendUint64(nil, 1<<40)
+	for _, tc := range []struct {
+		name string
+		hs   []kgo.RecordHeader
+		want *DeadLetter
+	}{
+		{"none", nil, nil},
+		{"no topic", []kgo.RecordHeader{{Key: hdrDLTPartition, Value: be32}}, nil},
+		{"spring", []kgo.RecordHeader{{Key: hdrDLTTopic, Value: []byte("orders")}, {Key: hdrDLTPartition, Value: be32}, {Key: hdrDLTOffset, Value: be64},
+			{Key: hdrDLTFqcn, Value: []byte("java.lang.RuntimeException")}, {Key: hdrDLTMessage, Value: []byte("boom")}},
+			&DeadLetter{Topic: "orders", Partition: 7, Offset: 1 << 40, Exception: "java.lang.RuntimeException", Message: "boom"}},
+		// Lengths other than 4 and 8 bytes are not Spring's: unknown.
+		{"short numbers", []kgo.RecordHeader{{Key: hdrDLTTopic, Value: []byte("o")}, {Key: hdrDLTPartition, Value: be64}, {Key: hdrDLTOffset, Value: be32}},
+			&DeadLetter{Topic: "o", Partition: -1, Offset: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := deadLetter(tc.hs)
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct{ in, enc, want string }{
+		{`{"a":1}`, "json", "{\n  \"a\": 1\n}"},
+		{`not json`, "json", "not json"},
+		{"\xff", "utf8", "\uFFFD"},
+		{"hi", "hex", "6869"},
+		{"hi", "base64", "aGk="},
+	} {
+		if got := *decode([]byte(tc.in), tc.enc); got != tc.want {
+			t.Errorf("decode(%q, %s) = %q, want %q", tc.in, tc.enc, got, tc.want)
+		}
+	}
+	if decode(nil, "utf8") != nil {
+		t.Error("a null value decoded to a string")
+	}
+}
+
+func TestFilter(t *testing.T) {
+	r := &kgo.Record{Key: []byte("user-42"), Value: []byte(`{"a":{"b":"x"},"n":3}`)}
+	for _, tc := range []struct {
+		f    Filter
+		want bool
+	}{
+		{Filter{}, true},
+		{Filter{KeyContains: "42"}, true},
+		{Filter{KeyContains: "43"}, false},
+		{Filter{ValueContains: `"n":3`}, true},
+		{Filter{JSONField: "a.b", JSONEquals: "x"}, true},
+		{Filter{JSONField: "a.b", JSONEquals: "y"}, false},
+		{Filter{JSONField: "n", JSONEquals: "3"}, true},
+		{Filter{JSONField: "a.c", JSONEquals: "x"}, false},
+		{Filter{JSONField: "n.x", JSONEquals: "3"}, false},
+	} {
+		if got := tc.f.match(r); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.f, got, tc.want)
+		}
+	}
+}
+
+// FuzzDecoders: the decoders of record bytes and of request parameters
+// never panic and give valid UTF-8 for the page.
+func FuzzDecoders(f *testing.F) {
+	f.Add([]byte("orders"), binary.BigEndian.AppendUint32(nil, 3), []byte(`{"a":[1,2]}`), "0:5,1:7", "k=v\nx=y")
+	f.Add([]byte{}, []byte{1, 2, 3}, []byte{0xff, 0xfe}, "1:", "novalue")
+	f.Fuzz(func(t *testing.T, topic, num, value []byte, starts, headers string) {
+		d := deadLetter([]kgo.RecordHeader{{Key: hdrDLTTopic, Value: topic}, {Key: hdrDLTPartition, Value: num}, {Key: hdrDLTOffset, Value: num}})
+		if d != nil && d.Topic != string(topic) {
+			t.Fatalf("topic %q read as %q", topic, d.Topic)
+		}
+		for _, enc := range encodings {
+			if s := decode(value, enc); s == nil || !utf8.ValidString(*s) {
+				t.Fatalf("decode(%q, %s) = %v", value, enc, s)
+			}
+		}
+		if m, err := parseStarts(starts); err == nil && starts != "" && len(m) == 0 {
+			t.Fatalf("parseStarts(%q) = empty", starts)
+		}
+		if hs, err := headersParam(headers); err == nil {
+			for _, h := range hs {
+				if strings.Contains(h.Key, "\n") {
+					t.Fatalf("header key %q", h.Key)
+				}
+			}
+		}
+		Filter{JSONField: "a.b", JSONEquals: "1"}.match(&kgo.Record{Value: value})
+	})
+}
