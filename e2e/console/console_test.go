@@ -305,7 +305,7 @@ func TestConsoleBrowser(t *testing.T) {
 	t.Run("layout", func(t *testing.T) {
 		b.t = t
 		pages := [][2]string{{"/", "#nodes"}, {"/topics", "#topics"}, {"/topics/events", "#partitions"}, {"/topics/events/messages?partition=0", "#messages"},
-			{"/topics/haystack/messages?search=1&value=hay-9999", "#scan-status"}, {"/groups", "#groups"}, {"/groups/readers", "#lag"}, {"/dlt?topic=orders.DLT", "#dead-letters"}}
+			{"/topics/haystack/messages?search=1&value=hay-9999", "#scan-status"}, {"/groups", "#groups"}, {"/groups/readers", "#lag"}, {"/dlt?topic=orders.DLT", "#dead-letters"}, {"/security", "#users"}}
 		for _, w := range []int64{390, 1280} {
 			for _, p := range pages {
 				b.noOverflow(p[0], p[1], w)

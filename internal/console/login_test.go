@@ -23,17 +23,7 @@ import (
 func TestLogin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := samsa.Start(ctx, samsa.Config{Dir: t.TempDir(), Properties: map[string]string{
-		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"sasl.enabled.mechanisms":        "SCRAM-SHA-512",
-		"authorizer.class.name":          config.StandardAuthorizerClass,
-		"super.users":                    "User:ANONYMOUS",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
+	n := startSecured(t, ctx)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.ListenerAddr("PLAINTEXT")))
 	if err != nil {
 		t.Fatal(err)
@@ -60,12 +50,35 @@ func TestLogin(t *testing.T) {
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	a := newAPIClient(t, srv.URL)
+	testLogin(t, srv.URL, a)
+}
 
+// startSecured starts a node with an ACL authorizer, a PLAINTEXT listener
+// whose ANONYMOUS principal is a super user, and a SASL_PLAINTEXT one with
+// SCRAM-SHA-512.
+func startSecured(t *testing.T, ctx context.Context) *samsa.Node {
+	t.Helper()
+	n, err := samsa.Start(ctx, samsa.Config{Dir: t.TempDir(), Properties: map[string]string{
+		"listeners":                      "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"sasl.enabled.mechanisms":        "SCRAM-SHA-512",
+		"authorizer.class.name":          config.StandardAuthorizerClass,
+		"super.users":                    "User:ANONYMOUS",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func testLogin(t *testing.T, base string, a *apiClient) {
+	t.Helper()
 	if code := a.get("/api/topics", nil); code != http.StatusUnauthorized {
 		t.Fatalf("topics before login: %d, want 401", code)
 	}
 	a.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := a.hc.Get(srv.URL + "/topics")
+	resp, err := a.hc.Get(base + "/topics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +87,7 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("page before login: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	login := func(pass string) int {
-		resp, err := a.hc.PostForm(srv.URL+"/login", url.Values{"csrf": {a.csrf}, "user": {"alice"}, "password": {pass}})
+		resp, err := a.hc.PostForm(base+"/login", url.Values{"csrf": {a.csrf}, "user": {"alice"}, "password": {pass}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +109,7 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("alice creates a topic: %d %s", code, body)
 	}
 	// Logged out, the session is gone.
-	resp, err = a.hc.PostForm(srv.URL+"/logout", url.Values{"csrf": {a.csrf}})
+	resp, err = a.hc.PostForm(base+"/logout", url.Values{"csrf": {a.csrf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,4 +117,80 @@ func TestLogin(t *testing.T) {
 	if code := a.get("/api/topics", nil); code != http.StatusUnauthorized {
 		t.Fatalf("topics after logout: %d, want 401", code)
 	}
+}
+
+// TestSecurityWrites: users, ACLs and quotas added and removed through the
+// API, as a super user, show in /api/security and take effect.
+func TestSecurityWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := startSecured(t, ctx)
+	c, err := console.New(console.Config{Addr: n.ListenerAddr("PLAINTEXT")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	a := newAPIClient(t, srv.URL)
+	do := func(action string, form url.Values) {
+		t.Helper()
+		if code, body := a.post("/api/do/"+action, form, true, nil); code != 200 {
+			t.Fatalf("%s %v: %d %s", action, form, code, body)
+		}
+	}
+	var sec console.SecurityView
+	do("upsert-user", url.Values{"user": {"bob"}, "mechanism": {"SCRAM-SHA-512"}, "password": {"bob-secret"}})
+	acl := url.Values{"principal": {"User:bob"}, "resourceType": {"TOPIC"}, "resource": {"bobs"}, "pattern": {"PREFIXED"}, "operation": {"DESCRIBE"}, "permission": {"ALLOW"}}
+	do("create-acl", acl)
+	do("alter-quota", url.Values{"entityType": {"user"}, "entity": {"bob"}, "key": {"producer_byte_rate"}, "value": {"1048576"}})
+	if code := a.get("/api/security", &sec); code != 200 || len(sec.Errors) > 0 {
+		t.Fatalf("security: %d %+v", code, sec)
+	}
+	if len(sec.Users) != 1 || sec.Users[0].User != "bob" || len(sec.ACLs) != 1 || sec.ACLs[0].Resource != "bobs" || sec.ACLs[0].Pattern != "PREFIXED" ||
+		len(sec.Quotas) != 1 || sec.Quotas[0].Entity != "user=bob" || sec.Quotas[0].Values["producer_byte_rate"] != 1048576 {
+		t.Fatalf("security after adding: %+v", sec)
+	}
+	// bob can log in and describe his prefixed topics.
+	adm := kadm.NewClient(mustClient(t, n.ListenerAddr("PLAINTEXT")))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "bobs-orders"); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := console.New(console.Config{Addr: n.ListenerAddr("SASL_PLAINTEXT"), SASL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	ssrv := httptest.NewServer(sc)
+	defer ssrv.Close()
+	b := newAPIClient(t, ssrv.URL)
+	resp, err := b.hc.PostForm(ssrv.URL+"/login", url.Values{"csrf": {b.csrf}, "user": {"bob"}, "password": {"bob-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var tl struct{ Items []struct{ Name string } }
+	if code := b.get("/api/topics", &tl); code != 200 || len(tl.Items) != 1 || tl.Items[0].Name != "bobs-orders" {
+		t.Fatalf("bob's topics: %d %+v", code, tl)
+	}
+
+	do("delete-acl", acl)
+	do("alter-quota", url.Values{"entityType": {"user"}, "entity": {"bob"}, "key": {"producer_byte_rate"}, "op": {"delete"}})
+	do("delete-user", url.Values{"user": {"bob"}, "mechanism": {"SCRAM-SHA-512"}})
+	if code := a.get("/api/security", &sec); code != 200 || len(sec.Users)+len(sec.ACLs)+len(sec.Quotas) != 0 {
+		t.Fatalf("security after removing: %d %+v", code, sec)
+	}
+	if code, body := a.post("/api/do/create-acl", url.Values{"principal": {"bob"}, "resourceType": {"TOPIC"}, "resource": {"x"}, "operation": {"READ"}, "permission": {"ALLOW"}}, true, nil); code != http.StatusBadRequest {
+		t.Fatalf("an ACL with a principal without a type: %d %s", code, body)
+	}
+}
+
+func mustClient(t *testing.T, addr string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
