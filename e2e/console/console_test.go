@@ -297,7 +297,7 @@ func TestConsoleBrowser(t *testing.T) {
 		for got == nil && pctx.Err() == nil {
 			oc.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = r })
 		}
-		if got == nil || string(got.Key) != "order-7" || !bytes.Equal(got.Value, []byte(`{"order":7}`)) || len(got.Headers) != 1 || got.Headers[0].Key != "x-app" {
+		if got == nil || got.Partition != 2 || string(got.Key) != "order-7" || !bytes.Equal(got.Value, []byte(`{"order":7}`)) || len(got.Headers) != 1 || got.Headers[0].Key != "x-app" {
 			t.Fatalf("replayed record: %+v", got)
 		}
 	})

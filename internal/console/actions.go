@@ -139,7 +139,7 @@ var actions = map[string]action{
 			if err != nil {
 				return "", nil, err
 			}
-			return fmt.Sprintf("Produce %d records of %q partition %d (offsets %v) again to their original topics (kafka_dlt-original-topic), without their kafka_dlt-* headers.", len(offs), v.Get("topic"), p, offs), nil, nil
+			return fmt.Sprintf("Produce %d records of %q partition %d (offsets %v) again to the topic and partition their dead-letter headers name, without those headers.", len(offs), v.Get("topic"), p, offs), nil, nil
 		},
 		do: func(ctx context.Context, c *Console, s *session, v url.Values) (string, string, error) {
 			offs, p, _ := replayParams(v)

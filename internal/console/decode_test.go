@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsahq/samsa/internal/dlq"
 )
 
 func TestDeadLetter(t *testing.T) {
@@ -18,13 +20,11 @@ func TestDeadLetter(t *testing.T) {
 		want *DeadLetter
 	}{
 		{"none", nil, nil},
-		{"no topic", []kgo.RecordHeader{{Key: hdrDLTPartition, Value: be32}}, nil},
-		{"spring", []kgo.RecordHeader{{Key: hdrDLTTopic, Value: []byte("orders")}, {Key: hdrDLTPartition, Value: be32}, {Key: hdrDLTOffset, Value: be64},
-			{Key: hdrDLTFqcn, Value: []byte("java.lang.RuntimeException")}, {Key: hdrDLTMessage, Value: []byte("boom")}},
-			&DeadLetter{Topic: "orders", Partition: 7, Offset: 1 << 40, Exception: "java.lang.RuntimeException", Message: "boom"}},
-		// Lengths other than 4 and 8 bytes are not Spring's: unknown.
-		{"short numbers", []kgo.RecordHeader{{Key: hdrDLTTopic, Value: []byte("o")}, {Key: hdrDLTPartition, Value: be64}, {Key: hdrDLTOffset, Value: be32}},
-			&DeadLetter{Topic: "o", Partition: -1, Offset: -1}},
+		{"spring", []kgo.RecordHeader{{Key: dlq.SpringTopic, Value: []byte("orders")}, {Key: dlq.SpringPartition, Value: be32}, {Key: dlq.SpringOffset, Value: be64},
+			{Key: dlq.SpringExceptionFQCN, Value: []byte("java.lang.RuntimeException")}, {Key: dlq.SpringExceptionMsg, Value: []byte("boom")}},
+			&DeadLetter{Format: "spring", Topic: "orders", Partition: 7, Offset: 1 << 40, DeliveryCount: -1, Exception: "java.lang.RuntimeException", Message: "boom"}},
+		{"share group", dlq.Headers("orders", 3, 99, "sg", 5, dlq.ReasonDeliveryLimited),
+			&DeadLetter{Format: "kip-1191", Topic: "orders", Partition: 3, Offset: 99, Group: "sg", DeliveryCount: 5, Message: dlq.ReasonDeliveryLimited}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := deadLetter(tc.hs)
@@ -32,6 +32,10 @@ func TestDeadLetter(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+	// A partition header that is not 4 bytes is reported, not guessed.
+	if d := deadLetter([]kgo.RecordHeader{{Key: dlq.SpringTopic, Value: []byte("o")}, {Key: dlq.SpringPartition, Value: be64}}); d == nil || d.Error == "" {
+		t.Fatalf("malformed partition: %+v", d)
 	}
 }
 
@@ -75,15 +79,12 @@ func TestFilter(t *testing.T) {
 }
 
 // FuzzDecoders: the decoders of record bytes and of request parameters
-// never panic and give valid UTF-8 for the page.
+// (dead-letter headers through internal/dlq) never panic and give valid UTF-8 for the page.
 func FuzzDecoders(f *testing.F) {
 	f.Add([]byte("orders"), binary.BigEndian.AppendUint32(nil, 3), []byte(`{"a":[1,2]}`), "0:5,1:7", "k=v\nx=y")
 	f.Add([]byte{}, []byte{1, 2, 3}, []byte{0xff, 0xfe}, "1:", "novalue")
 	f.Fuzz(func(t *testing.T, topic, num, value []byte, starts, headers string) {
-		d := deadLetter([]kgo.RecordHeader{{Key: hdrDLTTopic, Value: topic}, {Key: hdrDLTPartition, Value: num}, {Key: hdrDLTOffset, Value: num}})
-		if d != nil && d.Topic != string(topic) {
-			t.Fatalf("topic %q read as %q", topic, d.Topic)
-		}
+		deadLetter([]kgo.RecordHeader{{Key: dlq.SpringTopic, Value: topic}, {Key: dlq.SpringPartition, Value: num}, {Key: dlq.SpringOffset, Value: num}})
 		for _, enc := range encodings {
 			if s := decode(value, enc); s == nil || !utf8.ValidString(*s) {
 				t.Fatalf("decode(%q, %s) = %v", value, enc, s)

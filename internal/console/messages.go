@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/samsahq/samsa/internal/dlq"
 )
 
 // Header is a record header, decoded as the record's key and value are.
@@ -392,50 +393,32 @@ func (c *Console) produce(ctx context.Context, s *session, topic string, partiti
 	return r, cl.ProduceSync(ctx, r).FirstErr()
 }
 
-// DeadLetter is what Spring's DeadLetterPublishingRecoverer says about a
-// record in a dead-letter topic (its kafka_dlt-* headers).
+// DeadLetter is where a dead-letter record came from and why, from its
+// headers (internal/dlq: KIP-1191 __dlq.errors.* or Spring's kafka_dlt-*).
 type DeadLetter struct {
-	Topic     string `json:"originalTopic"`
-	Partition int32  `json:"originalPartition"` // -1 absent
-	Offset    int64  `json:"originalOffset"`    // -1 absent
-	Exception string `json:"exceptionFqcn,omitempty"`
-	Message   string `json:"exceptionMessage,omitempty"`
+	Format        string `json:"format"` // kip-1191 or spring
+	Topic         string `json:"originalTopic"`
+	Partition     int32  `json:"originalPartition"`
+	Offset        int64  `json:"originalOffset"`
+	Group         string `json:"group,omitempty"`
+	DeliveryCount int    `json:"deliveryCount"` // -1 unknown
+	Exception     string `json:"exceptionFqcn,omitempty"`
+	Message       string `json:"reason,omitempty"`
+	Error         string `json:"error,omitempty"` // a malformed header
 }
 
-// Spring Kafka's dead-letter headers (KafkaHeaders.DLT_*).
-const (
-	hdrDLTTopic     = "kafka_dlt-original-topic"
-	hdrDLTPartition = "kafka_dlt-original-partition" // 4-byte big-endian int
-	hdrDLTOffset    = "kafka_dlt-original-offset"    // 8-byte big-endian long
-	hdrDLTFqcn      = "kafka_dlt-exception-fqcn"
-	hdrDLTMessage   = "kafka_dlt-exception-message"
-)
-
-// deadLetter reads the failure headers; nil without an original topic.
+// deadLetter decodes the failure headers; nil for a record without them.
 func deadLetter(hs []kgo.RecordHeader) *DeadLetter {
-	d := DeadLetter{Partition: -1, Offset: -1}
-	for _, h := range hs {
-		switch h.Key {
-		case hdrDLTTopic:
-			d.Topic = string(h.Value)
-		case hdrDLTPartition:
-			if len(h.Value) == 4 {
-				d.Partition = int32(binary.BigEndian.Uint32(h.Value))
-			}
-		case hdrDLTOffset:
-			if len(h.Value) == 8 {
-				d.Offset = int64(binary.BigEndian.Uint64(h.Value))
-			}
-		case hdrDLTFqcn:
-			d.Exception = string(h.Value)
-		case hdrDLTMessage:
-			d.Message = string(h.Value)
-		}
-	}
-	if d.Topic == "" {
+	o, err := dlq.Decode(hs)
+	if errors.Is(err, dlq.ErrNotDeadLetter) {
 		return nil
 	}
-	return &d
+	d := &DeadLetter{Format: string(o.Format), Topic: o.Topic, Partition: o.Partition, Offset: o.Offset, Group: o.Group,
+		DeliveryCount: o.DeliveryCount, Exception: o.Exception, Message: o.Reason}
+	if err != nil {
+		d.Error = err.Error()
+	}
+	return d
 }
 
 // isDLT says whether a topic's name marks it as a dead-letter topic.
@@ -449,8 +432,10 @@ func isDLT(name string) bool {
 }
 
 // replay reads the records at offsets of a dead-letter topic's partition
-// and produces each to its original topic with its key, value and headers
-// but the kafka_dlt-* ones; it returns how many it replayed.
+// and produces each back to its source partition with its key, value and
+// headers but the dead-letter ones (dlq.Replay); it returns how many it
+// replayed. Nothing is produced when a selected record is not a dead
+// letter or an offset is missing.
 func (c *Console) replay(ctx context.Context, s *session, topic string, partition int32, offsets []int64) (int, error) {
 	want := map[int64]bool{}
 	lo, hi := int64(-1), int64(-1)
@@ -469,29 +454,18 @@ func (c *Console) replay(ctx context.Context, s *session, topic string, partitio
 		if want[r.Offset] {
 			recs = append(recs, r)
 		}
-		return true
+		return len(recs) < len(want)
 	})
 	if err != nil {
 		return 0, err
 	}
-	cl, err := kgo.NewClient(c.clientOpts(s.user, s.pass)...)
+	if len(recs) != len(want) {
+		return 0, fmt.Errorf("%w: found %d of the %d selected offsets of %s[%d]", errBadRequest, len(recs), len(want), topic, partition)
+	}
+	cl, err := kgo.NewClient(append(c.clientOpts(s.user, s.pass), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
 		return 0, err
 	}
 	defer cl.Close()
-	var out []*kgo.Record
-	for _, r := range recs {
-		d := deadLetter(r.Headers)
-		if d == nil {
-			return 0, fmt.Errorf("record %d has no %s header", r.Offset, hdrDLTTopic)
-		}
-		nr := &kgo.Record{Topic: d.Topic, Key: r.Key, Value: r.Value}
-		for _, h := range r.Headers {
-			if !strings.HasPrefix(h.Key, "kafka_dlt-") {
-				nr.Headers = append(nr.Headers, h)
-			}
-		}
-		out = append(out, nr)
-	}
-	return len(out), cl.ProduceSync(ctx, out...).FirstErr()
+	return dlq.Replay(ctx, cl, recs)
 }
