@@ -249,21 +249,8 @@ func TestConsoleBrowser(t *testing.T) {
 		b.do(chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#lag")))
 		b.noErrors("reset")
 		// The group's consumer now reads partition 0 from its start.
-		gc, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup("readers"), kgo.ConsumeTopics("events"), kgo.DisableAutoCommit())
-		if err != nil {
-			t.Fatal(err)
-		}
-		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
-		var first *kgo.Record
-		for first == nil && pctx.Err() == nil {
-			gc.PollFetches(pctx).EachRecord(func(r *kgo.Record) {
-				if r.Partition == 0 && first == nil {
-					first = r
-				}
-			})
-		}
-		pcancel()
-		gc.Close()
+		first := firstRecord(t, ctx, func(r *kgo.Record) bool { return r.Partition == 0 },
+			kgo.SeedBrokers(c.Addrs()...), kgo.ConsumerGroup("readers"), kgo.ConsumeTopics("events"), kgo.DisableAutoCommit())
 		if first == nil || first.Offset != 0 || string(first.Value) != "hello from kcat" {
 			t.Fatalf("after the reset the consumer read %+v first, want offset 0", first)
 		}
@@ -286,17 +273,8 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		b.do(chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#dead-letters")))
 		b.noErrors("replay")
-		oc, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer oc.Close()
-		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
-		defer pcancel()
-		var got *kgo.Record
-		for got == nil && pctx.Err() == nil {
-			oc.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = r })
-		}
+		got := firstRecord(t, ctx, func(*kgo.Record) bool { return true },
+			kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if got == nil || got.Partition != 2 || string(got.Key) != "order-7" || !bytes.Equal(got.Value, []byte(`{"order":7}`)) || len(got.Headers) != 1 || got.Headers[0].Key != "x-app" {
 			t.Fatalf("replayed record: %+v", got)
 		}
@@ -370,4 +348,26 @@ func TestConsoleBrowser(t *testing.T) {
 		b.noErrors("fenced overview")
 		b.shot("overview-fenced", true)
 	})
+}
+
+// firstRecord consumes with opts until a record satisfies keep (nil after
+// 20 s), then closes the consumer.
+func firstRecord(t *testing.T, ctx context.Context, keep func(*kgo.Record) bool, opts ...kgo.Opt) *kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var got *kgo.Record
+	for got == nil && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if got == nil && keep(r) {
+				got = r
+			}
+		})
+	}
+	return got
 }

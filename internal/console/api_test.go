@@ -47,7 +47,15 @@ func newAPIClient(t *testing.T, base string) *apiClient {
 
 func (a *apiClient) get(path string, out any) int {
 	a.t.Helper()
-	resp, err := a.hc.Get(a.base + path)
+	req, _ := http.NewRequest("GET", a.base+path, nil)
+	code, _ := a.do(req, out)
+	return code
+}
+
+// do sends req and decodes a 200 answer into out (when not nil).
+func (a *apiClient) do(req *http.Request, out any) (int, string) {
+	a.t.Helper()
+	resp, err := a.hc.Do(req)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -55,10 +63,10 @@ func (a *apiClient) get(path string, out any) int {
 	body, _ := io.ReadAll(resp.Body)
 	if out != nil && resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(body, out); err != nil {
-			a.t.Fatalf("GET %s: %v: %s", path, err, body)
+			a.t.Fatalf("%s %s: %v: %s", req.Method, req.URL.Path, err, body)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, string(body)
 }
 
 func (a *apiClient) post(path string, form url.Values, csrf bool, out any) (int, string) {
@@ -68,18 +76,7 @@ func (a *apiClient) post(path string, form url.Values, csrf bool, out any) (int,
 	if csrf {
 		req.Header.Set("X-CSRF-Token", a.csrf)
 	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(body, out); err != nil {
-			a.t.Fatalf("POST %s: %v: %s", path, err, body)
-		}
-	}
-	return resp.StatusCode, string(body)
+	return a.do(req, out)
 }
 
 func startNode(t *testing.T, readOnly bool) (*samsa.Node, *apiClient) {
@@ -91,14 +88,21 @@ func startNode(t *testing.T, readOnly bool) (*samsa.Node, *apiClient) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
-	c, err := console.New(console.Config{Addr: n.Addr(), ReadOnly: readOnly, Version: "test"})
+	return n, startConsole(t, console.Config{Addr: n.Addr(), ReadOnly: readOnly, Version: "test"})
+}
+
+// startConsole serves a console of cfg over httptest and returns a client
+// of it with a session; both stop with the test.
+func startConsole(t *testing.T, cfg console.Config) *apiClient {
+	t.Helper()
+	c, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	srv := httptest.NewServer(c)
 	t.Cleanup(srv.Close)
-	return n, newAPIClient(t, srv.URL)
+	return newAPIClient(t, srv.URL)
 }
 
 func TestAPI(t *testing.T) {

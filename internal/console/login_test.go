@@ -3,7 +3,6 @@ package console_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -42,15 +41,7 @@ func TestLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c, err := console.New(console.Config{Addr: n.ListenerAddr("SASL_PLAINTEXT"), SASL: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv := httptest.NewServer(c)
-	defer srv.Close()
-	a := newAPIClient(t, srv.URL)
-	testLogin(t, srv.URL, a)
+	testLogin(t, startConsole(t, console.Config{Addr: n.ListenerAddr("SASL_PLAINTEXT"), SASL: true}))
 }
 
 // startSecured starts a node with an ACL authorizer, a PLAINTEXT listener
@@ -72,8 +63,9 @@ func startSecured(t *testing.T, ctx context.Context) *samsa.Node {
 	return n
 }
 
-func testLogin(t *testing.T, base string, a *apiClient) {
+func testLogin(t *testing.T, a *apiClient) {
 	t.Helper()
+	base := a.base
 	if code := a.get("/api/topics", nil); code != http.StatusUnauthorized {
 		t.Fatalf("topics before login: %d, want 401", code)
 	}
@@ -125,14 +117,7 @@ func TestSecurityWrites(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := startSecured(t, ctx)
-	c, err := console.New(console.Config{Addr: n.ListenerAddr("PLAINTEXT")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv := httptest.NewServer(c)
-	defer srv.Close()
-	a := newAPIClient(t, srv.URL)
+	a := startConsole(t, console.Config{Addr: n.ListenerAddr("PLAINTEXT")})
 	do := func(action string, form url.Values) {
 		t.Helper()
 		if code, body := a.post("/api/do/"+action, form, true, nil); code != 200 {
@@ -156,15 +141,8 @@ func TestSecurityWrites(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "bobs-orders"); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := console.New(console.Config{Addr: n.ListenerAddr("SASL_PLAINTEXT"), SASL: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
-	ssrv := httptest.NewServer(sc)
-	defer ssrv.Close()
-	b := newAPIClient(t, ssrv.URL)
-	resp, err := b.hc.PostForm(ssrv.URL+"/login", url.Values{"csrf": {b.csrf}, "user": {"bob"}, "password": {"bob-secret"}})
+	b := startConsole(t, console.Config{Addr: n.ListenerAddr("SASL_PLAINTEXT"), SASL: true})
+	resp, err := b.hc.PostForm(b.base+"/login", url.Values{"csrf": {b.csrf}, "user": {"bob"}, "password": {"bob-secret"}})
 	if err != nil {
 		t.Fatal(err)
 	}
