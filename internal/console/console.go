@@ -47,11 +47,15 @@ type Config struct {
 // Console serves the web console. It is safe for concurrent use; Close
 // stops its sampler and clients.
 type Console struct {
-	cfg    Config
-	tmpl   *template.Template
-	mux    *http.ServeMux
-	logger *slog.Logger
-	shared *kgo.Client // without SASL, every session's client
+	cfg  Config
+	tmpl *template.Template
+	mux  *http.ServeMux
+	// handler is mux behind net/http's cross-origin protection, which
+	// refuses cross-site POSTs (Sec-Fetch-Site, Origin) before the CSRF
+	// token is checked.
+	handler http.Handler
+	logger  *slog.Logger
+	shared  *kgo.Client // without SASL, every session's client
 
 	throughput *ring // bytes/s in and out
 
@@ -118,6 +122,7 @@ func New(cfg Config) (*Console, error) {
 		}
 	}
 	c.routes()
+	c.handler = http.NewCrossOriginProtection().Handler(c.mux)
 	go c.sample()
 	return c, nil
 }
@@ -163,7 +168,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin")
-	c.mux.ServeHTTP(w, r)
+	c.handler.ServeHTTP(w, r)
 }
 
 func randomID() string {
