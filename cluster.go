@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // ClusterConfig configures StartCluster.
@@ -41,6 +42,19 @@ type ClusterConfig struct {
 	// /healthz, /readyz) on 127.0.0.1 with a free port, kept across
 	// StopNode and StartNode (Node.HTTPAddr, Cluster.HTTPAddr).
 	HTTPListeners bool
+	// FS, when set, gives the filesystem of node id's log dirs at each
+	// start (StartCluster, StartNode): tests inject disk faults and
+	// crashes with internal/storage/vfs/errorfs. Nil, or a nil result,
+	// is the operating system's.
+	FS func(id int32) vfs.FS
+}
+
+// fs is the filesystem node id starts on.
+func (cfg ClusterConfig) fs(id int32) vfs.FS {
+	if cfg.FS == nil {
+		return nil
+	}
+	return cfg.FS(id)
 }
 
 // Cluster is a set of nodes on loopback started by StartCluster. Nodes
@@ -160,7 +174,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			return nil, err
 		}
 		go func(id int32, nc *config.Node, l map[string]net.Listener) {
-			n, err := startNode(ctx, nc, cfg.Logger, l)
+			n, err := startNode(ctx, nc, cfg.Logger, l, cfg.fs(id))
 			results <- result{id, n, err}
 		}(id, nc, bound[id])
 	}
@@ -308,7 +322,7 @@ func (c *Cluster) StartNode(ctx context.Context, id int32) error {
 	if err != nil {
 		return err
 	}
-	n, err := startNode(ctx, nc, c.cfg.Logger, nil)
+	n, err := startNode(ctx, nc, c.cfg.Logger, nil, c.cfg.fs(id))
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 
 	"errors"
 	"fmt"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/broker"
 	"github.com/samsahq/samsa/internal/buildinfo"
@@ -37,6 +38,7 @@ import (
 	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -59,6 +61,10 @@ type Config struct {
 	// sets http.listener (unlike samsa server, whose default is
 	// localhost:9644, so that nodes started in tests do not collide).
 	HTTPListener string
+	// FS is the filesystem of the log dirs (partition logs, indexes,
+	// checkpoints); nil is the operating system's. Tests pass the
+	// fault-injecting filesystems of internal/storage/vfs/errorfs.
+	FS vfs.FS
 }
 
 // Node is a running Samsa node: a broker, a controller or both
@@ -123,7 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		// directory, and its segments were committed.
 		nc.LogDirs = []string{cfg.Dir}
 	}
-	return startNode(ctx, nc, cfg.Logger, nil)
+	return startNode(ctx, nc, cfg.Logger, nil, cfg.FS)
 }
 
 // StartProperties starts a node from Kafka server properties as `samsa
@@ -137,7 +143,7 @@ func StartProperties(ctx context.Context, props map[string]string, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	return startNode(ctx, nc, logger, nil)
+	return startNode(ctx, nc, logger, nil, nil)
 }
 
 // lateHandler lets listeners bind before the broker exists. Requests on
@@ -181,7 +187,7 @@ func (h *lateHandler) connectionThrottle(ip string) time.Duration {
 // startNode starts a node; bound holds listeners already bound by the
 // caller, by listener name (StartCluster binds controller listeners first
 // to learn their ports).
-func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound map[string]net.Listener) (_ *Node, err error) {
+func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound map[string]net.Listener, fsys vfs.FS) (_ *Node, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -231,6 +237,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			IOMaxBytesPerSecond: nc.LogCleanerIOMaxBytesPerSecond,
 		},
 		Logger: logger.With("component", "storage"),
+		FS:     fsys,
 	})
 	if err != nil {
 		return nil, err

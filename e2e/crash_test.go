@@ -210,7 +210,7 @@ func TestKillKeepsRecentHighWatermark(t *testing.T) {
 	produce(100)
 	srv.Kill()
 
-	hws, err := storage.ReadOffsetCheckpoint(filepath.Join(dir, storage.ReplicationOffsetCheckpointFile))
+	hws, err := storage.ReadOffsetCheckpoint(nil, filepath.Join(dir, storage.ReplicationOffsetCheckpointFile))
 	if err != nil {
 		t.Fatal(err)
 	}

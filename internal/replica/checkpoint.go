@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // checkpointedHWLocked returns the high-watermark recorded in the
@@ -17,7 +18,7 @@ func (m *Manager) checkpointedHWLocked(log *storage.Log, tp TopicPartition) int6
 	hws, ok := m.hwCheckpoints[dir]
 	if !ok {
 		var err error
-		hws, err = storage.ReadOffsetCheckpoint(filepath.Join(dir, storage.ReplicationOffsetCheckpointFile))
+		hws, err = storage.ReadOffsetCheckpoint(log.FS(), filepath.Join(dir, storage.ReplicationOffsetCheckpointFile))
 		if err != nil {
 			m.logger.Warn("reading replication-offset-checkpoint failed", "dir", dir, "err", err)
 			hws = map[storage.TopicPartition]int64{}
@@ -31,18 +32,20 @@ func (m *Manager) checkpointedHWLocked(log *storage.Log, tp TopicPartition) int6
 // replication-offset-checkpoint of its log dir.
 func (m *Manager) Checkpoint() error {
 	byDir := map[string]map[storage.TopicPartition]int64{}
+	fsys := map[string]vfs.FS{}
 	m.mu.RLock()
 	for tp, p := range m.parts {
 		dir := filepath.Dir(p.log.Dir())
 		if byDir[dir] == nil {
 			byDir[dir] = map[storage.TopicPartition]int64{}
+			fsys[dir] = p.log.FS()
 		}
 		byDir[dir][storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = p.HighWatermark()
 	}
 	m.mu.RUnlock()
 	var errs []error
 	for dir, hws := range byDir {
-		errs = append(errs, storage.WriteOffsetCheckpoint(filepath.Join(dir, storage.ReplicationOffsetCheckpointFile), hws))
+		errs = append(errs, storage.WriteOffsetCheckpoint(fsys[dir], filepath.Join(dir, storage.ReplicationOffsetCheckpointFile), hws))
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // Errors callers branch on.
@@ -81,6 +83,9 @@ type OpenOptions struct {
 	// every log of a node to cap them (log.open.files.max); nil gives
 	// the log a cache of its own without a cap.
 	Files *FileCache
+	// FS is the filesystem of the log's files when Files is nil (nil:
+	// vfs.Default); with Files, the one Files was made with.
+	FS vfs.FS
 	// Stats, when set, counts the log's segment rolls and times its
 	// fsyncs (shared by the logs of a Manager).
 	Stats *Stats

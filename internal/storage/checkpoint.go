@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // Checkpoint file names in a log dir (Kafka's).
@@ -157,11 +159,14 @@ func EncodeOffsetCheckpoint(offsets map[TopicPartition]int64) []byte {
 	return EncodeCheckpoint(0, lines)
 }
 
-// ReadOffsetCheckpoint reads a "topic partition offset" checkpoint file. A
-// missing file gives an empty map and no error. Errors:
-// ErrCorruptCheckpoint (wrapped with the path), I/O errors.
-func ReadOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
-	data, err := os.ReadFile(path)
+// ReadOffsetCheckpoint reads a "topic partition offset" checkpoint file
+// of fsys (nil: vfs.Default). A missing file gives an empty map and no
+// error. Errors: ErrCorruptCheckpoint (wrapped with the path), I/O errors.
+func ReadOffsetCheckpoint(fsys vfs.FS, path string) (map[TopicPartition]int64, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	data, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return map[TopicPartition]int64{}, nil
 	}
@@ -176,9 +181,12 @@ func ReadOffsetCheckpoint(path string) (map[TopicPartition]int64, error) {
 }
 
 // WriteOffsetCheckpoint replaces the checkpoint file at path with offsets,
-// atomically (WriteFileAtomic).
-func WriteOffsetCheckpoint(path string, offsets map[TopicPartition]int64) error {
-	return WriteFileAtomic(path, EncodeOffsetCheckpoint(offsets))
+// atomically (WriteFileAtomic), on fsys (nil: vfs.Default).
+func WriteOffsetCheckpoint(fsys vfs.FS, path string, offsets map[TopicPartition]int64) error {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	return writeFile(fsys, path, EncodeOffsetCheckpoint(offsets), true)
 }
 
 // WriteFileAtomic replaces the file at path with data so that a crash
@@ -186,18 +194,18 @@ func WriteOffsetCheckpoint(path string, offsets map[TopicPartition]int64) error 
 // fsyncs it, renames it over path and fsyncs the directory. Not safe for
 // concurrent use on the same path.
 func WriteFileAtomic(path string, data []byte) error {
-	return writeFile(path, data, true)
+	return writeFile(vfs.Default, path, data, true)
 }
 
 // writeFileRenamed is WriteFileAtomic without the fsyncs: a crash of the
 // machine may leave the old file, or an empty or partial one.
-func writeFileRenamed(path string, data []byte) error {
-	return writeFile(path, data, false)
+func writeFileRenamed(fsys vfs.FS, path string, data []byte) error {
+	return writeFile(fsys, path, data, false)
 }
 
-func writeFile(path string, data []byte, sync bool) error {
+func writeFile(fsys vfs.FS, path string, data []byte, sync bool) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
@@ -209,14 +217,14 @@ func writeFile(path string, data []byte, sync bool) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = fsys.Rename(tmp, path)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return fmt.Errorf("storage: write %s: %w", path, err)
 	}
 	if !sync {
 		return nil
 	}
-	return syncDir(filepath.Dir(path))
+	return syncDir(fsys, filepath.Dir(path))
 }

@@ -12,7 +12,7 @@ import (
 
 func TestOffsetCheckpointRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), RecoveryPointCheckpointFile)
-	got, err := ReadOffsetCheckpoint(path)
+	got, err := ReadOffsetCheckpoint(nil, path)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("missing file: %v %v", got, err)
 	}
@@ -21,14 +21,14 @@ func TestOffsetCheckpointRoundTrip(t *testing.T) {
 		{"a-b-c", 0}:              0,
 		{"__consumer_offsets", 9}: 1 << 40,
 	}
-	if err := WriteOffsetCheckpoint(path, want); err != nil {
+	if err := WriteOffsetCheckpoint(nil, path, want); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	if string(b) != "0\n3\n__consumer_offsets 9 1099511627776\na-b-c 0 0\na-b-c 3 17\n" {
 		t.Fatalf("file:\n%s", b)
 	}
-	if got, err = ReadOffsetCheckpoint(path); err != nil || !reflect.DeepEqual(got, want) {
+	if got, err = ReadOffsetCheckpoint(nil, path); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("read back %v %v", got, err)
 	}
 	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {

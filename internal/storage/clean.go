@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // Log compaction (Kafka's LogCleaner), for logs whose Config.Cleanup has
@@ -553,7 +554,7 @@ func (c *cleaning) buildOffsetMap(p cleanPlan) error {
 	full := false
 	for _, s := range p.segs[p.dirtyFrom:p.end] {
 		path := s.path(logSuffix)
-		_, err := ScanSegment(path, func(b SegmentBatch) error {
+		_, err := scanSegment(c.l.fsys, path, func(b SegmentBatch) error {
 			if err := checkBatch(path, b); err != nil {
 				return err
 			}
@@ -613,7 +614,7 @@ func (c *cleaning) buildOffsetMap(p cleanPlan) error {
 func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 	l := c.l
 	base := group[0].baseOffset
-	w, err := createCleaned(l.dir, base, int64(c.cfg.IndexIntervalBytes))
+	w, err := createCleaned(l.fsys, l.dir, base, int64(c.cfg.IndexIntervalBytes))
 	if err != nil {
 		return err
 	}
@@ -626,7 +627,7 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 	for _, s := range group {
 		path := s.path(logSuffix)
 		size := s.size.Load()
-		_, err := ScanSegment(path, func(b SegmentBatch) error {
+		_, err := scanSegment(c.l.fsys, path, func(b SegmentBatch) error {
 			if err := checkBatch(path, b); err != nil {
 				return err
 			}
@@ -670,7 +671,7 @@ func (c *cleaning) cleanGroup(group []*segment, next *segment) error {
 	// The cleaned segment keeps the last replaced segment's modification
 	// time, which retention.ms goes by when it holds no timestamp (empty),
 	// as Kafka's cleaner does.
-	fi, err := os.Stat(last.path(logSuffix))
+	fi, err := l.fsys.Stat(last.path(logSuffix))
 	if errors.Is(err, os.ErrNotExist) {
 		return ErrCleaningAborted
 	}
@@ -856,10 +857,11 @@ func (c *cleaning) rebuildRecords(h record.Header, recs []record.Record, horizon
 // .index.cleaned and .timeindex.cleaned, building the indexes as Append
 // and recovery do.
 type cleanedWriter struct {
+	fsys     vfs.FS
 	dir      string
 	base     int64
 	interval int64
-	f        *os.File
+	f        vfs.File
 	w        *bufio.Writer
 
 	pos, sinceIndex      int64
@@ -873,15 +875,15 @@ func cleanedName(dir string, base int64, suffix string) string {
 	return filepath.Join(dir, segmentName(base)+suffix+cleanedSuffix)
 }
 
-func createCleaned(dir string, base, interval int64) (*cleanedWriter, error) {
-	f, err := os.OpenFile(cleanedName(dir, base, logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func createCleaned(fsys vfs.FS, dir string, base, interval int64) (*cleanedWriter, error) {
+	f, err := fsys.OpenFile(cleanedName(dir, base, logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w: log directory %s is gone", ErrCleaningAborted, dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: create cleaned segment: %w", err)
 	}
-	return &cleanedWriter{dir: dir, base: base, interval: interval, f: f, w: bufio.NewWriterSize(f, 1<<20),
+	return &cleanedWriter{fsys: fsys, dir: dir, base: base, interval: interval, f: f, w: bufio.NewWriterSize(f, 1<<20),
 		maxTs: noTimestamp, offsetOfMaxTs: base}, nil
 }
 
@@ -916,7 +918,7 @@ func (w *cleanedWriter) finish(mtime time.Time) error {
 	if err := w.w.Flush(); err != nil {
 		return fmt.Errorf("storage: write cleaned segment: %w", err)
 	}
-	if err := os.Chtimes(w.f.Name(), time.Time{}, mtime); err != nil {
+	if err := w.fsys.Chtimes(w.f.Name(), time.Time{}, mtime); err != nil {
 		return fmt.Errorf("storage: cleaned segment: %w", err)
 	}
 	if err := w.f.Sync(); err != nil {
@@ -933,7 +935,7 @@ func (w *cleanedWriter) finish(mtime time.Time) error {
 		{indexSuffix, EncodeOffsetIndex(nil, w.entries)},
 		{timeIndexSuffix, EncodeTimeIndex(nil, w.tentries)},
 	} {
-		if err := writeSynced(cleanedName(w.dir, w.base, x.suffix), x.data); err != nil {
+		if err := writeSynced(w.fsys, cleanedName(w.dir, w.base, x.suffix), x.data); err != nil {
 			return err
 		}
 	}
@@ -941,8 +943,8 @@ func (w *cleanedWriter) finish(mtime time.Time) error {
 }
 
 // writeSynced writes a file and fsyncs it.
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeSynced(fsys vfs.FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
@@ -965,7 +967,7 @@ func (w *cleanedWriter) discard() {
 		w.f.Close()
 	}
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		os.Remove(cleanedName(w.dir, w.base, suf))
+		w.fsys.Remove(cleanedName(w.dir, w.base, suf))
 	}
 }
 
@@ -1003,12 +1005,12 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 	testHookSwap("cleaned")
 	// 1. cleaned → swap: from here recovery completes the replacement.
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		if err := os.Rename(cleanedName(l.dir, base, suf), final(suf)+swapSuffix); err != nil {
+		if err := l.fsys.Rename(cleanedName(l.dir, base, suf), final(suf)+swapSuffix); err != nil {
 			l.mu.Unlock()
 			return fmt.Errorf("storage: swap cleaned segment: %w", err)
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := syncDir(l.fsys, l.dir); err != nil {
 		l.mu.Unlock()
 		return err
 	}
@@ -1025,11 +1027,11 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 		}
 		testHookSwap("deleted")
 		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-			if err := os.Rename(final(suf)+swapSuffix, final(suf)); err != nil {
+			if err := l.fsys.Rename(final(suf)+swapSuffix, final(suf)); err != nil {
 				return fmt.Errorf("storage: swap cleaned segment: %w", err)
 			}
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.fsys, l.dir); err != nil {
 			return err
 		}
 		testHookSwap("final")

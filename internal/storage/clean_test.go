@@ -672,7 +672,7 @@ func TestManagerCleanerTask(t *testing.T) {
 			t.Fatalf("cleaner checkpoint %d, want %d", l.CleanerCheckpoint(), limit)
 		}
 		checkCompacted(t, l, limit, want)
-		ck, err := ReadOffsetCheckpoint(filepath.Join(dir, CleanerOffsetCheckpointFile))
+		ck, err := ReadOffsetCheckpoint(nil, filepath.Join(dir, CleanerOffsetCheckpointFile))
 		if err != nil || ck[tp] != limit {
 			t.Fatalf("cleaner-offset-checkpoint %v %v", ck, err)
 		}

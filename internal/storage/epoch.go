@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // LeaderEpochCheckpointFile is the file in a partition directory that keeps
@@ -28,6 +28,7 @@ type EpochEntry struct {
 // wrote which offsets, so that a follower can find where its log diverges
 // from its leader's. Entries are in increasing epoch and start offset.
 type epochCache struct {
+	fsys vfs.FS
 	path string
 
 	mu      sync.Mutex // guards entries
@@ -65,9 +66,9 @@ func encodeEpochCheckpoint(entries []EpochEntry) []byte {
 // loadEpochCache reads the checkpoint of dir, dropping entries at or past
 // logEnd; when the file is missing or unreadable it rebuilds the history by
 // scanning the batch headers of segs.
-func loadEpochCache(dir string, logEnd int64, segs []*segment) (*epochCache, error) {
-	c := &epochCache{path: filepath.Join(dir, LeaderEpochCheckpointFile)}
-	data, err := os.ReadFile(c.path)
+func loadEpochCache(fsys vfs.FS, dir string, logEnd int64, segs []*segment) (*epochCache, error) {
+	c := &epochCache{fsys: fsys, path: filepath.Join(dir, LeaderEpochCheckpointFile)}
+	data, err := vfs.ReadFile(fsys, c.path)
 	if err == nil {
 		if c.entries, err = decodeEpochCheckpoint(data); err == nil {
 			c.truncateFromEnd(logEnd)
@@ -80,7 +81,7 @@ func loadEpochCache(dir string, logEnd int64, segs []*segment) (*epochCache, err
 		if s.size.Load() == 0 {
 			continue
 		}
-		_, err := ScanSegment(s.path(logSuffix), func(b SegmentBatch) error {
+		_, err := scanSegment(fsys, s.path(logSuffix), func(b SegmentBatch) error {
 			if b.Err != nil || b.Header.BaseOffset >= logEnd {
 				return nil
 			}
@@ -137,15 +138,15 @@ func (c *epochCache) write(sync bool) error {
 	data := encodeEpochCheckpoint(c.entries)
 	c.mu.Unlock()
 	if sync {
-		return WriteFileAtomic(c.path, data)
+		return writeFile(c.fsys, c.path, data, true)
 	}
-	return writeFileRenamed(c.path, data)
+	return writeFileRenamed(c.fsys, c.path, data)
 }
 
 // syncFile fsyncs the checkpoint file (after write(false)); a missing file
 // is nothing to sync.
 func (c *epochCache) syncFile() error {
-	f, err := os.Open(c.path)
+	f, err := vfs.Open(c.fsys, c.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

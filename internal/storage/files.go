@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // DefaultOpenFilesMax is the default of log.open.files.max: the file
@@ -48,7 +50,8 @@ func DefaultOpenFiles() int {
 // The zero value is not usable; NewFileCache makes one. Safe for
 // concurrent use.
 type FileCache struct {
-	max int // 0: no cap
+	max  int    // 0: no cap
+	fsys vfs.FS // where the files are (vfs.Default)
 
 	mu    sync.Mutex // guards the fields below and every cachedFile's state
 	open  int        // descriptors open
@@ -62,7 +65,15 @@ type FileCache struct {
 // while they are idle; zero or negative means no cap (files stay open until
 // their segment closes, as before the cache existed).
 func NewFileCache(max int) *FileCache {
-	c := &FileCache{max: max}
+	return newFileCache(max, nil)
+}
+
+// newFileCache is NewFileCache on fsys (nil: vfs.Default).
+func newFileCache(max int, fsys vfs.FS) *FileCache {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	c := &FileCache{max: max, fsys: fsys}
 	c.idle.next, c.idle.prev = &c.idle, &c.idle
 	return c
 }
@@ -98,7 +109,7 @@ type cachedFile struct {
 	flag int // extra open flags: os.O_CREATE for a file created on first write
 	// Guarded by c.mu:
 	path       string
-	f          *os.File
+	f          vfs.File
 	refs       int
 	closed     bool        // the segment closed it: no more uses
 	prev, next *cachedFile // in c.idle when open and unused
@@ -113,7 +124,7 @@ func (c *FileCache) lazy(path string, flag int) *cachedFile {
 
 // file returns a handle for path, created by the caller with f, which the
 // cache now owns.
-func (c *FileCache) file(path string, f *os.File) *cachedFile {
+func (c *FileCache) file(path string, f vfs.File) *cachedFile {
 	h := &cachedFile{c: c, path: path}
 	if f != nil {
 		c.mu.Lock()
@@ -143,8 +154,8 @@ func (c *FileCache) unlinkLocked(h *cachedFile) {
 // evictLocked takes the least recently used idle files off while more than
 // max are open, and returns their descriptors for the caller to close once
 // it has released mu.
-func (c *FileCache) evictLocked() []*os.File {
-	var victims []*os.File
+func (c *FileCache) evictLocked() []vfs.File {
+	var victims []vfs.File
 	for c.max > 0 && c.open > c.max && c.idle.prev != &c.idle {
 		h := c.idle.prev
 		c.unlinkLocked(h)
@@ -155,7 +166,7 @@ func (c *FileCache) evictLocked() []*os.File {
 	return victims
 }
 
-func closeAll(fs []*os.File) {
+func closeAll(fs []vfs.File) {
 	for _, f := range fs {
 		f.Close()
 	}
@@ -166,13 +177,13 @@ func closeAll(fs []*os.File) {
 // segment closed the file or when the file is gone (a reader of a deleted
 // segment then retries on the current segments), the open's error
 // otherwise.
-func (h *cachedFile) acquire() (*os.File, error) {
+func (h *cachedFile) acquire() (vfs.File, error) {
 	return h.acquireFlag(h.flag)
 }
 
 // acquireFlag is acquire opening with flag; without os.O_CREATE a missing
 // file of a handle that has it gives (nil, nil).
-func (h *cachedFile) acquireFlag(flag int) (*os.File, error) {
+func (h *cachedFile) acquireFlag(flag int) (vfs.File, error) {
 	c := h.c
 	c.mu.Lock()
 	if h.closed {
@@ -190,7 +201,7 @@ func (h *cachedFile) acquireFlag(flag int) (*os.File, error) {
 	}
 	path := h.path
 	c.mu.Unlock()
-	f, err := os.OpenFile(path, os.O_RDWR|flag, 0o644)
+	f, err := c.fsys.OpenFile(path, os.O_RDWR|flag, 0o644)
 	c.mu.Lock()
 	switch {
 	case err != nil:
@@ -278,7 +289,7 @@ func (h *cachedFile) rename(path string) error {
 	c := h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := os.Rename(h.path, path)
+	err := c.fsys.Rename(h.path, path)
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		h.path = path
 	}
@@ -334,12 +345,12 @@ func (h *cachedFile) Sync() error {
 }
 
 // Stat stats the file by its name, without opening it.
-func (h *cachedFile) Stat() (os.FileInfo, error) { return os.Stat(h.name()) }
+func (h *cachedFile) Stat() (os.FileInfo, error) { return h.c.fsys.Stat(h.name()) }
 
 // readAll reads the whole file, without opening it in the cache: empty
 // for a lazily created file not created yet.
 func (h *cachedFile) readAll() ([]byte, error) {
-	b, err := os.ReadFile(h.name())
+	b, err := vfs.ReadFile(h.c.fsys, h.name())
 	if errors.Is(err, fs.ErrNotExist) && h.flag&os.O_CREATE != 0 {
 		return nil, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // openFilesUnder counts this process's descriptors open on files under
@@ -119,7 +121,7 @@ func TestFileCacheKeepsFilesInUse(t *testing.T) {
 		}
 		hs = append(hs, c.file(p, nil))
 	}
-	var fs []*os.File
+	var fs []vfs.File
 	for _, h := range hs {
 		f, err := h.acquire()
 		if err != nil {

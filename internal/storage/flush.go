@@ -243,7 +243,7 @@ func (l *Log) syncFiles(segs []*segment, rp, offset int64, force, dir, epochs bo
 		}
 	}
 	if dir {
-		return syncDir(l.dir)
+		return syncDir(l.fsys, l.dir)
 	}
 	return nil
 }

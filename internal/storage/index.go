@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
 	"sync"
 )
@@ -154,7 +153,7 @@ func (x *offsetIndex) replace(entries []OffsetEntry) error {
 	if len(entries) == 0 && len(x.entries) == 0 {
 		// Nothing in memory: empty the file if there is one, without
 		// creating it (recovery of a segment without index entries).
-		if err := os.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := x.f.c.fsys.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("storage: truncate %s: %w", x.path, err)
 		}
 		x.entries = entries
@@ -163,7 +162,7 @@ func (x *offsetIndex) replace(entries []OffsetEntry) error {
 	if len(entries) == 0 && len(x.entries) == 0 {
 		// Nothing in memory: empty the file if there is one, without
 		// creating it (recovery of a segment without index entries).
-		if err := os.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := x.f.c.fsys.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("storage: truncate %s: %w", x.path, err)
 		}
 		x.entries = entries

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // More errors callers branch on.
@@ -40,6 +41,7 @@ type Log struct {
 	logger *slog.Logger
 	now    func() time.Time
 	files  *FileCache // opens and closes the segments' descriptors
+	fsys   vfs.FS     // files.fsys: where every file of the log is
 
 	// segs is the current segment list, sorted by base offset, never
 	// modified in place: writers under mu publish a new slice.
@@ -811,24 +813,20 @@ func (l *Log) Delete() error {
 	if err := l.Close(); err != nil && !errors.Is(err, ErrClosed) {
 		l.logger.Warn("close before delete failed", "err", err)
 	}
-	if err := os.RemoveAll(l.dir); err != nil {
+	if err := l.fsys.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("storage: delete %s: %w", l.dir, err)
 	}
 	return nil
 }
 
+// FS is the filesystem of the log's files (ManagerOptions.FS), for the
+// files kept beside it, such as replication-offset-checkpoint.
+func (l *Log) FS() vfs.FS { return l.fsys }
+
 // syncDir fsyncs a directory so that file creations, renames and removals
 // in it are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+func syncDir(fsys vfs.FS, dir string) error {
+	if err := vfs.SyncDir(fsys, dir); err != nil {
 		return fmt.Errorf("storage: fsync dir %s: %w", dir, err)
 	}
 	return nil
@@ -893,7 +891,9 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 				}
 				continue
 			}
-			if l.files.full() {
+			if l.files.full() || l.fsys != vfs.Default {
+				// Or not a descriptor sendfile can use (a test
+				// filesystem's file, vfs.OSFile).
 				data := make([]byte, n)
 				_, err := s.log.ReadAt(data, pos)
 				s.rw.RUnlock()
@@ -919,7 +919,7 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 			if err != nil {
 				return none, res, err
 			}
-			return FileSlice{File: f, Position: pos, Length: n, Release: sync.OnceFunc(s.log.release)}, res, nil
+			return FileSlice{File: vfs.OSFile(f), Position: pos, Length: n, Release: sync.OnceFunc(s.log.release)}, res, nil
 		}
 		if !retry {
 			return none, res, nil

@@ -14,9 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/samsahq/samsa/internal/parallel"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // ErrInvalidPartition reports a topic name or partition number Create cannot
@@ -80,6 +79,12 @@ type ManagerOptions struct {
 	OpenFilesMax int
 	Logger       *slog.Logger // nil discards
 	Now          func() time.Time
+	// FS is where the log dirs are: every file of the logs, their
+	// indexes and the checkpoints is opened, written, synced, renamed
+	// and removed through it. Nil means vfs.Default, the operating
+	// system's; tests pass the fault-injecting filesystems of
+	// vfs/errorfs.
+	FS vfs.FS
 }
 
 // CleanerOptions configure a Manager's log cleaner.
@@ -137,6 +142,7 @@ type Manager struct {
 	opts      ManagerOptions
 	logger    *slog.Logger
 	files     *FileCache // every log's segment descriptors
+	fsys      vfs.FS     // files.fsys
 	dirs      []*logDir
 	clusterID string
 
@@ -181,7 +187,7 @@ func (m *Manager) syncLogDir(d *logDir) error {
 	if !d.unsynced.Swap(false) {
 		return nil
 	}
-	if err := syncDir(d.path); err != nil {
+	if err := syncDir(m.fsys, d.path); err != nil {
 		d.unsynced.Store(true)
 		return err
 	}
@@ -252,7 +258,8 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	m.cleanerBackoff.Store(int64(opts.Cleaner.Backoff))
 	m.cleanerDedupe.Store(opts.Cleaner.DedupeBufferSize)
 	m.flushKick = make(chan struct{}, 1)
-	m.files = NewFileCache(opts.OpenFilesMax)
+	m.files = newFileCache(opts.OpenFilesMax, opts.FS)
+	m.fsys = m.files.fsys
 	if err := m.prepareDirs(); err != nil {
 		return nil, err
 	}
@@ -275,10 +282,10 @@ func (m *Manager) prepareDirs() error {
 	clusterID := m.opts.ClusterID
 	seen := map[string]string{}
 	for i, dir := range m.opts.Dirs {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("storage: create log dir: %w", err)
 		}
-		meta, err := ReadMetaProperties(filepath.Join(dir, MetaPropertiesFile))
+		meta, err := readMetaProperties(m.fsys, filepath.Join(dir, MetaPropertiesFile))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -313,7 +320,7 @@ func (m *Manager) prepareDirs() error {
 			if meta.DirectoryID == "" {
 				meta.DirectoryID = NewUUID()
 			}
-			if err := WriteMetaProperties(filepath.Join(dir, MetaPropertiesFile), *meta); err != nil {
+			if err := writeMetaProperties(m.fsys, filepath.Join(dir, MetaPropertiesFile), *meta); err != nil {
 				return err
 			}
 		}
@@ -325,24 +332,24 @@ func (m *Manager) prepareDirs() error {
 // loadDir opens the partition logs of one log dir.
 func (m *Manager) loadDir(d *logDir) error {
 	cleanPath := filepath.Join(d.path, CleanShutdownFile)
-	_, err := os.Stat(cleanPath)
+	_, err := m.fsys.Stat(cleanPath)
 	clean := err == nil
-	rps, err := ReadOffsetCheckpoint(filepath.Join(d.path, RecoveryPointCheckpointFile))
+	rps, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile))
 	if err != nil {
 		m.logger.Warn("ignoring recovery point checkpoint: every log will be recovered in full", "err", err)
 		rps, clean = map[TopicPartition]int64{}, false
 	}
-	lsos, err := ReadOffsetCheckpoint(filepath.Join(d.path, LogStartOffsetCheckpointFile))
+	lsos, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile))
 	if err != nil {
 		m.logger.Warn("ignoring log start offset checkpoint", "err", err)
 		lsos = map[TopicPartition]int64{}
 	}
-	cleaned, err := ReadOffsetCheckpoint(filepath.Join(d.path, CleanerOffsetCheckpointFile))
+	cleaned, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile))
 	if err != nil {
 		m.logger.Warn("ignoring cleaner offset checkpoint: compacted logs will be cleaned in full", "err", err)
 		cleaned = map[TopicPartition]int64{}
 	}
-	entries, err := os.ReadDir(d.path)
+	entries, err := m.fsys.ReadDir(d.path)
 	if err != nil {
 		return fmt.Errorf("storage: read log dir: %w", err)
 	}
@@ -427,10 +434,10 @@ func (m *Manager) loadDir(d *logDir) error {
 	}
 	if clean {
 		// From now on a crash must recover from the checkpoints.
-		if err := os.Remove(cleanPath); err != nil {
+		if err := m.fsys.Remove(cleanPath); err != nil {
 			return fmt.Errorf("storage: %w", err)
 		}
-		if err := syncDir(d.path); err != nil {
+		if err := syncDir(m.fsys, d.path); err != nil {
 			return err
 		}
 	}
@@ -443,7 +450,7 @@ func (m *Manager) removeInBackground(path string) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		if err := os.RemoveAll(path); err != nil {
+		if err := m.fsys.RemoveAll(path); err != nil {
 			m.logger.Error("removing deleted partition failed", "dir", path, "err", err)
 			return
 		}
@@ -592,7 +599,7 @@ func (m *Manager) Delete(tp TopicPartition) error {
 		// A log that failed to load goes with its topic all the same.
 		delete(m.offline, tp)
 		target := filepath.Join(o.dir.path, deletedDirName(tp, newDeleteID()))
-		if err := os.Rename(o.path, target); err != nil {
+		if err := m.fsys.Rename(o.path, target); err != nil {
 			return fmt.Errorf("storage: delete %s: %w", tp, err)
 		}
 		m.removeInBackground(target)
@@ -607,10 +614,10 @@ func (m *Manager) Delete(tp TopicPartition) error {
 		m.logger.Warn("close before delete failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 	}
 	target := filepath.Join(ml.dir.path, deletedDirName(tp, newDeleteID()))
-	if err := os.Rename(ml.log.Dir(), target); err != nil {
+	if err := m.fsys.Rename(ml.log.Dir(), target); err != nil {
 		return fmt.Errorf("storage: delete %s: %w", tp, err)
 	}
-	if err := syncDir(ml.dir.path); err != nil {
+	if err := syncDir(m.fsys, ml.dir.path); err != nil {
 		return err
 	}
 	m.logger.Info("deleted log", "topic", tp.Topic, "partition", tp.Partition)
@@ -659,9 +666,9 @@ func (m *Manager) checkpoint() error {
 	var errs []error
 	for _, d := range m.dirs {
 		errs = append(errs,
-			WriteOffsetCheckpoint(filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
-			WriteOffsetCheckpoint(filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
-			WriteOffsetCheckpoint(filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
+			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
+			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
+			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
 	}
 	return errors.Join(errs...)
 }
@@ -707,7 +714,7 @@ func (m *Manager) Close() error {
 	}
 	if err == nil {
 		for _, d := range m.dirs {
-			err = errors.Join(err, WriteFileAtomic(filepath.Join(d.path, CleanShutdownFile), nil))
+			err = errors.Join(err, writeFile(m.fsys, filepath.Join(d.path, CleanShutdownFile), nil, true))
 		}
 	}
 	m.wg.Wait()
@@ -740,7 +747,7 @@ func (m *Manager) closeLogs() error {
 	})
 	synced := true
 	for _, d := range m.dirs {
-		if err := syncFS(d.path); err != nil {
+		if err := m.fsys.SyncFS(d.path); err != nil {
 			m.logger.Warn("syncfs failed: fsyncing each log instead", "dir", d.path, "err", err)
 			synced = false
 		}
@@ -758,18 +765,4 @@ func (m *Manager) closeLogs() error {
 	}
 	m.logger.Info("closed logs", "logs", len(entries), "duration", time.Since(start))
 	return errors.Join(errs...)
-}
-
-// syncFS makes every file of the filesystem holding dir durable with
-// syncfs(2), which reports writeback errors since Linux 5.8.
-func syncFS(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err != nil {
-		return fmt.Errorf("storage: syncfs %s: %w", dir, err)
-	}
-	return nil
 }

@@ -7,10 +7,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // MetaPropertiesFile is the name of the file that ties a log dir to a
@@ -108,7 +109,11 @@ func (m MetaProperties) Encode(now time.Time) []byte {
 // ReadMetaProperties reads the meta.properties file at path. A missing file
 // gives an error satisfying errors.Is(err, os.ErrNotExist).
 func ReadMetaProperties(path string) (MetaProperties, error) {
-	data, err := os.ReadFile(path)
+	return readMetaProperties(vfs.Default, path)
+}
+
+func readMetaProperties(fsys vfs.FS, path string) (MetaProperties, error) {
+	data, err := vfs.ReadFile(fsys, path)
 	if err != nil {
 		return MetaProperties{}, err
 	}
@@ -121,7 +126,11 @@ func ReadMetaProperties(path string) (MetaProperties, error) {
 
 // WriteMetaProperties replaces the file at path atomically.
 func WriteMetaProperties(path string, m MetaProperties) error {
-	return WriteFileAtomic(path, m.Encode(time.Now()))
+	return writeFile(vfs.Default, path, m.Encode(time.Now()), true)
+}
+
+func writeMetaProperties(fsys vfs.FS, path string, m MetaProperties) error {
+	return writeFile(fsys, path, m.Encode(time.Now()), true)
 }
 
 // NewUUID returns a random Kafka Uuid in its string form: 16 random bytes

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // This file is the producer state of a partition (Kafka's
@@ -240,6 +241,7 @@ type producerUpdate struct {
 // producerState is one partition's producer state. Its methods take mu;
 // appends call them under Log.mu (lock order: Log.mu, producerState.mu).
 type producerState struct {
+	fsys       vfs.FS
 	dir        string
 	expiration time.Duration
 
@@ -252,11 +254,11 @@ type producerState struct {
 	lastExpiryCheck time.Time
 }
 
-func newProducerState(dir string, expiration time.Duration) *producerState {
+func newProducerState(fsys vfs.FS, dir string, expiration time.Duration) *producerState {
 	if expiration <= 0 {
 		expiration = DefaultProducerIDExpiration
 	}
-	return &producerState{dir: dir, expiration: expiration, producers: map[int64]*producerEntry{}}
+	return &producerState{fsys: fsys, dir: dir, expiration: expiration, producers: map[int64]*producerEntry{}}
 }
 
 // expiredLocked reports whether e may be forgotten at now.
@@ -459,8 +461,8 @@ func snapshotPath(dir string, offset int64) string {
 }
 
 // listSnapshots returns the offsets of the snapshot files of dir, sorted.
-func listSnapshots(dir string) ([]int64, error) {
-	entries, err := os.ReadDir(dir)
+func listSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: read %s: %w", dir, err)
 	}
@@ -612,12 +614,12 @@ func (ps *producerState) takeSnapshot(now time.Time, keepFrom int64) (written bo
 	ps.expireLocked(now)
 	path := snapshotPath(ps.dir, ps.mapEndOffset)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, EncodeProducerSnapshot(ps.snapshotEntriesLocked()), 0o644); err != nil {
-		os.Remove(tmp)
+	if err := vfs.WriteFile(ps.fsys, tmp, EncodeProducerSnapshot(ps.snapshotEntriesLocked()), 0o644); err != nil {
+		ps.fsys.Remove(tmp)
 		return false, fmt.Errorf("storage: write %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := ps.fsys.Rename(tmp, path); err != nil {
+		ps.fsys.Remove(tmp)
 		return false, fmt.Errorf("storage: %w", err)
 	}
 	ps.lastSnapOffset = ps.mapEndOffset
@@ -632,7 +634,7 @@ func (ps *producerState) takeSnapshot(now time.Time, keepFrom int64) (written bo
 func (ps *producerState) deleteSnapshotsBelow(logStart int64) error {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	offs, err := listSnapshots(ps.dir)
+	offs, err := listSnapshots(ps.fsys, ps.dir)
 	if err != nil {
 		return err
 	}
@@ -647,14 +649,14 @@ func (ps *producerState) deleteSnapshotsBelow(logStart int64) error {
 
 // deleteSnapshotsLocked removes the snapshot files whose offset matches.
 func (ps *producerState) deleteSnapshotsLocked(match func(int64) bool) error {
-	offs, err := listSnapshots(ps.dir)
+	offs, err := listSnapshots(ps.fsys, ps.dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, off := range offs {
 		if match(off) {
-			if err := os.Remove(snapshotPath(ps.dir, off)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := ps.fsys.Remove(snapshotPath(ps.dir, off)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
@@ -714,18 +716,18 @@ func (l *Log) loadProducerState(limit int64, clean bool) error {
 	leo := l.logEndOffset.Load()
 	// One read of the directory (three were a tenth of opening a log, at
 	// 100,000 logs seconds).
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("storage: read %s: %w", l.dir, err)
 	}
 	var offs []int64
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), snapshotSuffix+".tmp") {
-			os.Remove(filepath.Join(l.dir, e.Name()))
+			l.fsys.Remove(filepath.Join(l.dir, e.Name()))
 		}
 		if off, ok := parseBase(e.Name(), snapshotSuffix); ok && !e.IsDir() {
 			if off > leo {
-				if err := os.Remove(snapshotPath(l.dir, off)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				if err := l.fsys.Remove(snapshotPath(l.dir, off)); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return err
 				}
 				continue
@@ -745,7 +747,7 @@ func (l *Log) loadProducerState(limit int64, clean bool) error {
 		if off > leo || off > limit {
 			continue
 		}
-		data, err := os.ReadFile(snapshotPath(l.dir, off))
+		data, err := vfs.ReadFile(l.fsys, snapshotPath(l.dir, off))
 		var se []ProducerSnapshotEntry
 		if err == nil {
 			if se, err = DecodeProducerSnapshot(data); err != nil {
@@ -754,7 +756,7 @@ func (l *Log) loadProducerState(limit int64, clean bool) error {
 		}
 		if err != nil {
 			l.logger.Warn("removing unreadable producer snapshot", "offset", off, "err", err)
-			os.Remove(snapshotPath(l.dir, off))
+			l.fsys.Remove(snapshotPath(l.dir, off))
 			continue
 		}
 		ps.mu.Lock()

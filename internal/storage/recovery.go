@@ -37,22 +37,24 @@ func Open(opts OpenOptions) (*Log, error) {
 	if now == nil {
 		now = time.Now
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	files := opts.Files
+	if files == nil {
+		files = newFileCache(0, opts.FS)
+	}
+	if err := files.fsys.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create %s: %w", opts.Dir, err)
 	}
 	l := &Log{
 		dir:       opts.Dir,
-		files:     opts.Files,
+		files:     files,
+		fsys:      files.fsys,
 		logger:    logger.With("dir", opts.Dir),
 		now:       now,
 		cfg:       opts.Config.WithDefaults(),
 		flushKick: make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		stats:     opts.Stats,
-		producers: newProducerState(opts.Dir, opts.Config.WithDefaults().ProducerIDExpiration),
-	}
-	if l.files == nil {
-		l.files = NewFileCache(0)
+		producers: newProducerState(files.fsys, opts.Dir, opts.Config.WithDefaults().ProducerIDExpiration),
 	}
 	l.cleanerOffset.Store(-1)
 	l.deleteHorizon.Store(horizonUnknown)
@@ -79,7 +81,7 @@ func parseBase(name, suffix string) (int64, bool) {
 // load scans the directory, completes or removes leftovers of interrupted
 // operations, opens the segments and recovers them.
 func (l *Log) load(opts OpenOptions) error {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("storage: read %s: %w", l.dir, err)
 	}
@@ -94,7 +96,7 @@ func (l *Log) load(opts OpenOptions) error {
 		switch {
 		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, cleanedSuffix):
 			l.logger.Info("removing leftover file", "file", name)
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("storage: remove leftover: %w", err)
 			}
 		case strings.HasSuffix(name, swapSuffix):
@@ -104,7 +106,7 @@ func (l *Log) load(opts OpenOptions) error {
 			}
 			// Index swap files are rebuilt from the log instead.
 			l.logger.Info("removing leftover file", "file", name)
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil {
 				return fmt.Errorf("storage: remove leftover: %w", err)
 			}
 		default:
@@ -131,7 +133,7 @@ func (l *Log) load(opts OpenOptions) error {
 		}
 		for _, name := range names {
 			l.logger.Info("removing index without log", "file", name)
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := l.fsys.Remove(filepath.Join(l.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("storage: remove orphan index: %w", err)
 			}
 		}
@@ -214,7 +216,7 @@ func (l *Log) load(opts OpenOptions) error {
 	leo := active.nextOffset
 	logStart = max(logStart, segs[0].baseOffset)
 	l.logEndOffset.Store(leo)
-	epochs, err := loadEpochCache(l.dir, leo, segs)
+	epochs, err := loadEpochCache(l.fsys, l.dir, leo, segs)
 	if err != nil {
 		return fmt.Errorf("storage: leader epoch history: %w", err)
 	}
@@ -260,7 +262,7 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 	swapPath := filepath.Join(l.dir, segmentName(base)+logSuffix+swapSuffix)
 	var next int64 = base
 	var valid int64
-	info, err := ScanSegment(swapPath, func(b SegmentBatch) error {
+	info, err := scanSegment(l.fsys, swapPath, func(b SegmentBatch) error {
 		if b.Err != nil {
 			return fmt.Errorf("%s at position %d: %w", swapPath, b.Position, b.Err)
 		}
@@ -273,24 +275,24 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 	})
 	if err != nil || valid != info.Size {
 		l.logger.Warn("removing incomplete swap file", "file", swapPath, "err", err)
-		return os.Remove(swapPath)
+		return l.fsys.Remove(swapPath)
 	}
 	for b := range bases {
 		if b > base && b < next {
-			s := &segment{baseOffset: b, dir: l.dir}
+			s := &segment{baseOffset: b, dir: l.dir, fs: l.fsys}
 			if err := s.remove(); err != nil {
 				return err
 			}
 			delete(bases, b)
 		}
 	}
-	s := &segment{baseOffset: base, dir: l.dir}
+	s := &segment{baseOffset: base, dir: l.dir, fs: l.fsys}
 	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
-		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.fsys.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
-	if err := os.Rename(swapPath, s.path(logSuffix)); err != nil {
+	if err := l.fsys.Rename(swapPath, s.path(logSuffix)); err != nil {
 		return fmt.Errorf("storage: complete swap: %w", err)
 	}
 	l.logger.Info("completed segment swap", "segment", s.path(logSuffix), "next_offset", next, "bytes", info.Size)

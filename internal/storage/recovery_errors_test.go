@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/testutil"
 )
 
@@ -36,7 +37,7 @@ func TestRecoveryErrorsNameTheFile(t *testing.T) {
 			return f
 		}, "is empty"},
 		{"producer snapshot with a bad CRC", func(t *testing.T, dir string) string {
-			offs, err := listSnapshots(dir)
+			offs, err := listSnapshots(vfs.Default, dir)
 			if err != nil || len(offs) == 0 {
 				t.Fatalf("snapshots %v: %v", offs, err)
 			}

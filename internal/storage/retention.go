@@ -63,7 +63,7 @@ func renameDeleted(s *segment) ([]string, error) {
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		from := s.path(suf)
 		to := from + deletedSuffix
-		rename := os.Rename
+		rename := s.fsys().Rename
 		// Readers still on the segment reopen its files by their new
 		// names when the cache closed them meanwhile.
 		switch suf {
@@ -158,7 +158,7 @@ func (l *Log) removeDueFiles() (next time.Time) {
 	l.closeRetired(retired)
 	for _, p := range due {
 		for _, path := range p.paths {
-			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := l.fsys.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				l.logger.Warn("removing deleted segment file failed", "file", path, "err", err)
 			}
 		}
@@ -186,7 +186,7 @@ func segmentLargestTimestamp(s *segment) int64 {
 	if ts := s.maxTimestamp.Load(); ts != noTimestamp {
 		return ts
 	}
-	if fi, err := os.Stat(s.path(logSuffix)); err == nil {
+	if fi, err := s.fsys().Stat(s.path(logSuffix)); err == nil {
 		return fi.ModTime().UnixMilli()
 	}
 	return noTimestamp

@@ -190,7 +190,7 @@ func TestManagerRetentionTask(t *testing.T) {
 		if l.LogStartOffset() != 16 {
 			t.Fatalf("log start %d after the retention check, want 16", l.LogStartOffset())
 		}
-		lsos, err := ReadOffsetCheckpoint(filepath.Join(dir, LogStartOffsetCheckpointFile))
+		lsos, err := ReadOffsetCheckpoint(nil, filepath.Join(dir, LogStartOffsetCheckpointFile))
 		if err != nil || lsos[tp] != 16 {
 			t.Fatalf("log-start-offset-checkpoint %v %v", lsos, err)
 		}
@@ -208,7 +208,7 @@ func TestManagerRetentionTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		lsos, err = ReadOffsetCheckpoint(filepath.Join(dir, LogStartOffsetCheckpointFile))
+		lsos, err = ReadOffsetCheckpoint(nil, filepath.Join(dir, LogStartOffsetCheckpointFile))
 		if err != nil || lsos[tp] != 17 {
 			t.Fatalf("log-start-offset-checkpoint after SetLogStartOffset: %v %v", lsos, err)
 		}

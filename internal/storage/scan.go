@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // SegmentBatch is one batch of a .log file as ScanSegment finds it.
@@ -42,7 +42,12 @@ const maxScanBatch = 1 << 30
 // first error of fn, which it returns. It does not check that offsets
 // increase. Errors: fn's, I/O errors.
 func ScanSegment(path string, fn func(SegmentBatch) error) (SegmentInfo, error) {
-	f, err := os.Open(path)
+	return scanSegment(vfs.Default, path, fn)
+}
+
+// scanSegment is ScanSegment on fsys.
+func scanSegment(fsys vfs.FS, path string, fn func(SegmentBatch) error) (SegmentInfo, error) {
+	f, err := vfs.Open(fsys, path)
 	if err != nil {
 		return SegmentInfo{}, fmt.Errorf("storage: %w", err)
 	}

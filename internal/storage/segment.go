@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // File name suffixes of a segment (see the package doc).
@@ -50,6 +51,7 @@ func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 type segment struct {
 	baseOffset int64
 	dir        string
+	fs         vfs.FS
 	log        *cachedFile // the .log, opened on use (files.go)
 	index      *offsetIndex
 	timeIndex  *timeIndex
@@ -80,12 +82,15 @@ func (s *segment) path(suffix string) string {
 
 func (s *segment) String() string { return s.path(logSuffix) }
 
+// fsys is the filesystem of the segment's files.
+func (s *segment) fsys() vfs.FS { return s.fs }
+
 // openSegmentFiles returns the existing segment at base, with empty
 // in-memory indexes. It opens nothing: files opens the .log on first use,
 // and the index files too, creating them if they are missing (a segment
 // without index entries need not have them; see the package doc).
 func openSegmentFiles(files *FileCache, dir string, base int64, cfg Config, now time.Time) (*segment, error) {
-	s := &segment{baseOffset: base, dir: dir, created: now, nextOffset: base, rollingBasedTimestamp: noTimestamp}
+	s := &segment{baseOffset: base, dir: dir, fs: files.fsys, created: now, nextOffset: base, rollingBasedTimestamp: noTimestamp}
 	s.maxTimestamp.Store(noTimestamp)
 	s.offsetOfMaxTimestamp.Store(base)
 	s.log = files.lazy(s.path(logSuffix), 0)
@@ -104,11 +109,11 @@ func createSegment(files *FileCache, dir string, base int64, cfg Config, now tim
 		return nil, err
 	}
 	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := files.fsys.Remove(s.path(suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("storage: remove stale index: %w", err)
 		}
 	}
-	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := files.fsys.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("storage: create segment: %w", err)
 	}
@@ -467,7 +472,7 @@ func (s *segment) timeIndexFile() *cachedFile {
 func (s *segment) remove() error {
 	err := s.close()
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
-		if rerr := os.Remove(s.path(suf)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		if rerr := s.fsys().Remove(s.path(suf)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			err = errors.Join(err, rerr)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // TestSnapshotsOfDeletedSegments checks that the producer snapshots below
@@ -41,7 +42,7 @@ func TestSnapshotsOfDeletedSegments(t *testing.T) {
 					}
 				}
 			}
-			if got, _ := listSnapshots(dir); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+			if got, _ := listSnapshots(vfs.Default, dir); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
 				t.Fatalf("snapshots %v before deleting, want [1 2 3 4 5]", got)
 			}
 			if tc.logStart == 6 {
@@ -57,7 +58,7 @@ func TestSnapshotsOfDeletedSegments(t *testing.T) {
 			if _, err := l.DeleteOldSegments(); err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := listSnapshots(dir); !slices.Equal(got, tc.want) {
+			if got, _ := listSnapshots(vfs.Default, dir); !slices.Equal(got, tc.want) {
 				t.Fatalf("snapshots %v with log start %d, want %v", got, l.LogStartOffset(), tc.want)
 			}
 			if err := l.Close(); err != nil {

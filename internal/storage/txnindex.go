@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // AbortedTxn is one entry of a segment's .txnindex (Kafka's AbortedTxn): a
@@ -88,7 +90,7 @@ func (s *segment) loadTxnIndexLocked() error {
 	if t.loaded {
 		return nil
 	}
-	b, err := os.ReadFile(s.txnIndexPath())
+	b, err := vfs.ReadFile(s.fsys(), s.txnIndexPath())
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t.entries = nil
@@ -113,7 +115,7 @@ func (s *segment) appendAbortedTxn(e AbortedTxn) error {
 	if err := s.loadTxnIndexLocked(); err != nil && !errors.Is(err, ErrCorruptTxnIndex) {
 		return err
 	}
-	f, err := os.OpenFile(s.txnIndexPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := s.fsys().OpenFile(s.txnIndexPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("storage: open %s: %w", s.txnIndexPath(), err)
 	}
@@ -149,13 +151,13 @@ func (s *segment) truncateTxnIndex(offset int64) error {
 	}
 	t.entries = t.entries[:keep]
 	if keep == 0 {
-		if err := os.Remove(s.txnIndexPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fsys().Remove(s.txnIndexPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("storage: %w", err)
 		}
 		t.dirty = false
 		return nil
 	}
-	if err := os.WriteFile(s.txnIndexPath(), EncodeTxnIndex(t.entries), 0o644); err != nil {
+	if err := vfs.WriteFile(s.fsys(), s.txnIndexPath(), EncodeTxnIndex(t.entries), 0o644); err != nil {
 		return fmt.Errorf("storage: rewrite %s: %w", s.txnIndexPath(), err)
 	}
 	t.dirty = true
@@ -171,7 +173,7 @@ func (s *segment) syncTxnIndex() error {
 	if !t.dirty {
 		return nil
 	}
-	f, err := os.OpenFile(s.txnIndexPath(), os.O_RDONLY, 0)
+	f, err := s.fsys().OpenFile(s.txnIndexPath(), os.O_RDONLY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		t.dirty = false
 		return nil

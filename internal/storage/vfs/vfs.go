@@ -1,0 +1,161 @@
+// Package vfs is the filesystem seam of package storage, after Pebble's
+// vfs: every open, write, sync, rename, remove, truncate, mkdir and
+// directory read of the partition logs, their indexes and the checkpoints
+// goes through an FS, the operating system's (Default) unless a test
+// passes another one through storage.ManagerOptions.FS (or
+// samsa.Config.FS). Tests inject disk faults with the wrappers of
+// vfs/errorfs: a failed call, a full disk, a failed fsync, a crash that
+// loses what was not fsynced.
+//
+// Default costs nothing over calling package os: its files are the
+// *os.File values themselves, behind the File interface.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is an open file: what storage uses of *os.File. Implementations
+// are safe for concurrent use to the extent *os.File is (ReadAt and
+// WriteAt at distinct offsets, Sync, Stat).
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.WriterAt
+	io.Closer
+	// Name is the path the file was opened with.
+	Name() string
+	Stat() (fs.FileInfo, error)
+	// Sync is fsync(2): the file's data and metadata reach the disk.
+	Sync() error
+	// Truncate sets the file's size in bytes.
+	Truncate(size int64) error
+}
+
+// FS is a filesystem: the calls of package os storage makes, with the
+// same arguments, results and errors (*fs.PathError wrapping syscall
+// errnos, fs.ErrNotExist, ...). Implementations are safe for concurrent
+// use.
+type FS interface {
+	// OpenFile is os.OpenFile; a directory opened with os.O_RDONLY can be
+	// synced (its entries reach the disk).
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	Rename(oldpath, newpath string) error
+	Remove(name string) error
+	RemoveAll(path string) error
+	MkdirAll(path string, perm fs.FileMode) error
+	ReadDir(name string) ([]fs.DirEntry, error)
+	Stat(name string) (fs.FileInfo, error)
+	Truncate(name string, size int64) error
+	Chtimes(name string, atime, mtime time.Time) error
+	// SyncFS is syncfs(2) on the filesystem holding dir: every file's
+	// written data reaches the disk.
+	SyncFS(dir string) error
+}
+
+// Default is the operating system's filesystem.
+var Default FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		// A nil *os.File must not become a non-nil File.
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Rename(oldpath, newpath string) error              { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                          { return os.Remove(name) }
+func (osFS) RemoveAll(path string) error                       { return os.RemoveAll(path) }
+func (osFS) MkdirAll(path string, perm fs.FileMode) error      { return os.MkdirAll(path, perm) }
+func (osFS) ReadDir(name string) ([]fs.DirEntry, error)        { return os.ReadDir(name) }
+func (osFS) Stat(name string) (fs.FileInfo, error)             { return os.Stat(name) }
+func (osFS) Truncate(name string, size int64) error            { return os.Truncate(name, size) }
+func (osFS) Chtimes(name string, atime, mtime time.Time) error { return os.Chtimes(name, atime, mtime) }
+
+func (osFS) SyncFS(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return &fs.PathError{Op: "syncfs", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// OSFile returns the *os.File behind f, or nil when f is not one (a test
+// filesystem's): callers that hand descriptors to the kernel (sendfile)
+// then copy through ReadAt instead.
+func OSFile(f File) *os.File {
+	of, _ := f.(*os.File)
+	return of
+}
+
+// Open opens name read-only.
+func Open(fsys FS, name string) (File, error) { return fsys.OpenFile(name, os.O_RDONLY, 0) }
+
+// ReadFile is os.ReadFile through fsys.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := Open(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var size int
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 && int64(int(fi.Size())) == fi.Size() {
+		size = int(fi.Size())
+	}
+	b := make([]byte, 0, size+512)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return b, nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
+// WriteFile is os.WriteFile through fsys (no fsync).
+func WriteFile(fsys FS, name string, data []byte, perm fs.FileMode) error {
+	f, err := fsys.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// SyncDir fsyncs the directory dir, so that the files created, renamed or
+// removed in it stay so after a crash.
+func SyncDir(fsys FS, dir string) error {
+	d, err := Open(fsys, dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
