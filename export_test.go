@@ -3,3 +3,13 @@ package samsa
 // ConsumerBytesOut is the record bytes n's broker has served to consumers
 // (KIP-392 tests: which replica a consumer reads from).
 func ConsumerBytesOut(n *Node) int64 { return n.broker.ConsumerBytesOut() }
+
+// StopWithoutControlledShutdown stops node id of c as a crash would, its
+// leaderships left for the controller to move once its session expires
+// (the disk-fault tests crash its filesystem first).
+func StopWithoutControlledShutdown(c *Cluster, id int32) error {
+	if n := c.Node(id); n != nil {
+		n.noControlledShutdown.Store(true)
+	}
+	return c.StopNode(id)
+}

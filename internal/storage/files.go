@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -312,7 +313,25 @@ func (h *cachedFile) ReadAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer h.release()
-	return f.ReadAt(b, off)
+	if of, ok := f.(*os.File); ok {
+		return of.ReadAt(b, off)
+	}
+	return readAtCopy(f, b, off)
+}
+
+// readAtCopy and writeAtCopy call a File that is not an *os.File (a
+// test's, vfs/errorfs) on a copy of b: b given to an interface method
+// would escape to the heap in every call, the operating system's too
+// (an allocation a read on the fetch path).
+func readAtCopy(f vfs.File, b []byte, off int64) (int, error) {
+	tmp := make([]byte, len(b))
+	n, err := f.ReadAt(tmp, off)
+	copy(b, tmp[:n])
+	return n, err
+}
+
+func writeAtCopy(f vfs.File, b []byte, off int64) (int, error) {
+	return f.WriteAt(bytes.Clone(b), off)
 }
 
 func (h *cachedFile) WriteAt(b []byte, off int64) (int, error) {
@@ -321,7 +340,10 @@ func (h *cachedFile) WriteAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer h.release()
-	return f.WriteAt(b, off)
+	if of, ok := f.(*os.File); ok {
+		return of.WriteAt(b, off)
+	}
+	return writeAtCopy(f, b, off)
 }
 
 func (h *cachedFile) Truncate(size int64) error {

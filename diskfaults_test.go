@@ -1,0 +1,461 @@
+package samsa_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
+)
+
+// Disk faults injected where they happen (issue 18): a node runs on a
+// filesystem of internal/storage/vfs/errorfs under a produce workload.
+
+// startFSNode starts a single node on dir with its log dir on fsys.
+func startFSNode(t *testing.T, dir string, fsys vfs.FS) *samsa.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := samsa.Start(ctx, samsa.Config{Dir: dir, FS: fsys})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// acked is what a workload's producers had acknowledged: the value at
+// each partition and offset.
+type acked struct {
+	mu   sync.Mutex
+	recs map[int32]map[int64]string
+	n    atomic.Int64
+}
+
+func (a *acked) add(r *kgo.Record) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.recs == nil {
+		a.recs = map[int32]map[int64]string{}
+	}
+	if a.recs[r.Partition] == nil {
+		a.recs[r.Partition] = map[int64]string{}
+	}
+	a.recs[r.Partition][r.Offset] = string(r.Value)
+	a.n.Add(1)
+}
+
+// produceUntil runs producers, each sending one record at a time with
+// acks=all, until stop is closed; it records what was acknowledged and
+// returns once they all stopped.
+func produceUntil(t *testing.T, addr, topic string, producers int, stop <-chan struct{}, a *acked) (wait func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for p := range producers {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
+			kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(5*time.Second), kgo.RetryTimeout(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(2)
+		go func() {
+			// Close fails the records in flight to a node that is gone.
+			defer wg.Done()
+			<-stop
+			cl.Close()
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				r := &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "p%d-%d", p, i)}
+				err := cl.ProduceSync(ctx, r).FirstErr()
+				cancel()
+				if err == nil {
+					a.add(r)
+				}
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+// readAll reads topic from the start to its end offsets: the values by
+// partition and offset.
+func readAll(t *testing.T, addr, topic string) map[int32]map[int64]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("list end offsets: %v %v", err, ends.Error())
+	}
+	got := map[int32]map[int64]string{}
+	next := map[int32]int64{}
+	done := func() bool {
+		ok := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if next[o.Partition] < o.Offset {
+				ok = false
+			}
+		})
+		return ok
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %v of %v: %v", next, ends, ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if got[r.Partition] == nil {
+				got[r.Partition] = map[int64]string{}
+			}
+			if prev, ok := got[r.Partition][r.Offset]; ok {
+				t.Fatalf("partition %d offset %d read twice (%q, %q)", r.Partition, r.Offset, prev, r.Value)
+			}
+			got[r.Partition][r.Offset] = string(r.Value)
+			next[r.Partition] = r.Offset + 1
+		})
+	}
+	return got
+}
+
+// checkNoLoss fails unless every acknowledged record is in got at its
+// offset, and no value is at two offsets.
+func checkNoLoss(t *testing.T, a *acked, got map[int32]map[int64]string) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lost := 0
+	for p, recs := range a.recs {
+		for o, v := range recs {
+			if got[p][o] != v {
+				if lost < 5 {
+					t.Errorf("acknowledged %q at %d/%d, read %q", v, p, o, got[p][o])
+				}
+				lost++
+			}
+		}
+	}
+	seen := map[string]string{}
+	for p, recs := range got {
+		for o, v := range recs {
+			at := fmt.Sprintf("%d/%d", p, o)
+			if prev, ok := seen[v]; ok {
+				t.Errorf("value %q at %s and %s", v, prev, at)
+			}
+			seen[v] = at
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged records lost", lost, a.n.Load())
+	}
+}
+
+// TestPowerLossFlushMessages: with flush.messages=1 every acknowledged
+// record was fsynced before its acknowledgement, so a power loss at any
+// instant (the crash drops everything not fsynced, or keeps a random part
+// of it, torn and reordered by page) loses none of them, and the restarted
+// node reads back a log without holes or duplicates.
+func TestPowerLossFlushMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seed uint64
+		torn bool
+	}{{"drop-unsynced", 1, false}, {"torn-1", 2, true}, {"torn-2", 3, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			crash := errorfs.NewCrashFS(nil)
+			n := startFSNode(t, dir, crash)
+			cl := newClient(t, n)
+			createTopic(t, cl, "fsynced", 2, map[string]*string{
+				"flush.messages": kmsg.StringPtr("1"),
+				"segment.bytes":  kmsg.StringPtr("16384"), // rolls during the run
+			})
+			rng := rand.New(rand.NewPCG(tc.seed, 0))
+			var a acked
+			stop := make(chan struct{})
+			wait := produceUntil(t, n.Addr(), "fsynced", 4, stop, &a)
+			at := 200 + rng.Int64N(300)
+			waitFor(t, 60*time.Second, "acknowledged records", func() bool { return a.n.Load() >= at })
+			opts := errorfs.CrashOptions{}
+			if tc.torn {
+				opts.Rand = rng
+			}
+			if err := crash.Crash(opts); err != nil {
+				t.Fatalf("crash: %v", err)
+			}
+			n.Close() // fails: the disk is gone
+			close(stop)
+			wait()
+			t.Logf("%d records acknowledged before the crash", a.n.Load())
+
+			n = startFSNode(t, dir, nil)
+			checkNoLoss(t, &a, readAll(t, n.Addr(), "fsynced"))
+			// The restarted node takes writes.
+			produceN(t, newClient(t, n), "fsynced", 10)
+		})
+	}
+}
+
+// TestPowerLossDefaultFlush: with Kafka's defaults (no flush.messages,
+// no flush.ms) a single replica acknowledges records the page cache holds;
+// a power loss loses those not yet written back. What the restarted node
+// reads is a prefix of each partition's acknowledged records: no holes,
+// no foreign bytes, and it takes writes again. (Replication, not fsync,
+// is what keeps such records: TestPowerLossReplicated.)
+func TestPowerLossDefaultFlush(t *testing.T) {
+	dir := t.TempDir()
+	crash := errorfs.NewCrashFS(nil)
+	n := startFSNode(t, dir, crash)
+	cl := newClient(t, n)
+	createTopic(t, cl, "unsynced", 1, map[string]*string{"segment.bytes": kmsg.StringPtr("16384")})
+	var a acked
+	stop := make(chan struct{})
+	wait := produceUntil(t, n.Addr(), "unsynced", 2, stop, &a)
+	waitFor(t, 60*time.Second, "acknowledged records", func() bool { return a.n.Load() >= 400 })
+	if err := crash.Crash(errorfs.CrashOptions{Rand: rand.New(rand.NewPCG(7, 0))}); err != nil {
+		t.Fatalf("crash: %v", err)
+	}
+	n.Close()
+	close(stop)
+	wait()
+
+	n = startFSNode(t, dir, nil)
+	got := readAll(t, n.Addr(), "unsynced")
+	a.mu.Lock()
+	recs := a.recs[0]
+	a.mu.Unlock()
+	for o, v := range got[0] {
+		if w, ok := recs[o]; ok && w != v {
+			t.Fatalf("offset %d: read %q, acknowledged %q", o, v, w)
+		}
+	}
+	for o := range int64(len(got[0])) {
+		if _, ok := got[0][o]; !ok {
+			t.Fatalf("hole at offset %d of %d read", o, len(got[0]))
+		}
+	}
+	t.Logf("%d acknowledged, %d survived the power loss", len(recs), len(got[0]))
+	produceN(t, newClient(t, n), "unsynced", 10)
+}
+
+// produceCode sends one record to topic/partition 0 with acks=all and
+// returns the partition's error code.
+func produceOneCode(t *testing.T, cl *kgo.Client, topic string, value string) int16 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = validBatch(value)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// TestDiskFull: a full disk refuses appends with KAFKA_STORAGE_ERROR (a
+// write that ran out of space is cut back, never half in the log); once
+// space returns the same log takes writes again, and every acknowledged
+// record is read back once, in order. (Kafka marks the whole log dir
+// offline on the IOException instead: docs/reliability.md.)
+func TestDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	disk := errorfs.NewDiskFull(1 << 40)
+	// The disk of the topic's partition: the metadata log keeps its
+	// space, so that the node itself stays up.
+	onTopic := errorfs.Func(func(op errorfs.Op) error {
+		if !strings.Contains(op.Path, "full-0") {
+			return nil
+		}
+		return disk.MaybeError(op)
+	})
+	n := startFSNode(t, dir, errorfs.Wrap(vfs.Default, onTopic))
+	cl := newClient(t, n)
+	createTopic(t, cl, "full", 1, nil)
+	var want []string
+	for i := range 20 {
+		v := fmt.Sprintf("before-%d", i)
+		if c := produceOneCode(t, cl, "full", v); c != 0 {
+			t.Fatalf("produce before the disk filled: %v", kerr.ErrorForCode(c))
+		}
+		want = append(want, v)
+	}
+	disk.SetFree(30) // less than a batch: the next write is cut short
+	for i := range 3 {
+		if c := produceOneCode(t, cl, "full", fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
+			t.Fatalf("produce to a full disk: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+		}
+	}
+	if disk.Refused() == 0 {
+		t.Fatal("no write refused")
+	}
+	disk.SetFree(1 << 40)
+	for i := range 20 {
+		v := fmt.Sprintf("after-%d", i)
+		if c := produceOneCode(t, cl, "full", v); c != 0 {
+			t.Fatalf("produce once space returned: %v", kerr.ErrorForCode(c))
+		}
+		want = append(want, v)
+	}
+	got := readAll(t, n.Addr(), "full")[0]
+	if len(got) != len(want) {
+		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
+	}
+	for o, v := range want {
+		if got[int64(o)] != v {
+			t.Fatalf("offset %d: %q, want %q", o, got[int64(o)], v)
+		}
+	}
+}
+
+// TestFsyncFailure: an fsync that fails (flush.messages=1, so appends wait
+// for it) is answered KAFKA_STORAGE_ERROR and the record is not
+// acknowledged; the log then takes no more writes, even once fsync works
+// again (the page cache's state is unknown), until a restart recovers it
+// from its last good flush. Every acknowledged record survives.
+func TestFsyncFailure(t *testing.T) {
+	dir := t.TempDir()
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpSync, PathContains: "sync-0"}}
+	n := startFSNode(t, dir, errorfs.Wrap(vfs.Default, fail))
+	cl := newClient(t, n)
+	createTopic(t, cl, "sync", 1, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
+	var want []string
+	for i := range 10 {
+		v := fmt.Sprintf("ok-%d", i)
+		if c := produceOneCode(t, cl, "sync", v); c != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(c))
+		}
+		want = append(want, v)
+	}
+	fail.Set(true)
+	if c := produceOneCode(t, cl, "sync", "unsynced"); c != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce with fsync failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+	}
+	if fail.Count() == 0 {
+		t.Fatal("no fsync failed")
+	}
+	fail.Set(false)
+	if c := produceOneCode(t, cl, "sync", "after"); c != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce after a failed fsync: %v, want KAFKA_STORAGE_ERROR until restart", kerr.ErrorForCode(c))
+	}
+	n.Close()
+	n = startFSNode(t, dir, nil)
+	got := readAll(t, n.Addr(), "sync")[0]
+	for o, v := range want {
+		if got[int64(o)] != v {
+			t.Fatalf("offset %d: %q, want acknowledged %q", o, got[int64(o)], v)
+		}
+	}
+	if c := produceOneCode(t, newClient(t, n), "sync", "restarted"); c != 0 {
+		t.Fatalf("produce after restart: %v", kerr.ErrorForCode(c))
+	}
+}
+
+// TestPowerLossReplicated: with Kafka's default flush settings (no
+// fsync before acknowledging) and replication factor 3,
+// min.insync.replicas=2, acks=all, a power loss of one node at a time,
+// twice (the partition's leader each time), loses no acknowledged record:
+// the node restarts with what its disk kept, truncates to its leader's log
+// and catches up, and the other replicas had each acknowledged record.
+func TestPowerLossReplicated(t *testing.T) {
+	var mu sync.Mutex
+	crashes := map[int32]*errorfs.CrashFS{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(),
+		Properties: map[string]string{
+			"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
+			"min.insync.replicas": "2", "default.replication.factor": "3",
+		},
+		FS: func(id int32) vfs.FS {
+			mu.Lock()
+			defer mu.Unlock()
+			crashes[id] = errorfs.NewCrashFS(nil)
+			return crashes[id]
+		},
+	})
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	defer c.Close()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "replicated"); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	fullISR := func() bool {
+		td := describe(t, adm, "replicated")
+		return len(td.Partitions) == 1 && len(td.Partitions[0].ISR) == 3 && td.Partitions[0].Leader >= 0
+	}
+	waitFor(t, 30*time.Second, "full ISR", fullISR)
+
+	var a acked
+	stop := make(chan struct{})
+	wait := produceUntil(t, strings.Join(c.Addrs(), ","), "replicated", 4, stop, &a)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wait()
+		}
+	}()
+	for round := range 2 {
+		at := a.n.Load() + 300
+		waitFor(t, 60*time.Second, "acknowledged records", func() bool { return a.n.Load() >= at })
+		leader := describe(t, adm, "replicated").Partitions[0].Leader
+		mu.Lock()
+		crash := crashes[leader]
+		mu.Unlock()
+		if err := crash.Crash(errorfs.CrashOptions{}); err != nil {
+			t.Fatalf("crash node %d: %v", leader, err)
+		}
+		samsa.StopWithoutControlledShutdown(c, leader)
+		at = a.n.Load() + 200
+		waitFor(t, 60*time.Second, "acknowledged records with a node down", func() bool { return a.n.Load() >= at })
+		if err := c.StartNode(ctx, leader); err != nil {
+			t.Fatalf("restart node %d: %v", leader, err)
+		}
+		waitFor(t, 60*time.Second, "full ISR after restart", fullISR)
+		t.Logf("round %d: node %d crashed and back, %d acknowledged", round, leader, a.n.Load())
+	}
+	close(stop)
+	wait()
+	checkNoLoss(t, &a, readAll(t, strings.Join(c.Addrs(), ","), "replicated"))
+}
