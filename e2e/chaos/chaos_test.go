@@ -50,7 +50,7 @@ func TestChaos(t *testing.T) {
 	}
 	total := 0
 	var table strings.Builder
-	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | transfer | reassign | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i := range *schedules {
 		s := *seed + uint64(i)
 		out := filepath.Join(dir, fmt.Sprintf("schedule-%03d-seed-%d", i, s))
@@ -67,7 +67,7 @@ func TestChaos(t *testing.T) {
 		}
 		n := r.Count()
 		total += n
-		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], r.Ops, r.OK,
+		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], faults["transfer"], faults["reassign"], r.Ops, r.OK,
 			r.Failed[check.FSend], r.Unknown[check.FSend], r.Failed[check.FTxn], r.Unknown[check.FTxn], n, summary(r))
 		t.Logf("schedule seed %d: %d ops (%d ok), %d anomalies %s", s, r.Ops, r.OK, n, summary(r))
 	}
@@ -141,6 +141,13 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 		cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProduceRequestTimeout(5*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
 		wg.Go(func() { sender(wctx, rec, p, cl, &values, seed+uint64(p)) })
 	}
+	if haveRdkafka() {
+		proc++
+		p := proc
+		wg.Go(func() { rdkafkaSend(wctx, t, rec, p, c, &values, seed+uint64(p), out) })
+	} else {
+		t.Log("no confluent_kafka for /usr/bin/python3: no librdkafka producer")
+	}
 	proc++
 	tp := proc
 	tcl := func() *kgo.Client {
@@ -159,7 +166,8 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 		wg.Go(func() { consumer(wctx, rec, p, rc, cl, c) })
 	}
 	faults := map[string]int{}
-	wg.Go(func() { nemesis(wctx, t, c, nf, seed, faults) })
+	nadm := kadm.NewClient(newClient(t, c))
+	wg.Go(func() { nemesis(wctx, t, c, nadm, nf, seed, faults) })
 	wg.Wait()
 
 	// Heal: every node running and resumed, then a fresh consumer reads
@@ -440,12 +448,16 @@ func final(ctx context.Context, t *testing.T, rec *check.Recorder, proc int, c *
 // random node or of the active controller with a restart 1-4 s later,
 // SIGSTOP of a random node for 1-5 s (past replica.lag.time.max.ms and
 // broker.session.timeout.ms when long), or a cut of every link between a
-// random node and the others for 1-6 s (the proxies). Faults do not
-// overlap.
+// random node and the others for 1-6 s (the proxies), a leadership
+// transfer of a random partition (its replicas reordered, then a
+// preferred leader election), or a reassignment that removes one of its
+// replicas and adds it back (the replica copies the log again). Faults do
+// not overlap.
 //
 // faults counts the faults by kind (kill, kill-controller, stop,
-// isolate); it is the caller's once ctx ended and nemesis returned.
-func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.File, seed uint64, faults map[string]int) {
+// isolate, transfer, reassign); it is the caller's once ctx ended and
+// nemesis returned.
+func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, adm *kadm.Client, log *os.File, seed uint64, faults map[string]int) {
 	rnd := rand.New(rand.NewPCG(seed, 3))
 	start := time.Now()
 	note := func(format string, args ...any) {
@@ -462,7 +474,7 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.Fil
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rnd.IntN(hi-lo)) * time.Millisecond }
 	for wait(ms(2000, 5000)) {
 		n := c.Nodes[rnd.IntN(len(c.Nodes))]
-		switch k := rnd.IntN(4); k {
+		switch k := rnd.IntN(6); k {
 		case 0, 1:
 			what, kind := "node", "kill"
 			if k == 1 {
@@ -501,6 +513,95 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, log *os.Fil
 			wait(d)
 			c.Heal(n.ID)
 			note("heal node %d", n.ID)
+		case 4:
+			// Leadership transfer: the partition's replicas reordered so
+			// that another node is preferred, then a preferred leader
+			// election (kafka-reassign-partitions then
+			// kafka-leader-election --election-type PREFERRED).
+			p := int32(rnd.IntN(partitions))
+			faults["transfer"]++
+			replicas, err := assignment(ctx, adm, p)
+			if err != nil {
+				note("transfer of partition %d: describe: %v", p, err)
+				continue
+			}
+			i := 1 + rnd.IntN(len(replicas)-1)
+			replicas[0], replicas[i] = replicas[i], replicas[0]
+			note("transfer partition %d to node %d: reassign to %v, elect preferred", p, replicas[0], replicas)
+			note("  %s", reassign(ctx, adm, p, replicas, 10*time.Second))
+			res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {p: {}}})
+			if err == nil {
+				for _, rs := range res {
+					for _, r := range rs {
+						err = r.Err
+					}
+				}
+			}
+			note("  elect preferred leader of partition %d: %v", p, err)
+		case 5:
+			// Reassignment moving data: a replica removed, then added
+			// back (it copies the log from its start again) at a random
+			// place in the list.
+			p := int32(rnd.IntN(partitions))
+			faults["reassign"]++
+			replicas, err := assignment(ctx, adm, p)
+			if err != nil || len(replicas) < 3 {
+				note("reassign partition %d: replicas %v: %v", p, replicas, err)
+				continue
+			}
+			i := rnd.IntN(len(replicas))
+			gone := replicas[i]
+			fewer := append(append([]int32(nil), replicas[:i]...), replicas[i+1:]...)
+			note("reassign partition %d from %v to %v", p, replicas, fewer)
+			note("  %s", reassign(ctx, adm, p, fewer, 10*time.Second))
+			wait(ms(500, 3000))
+			j := rnd.IntN(len(fewer) + 1)
+			back := append(append(append([]int32(nil), fewer[:j]...), gone), fewer[j:]...)
+			note("reassign partition %d back to %v", p, back)
+			note("  %s", reassign(ctx, adm, p, back, 20*time.Second))
+		}
+	}
+}
+
+// assignment is the replica list of partition p of the topic.
+func assignment(ctx context.Context, adm *kadm.Client, p int32) ([]int32, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tds, err := adm.ListTopics(rctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	pd, ok := tds[topic].Partitions[p]
+	if !ok || pd.Err != nil {
+		return nil, fmt.Errorf("partition %d not described: %v", p, pd.Err)
+	}
+	return append([]int32(nil), pd.Replicas...), nil
+}
+
+// reassign asks for partition p on replicas and waits up to d for the
+// reassignment to complete; it says how that went.
+func reassign(ctx context.Context, adm *kadm.Client, p int32, replicas []int32, d time.Duration) string {
+	rctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, p, replicas)
+	resp, err := adm.AlterPartitionAssignments(rctx, req)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Sprintf("reassignment refused: %v", err)
+	}
+	start := time.Now()
+	for {
+		ls, err := adm.ListPartitionReassignments(rctx, kadm.TopicsSet{topic: {p: {}}})
+		if err == nil && len(ls[topic]) == 0 {
+			return fmt.Sprintf("reassignment complete after %v", time.Since(start).Round(time.Millisecond))
+		}
+		select {
+		case <-rctx.Done():
+			return fmt.Sprintf("reassignment still in progress after %v (%v)", d, err)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
