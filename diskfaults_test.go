@@ -26,14 +26,7 @@ import (
 // startFSNode starts a single node on dir with its log dir on fsys.
 func startFSNode(t *testing.T, dir string, fsys vfs.FS) *samsa.Node {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	n, err := samsa.Start(ctx, samsa.Config{Dir: dir, FS: fsys})
-	if err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return startConfig(t, samsa.Config{Dir: dir, FS: fsys})
 }
 
 // acked is what a workload's producers had acknowledged: the value at
@@ -437,7 +430,7 @@ func TestPowerLossReplicated(t *testing.T) {
 		}
 	}()
 	for round := range 2 {
-		at := a.n.Load() + 300
+		at := a.n.Load() + 150
 		waitFor(t, 60*time.Second, "acknowledged records", func() bool { return a.n.Load() >= at })
 		leader := describe(t, adm, "replicated").Partitions[0].Leader
 		mu.Lock()
@@ -447,7 +440,7 @@ func TestPowerLossReplicated(t *testing.T) {
 			t.Fatalf("crash node %d: %v", leader, err)
 		}
 		samsa.StopWithoutControlledShutdown(c, leader)
-		at = a.n.Load() + 200
+		at = a.n.Load() + 100
 		waitFor(t, 60*time.Second, "acknowledged records with a node down", func() bool { return a.n.Load() >= at })
 		if err := c.StartNode(ctx, leader); err != nil {
 			t.Fatalf("restart node %d: %v", leader, err)

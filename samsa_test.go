@@ -22,9 +22,15 @@ import (
 
 func startNode(t *testing.T, dir string, props map[string]string) *samsa.Node {
 	t.Helper()
+	return startConfig(t, samsa.Config{Dir: dir, Properties: props})
+}
+
+// startConfig starts a node of cfg, closed at the end of the test.
+func startConfig(t *testing.T, cfg samsa.Config) *samsa.Node {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := samsa.Start(ctx, samsa.Config{Dir: dir, Properties: props})
+	n, err := samsa.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}

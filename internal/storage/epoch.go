@@ -146,16 +146,9 @@ func (c *epochCache) write(sync bool) error {
 // syncFile fsyncs the checkpoint file (after write(false)); a missing file
 // is nothing to sync.
 func (c *epochCache) syncFile() error {
-	f, err := vfs.Open(c.fsys, c.path)
+	err := vfs.SyncPath(c.fsys, c.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
 	}
 	return err
 }

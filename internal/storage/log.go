@@ -826,7 +826,7 @@ func (l *Log) FS() vfs.FS { return l.fsys }
 // syncDir fsyncs a directory so that file creations, renames and removals
 // in it are durable.
 func syncDir(fsys vfs.FS, dir string) error {
-	if err := vfs.SyncDir(fsys, dir); err != nil {
+	if err := vfs.SyncPath(fsys, dir); err != nil {
 		return fmt.Errorf("storage: fsync dir %s: %w", dir, err)
 	}
 	return nil

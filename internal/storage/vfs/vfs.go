@@ -146,10 +146,11 @@ func WriteFile(fsys FS, name string, data []byte, perm fs.FileMode) error {
 	return err
 }
 
-// SyncDir fsyncs the directory dir, so that the files created, renamed or
-// removed in it stay so after a crash.
-func SyncDir(fsys FS, dir string) error {
-	d, err := Open(fsys, dir)
+// SyncPath opens the file or directory at path read-only and fsyncs it:
+// for a directory, the files created, renamed or removed in it stay so
+// after a crash.
+func SyncPath(fsys FS, path string) error {
+	d, err := Open(fsys, path)
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,7 @@ func TestCrashKeepsSynced(t *testing.T) {
 	// A new file, synced, in a synced directory: all of it stays.
 	synced := create(t, c, filepath.Join(dir, "synced"), []byte("durable"), true)
 	synced.WriteAt([]byte("+lost"), 7)
-	if err := vfs.SyncDir(c, dir); err != nil {
+	if err := vfs.SyncPath(c, dir); err != nil {
 		t.Fatal(err)
 	}
 	synced.WriteAt([]byte("+lost again"), 12)
@@ -147,7 +147,7 @@ func TestCrashRandom(t *testing.T) {
 		c := NewCrashFS(nil)
 		synced := bytes.Repeat([]byte("s"), 3*pageSize+100)
 		f := create(t, c, filepath.Join(dir, "f"), synced, true)
-		if err := vfs.SyncDir(c, dir); err != nil {
+		if err := vfs.SyncPath(c, dir); err != nil {
 			t.Fatal(err)
 		}
 		more := bytes.Repeat([]byte("n"), 5*pageSize)
