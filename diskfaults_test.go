@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -305,6 +307,15 @@ func TestDiskFull(t *testing.T) {
 		}
 		want = append(want, v)
 	}
+	segment := filepath.Join(dir, "full-0", "00000000000000000000.log")
+	size := func() int64 {
+		fi, err := os.Stat(segment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
 	disk.SetFree(30) // less than a batch: the next write is cut short
 	for i := range 3 {
 		if c := produceOneCode(t, cl, "full", fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
@@ -313,6 +324,9 @@ func TestDiskFull(t *testing.T) {
 	}
 	if disk.Refused() == 0 {
 		t.Fatal("no write refused")
+	}
+	if after := size(); after != before {
+		t.Fatalf("segment is %d bytes after the refused writes, %d before: a short write was left in it", after, before)
 	}
 	disk.SetFree(1 << 40)
 	for i := range 20 {
