@@ -280,6 +280,21 @@ func produceOneCode(t *testing.T, cl *kgo.Client, topic string, value string) in
 	return resp.Topics[0].Partitions[0].ErrorCode
 }
 
+// produceOK sends n records prefix-0 ... prefix-(n-1) to topic, one a
+// request, each of which must succeed, and returns their values.
+func produceOK(t *testing.T, cl *kgo.Client, topic, prefix string, n int) []string {
+	t.Helper()
+	var vs []string
+	for i := range n {
+		v := fmt.Sprintf("%s-%d", prefix, i)
+		if c := produceOneCode(t, cl, topic, v); c != 0 {
+			t.Fatalf("produce %s: %v", v, kerr.ErrorForCode(c))
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
 // TestDiskFull: a full disk refuses appends with KAFKA_STORAGE_ERROR (a
 // write that ran out of space is cut back, never half in the log); once
 // space returns the same log takes writes again, and every acknowledged
@@ -299,14 +314,7 @@ func TestDiskFull(t *testing.T) {
 	n := startFSNode(t, dir, errorfs.Wrap(vfs.Default, onTopic))
 	cl := newClient(t, n)
 	createTopic(t, cl, "full", 1, nil)
-	var want []string
-	for i := range 20 {
-		v := fmt.Sprintf("before-%d", i)
-		if c := produceOneCode(t, cl, "full", v); c != 0 {
-			t.Fatalf("produce before the disk filled: %v", kerr.ErrorForCode(c))
-		}
-		want = append(want, v)
-	}
+	want := produceOK(t, cl, "full", "before", 20)
 	segment := filepath.Join(dir, "full-0", "00000000000000000000.log")
 	size := func() int64 {
 		fi, err := os.Stat(segment)
@@ -329,13 +337,7 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("segment is %d bytes after the refused writes, %d before: a short write was left in it", after, before)
 	}
 	disk.SetFree(1 << 40)
-	for i := range 20 {
-		v := fmt.Sprintf("after-%d", i)
-		if c := produceOneCode(t, cl, "full", v); c != 0 {
-			t.Fatalf("produce once space returned: %v", kerr.ErrorForCode(c))
-		}
-		want = append(want, v)
-	}
+	want = append(want, produceOK(t, cl, "full", "after", 20)...)
 	got := readAll(t, n.Addr(), "full")[0]
 	if len(got) != len(want) {
 		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
@@ -358,14 +360,7 @@ func TestFsyncFailure(t *testing.T) {
 	n := startFSNode(t, dir, errorfs.Wrap(vfs.Default, fail))
 	cl := newClient(t, n)
 	createTopic(t, cl, "sync", 1, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
-	var want []string
-	for i := range 10 {
-		v := fmt.Sprintf("ok-%d", i)
-		if c := produceOneCode(t, cl, "sync", v); c != 0 {
-			t.Fatalf("produce: %v", kerr.ErrorForCode(c))
-		}
-		want = append(want, v)
-	}
+	want := produceOK(t, cl, "sync", "ok", 10)
 	fail.Set(true)
 	if c := produceOneCode(t, cl, "sync", "unsynced"); c != kerr.KafkaStorageError.Code {
 		t.Fatalf("produce with fsync failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
