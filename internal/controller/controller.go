@@ -252,7 +252,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 		var recs []metadata.Record
 		seen := map[string]bool{}
-		load := replicaLoad(im)
+		load := newReplicaLoad(im)
 		for i, t := range topics {
 			trecs, err := c.createTopicRecords(im, t)
 			if err == nil && seen[t.Name] {
@@ -340,9 +340,12 @@ func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]me
 
 // collides reports a topic that differs from name only in '.' vs '_'.
 func collides(im *metadata.Image, name string) bool {
+	if !strings.ContainsAny(name, "._") {
+		return false // only a name with '.' or '_' has a twin
+	}
 	norm := strings.ReplaceAll(name, ".", "_")
-	for _, t := range im.TopicNames() {
-		if t != name && strings.ReplaceAll(t, ".", "_") == norm {
+	for t := range im.Topics() {
+		if t.Name != name && strings.ReplaceAll(t.Name, ".", "_") == norm {
 			return true
 		}
 	}
@@ -462,7 +465,7 @@ func (c *Controller) createPartitionRecords(im *metadata.Image, topic string, co
 		}
 		recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: replicas, ISR: replicas, Leader: replicas[0]})
 	}
-	if err := c.reserveReplicas(replicaLoad(im), recs); err != nil {
+	if err := c.reserveReplicas(newReplicaLoad(im), recs); err != nil {
 		return nil, err
 	}
 	if validateOnly {
@@ -625,24 +628,25 @@ func alterPartitionRecord(im *metadata.Image, brokerID int32, topicID metadata.U
 	return rec, nil
 }
 
-// replicaLoad counts the partition replicas each broker hosts.
-func replicaLoad(im *metadata.Image) map[int32]int {
-	load := map[int32]int{}
-	for _, name := range im.TopicNames() {
-		for _, p := range im.Topic(name).Partitions {
-			for _, r := range p.Replicas {
-				load[r]++
-			}
-		}
-	}
-	return load
+// replicaLoad is the partition replicas each broker hosts: the image's
+// counts (kept by Apply, O(1) to read) plus the reservations of this
+// request.
+type replicaLoad struct {
+	im    *metadata.Image
+	added map[int32]int
 }
+
+func newReplicaLoad(im *metadata.Image) *replicaLoad {
+	return &replicaLoad{im: im, added: map[int32]int{}}
+}
+
+func (l *replicaLoad) count(b int32) int { return l.im.ReplicaCount(b) + l.added[b] }
 
 // reserveReplicas adds the replicas of recs' partitions to load, or
 // changes nothing and returns ErrInvalidPartitions when that would put
 // more than log.partitions.max on a broker: creation a node cannot host is
 // refused up front, before any node tries to open the logs.
-func (c *Controller) reserveReplicas(load map[int32]int, recs []metadata.Record) error {
+func (c *Controller) reserveReplicas(load *replicaLoad, recs []metadata.Record) error {
 	limit := int(c.node.LogPartitionsMax)
 	if limit <= 0 {
 		return nil
@@ -656,12 +660,12 @@ func (c *Controller) reserveReplicas(load map[int32]int, recs []metadata.Record)
 		}
 	}
 	for b, n := range add {
-		if load[b]+n > limit {
-			return fmt.Errorf("%w: %d more partition replicas on broker %d, which hosts %d, would pass its limit of %d (log.partitions.max)", ErrInvalidPartitions, n, b, load[b], limit)
+		if have := load.count(b); have+n > limit {
+			return fmt.Errorf("%w: %d more partition replicas on broker %d, which hosts %d, would pass its limit of %d (log.partitions.max)", ErrInvalidPartitions, n, b, have, limit)
 		}
 	}
 	for b, n := range add {
-		load[b] += n
+		load.added[b] += n
 	}
 	return nil
 }
