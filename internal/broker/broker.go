@@ -113,6 +113,7 @@ type Broker struct {
 	leaderThrottle, followerThrottle *replica.Throttle
 
 	ctrlChan    controllerChannel
+	alters      alterBatcher // AlterPartition batching (controllerchannel.go)
 	incarnation [16]byte     // this process's incarnation id (BrokerRegistration)
 	brokerEpoch atomic.Int64 // from the active controller's registration
 	endpoints   []metadata.Endpoint

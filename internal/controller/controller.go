@@ -572,19 +572,56 @@ var ErrIneligibleReplica = errors.New("ineligible replica")
 // new ISR must hold the leader and only unfenced replicas of the partition.
 // It returns the committed ISR and partition epoch.
 func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, topicID metadata.UUID, partition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
-	var rec metadata.PartitionRecord
-	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
-		var err error
-		rec, err = alterPartitionRecord(im, brokerID, topicID, partition, leaderEpoch, partitionEpoch, isr)
-		if err != nil {
-			return nil, err
-		}
-		return []metadata.Record{rec}, nil
-	})
+	res, err := c.AlterPartitions(ctx, brokerID, []AlterPartitionItem{{TopicID: topicID, Partition: partition, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: isr}})
 	if err != nil {
 		return nil, 0, err
 	}
-	return rec.ISR, rec.PartitionEpoch, nil
+	return res[0].ISR, res[0].PartitionEpoch, res[0].Err
+}
+
+// AlterPartitionItem is one partition of AlterPartition (v2+: by topic id).
+type AlterPartitionItem struct {
+	TopicID                                metadata.UUID
+	Partition, LeaderEpoch, PartitionEpoch int32
+	ISR                                    []int32
+}
+
+// AlterPartitionResult is the answer for one AlterPartitionItem: the
+// committed ISR and partition epoch, or Err (ErrStaleEpoch,
+// ErrInvalidUpdateVersion, ErrIneligibleReplica, ErrUnknownTopic,
+// ErrInvalidRequest).
+type AlterPartitionResult struct {
+	ISR            []int32
+	PartitionEpoch int32
+	Err            error
+}
+
+// AlterPartitions is AlterPartition for many partitions of one leader
+// broker, checked against the same image and committed as one write (a
+// broker batches the ISR changes of its partitions, as Kafka's
+// AlterPartitionManager). The error is the write's (ErrNotController, a
+// commit failure), for every item; otherwise each result carries its own.
+func (c *Controller) AlterPartitions(ctx context.Context, brokerID int32, items []AlterPartitionItem) ([]AlterPartitionResult, error) {
+	res := make([]AlterPartitionResult, len(items))
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		var recs []metadata.Record
+		for i, it := range items {
+			rec, err := alterPartitionRecord(im, brokerID, it.TopicID, it.Partition, it.LeaderEpoch, it.PartitionEpoch, it.ISR)
+			if err != nil {
+				res[i] = AlterPartitionResult{Err: err}
+				continue
+			}
+			// A partition named twice: the second sees the first.
+			im = im.Apply(im.Offset+1, []metadata.Record{rec})
+			res[i] = AlterPartitionResult{ISR: rec.ISR, PartitionEpoch: rec.PartitionEpoch}
+			recs = append(recs, rec)
+		}
+		return recs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // alterPartitionRecord checks one partition of AlterPartition against im

@@ -288,22 +288,34 @@ func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset, logS
 }
 
 // alterISR sends AlterPartition in the background; the partition allows one
-// change in flight.
+// change in flight. The broker batches the requests of its partitions. A
+// refusal is logged once per run of failures (then at debug level): after
+// a whole cluster restarts, leaders ask with epochs the controller has
+// moved past until their metadata catches up, and each partition backs
+// off and asks again with the new epochs.
 func (m *Manager) alterISR(p *Partition, isr []int32) {
+	epoch := p.LeaderEpoch()
+	pepoch, gen := p.isrState()
 	if m.opts.Controller == nil {
-		p.isrUpdated(nil, 0, false)
+		p.isrUpdated(gen, nil, 0, false)
 		return
 	}
-	epoch, pepoch := p.LeaderEpoch(), p.partitionEpochNow()
 	before := len(p.ISR())
 	started := m.spawn(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
 		got, gotEpoch, err := m.opts.Controller.AlterPartition(ctx, p.TopicID, p.Partition, epoch, pepoch, isr)
 		if err != nil {
-			m.logger.Warn("AlterPartition failed", "topic", p.Topic, "partition", p.Partition, "isr", isr, "err", err)
-			p.isrUpdated(nil, 0, false)
+			stale, failures := p.isrUpdated(gen, nil, 0, false)
+			level := slog.LevelWarn
+			if stale || failures > 1 {
+				level = slog.LevelDebug
+			}
+			m.logger.Log(ctx, level, "AlterPartition failed", "topic", p.Topic, "partition", p.Partition, "isr", isr, "err", err, "failures", failures, "stale", stale)
 			return
+		}
+		if stale, _ := p.isrUpdated(gen, got, gotEpoch, true); stale {
+			return // the metadata already shows the change, or a newer one
 		}
 		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
 		switch {
@@ -312,10 +324,9 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 		case len(got) > before:
 			m.ISRExpands.Add(1)
 		}
-		p.isrUpdated(got, gotEpoch, true)
 	})
 	if !started {
-		p.isrUpdated(nil, 0, false)
+		p.isrUpdated(gen, nil, 0, false)
 	}
 }
 
