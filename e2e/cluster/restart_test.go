@@ -51,6 +51,13 @@ func TestRestartWholeCluster(t *testing.T) {
 	}
 	t.Logf("3 nodes, %d partitions: stopped together in %v", topics*partitions, time.Since(start).Round(time.Millisecond))
 
+	for _, n := range c.Nodes {
+		// Every node finished its controlled shutdown, the last ones
+		// too (the quorum must outlive the leadership moves).
+		if logs := n.Logs()[mark[n.ID]:]; strings.Contains(logs, "controlled shutdown did not finish") {
+			t.Errorf("node %d: controlled shutdown did not finish when the nodes stopped together", n.ID)
+		}
+	}
 	start = time.Now()
 	for i, n := range c.Nodes {
 		wg.Go(func() { errs[i] = n.Start() })

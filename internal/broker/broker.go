@@ -177,10 +177,14 @@ func New(cfg Config) (*Broker, error) {
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
-		NodeID:                          cfg.Node.NodeID,
-		Dial:                            cfg.DialBroker,
-		ReplicaLagTime:                  cfg.Node.ReplicaLagTimeMax,
-		Controller:                      isrChanger{b},
+		NodeID:         cfg.Node.NodeID,
+		Dial:           cfg.DialBroker,
+		ReplicaLagTime: cfg.Node.ReplicaLagTimeMax,
+		Controller:     isrChanger{b},
+		Eligible: func(id int32) bool {
+			br := cfg.Controller.Image().Broker(id)
+			return br != nil && !br.Fenced
+		},
 		LeaderAddr:                      b.brokerAddr,
 		FetchMaxBytes:                   cfg.Node.ReplicaFetchResponseMaxBytes,
 		HighWatermarkCheckpointInterval: cfg.Node.ReplicaHighWatermarkCheckpointInterval,

@@ -189,6 +189,7 @@ func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation m
 		return lastPerPartition(recs), nil
 	}, func() {
 		c.brokerIncarnation[id] = incarnation
+		delete(c.shuttingDown, id)
 		c.brokers.seen(id)
 	})
 	if err != nil {
@@ -221,7 +222,15 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	if !c.active.Load() {
 		return false, false, ErrNotController
 	}
-	err = c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+	write := c.write
+	if wantShutdown {
+		// The answer waits for the writes before it: when every node
+		// stops at once, the last one (the active controller among
+		// them) must not leave while the others' leadership moves are
+		// still being committed by its quorum.
+		write = c.writeBarrier
+	}
+	err = write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 		if !c.active.Load() {
 			return nil, ErrNotController
 		}
@@ -233,12 +242,13 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 		c.brokers.seen(id)
 		if wantShutdown {
 			fenced, shouldShutdown = true, true
-			if !otherLiveBroker(im, id) {
-				// Leadership has nowhere to go (a single node, or the
-				// last of a cluster stopping together): taking it away
-				// would only rewrite every partition, and do it again
-				// when the broker registers (100,000 partitions:
-				// seconds of each).
+			c.shuttingDown[id] = true
+			if b.Fenced || !c.otherLiveBroker(im, id) {
+				// Already moved out, or leadership has nowhere to go (a
+				// single node, or the last of a cluster stopping
+				// together): taking it away would only rewrite every
+				// partition, and do it again when the broker registers
+				// (100,000 partitions: seconds of each).
 				return nil, nil
 			}
 			return c.fenceRecords(im, id), nil
@@ -302,6 +312,21 @@ func (c *Controller) fenceRecords(im *metadata.Image, id int32) []metadata.Recor
 		rb := im.Broker(r)
 		return rb == nil || rb.Fenced
 	}
+	// A new leader is an in-sync replica not in controlled shutdown, else
+	// one that is (it leads until it stops too).
+	pick := func(isr []int32) int32 {
+		leader := int32(-1)
+		for _, r := range isr {
+			switch {
+			case fenced(r):
+			case !c.shuttingDown[r]:
+				return r
+			case leader < 0:
+				leader = r
+			}
+		}
+		return leader
+	}
 	for _, name := range im.TopicNames() {
 		t := im.Topic(name)
 		for i, p := range t.Partitions {
@@ -314,13 +339,7 @@ func (c *Controller) fenceRecords(im *metadata.Image, id int32) []metadata.Recor
 			}
 			leader, epoch := p.Leader, p.LeaderEpoch
 			if leader == id {
-				leader = -1
-				for _, r := range isr {
-					if !fenced(r) {
-						leader = r
-						break
-					}
-				}
+				leader = pick(isr)
 				if leader < 0 && c.uncleanAllowed(im, t) {
 					// unclean.leader.election.enable: any live replica,
 					// losing what only the ISR had.
@@ -395,11 +414,11 @@ func lastPerPartition(recs []metadata.Record) []metadata.Record {
 	return out
 }
 
-// otherLiveBroker reports whether a broker other than id is registered
-// and unfenced.
-func otherLiveBroker(im *metadata.Image, id int32) bool {
+// otherLiveBroker reports whether a broker other than id is registered,
+// unfenced and not in controlled shutdown.
+func (c *Controller) otherLiveBroker(im *metadata.Image, id int32) bool {
 	for _, b := range im.Brokers() {
-		if b.ID != id && !b.Fenced {
+		if b.ID != id && !b.Fenced && !c.shuttingDown[b.ID] {
 			return true
 		}
 	}

@@ -79,6 +79,11 @@ type Controller struct {
 	// brokerIncarnation is the incarnation id of each registered broker
 	// process, owned by the loop: a broker that restarts registers anew.
 	brokerIncarnation map[int32]metadata.UUID
+	// shuttingDown are the brokers that asked for a controlled shutdown
+	// (loop-owned, until they register again): they take no leadership
+	// another broker can take, and do not count as a place leadership
+	// can go (Kafka's BrokerHeartbeatManager.inControlledShutdown).
+	shuttingDown map[int32]bool
 	unregister        func()
 	closed            atomic.Bool
 	bootstrap         []metadata.Record // written once per cluster (see New)
@@ -97,7 +102,7 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, bootstrap: bootstrap}
+	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, shuttingDown: map[int32]bool{}, bootstrap: bootstrap}
 	c.imgCond = sync.NewCond(&c.imgMu)
 	c.leader.Store(-1)
 	c.brokers = newBrokerTracker(c)

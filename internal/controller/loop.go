@@ -38,6 +38,9 @@ type writeReq struct {
 	fn func(im *metadata.Image) ([]metadata.Record, error)
 	// then, when set, runs on the loop once the records are committed.
 	then func()
+	// barrier: a write of no records completes only once the writes
+	// before it did (it fails with them).
+	barrier bool
 	ran  chan struct{} // closed once fn ran, or will never run
 	done chan error    // the outcome, buffered
 }
@@ -49,6 +52,32 @@ type job struct {
 	gen  int64 // leadership generation the records were computed in
 	// off is the offset of the first record, set once appended.
 	off int64
+	// barriers are writes of no records completed with this job.
+	barriers []*writeReq
+}
+
+// finish completes j's write and the barriers behind it with err.
+func (j *job) finish(err error) {
+	if err == nil && j.req.then != nil {
+		j.req.then()
+	}
+	j.req.done <- err
+	for _, r := range j.barriers {
+		r.done <- err
+	}
+}
+
+// lastJob is the latest write in flight, nil when none.
+func (s *loopState) lastJob() *job {
+	switch {
+	case len(s.queued) > 0:
+		return s.queued[len(s.queued)-1]
+	case len(s.appending) > 0:
+		return s.appending[len(s.appending)-1]
+	case len(s.parked) > 0:
+		return s.parked[len(s.parked)-1]
+	}
+	return nil
 }
 
 // appendResult is the appender's answer for a group of jobs appended as
@@ -89,7 +118,17 @@ func (c *Controller) write(ctx context.Context, fn func(im *metadata.Image) ([]m
 // writeThen is write with then run on the loop after the commit (state
 // only the loop touches, such as brokerIncarnation).
 func (c *Controller) writeThen(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error), then func()) error {
-	r := &writeReq{ctx: ctx, fn: fn, then: then, ran: make(chan struct{}), done: make(chan error, 1)}
+	return c.post(ctx, &writeReq{ctx: ctx, fn: fn, then: then})
+}
+
+// writeBarrier is write where a result of no records still waits for the
+// writes posted before it to commit.
+func (c *Controller) writeBarrier(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error)) error {
+	return c.post(ctx, &writeReq{ctx: ctx, fn: fn, barrier: true})
+}
+
+func (c *Controller) post(ctx context.Context, r *writeReq) error {
+	r.ran, r.done = make(chan struct{}), make(chan error, 1)
 	select {
 	case c.reqc <- r:
 	case <-ctx.Done():
@@ -147,7 +186,7 @@ func (c *Controller) run(ctx context.Context) {
 		}
 		<-appenderDone
 		for _, j := range append(append(s.parked, s.appending...), s.queued...) {
-			j.req.done <- ErrNotController
+			j.finish(ErrNotController)
 		}
 	}()
 	s.gen = c.leaderGen.Load()
@@ -201,7 +240,7 @@ func (c *Controller) syncGen(s *loopState) {
 	}
 	s.gen = g
 	for _, j := range s.queued {
-		j.req.done <- ErrNotController
+		j.finish(ErrNotController)
 	}
 	s.queued = nil
 	c.rebuildSpec(s)
@@ -224,6 +263,10 @@ func (c *Controller) runWrite(s *loopState, r *writeReq) {
 		r.done <- err
 		return
 	case len(recs) == 0:
+		if j := s.lastJob(); r.barrier && j != nil {
+			j.barriers = append(j.barriers, r)
+			return
+		}
 		r.done <- nil
 		return
 	case !c.active.Load():
@@ -243,10 +286,10 @@ func (c *Controller) failFrom(s *loopState, res appendResult) {
 		err = fmt.Errorf("%w: %v", ErrNotController, err)
 	}
 	for _, j := range res.jobs {
-		j.req.done <- err
+		j.finish(err)
 	}
 	for _, j := range s.queued {
-		j.req.done <- fmt.Errorf("%w: an earlier metadata write failed: %v", ErrNotController, res.err)
+		j.finish(fmt.Errorf("%w: an earlier metadata write failed: %v", ErrNotController, res.err))
 	}
 	s.queued = nil
 	c.rebuildSpec(s)
@@ -279,11 +322,7 @@ func (c *Controller) completeParked(s *loopState) {
 	committed := c.image.Load().Offset
 	n := 0
 	for n < len(s.parked) && s.parked[n].off+int64(len(s.parked[n].recs))-1 <= committed {
-		j := s.parked[n]
-		if j.req.then != nil {
-			j.req.then()
-		}
-		j.req.done <- nil
+		s.parked[n].finish(nil)
 		n++
 	}
 	if n > 0 {

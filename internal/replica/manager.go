@@ -34,6 +34,10 @@ type Options struct {
 	// Controller receives AlterPartition; nil on a single node that never
 	// has followers.
 	Controller Controller
+	// Eligible reports whether a caught-up follower may join an ISR now:
+	// its broker is registered and not fenced (KIP-841; the controller
+	// refuses others with INELIGIBLE_REPLICA). Nil: every follower.
+	Eligible func(broker int32) bool
 	// LeaderAddr resolves a broker id to the address followers fetch from.
 	LeaderAddr func(id int32) (string, bool)
 	// HighWatermarkCheckpointInterval is
@@ -283,6 +287,14 @@ func (m *Manager) LeaderSent(p *Partition, replica int32, n int64) {
 // caught up.
 func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset, logStartOffset int64) {
 	if isr := p.UpdateFollower(replica, fetchOffset, logStartOffset, time.Now()); isr != nil {
+		if m.opts.Eligible != nil && !m.opts.Eligible(replica) {
+			// A fenced broker still fetching (in controlled shutdown, or
+			// registering): asking would only be refused. Asked again
+			// on a later fetch.
+			_, gen := p.isrState()
+			p.isrCancel(gen)
+			return
+		}
 		m.alterISR(p, isr)
 	}
 }
@@ -308,7 +320,7 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 		if err != nil {
 			stale, failures := p.isrUpdated(gen, nil, 0, false)
 			level := slog.LevelWarn
-			if stale || failures > 1 {
+			if stale || failures > 1 || m.ctx.Err() != nil {
 				level = slog.LevelDebug
 			}
 			m.logger.Log(ctx, level, "AlterPartition failed", "topic", p.Topic, "partition", p.Partition, "isr", isr, "err", err, "failures", failures, "stale", stale)

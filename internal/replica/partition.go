@@ -692,6 +692,16 @@ func (p *Partition) isrUpdated(gen uint64, isr []int32, partitionEpoch int32, ok
 	return false, failures
 }
 
+// isrCancel drops the ISR change UpdateFollower proposed in generation gen
+// without sending it (no backoff).
+func (p *Partition) isrCancel(gen uint64) {
+	p.mu.Lock()
+	if gen == p.isrGen {
+		p.isrPending = false
+	}
+	p.mu.Unlock()
+}
+
 // isrState returns the partition epoch, for AlterPartition, and the
 // generation its answer goes to isrUpdated with.
 func (p *Partition) isrState() (partitionEpoch int32, gen uint64) {
