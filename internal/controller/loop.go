@@ -41,8 +41,8 @@ type writeReq struct {
 	// barrier: a write of no records completes only once the writes
 	// before it did (it fails with them).
 	barrier bool
-	ran  chan struct{} // closed once fn ran, or will never run
-	done chan error    // the outcome, buffered
+	ran     chan struct{} // closed once fn ran, or will never run
+	done    chan error    // the outcome, buffered
 }
 
 // job is the records of one write, queued for or handed to the appender.
