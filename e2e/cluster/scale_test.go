@@ -160,24 +160,40 @@ func TestClusterScale(t *testing.T) {
 	waitFor(t, 10*time.Minute, "every ISR full again", func() bool { return every(c.Node(rest[0]).Addr(), topics, nParts, full) })
 	report("node %d restarted: back in every ISR after %v", ctrl, time.Since(start).Round(time.Millisecond))
 
-	// Controlled shutdown of a broker other than the active controller.
+	// Leadership back to the preferred replicas (a third of the
+	// partitions each), then a controlled shutdown of the broker other
+	// than the active controller that leads the most.
+	cl = newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	if _, err := kadm.NewClient(cl).ElectLeaders(ctx, kadm.ElectPreferredReplica, nil); err != nil {
+		t.Fatalf("preferred leader election: %v", err)
+	}
+	cancel()
+	cl.Close()
 	l, err := proctest.QuorumLeader(c.Nodes[0].Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := others(c, l)[0]
-	watch := others(c, victim)[0]
+	watch := l
 	st, err := allState(c.Node(watch).Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	led := 0
+	leads := map[int32]int{}
 	for _, ps := range st.parts {
 		for _, p := range ps {
-			if p.leader == victim {
-				led++
-			}
+			leads[p.leader]++
 		}
+	}
+	victim := others(c, l)[0]
+	for _, id := range others(c, l) {
+		if leads[id] > leads[victim] {
+			victim = id
+		}
+	}
+	led := leads[victim]
+	if led == 0 {
+		t.Fatalf("no broker but the controller leads a partition: %v", leads)
 	}
 	start = time.Now()
 	moved := make(chan time.Duration, 1)
