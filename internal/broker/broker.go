@@ -112,7 +112,13 @@ type Broker struct {
 
 	leaderThrottle, followerThrottle *replica.Throttle
 
-	ctrlChan    controllerChannel
+	ctrlChan controllerChannel
+	// lifeChan carries registrations and heartbeats on connections of
+	// their own, as Kafka's BrokerLifecycleManager has its own channel: a
+	// connection answers its requests in order, and a heartbeat queued
+	// behind a forwarded CreateTopics or an AlterPartition waiting for its
+	// commit expired the broker's session on a loaded machine.
+	lifeChan    controllerChannel
 	alters      alterBatcher // AlterPartition batching (controllerchannel.go)
 	incarnation [16]byte     // this process's incarnation id (BrokerRegistration)
 	brokerEpoch atomic.Int64 // from the active controller's registration
@@ -174,6 +180,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.dyn.Store(cfg.Node)
 	b.ctrlChan.b = b
+	b.lifeChan.b = b
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
@@ -243,6 +250,7 @@ func (b *Broker) Close() {
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
+	b.lifeChan.close()
 	b.lag.close()
 }
 
