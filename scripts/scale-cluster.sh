@@ -10,6 +10,7 @@
 #
 #   scripts/scale-cluster.sh
 #   TOPICS=100 scripts/scale-cluster.sh               # 10,000 partitions
+#   SESSION_MS=9000 scripts/scale-cluster.sh          # broker.session.timeout.ms (default 3000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)/samsa
@@ -17,5 +18,5 @@ go build -o "$bin" ./cmd/samsa
 report=${REPORT:-/dev/stdout}
 echo "ulimit -n: $(ulimit -n); load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$report"
 PROCTEST_BIN=$bin go test -count=1 -timeout "${TIMEOUT:-60m}" -v -run '^TestClusterScale$' ./e2e/cluster \
-	-args -cluster.topics "${TOPICS:-300}" -cluster.partitions "${PARTITIONS:-100}" -cluster.report "$report"
+	-args -cluster.topics "${TOPICS:-300}" -cluster.partitions "${PARTITIONS:-100}" -cluster.report "$report" -cluster.session "${SESSION_MS:-3000}"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$report"

@@ -21,6 +21,7 @@ var (
 	clusterTopics     = flag.Int("cluster.topics", 15, "TestClusterScale: topics to create")
 	clusterPartitions = flag.Int("cluster.partitions", 100, "TestClusterScale: partitions per topic")
 	clusterReport     = flag.String("cluster.report", "", "TestClusterScale: file to append the figures to")
+	clusterSession    = flag.Int("cluster.session", 3000, "TestClusterScale: broker.session.timeout.ms (heartbeats every tenth of it)")
 )
 
 // clusterState is one node's Metadata answer for every topic.
@@ -87,9 +88,8 @@ func every(addr string, topics []string, n int, ok func(partState) bool) bool {
 func TestClusterScale(t *testing.T) {
 	nTopics, nParts := *clusterTopics, *clusterPartitions
 	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: []string{
-		// The fault timings: a killed broker's partitions move once its
-		// session expires.
-		"broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=300",
+		// A killed broker's partitions move once its session expires.
+		fmt.Sprintf("broker.session.timeout.ms=%d", *clusterSession), fmt.Sprintf("broker.heartbeat.interval.ms=%d", *clusterSession/10),
 	}, StartTimeout: 5 * time.Minute})
 	report := func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
@@ -151,8 +151,8 @@ func TestClusterScale(t *testing.T) {
 	waitFor(t, 2*time.Minute, "a live leader for every partition", func() bool {
 		return every(c.Node(rest[0]).Addr(), topics, nParts, func(p partState) bool { return p.leader >= 0 && p.leader != ctrl })
 	})
-	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=3000)",
-		ctrl, newCtrl, elected.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=%d)",
+		ctrl, newCtrl, elected.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), *clusterSession)
 	start = time.Now()
 	if err := c.Node(ctrl).Start(); err != nil {
 		t.Fatal(err)
