@@ -112,7 +112,14 @@ type Broker struct {
 
 	leaderThrottle, followerThrottle *replica.Throttle
 
-	ctrlChan    controllerChannel
+	ctrlChan controllerChannel
+	// lifeChan carries registrations and heartbeats on connections of
+	// their own, as Kafka's BrokerLifecycleManager has its own channel: a
+	// connection answers its requests in order, and a heartbeat queued
+	// behind a forwarded CreateTopics or an AlterPartition waiting for its
+	// commit expired the broker's session on a loaded machine.
+	lifeChan    controllerChannel
+	alters      alterBatcher // AlterPartition batching (controllerchannel.go)
 	incarnation [16]byte     // this process's incarnation id (BrokerRegistration)
 	brokerEpoch atomic.Int64 // from the active controller's registration
 	endpoints   []metadata.Endpoint
@@ -173,13 +180,18 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.dyn.Store(cfg.Node)
 	b.ctrlChan.b = b
+	b.lifeChan.b = b
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
-		NodeID:                          cfg.Node.NodeID,
-		Dial:                            cfg.DialBroker,
-		ReplicaLagTime:                  cfg.Node.ReplicaLagTimeMax,
-		Controller:                      isrChanger{b},
+		NodeID:         cfg.Node.NodeID,
+		Dial:           cfg.DialBroker,
+		ReplicaLagTime: cfg.Node.ReplicaLagTimeMax,
+		Controller:     isrChanger{b},
+		Eligible: func(id int32) bool {
+			br := cfg.Controller.Image().Broker(id)
+			return br != nil && !br.Fenced
+		},
 		LeaderAddr:                      b.brokerAddr,
 		FetchMaxBytes:                   cfg.Node.ReplicaFetchResponseMaxBytes,
 		HighWatermarkCheckpointInterval: cfg.Node.ReplicaHighWatermarkCheckpointInterval,
@@ -238,6 +250,7 @@ func (b *Broker) Close() {
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
+	b.lifeChan.close()
 	b.lag.close()
 }
 
@@ -342,60 +355,88 @@ func (b *Broker) image() *metadata.Image { return b.ctrl.Image() }
 
 // applyImage makes the hosted partitions match the image: it leads or
 // follows the partitions whose replicas include this broker, stops hosting
-// those it no longer replicates and deletes removed topics.
+// those it no longer replicates and deletes removed topics. When next was
+// applied on old it follows next's Delta, at a cost of what changed;
+// otherwise (the first image, or broker defaults changed) it walks every
+// topic.
 func (b *Broker) applyImage(old, next *metadata.Image) error {
 	var firstErr error
-	self := b.node.NodeID
+	note := func(err error) {
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
 	reconfigured := b.applyDynamicConfigs(old, next)
-	for _, name := range next.TopicNames() {
-		t := next.Topic(name)
-		var prev *metadata.Topic
-		if old != nil {
-			prev = old.TopicByID(t.ID)
-		}
-		if prev == t {
-			if reconfigured {
-				// Broker-level defaults changed: partitions of topics
-				// without their own value follow them at once.
-				b.reconfigure(name, t)
+	var removed []*metadata.Topic
+	if d := next.Delta(); old != nil && d != nil && d.From == old.Offset && !reconfigured {
+		for id, parts := range d.Partitions {
+			t := next.TopicByID(id)
+			if t == nil {
+				continue
 			}
-			continue // unchanged (images share unchanged topics)
-		}
-		cfg := b.logConfig(t)
-		for i, p := range t.Partitions {
-			tp := replica.TopicPartition{Topic: name, Partition: int32(i)}
-			if !slices.Contains(p.Replicas, self) {
-				if prev != nil && i < len(prev.Partitions) && slices.Contains(prev.Partitions[i].Replicas, self) {
-					if err := b.replicas.Remove(tp); err != nil {
-						b.logger.Error("removing partition failed", "topic", name, "partition", i, "err", err)
-					}
+			prev := old.TopicByID(id)
+			cfg := b.logConfig(t)
+			if prev == nil || d.Configs[id] {
+				for i := range t.Partitions {
+					note(b.applyPartition(t, prev, int32(i), cfg))
 				}
 				continue
 			}
-			st := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
-			if _, err := b.replicas.Apply(tp, t.ID, st, cfg); err != nil {
-				b.logger.Error("hosting partition failed", "topic", name, "partition", i, "err", err)
-				if firstErr == nil {
-					firstErr = err
+			slices.Sort(parts)
+			for _, i := range slices.Compact(slices.Clone(parts)) {
+				note(b.applyPartition(t, prev, i, cfg))
+			}
+		}
+		for id := range d.Configs {
+			if _, done := d.Partitions[id]; done {
+				continue
+			}
+			if t := next.TopicByID(id); t != nil {
+				cfg := b.logConfig(t)
+				for i := range t.Partitions {
+					note(b.applyPartition(t, old.TopicByID(id), int32(i), cfg))
+				}
+			}
+		}
+		removed = d.Removed
+	} else {
+		for t := range next.Topics() {
+			var prev *metadata.Topic
+			if old != nil {
+				prev = old.TopicByID(t.ID)
+			}
+			if prev == t {
+				if reconfigured {
+					// Broker-level defaults changed: partitions of
+					// topics without their own value follow them at
+					// once.
+					b.reconfigure(t.Name, t)
+				}
+				continue // unchanged (images share unchanged topics)
+			}
+			cfg := b.logConfig(t)
+			for i := range t.Partitions {
+				note(b.applyPartition(t, prev, int32(i), cfg))
+			}
+		}
+		if old != nil {
+			for t := range old.Topics() {
+				if next.TopicByID(t.ID) == nil {
+					removed = append(removed, t)
 				}
 			}
 		}
 	}
 	var deleted []string
-	if old != nil {
-		for _, name := range old.TopicNames() {
-			t := old.Topic(name)
-			if next.TopicByID(t.ID) != nil {
+	self := b.node.NodeID
+	for _, t := range removed {
+		deleted = append(deleted, t.Name)
+		for i, p := range t.Partitions {
+			if !slices.Contains(p.Replicas, self) {
 				continue
 			}
-			deleted = append(deleted, name)
-			for i, p := range t.Partitions {
-				if !slices.Contains(p.Replicas, self) {
-					continue
-				}
-				if err := b.replicas.Remove(replica.TopicPartition{Topic: name, Partition: int32(i)}); err != nil {
-					b.logger.Error("deleting partition failed", "topic", name, "partition", i, "err", err)
-				}
+			if err := b.replicas.Remove(replica.TopicPartition{Topic: t.Name, Partition: int32(i)}); err != nil {
+				b.logger.Error("deleting partition failed", "topic", t.Name, "partition", i, "err", err)
 			}
 		}
 	}
@@ -408,6 +449,31 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 	b.applyGroupImage(next)
 	b.applyTxnImage(next)
 	return firstErr
+}
+
+// applyPartition leads, follows or stops hosting partition i of t as the
+// image says; prev is the topic in the previous image (nil when new).
+func (b *Broker) applyPartition(t, prev *metadata.Topic, i int32, cfg replica.LogConfig) error {
+	self := b.node.NodeID
+	if i < 0 || int(i) >= len(t.Partitions) {
+		return nil
+	}
+	p := t.Partitions[i]
+	tp := replica.TopicPartition{Topic: t.Name, Partition: i}
+	if !slices.Contains(p.Replicas, self) {
+		if prev != nil && int(i) < len(prev.Partitions) && slices.Contains(prev.Partitions[i].Replicas, self) {
+			if err := b.replicas.Remove(tp); err != nil {
+				b.logger.Error("removing partition failed", "topic", t.Name, "partition", i, "err", err)
+			}
+		}
+		return nil
+	}
+	st := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
+	if _, err := b.replicas.Apply(tp, t.ID, st, cfg); err != nil {
+		b.logger.Error("hosting partition failed", "topic", t.Name, "partition", i, "err", err)
+		return err
+	}
+	return nil
 }
 
 // topicConfig returns the effective value of a topic config and its

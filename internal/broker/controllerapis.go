@@ -2,10 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/server"
 )
@@ -79,18 +81,35 @@ func handleAlterPartition(ctx context.Context, b *Broker, _ *server.Conn, kreq k
 		resp.ErrorCode = kerr.NotController.Code
 		return resp, nil
 	}
+	// The whole request is one controller write.
+	var items []controller.AlterPartitionItem
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			items = append(items, controller.AlterPartitionItem{TopicID: rt.TopicID, Partition: rp.Partition, LeaderEpoch: rp.LeaderEpoch, PartitionEpoch: rp.PartitionEpoch, ISR: rp.NewISR})
+		}
+	}
+	res, err := b.ctrl.AlterPartitions(ctx, req.BrokerID, items)
+	if errors.Is(err, controller.ErrNotController) {
+		resp.ErrorCode = kerr.NotController.Code
+		return resp, nil
+	}
+	i := 0
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionResponseTopic()
 		st.TopidID = rt.TopicID
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewAlterPartitionResponseTopicPartition()
 			sp.Partition = rp.Partition
-			isr, epoch, err := b.ctrl.AlterPartition(ctx, req.BrokerID, rt.TopicID, rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch, rp.NewISR)
-			sp.ErrorCode = errCode(err)
+			perr := err
 			if err == nil {
-				sp.LeaderID, sp.LeaderEpoch, sp.ISR, sp.PartitionEpoch = req.BrokerID, rp.LeaderEpoch, isr, epoch
+				perr = res[i].Err
+			}
+			sp.ErrorCode = errCode(perr)
+			if perr == nil {
+				sp.LeaderID, sp.LeaderEpoch, sp.ISR, sp.PartitionEpoch = req.BrokerID, rp.LeaderEpoch, res[i].ISR, res[i].PartitionEpoch
 			}
 			st.Partitions = append(st.Partitions, sp)
+			i++
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

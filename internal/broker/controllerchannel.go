@@ -105,41 +105,140 @@ func (cc *controllerChannel) close() {
 	cc.clients = nil
 }
 
-// alterPartition implements replica.Controller.
+// alterBatcher gathers the AlterPartition calls of this broker's leaders
+// into one request, as Kafka's AlterPartitionManager: one request in
+// flight, the partitions queued meanwhile go together in the next, which
+// the controller checks and commits as one write. After a whole cluster
+// restarts, hundreds of leaders ask for their followers at once: one
+// request (and one metadata commit) instead of one each.
+type alterBatcher struct {
+	mu      sync.Mutex // guards the fields below
+	pending []*alterItem
+	sending bool // a caller is sending the queue
+}
+
+// alterItem is one partition waiting in the batcher.
+type alterItem struct {
+	controller.AlterPartitionItem
+	res  controller.AlterPartitionResult
+	done chan struct{} // closed once res is set
+}
+
+// alterPartition implements replica.Controller: it queues the partition
+// and, unless a request is in flight, sends the queue until it is empty.
 func (b *Broker) alterPartition(ctx context.Context, topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
+	it := &alterItem{AlterPartitionItem: controller.AlterPartitionItem{TopicID: topicID, Partition: partition, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: isr}, done: make(chan struct{})}
+	q := &b.alters
+	q.mu.Lock()
+	q.pending = append(q.pending, it)
+	send := !q.sending
+	q.sending = true
+	q.mu.Unlock()
+	if send {
+		for {
+			q.mu.Lock()
+			batch := q.pending
+			q.pending = nil
+			if len(batch) == 0 {
+				q.sending = false
+				q.mu.Unlock()
+				break
+			}
+			q.mu.Unlock()
+			b.sendAlterPartitions(ctx, batch)
+		}
+	}
+	select {
+	case <-it.done:
+		return it.res.ISR, it.res.PartitionEpoch, it.res.Err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+}
+
+// sendAlterPartitions sends one batch to the active controller (this
+// node's own directly) and completes its items.
+func (b *Broker) sendAlterPartitions(ctx context.Context, batch []*alterItem) {
+	defer func() {
+		for _, it := range batch {
+			close(it.done)
+		}
+	}()
+	fail := func(err error) {
+		for _, it := range batch {
+			it.res = controller.AlterPartitionResult{Err: err}
+		}
+	}
 	if b.ctrl.Active() {
-		got, epoch, err := b.ctrl.AlterPartition(ctx, b.node.NodeID, topicID, partition, leaderEpoch, partitionEpoch, isr)
+		items := make([]controller.AlterPartitionItem, len(batch))
+		for i, it := range batch {
+			items[i] = it.AlterPartitionItem
+		}
+		res, err := b.ctrl.AlterPartitions(ctx, b.node.NodeID, items)
+		if err == nil {
+			for i, it := range batch {
+				it.res = res[i]
+			}
+			return
+		}
 		if !errors.Is(err, controller.ErrNotController) {
-			return got, epoch, err
+			fail(err)
+			return
 		}
 	}
 	req := kmsg.NewPtrAlterPartitionRequest()
 	req.SetVersion(2)
 	req.BrokerID, req.BrokerEpoch = b.node.NodeID, b.brokerEpoch.Load()
-	rt := kmsg.NewAlterPartitionRequestTopic()
-	rt.TopicID = topicID
-	rp := kmsg.NewAlterPartitionRequestTopicPartition()
-	rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = partition, leaderEpoch, isr, partitionEpoch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	type key struct {
+		topic     [16]byte
+		partition int32
+	}
+	byKey := map[key][]*alterItem{}
+	topicIndex := map[[16]byte]int{}
+	for _, it := range batch {
+		i, ok := topicIndex[it.TopicID]
+		if !ok {
+			i = len(req.Topics)
+			topicIndex[it.TopicID] = i
+			rt := kmsg.NewAlterPartitionRequestTopic()
+			rt.TopicID = it.TopicID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewAlterPartitionRequestTopicPartition()
+		rp.Partition, rp.LeaderEpoch, rp.NewISR, rp.PartitionEpoch = it.Partition, it.LeaderEpoch, it.ISR, it.PartitionEpoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		k := key{it.TopicID, it.Partition}
+		byKey[k] = append(byKey[k], it)
+	}
 	resp, err := b.ctrlChan.send(ctx, req, func(r kmsg.Response) bool {
 		return r.(*kmsg.AlterPartitionResponse).ErrorCode == kerr.NotController.Code
 	})
 	if err != nil {
-		return nil, 0, err
+		fail(err)
+		return
 	}
 	ar := resp.(*kmsg.AlterPartitionResponse)
 	if ar.ErrorCode != 0 {
-		return nil, 0, kerr.ErrorForCode(ar.ErrorCode)
+		fail(kerr.ErrorForCode(ar.ErrorCode))
+		return
 	}
-	if len(ar.Topics) != 1 || len(ar.Topics[0].Partitions) != 1 {
-		return nil, 0, fmt.Errorf("AlterPartition: malformed response")
+	fail(fmt.Errorf("AlterPartition: partition missing from the response"))
+	for _, t := range ar.Topics {
+		for _, p := range t.Partitions {
+			k := key{t.TopidID, p.Partition}
+			its := byKey[k]
+			if len(its) == 0 {
+				continue
+			}
+			it := its[0]
+			byKey[k] = its[1:]
+			if p.ErrorCode != 0 {
+				it.res = controller.AlterPartitionResult{Err: kerr.ErrorForCode(p.ErrorCode)}
+			} else {
+				it.res = controller.AlterPartitionResult{ISR: p.ISR, PartitionEpoch: p.PartitionEpoch}
+			}
+		}
 	}
-	p := ar.Topics[0].Partitions[0]
-	if p.ErrorCode != 0 {
-		return nil, 0, kerr.ErrorForCode(p.ErrorCode)
-	}
-	return p.ISR, p.PartitionEpoch, nil
 }
 
 // allocateProducerIDs reserves a block of producer ids from the active

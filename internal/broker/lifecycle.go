@@ -87,7 +87,7 @@ func (b *Broker) registerOnce(ctx context.Context) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := b.ctrlChan.send(rctx, req, func(r kmsg.Response) bool {
+	resp, err := b.lifeChan.send(rctx, req, func(r kmsg.Response) bool {
 		return r.(*kmsg.BrokerRegistrationResponse).ErrorCode == kerr.NotController.Code
 	})
 	if errors.Is(err, errLocalController) {
@@ -119,7 +119,7 @@ func (b *Broker) heartbeat(ctx context.Context, shutdown bool) (shouldShutdown b
 	req.BrokerID, req.BrokerEpoch = b.node.NodeID, b.brokerEpoch.Load()
 	req.CurrentMetadataOffset = b.image().Offset
 	req.WantShutdown = shutdown
-	resp, err := b.ctrlChan.send(ctx, req, func(r kmsg.Response) bool {
+	resp, err := b.lifeChan.send(ctx, req, func(r kmsg.Response) bool {
 		return r.(*kmsg.BrokerHeartbeatResponse).ErrorCode == kerr.NotController.Code
 	})
 	if errors.Is(err, errLocalController) {

@@ -13,26 +13,26 @@ import (
 // already stored succeeds without a new record, as Kafka's AclControlManager.
 // The valid bindings are committed in one batch.
 func (c *Controller) CreateACLs(ctx context.Context, bs []acl.Binding) ([]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
-	existing := map[acl.Binding]bool{}
-	im.ACLs(func(_ metadata.UUID, b acl.Binding) bool {
-		existing[b] = true
-		return true
-	})
 	errs := make([]error, len(bs))
-	var recs []metadata.Record
-	for i, b := range bs {
-		if errs[i] = b.Validate(); errs[i] != nil || existing[b] {
-			continue
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		existing := map[acl.Binding]bool{}
+		im.ACLs(func(_ metadata.UUID, b acl.Binding) bool {
+			existing[b] = true
+			return true
+		})
+		var recs []metadata.Record
+		for i, b := range bs {
+			if errs[i] = b.Validate(); errs[i] != nil || existing[b] {
+				continue
+			}
+			existing[b] = true
+			var id metadata.UUID
+			rand.Read(id[:])
+			recs = append(recs, metadata.AccessControlEntryRecord{ID: id, Binding: b})
 		}
-		existing[b] = true
-		var id metadata.UUID
-		rand.Read(id[:])
-		recs = append(recs, metadata.AccessControlEntryRecord{ID: id, Binding: b})
-	}
-	return errs, c.commitLocked(ctx, recs)
+		return recs, nil
+	})
+	return errs, err
 }
 
 // DeleteACLs removes the bindings each filter matches (DeleteAcls,
@@ -41,29 +41,29 @@ func (c *Controller) CreateACLs(ctx context.Context, bs []acl.Binding) ([]error,
 // acl.ErrInvalid and deletes nothing. The removals are committed in one
 // batch.
 func (c *Controller) DeleteACLs(ctx context.Context, filters []acl.Filter) ([][]acl.Binding, []error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
 	matched := make([][]acl.Binding, len(filters))
 	errs := make([]error, len(filters))
-	removed := map[metadata.UUID]bool{}
-	var recs []metadata.Record
-	for i, f := range filters {
-		if errs[i] = f.Validate(); errs[i] != nil {
-			continue
-		}
-		im.ACLs(func(id metadata.UUID, b acl.Binding) bool {
-			if f.Matches(b) {
-				matched[i] = append(matched[i], b)
-				if !removed[id] {
-					removed[id] = true
-					recs = append(recs, metadata.RemoveAccessControlEntryRecord{ID: id})
-				}
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		removed := map[metadata.UUID]bool{}
+		var recs []metadata.Record
+		for i, f := range filters {
+			if errs[i] = f.Validate(); errs[i] != nil {
+				continue
 			}
-			return true
-		})
-	}
-	if err := c.commitLocked(ctx, recs); err != nil {
+			im.ACLs(func(id metadata.UUID, b acl.Binding) bool {
+				if f.Matches(b) {
+					matched[i] = append(matched[i], b)
+					if !removed[id] {
+						removed[id] = true
+						recs = append(recs, metadata.RemoveAccessControlEntryRecord{ID: id})
+					}
+				}
+				return true
+			})
+		}
+		return recs, nil
+	})
+	if err != nil {
 		return nil, nil, err
 	}
 	return matched, errs, nil

@@ -25,9 +25,13 @@ func (c *Controller) AlterBrokerConfigs(ctx context.Context, name string, change
 			return fmt.Errorf("%w: Node id must be an integer, but it is: %s", ErrInvalidRequest, name)
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cur := c.image.Load().BrokerConfigs(name)
+	return c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		return c.brokerConfigRecords(im, name, changes, replace, validateOnly)
+	})
+}
+
+func (c *Controller) brokerConfigRecords(im *metadata.Image, name string, changes []ConfigChange, replace, validateOnly bool) ([]metadata.Record, error) {
+	cur := im.BrokerConfigs(name)
 	set := map[string]string{}
 	listed := map[string]bool{}
 	var recs []metadata.Record
@@ -43,7 +47,7 @@ func (c *Controller) AlterBrokerConfigs(ctx context.Context, name string, change
 		recs = append(recs, metadata.ConfigRecord{ResourceType: metadata.ResourceBroker, ResourceName: name, Name: ch.Name, Value: ch.Value})
 	}
 	if err := config.CheckDynamic(set, name != ""); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	if replace {
 		for k := range cur {
@@ -67,15 +71,15 @@ func (c *Controller) AlterBrokerConfigs(ctx context.Context, name string, change
 		}
 	}
 	if _, err := c.node.WithDynamic(merged, nil); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
 	if validateOnly || len(recs) == 0 {
-		return nil
+		return nil, nil
 	}
 	if name == "" {
-		recs = append(recs, c.uncleanAfterConfigLocked(c.image.Load(), recs, "")...)
+		recs = append(recs, c.uncleanAfterConfig(im, recs, "")...)
 	}
-	return c.commitLocked(ctx, recs)
+	return recs, nil
 }
 
 // topicDefaults are the broker-level defaults of topic configs as the

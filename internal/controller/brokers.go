@@ -77,17 +77,21 @@ func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
 		}
 	}()
 	c := t.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.image.Load().Bootstrapped {
-		return
-	}
-	recs := append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...)
-	if err := c.commitLocked(ctx, recs); err != nil {
+	wrote := false
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		if im.Bootstrapped {
+			return nil, nil
+		}
+		wrote = true
+		return append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...), nil
+	})
+	if err != nil {
 		c.logger.Warn("writing the bootstrap records failed", "err", err)
 		return
 	}
-	c.logger.Info("wrote the bootstrap records", "records", len(c.bootstrap))
+	if wrote {
+		c.logger.Info("wrote the bootstrap records", "records", len(c.bootstrap))
+	}
 }
 
 func (t *brokerTracker) stop() {
@@ -152,41 +156,46 @@ func (t *brokerTracker) run(stopc chan struct{}) {
 // partition it lags on (it leads again only where it was the last in-sync
 // replica).
 func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation metadata.UUID, endpoints []metadata.Endpoint, rack *string) (int64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
-	if b := im.Broker(id); b != nil && !b.Fenced && equalEndpoints(b.Endpoints, endpoints) && ptrEq(b.Rack, rack) && b.Epoch >= 0 && c.brokerIncarnation[id] == incarnation {
+	var epoch int64
+	err := c.writeThen(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		if b := im.Broker(id); b != nil && !b.Fenced && equalEndpoints(b.Endpoints, endpoints) && ptrEq(b.Rack, rack) && b.Epoch >= 0 && c.brokerIncarnation[id] == incarnation {
+			c.brokers.seen(id)
+			epoch = b.Epoch
+			return nil, nil
+		}
+		var recs []metadata.Record
+		if b := im.Broker(id); b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation {
+			// A new process of a broker whose session is still open (it
+			// restarted within broker.session.timeout.ms, or registered
+			// with another active controller): what its previous process
+			// had may be gone, an unflushed log tail after a power
+			// failure. As Kafka's controller does, it leaves every ISR
+			// and its leaderships move to other in-sync replicas first,
+			// as when its session expires; it rejoins each ISR through
+			// AlterPartition once caught up. Leading again at the same
+			// epoch with a shorter log would make its followers truncate
+			// acknowledged records.
+			fence := c.fenceRecords(im, id)
+			c.logger.Info("broker restarted: moving it out of its ISRs and leaderships", "broker", id, "partitions", len(fence)-1)
+			recs = append(recs, fence...)
+			im = im.Apply(im.Offset+1, fence)
+		}
+		epoch = im.Offset + 1 // the offset of the registration record
+		recs = append(recs, metadata.RegisterBrokerRecord{BrokerID: id, Epoch: epoch, IncarnationID: incarnation, Endpoints: endpoints, Rack: rack})
+		recs = append(recs, c.electLeaders(im, id)...)
+		// A restarted broker's partitions leave it and come back in this
+		// one commit: only their last record counts (100,000 records
+		// fewer on a node of 100,000 partitions).
+		return lastPerPartition(recs), nil
+	}, func() {
+		c.brokerIncarnation[id] = incarnation
+		delete(c.shuttingDown, id)
 		c.brokers.seen(id)
-		return b.Epoch, nil
-	}
-	var recs []metadata.Record
-	if b := im.Broker(id); b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation {
-		// A new process of a broker whose session is still open (it
-		// restarted within broker.session.timeout.ms, or registered with
-		// another active controller): what its previous process had
-		// may be gone, an unflushed log tail after a power failure. As
-		// Kafka's controller does, it leaves every ISR and its
-		// leaderships move to other in-sync replicas first, as when its
-		// session expires; it rejoins each ISR through AlterPartition
-		// once caught up. Leading again at the same epoch with a shorter
-		// log would make its followers truncate acknowledged records.
-		fence := c.fenceRecordsLocked(im, id)
-		c.logger.Info("broker restarted: moving it out of its ISRs and leaderships", "broker", id, "partitions", len(fence)-1)
-		recs = append(recs, fence...)
-		im = im.Apply(im.Offset+1, fence)
-	}
-	epoch := im.Offset + 1 // the offset of the registration record
-	recs = append(recs, metadata.RegisterBrokerRecord{BrokerID: id, Epoch: epoch, IncarnationID: incarnation, Endpoints: endpoints, Rack: rack})
-	recs = append(recs, c.electLeadersLocked(im, id)...)
-	// A restarted broker's partitions leave it and come back in this one
-	// commit: only their last record counts (100,000 records fewer on a
-	// node of 100,000 partitions).
-	if err := c.commitLocked(ctx, lastPerPartition(recs)); err != nil {
+	})
+	if err != nil {
 		return 0, err
 	}
-	c.brokerIncarnation[id] = incarnation
-	c.brokers.seen(id)
-	return c.image.Load().Broker(id).Epoch, nil
+	return epoch, nil
 }
 
 func ptrEq(a, b *string) bool {
@@ -204,52 +213,61 @@ func ptrEq(a, b *string) bool {
 // tells it that this is done (at once when no other broker is live:
 // leadership has nowhere to go).
 //
-// A heartbeat that changes nothing (the broker is unfenced and stays)
-// is answered from the current image without the write lock: it never
-// waits behind a commit in progress (a CreateTopics of thousands of
-// partitions), which would expire the session of the very broker
-// applying it.
+// Heartbeats are answered by the controller's loop, which never waits for
+// a commit: one that changes nothing (the broker is unfenced and stays)
+// is answered at once even while a CreateTopics of thousands of
+// partitions is being committed, which would otherwise expire the session
+// of the very broker applying it.
 func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantShutdown bool) (fenced, shouldShutdown bool, err error) {
 	if !c.active.Load() {
 		return false, false, ErrNotController
 	}
-	if b := c.image.Load().Broker(id); b != nil && b.Epoch == epoch && !b.Fenced && !wantShutdown {
-		c.brokers.seen(id)
-		return false, false, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.active.Load() {
-		return false, false, ErrNotController
-	}
-	im := c.image.Load()
-	b := im.Broker(id)
-	if b == nil || b.Epoch != epoch {
-		return true, false, ErrStaleBrokerEpoch
-	}
-	c.brokers.seen(id)
+	write := c.write
 	if wantShutdown {
-		if !otherLiveBroker(im, id) {
-			// Leadership has nowhere to go (a single node, or the last
-			// of a cluster stopping together): taking it away would
-			// only rewrite every partition, and do it again when the
-			// broker registers (100,000 partitions: seconds of each).
-			return true, true, nil
-		}
-		if err := c.commitLocked(ctx, c.fenceRecordsLocked(im, id)); err != nil {
-			return true, false, err
-		}
-		return true, true, nil
+		// The answer waits for the writes before it: when every node
+		// stops at once, the last one (the active controller among
+		// them) must not leave while the others' leadership moves are
+		// still being committed by its quorum.
+		write = c.writeBarrier
 	}
-	if b.Fenced {
+	err = write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		if !c.active.Load() {
+			return nil, ErrNotController
+		}
+		b := im.Broker(id)
+		if b == nil || b.Epoch != epoch {
+			fenced = true
+			return nil, ErrStaleBrokerEpoch
+		}
+		c.brokers.seen(id)
+		if wantShutdown {
+			fenced, shouldShutdown = true, true
+			c.shuttingDown[id] = true
+			if b.Fenced || !c.otherLiveBroker(im, id) {
+				// Already moved out, or leadership has nowhere to go (a
+				// single node, or the last of a cluster stopping
+				// together): taking it away would only rewrite every
+				// partition, and do it again when the broker registers
+				// (100,000 partitions: seconds of each).
+				return nil, nil
+			}
+			return c.fenceRecords(im, id), nil
+		}
+		if !b.Fenced {
+			return nil, nil
+		}
+		fenced = true
 		reg := metadata.RegisterBrokerRecord{BrokerID: id, Epoch: b.Epoch, Endpoints: b.Endpoints, Rack: b.Rack}
-		recs := append([]metadata.Record{reg}, c.electLeadersLocked(im, id)...)
-		if err := c.commitLocked(ctx, recs); err != nil {
-			return true, false, err
-		}
-		c.logger.Info("unfenced broker", "broker", id)
+		return append([]metadata.Record{reg}, c.electLeaders(im, id)...), nil
+	})
+	if err != nil {
+		return fenced, false, err
 	}
-	return false, false, nil
+	if fenced && !wantShutdown {
+		c.logger.Info("unfenced broker", "broker", id)
+		fenced = false
+	}
+	return fenced, shouldShutdown, nil
 }
 
 // FenceBroker fences a broker whose session expired: it leaves every ISR
@@ -258,28 +276,30 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 // leader until it returns (unclean.leader.election.enable is not
 // supported yet).
 func (c *Controller) FenceBroker(ctx context.Context, id int32) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.commitLocked(ctx, c.fenceRecordsLocked(c.image.Load(), id))
+	return c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		return c.fenceRecords(im, id), nil
+	})
 }
 
-// fenceExpired fences broker id if its session is still expired once the
-// write lock is held: a heartbeat may have arrived while the lock was
-// taken by a long commit.
+// fenceExpired fences broker id if its session is still expired when the
+// loop runs the write: a heartbeat may have arrived meanwhile.
 func (c *Controller) fenceExpired(ctx context.Context, id int32) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.brokers.expired(id, time.Now()) {
-		return nil
-	}
-	if b := c.image.Load().Broker(id); b == nil || b.Fenced {
-		return nil
-	}
-	c.logger.Warn("broker session expired: fencing it", "broker", id)
-	return c.commitLocked(ctx, c.fenceRecordsLocked(c.image.Load(), id))
+	return c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		if !c.brokers.expired(id, time.Now()) {
+			return nil, nil
+		}
+		if b := im.Broker(id); b == nil || b.Fenced {
+			return nil, nil
+		}
+		c.logger.Warn("broker session expired: fencing it", "broker", id)
+		return c.fenceRecords(im, id), nil
+	})
 }
 
-func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata.Record {
+// fenceRecords fences broker id over im: it leaves every ISR it is not
+// the last member of and its leaderships move to other live in-sync
+// replicas.
+func (c *Controller) fenceRecords(im *metadata.Image, id int32) []metadata.Record {
 	b := im.Broker(id)
 	if b == nil {
 		return nil
@@ -291,6 +311,21 @@ func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata
 		}
 		rb := im.Broker(r)
 		return rb == nil || rb.Fenced
+	}
+	// A new leader is an in-sync replica not in controlled shutdown, else
+	// one that is (it leads until it stops too).
+	pick := func(isr []int32) int32 {
+		leader := int32(-1)
+		for _, r := range isr {
+			switch {
+			case fenced(r):
+			case !c.shuttingDown[r]:
+				return r
+			case leader < 0:
+				leader = r
+			}
+		}
+		return leader
 	}
 	for _, name := range im.TopicNames() {
 		t := im.Topic(name)
@@ -304,14 +339,8 @@ func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata
 			}
 			leader, epoch := p.Leader, p.LeaderEpoch
 			if leader == id {
-				leader = -1
-				for _, r := range isr {
-					if !fenced(r) {
-						leader = r
-						break
-					}
-				}
-				if leader < 0 && c.uncleanAllowed(t) {
+				leader = pick(isr)
+				if leader < 0 && c.uncleanAllowed(im, t) {
 					// unclean.leader.election.enable: any live replica,
 					// losing what only the ISR had.
 					for _, r := range p.Replicas {
@@ -332,9 +361,9 @@ func (c *Controller) fenceRecordsLocked(im *metadata.Image, id int32) []metadata
 	return recs
 }
 
-// electLeadersLocked gives broker id (about to be unfenced) the leadership
+// electLeaders gives broker id (about to be unfenced) the leadership
 // of leaderless partitions whose ISR holds it.
-func (c *Controller) electLeadersLocked(im *metadata.Image, id int32) []metadata.Record {
+func (c *Controller) electLeaders(im *metadata.Image, id int32) []metadata.Record {
 	var recs []metadata.Record
 	for _, name := range im.TopicNames() {
 		t := im.Topic(name)
@@ -344,7 +373,7 @@ func (c *Controller) electLeadersLocked(im *metadata.Image, id int32) []metadata
 			}
 			isr := p.ISR
 			if !slices.Contains(p.ISR, id) {
-				if !c.uncleanAllowed(t) {
+				if !c.uncleanAllowed(im, t) {
 					continue
 				}
 				isr = []int32{id}
@@ -385,11 +414,11 @@ func lastPerPartition(recs []metadata.Record) []metadata.Record {
 	return out
 }
 
-// otherLiveBroker reports whether a broker other than id is registered
-// and unfenced.
-func otherLiveBroker(im *metadata.Image, id int32) bool {
+// otherLiveBroker reports whether a broker other than id is registered,
+// unfenced and not in controlled shutdown.
+func (c *Controller) otherLiveBroker(im *metadata.Image, id int32) bool {
 	for _, b := range im.Brokers() {
-		if b.ID != id && !b.Fenced {
+		if b.ID != id && !b.Fenced && !c.shuttingDown[b.ID] {
 			return true
 		}
 	}

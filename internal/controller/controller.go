@@ -3,8 +3,9 @@
 // registrations and producer-id requests into metadata records, appends
 // them to the metadata log and publishes the resulting image.
 //
-// Writes are serialized by one mutex (the controller's single writer);
-// readers take the current image without locking. On a single node the
+// Writes run on one goroutine, the controller's loop (loop.go), and never
+// hold a lock across a commit; readers take the current image without
+// locking. On a single node the
 // controller and broker share a process and the broker subscribes to
 // images with OnImage.
 package controller
@@ -58,7 +59,13 @@ type Controller struct {
 	log    quorum.Log
 	logger *slog.Logger
 
-	mu sync.Mutex // serializes writes (the active controller's single writer)
+	// reqc posts writes to the loop; kickc wakes it when the committed
+	// image or the leadership changes; loopDone closes when it ends.
+	reqc      chan *writeReq
+	kickc     chan struct{}
+	loopDone  chan struct{}
+	stopLoop  context.CancelFunc
+	leaderGen atomic.Int64 // bumped on every leadership change
 
 	image  atomic.Pointer[metadata.Image]
 	active atomic.Bool  // this node leads the quorum and has applied its whole log
@@ -70,11 +77,16 @@ type Controller struct {
 
 	brokers *brokerTracker
 	// brokerIncarnation is the incarnation id of each registered broker
-	// process, guarded by mu: a broker that restarts registers anew.
+	// process, owned by the loop: a broker that restarts registers anew.
 	brokerIncarnation map[int32]metadata.UUID
-	unregister        func()
-	closed            atomic.Bool
-	bootstrap         []metadata.Record // written once per cluster (see New)
+	// shuttingDown are the brokers that asked for a controlled shutdown
+	// (loop-owned, until they register again): they take no leadership
+	// another broker can take, and do not count as a place leadership
+	// can go (Kafka's BrokerHeartbeatManager.inControlledShutdown).
+	shuttingDown map[int32]bool
+	unregister   func()
+	closed       atomic.Bool
+	bootstrap    []metadata.Record // written once per cluster (see New)
 
 	// UncleanElections counts the leaders this controller chose outside
 	// the ISR (unclean.leader.election.enable, or ElectLeaders UNCLEAN);
@@ -90,7 +102,7 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, bootstrap: bootstrap}
+	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, shuttingDown: map[int32]bool{}, bootstrap: bootstrap}
 	c.imgCond = sync.NewCond(&c.imgMu)
 	c.leader.Store(-1)
 	c.brokers = newBrokerTracker(c)
@@ -105,16 +117,25 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 		return nil, fmt.Errorf("replaying metadata log: %w", err)
 	}
 	c.image.Store(im)
+	c.reqc = make(chan *writeReq)
+	c.kickc = make(chan struct{}, 1)
+	c.loopDone = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopLoop = cancel
+	go c.run(ctx)
 	c.unregister = log.Register(next, quorum.Listener{Commit: c.onCommit, LeaderChange: c.onLeaderChange})
 	return c, nil
 }
 
-// Close stops following the metadata log and the broker session checks.
+// Close stops following the metadata log, the loop and the broker session
+// checks; writes in progress fail with ErrNotController.
 func (c *Controller) Close() {
 	c.closed.Store(true)
 	if c.unregister != nil {
 		c.unregister()
 	}
+	c.stopLoop()
+	<-c.loopDone
 	c.brokers.stop()
 	c.imgMu.Lock()
 	c.imgCond.Broadcast()
@@ -173,10 +194,13 @@ func (c *Controller) onCommit(offset int64, recs []metadata.Record) {
 		fn(old, next)
 	}
 	c.imgCond.Broadcast()
+	c.kickLoop()
 }
 
 func (c *Controller) onLeaderChange(l quorum.Leadership) {
 	c.leader.Store(l.LeaderID)
+	c.leaderGen.Add(1)
+	defer c.kickLoop()
 	was := c.active.Swap(l.LeaderID == c.node.NodeID)
 	now := c.active.Load()
 	if now && !was {
@@ -186,43 +210,6 @@ func (c *Controller) onLeaderChange(l quorum.Leadership) {
 		c.logger.Info("no longer the active controller", "leader", l.LeaderID, "epoch", l.Epoch)
 		c.brokers.stop()
 	}
-}
-
-// commitLocked appends recs to the metadata log and waits until the image
-// includes them.
-func (c *Controller) commitLocked(ctx context.Context, recs []metadata.Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	if !c.active.Load() {
-		return ErrNotController
-	}
-	off, err := c.log.Append(ctx, recs)
-	if err != nil {
-		if errors.Is(err, quorum.ErrNotLeader) {
-			return fmt.Errorf("%w: %v", ErrNotController, err)
-		}
-		return err
-	}
-	last := off + int64(len(recs)) - 1
-	stop := context.AfterFunc(ctx, func() {
-		c.imgMu.Lock()
-		c.imgCond.Broadcast()
-		c.imgMu.Unlock()
-	})
-	defer stop()
-	c.imgMu.Lock()
-	defer c.imgMu.Unlock()
-	for c.image.Load().Offset < last {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if c.closed.Load() {
-			return ErrNotController
-		}
-		c.imgCond.Wait()
-	}
-	return nil
 }
 
 // ValidTopicName checks a topic name as Kafka does: 1-249 characters of
@@ -266,31 +253,31 @@ type CreateTopic struct {
 // CreateTopics creates topics, each independently; the result holds one
 // error (nil on success) per topic. With validateOnly nothing is written.
 func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, validateOnly bool) ([]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
 	errs := make([]error, len(topics))
-	var recs []metadata.Record
-	seen := map[string]bool{}
-	load := replicaLoad(im)
-	for i, t := range topics {
-		trecs, err := c.createTopicRecords(im, t)
-		if err == nil && seen[t.Name] {
-			err = fmt.Errorf("%w: %s listed twice", ErrInvalidRequest, t.Name)
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		var recs []metadata.Record
+		seen := map[string]bool{}
+		load := newReplicaLoad(im)
+		for i, t := range topics {
+			trecs, err := c.createTopicRecords(im, t)
+			if err == nil && seen[t.Name] {
+				err = fmt.Errorf("%w: %s listed twice", ErrInvalidRequest, t.Name)
+			}
+			if err == nil {
+				err = c.reserveReplicas(load, trecs)
+			}
+			seen[t.Name] = true
+			errs[i] = err
+			if err == nil {
+				recs = append(recs, trecs...)
+			}
 		}
-		if err == nil {
-			err = c.reserveReplicas(load, trecs)
+		if validateOnly {
+			return nil, nil
 		}
-		seen[t.Name] = true
-		errs[i] = err
-		if err == nil {
-			recs = append(recs, trecs...)
-		}
-	}
-	if validateOnly {
-		return errs, nil
-	}
-	return errs, c.commitLocked(ctx, recs)
+		return recs, nil
+	})
+	return errs, err
 }
 
 func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]metadata.Record, error) {
@@ -358,9 +345,12 @@ func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]me
 
 // collides reports a topic that differs from name only in '.' vs '_'.
 func collides(im *metadata.Image, name string) bool {
+	if !strings.ContainsAny(name, "._") {
+		return false // only a name with '.' or '_' has a twin
+	}
 	norm := strings.ReplaceAll(name, ".", "_")
-	for _, t := range im.TopicNames() {
-		if t != name && strings.ReplaceAll(t, ".", "_") == norm {
+	for t := range im.Topics() {
+		if t.Name != name && strings.ReplaceAll(t.Name, ".", "_") == norm {
 			return true
 		}
 	}
@@ -420,8 +410,6 @@ func rackAlternating(brokers []*metadata.Broker) []int32 {
 
 // DeleteTopics deletes topics by name; one error per topic.
 func (c *Controller) DeleteTopics(ctx context.Context, names []string) ([]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	errs := make([]error, len(names))
 	if !c.node.DeleteTopicEnable {
 		for i := range errs {
@@ -429,44 +417,49 @@ func (c *Controller) DeleteTopics(ctx context.Context, names []string) ([]error,
 		}
 		return errs, nil
 	}
-	im := c.image.Load()
-	var recs []metadata.Record
-	seen := map[string]bool{}
-	for i, n := range names {
-		t := im.Topic(n)
-		if t == nil || seen[n] {
-			errs[i] = fmt.Errorf("%w: %s", ErrUnknownTopic, n)
-			continue
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		var recs []metadata.Record
+		seen := map[string]bool{}
+		for i, n := range names {
+			t := im.Topic(n)
+			if t == nil || seen[n] {
+				errs[i] = fmt.Errorf("%w: %s", ErrUnknownTopic, n)
+				continue
+			}
+			seen[n] = true
+			recs = append(recs, metadata.RemoveTopicRecord{ID: t.ID})
 		}
-		seen[n] = true
-		recs = append(recs, metadata.RemoveTopicRecord{ID: t.ID})
-	}
-	return errs, c.commitLocked(ctx, recs)
+		return recs, nil
+	})
+	return errs, err
 }
 
 // CreatePartitions grows topic to count partitions.
 func (c *Controller) CreatePartitions(ctx context.Context, topic string, count int32, assignments [][]int32, validateOnly bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
+	return c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		return c.createPartitionRecords(im, topic, count, assignments, validateOnly)
+	})
+}
+
+func (c *Controller) createPartitionRecords(im *metadata.Image, topic string, count int32, assignments [][]int32, validateOnly bool) ([]metadata.Record, error) {
 	t := im.Topic(topic)
 	if t == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 	}
 	have := int32(len(t.Partitions))
 	if count <= have {
-		return fmt.Errorf("%w: topic has %d partitions, asked for %d", ErrInvalidPartitions, have, count)
+		return nil, fmt.Errorf("%w: topic has %d partitions, asked for %d", ErrInvalidPartitions, have, count)
 	}
 	if assignments != nil && len(assignments) != int(count-have) {
-		return fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidReplicaAssignment, len(assignments), count-have)
+		return nil, fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidReplicaAssignment, len(assignments), count-have)
 	}
 	rf := int16(len(t.Partitions[0].Replicas))
 	for _, a := range assignments {
 		if err := validReplicas(im, a); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalidReplicaAssignment, err)
+			return nil, fmt.Errorf("%w: %v", ErrInvalidReplicaAssignment, err)
 		}
 		if len(a) != int(rf) {
-			return fmt.Errorf("%w: %d replicas, the topic has %d", ErrInvalidReplicaAssignment, len(a), rf)
+			return nil, fmt.Errorf("%w: %d replicas, the topic has %d", ErrInvalidReplicaAssignment, len(a), rf)
 		}
 	}
 	var recs []metadata.Record
@@ -477,13 +470,13 @@ func (c *Controller) CreatePartitions(ctx context.Context, topic string, count i
 		}
 		recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: replicas, ISR: replicas, Leader: replicas[0]})
 	}
-	if err := c.reserveReplicas(replicaLoad(im), recs); err != nil {
-		return err
+	if err := c.reserveReplicas(newReplicaLoad(im), recs); err != nil {
+		return nil, err
 	}
 	if validateOnly {
-		return nil
+		return nil, nil
 	}
-	return c.commitLocked(ctx, recs)
+	return recs, nil
 }
 
 // ConfigChange sets (Value non-nil) or deletes one config.
@@ -496,11 +489,15 @@ type ConfigChange struct {
 // changes are removed first (AlterConfigs semantics), otherwise only the
 // listed ones change (IncrementalAlterConfigs).
 func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, changes []ConfigChange, replace, validateOnly bool) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.image.Load().Topic(topic)
+	return c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		return c.alterTopicConfigRecords(im, topic, changes, replace, validateOnly)
+	})
+}
+
+func (c *Controller) alterTopicConfigRecords(im *metadata.Image, topic string, changes []ConfigChange, replace, validateOnly bool) ([]metadata.Record, error) {
+	t := im.Topic(topic)
 	if t == nil {
-		return fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
+		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 	}
 	var recs []metadata.Record
 	listed := map[string]bool{}
@@ -509,11 +506,11 @@ func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, change
 			if _, set := t.Configs[ch.Name]; ch.Value == nil && !set {
 				continue // deleting what is not there changes nothing, as in Kafka
 			}
-			return fmt.Errorf("%w: unknown topic config %s", ErrInvalidConfig, ch.Name)
+			return nil, fmt.Errorf("%w: unknown topic config %s", ErrInvalidConfig, ch.Name)
 		}
 		if ch.Value != nil {
 			if err := config.ValidateTopicConfig(ch.Name, *ch.Value); err != nil {
-				return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+				return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 			}
 		}
 		listed[ch.Name] = true
@@ -539,23 +536,23 @@ func (c *Controller) AlterTopicConfigs(ctx context.Context, topic string, change
 			delete(merged, ch.Name)
 		}
 	}
-	if err := config.ValidateTopicConfigs(merged, c.topicDefaults(c.image.Load())); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	if err := config.ValidateTopicConfigs(merged, c.topicDefaults(im)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	if validateOnly {
-		return nil
+		return nil, nil
 	}
-	recs = append(recs, c.uncleanAfterConfigLocked(c.image.Load(), recs, topic)...)
-	return c.commitLocked(ctx, recs)
+	recs = append(recs, c.uncleanAfterConfig(im, recs, topic)...)
+	return recs, nil
 }
 
 // AllocateProducerIDs reserves a block of producer ids for broker and
 // returns its first id (AllocateProducerIds, KIP-730).
 func (c *Controller) AllocateProducerIDs(ctx context.Context, broker int32) (first int64, size int, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	first = c.image.Load().NextProducerID
-	err = c.commitLocked(ctx, []metadata.Record{metadata.ProducerIDsRecord{BrokerID: broker, NextProducerID: first + ProducerIDBlockSize}})
+	err = c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		first = im.NextProducerID
+		return []metadata.Record{metadata.ProducerIDsRecord{BrokerID: broker, NextProducerID: first + ProducerIDBlockSize}}, nil
+	})
 	return first, ProducerIDBlockSize, err
 }
 
@@ -580,21 +577,74 @@ var ErrIneligibleReplica = errors.New("ineligible replica")
 // new ISR must hold the leader and only unfenced replicas of the partition.
 // It returns the committed ISR and partition epoch.
 func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, topicID metadata.UUID, partition, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
+	res, err := c.AlterPartitions(ctx, brokerID, []AlterPartitionItem{{TopicID: topicID, Partition: partition, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, ISR: isr}})
+	if err != nil {
+		return nil, 0, err
+	}
+	return res[0].ISR, res[0].PartitionEpoch, res[0].Err
+}
+
+// AlterPartitionItem is one partition of AlterPartition (v2+: by topic id).
+type AlterPartitionItem struct {
+	TopicID                                metadata.UUID
+	Partition, LeaderEpoch, PartitionEpoch int32
+	ISR                                    []int32
+}
+
+// AlterPartitionResult is the answer for one AlterPartitionItem: the
+// committed ISR and partition epoch, or Err (ErrStaleEpoch,
+// ErrInvalidUpdateVersion, ErrIneligibleReplica, ErrUnknownTopic,
+// ErrInvalidRequest).
+type AlterPartitionResult struct {
+	ISR            []int32
+	PartitionEpoch int32
+	Err            error
+}
+
+// AlterPartitions is AlterPartition for many partitions of one leader
+// broker, checked against the same image and committed as one write (a
+// broker batches the ISR changes of its partitions, as Kafka's
+// AlterPartitionManager). The error is the write's (ErrNotController, a
+// commit failure), for every item; otherwise each result carries its own.
+func (c *Controller) AlterPartitions(ctx context.Context, brokerID int32, items []AlterPartitionItem) ([]AlterPartitionResult, error) {
+	res := make([]AlterPartitionResult, len(items))
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		var recs []metadata.Record
+		for i, it := range items {
+			rec, err := alterPartitionRecord(im, brokerID, it.TopicID, it.Partition, it.LeaderEpoch, it.PartitionEpoch, it.ISR)
+			if err != nil {
+				res[i] = AlterPartitionResult{Err: err}
+				continue
+			}
+			// A partition named twice: the second sees the first.
+			im = im.Apply(im.Offset+1, []metadata.Record{rec})
+			res[i] = AlterPartitionResult{ISR: rec.ISR, PartitionEpoch: rec.PartitionEpoch}
+			recs = append(recs, rec)
+		}
+		return recs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// alterPartitionRecord checks one partition of AlterPartition against im
+// and returns its new record.
+func alterPartitionRecord(im *metadata.Image, brokerID int32, topicID metadata.UUID, partition, leaderEpoch, partitionEpoch int32, isr []int32) (metadata.PartitionRecord, error) {
+	var none metadata.PartitionRecord
 	t := im.TopicByID(topicID)
 	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
-		return nil, 0, ErrUnknownTopic
+		return none, ErrUnknownTopic
 	}
 	p := t.Partitions[partition]
 	switch {
 	case p.Leader != brokerID:
-		return nil, 0, fmt.Errorf("%w: broker %d is not the leader (%d)", ErrStaleEpoch, brokerID, p.Leader)
+		return none, fmt.Errorf("%w: broker %d is not the leader (%d)", ErrStaleEpoch, brokerID, p.Leader)
 	case leaderEpoch != p.LeaderEpoch:
-		return nil, 0, fmt.Errorf("%w: %d, current %d", ErrStaleEpoch, leaderEpoch, p.LeaderEpoch)
+		return none, fmt.Errorf("%w: %d, current %d", ErrStaleEpoch, leaderEpoch, p.LeaderEpoch)
 	case partitionEpoch != p.PartitionEpoch:
-		return nil, 0, fmt.Errorf("%w: %d, current %d", ErrInvalidUpdateVersion, partitionEpoch, p.PartitionEpoch)
+		return none, fmt.Errorf("%w: %d, current %d", ErrInvalidUpdateVersion, partitionEpoch, p.PartitionEpoch)
 	}
 	hasLeader := false
 	for _, r := range isr {
@@ -607,40 +657,38 @@ func (c *Controller) AlterPartition(ctx context.Context, brokerID int32, topicID
 		}
 		b := im.Broker(r)
 		if !found || b == nil || b.Fenced {
-			return nil, 0, fmt.Errorf("%w: %d", ErrIneligibleReplica, r)
+			return none, fmt.Errorf("%w: %d", ErrIneligibleReplica, r)
 		}
 	}
 	if !hasLeader {
-		return nil, 0, fmt.Errorf("%w: the ISR must hold the leader", ErrInvalidRequest)
+		return none, fmt.Errorf("%w: the ISR must hold the leader", ErrInvalidRequest)
 	}
 	rec := metadata.PartitionRecord{TopicID: topicID, Partition: partition, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
 		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
 	// A reassignment completes once every adding replica is in sync.
 	maybeCompleteReassignment(im, &rec)
-	if err := c.commitLocked(ctx, []metadata.Record{rec}); err != nil {
-		return nil, 0, err
-	}
-	return rec.ISR, rec.PartitionEpoch, nil
+	return rec, nil
 }
 
-// replicaLoad counts the partition replicas each broker hosts.
-func replicaLoad(im *metadata.Image) map[int32]int {
-	load := map[int32]int{}
-	for _, name := range im.TopicNames() {
-		for _, p := range im.Topic(name).Partitions {
-			for _, r := range p.Replicas {
-				load[r]++
-			}
-		}
-	}
-	return load
+// replicaLoad is the partition replicas each broker hosts: the image's
+// counts (kept by Apply, O(1) to read) plus the reservations of this
+// request.
+type replicaLoad struct {
+	im    *metadata.Image
+	added map[int32]int
 }
+
+func newReplicaLoad(im *metadata.Image) *replicaLoad {
+	return &replicaLoad{im: im, added: map[int32]int{}}
+}
+
+func (l *replicaLoad) count(b int32) int { return l.im.ReplicaCount(b) + l.added[b] }
 
 // reserveReplicas adds the replicas of recs' partitions to load, or
 // changes nothing and returns ErrInvalidPartitions when that would put
 // more than log.partitions.max on a broker: creation a node cannot host is
 // refused up front, before any node tries to open the logs.
-func (c *Controller) reserveReplicas(load map[int32]int, recs []metadata.Record) error {
+func (c *Controller) reserveReplicas(load *replicaLoad, recs []metadata.Record) error {
 	limit := int(c.node.LogPartitionsMax)
 	if limit <= 0 {
 		return nil
@@ -654,12 +702,12 @@ func (c *Controller) reserveReplicas(load map[int32]int, recs []metadata.Record)
 		}
 	}
 	for b, n := range add {
-		if load[b]+n > limit {
-			return fmt.Errorf("%w: %d more partition replicas on broker %d, which hosts %d, would pass its limit of %d (log.partitions.max)", ErrInvalidPartitions, n, b, load[b], limit)
+		if have := load.count(b); have+n > limit {
+			return fmt.Errorf("%w: %d more partition replicas on broker %d, which hosts %d, would pass its limit of %d (log.partitions.max)", ErrInvalidPartitions, n, b, have, limit)
 		}
 	}
 	for b, n := range add {
-		load[b] += n
+		load.added[b] += n
 	}
 	return nil
 }

@@ -40,9 +40,15 @@ type PartitionRef struct {
 // the result holds one error (nil on success) per partition in parts
 // (ElectionNotNeeded entries are left out when parts is nil).
 func (c *Controller) ElectLeaders(ctx context.Context, electionType int8, parts []PartitionRef) (map[PartitionRef]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
+	out := map[PartitionRef]error{}
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		return c.electionRecords(im, electionType, parts, out), nil
+	})
+	return out, err
+}
+
+// electionRecords runs the elections of ElectLeaders over im, setting out.
+func (c *Controller) electionRecords(im *metadata.Image, electionType int8, parts []PartitionRef, out map[PartitionRef]error) []metadata.Record {
 	all := parts == nil
 	if all {
 		for _, name := range im.TopicNames() {
@@ -51,7 +57,6 @@ func (c *Controller) ElectLeaders(ctx context.Context, electionType int8, parts 
 			}
 		}
 	}
-	out := map[PartitionRef]error{}
 	var recs []metadata.Record
 	for _, ref := range parts {
 		t := im.Topic(ref.Topic)
@@ -78,7 +83,7 @@ func (c *Controller) ElectLeaders(ctx context.Context, electionType int8, parts 
 		}
 		out[ref] = err
 	}
-	return out, c.commitLocked(ctx, recs)
+	return recs
 }
 
 func live(im *metadata.Image, id int32) bool {
@@ -123,12 +128,7 @@ func uncleanElection(im *metadata.Image, t *metadata.Topic, i int32, p metadata.
 // topic's own, else the cluster-wide dynamic default, else this
 // controller's properties, as Kafka's controller resolves it
 // (ConfigurationControlManager: per-broker dynamic configs do not count).
-func (c *Controller) uncleanAllowed(t *metadata.Topic) bool {
-	return c.uncleanAllowedIn(c.image.Load(), t)
-}
-
-// uncleanAllowedIn is uncleanAllowed with the cluster-wide default of im.
-func (c *Controller) uncleanAllowedIn(im *metadata.Image, t *metadata.Topic) bool {
+func (c *Controller) uncleanAllowed(im *metadata.Image, t *metadata.Topic) bool {
 	if v, ok := t.Configs["unclean.leader.election.enable"]; ok {
 		return v == "true"
 	}
@@ -138,13 +138,13 @@ func (c *Controller) uncleanAllowedIn(im *metadata.Image, t *metadata.Topic) boo
 	return c.node.Topic["unclean.leader.election.enable"] == "true"
 }
 
-// uncleanAfterConfigLocked returns the unclean elections that config
+// uncleanAfterConfig returns the unclean elections that config
 // records recs, about to be committed over im, allow: each leaderless
 // partition of a topic whose unclean.leader.election.enable they turn on
 // gets a live replica as leader at once (Kafka's controller finds such
 // partitions every 5 minutes). topic limits the search to one topic
 // ("" for all: a change of the cluster-wide default).
-func (c *Controller) uncleanAfterConfigLocked(im *metadata.Image, recs []metadata.Record, topic string) []metadata.Record {
+func (c *Controller) uncleanAfterConfig(im *metadata.Image, recs []metadata.Record, topic string) []metadata.Record {
 	next := im.Apply(im.Offset+1, recs)
 	var out []metadata.Record
 	for _, name := range next.TopicNames() {
@@ -152,7 +152,7 @@ func (c *Controller) uncleanAfterConfigLocked(im *metadata.Image, recs []metadat
 			continue
 		}
 		t, before := next.Topic(name), im.Topic(name)
-		if before == nil || c.uncleanAllowedIn(im, before) || !c.uncleanAllowedIn(next, t) {
+		if before == nil || c.uncleanAllowed(im, before) || !c.uncleanAllowed(next, t) {
 			continue
 		}
 		for i, p := range t.Partitions {

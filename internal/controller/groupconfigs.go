@@ -25,9 +25,13 @@ func (c *Controller) AlterGroupConfigs(ctx context.Context, id string, changes [
 	if id == "" {
 		return fmt.Errorf("%w: Group name must not be empty", ErrInvalidRequest)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cur := c.image.Load().GroupConfigs(id)
+	return c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		return c.groupConfigRecords(im, id, changes, replace, validateOnly)
+	})
+}
+
+func (c *Controller) groupConfigRecords(im *metadata.Image, id string, changes []ConfigChange, replace, validateOnly bool) ([]metadata.Record, error) {
+	cur := im.GroupConfigs(id)
 	merged := map[string]string{}
 	if !replace {
 		maps.Copy(merged, cur)
@@ -54,10 +58,10 @@ func (c *Controller) AlterGroupConfigs(ctx context.Context, id string, changes [
 		}
 	}
 	if err := c.node.CheckGroupConfigs(merged); err != nil {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(err.Error(), config.ErrGroupConfig.Error()+": "))
+		return nil, fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(err.Error(), config.ErrGroupConfig.Error()+": "))
 	}
-	if validateOnly || len(recs) == 0 {
-		return nil
+	if validateOnly {
+		return nil, nil
 	}
-	return c.commitLocked(ctx, recs)
+	return recs, nil
 }

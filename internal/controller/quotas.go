@@ -25,8 +25,6 @@ type QuotaAlteration struct {
 // alteration then changes nothing). The valid alterations are committed
 // in one batch unless validateOnly.
 func (c *Controller) AlterClientQuotas(ctx context.Context, alts []QuotaAlteration, validateOnly bool) ([]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	errs := make([]error, len(alts))
 	var recs []metadata.Record
 	for i, a := range alts {
@@ -46,8 +44,8 @@ func (c *Controller) AlterClientQuotas(ctx context.Context, alts []QuotaAlterati
 			recs = append(recs, rs...)
 		}
 	}
-	if validateOnly {
+	if validateOnly || len(recs) == 0 {
 		return errs, nil
 	}
-	return errs, c.commitLocked(ctx, recs)
+	return errs, c.write(ctx, func(*metadata.Image) ([]metadata.Record, error) { return recs, nil })
 }

@@ -28,10 +28,16 @@ type Reassignment struct {
 // leader outside the target hands over to one inside. Returns one error
 // (nil on success) per entry.
 func (c *Controller) AlterPartitionReassignments(ctx context.Context, reqs []Reassignment) ([]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
 	errs := make([]error, len(reqs))
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		return reassignRecords(im, reqs, errs), nil
+	})
+	return errs, err
+}
+
+// reassignRecords returns the records of reqs over im, setting errs[i]
+// for each refused entry.
+func reassignRecords(im *metadata.Image, reqs []Reassignment, errs []error) []metadata.Record {
 	var recs []metadata.Record
 	for i, r := range reqs {
 		t := im.Topic(r.Topic)
@@ -55,7 +61,7 @@ func (c *Controller) AlterPartitionReassignments(ctx context.Context, reqs []Rea
 		}
 		recs = append(recs, retarget(im, t, r.Partition, p, original, r.Replicas))
 	}
-	return errs, c.commitLocked(ctx, recs)
+	return recs
 }
 
 func validReplicas(im *metadata.Image, replicas []int32) error {

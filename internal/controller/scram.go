@@ -41,9 +41,21 @@ type ScramUpsertion struct {
 // a credential that does not exist). It returns one error (nil: applied)
 // per user name, and an error when nothing could be written.
 func (c *Controller) AlterUserScramCredentials(ctx context.Context, dels []ScramDeletion, ups []ScramUpsertion) (map[string]error, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	im := c.image.Load()
+	var results map[string]error
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		var recs []metadata.Record
+		results, recs = scramRecords(im, dels, ups)
+		return recs, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// scramRecords checks the alterations over im: one result per user and
+// the records of the users that succeed.
+func scramRecords(im *metadata.Image, dels []ScramDeletion, ups []ScramUpsertion) (map[string]error, []metadata.Record) {
 	results := map[string]error{}
 	recsBy := map[string][]metadata.Record{}
 	seen := map[metadata.ScramKey]bool{}
@@ -111,8 +123,5 @@ func (c *Controller) AlterUserScramCredentials(ctx context.Context, dels []Scram
 			recs = append(recs, recsBy[name]...)
 		}
 	}
-	if err := c.commitLocked(ctx, recs); err != nil {
-		return nil, err
-	}
-	return results, nil
+	return results, recs
 }

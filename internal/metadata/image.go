@@ -1,23 +1,33 @@
 package metadata
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"sort"
 
 	"github.com/samsahq/samsa/internal/acl"
+	"github.com/samsahq/samsa/internal/pmap"
 	"github.com/samsahq/samsa/internal/quota"
 )
 
 // Image is the cluster metadata after applying the log up to Offset.
+// Images share what they do not change: topics live in persistent maps
+// (pmap), so Apply costs what its records change (a PartitionRecord: the
+// path to its topic in two tries and a copy of that topic's partition
+// slice), not a copy of every topic.
 type Image struct {
 	// Offset is the metadata log offset of the last record applied, -1 for
 	// an empty log.
 	Offset    int64
 	ClusterID string
-	topics    map[string]*Topic
-	byID      map[UUID]*Topic
+	topics    pmap.Map[string, *Topic]
+	byID      pmap.Map[UUID, *Topic]
 	brokers   map[int32]*Broker
+	// replicas counts the partition replicas each broker is assigned.
+	replicas map[int32]int
+	// delta is what the Apply that made this image changed.
+	delta *Delta
 	// brokerConfigs are dynamic broker configs; "" is the cluster default.
 	brokerConfigs map[string]map[string]string
 	// groupConfigs are the dynamic configs of groups, by group id.
@@ -93,14 +103,38 @@ type Broker struct {
 	Fenced    bool
 }
 
+// Delta is what one Apply changed, for listeners that follow images
+// without walking every topic (Kafka's MetadataDelta). It is shared: never
+// modify.
+type Delta struct {
+	// From is the Offset of the image Apply was called on.
+	From int64
+	// Partitions holds, by topic id, the partitions PartitionRecords set
+	// (a topic created in the Apply lists all of its partitions).
+	Partitions map[UUID][]int32
+	// Configs holds the ids of the topics whose configs changed.
+	Configs map[UUID]bool
+	// Removed are the topics RemoveTopicRecords removed, as they were.
+	Removed []*Topic
+	// Brokers: a registration changed. BrokerConfigs: a dynamic broker
+	// config changed.
+	Brokers, BrokerConfigs bool
+}
+
+// Delta returns what the Apply that made im changed; nil for an image
+// Empty returned.
+func (im *Image) Delta() *Delta { return im.delta }
+
+// ReplicaCount is the number of partition replicas assigned to broker id.
+func (im *Image) ReplicaCount(id int32) int { return im.replicas[id] }
+
 // Empty returns the image of an empty metadata log.
 func Empty(clusterID string) *Image {
 	return &Image{
 		Offset:        -1,
 		ClusterID:     clusterID,
-		topics:        map[string]*Topic{},
-		byID:          map[UUID]*Topic{},
 		brokers:       map[int32]*Broker{},
+		replicas:      map[int32]int{},
 		brokerConfigs: map[string]map[string]string{},
 		groupConfigs:  map[string]map[string]string{},
 		scram:         map[ScramKey]UserScramCredentialRecord{},
@@ -127,14 +161,37 @@ func (im *Image) ACLs(fn func(id UUID, b acl.Binding) bool) {
 }
 
 // Topic returns the named topic or nil.
-func (im *Image) Topic(name string) *Topic { return im.topics[name] }
+func (im *Image) Topic(name string) *Topic {
+	t, _ := im.topics.Get(name)
+	return t
+}
 
 // TopicByID returns the topic with id or nil.
-func (im *Image) TopicByID(id UUID) *Topic { return im.byID[id] }
+func (im *Image) TopicByID(id UUID) *Topic {
+	t, _ := im.byID.Get(id)
+	return t
+}
 
-// TopicNames returns every topic name, sorted.
+// TopicCount is the number of topics.
+func (im *Image) TopicCount() int { return im.topics.Len() }
+
+// Topics yields every topic, in no particular order.
+func (im *Image) Topics() iter.Seq[*Topic] {
+	return func(yield func(*Topic) bool) {
+		for _, t := range im.topics.All() {
+			if !yield(t) {
+				return
+			}
+		}
+	}
+}
+
+// TopicNames returns every topic name, sorted: O(n log n) in the topics.
 func (im *Image) TopicNames() []string {
-	names := slices.Collect(maps.Keys(im.topics))
+	names := make([]string, 0, im.topics.Len())
+	for n := range im.topics.All() {
+		names = append(names, n)
+	}
 	sort.Strings(names)
 	return names
 }
@@ -158,15 +215,20 @@ func (im *Image) BrokerConfigs(name string) map[string]string { return im.broker
 func (im *Image) GroupConfigs(id string) map[string]string { return im.groupConfigs[id] }
 
 // Apply returns a new image with recs applied at offsets starting at
-// offset. The receiver is unchanged.
+// offset. The receiver is unchanged. It costs what recs change: each
+// topic they touch is copied once (its partition slice and configs), the
+// tries of topics by name and id along one path per topic; the maps of
+// brokers, replica counts and broker configs (a few entries each) when
+// a record changes them.
 func (im *Image) Apply(offset int64, recs []Record) *Image {
 	next := &Image{
 		Offset:         offset + int64(len(recs)) - 1,
 		ClusterID:      im.ClusterID,
-		topics:         maps.Clone(im.topics),
-		byID:           maps.Clone(im.byID),
-		brokers:        maps.Clone(im.brokers),
-		brokerConfigs:  maps.Clone(im.brokerConfigs),
+		topics:         im.topics,
+		byID:           im.byID,
+		brokers:        im.brokers,
+		replicas:       im.replicas,
+		brokerConfigs:  im.brokerConfigs,
 		groupConfigs:   im.groupConfigs,
 		NextProducerID: im.NextProducerID,
 		scram:          im.scram,
@@ -174,7 +236,9 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		acls:           im.acls,
 		aclIndex:       im.aclIndex,
 		quotas:         im.quotas,
+		delta:          &Delta{From: im.Offset},
 	}
+	d := next.delta
 	scramOwned := false
 	mutableScram := func() map[ScramKey]UserScramCredentialRecord {
 		if !scramOwned {
@@ -195,33 +259,69 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		}
 		return next.acls
 	}
+	brokersOwned, replicasOwned, brokerConfigsOwned := false, false, false
+	countReplicas := func(rs []int32, by int) {
+		if len(rs) == 0 {
+			return
+		}
+		if !replicasOwned {
+			next.replicas, replicasOwned = maps.Clone(next.replicas), true
+			if next.replicas == nil {
+				next.replicas = map[int32]int{}
+			}
+		}
+		for _, r := range rs {
+			if next.replicas[r] += by; next.replicas[r] == 0 {
+				delete(next.replicas, r)
+			}
+		}
+	}
 	if len(recs) == 0 {
 		next.Offset = im.Offset
 	}
-	owned := map[UUID]bool{} // topics already copied for this Apply
+	// Topics copied for this Apply (written once to the tries when done),
+	// in order of first change.
+	owned := map[UUID]*Topic{}
+	ownedName := map[string]UUID{}
+	var order []UUID
+	lookup := func(id UUID) *Topic {
+		if t := owned[id]; t != nil {
+			return t
+		}
+		t, _ := next.byID.Get(id)
+		return t
+	}
 	mutable := func(id UUID) *Topic {
-		t := next.byID[id]
+		if t := owned[id]; t != nil {
+			return t
+		}
+		t, _ := next.byID.Get(id)
 		if t == nil {
 			return nil
 		}
-		if !owned[id] {
-			c := *t
-			c.Partitions = slices.Clone(t.Partitions)
-			c.Configs = maps.Clone(t.Configs)
-			t = &c
-			next.byID[id] = t
-			next.topics[t.Name] = t
-			owned[id] = true
-		}
-		return t
+		c := *t
+		c.Partitions = slices.Clone(t.Partitions)
+		c.Configs = maps.Clone(t.Configs)
+		owned[id] = &c
+		ownedName[c.Name] = id
+		order = append(order, id)
+		return &c
 	}
 	for _, r := range recs {
 		switch r := r.(type) {
 		case TopicRecord:
 			t := &Topic{Name: r.Name, ID: r.ID, Configs: map[string]string{}}
-			next.topics[r.Name] = t
-			next.byID[r.ID] = t
-			owned[r.ID] = true
+			if _, ok := owned[r.ID]; !ok {
+				order = append(order, r.ID)
+			}
+			owned[r.ID] = t
+			ownedName[r.Name] = r.ID
+			if d.Partitions == nil {
+				d.Partitions = map[UUID][]int32{}
+			}
+			if _, ok := d.Partitions[r.ID]; !ok {
+				d.Partitions[r.ID] = []int32{}
+			}
 		case PartitionRecord:
 			t := mutable(r.TopicID)
 			if t == nil || r.Partition < 0 {
@@ -230,6 +330,8 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			for int(r.Partition) >= len(t.Partitions) {
 				t.Partitions = append(t.Partitions, Partition{Leader: -1})
 			}
+			countReplicas(t.Partitions[r.Partition].Replicas, -1)
+			countReplicas(r.Replicas, 1)
 			t.Partitions[r.Partition] = Partition{
 				Replicas:       slices.Clone(r.Replicas),
 				ISR:            slices.Clone(r.ISR),
@@ -240,25 +342,62 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 				AddingReplicas:   slices.Clone(r.AddingReplicas),
 				RemovingReplicas: slices.Clone(r.RemovingReplicas),
 			}
+			if d.Partitions == nil {
+				d.Partitions = map[UUID][]int32{}
+			}
+			d.Partitions[r.TopicID] = append(d.Partitions[r.TopicID], r.Partition)
 		case RemoveTopicRecord:
-			if t := next.byID[r.ID]; t != nil {
-				delete(next.byID, r.ID)
-				delete(next.topics, t.Name)
+			t := lookup(r.ID)
+			if t == nil {
+				continue
+			}
+			for _, p := range t.Partitions {
+				countReplicas(p.Replicas, -1)
+			}
+			if _, ok := owned[r.ID]; ok {
+				delete(owned, r.ID)
+				if ownedName[t.Name] == r.ID {
+					delete(ownedName, t.Name)
+				}
+				order = slices.DeleteFunc(order, func(id UUID) bool { return id == r.ID })
+			}
+			delete(d.Partitions, r.ID)
+			delete(d.Configs, r.ID)
+			if old, _ := im.byID.Get(r.ID); old != nil {
+				d.Removed = append(d.Removed, old)
+			}
+			next.byID = next.byID.Delete(r.ID)
+			if cur, _ := next.topics.Get(t.Name); cur != nil && cur.ID == r.ID {
+				next.topics = next.topics.Delete(t.Name)
 			}
 		case ConfigRecord:
 			switch r.ResourceType {
 			case ResourceTopic:
-				t := next.topics[r.ResourceName]
-				if t == nil {
-					continue
+				id, found := ownedName[r.ResourceName]
+				if !found {
+					t, _ := next.topics.Get(r.ResourceName)
+					if t == nil {
+						continue
+					}
+					id = t.ID
 				}
-				t = mutable(t.ID)
+				t := mutable(id)
 				if r.Value == nil {
 					delete(t.Configs, r.Name)
 				} else {
 					t.Configs[r.Name] = *r.Value
 				}
+				if d.Configs == nil {
+					d.Configs = map[UUID]bool{}
+				}
+				d.Configs[id] = true
 			case ResourceBroker:
+				if !brokerConfigsOwned {
+					next.brokerConfigs, brokerConfigsOwned = maps.Clone(next.brokerConfigs), true
+					if next.brokerConfigs == nil {
+						next.brokerConfigs = map[string]map[string]string{}
+					}
+				}
 				m := maps.Clone(next.brokerConfigs[r.ResourceName])
 				if m == nil {
 					m = map[string]string{}
@@ -269,6 +408,7 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 					m[r.Name] = *r.Value
 				}
 				next.brokerConfigs[r.ResourceName] = m
+				d.BrokerConfigs = true
 			case ResourceGroup:
 				if !groupsCloned {
 					groupsCloned = true
@@ -293,7 +433,14 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 				}
 			}
 		case RegisterBrokerRecord:
+			if !brokersOwned {
+				next.brokers, brokersOwned = maps.Clone(next.brokers), true
+				if next.brokers == nil {
+					next.brokers = map[int32]*Broker{}
+				}
+			}
 			next.brokers[r.BrokerID] = &Broker{ID: r.BrokerID, Epoch: r.Epoch, Endpoints: slices.Clone(r.Endpoints), Rack: r.Rack, Fenced: r.Fenced}
+			d.Brokers = true
 		case BootstrapRecord:
 			next.Bootstrapped = true
 		case UserScramCredentialRecord:
@@ -337,6 +484,11 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 	}
 	if aclsChanged {
 		next.aclIndex = acl.NewIndex(slices.Collect(maps.Values(next.acls)))
+	}
+	for _, id := range order {
+		t := owned[id]
+		next.byID = next.byID.Set(id, t)
+		next.topics = next.topics.Set(t.Name, t)
 	}
 	return next
 }

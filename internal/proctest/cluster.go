@@ -473,6 +473,35 @@ func (n *Node) TryRestart() error {
 	return n.start()
 }
 
+// Stop sends SIGTERM (a controlled shutdown) and waits up to timeout for
+// the process to exit; it returns the exit error, or an error when it
+// had to be killed. A node not running is left alone. Start starts it
+// again.
+func (n *Node) Stop(timeout time.Duration) error {
+	s := n.server()
+	if s == nil || s.Exited() {
+		return nil
+	}
+	return s.Stop(timeout)
+}
+
+// Start starts a stopped or killed node again on its directory and ports
+// and returns once it registered (its earlier logs are kept).
+func (n *Node) Start() error {
+	n.mu.Lock()
+	if n.srv != nil {
+		if !n.srv.Exited() {
+			n.mu.Unlock()
+			return fmt.Errorf("node %d: already running", n.ID)
+		}
+		n.past.WriteString(n.srv.Logs())
+		n.past.WriteString("--- restarted ---\n")
+		n.srv = nil
+	}
+	n.mu.Unlock()
+	return n.start()
+}
+
 // Logs returns everything the node's processes wrote to stderr so far,
 // earlier processes first.
 func (n *Node) Logs() string {

@@ -105,15 +105,16 @@ func TestISRChangeBacksOffAfterFailure(t *testing.T) {
 	if isr := p.UpdateFollower(3, 0, 0, now); isr == nil {
 		t.Fatal("caught-up replica 3 not proposed")
 	}
-	p.isrUpdated(nil, 0, false)
+	_, gen := p.isrState()
+	p.isrUpdated(gen, nil, 0, false)
 	if isr := p.UpdateFollower(3, 0, 0, time.Now()); isr != nil {
 		t.Fatalf("proposed again at once after a failure: %v", isr)
 	}
 	if isr := p.UpdateFollower(3, 0, 0, time.Now().Add(isrRetryBackoff+time.Millisecond)); isr == nil {
 		t.Fatal("not proposed again after the backoff")
 	}
-	// Shrinking backs off too.
-	p.isrUpdated(nil, 0, false)
+	// Shrinking backs off too, twice as long after a second failure.
+	p.isrUpdated(gen, nil, 0, false)
 	later := time.Now().Add(time.Hour)
 	if isr := p.laggingFollowers(time.Now(), time.Millisecond); isr != nil {
 		t.Fatalf("shrink proposed at once after a failure: %v", isr)
@@ -171,5 +172,48 @@ func TestFollowerTruncatesToOwnEpochEnd(t *testing.T) {
 				t.Fatalf("log end %d after truncation, want %d", leo, tc.wantLEO)
 			}
 		})
+	}
+}
+
+// Metadata that re-applies the same partition state leaves an AlterPartition
+// in flight alone (one request per partition, not one per image); new
+// metadata for the partition makes the answer of the one in flight stale
+// and lets the next go at once; failures in a row back off longer.
+func TestISRChangeAgainstLatestMetadata(t *testing.T) {
+	m := newTestManager(t)
+	p := follow(t, m, 0, 0)
+	st := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}
+	p.makeLeader(st, time.Now())
+	if isr := p.UpdateFollower(3, 0, 0, time.Now()); isr == nil {
+		t.Fatal("caught-up replica 3 not proposed")
+	}
+	_, gen := p.isrState()
+	p.makeLeader(st, time.Now()) // the same state again
+	if isr := p.UpdateFollower(3, 0, 0, time.Now()); isr != nil {
+		t.Fatalf("proposed again while one is in flight: %v", isr)
+	}
+	st.PartitionEpoch = 2 // another change committed meanwhile
+	p.makeLeader(st, time.Now())
+	if stale, _ := p.isrUpdated(gen, nil, 0, false); !stale {
+		t.Fatal("the answer for the old partition epoch is not stale")
+	}
+	if isr := p.UpdateFollower(3, 0, 0, time.Now()); isr == nil {
+		t.Fatal("not proposed at once with the new metadata")
+	}
+	_, gen = p.isrState()
+	if _, n := p.isrUpdated(gen, nil, 0, false); n != 1 {
+		t.Fatalf("failures %d, want 1", n)
+	}
+	if isr := p.UpdateFollower(3, 0, 0, time.Now().Add(isrRetryBackoff+time.Millisecond)); isr == nil {
+		t.Fatal("not proposed again after the backoff")
+	}
+	if _, n := p.isrUpdated(gen, nil, 0, false); n != 2 {
+		t.Fatalf("failures %d, want 2", n)
+	}
+	if isr := p.UpdateFollower(3, 0, 0, time.Now().Add(isrRetryBackoff+time.Millisecond)); isr != nil {
+		t.Fatal("second failure did not double the backoff")
+	}
+	if isr := p.UpdateFollower(3, 0, 0, time.Now().Add(2*isrRetryBackoff+time.Millisecond)); isr == nil {
+		t.Fatal("not proposed after the doubled backoff")
 	}
 }

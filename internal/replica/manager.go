@@ -34,6 +34,10 @@ type Options struct {
 	// Controller receives AlterPartition; nil on a single node that never
 	// has followers.
 	Controller Controller
+	// Eligible reports whether a caught-up follower may join an ISR now:
+	// its broker is registered and not fenced (KIP-841; the controller
+	// refuses others with INELIGIBLE_REPLICA). Nil: every follower.
+	Eligible func(broker int32) bool
 	// LeaderAddr resolves a broker id to the address followers fetch from.
 	LeaderAddr func(id int32) (string, bool)
 	// HighWatermarkCheckpointInterval is
@@ -283,27 +287,47 @@ func (m *Manager) LeaderSent(p *Partition, replica int32, n int64) {
 // caught up.
 func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset, logStartOffset int64) {
 	if isr := p.UpdateFollower(replica, fetchOffset, logStartOffset, time.Now()); isr != nil {
+		if m.opts.Eligible != nil && !m.opts.Eligible(replica) {
+			// A fenced broker still fetching (in controlled shutdown, or
+			// registering): asking would only be refused. Asked again
+			// on a later fetch.
+			_, gen := p.isrState()
+			p.isrCancel(gen)
+			return
+		}
 		m.alterISR(p, isr)
 	}
 }
 
 // alterISR sends AlterPartition in the background; the partition allows one
-// change in flight.
+// change in flight. The broker batches the requests of its partitions. A
+// refusal is logged once per run of failures (then at debug level): after
+// a whole cluster restarts, leaders ask with epochs the controller has
+// moved past until their metadata catches up, and each partition backs
+// off and asks again with the new epochs.
 func (m *Manager) alterISR(p *Partition, isr []int32) {
+	epoch := p.LeaderEpoch()
+	pepoch, gen := p.isrState()
 	if m.opts.Controller == nil {
-		p.isrUpdated(nil, 0, false)
+		p.isrUpdated(gen, nil, 0, false)
 		return
 	}
-	epoch, pepoch := p.LeaderEpoch(), p.partitionEpochNow()
 	before := len(p.ISR())
 	started := m.spawn(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
 		got, gotEpoch, err := m.opts.Controller.AlterPartition(ctx, p.TopicID, p.Partition, epoch, pepoch, isr)
 		if err != nil {
-			m.logger.Warn("AlterPartition failed", "topic", p.Topic, "partition", p.Partition, "isr", isr, "err", err)
-			p.isrUpdated(nil, 0, false)
+			stale, failures := p.isrUpdated(gen, nil, 0, false)
+			level := slog.LevelWarn
+			if stale || failures > 1 || m.ctx.Err() != nil {
+				level = slog.LevelDebug
+			}
+			m.logger.Log(ctx, level, "AlterPartition failed", "topic", p.Topic, "partition", p.Partition, "isr", isr, "err", err, "failures", failures, "stale", stale)
 			return
+		}
+		if stale, _ := p.isrUpdated(gen, got, gotEpoch, true); stale {
+			return // the metadata already shows the change, or a newer one
 		}
 		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
 		switch {
@@ -312,10 +336,9 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 		case len(got) > before:
 			m.ISRExpands.Add(1)
 		}
-		p.isrUpdated(got, gotEpoch, true)
 	})
 	if !started {
-		p.isrUpdated(nil, 0, false)
+		p.isrUpdated(gen, nil, 0, false)
 	}
 }
 

@@ -79,8 +79,13 @@ var (
 )
 
 // isrRetryBackoff is how long a leader waits after a failed AlterPartition
-// before asking for another ISR change of the partition.
-const isrRetryBackoff = 500 * time.Millisecond
+// before asking for another ISR change of the partition; it doubles with
+// each failure in a row up to isrRetryBackoffMax, and starts over when new
+// metadata changes the partition (the next request carries its epochs).
+const (
+	isrRetryBackoff    = 500 * time.Millisecond
+	isrRetryBackoffMax = 4 * time.Second
+)
 
 // followerState is what the leader knows of one follower.
 type followerState struct {
@@ -116,9 +121,14 @@ type Partition struct {
 	replicas       []int32
 	followers      map[int32]*followerState // leader only
 	isrPending     bool                     // an AlterPartition is in flight
+	// isrGen counts the metadata changes of the partition's leadership or
+	// partition epoch: an AlterPartition answer for an earlier generation
+	// is stale and ignored.
+	isrGen uint64
 	// isrRetryAt: after a failed AlterPartition no ISR change is asked
-	// for before this time (isrRetryBackoff later).
-	isrRetryAt time.Time
+	// for before this time; isrFailures counts the failures in a row.
+	isrRetryAt  time.Time
+	isrFailures int
 	// epochStartOffset (leader only) is the log end offset when this
 	// broker became leader at the current epoch: a follower joins the ISR
 	// only once it has every record below it.
@@ -255,6 +265,7 @@ func (p *Partition) CheckEpoch(current int32) error {
 func (p *Partition) makeLeader(st State, now time.Time) {
 	p.mu.Lock()
 	newEpoch := st.LeaderEpoch != p.leaderEpoch.Load() || !p.leader.Load()
+	changed := newEpoch || st.PartitionEpoch != p.partitionEpoch
 	p.leaderID, p.partitionEpoch, p.replicas = st.Leader, st.PartitionEpoch, slices.Clone(st.Replicas)
 	p.setReplicaGauges(st.Replicas)
 	isr := slices.Clone(st.ISR)
@@ -275,9 +286,15 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 			delete(p.followers, r)
 		}
 	}
-	p.isrPending = false
+	if changed {
+		// New metadata for the partition: an AlterPartition in flight
+		// carries old epochs (its answer is ignored), and the next one
+		// goes at once, with the new ones.
+		p.isrPending = false
+		p.isrGen++
+		p.isrRetryAt, p.isrFailures = time.Time{}, 0
+	}
 	if newEpoch {
-		p.isrRetryAt = time.Time{}
 		p.epochStartOffset = p.log.LogEndOffset()
 	}
 	p.verifications = nil
@@ -306,6 +323,7 @@ func (p *Partition) makeFollower(st State) {
 	p.isr.Store(&isr)
 	p.followers = nil
 	p.isrPending = false
+	p.isrGen++
 	p.verifications = nil
 
 	p.leaderEpoch.Store(st.LeaderEpoch)
@@ -643,16 +661,26 @@ func (p *Partition) laggingFollowers(now time.Time, lag time.Duration) (shrunk [
 }
 
 // isrUpdated applies the controller's answer to AlterPartition (or its
-// failure, with ok false).
-func (p *Partition) isrUpdated(isr []int32, partitionEpoch int32, ok bool) {
+// failure, with ok false) sent in generation gen (isrState). It reports
+// whether the answer was stale (new metadata came meanwhile: ignored) and
+// the failures in a row.
+func (p *Partition) isrUpdated(gen uint64, isr []int32, partitionEpoch int32, ok bool) (stale bool, failures int) {
 	p.mu.Lock()
+	if gen != p.isrGen {
+		p.mu.Unlock()
+		return true, 0
+	}
 	p.isrPending = false
 	if !ok {
 		// The controller refused (a replica still fenced, a stale
 		// partition epoch until the next metadata) or is unreachable:
 		// ask again later, not on the next follower fetch.
-		p.isrRetryAt = time.Now().Add(isrRetryBackoff)
+		p.isrFailures++
+		p.isrRetryAt = time.Now().Add(min(isrRetryBackoff<<min(p.isrFailures-1, 8), isrRetryBackoffMax))
+	} else {
+		p.isrFailures = 0
 	}
+	failures = p.isrFailures
 	if ok && partitionEpoch >= p.partitionEpoch {
 		p.partitionEpoch = partitionEpoch
 		c := slices.Clone(isr)
@@ -661,13 +689,25 @@ func (p *Partition) isrUpdated(isr []int32, partitionEpoch int32, ok bool) {
 	}
 	p.mu.Unlock()
 	p.notify()
+	return false, failures
 }
 
-// partitionEpochNow returns the partition epoch, for AlterPartition.
-func (p *Partition) partitionEpochNow() int32 {
+// isrCancel drops the ISR change UpdateFollower proposed in generation gen
+// without sending it (no backoff).
+func (p *Partition) isrCancel(gen uint64) {
+	p.mu.Lock()
+	if gen == p.isrGen {
+		p.isrPending = false
+	}
+	p.mu.Unlock()
+}
+
+// isrState returns the partition epoch, for AlterPartition, and the
+// generation its answer goes to isrUpdated with.
+func (p *Partition) isrState() (partitionEpoch int32, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.partitionEpoch
+	return p.partitionEpoch, p.isrGen
 }
 
 // appendAsFollower writes batches fetched from the leader and moves the

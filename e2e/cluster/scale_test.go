@@ -1,0 +1,229 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+var (
+	clusterTopics     = flag.Int("cluster.topics", 15, "TestClusterScale: topics to create")
+	clusterPartitions = flag.Int("cluster.partitions", 100, "TestClusterScale: partitions per topic")
+	clusterReport     = flag.String("cluster.report", "", "TestClusterScale: file to append the figures to")
+	clusterSession    = flag.Int("cluster.session", 3000, "TestClusterScale: broker.session.timeout.ms (heartbeats every tenth of it)")
+)
+
+// clusterState is one node's Metadata answer for every topic.
+type clusterState struct {
+	controller int32
+	brokers    []int32
+	parts      map[string]map[int32]partState
+}
+
+// allState asks the node at addr for the metadata of every topic.
+func allState(addr string) (clusterState, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := wire.NewClient(addr, "cluster-scale", 256<<20)
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	r, err := cl.Request(ctx, req)
+	if err != nil {
+		return clusterState{}, err
+	}
+	resp := r.(*kmsg.MetadataResponse)
+	st := clusterState{controller: resp.ControllerID, parts: map[string]map[int32]partState{}}
+	for _, b := range resp.Brokers {
+		st.brokers = append(st.brokers, b.NodeID)
+	}
+	for _, t := range resp.Topics {
+		m := map[int32]partState{}
+		for _, p := range t.Partitions {
+			m[p.Partition] = partState{leader: p.Leader, epoch: p.LeaderEpoch, isr: p.ISR, replicas: p.Replicas}
+		}
+		st.parts[*t.Topic] = m
+	}
+	return st, nil
+}
+
+// every reports whether the node at addr knows all n partitions of the
+// topics and each satisfies ok.
+func every(addr string, topics []string, n int, ok func(partState) bool) bool {
+	st, err := allState(addr)
+	if err != nil {
+		return false
+	}
+	for _, name := range topics {
+		ps := st.parts[name]
+		if len(ps) != n {
+			return false
+		}
+		for _, p := range ps {
+			if !ok(p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestClusterScale is the three-node target of issue 13 at CI size (15
+// topics of 100 partitions, replication factor 3; scripts/scale-cluster.sh
+// runs 30,000): kill -9 of the active controller gives a new active
+// controller and a live leader for every partition; a controlled shutdown
+// of a broker moves every partition it leads; its restart brings it back
+// into every ISR. It asserts the properties and reports the times.
+func TestClusterScale(t *testing.T) {
+	nTopics, nParts := *clusterTopics, *clusterPartitions
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: []string{
+		// A killed broker's partitions move once its session expires.
+		fmt.Sprintf("broker.session.timeout.ms=%d", *clusterSession), fmt.Sprintf("broker.heartbeat.interval.ms=%d", *clusterSession/10),
+	}, StartTimeout: 5 * time.Minute})
+	report := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		t.Log(line)
+		if *clusterReport != "" {
+			if f, err := os.OpenFile(*clusterReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				fmt.Fprintln(f, line)
+				f.Close()
+			}
+		}
+	}
+	cl := newClient(t, c)
+	adm := kadm.NewClient(cl)
+	var topics []string
+	start := time.Now()
+	for i := 0; i < nTopics; i += 20 {
+		var batch []string
+		for j := i; j < min(i+20, nTopics); j++ {
+			batch = append(batch, fmt.Sprintf("cs-%d", j))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		resp, err := adm.CreateTopics(ctx, int32(nParts), 3, nil, batch...)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp {
+			// A retry of a request that timed out on a loaded machine
+			// finds the topic the first attempt created.
+			if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				t.Fatalf("create %s: %v", r.Topic, r.Err)
+			}
+		}
+		topics = append(topics, batch...)
+	}
+	cl.Close()
+	total := nTopics * nParts
+	full := func(p partState) bool { return p.leader >= 0 && len(p.isr) == 3 }
+	for _, n := range c.Nodes {
+		waitFor(t, 10*time.Minute, fmt.Sprintf("every partition with full ISR on node %d", n.ID), func() bool { return every(n.Addr(), topics, nParts, full) })
+	}
+	report("3 nodes, %d partitions RF 3: created with full ISRs in %v", total, time.Since(start).Round(time.Millisecond))
+
+	// kill -9 of the active controller.
+	ctrl, err := proctest.QuorumLeader(c.Nodes[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := others(c, ctrl)
+	c.Node(ctrl).Kill()
+	start = time.Now()
+	var newCtrl int32
+	waitFor(t, 2*time.Minute, "a new active controller", func() bool {
+		l, err := proctest.QuorumLeader(c.Node(rest[0]).Addr())
+		newCtrl = l
+		return err == nil && l >= 0 && l != ctrl
+	})
+	elected := time.Since(start)
+	waitFor(t, 2*time.Minute, "a live leader for every partition", func() bool {
+		return every(c.Node(rest[0]).Addr(), topics, nParts, func(p partState) bool { return p.leader >= 0 && p.leader != ctrl })
+	})
+	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=%d)",
+		ctrl, newCtrl, elected.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), *clusterSession)
+	start = time.Now()
+	if err := c.Node(ctrl).Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Minute, "every ISR full again", func() bool { return every(c.Node(rest[0]).Addr(), topics, nParts, full) })
+	report("node %d restarted: back in every ISR after %v", ctrl, time.Since(start).Round(time.Millisecond))
+
+	// Leadership back to the preferred replicas (a third of the
+	// partitions each), then a controlled shutdown of the broker other
+	// than the active controller that leads the most.
+	cl = newClient(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	if _, err := kadm.NewClient(cl).ElectLeaders(ctx, kadm.ElectPreferredReplica, nil); err != nil {
+		t.Fatalf("preferred leader election: %v", err)
+	}
+	cancel()
+	cl.Close()
+	l, err := proctest.QuorumLeader(c.Nodes[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch := l
+	st, err := allState(c.Node(watch).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leads := map[int32]int{}
+	for _, ps := range st.parts {
+		for _, p := range ps {
+			leads[p.leader]++
+		}
+	}
+	victim := others(c, l)[0]
+	for _, id := range others(c, l) {
+		if leads[id] > leads[victim] {
+			victim = id
+		}
+	}
+	led := leads[victim]
+	if led == 0 {
+		t.Fatalf("no broker but the controller leads a partition: %v", leads)
+	}
+	start = time.Now()
+	moved := make(chan time.Duration, 1)
+	go func() {
+		// Leadership moves before the process exits.
+		for time.Since(start) < 2*time.Minute {
+			if every(c.Node(watch).Addr(), topics, nParts, func(p partState) bool { return p.leader >= 0 && p.leader != victim }) {
+				moved <- time.Since(start)
+				return
+			}
+		}
+		moved <- -1
+	}()
+	if err := c.Node(victim).Stop(2 * time.Minute); err != nil {
+		t.Fatalf("controlled shutdown of node %d: %v", victim, err)
+	}
+	stopped := time.Since(start)
+	d := <-moved
+	if d < 0 {
+		t.Fatalf("leadership of node %d did not move", victim)
+	}
+	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v", victim, led, d.Round(time.Millisecond), stopped.Round(time.Millisecond))
+	start = time.Now()
+	if err := c.Node(victim).Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Minute, "every ISR full again", func() bool { return every(c.Node(watch).Addr(), topics, nParts, full) })
+	report("node %d restarted: back in every ISR after %v", victim, time.Since(start).Round(time.Millisecond))
+	st, _ = allState(c.Node(watch).Addr())
+	if len(st.brokers) != 3 {
+		t.Errorf("brokers %v after settling, want 3 unfenced", st.brokers)
+	}
+}

@@ -1,0 +1,363 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/quorum"
+)
+
+// The controller's writes run on one goroutine, the loop (as the
+// coordinators' actors and etcd-io/raft's node.run): a write posts a
+// function to it; the loop runs the function against the latest image,
+// the committed one plus the records of this controller's writes still in
+// flight, so the next write never waits for the previous one's commit.
+// The records go to one appender goroutine, which appends them to the
+// metadata log in order (several queued writes in one entry); a write
+// whose append returned is parked by its last offset and completed when
+// the committed image reaches it. No lock is held across a commit: a
+// heartbeat that changes nothing is answered by the loop at once, even
+// while a CreateTopics of 100,000 partitions is being committed.
+//
+// A failed append fails its writes and every write queued behind it
+// (computed over records that will not be), with the append's error or
+// ErrNotController; the loop then starts over from the committed image.
+
+// maxGroupRecords bounds the records of queued writes appended as one
+// entry (a single larger write goes alone); 2,000 partition records are
+// about 160 KB, far below quorum.MaxEntryBytes.
+const maxGroupRecords = 2000
+
+// writeReq is one write posted to the loop.
+type writeReq struct {
+	ctx context.Context
+	// fn computes the records over im, on the loop; an error fails the
+	// write with nothing appended.
+	fn func(im *metadata.Image) ([]metadata.Record, error)
+	// then, when set, runs on the loop once the records are committed.
+	then func()
+	// barrier: a write of no records completes only once the writes
+	// before it did (it fails with them).
+	barrier bool
+	ran     chan struct{} // closed once fn ran, or will never run
+	done    chan error    // the outcome, buffered
+}
+
+// job is the records of one write, queued for or handed to the appender.
+type job struct {
+	req  *writeReq
+	recs []metadata.Record
+	gen  int64 // leadership generation the records were computed in
+	// off is the offset of the first record, set once appended.
+	off int64
+	// barriers are writes of no records completed with this job.
+	barriers []*writeReq
+}
+
+// finish completes j's write and the barriers behind it with err.
+func (j *job) finish(err error) {
+	if err == nil && j.req.then != nil {
+		j.req.then()
+	}
+	j.req.done <- err
+	for _, r := range j.barriers {
+		r.done <- err
+	}
+}
+
+// lastJob is the latest write in flight, nil when none.
+func (s *loopState) lastJob() *job {
+	switch {
+	case len(s.queued) > 0:
+		return s.queued[len(s.queued)-1]
+	case len(s.appending) > 0:
+		return s.appending[len(s.appending)-1]
+	case len(s.parked) > 0:
+		return s.parked[len(s.parked)-1]
+	}
+	return nil
+}
+
+// appendResult is the appender's answer for a group of jobs appended as
+// one entry.
+type appendResult struct {
+	jobs []*job
+	off  int64
+	err  error
+}
+
+// loopState is owned by the loop goroutine.
+type loopState struct {
+	// queued are computed jobs not yet handed to the appender.
+	queued []*job
+	// appending is the group the appender works on, nil when idle.
+	appending []*job
+	// parked are appended jobs waiting for the committed image to reach
+	// their last offset, in offset order.
+	parked []*job
+	// spec is the committed image plus the records of queued, appending
+	// and parked jobs; nil when none is in flight (then the committed
+	// image is the latest).
+	spec *metadata.Image
+	// gen is the leadership generation (Controller.leaderGen) the loop
+	// last saw.
+	gen int64
+}
+
+// write runs fn on the loop over the latest image, appends its records
+// and waits until the committed image holds them. It returns fn's error,
+// ErrNotController when this controller is not active (only checked when
+// there are records to write), the append's error or ctx.Err(). Values fn
+// stores are safe to read once write returns.
+func (c *Controller) write(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error)) error {
+	return c.writeThen(ctx, fn, nil)
+}
+
+// writeThen is write with then run on the loop after the commit (state
+// only the loop touches, such as brokerIncarnation).
+func (c *Controller) writeThen(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error), then func()) error {
+	return c.post(ctx, &writeReq{ctx: ctx, fn: fn, then: then})
+}
+
+// writeBarrier is write where a result of no records still waits for the
+// writes posted before it to commit.
+func (c *Controller) writeBarrier(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error)) error {
+	return c.post(ctx, &writeReq{ctx: ctx, fn: fn, barrier: true})
+}
+
+func (c *Controller) post(ctx context.Context, r *writeReq) error {
+	r.ran, r.done = make(chan struct{}), make(chan error, 1)
+	select {
+	case c.reqc <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.loopDone:
+		return ErrNotController
+	}
+	// fn writes what the caller reads: wait until it ran (the loop does
+	// no I/O, so this is short) even when ctx ends.
+	select {
+	case <-r.ran:
+	case <-c.loopDone:
+		select {
+		case <-r.ran:
+		default:
+			return ErrNotController
+		}
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.loopDone:
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return ErrNotController
+		}
+	}
+}
+
+// kickLoop tells the loop that the committed image or the leadership
+// changed; it never blocks.
+func (c *Controller) kickLoop() {
+	select {
+	case c.kickc <- struct{}{}:
+	default:
+	}
+}
+
+// run is the loop. It ends when stopc closes, failing what waits.
+func (c *Controller) run(ctx context.Context) {
+	defer close(c.loopDone)
+	var s loopState
+	appendc := make(chan []*job)
+	resultc := make(chan appendResult)
+	appenderDone := make(chan struct{})
+	go c.appender(ctx, appendc, resultc, appenderDone)
+	defer func() {
+		close(appendc)
+		if s.appending != nil {
+			<-resultc
+		}
+		<-appenderDone
+		for _, j := range append(append(s.parked, s.appending...), s.queued...) {
+			j.finish(ErrNotController)
+		}
+	}()
+	s.gen = c.leaderGen.Load()
+	for {
+		// Hand the appender the next group.
+		var sendc chan []*job
+		var group []*job
+		if s.appending == nil && len(s.queued) > 0 {
+			n, recs := 0, 0
+			for n < len(s.queued) && (n == 0 || recs+len(s.queued[n].recs) <= maxGroupRecords) {
+				recs += len(s.queued[n].recs)
+				n++
+			}
+			group, sendc = s.queued[:n], appendc
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case sendc <- group:
+			s.appending = group
+			s.queued = s.queued[len(group):]
+		case res := <-resultc:
+			s.appending = nil
+			if res.err != nil {
+				c.failFrom(&s, res)
+			} else {
+				off := res.off
+				for _, j := range res.jobs {
+					j.off = off
+					off += int64(len(j.recs))
+					s.parked = append(s.parked, j)
+				}
+			}
+			c.completeParked(&s)
+		case <-c.kickc:
+			c.syncGen(&s)
+			c.completeParked(&s)
+		case r := <-c.reqc:
+			c.syncGen(&s)
+			c.runWrite(&s, r)
+		}
+	}
+}
+
+// syncGen drops the queued writes of a leadership that changed: they were
+// computed over an image this controller may no longer extend.
+func (c *Controller) syncGen(s *loopState) {
+	g := c.leaderGen.Load()
+	if g == s.gen {
+		return
+	}
+	s.gen = g
+	for _, j := range s.queued {
+		j.finish(ErrNotController)
+	}
+	s.queued = nil
+	c.rebuildSpec(s)
+}
+
+// runWrite computes one write and queues its records.
+func (c *Controller) runWrite(s *loopState, r *writeReq) {
+	defer close(r.ran)
+	if err := r.ctx.Err(); err != nil {
+		r.done <- err
+		return
+	}
+	im := s.spec
+	if im == nil {
+		im = c.image.Load()
+	}
+	recs, err := r.fn(im)
+	switch {
+	case err != nil:
+		r.done <- err
+		return
+	case len(recs) == 0:
+		if j := s.lastJob(); r.barrier && j != nil {
+			j.barriers = append(j.barriers, r)
+			return
+		}
+		r.done <- nil
+		return
+	case !c.active.Load():
+		r.done <- ErrNotController
+		return
+	}
+	// Nominal offsets: the real ones are known once appended.
+	s.spec = im.Apply(im.Offset+1, recs)
+	s.queued = append(s.queued, &job{req: r, recs: recs, gen: s.gen})
+}
+
+// failFrom fails the jobs of a failed append and every job queued behind
+// them, then starts over from the committed image and the parked jobs.
+func (c *Controller) failFrom(s *loopState, res appendResult) {
+	err := res.err
+	if errors.Is(err, quorum.ErrNotLeader) {
+		err = fmt.Errorf("%w: %v", ErrNotController, err)
+	}
+	for _, j := range res.jobs {
+		j.finish(err)
+	}
+	for _, j := range s.queued {
+		j.finish(fmt.Errorf("%w: an earlier metadata write failed: %v", ErrNotController, res.err))
+	}
+	s.queued = nil
+	c.rebuildSpec(s)
+}
+
+// rebuildSpec recomputes the speculative image from the committed one and
+// the jobs still in flight (appending ones are counted once appended).
+func (c *Controller) rebuildSpec(s *loopState) {
+	s.spec = nil
+	if len(s.parked) == 0 && len(s.appending) == 0 && len(s.queued) == 0 {
+		return
+	}
+	im := c.image.Load()
+	for _, j := range s.parked {
+		if last := j.off + int64(len(j.recs)) - 1; last > im.Offset {
+			im = im.Apply(j.off, j.recs)
+		}
+	}
+	for _, j := range s.appending {
+		im = im.Apply(im.Offset+1, j.recs)
+	}
+	for _, j := range s.queued {
+		im = im.Apply(im.Offset+1, j.recs)
+	}
+	s.spec = im
+}
+
+// completeParked completes the parked jobs the committed image holds.
+func (c *Controller) completeParked(s *loopState) {
+	committed := c.image.Load().Offset
+	n := 0
+	for n < len(s.parked) && s.parked[n].off+int64(len(s.parked[n].recs))-1 <= committed {
+		s.parked[n].finish(nil)
+		n++
+	}
+	if n > 0 {
+		s.parked = append(s.parked[:0], s.parked[n:]...)
+	}
+	if len(s.parked) == 0 && s.appending == nil && len(s.queued) == 0 {
+		s.spec = nil // the committed image is the latest again
+	}
+}
+
+// appender appends groups of jobs, one at a time and in order, as one
+// entry each.
+func (c *Controller) appender(ctx context.Context, appendc <-chan []*job, resultc chan<- appendResult, done chan<- struct{}) {
+	defer close(done)
+	for group := range appendc {
+		res := appendResult{jobs: group}
+		if !c.active.Load() || group[0].gen != c.leaderGen.Load() {
+			res.err = ErrNotController
+		} else {
+			var recs []metadata.Record
+			if len(group) == 1 {
+				recs = group[0].recs
+			} else {
+				for _, j := range group {
+					recs = append(recs, j.recs...)
+				}
+			}
+			res.off, res.err = c.log.Append(ctx, recs)
+		}
+		select {
+		case resultc <- res:
+		case <-ctx.Done():
+			// The loop is ending; it reads the result of the group it
+			// handed out.
+			resultc <- res
+		}
+	}
+}
