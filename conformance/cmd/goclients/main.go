@@ -186,6 +186,8 @@ func run(ctx context.Context, c client) error {
 	case "group-kip848":
 		opts.kip848 = true
 		return scenarioGroup(ctx, c)
+	case "group-migration":
+		return scenarioMigration(ctx, c)
 	case "transactions":
 		return scenarioTransactions(ctx, c)
 	case "compacted-read":
@@ -526,6 +528,79 @@ func scenarioGroup(ctx context.Context, c client) error {
 		return fmt.Errorf("phase 3 (new member resumes from commits): %w", err)
 	}
 	return nil
+}
+
+// scenarioMigration is the online migration of a group between the
+// classic and the KIP-848 consumer protocol (group.consumer.migration.policy
+// bidirectional, Kafka's default): a classic member a consumes and commits;
+// a KIP-848 member b joins, which converts the group to a consumer group,
+// and both consume and commit; b leaves, which converts it back to a
+// classic group, and a consumes the rest. Every record once.
+func scenarioMigration(ctx context.Context, c client) error {
+	a, err := c.newMember(ctx, opts.topic, opts.group)
+	if err != nil {
+		return fmt.Errorf("classic member a: %w", err)
+	}
+	defer a.close()
+	if err := waitGroupStable(ctx, 1, a); err != nil {
+		return fmt.Errorf("classic group: %w", err)
+	}
+	if err := c.produce(ctx, opts.topic, "none", makeRecords("m1", 200, 4), false); err != nil {
+		return fmt.Errorf("produce phase 1: %w", err)
+	}
+	if _, err := pollUntil(ctx, "m1", 200, a); err != nil {
+		return fmt.Errorf("phase 1 (classic member): %w", err)
+	}
+	if err := a.commit(ctx); err != nil {
+		return fmt.Errorf("commit a: %w", err)
+	}
+	opts.kip848 = true
+	b, err := c.newMember(ctx, opts.topic, opts.group)
+	if err != nil {
+		return fmt.Errorf("KIP-848 member b: %w", err)
+	}
+	bOpen := true
+	defer func() {
+		if bOpen {
+			b.close()
+		}
+	}()
+	// Stable as a consumer group: both members have partitions.
+	if err := waitGroupStable(ctx, 2, a, b); err != nil {
+		return fmt.Errorf("after the upgrade: %w", err)
+	}
+	if err := c.produce(ctx, opts.topic, "none", makeRecords("m2", 400, 4), false); err != nil {
+		return fmt.Errorf("produce phase 2: %w", err)
+	}
+	counts, err := pollUntil(ctx, "m2", 400, a, b)
+	if err != nil {
+		return fmt.Errorf("phase 2 (classic and KIP-848 members): %w", err)
+	}
+	if counts[0] == 0 || counts[1] == 0 {
+		return fmt.Errorf("phase 2: one member got nothing (%v): partitions not split", counts)
+	}
+	if err := a.commit(ctx); err != nil {
+		return fmt.Errorf("commit a: %w", err)
+	}
+	if err := b.commit(ctx); err != nil {
+		return fmt.Errorf("commit b: %w", err)
+	}
+	bOpen = false
+	if err := b.close(); err != nil {
+		return fmt.Errorf("close b: %w", err)
+	}
+	opts.kip848 = false
+	// Stable as a classic group again: a has every partition.
+	if err := waitGroupStable(ctx, 1, a); err != nil {
+		return fmt.Errorf("after the downgrade: %w", err)
+	}
+	if err := c.produce(ctx, opts.topic, "none", makeRecords("m3", 200, 4), false); err != nil {
+		return fmt.Errorf("produce phase 3: %w", err)
+	}
+	if _, err := pollUntil(ctx, "m3", 200, a); err != nil {
+		return fmt.Errorf("phase 3 (classic again): %w", err)
+	}
+	return a.commit(ctx)
 }
 
 func scenarioTransactions(ctx context.Context, c client) error {
