@@ -479,21 +479,12 @@ func scenarioGroup(ctx context.Context, c client) error {
 	if err := waitGroupStable(ctx, 2, a, b); err != nil {
 		return err
 	}
-	if err := c.produce(ctx, opts.topic, "none", makeRecords("g1", 400, 4), false); err != nil {
-		return fmt.Errorf("produce phase 1: %w", err)
-	}
-	counts, err := pollUntil(ctx, "g1", 400, a, b)
+	counts, err := phase(ctx, c, "phase 1 (two members)", "g1", 400, a, b)
 	if err != nil {
-		return fmt.Errorf("phase 1 (two members): %w", err)
+		return err
 	}
 	if counts[0] == 0 || counts[1] == 0 {
 		return fmt.Errorf("phase 1: one member got nothing (%v): partitions not split", counts)
-	}
-	if err := a.commit(ctx); err != nil {
-		return fmt.Errorf("commit a: %w", err)
-	}
-	if err := b.commit(ctx); err != nil {
-		return fmt.Errorf("commit b: %w", err)
 	}
 	bOpen = false
 	if err := b.close(); err != nil {
@@ -504,14 +495,8 @@ func scenarioGroup(ctx context.Context, c client) error {
 	if err := waitGroupStable(ctx, 1, a); err != nil {
 		return fmt.Errorf("after b left: %w", err)
 	}
-	if err := c.produce(ctx, opts.topic, "none", makeRecords("g2", 400, 4), false); err != nil {
-		return fmt.Errorf("produce phase 2: %w", err)
-	}
-	if _, err := pollUntil(ctx, "g2", 400, a); err != nil {
-		return fmt.Errorf("phase 2 (b left, a takes over): %w", err)
-	}
-	if err := a.commit(ctx); err != nil {
-		return fmt.Errorf("commit a: %w", err)
+	if _, err := phase(ctx, c, "phase 2 (b left, a takes over)", "g2", 400, a); err != nil {
+		return err
 	}
 	if err := a.close(); err != nil {
 		return fmt.Errorf("close a: %w", err)
@@ -530,6 +515,25 @@ func scenarioGroup(ctx context.Context, c client) error {
 	return nil
 }
 
+// phase produces n records with prefix to the scenario's topic, polls
+// them with members (every record once, see pollUntil) and commits each
+// member's offsets; it returns how many records each received.
+func phase(ctx context.Context, c client, what, prefix string, n int, members ...member) ([]int, error) {
+	if err := c.produce(ctx, opts.topic, "none", makeRecords(prefix, n, 4), false); err != nil {
+		return nil, fmt.Errorf("produce %s: %w", what, err)
+	}
+	counts, err := pollUntil(ctx, prefix, n, members...)
+	if err != nil {
+		return counts, fmt.Errorf("%s: %w", what, err)
+	}
+	for i, m := range members {
+		if err := m.commit(ctx); err != nil {
+			return counts, fmt.Errorf("%s: commit of member %d: %w", what, i, err)
+		}
+	}
+	return counts, nil
+}
+
 // scenarioMigration is the online migration of a group between the
 // classic and the KIP-848 consumer protocol (group.consumer.migration.policy
 // bidirectional, Kafka's default): a classic member a consumes and commits;
@@ -545,14 +549,8 @@ func scenarioMigration(ctx context.Context, c client) error {
 	if err := waitGroupStable(ctx, 1, a); err != nil {
 		return fmt.Errorf("classic group: %w", err)
 	}
-	if err := c.produce(ctx, opts.topic, "none", makeRecords("m1", 200, 4), false); err != nil {
-		return fmt.Errorf("produce phase 1: %w", err)
-	}
-	if _, err := pollUntil(ctx, "m1", 200, a); err != nil {
-		return fmt.Errorf("phase 1 (classic member): %w", err)
-	}
-	if err := a.commit(ctx); err != nil {
-		return fmt.Errorf("commit a: %w", err)
+	if _, err := phase(ctx, c, "phase 1 (classic member)", "m1", 200, a); err != nil {
+		return err
 	}
 	opts.kip848 = true
 	b, err := c.newMember(ctx, opts.topic, opts.group)
@@ -569,21 +567,12 @@ func scenarioMigration(ctx context.Context, c client) error {
 	if err := waitGroupStable(ctx, 2, a, b); err != nil {
 		return fmt.Errorf("after the upgrade: %w", err)
 	}
-	if err := c.produce(ctx, opts.topic, "none", makeRecords("m2", 400, 4), false); err != nil {
-		return fmt.Errorf("produce phase 2: %w", err)
-	}
-	counts, err := pollUntil(ctx, "m2", 400, a, b)
+	counts, err := phase(ctx, c, "phase 2 (classic and KIP-848 members)", "m2", 400, a, b)
 	if err != nil {
-		return fmt.Errorf("phase 2 (classic and KIP-848 members): %w", err)
+		return err
 	}
 	if counts[0] == 0 || counts[1] == 0 {
 		return fmt.Errorf("phase 2: one member got nothing (%v): partitions not split", counts)
-	}
-	if err := a.commit(ctx); err != nil {
-		return fmt.Errorf("commit a: %w", err)
-	}
-	if err := b.commit(ctx); err != nil {
-		return fmt.Errorf("commit b: %w", err)
 	}
 	bOpen = false
 	if err := b.close(); err != nil {
@@ -594,13 +583,8 @@ func scenarioMigration(ctx context.Context, c client) error {
 	if err := waitGroupStable(ctx, 1, a); err != nil {
 		return fmt.Errorf("after the downgrade: %w", err)
 	}
-	if err := c.produce(ctx, opts.topic, "none", makeRecords("m3", 200, 4), false); err != nil {
-		return fmt.Errorf("produce phase 3: %w", err)
-	}
-	if _, err := pollUntil(ctx, "m3", 200, a); err != nil {
-		return fmt.Errorf("phase 3 (classic again): %w", err)
-	}
-	return a.commit(ctx)
+	_, err = phase(ctx, c, "phase 3 (classic again)", "m3", 200, a)
+	return err
 }
 
 func scenarioTransactions(ctx context.Context, c client) error {

@@ -207,7 +207,8 @@ func TestGroupMigrationStateMachine(t *testing.T) {
 		cha, chb = h.join(joinReq("g", a.id, nil, 9, a.protocols())), h.join(joinReq("g", b.id, nil, 9, b.protocols()))
 		ra, rb = mustReady(t, cha, "a rejoins the classic group"), mustReady(t, chb, "b rejoins the classic group")
 		checkCode(t, "a rejoins", ra.ErrorCode, 0)
-		if ra.Generation <= a.generation || (ra.LeaderID != a.id && ra.LeaderID != b.id) {
+		checkCode(t, "b rejoins", rb.ErrorCode, 0)
+		if ra.Generation <= a.generation || rb.Generation != ra.Generation || (ra.LeaderID != a.id && ra.LeaderID != b.id) {
 			t.Fatalf("classic rebalance after the downgrade: %+v", ra)
 		}
 		// The downgrade is in the log: a reload finds a classic group.
