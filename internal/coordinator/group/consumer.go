@@ -337,6 +337,11 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		}
 	}
 	snap.save(m)
+	if m != nil && m.classic != nil {
+		// A member of the classic protocol speaks JoinGroup/Heartbeat.
+		refuse(kerr.UnknownMemberID.Code, "Member "+m.id+" uses the classic protocol.")
+		return
+	}
 	if m != nil && epoch != 0 {
 		if code, msg := m.checkEpoch(epoch, owned); code != 0 {
 			refuse(code, msg)
@@ -840,7 +845,7 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 		}
 		m = old
 	}
-	if m == nil {
+	if m == nil || m.classic != nil {
 		fail(kerr.UnknownMemberID.Code, "Member "+req.MemberID+" is not a member of group "+g.id+".")
 		return
 	}

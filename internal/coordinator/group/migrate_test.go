@@ -218,3 +218,35 @@ func TestGroupMigrationStateMachine(t *testing.T) {
 		}
 	})
 }
+
+// A classic member of a consumer group that goes silent is removed after
+// its own session.timeout.ms (not the consumer protocol's), and its
+// partitions go to the others; a ConsumerGroupHeartbeat naming it is
+// refused.
+func TestGroupMigrationClassicSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := consumerHarness(t, newFakeTopics(map[string]int32{"t": 2}))
+		defer h.close()
+		k := &cm{id: "k"}
+		checkCode(t, "k joins", h.hb("g", k, true).ErrorCode, 0)
+		a := &cc{}
+		r := h.ccJoin(a)
+		checkCode(t, "classic a joins the consumer group", r.ErrorCode, 0)
+		a.apply(t, mustReady(t, h.ccSync(a, nil), "a syncs"))
+		checkCode(t, "consumer heartbeat naming a", h.hb("g", &cm{id: a.id, epoch: a.generation}, false).ErrorCode, kerr.UnknownMemberID.Code)
+		if d := h.consumerDescribe("g"); len(d.Members) != 2 {
+			t.Fatalf("members: %d", len(d.Members))
+		}
+		// k heartbeats every 5 s; a says nothing past its 10 s session.
+		for range 3 {
+			time.Sleep(5 * time.Second)
+			checkCode(t, "k", h.hb("g", k, false).ErrorCode, 0)
+		}
+		synctest.Wait()
+		checkCode(t, "k", h.hb("g", k, false).ErrorCode, 0)
+		if d := h.consumerDescribe("g"); len(d.Members) != 1 || len(k.owned[topicID{1}]) != 2 {
+			t.Fatalf("after a's session: %d members, k owns %v", len(d.Members), k.owned)
+		}
+		checkCode(t, "a after its session", h.heartbeat("g", &tm{id: a.id, generation: a.generation}), kerr.UnknownMemberID.Code)
+	})
+}
