@@ -105,6 +105,37 @@ func checkOwners(t *testing.T, classic []*cc, modern []*cm) int {
 	return len(seen)
 }
 
+// classicPair makes a Stable classic group "g" of two cooperative members
+// owning partitions 0-1 and 2-3 of "t"; it returns them and the
+// generation.
+func (h *harness) classicPair() (a, b *cc, gen int32) {
+	t := h.t
+	t.Helper()
+	a, b = &cc{}, &cc{}
+	ja := h.join(joinReq("g", "", nil, 9, a.protocols()))
+	r := mustReady(t, ja, "a's first join")
+	a.id = r.MemberID
+	r = mustReady(t, h.join(joinReq("g", "", nil, 9, b.protocols())), "b's first join")
+	b.id = r.MemberID
+	cha := h.join(joinReq("g", a.id, nil, 9, a.protocols()))
+	chb := h.join(joinReq("g", b.id, nil, 9, b.protocols()))
+	time.Sleep(7 * time.Second) // the initial rebalance delay
+	ra, rb := mustReady(t, cha, "a joins"), mustReady(t, chb, "b joins")
+	a.generation, b.generation = ra.Generation, rb.Generation
+	leader, follower := a, b
+	if rb.LeaderID == b.id {
+		leader, follower = b, a
+	}
+	fs := h.ccSync(follower, nil)
+	ls := h.ccSync(leader, map[string][]byte{leader.id: classicAssignment(0, 1), follower.id: classicAssignment(2, 3)})
+	leader.apply(t, mustReady(t, ls, "leader sync"))
+	follower.apply(t, mustReady(t, fs, "follower sync"))
+	if h.state("g") != "Stable" || checkOwners(t, []*cc{a, b}, nil) != 4 {
+		t.Fatalf("classic group: %s, a %v b %v", h.state("g"), a.owned, b.owned)
+	}
+	return a, b, a.generation
+}
+
 // Online migration, scripted: a classic group of two cooperative members
 // (a, b) is upgraded when a KIP-848 member (k) joins; the classic members
 // rejoin, revoke and sync through the classic APIs until the three share
@@ -116,30 +147,7 @@ func TestGroupMigrationStateMachine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := consumerHarness(t, newFakeTopics(map[string]int32{"t": 4}))
 		defer func() { h.close() }()
-		a, b := &cc{}, &cc{}
-		ja := h.join(joinReq("g", "", nil, 9, a.protocols()))
-		r := mustReady(t, ja, "a's first join")
-		a.id = r.MemberID
-		r = mustReady(t, h.join(joinReq("g", "", nil, 9, b.protocols())), "b's first join")
-		b.id = r.MemberID
-		cha := h.join(joinReq("g", a.id, nil, 9, a.protocols()))
-		chb := h.join(joinReq("g", b.id, nil, 9, b.protocols()))
-		time.Sleep(7 * time.Second) // the initial rebalance delay
-		ra, rb := mustReady(t, cha, "a joins"), mustReady(t, chb, "b joins")
-		a.generation, b.generation = ra.Generation, rb.Generation
-		leader, follower := a, b
-		if rb.LeaderID == b.id {
-			leader, follower = b, a
-		}
-		fs := h.ccSync(follower, nil)
-		ls := h.ccSync(leader, map[string][]byte{leader.id: classicAssignment(0, 1), follower.id: classicAssignment(2, 3)})
-		leader.apply(t, mustReady(t, ls, "leader sync"))
-		follower.apply(t, mustReady(t, fs, "follower sync"))
-		gen := a.generation
-		if h.state("g") != "Stable" || checkOwners(t, []*cc{a, b}, nil) != 4 {
-			t.Fatalf("classic group: %s, a %v b %v", h.state("g"), a.owned, b.owned)
-		}
-
+		a, b, gen := h.classicPair()
 		// k joins with the consumer protocol: the group is upgraded.
 		k := &cm{id: "k"}
 		checkCode(t, "k joins", h.hb("g", k, true).ErrorCode, 0)
@@ -204,8 +212,8 @@ func TestGroupMigrationStateMachine(t *testing.T) {
 		for _, m := range []*cc{a, b} {
 			checkCode(t, fmt.Sprintf("heartbeat of %s after the downgrade", m.id), h.heartbeat("g", &tm{id: m.id, generation: m.generation}), kerr.RebalanceInProgress.Code)
 		}
-		cha, chb = h.join(joinReq("g", a.id, nil, 9, a.protocols())), h.join(joinReq("g", b.id, nil, 9, b.protocols()))
-		ra, rb = mustReady(t, cha, "a rejoins the classic group"), mustReady(t, chb, "b rejoins the classic group")
+		cha, chb := h.join(joinReq("g", a.id, nil, 9, a.protocols())), h.join(joinReq("g", b.id, nil, 9, b.protocols()))
+		ra, rb := mustReady(t, cha, "a rejoins the classic group"), mustReady(t, chb, "b rejoins the classic group")
 		checkCode(t, "a rejoins", ra.ErrorCode, 0)
 		checkCode(t, "b rejoins", rb.ErrorCode, 0)
 		if ra.Generation <= a.generation || rb.Generation != ra.Generation || (ra.LeaderID != a.id && ra.LeaderID != b.id) {
@@ -248,5 +256,35 @@ func TestGroupMigrationClassicSession(t *testing.T) {
 			t.Fatalf("after a's session: %d members, k owns %v", len(d.Members), k.owned)
 		}
 		checkCode(t, "a after its session", h.heartbeat("g", &tm{id: a.id, generation: a.generation}), kerr.UnknownMemberID.Code)
+	})
+}
+
+// An upgrade whose records cannot be written leaves the classic group,
+// which rebalances (its members rejoin); the joining member gets
+// COORDINATOR_NOT_AVAILABLE and no consumer group exists.
+func TestGroupMigrationUpgradeRollback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := consumerHarness(t, newFakeTopics(map[string]int32{"t": 4}))
+		defer h.close()
+		a, b, gen := h.classicPair()
+		h.store.setFail(kerr.NotEnoughReplicas)
+		checkCode(t, "k joins, write fails", h.hb("g", &cm{id: "k"}, true).ErrorCode, kerr.CoordinatorNotAvailable.Code)
+		h.store.setFail(nil)
+		if lg := h.listGroupsTyped("consumer"); len(lg) != 0 {
+			t.Fatalf("consumer groups after a failed upgrade: %v", lg)
+		}
+		if dg := h.describe("g"); dg.State != "PreparingRebalance" {
+			t.Fatalf("classic group after a failed upgrade: %+v", dg)
+		}
+		for _, m := range []*cc{a, b} {
+			checkCode(t, "heartbeat of "+m.id, h.heartbeat("g", &tm{id: m.id, generation: gen}), kerr.RebalanceInProgress.Code)
+		}
+		cha, chb := h.join(joinReq("g", a.id, nil, 9, a.protocols())), h.join(joinReq("g", b.id, nil, 9, b.protocols()))
+		ra, rb := mustReady(t, cha, "a rejoins"), mustReady(t, chb, "b rejoins")
+		checkCode(t, "a rejoins", ra.ErrorCode, 0)
+		checkCode(t, "b rejoins", rb.ErrorCode, 0)
+		if ra.Generation != gen+1 {
+			t.Fatalf("generation after the failed upgrade: %d, want %d", ra.Generation, gen+1)
+		}
 	})
 }
