@@ -30,24 +30,23 @@ func TestGroupMigration(t *testing.T) {
 	var wg sync.WaitGroup
 	stops := map[*member]func(){}
 	start := func(name string, extra ...kgo.Opt) *member {
-		m := r.newMemberOf([]string{n.Addr()}, name, groupID, kgo.CooperativeStickyBalancer(), extra...)
-		mctx, mcancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(done)
-			m.consume(mctx, nil, nil)
-		}()
+		m, stop := r.startMember(ctx, &wg, []string{n.Addr()}, name, groupID, nil, extra...)
 		stops[m] = func() {
-			mcancel()
-			<-done
+			stop()
 			if err := m.cl.CommitMarkedOffsets(ctx); err != nil {
 				t.Errorf("%s: final commit: %v", m.name, err)
 			}
 			m.cl.Close()
 		}
 		return m
+	}
+	// more produces another batch and waits until it is consumed.
+	more := func(what string) {
+		r.mu.Lock()
+		r.want += batch
+		r.mu.Unlock()
+		produceN(t, admin, topic, batch)
+		r.waitFor(ctx, what, r.done)
 	}
 	groupType := func() string {
 		lg, err := adm.ListGroups(ctx)
@@ -81,21 +80,13 @@ func TestGroupMigration(t *testing.T) {
 	if g := d[groupID]; g.Err != nil || len(g.Members) != 3 {
 		t.Fatalf("ConsumerGroupDescribe after the upgrade: %+v", g)
 	}
-	r.mu.Lock()
-	r.want += batch
-	r.mu.Unlock()
-	produceN(t, admin, topic, batch)
-	r.waitFor(ctx, "the records of the mixed group consumed", r.done)
+	more("the records of the mixed group consumed")
 
 	// Downgrade: the KIP-848 member leaves.
 	stops[k1]()
 	r.waitFor(ctx, "c1 and c2 share the partitions again", func() bool { return disjointCover(r.assignment(c1, c2), partitions) })
 	waitFor(t, 20*time.Second, "the group classic again", func() bool { return groupType() == "consumer/classic" })
-	r.mu.Lock()
-	r.want += batch
-	r.mu.Unlock()
-	produceN(t, admin, topic, batch)
-	r.waitFor(ctx, "the records after the downgrade consumed", r.done)
+	more("the records after the downgrade consumed")
 	stops[c1]()
 	stops[c2]()
 	wg.Wait()
