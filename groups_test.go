@@ -169,6 +169,26 @@ func (r *groupRun) newMemberOf(seeds []string, name, groupID string, balancer kg
 	return m
 }
 
+// startMember starts member name of groupID consuming in the background
+// until stop says so or ctx ends (see consume), counted in wg; the
+// function returned ends its polling and waits for it (the caller then
+// commits and closes).
+func (r *groupRun) startMember(ctx context.Context, wg *sync.WaitGroup, seeds []string, name, groupID string, stop func() bool, extra ...kgo.Opt) (*member, func()) {
+	m := r.newMemberOf(seeds, name, groupID, kgo.CooperativeStickyBalancer(), extra...)
+	mctx, mcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		m.consume(mctx, stop, nil)
+	}()
+	return m, func() {
+		mcancel()
+		<-done
+	}
+}
+
 // assignment returns each member's partitions.
 func (r *groupRun) assignment(ms ...*member) [][]int32 {
 	r.mu.Lock()

@@ -71,19 +71,10 @@ func runKIP848(t *testing.T, seeds []string, admin *kgo.Client, topic string, pa
 	var wg sync.WaitGroup
 	stops := map[*member]func(){}
 	start := func(name string) *member {
-		m := r.newMemberOf(seeds, name, groupID, kgo.CooperativeStickyBalancer(), kgo.ServerSideBalancer())
-		mctx, mcancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(done)
-			m.consume(mctx, r.done, nil)
-		}()
+		m, stop := r.startMember(ctx, &wg, seeds, name, groupID, r.done, kgo.ServerSideBalancer())
 		// stop ends the member's polling, then it leaves the group.
 		stops[m] = func() {
-			mcancel()
-			<-done
+			stop()
 			m.cl.Close()
 		}
 		return m

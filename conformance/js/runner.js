@@ -517,6 +517,7 @@ async function run(c, a) {
     case 'group':
       return scenarioGroup(c, a)
     case 'group-kip848':
+    case 'group-migration':
       throw new NA('kafkajs has no KIP-848 consumer')
     case 'transactions':
       return scenarioTransactions(c, a)

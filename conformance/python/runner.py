@@ -681,6 +681,11 @@ def run(c, a):
     elif s == "group-kip848":
         c.kip848 = True
         scenario_group(c, a)
+    elif s == "group-migration":
+        # Needs a KIP-848 consumer beside a classic one: neither client
+        # here has one (NA from the member's creation).
+        c.kip848 = True
+        scenario_group(c, a)
     elif s == "transactions":
         scenario_transactions(c, a)
     elif s == "compacted-read":

@@ -62,6 +62,7 @@ func (b *Broker) startGroups() {
 		ConsumerMaxHeartbeatInterval: n.GroupConsumerMaxHeartbeatInterval,
 		ConsumerMaxSize:              n.GroupConsumerMaxSize,
 		ConsumerAssignors:            n.GroupConsumerAssignors,
+		ConsumerMigrationPolicy:      n.GroupConsumerMigrationPolicy,
 		Overrides: func(id string) group.Overrides {
 			gc := b.GroupConfig(id)
 			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}

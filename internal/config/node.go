@@ -248,6 +248,10 @@ type Node struct {
 	// assignors of consumer groups by name, the first the default
 	// (default uniform, range; Kafka's class names are accepted too).
 	GroupConsumerAssignors []string
+	// GroupConsumerMigrationPolicy is group.consumer.migration.policy:
+	// bidirectional (the default), upgrade, downgrade or disabled, the
+	// online migrations between the classic and the consumer protocol.
+	GroupConsumerMigrationPolicy string
 	// OffsetsRetention is offsets.retention.minutes (default 7 days).
 	OffsetsRetention time.Duration
 	// FetchMaxBytes is fetch.max.bytes, the cap on a Fetch response
@@ -563,9 +567,21 @@ var consumerGroupProps = map[string]nodeProp{
 	"group.consumer.max.heartbeat.interval.ms": {"15000", millis(func(n *Node) *time.Duration { return &n.GroupConsumerMaxHeartbeatInterval }, time.Millisecond), "largest consumer group heartbeat interval"},
 	"group.consumer.max.size":                  {"2147483647", i32(func(n *Node) *int32 { return &n.GroupConsumerMaxSize }, 1), "members per consumer group"},
 	"group.consumer.assignors":                 {"uniform,range", consumerAssignors, "server-side assignors of consumer groups"},
+	"group.consumer.migration.policy":          {"bidirectional", migrationPolicy, "online migration between the classic and the consumer protocol"},
 }
 
 func init() { maps.Copy(nodeProps, consumerGroupProps) }
+
+// migrationPolicy parses group.consumer.migration.policy
+// (case-insensitive, as Kafka's ConsumerGroupMigrationPolicy).
+func migrationPolicy(n *Node, v string) error {
+	switch p := strings.ToLower(strings.TrimSpace(v)); p {
+	case "bidirectional", "upgrade", "downgrade", "disabled":
+		n.GroupConsumerMigrationPolicy = p
+		return nil
+	}
+	return fmt.Errorf("%w %q (bidirectional, upgrade, downgrade or disabled)", errBadValue, v)
+}
 
 // consumerAssignors parses group.consumer.assignors: names or Kafka's
 // class names of the uniform and range assignors, comma-separated.

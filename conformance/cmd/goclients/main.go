@@ -186,6 +186,8 @@ func run(ctx context.Context, c client) error {
 	case "group-kip848":
 		opts.kip848 = true
 		return scenarioGroup(ctx, c)
+	case "group-migration":
+		return scenarioMigration(ctx, c)
 	case "transactions":
 		return scenarioTransactions(ctx, c)
 	case "compacted-read":
@@ -477,21 +479,12 @@ func scenarioGroup(ctx context.Context, c client) error {
 	if err := waitGroupStable(ctx, 2, a, b); err != nil {
 		return err
 	}
-	if err := c.produce(ctx, opts.topic, "none", makeRecords("g1", 400, 4), false); err != nil {
-		return fmt.Errorf("produce phase 1: %w", err)
-	}
-	counts, err := pollUntil(ctx, "g1", 400, a, b)
+	counts, err := phase(ctx, c, "phase 1 (two members)", "g1", 400, a, b)
 	if err != nil {
-		return fmt.Errorf("phase 1 (two members): %w", err)
+		return err
 	}
 	if counts[0] == 0 || counts[1] == 0 {
 		return fmt.Errorf("phase 1: one member got nothing (%v): partitions not split", counts)
-	}
-	if err := a.commit(ctx); err != nil {
-		return fmt.Errorf("commit a: %w", err)
-	}
-	if err := b.commit(ctx); err != nil {
-		return fmt.Errorf("commit b: %w", err)
 	}
 	bOpen = false
 	if err := b.close(); err != nil {
@@ -502,14 +495,8 @@ func scenarioGroup(ctx context.Context, c client) error {
 	if err := waitGroupStable(ctx, 1, a); err != nil {
 		return fmt.Errorf("after b left: %w", err)
 	}
-	if err := c.produce(ctx, opts.topic, "none", makeRecords("g2", 400, 4), false); err != nil {
-		return fmt.Errorf("produce phase 2: %w", err)
-	}
-	if _, err := pollUntil(ctx, "g2", 400, a); err != nil {
-		return fmt.Errorf("phase 2 (b left, a takes over): %w", err)
-	}
-	if err := a.commit(ctx); err != nil {
-		return fmt.Errorf("commit a: %w", err)
+	if _, err := phase(ctx, c, "phase 2 (b left, a takes over)", "g2", 400, a); err != nil {
+		return err
 	}
 	if err := a.close(); err != nil {
 		return fmt.Errorf("close a: %w", err)
@@ -526,6 +513,78 @@ func scenarioGroup(ctx context.Context, c client) error {
 		return fmt.Errorf("phase 3 (new member resumes from commits): %w", err)
 	}
 	return nil
+}
+
+// phase produces n records with prefix to the scenario's topic, polls
+// them with members (every record once, see pollUntil) and commits each
+// member's offsets; it returns how many records each received.
+func phase(ctx context.Context, c client, what, prefix string, n int, members ...member) ([]int, error) {
+	if err := c.produce(ctx, opts.topic, "none", makeRecords(prefix, n, 4), false); err != nil {
+		return nil, fmt.Errorf("produce %s: %w", what, err)
+	}
+	counts, err := pollUntil(ctx, prefix, n, members...)
+	if err != nil {
+		return counts, fmt.Errorf("%s: %w", what, err)
+	}
+	for i, m := range members {
+		if err := m.commit(ctx); err != nil {
+			return counts, fmt.Errorf("%s: commit of member %d: %w", what, i, err)
+		}
+	}
+	return counts, nil
+}
+
+// scenarioMigration is the online migration of a group between the
+// classic and the KIP-848 consumer protocol (group.consumer.migration.policy
+// bidirectional, Kafka's default): a classic member a consumes and commits;
+// a KIP-848 member b joins, which converts the group to a consumer group,
+// and both consume and commit; b leaves, which converts it back to a
+// classic group, and a consumes the rest. Every record once.
+func scenarioMigration(ctx context.Context, c client) error {
+	a, err := c.newMember(ctx, opts.topic, opts.group)
+	if err != nil {
+		return fmt.Errorf("classic member a: %w", err)
+	}
+	defer a.close()
+	if err := waitGroupStable(ctx, 1, a); err != nil {
+		return fmt.Errorf("classic group: %w", err)
+	}
+	if _, err := phase(ctx, c, "phase 1 (classic member)", "m1", 200, a); err != nil {
+		return err
+	}
+	opts.kip848 = true
+	b, err := c.newMember(ctx, opts.topic, opts.group)
+	if err != nil {
+		return fmt.Errorf("KIP-848 member b: %w", err)
+	}
+	bOpen := true
+	defer func() {
+		if bOpen {
+			b.close()
+		}
+	}()
+	// Stable as a consumer group: both members have partitions.
+	if err := waitGroupStable(ctx, 2, a, b); err != nil {
+		return fmt.Errorf("after the upgrade: %w", err)
+	}
+	counts, err := phase(ctx, c, "phase 2 (classic and KIP-848 members)", "m2", 400, a, b)
+	if err != nil {
+		return err
+	}
+	if counts[0] == 0 || counts[1] == 0 {
+		return fmt.Errorf("phase 2: one member got nothing (%v): partitions not split", counts)
+	}
+	bOpen = false
+	if err := b.close(); err != nil {
+		return fmt.Errorf("close b: %w", err)
+	}
+	opts.kip848 = false
+	// Stable as a classic group again: a has every partition.
+	if err := waitGroupStable(ctx, 1, a); err != nil {
+		return fmt.Errorf("after the downgrade: %w", err)
+	}
+	_, err = phase(ctx, c, "phase 3 (classic again)", "m3", 200, a)
+	return err
 }
 
 func scenarioTransactions(ctx context.Context, c client) error {

@@ -90,7 +90,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest)
 // by member id or by group.instance.id, KIP-345). Per-member errors from
 // v3; before, the member's error is the top-level one.
 func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
-	r, ok := call(c, ctx, func(reply func(*kmsg.LeaveGroupResponse)) { reply(c.leaveGroup(req)) })
+	r, ok := call(c, ctx, func(reply func(*kmsg.LeaveGroupResponse)) { c.leaveGroup(req, reply) })
 	if !ok {
 		r = kmsg.NewPtrLeaveGroupResponse()
 		r.Version = req.Version

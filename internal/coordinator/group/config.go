@@ -119,6 +119,14 @@ type Config struct {
 	// uniform, range). Known: AssignorUniform, AssignorRange.
 	ConsumerAssignors []string
 
+	// ConsumerMigrationPolicy is group.consumer.migration.policy: whether
+	// a classic group with members becomes a consumer group when a member
+	// joins with ConsumerGroupHeartbeat (upgrade), and a consumer group
+	// whose last member of the consumer protocol leaves becomes a classic
+	// group (downgrade): MigrationBidirectional (the default, Kafka's),
+	// MigrationUpgrade, MigrationDowngrade or MigrationDisabled.
+	ConsumerMigrationPolicy string
+
 	// Overrides, when set, returns the group-level configs of a group
 	// (Kafka's consumer.session.timeout.ms and
 	// consumer.heartbeat.interval.ms set by IncrementalAlterConfigs on
@@ -213,6 +221,9 @@ func (cfg Config) withDefaults() Config {
 	if len(cfg.ConsumerAssignors) == 0 {
 		cfg.ConsumerAssignors = DefaultAssignors
 	}
+	if cfg.ConsumerMigrationPolicy == "" {
+		cfg.ConsumerMigrationPolicy = MigrationBidirectional
+	}
 	return cfg
 }
 
@@ -252,6 +263,11 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("%w: group.consumer.heartbeat.interval.ms %v must be below group.consumer.session.timeout.ms %v", ErrInvalidConfig, d.ConsumerHeartbeatInterval, d.ConsumerSessionTimeout)
 	case d.ConsumerMaxSize < 1:
 		return fmt.Errorf("%w: group.consumer.max.size %d < 1", ErrInvalidConfig, cfg.ConsumerMaxSize)
+	}
+	switch d.ConsumerMigrationPolicy {
+	case MigrationBidirectional, MigrationUpgrade, MigrationDowngrade, MigrationDisabled:
+	default:
+		return fmt.Errorf("%w: group.consumer.migration.policy %q (bidirectional, upgrade, downgrade or disabled)", ErrInvalidConfig, d.ConsumerMigrationPolicy)
 	}
 	for _, a := range d.ConsumerAssignors {
 		if assignors[a] == nil {

@@ -62,6 +62,10 @@ type cmember struct {
 
 	session    *deadline.Timer
 	revocation *deadline.Timer // rebalance timeout while revoking
+
+	// classic is set for a member using the classic protocol
+	// (JoinGroup/SyncGroup/Heartbeat, migrate.go).
+	classic *classicMeta
 }
 
 // topicMeta is a subscribed topic as the last assignment saw it.
@@ -241,9 +245,13 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		return
 	}
 	var recs []Record
+	upgrade := false
 	if g != nil && g.cg == nil && (g.state != stateEmpty || len(g.members) > 0 || len(g.pending) > 0 || epoch != 0) {
-		fail(kerr.GroupIDNotFound.Code, "Group "+g.id+" is not a consumer group.")
-		return
+		if epoch != 0 || len(g.members) == 0 || !c.canUpgrade(g) {
+			fail(kerr.GroupIDNotFound.Code, "Group "+g.id+" is not a consumer group.")
+			return
+		}
+		upgrade = true // online migration from the classic protocol
 	}
 	if epoch == leaveEpoch || epoch == staticLeaveEpoch {
 		if g == nil || g.cg == nil {
@@ -264,7 +272,9 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		c.rollback(snap, false)
 		fail(code, msg)
 	}
-	if g != nil && g.cg == nil {
+	if upgrade {
+		c.upgradeToConsumer(g, &recs)
+	} else if g != nil && g.cg == nil {
 		// An empty classic group (or offsets only) becomes a consumer
 		// group, as Kafka upgrades it; its classic record goes.
 		if g.generation > 0 || g.protocolType != "" {
@@ -327,6 +337,11 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		}
 	}
 	snap.save(m)
+	if m != nil && m.classic != nil {
+		// A member of the classic protocol speaks JoinGroup/Heartbeat.
+		refuse(kerr.UnknownMemberID.Code, "Member "+m.id+" uses the classic protocol.")
+		return
+	}
 	if m != nil && epoch != 0 {
 		if code, msg := m.checkEpoch(epoch, owned); code != 0 {
 			refuse(code, msg)
@@ -755,6 +770,9 @@ func (c *Coordinator) scheduleConsumerSession(g *group, m *cmember) {
 	c.timers.Cancel(m.session)
 	cg := g.cg
 	session, _ := c.cfg.consumerTimeouts(g.id)
+	if m.classic != nil {
+		session = durationMs(m.classic.sessionTimeoutMs)
+	}
 	m.session = c.timers.Schedule(time.Now().Add(session), func() {
 		m.session = nil
 		if g.cg == cg && cg.members[m.id] == m && c.owns(g.part) {
@@ -793,6 +811,9 @@ func (c *Coordinator) fenceConsumerMember(g *group, m *cmember) {
 	snap := c.snapshotConsumer(g.part, g.id)
 	snap.save(m)
 	recs := c.removeConsumerMember(g, m)
+	if m.classic == nil {
+		c.maybeDowngrade(g, &recs)
+	}
 	c.appendRecords(g.part, recs, func(err error) {
 		if err != nil {
 			c.logGroup(g).Warn("failed to write the removal of a consumer group member; rolled back", "member_id", m.id, "err", err)
@@ -824,7 +845,7 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 		}
 		m = old
 	}
-	if m == nil {
+	if m == nil || m.classic != nil {
 		fail(kerr.UnknownMemberID.Code, "Member "+req.MemberID+" is not a member of group "+g.id+".")
 		return
 	}
@@ -842,6 +863,7 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 	} else {
 		recs = c.removeConsumerMember(g, m)
 		c.logGroup(g).Info("consumer group member left", "member_id", m.id)
+		c.maybeDowngrade(g, &recs)
 	}
 	c.writeThenReply(g, snap, recs, func(code int16) {
 		resp.ErrorCode = code
@@ -868,6 +890,14 @@ func (cg *consumerGroup) validateOffsetCommit(memberID string, epoch int32, vers
 	m := cg.members[memberID]
 	if m == nil {
 		return kerr.UnknownMemberID.Code
+	}
+	if m.classic != nil {
+		// A classic member commits with its generation, the member
+		// epoch its last JoinGroup gave it.
+		if epoch != m.epoch {
+			return kerr.IllegalGeneration.Code
+		}
+		return 0
 	}
 	if !txn && version < 9 {
 		return kerr.UnsupportedVersion.Code
@@ -952,6 +982,9 @@ func (c *Coordinator) consumerDescribe(req *kmsg.ConsumerGroupDescribeRequest) *
 			dm.Assignment = toKmsg(m.assigned)
 			dm.TargetAssignment = toKmsg(cg.target[m.id])
 			dm.MemberType = 1 // v1: the consumer protocol (0: classic)
+			if m.classic != nil {
+				dm.MemberType = 0
+			}
 			dg.Members = append(dg.Members, dm)
 		}
 		resp.Groups = append(resp.Groups, dg)

@@ -375,7 +375,9 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		second := base()
 		second.MemberID = "m2"
 		checkCode(t, "past group.consumer.max.size", h.c.ConsumerGroupHeartbeat(context.Background(), Client{}, second).ErrorCode, kerr.GroupMaxSizeReached.Code)
-		// A classic group with members is not a consumer group.
+		// A classic group with members is not upgraded past
+		// group.consumer.max.size, and a classic member joining a full
+		// consumer group is refused likewise.
 		ch := h.join(joinReq("classic", "", nil, 3, protocols("range")))
 		time.Sleep(4 * time.Second) // the initial rebalance delay
 		checkCode(t, "classic join", mustReady(t, ch, "classic join").ErrorCode, 0)
@@ -383,7 +385,7 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		classic.Group = "classic"
 		checkCode(t, "heartbeat to a classic group", h.c.ConsumerGroupHeartbeat(context.Background(), Client{}, classic).ErrorCode, kerr.GroupIDNotFound.Code)
 		checkCode(t, "classic join to a consumer group", mustReady(t, h.join(joinReq("g", "", nil, 3, protocols("range"))), "join").ErrorCode,
-			kerr.InconsistentGroupProtocol.Code)
+			kerr.GroupMaxSizeReached.Code)
 	})
 }
 

@@ -64,6 +64,7 @@ type cgMemberValue struct {
 	regex                *string
 	rebalanceTimeoutMs   int32
 	assignor             *string
+	classic              *classicMeta // tagged field 0, ClassicMemberMetadata
 }
 
 type cgCurrentValue struct {
@@ -140,7 +141,25 @@ func cgMemberRecord(group string, m *cmember) Record {
 	v = appendCompactNullable(v, m.regex)
 	v = binary.BigEndian.AppendUint32(v, uint32(m.rebalanceTimeoutMs))
 	v = appendCompactNullable(v, m.assignor)
-	return Record{Key: cgKey(cgMemberMetadataType, group, m.id), Value: append(v, 0)}
+	if m.classic == nil {
+		return Record{Key: cgKey(cgMemberMetadataType, group, m.id), Value: append(v, 0)}
+	}
+	// Tagged field 0: ClassicMemberMetadata (session timeout, supported
+	// protocols) of a member using the classic protocol.
+	cm := binary.BigEndian.AppendUint32(nil, uint32(m.classic.sessionTimeoutMs))
+	cm = binary.AppendUvarint(cm, uint64(len(m.classic.protocols))+1)
+	for _, p := range m.classic.protocols {
+		cm = appendCompactString(cm, p.name)
+		cm = binary.AppendUvarint(cm, uint64(len(p.metadata))+1)
+		cm = append(cm, p.metadata...)
+		cm = append(cm, 0)
+	}
+	cm = append(cm, 0)
+	v = binary.AppendUvarint(v, 1)
+	v = binary.AppendUvarint(v, 0)
+	v = binary.AppendUvarint(v, uint64(len(cm)))
+	v = append(v, cm...)
+	return Record{Key: cgKey(cgMemberMetadataType, group, m.id), Value: v}
 }
 
 func cgTargetMemberRecord(group, memberID string, a assignment) Record {
@@ -340,6 +359,13 @@ func decodeConsumer(typ int16, rec Record) (*ConsumerRecord, error) {
 		v.regex = r.compactNullable()
 		v.rebalanceTimeoutMs = r.int32()
 		v.assignor = r.compactNullable()
+		for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+			tag, size := r.uvarint(), r.uvarint()
+			body := r.bytes(size)
+			if tag == 0 && r.err == nil {
+				v.classic = readClassicMeta(body)
+			}
+		}
 		cr.Value = v
 	case cgTargetMemberType:
 		cr.Value = r.assignment()
@@ -352,7 +378,9 @@ func decodeConsumer(typ int16, rec Record) (*ConsumerRecord, error) {
 		v.revoking = r.assignment()
 		cr.Value = v
 	}
-	r.tags()
+	if typ != cgMemberMetadataType { // read with its tagged fields above
+		r.tags()
+	}
 	if r.err != nil {
 		return nil, fmt.Errorf("%w: consumer group value %d: %v", ErrCorruptRecord, typ, r.err)
 	}
@@ -436,4 +464,29 @@ func (cr *ConsumerRecord) record() Record {
 		return Record{Key: cgKey(cr.Type, cr.Group, cr.MemberID)}
 	}
 	return Record{Key: cgKey(cr.Type, cr.Group)}
+}
+
+// readClassicMeta decodes ClassicMemberMetadata; nil if malformed.
+func readClassicMeta(b []byte) *classicMeta {
+	r := &cgReader{b: b}
+	cm := &classicMeta{sessionTimeoutMs: r.int32()}
+	n := r.arrayLen(3)
+	for range max(n, 0) {
+		name := r.compactString()
+		ml := r.uvarint()
+		var md []byte
+		if ml > 0 {
+			md = slices.Clone(r.bytes(ml - 1))
+		}
+		r.tags()
+		if md == nil {
+			md = []byte{}
+		}
+		cm.protocols = append(cm.protocols, protocol{name: name, metadata: md})
+	}
+	r.tags()
+	if r.err != nil || len(cm.protocols) == 0 {
+		return nil
+	}
+	return cm
 }

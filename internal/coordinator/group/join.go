@@ -151,8 +151,8 @@ func (c *Coordinator) joinGroup(cl Client, req *kmsg.JoinGroupRequest, reply fun
 	}
 	if g.cg != nil {
 		if len(g.cg.members) > 0 {
-			// Online migration between the protocols is not done.
-			fail(kerr.InconsistentGroupProtocol.Code, req.MemberID)
+			// A classic member of a consumer group (migrate.go).
+			c.classicJoinToConsumer(g, j)
 			return
 		}
 		// An empty consumer group becomes a classic group, as in Kafka.
@@ -713,6 +713,14 @@ func (c *Coordinator) syncGroup(req *kmsg.SyncGroupRequest, reply func(*kmsg.Syn
 		return
 	}
 	g := part.groups[req.Group]
+	var instanceID *string
+	if v >= 3 {
+		instanceID = req.InstanceID
+	}
+	if g != nil && g.cg != nil && g.state != stateDead {
+		c.classicSyncToConsumer(g, req, instanceID, reply)
+		return
+	}
 	if g == nil || g.state == stateEmpty {
 		fail(kerr.UnknownMemberID.Code)
 		return
@@ -720,10 +728,6 @@ func (c *Coordinator) syncGroup(req *kmsg.SyncGroupRequest, reply func(*kmsg.Syn
 	if g.state == stateDead {
 		fail(kerr.CoordinatorNotAvailable.Code)
 		return
-	}
-	var instanceID *string
-	if v >= 3 {
-		instanceID = req.InstanceID
 	}
 	if code := g.validateMember(req.MemberID, instanceID); code != 0 {
 		fail(code)
@@ -820,6 +824,9 @@ func (c *Coordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	if req.Version >= 3 {
 		instanceID = req.InstanceID
 	}
+	if g.cg != nil {
+		return c.classicHeartbeatToConsumer(g, req, instanceID)
+	}
 	if code := g.validateMember(req.MemberID, instanceID); code != 0 {
 		return code
 	}
@@ -838,8 +845,18 @@ func (c *Coordinator) heartbeat(req *kmsg.HeartbeatRequest) int16 {
 	return kerr.UnknownMemberID.Code
 }
 
-// leaveGroup handles LeaveGroup v0-v5 (batched from v3, KIP-345).
-func (c *Coordinator) leaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
+// leaveGroup handles LeaveGroup v0-v5 (batched from v3, KIP-345); reply
+// is called once, at once for a classic group, after the write for a
+// consumer group's classic members.
+func (c *Coordinator) leaveGroup(req *kmsg.LeaveGroupRequest, reply func(*kmsg.LeaveGroupResponse)) {
+	if r := c.leaveGroupSync(req, reply); r != nil {
+		reply(r)
+	}
+}
+
+// leaveGroupSync is leaveGroup; it returns nil when it will call reply
+// itself later.
+func (c *Coordinator) leaveGroupSync(req *kmsg.LeaveGroupRequest, reply func(*kmsg.LeaveGroupResponse)) *kmsg.LeaveGroupResponse {
 	v := req.Version
 	resp := kmsg.NewPtrLeaveGroupResponse()
 	resp.Version = v
@@ -882,6 +899,10 @@ func (c *Coordinator) leaveGroup(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupRe
 	if g.state == stateDead {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return finish()
+	}
+	if g.cg != nil {
+		c.classicLeaveFromConsumer(g, req, idents, resp, finish, reply)
+		return nil
 	}
 	left := 0
 	for _, ident := range idents {

@@ -96,6 +96,7 @@ func (c *Coordinator) installConsumer(part *partition, ls *loadState, now time.T
 			m := &cmember{
 				id: mid, instanceID: mv.instanceID, rackID: mv.rackID, clientID: mv.clientID, clientHost: mv.clientHost,
 				topics: mv.topics, regex: mv.regex, rebalanceTimeoutMs: mv.rebalanceTimeoutMs, assignor: mv.assignor,
+				classic:  mv.classic,
 				assigned: assignment{}, revoking: assignment{},
 			}
 			if m.regex != nil {

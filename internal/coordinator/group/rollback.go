@@ -1,6 +1,11 @@
 package group
 
-import "maps"
+import (
+	"maps"
+	"time"
+
+	"github.com/samsahq/samsa/internal/deadline"
+)
 
 // Rolling back a consumer group after a failed write.
 //
@@ -38,6 +43,17 @@ type cgSnapshot struct {
 	cg      *consumerGroup       // the live group, when wasConsumer
 	val     consumerGroup        // its fields, maps cloned
 	members map[*cmember]cmember // members' fields saved before a change
+
+	classic *classicSnap // a classic group with members (an upgrade may convert it)
+}
+
+// classicSnap is a classic group's membership before an online upgrade.
+type classicSnap struct {
+	members   map[string]*member
+	static    map[string]string
+	supported map[string]int
+	leader    string
+	state     state
 }
 
 // snapshotConsumer records group id of part before a change.
@@ -50,6 +66,10 @@ func (c *Coordinator) snapshotConsumer(part *partition, id string) *cgSnapshot {
 	s.epoch = g.writeEpoch
 	s.protocolType, s.protocolName, s.generation, s.stateTimestamp = g.protocolType, g.protocolName, g.generation, g.stateTimestamp
 	if g.cg == nil {
+		if len(g.members) > 0 {
+			s.classic = &classicSnap{members: maps.Clone(g.members), static: maps.Clone(g.static),
+				supported: maps.Clone(g.supported), leader: g.leader, state: g.state}
+		}
 		return s
 	}
 	s.wasConsumer, s.cg, s.val = true, g.cg, *g.cg
@@ -108,7 +128,25 @@ func (c *Coordinator) rollback(s *cgSnapshot, failedWrite bool) {
 		if s.g == nil && len(g.offsets) == 0 && len(g.pendingCommits) == 0 && len(g.pendingTxnOffsets) == 0 {
 			delete(s.part.groups, s.id)
 		}
+		if cs := s.classic; cs != nil {
+			// An online upgrade that was not written: the classic
+			// group is back, and rebalances (its parked requests were
+			// answered when it was converted).
+			g.members, g.static, g.supported, g.leader = cs.members, cs.static, cs.supported, cs.leader
+			g.pending, g.pendingSync = map[string]*deadline.Timer{}, map[string]bool{}
+			for _, m := range g.members {
+				m.join, m.sync = nil, nil
+				c.rescheduleHeartbeat(g, m, m.sessionTimeout())
+			}
+			g.transition(cs.state, time.Now())
+			if cs.state != stateEmpty {
+				c.prepareRebalance(g, "online upgrade not written")
+			}
+		}
 		return
+	}
+	if g.cg == nil {
+		c.undoDowngrade(g) // a downgrade that was not written
 	}
 	cg := s.cg
 	*cg = s.val
