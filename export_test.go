@@ -3,3 +3,9 @@ package samsa
 // ConsumerBytesOut is the record bytes n's broker has served to consumers
 // (KIP-392 tests: which replica a consumer reads from).
 func ConsumerBytesOut(n *Node) int64 { return n.broker.ConsumerBytesOut() }
+
+// FetchSessions is the number of fetch sessions n's broker caches.
+func FetchSessions(n *Node) int { return n.broker.FetchSessions() }
+
+// FetchPartitionsSent is how many partitions n's follower fetches named.
+func FetchPartitionsSent(n *Node) int64 { return n.broker.FetchPartitionsSent() }
