@@ -115,14 +115,21 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var acct fetchAcct
 	defer func() { acct.count(req.ReplicaID >= 0) }()
-	var wake chan struct{}
-	var watched []*replica.Partition
+	// A fetch short of min_bytes waits in the purgatory of its partitions,
+	// which count the bytes appends make readable (to the log end for a
+	// follower, to the high-watermark for a consumer): it reads again
+	// once they may add up to what it lacks, not on every append.
+	var waiter *replica.Waiter
 	defer func() {
-		for _, p := range watched {
-			p.Unwatch(wake)
+		if waiter != nil {
+			waiter.Close()
 		}
 	}()
 	for {
+		var seen int64 // bytes counted before this read
+		if waiter != nil {
+			seen = waiter.Bytes()
+		}
 		resp.Reset()
 		kresp.Topics = kresp.Topics[:0]
 		bytes, failed := b.fetchOnce(req, resp, &acct, denied)
@@ -135,23 +142,25 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			b.served(req, bytes)
 			return finish()
 		}
-		if wake == nil {
-			wake = make(chan struct{}, 1)
+		if waiter == nil {
+			waiter = replica.NewWaiter()
 			for _, rt := range req.Topics {
 				for _, rp := range rt.Partitions {
 					if p := b.replicas.Get(rt.Topic, rp.Partition); p != nil {
-						p.Watch(wake)
-						watched = append(watched, p)
+						p.WatchBytes(waiter, req.ReplicaID >= 0)
 					}
 				}
 			}
 			// Data may have arrived between the read and the watch.
 			continue
 		}
+		// Appended bytes counted during the read may be in bytes too:
+		// the wake may come early, never late.
+		waiter.Arm(seen + int64(req.MinBytes) - int64(bytes))
 		timer := time.NewTimer(wait)
 		waitStart := time.Now()
 		select {
-		case <-wake:
+		case <-waiter.C():
 			timer.Stop()
 			metrics.AddRemote(ctx, time.Since(waitStart))
 		case <-timer.C:

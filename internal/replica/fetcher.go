@@ -357,6 +357,7 @@ func (p *Partition) restartAt(offset int64) error {
 	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
 		return err
 	}
+	p.purg.truncated(-1)
 	p.hw.Store(offset)
 	return nil
 }

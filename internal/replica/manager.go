@@ -237,7 +237,7 @@ func (m *Manager) Remove(tp TopicPartition) error {
 	}
 	m.mu.Unlock()
 	if p != nil {
-		p.notify() // wake fetches and produces so they see the partition gone
+		p.purg.wakeAll() // wake fetches and produces so they see the partition gone
 	}
 	return m.logs.Delete(storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 }
