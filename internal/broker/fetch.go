@@ -87,7 +87,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 				return kresp, nil
 			}
 			sess.updateLocked(req)
-			sess.epoch = nextEpoch(sess.epoch)
+			sess.epoch = replica.NextSessionEpoch(sess.epoch)
 			req = sess.requestLocked(req)
 			sess.mu.Unlock()
 		}

@@ -144,15 +144,6 @@ func (fs *fetchSessions) create(follower bool, now time.Time) *fetchSession {
 	return s
 }
 
-// nextEpoch is the epoch after e: 1 after math.MaxInt32, as Kafka's
-// JFetchMetadata.nextEpoch.
-func nextEpoch(e int32) int32 {
-	if e == math.MaxInt32 {
-		return 1
-	}
-	return e + 1
-}
-
 // updateLocked applies an incremental request's partitions and forgotten
 // topics to s. Called with s.mu held.
 func (s *fetchSession) updateLocked(req *kmsg.FetchRequest) {

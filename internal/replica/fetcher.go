@@ -261,14 +261,15 @@ func (s *fetchSession) done(resp *kmsg.FetchResponse) {
 	case s.full:
 		s.id, s.epoch, s.held = resp.SessionID, 1, s.next
 	default:
-		s.epoch = nextEpoch(s.epoch)
+		s.epoch = NextSessionEpoch(s.epoch)
 		s.held = s.next
 	}
 	s.next = nil
 }
 
-// nextEpoch is the session epoch after e: 1 after math.MaxInt32.
-func nextEpoch(e int32) int32 {
+// NextSessionEpoch is the fetch session epoch (KIP-227) after e: 1 after
+// math.MaxInt32, as Kafka's FetchMetadata.nextEpoch.
+func NextSessionEpoch(e int32) int32 {
 	if e == math.MaxInt32 {
 		return 1
 	}
