@@ -13,3 +13,9 @@ func StopWithoutControlledShutdown(c *Cluster, id int32) error {
 	}
 	return c.StopNode(id)
 }
+
+// FetchSessions is the number of fetch sessions n's broker caches.
+func FetchSessions(n *Node) int { return n.broker.FetchSessions() }
+
+// FetchPartitionsSent is how many partitions n's follower fetches named.
+func FetchPartitionsSent(n *Node) int64 { return n.broker.FetchPartitionsSent() }

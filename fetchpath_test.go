@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa"
 )
@@ -69,5 +70,55 @@ func BenchmarkFetch(b *testing.B) {
 				cl.Close()
 			}
 		})
+	}
+}
+
+// TestFetchMinBytes: a consumer's fetch with min_bytes 3000 and a minute
+// of max_wait, sent to an empty partition, is answered once single-record
+// produces have made 3000 bytes readable, with at least that much: the
+// purgatory counts what appends make readable and wakes it then (a fetch
+// never woken would run into the 20 s context).
+func TestFetchMinBytes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n, kgo.DefaultProduceTopic("mb"))
+	createTopic(t, cl, "mb", 1, nil)
+	br := direct(t, cl)
+	type result struct {
+		resp *kmsg.FetchResponse
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID, req.MinBytes, req.MaxWaitMillis, req.MaxBytes = -1, 3000, 60_000, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "mb"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.PartitionMaxBytes = 1 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, br)
+		done <- result{resp, err}
+	}()
+	value := make([]byte, 100)
+	for i := 0; ; i++ {
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("fetch after %d produces: %v", i, r.err)
+			}
+			got := len(r.resp.Topics[0].Partitions[0].RecordBatches)
+			if got < 3000 {
+				t.Fatalf("fetch answered with %d bytes after %d produces, min_bytes 3000", got, i)
+			}
+			return
+		default:
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
 	}
 }

@@ -145,6 +145,8 @@ type Broker struct {
 
 	closed atomic.Bool
 
+	sessions *fetchSessions // fetch sessions (KIP-227, fetchsession.go)
+
 	// consumerBytesOut counts the bytes of records served to consumers
 	// (not to followers) by Fetch, for tests of KIP-392.
 	consumerBytesOut atomic.Int64
@@ -155,6 +157,15 @@ type Broker struct {
 // concurrent use.
 func (b *Broker) ConsumerBytesOut() int64 { return b.consumerBytesOut.Load() }
 
+// FetchSessions is the number of fetch sessions (KIP-227) cached. Safe
+// for concurrent use.
+func (b *Broker) FetchSessions() int { return b.sessions.Len() }
+
+// FetchPartitionsSent is how many partitions this broker's follower
+// fetches named (replica.Manager.FetchPartitionsSent). Safe for concurrent
+// use.
+func (b *Broker) FetchPartitionsSent() int64 { return b.replicas.FetchPartitionsSent() }
+
 // New returns a broker that hosts the partitions the image assigns it.
 func New(cfg Config) (*Broker, error) {
 	logger := cfg.Logger
@@ -162,15 +173,16 @@ func New(cfg Config) (*Broker, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Broker{
-		node:   cfg.Node,
-		ctrl:   cfg.Controller,
-		quorum: cfg.Quorum,
-		logger: logger,
-		logs:   cfg.Logs,
-		levels: cfg.Levels,
-		quotas: cfg.ConnectionQuotas,
-		stop:   make(chan struct{}),
-		usage:  &clientQuotas{},
+		sessions: newFetchSessions(cfg.Node.MaxIncrementalFetchSessionCacheSlots),
+		node:     cfg.Node,
+		ctrl:     cfg.Controller,
+		quorum:   cfg.Quorum,
+		logger:   logger,
+		logs:     cfg.Logs,
+		levels:   cfg.Levels,
+		quotas:   cfg.ConnectionQuotas,
+		stop:     make(chan struct{}),
+		usage:    &clientQuotas{},
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
 		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),

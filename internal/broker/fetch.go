@@ -34,9 +34,9 @@ import (
 //   - v12: flexible versions: compact encodings and tagged fields (KIP-482),
 //     LastFetchedEpoch (request TopicPartition)
 
-// Fetch v4-v12. Fetch sessions (KIP-227) are declined: every response
-// carries session id 0, so clients keep sending full fetches. A fetch that
-// finds fewer than min_bytes waits up to max_wait_ms and wakes on append.
+// Fetch v4-v12, with fetch sessions from v7 (KIP-227, fetchsession.go). A
+// fetch that finds fewer than min_bytes waits up to max_wait_ms in the
+// partitions' purgatory, woken when appends make enough bytes readable.
 // max_bytes and the partition max bytes bound the response, except that the
 // first batch found is returned whole (KIP-74). read_committed consumers
 // (v4+, KIP-98) read below the last stable offset and get the aborted
@@ -59,55 +59,108 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		return b.quorum.HandleFetch(ctx, req), nil
 	}
 	resp := &wire.FetchResponse{FetchResponse: kresp, Sendfile: b.node.FetchSendfile}
-	if req.SessionEpoch > 0 {
-		// An incremental fetch (KIP-227): we never hand out a session, so
-		// the one it names is unknown. Epochs 0 (INITIAL) and -1 (FINAL)
-		// ask for a full fetch whatever the session id, as in Kafka's
-		// FetchManager; kafka-go sends session id -1 with epoch -1.
-		kresp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		return kresp, nil
+	var sess *fetchSession // the session of an incremental fetch
+	create := false        // a full fetch asking for a session
+	if req.Version >= 7 {
+		switch {
+		case req.SessionEpoch < 0:
+			// FINAL: close the session, serve a full fetch without one.
+			if req.SessionID != 0 {
+				b.sessions.remove(req.SessionID)
+			}
+		case req.SessionEpoch == 0:
+			// INITIAL: a full fetch that asks for a new session.
+			if req.SessionID != 0 {
+				b.sessions.remove(req.SessionID)
+			}
+			create = true
+		default:
+			sess = b.sessions.lookup(req.SessionID, time.Now())
+			if sess != nil {
+				sess.mu.Lock()
+			}
+			if err := sessionError(sess, req.SessionEpoch); err != nil {
+				if sess != nil {
+					sess.mu.Unlock()
+				}
+				kresp.ErrorCode = err.Code
+				return kresp, nil
+			}
+			sess.updateLocked(req)
+			sess.epoch = replica.NextSessionEpoch(sess.epoch)
+			req = sess.requestLocked(req)
+			sess.mu.Unlock()
+		}
+	}
+	// finish records the response in the session (dropping, for an
+	// incremental fetch, the partitions with nothing new) or creates one.
+	finish := func() (kmsg.Response, error) {
+		switch {
+		case sess != nil:
+			sess.mu.Lock()
+			sess.respondLocked(kresp, true)
+			sess.mu.Unlock()
+			kresp.SessionID = sess.id
+		case create && kresp.ErrorCode == 0:
+			if s := b.sessions.create(req.ReplicaID >= 0, time.Now()); s != nil {
+				s.mu.Lock()
+				s.fillLocked(req, kresp)
+				s.mu.Unlock()
+				kresp.SessionID = s.id
+			}
+		}
+		return resp, nil
 	}
 	denied := b.fetchDenied(c, req)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var acct fetchAcct
 	defer func() { acct.count(req.ReplicaID >= 0) }()
-	var wake chan struct{}
-	var watched []*replica.Partition
+	// A fetch short of min_bytes waits in the purgatory of its partitions,
+	// which count the bytes appends make readable (to the log end for a
+	// follower, to the high-watermark for a consumer): it reads again
+	// once they may add up to what it lacks, not on every append.
+	var waiter *replica.Waiter
 	defer func() {
-		for _, p := range watched {
-			p.Unwatch(wake)
+		if waiter != nil {
+			waiter.Close()
 		}
 	}()
 	for {
+		var seen int64 // bytes counted before this read
+		if waiter != nil {
+			seen = waiter.Bytes()
+		}
 		resp.Reset()
 		kresp.Topics = kresp.Topics[:0]
 		bytes, failed := b.fetchOnce(req, resp, &acct, denied)
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 			b.served(req, bytes)
-			return resp, nil
+			return finish()
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			b.served(req, bytes)
-			return resp, nil
+			return finish()
 		}
-		if wake == nil {
-			wake = make(chan struct{}, 1)
+		if waiter == nil {
+			waiter = replica.NewWaiter()
 			for _, rt := range req.Topics {
 				for _, rp := range rt.Partitions {
 					if p := b.replicas.Get(rt.Topic, rp.Partition); p != nil {
-						p.Watch(wake)
-						watched = append(watched, p)
+						p.WatchBytes(waiter, req.ReplicaID >= 0)
 					}
 				}
 			}
 			// Data may have arrived between the read and the watch.
 			continue
 		}
+		// Appended bytes counted during the read may be in bytes too:
+		// the wake may come early, never late.
+		waiter.Arm(seen + int64(req.MinBytes) - int64(bytes))
 		timer := time.NewTimer(wait)
 		waitStart := time.Now()
 		select {
-		case <-wake:
+		case <-waiter.C():
 			timer.Stop()
 			metrics.AddRemote(ctx, time.Since(waitStart))
 		case <-timer.C:
@@ -117,7 +170,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			kresp.Topics = kresp.Topics[:0]
 			bytes, _ := b.fetchOnce(req, resp, &acct, denied)
 			b.served(req, bytes)
-			return resp, nil
+			return finish()
 		case <-ctx.Done():
 			timer.Stop()
 			resp.Release()

@@ -197,23 +197,7 @@ func (s offsetsStore) Append(ctx context.Context, p int32, recs []group.Record) 
 	}
 	// Committed once the high-watermark passed the batch (at once on a
 	// single node; after the followers fetched it otherwise).
-	if rp.HighWatermark() > res.LastOffset {
-		return nil
-	}
-	wake := make(chan struct{}, 1)
-	rp.Watch(wake)
-	defer rp.Unwatch(wake)
-	for rp.HighWatermark() <= res.LastOffset {
-		if s.b.replicas.Get(offsetsTopic, p) != rp {
-			return kerr.NotLeaderForPartition
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return kerr.RequestTimedOut
-		}
-	}
-	return nil
+	return s.b.waitCommitted(ctx, rp, res.LastOffset, offsetsTopic, p)
 }
 
 // Load reads the partition from its log start offset to its log end

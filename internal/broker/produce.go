@@ -226,10 +226,10 @@ func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Req
 		for i := range waits {
 			waits[i].resp = &resp.Topics[waits[i].ti].Partitions[waits[i].pi]
 		}
-		wake := make(chan struct{}, 1)
+		waiter := replica.NewWaiter()
+		defer waiter.Close()
 		for _, w := range waits {
-			w.p.Watch(wake)
-			defer w.p.Unwatch(wake)
+			w.p.WatchHighWatermark(waiter, w.last)
 		}
 		timer := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
 		defer timer.Stop()
@@ -253,7 +253,7 @@ func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Req
 				break
 			}
 			select {
-			case <-wake:
+			case <-waiter.C():
 				continue
 			case <-ctx.Done():
 			case <-timer.C:

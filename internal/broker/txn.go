@@ -171,21 +171,24 @@ func (s txnStore) Append(ctx context.Context, p int32, recs []txn.Record) error 
 	return s.b.waitCommitted(ctx, rp, res.LastOffset, txnTopic, p)
 }
 
-// waitCommitted waits until the high-watermark of rp passes offset (at
-// once on a single node), or until rp is no longer the hosted partition.
+// waitCommitted waits in rp's purgatory until the high-watermark of rp
+// passes offset (at once on a single node), or until rp is no longer the
+// hosted partition or its leader (NOT_LEADER_OR_FOLLOWER); ctx's end gives
+// REQUEST_TIMED_OUT. The group and transaction coordinators' writes wait
+// here.
 func (b *Broker) waitCommitted(ctx context.Context, rp *replica.Partition, offset int64, topic string, p int32) error {
 	if rp.HighWatermark() > offset {
 		return nil
 	}
-	wake := make(chan struct{}, 1)
-	rp.Watch(wake)
-	defer rp.Unwatch(wake)
+	w := replica.NewWaiter()
+	defer w.Close()
+	rp.WatchHighWatermark(w, offset)
 	for rp.HighWatermark() <= offset {
 		if b.replicas.Get(topic, p) != rp || !rp.IsLeader() {
 			return kerr.NotLeaderForPartition
 		}
 		select {
-		case <-wake:
+		case <-w.C():
 		case <-ctx.Done():
 			return kerr.RequestTimedOut
 		}

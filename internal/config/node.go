@@ -257,6 +257,11 @@ type Node struct {
 	// FetchMaxBytes is fetch.max.bytes, the cap on a Fetch response
 	// (default 57671680).
 	FetchMaxBytes int32
+	// MaxIncrementalFetchSessionCacheSlots is
+	// max.incremental.fetch.session.cache.slots: how many fetch sessions
+	// (KIP-227) the broker keeps at once (default 1000; 0: none, every
+	// fetch is a full one).
+	MaxIncrementalFetchSessionCacheSlots int32
 	// ReplicaLagTimeMax is replica.lag.time.max.ms: a follower that has not
 	// caught up for this long leaves the ISR (default 30 s).
 	ReplicaLagTimeMax time.Duration
@@ -818,6 +823,7 @@ var nodeProps = map[string]nodeProp{
 	"group.max.size":                                {"2147483647", i32(func(n *Node) *int32 { return &n.GroupMaxSize }, 1), "members per group"},
 	"offsets.retention.minutes":                     {"10080", positiveMillis(func(n *Node) *time.Duration { return &n.OffsetsRetention }, time.Minute), "retention of an empty group's offsets"},
 	"fetch.max.bytes":                               {"57671680", i32(func(n *Node) *int32 { return &n.FetchMaxBytes }, 1024), "cap of a fetch response"},
+	"max.incremental.fetch.session.cache.slots":     {"1000", i32(func(n *Node) *int32 { return &n.MaxIncrementalFetchSessionCacheSlots }, 0), "fetch sessions kept (KIP-227)"},
 	"replica.lag.time.max.ms":                       {"30000", millis(func(n *Node) *time.Duration { return &n.ReplicaLagTimeMax }, time.Millisecond), "follower lag before leaving the ISR"},
 	"replica.high.watermark.checkpoint.interval.ms": {"5000", positiveMillis(func(n *Node) *time.Duration { return &n.ReplicaHighWatermarkCheckpointInterval }, time.Millisecond), "high-watermark checkpoint period"},
 	"replica.fetch.response.max.bytes":              {"10485760", i32(func(n *Node) *int32 { return &n.ReplicaFetchResponseMaxBytes }, 1024), "cap of a follower fetch response"},

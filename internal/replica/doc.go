@@ -22,7 +22,16 @@
 // holds the offset and is most caught up (Kafka's RackAwareReplicaSelector),
 // from the log end and log start offsets followers report in their fetches.
 //
+// The purgatory (purgatory.go) parks the requests that wait on partitions:
+// produces with acks=all and coordinator writes until the high-watermark
+// passes their offset, fetches until appends made min_bytes readable.
+//
+// Follower fetches use fetch sessions (KIP-227, fetcher.go): after a full
+// fetch, each request names only the partitions whose fetch offset, log
+// start offset or epochs changed.
+//
 // Locks: Manager.mu guards the partition map; Partition.mu serializes
-// appends and HW changes; Partition.waitMu guards the waiters. Never take
-// Manager.mu while holding a Partition lock.
+// appends and HW changes; Partition.purg.mu, a leaf taken inside
+// Partition.mu, guards the partition's waiters. Never take Manager.mu
+// while holding a Partition lock.
 package replica

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -33,7 +34,35 @@ type fetcher struct {
 
 	mu    sync.Mutex // guards parts
 	parts map[TopicPartition]*Partition
+
+	// sess is the fetch session (KIP-227) with the leader; only run uses
+	// it.
+	sess fetchSession
 }
+
+// fetchSession is a follower's side of a fetch session (Kafka's
+// FetchSessionHandler): the session id and next epoch, and the fetch
+// parameters the leader's session holds for each partition, so that an
+// incremental request names only the partitions whose parameters changed
+// and forgets those no longer fetched.
+type fetchSession struct {
+	id    int32 // 0: none, the next request is a full one
+	epoch int32 // the epoch of the next incremental request
+	held  map[TopicPartition]fetchParams
+	// next is what held becomes when the request in flight succeeds.
+	next map[TopicPartition]fetchParams
+	full bool // the request in flight is a full one
+}
+
+// fetchParams are the per-partition fields of a follower's fetch.
+type fetchParams struct {
+	p                   *Partition
+	offset, logStart    int64
+	leaderEpoch, lastEp int32
+}
+
+// reset drops the session: the next request is a full one.
+func (s *fetchSession) reset() { s.id, s.epoch, s.held = 0, 0, nil }
 
 func newFetcher(m *Manager, leader int32) *fetcher {
 	ctx, cancel := context.WithCancel(m.ctx)
@@ -114,10 +143,11 @@ func (f *fetcher) run() {
 			if client != nil {
 				client.Close()
 			}
+			f.sess.reset()
 			client = wire.NewClient(addr, "samsa-replica-"+strconv.Itoa(int(f.m.opts.NodeID)), f.m.opts.FetchMaxBytes+(1<<20)).WithDial(f.m.opts.Dial)
 		}
 		req := f.request(parts)
-		if len(req.Topics) == 0 {
+		if f.sess.full && len(req.Topics) == 0 {
 			// Every partition is throttled: wait for the quota window.
 			f.sleep(max(f.m.opts.FollowerThrottle.Wait(time.Now()), 10*time.Millisecond))
 			continue
@@ -126,18 +156,29 @@ func (f *fetcher) run() {
 		resp, err := client.Request(ctx, req)
 		cancel()
 		if err != nil {
+			f.sess.reset() // the leader may or may not have seen it
 			if f.ctx.Err() == nil {
 				log.Debug("follower fetch failed", "err", err)
 				f.sleep(followerBackoff)
 			}
 			continue
 		}
-		if f.handle(parts, resp.(*kmsg.FetchResponse)) {
+		fresp := resp.(*kmsg.FetchResponse)
+		f.sess.done(fresp)
+		if fresp.ErrorCode == kerr.FetchSessionIDNotFound.Code || fresp.ErrorCode == kerr.InvalidFetchSessionEpoch.Code {
+			continue // a full fetch at once
+		}
+		if f.handle(parts, fresp) {
 			f.sleep(followerBackoff)
 		}
 	}
 }
 
+// request builds the next fetch: a full one naming every partition that is
+// not throttled when there is no session (asking for one with epoch 0),
+// else an incremental one naming only the partitions whose fetch
+// parameters changed since the session last saw them, and forgetting
+// those no longer fetched.
 func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(followerFetchVersion)
@@ -145,12 +186,26 @@ func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchReques
 	req.MaxWaitMillis = int32(followerFetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = f.m.opts.FetchMaxBytes
-	req.SessionEpoch = -1
+	s := &f.sess
+	s.full = s.id == 0
+	req.SessionID, req.SessionEpoch = s.id, s.epoch
+	if s.full {
+		req.SessionEpoch = 0 // INITIAL: a full fetch that asks for a session
+	}
+	s.next = make(map[TopicPartition]fetchParams, len(parts))
 	byTopic := map[string]int{}
 	throttled := f.m.opts.FollowerThrottle.Exceeded(time.Now())
 	for tp, p := range parts {
 		if throttled && p.Config().FollowerThrottled.Has(tp.Partition, f.m.opts.NodeID) {
 			continue // over follower.replication.throttled.rate
+		}
+		fp := fetchParams{p: p, offset: p.LogEndOffset(), logStart: p.LogStartOffset(), leaderEpoch: p.LeaderEpoch(), lastEp: -1}
+		if e, ok := p.log.LatestEpoch(); ok {
+			fp.lastEp = e
+		}
+		s.next[tp] = fp
+		if !s.full && s.held[tp] == fp {
+			continue // the session has it
 		}
 		i, ok := byTopic[tp.Topic]
 		if !ok {
@@ -162,17 +217,63 @@ func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchReques
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = tp.Partition
-		rp.CurrentLeaderEpoch = p.LeaderEpoch()
-		rp.FetchOffset = p.LogEndOffset()
-		rp.LastFetchedEpoch = -1
-		if e, ok := p.log.LatestEpoch(); ok {
-			rp.LastFetchedEpoch = e
-		}
-		rp.LogStartOffset = p.LogStartOffset()
+		rp.CurrentLeaderEpoch = fp.leaderEpoch
+		rp.FetchOffset = fp.offset
+		rp.LastFetchedEpoch = fp.lastEp
+		rp.LogStartOffset = fp.logStart
 		rp.PartitionMaxBytes = followerPartitionMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		f.m.fetchPartitionsSent.Add(1)
+	}
+	if !s.full {
+		forgot := map[string]int{}
+		for tp := range s.held {
+			if _, ok := s.next[tp]; ok {
+				continue
+			}
+			i, ok := forgot[tp.Topic]
+			if !ok {
+				ft := kmsg.NewFetchRequestForgottenTopic()
+				ft.Topic = tp.Topic
+				req.ForgottenTopics = append(req.ForgottenTopics, ft)
+				i = len(req.ForgottenTopics) - 1
+				forgot[tp.Topic] = i
+			}
+			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+		}
 	}
 	return req
+}
+
+// sessionDone moves the session on after a response: a new session from a
+// full fetch, the next epoch after an incremental one, none after a
+// session error (the next fetch is a full one, at once).
+func (s *fetchSession) done(resp *kmsg.FetchResponse) {
+	switch {
+	case resp.ErrorCode == kerr.FetchSessionIDNotFound.Code || resp.ErrorCode == kerr.InvalidFetchSessionEpoch.Code:
+		s.reset()
+	case resp.ErrorCode != 0:
+		// Another top-level error: the leader may not have moved the
+		// session on.
+		s.reset()
+	case resp.SessionID == 0:
+		s.reset() // the leader keeps no session for us (its cache is full)
+	case s.full:
+		s.id, s.epoch, s.held = resp.SessionID, 1, s.next
+	default:
+		s.epoch = NextSessionEpoch(s.epoch)
+		s.held = s.next
+	}
+	s.next = nil
+}
+
+// NextSessionEpoch is the fetch session epoch (KIP-227) after e: 1 after
+// math.MaxInt32, as Kafka's FetchMetadata.nextEpoch.
+func NextSessionEpoch(e int32) int32 {
+	if e == math.MaxInt32 {
+		return 1
+	}
+	return e + 1
 }
 
 // handle applies a fetch response; it reports whether the fetcher should
@@ -257,6 +358,7 @@ func (p *Partition) restartAt(offset int64) error {
 	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
 		return err
 	}
+	p.purg.truncated(-1)
 	p.hw.Store(offset)
 	return nil
 }

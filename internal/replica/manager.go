@@ -81,7 +81,15 @@ type Manager struct {
 	// ISRShrinks and ISRExpands count the ISR changes of led partitions
 	// the controller committed (Kafka's IsrShrinksPerSec, IsrExpandsPerSec).
 	ISRShrinks, ISRExpands atomic.Int64
+
+	fetchPartitionsSent atomic.Int64 // see FetchPartitionsSent
 }
+
+// FetchPartitionsSent is how many partitions this broker's follower
+// fetches have named since it started: every partition in a full fetch,
+// only the changed ones in an incremental fetch (KIP-227). Safe for
+// concurrent use.
+func (m *Manager) FetchPartitionsSent() int64 { return m.fetchPartitionsSent.Load() }
 
 // spawn runs fn on a goroutine that Close waits for, unless Close has
 // started (metadata images keep arriving while a node stops); it reports
@@ -233,7 +241,7 @@ func (m *Manager) Remove(tp TopicPartition) error {
 	}
 	m.mu.Unlock()
 	if p != nil {
-		p.notify() // wake fetches and produces so they see the partition gone
+		p.purg.wakeAll() // wake fetches and produces so they see the partition gone
 	}
 	return m.logs.Delete(storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 }

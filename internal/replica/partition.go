@@ -146,12 +146,11 @@ type Partition struct {
 	nreplicas   atomic.Int32            // len(replicas), read without mu
 	preferred   atomic.Int32            // replicas[0], -1 when none; read without mu
 
-	waitMu  sync.Mutex // guards waiters
-	waiters map[chan<- struct{}]struct{}
+	purg purgatory // the requests waiting on this partition (purgatory.go)
 }
 
 func newPartition(tp TopicPartition, id [16]byte, localID int32, log *storage.Log, cfg LogConfig) *Partition {
-	p := &Partition{TopicPartition: tp, TopicID: id, localID: localID, log: log, waiters: map[chan<- struct{}]struct{}{}}
+	p := &Partition{TopicPartition: tp, TopicID: id, localID: localID, log: log, purg: newPurgatory()}
 	p.cfg.Store(&cfg)
 	empty := []int32{}
 	p.isr.Store(&empty)
@@ -311,7 +310,7 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 	}
 	p.maybeAdvanceHWLocked()
 	p.mu.Unlock()
-	p.notify()
+	p.purg.wakeAll()
 }
 
 // makeFollower switches the partition to follow st.Leader.
@@ -332,7 +331,7 @@ func (p *Partition) makeFollower(st State) {
 		p.hw.Store(p.log.LogEndOffset())
 	}
 	p.mu.Unlock()
-	p.notify()
+	p.purg.wakeAll()
 }
 
 // Check validates records, one Produce partition's records (the broker
@@ -455,6 +454,9 @@ func (p *Partition) appendAsLeader(batches []byte, h *record.Header, origin stor
 	if err == nil && verified != nil && !res.Duplicate {
 		p.clearVerificationLocked(verified)
 	}
+	if err == nil && !res.Duplicate {
+		p.purg.appended(p.log.LogEndOffset(), int64(len(batches)))
+	}
 	if err == nil {
 		p.maybeAdvanceHWLocked()
 	}
@@ -468,9 +470,6 @@ func (p *Partition) appendAsLeader(batches []byte, h *record.Header, origin stor
 			p.maybeAdvanceHWLocked()
 			p.mu.Unlock()
 		}
-	}
-	if err == nil {
-		p.notify()
 	}
 	return res, err
 }
@@ -498,37 +497,17 @@ func (p *Partition) maybeAdvanceHWLocked() bool {
 		hw = min(hw, f.logEndOffset)
 	}
 	if hw > p.hw.Load() {
-		p.hw.Store(hw)
+		p.advanceHWLocked(hw)
 		return true
 	}
 	return false
 }
 
-// Watch registers ch to receive a non-blocking send after every append or
-// high-watermark change; Unwatch removes it. Fetches waiting for data and
-// produce requests waiting for acks=all watch their partitions.
-func (p *Partition) Watch(ch chan<- struct{}) {
-	p.waitMu.Lock()
-	p.waiters[ch] = struct{}{}
-	p.waitMu.Unlock()
-}
-
-// Unwatch removes ch registered by Watch.
-func (p *Partition) Unwatch(ch chan<- struct{}) {
-	p.waitMu.Lock()
-	delete(p.waiters, ch)
-	p.waitMu.Unlock()
-}
-
-func (p *Partition) notify() {
-	p.waitMu.Lock()
-	for ch := range p.waiters {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-	p.waitMu.Unlock()
+// advanceHWLocked moves the high-watermark up to hw and completes what
+// waited for it in the purgatory.
+func (p *Partition) advanceHWLocked(hw int64) {
+	p.hw.Store(hw)
+	p.purg.advanced(hw)
 }
 
 // AckState tells a produce waiting for acks=all whether offset (the last
@@ -619,7 +598,7 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset, logStartOffset in
 	}
 	f.logEndOffset, f.lastFetch, f.lastFetchLeader = fetchOffset, now, leo
 	f.logStartOffset = logStartOffset
-	advanced := p.maybeAdvanceHWLocked()
+	p.maybeAdvanceHWLocked()
 	isr := p.ISR()
 	// Kafka's isFollowerInSync: caught up to the HW and to the start of
 	// this leader's epoch (the HW of a new leader may lag records that
@@ -630,9 +609,6 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset, logStartOffset in
 		p.isrPending = true
 	}
 	p.mu.Unlock()
-	if advanced {
-		p.notify()
-	}
 	return expand
 }
 
@@ -688,7 +664,6 @@ func (p *Partition) isrUpdated(gen uint64, isr []int32, partitionEpoch int32, ok
 		p.maybeAdvanceHWLocked()
 	}
 	p.mu.Unlock()
-	p.notify()
 	return false, failures
 }
 
@@ -720,13 +695,14 @@ func (p *Partition) appendAsFollower(batches []byte, leaderHW int64) error {
 	}
 	var err error
 	if len(batches) > 0 {
-		_, err = p.log.AppendAsFollower(batches)
+		if _, err = p.log.AppendAsFollower(batches); err == nil {
+			p.purg.appended(p.log.LogEndOffset(), int64(len(batches)))
+		}
 	}
 	if hw := min(leaderHW, p.log.LogEndOffset()); err == nil && hw > p.hw.Load() {
-		p.hw.Store(hw)
+		p.advanceHWLocked(hw)
 	}
 	p.mu.Unlock()
-	p.notify()
 	return err
 }
 
@@ -741,6 +717,7 @@ func (p *Partition) truncateAsFollower(offset int64) error {
 	if err := p.log.Truncate(offset); err != nil {
 		return err
 	}
+	p.purg.truncated(offset)
 	if p.hw.Load() > offset {
 		p.hw.Store(offset)
 	}

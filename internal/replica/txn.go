@@ -104,13 +104,14 @@ func (p *Partition) AppendTxnMarker(producerID int64, epoch int16, coordinatorEp
 	}
 	res, err = p.log.AppendWith(batch, p.leaderEpoch.Load(), storage.OriginCoordinator)
 	if err == nil {
+		p.purg.appended(p.log.LogEndOffset(), int64(len(batch)))
 		p.maybeAdvanceHWLocked()
 	}
 	p.mu.Unlock()
 	if err != nil {
 		return res, false, err
 	}
-	p.notify()
+	p.purg.wakeFetches() // the last stable offset moved
 	return res, true, nil
 }
 

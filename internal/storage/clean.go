@@ -1049,7 +1049,7 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 		var fi os.FileInfo
 		if fi, err = s.log.Stat(); err == nil {
 			s.size.Store(fi.Size())
-			if lerr := s.loadIndexes(next.baseOffset, false, int64(l.cfg.IndexIntervalBytes)); lerr != nil {
+			if lerr := s.loadIndexes(next.baseOffset, false, int64(l.cfg.IndexIntervalBytes), true, true); lerr != nil {
 				_, err = l.recoverSegment(s, next.baseOffset)
 			}
 		}

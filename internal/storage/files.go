@@ -313,6 +313,12 @@ func (h *cachedFile) ReadAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer h.release()
+	return fileReadAt(f, b, off)
+}
+
+// fileReadAt is f.ReadAt(b, off) without b escaping to the heap when f is
+// the operating system's file (see readAtCopy).
+func fileReadAt(f vfs.File, b []byte, off int64) (int, error) {
 	if of, ok := f.(*os.File); ok {
 		return of.ReadAt(b, off)
 	}

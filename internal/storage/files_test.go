@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -197,6 +198,65 @@ func TestReadSliceDoesNotHoldUpTruncation(t *testing.T) {
 	slice.Release()
 	if n := l.files.Open(); n != 1 {
 		t.Fatalf("%d descriptors open after release, want the new segment's .log", n)
+	}
+}
+
+// TestReadSliceDoesNotHoldUpRetention: a stalled reader holding a slice
+// of the oldest segment (a fetch whose consumer stopped reading its
+// socket) does not stop retention from deleting that segment, nor appends
+// meanwhile; it still reads the bytes it located.
+func TestReadSliceDoesNotHoldUpRetention(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, Config{SegmentBytes: 300}, 0)
+	var a appended
+	fill(t, l, &a, 6, 1000)
+	segs := l.segments()
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want at least 3", len(segs))
+	}
+	oldLog := segs[0].path(logSuffix)
+	slice, _, err := l.ReadSlice(0, 1<<20, 1<<62, true)
+	if err != nil || slice.Length == 0 || slice.File == nil {
+		t.Fatalf("ReadSlice: %v, %d bytes, file %v", err, slice.Length, slice.File)
+	}
+	defer slice.Release()
+	done := make(chan error, 1)
+	go func() {
+		// Retention deletes the oldest segment under the reader while
+		// appends go on.
+		if err := l.SetLogStartOffset(segs[1].baseOffset); err != nil {
+			done <- err
+			return
+		}
+		deleted, err := l.DeleteOldSegments()
+		if err == nil && deleted != 1 {
+			err = fmt.Errorf("deleted %d segments, want 1", deleted)
+		}
+		for i := 0; i < 20 && err == nil; i++ {
+			_, err = l.Append(testBatch(t, 1, 5000+int64(i), "more"), 7)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("retention or appends wait for a stalled reader's slice")
+	}
+	if got := l.segments()[0].baseOffset; got != segs[1].baseOffset {
+		t.Fatalf("first segment at %d after retention, want %d", got, segs[1].baseOffset)
+	}
+	if names := segmentFiles(t, dir, logSuffix); len(names) == 0 || slices.Contains(names, oldLog) {
+		t.Fatalf("the deleted segment's .log is still there: %v", names)
+	}
+	got := make([]byte, slice.Length)
+	if _, err := slice.File.ReadAt(got, slice.Position); err != nil {
+		t.Fatalf("reading the held slice after retention deleted its segment: %v", err)
+	}
+	if want := a.all()[:slice.Length]; !bytes.Equal(got, want) {
+		t.Fatal("held slice reads other bytes than it located")
 	}
 }
 

@@ -883,42 +883,44 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 				retry = true
 				break
 			}
-			pos, n, found, err := s.locateLocked(offset, maxBytes, maxOffset, minOneBatch)
-			if err != nil || !found || n == 0 {
-				s.rw.RUnlock()
-				if err != nil || found {
-					return none, res, err
-				}
-				continue
-			}
-			if l.files.full() || l.fsys != vfs.Default {
-				// Or not a descriptor sendfile can use (a test
-				// filesystem's file, vfs.OSFile).
-				data := make([]byte, n)
-				_, err := s.log.ReadAt(data, pos)
+			// One reference from the header scan to the end of the
+			// slice's use: the slice holds the descriptor, not the
+			// segment, so a truncation, retention or close need not
+			// wait for a slow consumer (the reference keeps the file
+			// open, even once removed). When files in use already
+			// take the whole cap the bytes are copied instead.
+			// A test filesystem's file is not a descriptor sendfile
+			// can use (vfs.OSFile): copied too.
+			full := l.files.full() || l.fsys != vfs.Default
+			f, err := s.log.acquire()
+			if err != nil {
 				s.rw.RUnlock()
 				if errors.Is(err, errSegmentClosed) {
 					retry = true
 					break
 				}
+				return none, res, err
+			}
+			pos, n, found, err := s.locateLocked(f, offset, maxBytes, maxOffset, minOneBatch)
+			if err != nil || !found || n == 0 {
+				s.rw.RUnlock()
+				s.log.release()
+				if err != nil || found {
+					return none, res, err
+				}
+				continue
+			}
+			if full {
+				data := make([]byte, n)
+				_, err := fileReadAt(f, data, pos)
+				s.rw.RUnlock()
+				s.log.release()
 				if err != nil {
 					return none, res, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
 				}
 				return FileSlice{Position: pos, Length: n, Release: func() {}, Data: data}, res, nil
 			}
-			// The slice holds the descriptor, not the segment: a
-			// truncation, retention or close need not wait for a
-			// slow consumer (the reference keeps the file open, even
-			// once removed).
-			f, err := s.log.acquire()
 			s.rw.RUnlock()
-			if errors.Is(err, errSegmentClosed) {
-				retry = true
-				break
-			}
-			if err != nil {
-				return none, res, err
-			}
 			return FileSlice{File: vfs.OSFile(f), Position: pos, Length: n, Release: sync.OnceFunc(s.log.release)}, res, nil
 		}
 		if !retry {

@@ -134,9 +134,14 @@ func TestReadLimits(t *testing.T) {
 			// The zero-copy seam agrees with Read.
 			if err == nil && tc.offset < l.LogEndOffset() {
 				s := l.segments()[0]
+				f, err := s.log.acquire()
+				if err != nil {
+					t.Fatal(err)
+				}
 				s.rw.RLock()
-				pos, n, _, lerr := s.locateLocked(tc.offset, tc.maxBytes, min(tc.maxOffset, l.LogEndOffset()), tc.minOne)
+				pos, n, _, lerr := s.locateLocked(f, tc.offset, tc.maxBytes, min(tc.maxOffset, l.LogEndOffset()), tc.minOne)
 				s.rw.RUnlock()
+				s.log.release()
 				if lerr != nil || n != int64(len(tc.want)) || (n > 0 && pos != int64(bytes.Index(a.all(), tc.want))) {
 					t.Fatalf("locate: pos %d n %d err %v", pos, n, lerr)
 				}

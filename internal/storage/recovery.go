@@ -176,7 +176,14 @@ func (l *Log) load(opts OpenOptions) error {
 		last := i == len(segs)-1
 		needRecovery := i >= recoverFrom
 		if !needRecovery {
-			if err := s.loadIndexes(limit, last, int64(l.cfg.IndexIntervalBytes)); err != nil {
+			// The listing says which index files exist (unless a swap
+			// completed since): most segments of a node with many
+			// small logs have none, and trying to read them cost two
+			// failed opens per log.
+			listed := len(swaps) == 0
+			hasIndex := !listed || slices.Contains(indexes[s.baseOffset], filepath.Base(s.path(indexSuffix)))
+			hasTimeIndex := !listed || slices.Contains(indexes[s.baseOffset], filepath.Base(s.path(timeIndexSuffix)))
+			if err := s.loadIndexes(limit, last, int64(l.cfg.IndexIntervalBytes), hasIndex, hasTimeIndex); err != nil {
 				l.logger.Warn("rebuilding indexes", "segment", s.String(), "reason", err)
 				needRecovery = true
 			}
@@ -238,7 +245,9 @@ func (l *Log) load(opts OpenOptions) error {
 	if recoverFrom < len(segs) {
 		limit = min(limit, segs[recoverFrom].baseOffset)
 	}
-	if err := l.loadProducerState(limit, opts.RecoveryPoint < 0); err != nil {
+	// The snapshots are those of the listing: nothing above created or
+	// removed one.
+	if err := l.loadProducerState(limit, opts.RecoveryPoint < 0, entries); err != nil {
 		return fmt.Errorf("storage: producer state: %w", err)
 	}
 	l.logger.Debug("opened log", "segments", len(segs), "log_start_offset", logStart, "log_end_offset", leo, "recovery_point", rp)
@@ -306,19 +315,23 @@ func (l *Log) completeSwap(base int64, bases map[int64]bool) error {
 // naming a batch that is there, offsets below limit (the next segment's
 // base). For the active segment it also finds the next offset. Any error
 // means the indexes must be rebuilt.
-func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64) error {
+func (s *segment) loadIndexes(limit int64, active bool, indexInterval int64, hasIndex, hasTimeIndex bool) error {
 	size := s.size.Load()
-	ib, err := s.index.f.readAll()
-	if err != nil {
-		return err
+	var ib, tb []byte
+	var err error
+	if hasIndex {
+		if ib, err = s.index.f.readAll(); err != nil {
+			return err
+		}
 	}
 	entries, err := DecodeOffsetIndex(ib)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.index.path, err)
 	}
-	tb, err := s.timeIndex.f.readAll()
-	if err != nil {
-		return err
+	if hasTimeIndex {
+		if tb, err = s.timeIndex.f.readAll(); err != nil {
+			return err
+		}
 	}
 	tentries, err := DecodeTimeIndex(tb)
 	if err != nil {

@@ -195,11 +195,23 @@ func (s *segment) onBecomeInactive() error {
 
 // readHeaderAt reads the batch header at pos; size bounds the readable part.
 func (s *segment) readHeaderAt(pos, size int64) (record.Header, error) {
+	f, err := s.log.acquire()
+	if err != nil {
+		return record.Header{}, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
+	}
+	defer s.log.release()
+	return s.readHeaderFrom(f, pos, size)
+}
+
+// readHeaderFrom is readHeaderAt reading from r: the segment's .log
+// acquired once for a whole read, so that the headers it scans cost a
+// pread each and no trip through the FileCache's mutex.
+func (s *segment) readHeaderFrom(r vfs.File, pos, size int64) (record.Header, error) {
 	var hb [record.HeaderSize]byte
 	if size-pos < record.HeaderSize {
 		return record.Header{}, fmt.Errorf("%w: %s: %d bytes at position %d", ErrCorruptSegment, s, size-pos, pos)
 	}
-	if _, err := s.log.ReadAt(hb[:], pos); err != nil {
+	if _, err := fileReadAt(r, hb[:], pos); err != nil {
 		return record.Header{}, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
 	}
 	h, err := record.ParseHeader(hb[:])
@@ -215,11 +227,21 @@ func (s *segment) readHeaderAt(pos, size int64) (record.Header, error) {
 // findBatchLocked returns the position and header of the first batch whose
 // last offset is at least offset, searching below size. Requires rw.
 func (s *segment) findBatchLocked(offset, size int64) (pos int64, h record.Header, found bool, err error) {
+	f, err := s.log.acquire()
+	if err != nil {
+		return 0, h, false, fmt.Errorf("storage: read %s: %w", s, err)
+	}
+	defer s.log.release()
+	return s.findBatchIn(f, offset, size)
+}
+
+// findBatchIn is findBatchLocked reading from r (see readHeaderFrom).
+func (s *segment) findBatchIn(r vfs.File, offset, size int64) (pos int64, h record.Header, found bool, err error) {
 	if rel := offset - s.baseOffset; rel > 0 {
 		pos = int64(s.index.lookup(rel).Position)
 	}
 	for pos < size {
-		h, err = s.readHeaderAt(pos, size)
+		h, err = s.readHeaderFrom(r, pos, size)
 		if err != nil {
 			return pos, h, false, err
 		}
@@ -240,8 +262,15 @@ func (s *segment) read(offset int64, maxBytes int32, maxOffset int64, minOneBatc
 	if s.closed {
 		return nil, false, errSegmentClosed
 	}
+	// One reference for the whole read: the index lookup's scan of
+	// headers and the copy are preads on one descriptor.
+	f, err := s.log.acquire()
+	if err != nil {
+		return nil, false, err
+	}
+	defer s.log.release()
 	size := s.size.Load()
-	pos, h, found, err := s.findBatchLocked(offset, size)
+	pos, h, found, err := s.findBatchIn(f, offset, size)
 	if err != nil || !found {
 		return nil, false, err
 	}
@@ -257,7 +286,7 @@ func (s *segment) read(offset int64, maxBytes int32, maxOffset int64, minOneBatc
 	}
 	n = min(n, size-pos)
 	buf := make([]byte, n)
-	if _, err := s.log.ReadAt(buf, pos); err != nil {
+	if _, err := fileReadAt(f, buf, pos); err != nil {
 		return nil, true, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
 	}
 	end, err := wholeBatches(buf, maxOffset)
@@ -293,16 +322,17 @@ func wholeBatches(buf []byte, maxOffset int64) (int, error) {
 // locate is read without the copy: the byte range [pos, pos+n) of the .log
 // file that read would return, found by walking batch headers. It is the
 // seam for a zero-copy (sendfile) fetch path; the caller must hold rw
-// shared until it has used the range.
-func (s *segment) locateLocked(offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (pos, n int64, found bool, err error) {
+// shared until it has used the range. It reads headers from r, the .log
+// (see readHeaderFrom).
+func (s *segment) locateLocked(r vfs.File, offset int64, maxBytes int32, maxOffset int64, minOneBatch bool) (pos, n int64, found bool, err error) {
 	size := s.size.Load()
-	pos, h, found, err := s.findBatchLocked(offset, size)
+	pos, h, found, err := s.findBatchIn(r, offset, size)
 	if err != nil || !found {
 		return pos, 0, false, err
 	}
 	for p := pos; p < size; {
 		if p > pos {
-			if h, err = s.readHeaderAt(p, size); err != nil {
+			if h, err = s.readHeaderFrom(r, p, size); err != nil {
 				return pos, 0, true, err
 			}
 		}
