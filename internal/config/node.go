@@ -78,6 +78,18 @@ type Node struct {
 	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found
 	// (default false): a resource no ACL names is open to all.
 	AllowEveryoneIfNoACLFound bool
+	// QuotaWindowNum is quota.window.num (default 11, at least 1): the
+	// samples of the client quotas' rates (producer_byte_rate,
+	// consumer_byte_rate, request_percentage, connection_creation_rate).
+	QuotaWindowNum int32
+	// QuotaWindowSizeSeconds is quota.window.size.seconds (default 1, at
+	// least 1): the time span of each sample.
+	QuotaWindowSizeSeconds int32
+	// ControllerQuotaWindowNum and ControllerQuotaWindowSizeSeconds are
+	// controller.quota.window.num (default 11) and
+	// controller.quota.window.size.seconds (default 1): the burst of the
+	// controller_mutation_rate token buckets is rate × num × size.
+	ControllerQuotaWindowNum, ControllerQuotaWindowSizeSeconds int32
 	// MessageMaxBytes is message.max.bytes, the largest record batch
 	// accepted (default 1048588).
 	MessageMaxBytes int32
@@ -753,11 +765,15 @@ var nodeProps = map[string]nodeProp{
 		}
 		return nil
 	}, "principals allowed everything, User:a;User:b"},
-	"allow.everyone.if.no.acl.found": {"false", boolean(func(n *Node) *bool { return &n.AllowEveryoneIfNoACLFound }), "allow what no ACL names"},
-	"message.max.bytes":              {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
-	"socket.request.max.bytes":       {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
-	"max.connections":                {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
-	"max.connections.per.ip":         {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
+	"allow.everyone.if.no.acl.found":       {"false", boolean(func(n *Node) *bool { return &n.AllowEveryoneIfNoACLFound }), "allow what no ACL names"},
+	"quota.window.num":                     {"11", i32(func(n *Node) *int32 { return &n.QuotaWindowNum }, 1), "samples of the client quota rates"},
+	"quota.window.size.seconds":            {"1", i32(func(n *Node) *int32 { return &n.QuotaWindowSizeSeconds }, 1), "seconds per client quota sample"},
+	"controller.quota.window.num":          {"11", i32(func(n *Node) *int32 { return &n.ControllerQuotaWindowNum }, 1), "controller_mutation_rate burst, in samples"},
+	"controller.quota.window.size.seconds": {"1", i32(func(n *Node) *int32 { return &n.ControllerQuotaWindowSizeSeconds }, 1), "seconds per controller_mutation_rate sample"},
+	"message.max.bytes":                    {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
+	"socket.request.max.bytes":             {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"max.connections":                      {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
+	"max.connections.per.ip":               {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
 	"max.connections.per.ip.overrides": {"", func(n *Node, v string) error {
 		m := map[string]int32{}
 		for _, kv := range parseList(v) {
