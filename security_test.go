@@ -386,3 +386,66 @@ func TestSecureCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeBrokerSecurityConfigs: DescribeConfigs of a broker lists the
+// ssl.* and sasl.* properties, the listener-prefixed ones set, with
+// Kafka's types; passwords (a PEM key's password, a JAAS config) are
+// sensitive and have no value, in the config or its synonyms; broker.id
+// is the node's id.
+func TestDescribeBrokerSecurityConfigs(t *testing.T) {
+	p := newPKI(t, t.TempDir())
+	n := startSecureNode(t, p, map[string]string{"ssl.key.password": "not-shown"})
+	cl := newClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeSynonyms = true
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("DescribeConfigs: %v %+v", err, resp)
+	}
+	got := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range resp.Resources[0].Configs {
+		got[c.Name] = c
+	}
+	jaas := "listener.name.sasl_ssl.plain.sasl.jaas.config"
+	for _, tc := range []struct {
+		name      string
+		value     *string // nil: no value
+		typ       kmsg.ConfigType
+		sensitive bool
+	}{
+		{"ssl.keystore.location", &p.serverFile, kmsg.ConfigTypeString, false},
+		{"ssl.key.password", nil, kmsg.ConfigTypePassword, true},
+		{"ssl.truststore.password", nil, kmsg.ConfigTypePassword, true},
+		{jaas, nil, kmsg.ConfigTypePassword, true},
+		{"sasl.enabled.mechanisms", kadmStr("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"), kmsg.ConfigTypeList, false},
+		{"ssl.client.auth", kadmStr("none"), kmsg.ConfigTypeString, false},
+		{"broker.id", kadmStr("1"), kmsg.ConfigTypeInt, false},
+		{"node.id", kadmStr("1"), kmsg.ConfigTypeInt, false},
+		{"auto.create.topics.enable", kadmStr("true"), kmsg.ConfigTypeBoolean, false},
+		{"num.partitions", kadmStr("1"), kmsg.ConfigTypeInt, false},
+		{"log.retention.ms", nil, kmsg.ConfigTypeLong, false},
+		{"log.retention.hours", kadmStr("168"), kmsg.ConfigTypeInt, false},
+		{"log.cleanup.policy", kadmStr("delete"), kmsg.ConfigTypeList, false},
+	} {
+		c, ok := got[tc.name]
+		switch {
+		case !ok:
+			t.Errorf("%s not described", tc.name)
+		case (c.Value == nil) != (tc.value == nil) || (c.Value != nil && *c.Value != *tc.value):
+			t.Errorf("%s = %q (null %v), want %q (null %v)", tc.name, deref(c.Value), c.Value == nil, deref(tc.value), tc.value == nil)
+		case c.ConfigType != tc.typ || c.IsSensitive != tc.sensitive:
+			t.Errorf("%s: type %v sensitive %v, want %v %v", tc.name, c.ConfigType, c.IsSensitive, tc.typ, tc.sensitive)
+		}
+		for _, s := range c.ConfigSynonyms {
+			if tc.sensitive && s.Value != nil {
+				t.Errorf("%s: synonym %s shows a value", tc.name, s.Name)
+			}
+		}
+	}
+}
+

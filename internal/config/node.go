@@ -1147,11 +1147,19 @@ type BrokerConfig struct {
 	Name  string
 	Value string
 	Set   bool // given in the file or overrides (STATIC_BROKER_CONFIG)
+	// Null: DescribeConfigs shows no value, for a property neither set nor
+	// with a default, or a sensitive one (Sensitive).
+	Null      bool
+	Type      ConfigType // BrokerConfigType
+	Sensitive bool       // BrokerConfigSensitive: a PASSWORD
 }
 
-// BrokerConfigs lists the node's properties and the broker synonyms of
-// topic configs, sorted by name, with their values: the given one, else
-// Kafka's default ("" when Kafka has none, see BrokerDefault).
+// BrokerConfigs lists the node's properties, the security properties
+// (ssl.*, sasl.*, and those set behind listener.name.<l>.) and the broker
+// synonyms of topic configs, sorted by name, with their values: the given
+// one, else Kafka's default ("" and Null when Kafka has none, see
+// BrokerDefault). broker.id is the node's id, as node.id. Sensitive
+// properties have no value (Null), as in Kafka.
 func (n *Node) BrokerConfigs() []BrokerConfig {
 	var out []BrokerConfig
 	add := func(name, def string) {
@@ -1159,10 +1167,26 @@ func (n *Node) BrokerConfigs() []BrokerConfig {
 		if !set {
 			v = def
 		}
-		out = append(out, BrokerConfig{Name: name, Value: v, Set: set})
+		bc := BrokerConfig{Name: name, Value: v, Set: set, Null: !set && def == "",
+			Type: BrokerConfigType(name), Sensitive: BrokerConfigSensitive(name)}
+		if name == "broker.id" || name == "node.id" {
+			bc.Value, bc.Null = strconv.Itoa(int(n.NodeID)), false
+		}
+		if bc.Sensitive {
+			bc.Value, bc.Null = "", true
+		}
+		out = append(out, bc)
 	}
 	for name, p := range nodeProps {
 		add(name, p.def)
+	}
+	for name, def := range securityProps {
+		add(name, def)
+	}
+	for name := range n.Set {
+		if _, global := securityProps[name]; !global && securityKey(name) {
+			add(name, "")
+		}
 	}
 	for syn := range brokerSynonyms {
 		if syn == "" {
