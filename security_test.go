@@ -448,4 +448,3 @@ func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 		}
 	}
 }
-
