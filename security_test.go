@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -350,7 +351,7 @@ func TestSecureCluster(t *testing.T) {
 		"ssl.keystore.location":                                  p.serverFile,
 		"ssl.truststore.location":                                p.caFile,
 		"listener.name.controller.sasl.enabled.mechanisms":       "PLAIN",
-		"listener.name.controller.plain.sasl.jaas.config":        `org.apache.kafka.common.security.plain.PlainLoginModule required username="ctrl" password="ctrl-secret" user_ctrl="ctrl-secret";`,
+		"listener.name.controller.plain.sasl.jaas.config":        `org.apache.kafka.common.security.plain.PlainLoginModule required username="ctrl" password="ctrl-secret" user_ctrl="ctrl-secret" user_bob="bob-secret";`,
 		"sasl.mechanism.controller.protocol":                     "PLAIN",
 		"listener.name.plaintext.sasl.enabled.mechanisms":        "SCRAM-SHA-512",
 		"listener.name.plaintext.scram-sha-512.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`,
@@ -358,6 +359,12 @@ func TestSecureCluster(t *testing.T) {
 		"default.replication.factor":                             "3",
 		"min.insync.replicas":                                    "2",
 		"offsets.topic.replication.factor":                       "3",
+		// ACLs on: the controllers (ctrl) and brokers (broker) are super
+		// users, so the raft connections and the inter-broker requests
+		// are allowed their CLUSTER_ACTION; alice is one for the round
+		// trip below.
+		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":           "User:ctrl;User:broker;User:alice",
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +392,75 @@ func TestSecureCluster(t *testing.T) {
 			t.Fatalf("a plaintext client was served at %s", addr)
 		}
 	}
+	// bob authenticates on the controller listener but may not
+	// CLUSTER_ACTION the cluster: his raft handshake is refused, as
+	// Kafka's ControllerApis refuse his Vote or BeginQuorumEpoch.
+	if err := raftHandshake(t, c.ControllerAddr(1), p.clientTLS(false), "bob", "bob-secret"); err == nil {
+		t.Fatal("a raft connection from a principal without CLUSTER_ACTION was kept open")
+	}
+}
+
+// raftHandshake opens a connection to a SASL_SSL controller listener,
+// authenticates with PLAIN (SaslHandshake v1, SaslAuthenticate v1), sends
+// the raft handshake of voter 2 to voter 1, and reads: it returns the
+// read's error (io.EOF when the node closed the connection), nil when the
+// connection was still open after two seconds.
+func raftHandshake(t *testing.T, addr string, tc *tls.Config, user, pass string) error {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	roundTrip := func(req kmsg.Request, resp kmsg.Response) {
+		t.Helper()
+		req.SetVersion(1)
+		body := req.AppendTo(nil)
+		hdr := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
+		hdr = binary.BigEndian.AppendUint16(hdr, 1)
+		hdr = binary.BigEndian.AppendUint32(hdr, 7)
+		hdr = binary.BigEndian.AppendUint16(hdr, 0xffff) // null client id
+		frame := binary.BigEndian.AppendUint32(nil, uint32(len(hdr)+len(body)))
+		if _, err := conn.Write(append(append(frame, hdr...), body...)); err != nil {
+			t.Fatal(err)
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(conn, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(conn, buf); err != nil {
+			t.Fatal(err)
+		}
+		resp.SetVersion(1)
+		if err := resp.ReadFrom(buf[4:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = "PLAIN"
+	hsResp := kmsg.NewPtrSASLHandshakeResponse()
+	roundTrip(hs, hsResp)
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.SASLAuthBytes = []byte("\x00" + user + "\x00" + pass)
+	auResp := kmsg.NewPtrSASLAuthenticateResponse()
+	roundTrip(au, auResp)
+	if hsResp.ErrorCode != 0 || auResp.ErrorCode != 0 {
+		t.Fatalf("SASL PLAIN as %s: handshake %d, authenticate %d", user, hsResp.ErrorCode, auResp.ErrorCode)
+	}
+	hello := append([]byte("SRFT"), 0)
+	hello = binary.BigEndian.AppendUint32(hello, 2)
+	hello = binary.BigEndian.AppendUint32(hello, 1)
+	if _, err := conn.Write(hello); err != nil {
+		return err
+	}
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	return err
 }
 
 // TestDescribeBrokerSecurityConfigs: DescribeConfigs of a broker lists the
