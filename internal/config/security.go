@@ -41,9 +41,10 @@ type SSL struct {
 	// key as PEM text in the property itself.
 	KeystoreCertificateChain string
 	KeystoreKey              string
-	// KeyPassword is ssl.key.password, the password of an encrypted key
-	// (legacy PEM encryption, "Proc-Type: 4,ENCRYPTED"; see docs/security.md
-	// for encrypted PKCS#8).
+	// KeyPassword is ssl.key.password, the password of a private key
+	// encrypted as PKCS#8 ("ENCRYPTED PRIVATE KEY": PBES2 with PBKDF2 and
+	// AES-CBC), as Kafka's PEM keystore reads it; legacy encrypted PEM
+	// ("Proc-Type: 4,ENCRYPTED") is refused, as in Kafka.
 	KeyPassword string
 	// TruststoreType is ssl.truststore.type; only PEM is served.
 	TruststoreType string
