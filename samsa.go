@@ -10,6 +10,7 @@ package samsa
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -377,7 +378,11 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		if n.console != nil {
 			root = n.console
 		}
-		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], reg, func() error { return n.ready(h.ready) }, root, logger.With("component", "http"))
+		var tc *tls.Config
+		if tc, err = httpTLS(nc); err != nil {
+			return nil, err
+		}
+		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], tc, reg, func() error { return n.ready(h.ready) }, root, logger.With("component", "http"))
 		delete(bound, httpListener)
 		if err != nil {
 			return nil, err

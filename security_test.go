@@ -1,6 +1,7 @@
 package samsa_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,8 +12,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -522,5 +525,38 @@ func TestDescribeBrokerSecurityConfigs(t *testing.T) {
 				t.Errorf("%s: synonym %s shows a value", tc.name, s.Name)
 			}
 		}
+	}
+}
+
+// TestHTTPListenerTLS: http.listener.security.protocol=SSL (Samsa's own,
+// beyond Kafka) serves /healthz and /metrics over TLS with the ssl.*
+// properties resolved as for a listener named HTTP; with
+// listener.name.http.ssl.client.auth=required a scraper without a client
+// certificate, or speaking plain HTTP, gets nothing.
+func TestHTTPListenerTLS(t *testing.T) {
+	p := newPKI(t, t.TempDir())
+	n := startSecureNode(t, p, map[string]string{
+		"http.listener":                      "127.0.0.1:0",
+		"http.listener.security.protocol":    "SSL",
+		"listener.name.http.ssl.client.auth": "required",
+	})
+	get := func(tc *tls.Config, scheme string) (string, error) {
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+		resp, err := cl.Get(scheme + "://" + n.HTTPAddr() + "/healthz")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(b)), err
+	}
+	if got, err := get(p.clientTLS(true), "https"); err != nil || got != "200 ok" {
+		t.Fatalf("https with a client certificate: %q, %v", got, err)
+	}
+	if got, err := get(p.clientTLS(false), "https"); err == nil {
+		t.Fatalf("https without a client certificate was served: %q", got)
+	}
+	if got, err := get(nil, "http"); err == nil && got == "200 ok" {
+		t.Fatal("plain http was served")
 	}
 }

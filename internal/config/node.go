@@ -304,6 +304,13 @@ type Node struct {
 	// false): the web console on http.listener (internal/console) shows
 	// every page but hides its writes and refuses them with 403.
 	ConsoleReadOnly bool
+	// HTTPListenerSecurityProtocol is http.listener.security.protocol
+	// (Samsa's own, beyond Kafka): PLAINTEXT (the default) or SSL, which
+	// serves the HTTP listener over TLS with the ssl.* properties resolved
+	// as for a listener named HTTP (listener.name.http.ssl.* before the
+	// global ssl.*; ssl.client.auth=required asks scrapers for a
+	// certificate). See HTTPSecurity.
+	HTTPListenerSecurityProtocol string
 	// MetricsConsumerLagPartitions is samsa.metrics.consumer.lag.partitions
 	// (default true): the group coordinator serves the per-partition
 	// kafka_consumergroup_lag and kafka_consumergroup_current_offset
@@ -852,7 +859,15 @@ var nodeProps = map[string]nodeProp{
 		n.HTTPListener = v
 		return nil
 	}, "operations HTTP listener (/metrics, /healthz, /readyz, the web console at /); empty: none"},
-	"console.read.only":                     {"false", boolean(func(n *Node) *bool { return &n.ConsoleReadOnly }), "web console without writes"},
+	"console.read.only": {"false", boolean(func(n *Node) *bool { return &n.ConsoleReadOnly }), "web console without writes"},
+	"http.listener.security.protocol": {"PLAINTEXT", func(n *Node, v string) error {
+		switch v = strings.ToUpper(strings.TrimSpace(v)); v {
+		case "PLAINTEXT", "SSL":
+			n.HTTPListenerSecurityProtocol = v
+			return nil
+		}
+		return fmt.Errorf("%w %q (PLAINTEXT or SSL)", errBadValue, v)
+	}, "PLAINTEXT or SSL (ssl.* as for a listener named HTTP)"},
 	"samsa.metrics.partition.series":        {"true", boolean(func(n *Node) *bool { return &n.MetricsPartitionSeries }), "serve per-partition metrics series"},
 	"samsa.metrics.consumer.lag.partitions": {"true", boolean(func(n *Node) *bool { return &n.MetricsConsumerLagPartitions }), "serve consumer lag per partition, not only per topic"},
 	"samsa.metrics.consumer.lag.max.series": {"10000", func(n *Node, v string) error {

@@ -179,6 +179,27 @@ func (n *Node) Security(name string) (*ListenerSecurity, error) {
 	if !ok {
 		return nil, fmt.Errorf("config listener.security.protocol.map: listener %s has no security protocol", name)
 	}
+	return n.security(name, p)
+}
+
+// HTTPListenerName is the listener name under which the operations HTTP
+// listener's ssl.* properties are resolved: listener.name.http.ssl.*,
+// then the global ssl.*.
+const HTTPListenerName = "HTTP"
+
+// HTTPSecurity returns the security of the operations HTTP listener
+// (http.listener): protocol http.listener.security.protocol, PLAINTEXT or
+// SSL, and the ssl.* properties as for a listener named HTTP. Errors as
+// Security's.
+func (n *Node) HTTPSecurity() (*ListenerSecurity, error) {
+	p := n.HTTPListenerSecurityProtocol
+	if p == "" {
+		p = "PLAINTEXT"
+	}
+	return n.security(HTTPListenerName, p)
+}
+
+func (n *Node) security(name, p string) (*ListenerSecurity, error) {
 	s := &ListenerSecurity{Listener: name, Protocol: p}
 	v := func(k string) string { return n.securityValue(name, k) }
 	bad := func(k, why string) error {
