@@ -329,7 +329,7 @@ func TestSecureCluster(t *testing.T) {
 	dir := t.TempDir()
 	p := newPKI(t, dir)
 	var boot []metadata.Record
-	for _, u := range [][2]string{{"broker", "broker-secret"}, {"alice", "alice-secret"}} {
+	for _, u := range [][2]string{{"broker", "broker-secret"}, {"alice", "alice-secret"}, {"carol", "carol-secret"}} {
 		c, err := auth.NewScramCredential(auth.ScramSHA512, u[1], 0)
 		if err != nil {
 			t.Fatal(err)
@@ -394,6 +394,41 @@ func TestSecureCluster(t *testing.T) {
 		if err := metadataErr(addr); err == nil {
 			t.Fatalf("a plaintext client was served at %s", addr)
 		}
+	}
+	// Admin requests are authorized on the node that receives them,
+	// against the client's principal, also on the nodes that forward them
+	// to the active controller under their own (super user) principal
+	// (KIP-590): carol's CreateTopics is refused by every node until an
+	// ACL gives her CREATE on the cluster, then served by every node.
+	carolOpts := []kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.DialTLSConfig(p.clientTLS(false)), kgo.SASL(scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha512Mechanism())}
+	carol, err := kgo.NewClient(carolOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer carol.Close()
+	createVia := func(id int32, topic string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 3
+		req.Topics = append(req.Topics, rt)
+		req.TimeoutMillis = 10000
+		resp, err := req.RequestWith(ctx, carol.Broker(int(id)))
+		if err != nil || len(resp.Topics) != 1 {
+			t.Fatalf("CreateTopics via node %d: %v", id, err)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	for id := int32(1); id <= 3; id++ {
+		wantCode(t, fmt.Sprintf("CreateTopics as carol via node %d", id), createVia(id, fmt.Sprintf("carol-%d", id)), kerr.TopicAuthorizationFailed)
+	}
+	if r, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:carol").AllowHosts().Clusters().Operations(kadm.OpCreate)); err != nil || r[0].Err != nil {
+		t.Fatalf("CreateAcls: %v %v", err, r)
+	}
+	for id := int32(1); id <= 3; id++ {
+		waitFor(t, 10*time.Second, fmt.Sprintf("carol creates a topic via node %d", id), func() bool {
+			return createVia(id, fmt.Sprintf("carol-%d", id)) == 0
+		})
 	}
 	// bob authenticates on the controller listener but may not
 	// CLUSTER_ACTION the cluster: his raft handshake is refused, as
