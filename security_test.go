@@ -454,25 +454,8 @@ func raftHandshake(t *testing.T, addr string, tc *tls.Config, user, pass string)
 	roundTrip := func(req kmsg.Request, resp kmsg.Response) {
 		t.Helper()
 		req.SetVersion(1)
-		body := req.AppendTo(nil)
-		hdr := binary.BigEndian.AppendUint16(nil, uint16(req.Key()))
-		hdr = binary.BigEndian.AppendUint16(hdr, 1)
-		hdr = binary.BigEndian.AppendUint32(hdr, 7)
-		hdr = binary.BigEndian.AppendUint16(hdr, 0xffff) // null client id
-		frame := binary.BigEndian.AppendUint32(nil, uint32(len(hdr)+len(body)))
-		if _, err := conn.Write(append(append(frame, hdr...), body...)); err != nil {
-			t.Fatal(err)
-		}
-		var size [4]byte
-		if _, err := io.ReadFull(conn, size[:]); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(conn, buf); err != nil {
-			t.Fatal(err)
-		}
 		resp.SetVersion(1)
-		if err := resp.ReadFrom(buf[4:]); err != nil {
+		if err := resp.ReadFrom(rawRequest(t, conn, req, 7)); err != nil {
 			t.Fatal(err)
 		}
 	}
