@@ -54,7 +54,9 @@ log.retention.hours=168
 	}
 	s := proctest.StartArgs(t, dir, "server", "--config", props,
 		"--override", "log.dirs="+filepath.Join(dir, "data"),
-		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0")
+		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		// Not the default localhost:9644, which another process may hold.
+		"--override", "http.listener=")
 	if s.Addr == "" {
 		t.Fatal("no bootstrap address")
 	}

@@ -284,3 +284,79 @@ func TestConnectionCreationRate(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerByteRateFetch: consumer_byte_rate as Kafka's
+// KafkaApis.handleFetchRequest applies it, with quota.window.num=2 (one
+// padded window): a consumer's max_bytes is capped at what the quota
+// allows in (quota.window.num-1) windows, 8 KiB here where 1 MiB was
+// asked; the next Fetch, over the quota, is answered empty (no topics, no
+// records counted) with throttle_time_ms set; once the throttle has
+// passed (the first sample leaves the window) the records come again
+// from the same offset.
+func TestConsumerByteRateFetch(t *testing.T) {
+	const rate = 8 << 10
+	n := startNode(t, t.TempDir(), map[string]string{"quota.window.num": "2", "quota.window.size.seconds": "1"})
+	cl := newClient(t, n, kgo.DefaultProduceTopic("cq"), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxProduceRequestsInflightPerBroker(1))
+	createTopic(t, cl, "cq", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := make([]byte, 1000)
+	for range 100 { // 100 batches of about 1 KiB
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	anonymous := "ANONYMOUS"
+	alterQuota(t, kadm.NewClient(cl), kadm.ClientQuotaEntity{{Type: "user", Name: &anonymous}}, "consumer_byte_rate", rate)
+
+	fetch := func(offset int64) (*kmsg.FetchResponse, int) {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 0
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "cq"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.PartitionMaxBytes = offset, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := 0
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("fetch: error %v", kerr.ErrorForCode(rp.ErrorCode))
+				}
+				size += len(rp.RecordBatches)
+			}
+		}
+		return resp, size
+	}
+	resp, size := fetch(0)
+	if size == 0 || size > rate+1100 {
+		t.Fatalf("first fetch returned %d record bytes, want 1 to %d (max_bytes capped at the quota's window)", size, rate+1100)
+	}
+	if resp.ThrottleMillis != 0 {
+		t.Fatalf("first fetch throttled %d ms", resp.ThrottleMillis)
+	}
+	resp, size = fetch(0)
+	if resp.ThrottleMillis <= 0 || size != 0 || len(resp.Topics) != 0 {
+		t.Fatalf("second fetch over the quota: throttle %d ms, %d record bytes in %d topics; want a throttle and an empty response", resp.ThrottleMillis, size, len(resp.Topics))
+	}
+	// The connection is muted for each throttle (KIP-219); the records
+	// skipped come once the quota window has room again, and until then
+	// every answer is empty and throttled.
+	for i := 0; ; i++ {
+		resp, size = fetch(0)
+		if size > 0 {
+			t.Logf("records again after %d more throttled fetches", i)
+			break
+		}
+		if resp.ThrottleMillis <= 0 || i == 20 {
+			t.Fatalf("fetch %d: %d record bytes, throttle %d ms", i+3, size, resp.ThrottleMillis)
+		}
+	}
+}

@@ -10,19 +10,20 @@ package samsa
 
 import (
 	"context"
-	"math"
-	"sync/atomic"
-
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -155,6 +156,21 @@ type lateHandler struct {
 	ctrl  atomic.Pointer[controller.Controller] // for SCRAM credentials
 	node  *config.Node
 	ready chan struct{} // closed once the broker serves clients
+}
+
+// raftAllowed reports whether c may carry the metadata quorum's raft
+// messages: Kafka's ControllerApis authorize Vote, BeginQuorumEpoch,
+// EndQuorumEpoch and FetchSnapshot with CLUSTER_ACTION on the cluster.
+// Without an authorizer everyone may; with one, super.users may always
+// (the ACLs live in the metadata log the quorum replicates, so before the
+// broker runs only they are known, as Kafka's StandardAuthorizer allows
+// only super users before its initial load), others by their ACLs.
+func (h *lateHandler) raftAllowed(c *server.Conn) bool {
+	if h.node.AuthorizerClassName == "" || slices.Contains(h.node.SuperUsers, c.Principal) {
+		return true
+	}
+	b := h.b.Load()
+	return b != nil && b.AuthorizedClusterAction(c)
 }
 
 func (h *lateHandler) Handle(ctx context.Context, c *server.Conn, req *wire.Request) (kmsg.Response, error) {
@@ -297,11 +313,18 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			scfg.Quotas = ctrlQuotas
 			scfg.ConnectionRate = nil // client quotas apply to broker listeners
 			if transport != nil {
-				scfg.Divert = func(first [4]byte) func(net.Conn) {
-					if first == quorum.Preamble {
-						return transport.ServeConn
+				raftLog := logger.With("component", "raft", "listener", l.Name)
+				scfg.Divert = func(first [4]byte, c *server.Conn) func(net.Conn) {
+					if first != quorum.Preamble {
+						return nil
 					}
-					return nil
+					if !h.raftAllowed(c) {
+						return func(nc net.Conn) {
+							raftLog.Warn("refusing a raft connection: its principal may not CLUSTER_ACTION the cluster", "principal", c.Principal, "remote", c.RemoteAddr)
+							nc.Close()
+						}
+					}
+					return transport.ServeConn
 				}
 			}
 		}
@@ -355,7 +378,11 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		if n.console != nil {
 			root = n.console
 		}
-		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], reg, func() error { return n.ready(h.ready) }, root, logger.With("component", "http"))
+		var tc *tls.Config
+		if tc, err = httpTLS(nc); err != nil {
+			return nil, err
+		}
+		n.http, err = metrics.Listen(nc.HTTPListener, bound[httpListener], tc, reg, func() error { return n.ready(h.ready) }, root, logger.With("component", "http"))
 		delete(bound, httpListener)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package samsa
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strconv"
 
@@ -9,6 +10,20 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/wire"
 )
+
+// httpTLS is the TLS configuration of the operations HTTP listener, nil
+// for http.listener.security.protocol=PLAINTEXT.
+func httpTLS(nc *config.Node) (*tls.Config, error) {
+	sec, err := nc.HTTPSecurity()
+	if err != nil || !sec.TLS() {
+		return nil, err
+	}
+	tc, err := auth.ServerTLS(sec.SSL)
+	if err != nil {
+		return nil, fmt.Errorf("http.listener: %w", err)
+	}
+	return tc, nil
+}
 
 // listenerSecurity fills scfg's TLS and SASL settings for a listener from
 // its security protocol and ssl.*/sasl.* properties. SCRAM credentials are

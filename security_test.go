@@ -1,6 +1,7 @@
 package samsa_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,7 +12,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -325,7 +329,7 @@ func TestSecureCluster(t *testing.T) {
 	dir := t.TempDir()
 	p := newPKI(t, dir)
 	var boot []metadata.Record
-	for _, u := range [][2]string{{"broker", "broker-secret"}, {"alice", "alice-secret"}} {
+	for _, u := range [][2]string{{"broker", "broker-secret"}, {"alice", "alice-secret"}, {"carol", "carol-secret"}} {
 		c, err := auth.NewScramCredential(auth.ScramSHA512, u[1], 0)
 		if err != nil {
 			t.Fatal(err)
@@ -350,7 +354,7 @@ func TestSecureCluster(t *testing.T) {
 		"ssl.keystore.location":                                  p.serverFile,
 		"ssl.truststore.location":                                p.caFile,
 		"listener.name.controller.sasl.enabled.mechanisms":       "PLAIN",
-		"listener.name.controller.plain.sasl.jaas.config":        `org.apache.kafka.common.security.plain.PlainLoginModule required username="ctrl" password="ctrl-secret" user_ctrl="ctrl-secret";`,
+		"listener.name.controller.plain.sasl.jaas.config":        `org.apache.kafka.common.security.plain.PlainLoginModule required username="ctrl" password="ctrl-secret" user_ctrl="ctrl-secret" user_bob="bob-secret";`,
 		"sasl.mechanism.controller.protocol":                     "PLAIN",
 		"listener.name.plaintext.sasl.enabled.mechanisms":        "SCRAM-SHA-512",
 		"listener.name.plaintext.scram-sha-512.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`,
@@ -358,6 +362,12 @@ func TestSecureCluster(t *testing.T) {
 		"default.replication.factor":                             "3",
 		"min.insync.replicas":                                    "2",
 		"offsets.topic.replication.factor":                       "3",
+		// ACLs on: the controllers (ctrl) and brokers (broker) are super
+		// users, so the raft connections and the inter-broker requests
+		// are allowed their CLUSTER_ACTION; alice is one for the round
+		// trip below.
+		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":           "User:ctrl;User:broker;User:alice",
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -384,5 +394,187 @@ func TestSecureCluster(t *testing.T) {
 		if err := metadataErr(addr); err == nil {
 			t.Fatalf("a plaintext client was served at %s", addr)
 		}
+	}
+	// Admin requests are authorized on the node that receives them,
+	// against the client's principal, also on the nodes that forward them
+	// to the active controller under their own (super user) principal
+	// (KIP-590): carol's CreateTopics is refused by every node until an
+	// ACL gives her CREATE on the cluster, then served by every node.
+	carolOpts := []kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.DialTLSConfig(p.clientTLS(false)), kgo.SASL(scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha512Mechanism())}
+	carol, err := kgo.NewClient(carolOpts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer carol.Close()
+	createVia := func(id int32, topic string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, 3
+		req.Topics = append(req.Topics, rt)
+		req.TimeoutMillis = 10000
+		resp, err := req.RequestWith(ctx, carol.Broker(int(id)))
+		if err != nil || len(resp.Topics) != 1 {
+			t.Fatalf("CreateTopics via node %d: %v", id, err)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	for id := int32(1); id <= 3; id++ {
+		wantCode(t, fmt.Sprintf("CreateTopics as carol via node %d", id), createVia(id, fmt.Sprintf("carol-%d", id)), kerr.TopicAuthorizationFailed)
+	}
+	if r, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:carol").AllowHosts().Clusters().Operations(kadm.OpCreate)); err != nil || r[0].Err != nil {
+		t.Fatalf("CreateAcls: %v %v", err, r)
+	}
+	for id := int32(1); id <= 3; id++ {
+		waitFor(t, 10*time.Second, fmt.Sprintf("carol creates a topic via node %d", id), func() bool {
+			return createVia(id, fmt.Sprintf("carol-%d", id)) == 0
+		})
+	}
+	// bob authenticates on the controller listener but may not
+	// CLUSTER_ACTION the cluster: his raft handshake is refused, as
+	// Kafka's ControllerApis refuse his Vote or BeginQuorumEpoch.
+	if err := raftHandshake(t, c.ControllerAddr(1), p.clientTLS(false), "bob", "bob-secret"); err == nil {
+		t.Fatal("a raft connection from a principal without CLUSTER_ACTION was kept open")
+	}
+}
+
+// raftHandshake opens a connection to a SASL_SSL controller listener,
+// authenticates with PLAIN (SaslHandshake v1, SaslAuthenticate v1), sends
+// the raft handshake of voter 2 to voter 1, and reads: it returns the
+// read's error (io.EOF when the node closed the connection), nil when the
+// connection was still open after two seconds.
+func raftHandshake(t *testing.T, addr string, tc *tls.Config, user, pass string) error {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	roundTrip := func(req kmsg.Request, resp kmsg.Response) {
+		t.Helper()
+		req.SetVersion(1)
+		resp.SetVersion(1)
+		if err := resp.ReadFrom(rawRequest(t, conn, req, 7)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = "PLAIN"
+	hsResp := kmsg.NewPtrSASLHandshakeResponse()
+	roundTrip(hs, hsResp)
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.SASLAuthBytes = []byte("\x00" + user + "\x00" + pass)
+	auResp := kmsg.NewPtrSASLAuthenticateResponse()
+	roundTrip(au, auResp)
+	if hsResp.ErrorCode != 0 || auResp.ErrorCode != 0 {
+		t.Fatalf("SASL PLAIN as %s: handshake %d, authenticate %d", user, hsResp.ErrorCode, auResp.ErrorCode)
+	}
+	hello := append([]byte("SRFT"), 0)
+	hello = binary.BigEndian.AppendUint32(hello, 2)
+	hello = binary.BigEndian.AppendUint32(hello, 1)
+	if _, err := conn.Write(hello); err != nil {
+		return err
+	}
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// TestDescribeBrokerSecurityConfigs: DescribeConfigs of a broker lists the
+// ssl.* and sasl.* properties, the listener-prefixed ones set, with
+// Kafka's types; passwords (a PEM key's password, a JAAS config) are
+// sensitive and have no value, in the config or its synonyms; broker.id
+// is the node's id.
+func TestDescribeBrokerSecurityConfigs(t *testing.T) {
+	p := newPKI(t, t.TempDir())
+	n := startSecureNode(t, p, map[string]string{"ssl.key.password": "not-shown"})
+	cl := newClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeSynonyms = true
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("DescribeConfigs: %v %+v", err, resp)
+	}
+	got := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
+	for _, c := range resp.Resources[0].Configs {
+		got[c.Name] = c
+	}
+	jaas := "listener.name.sasl_ssl.plain.sasl.jaas.config"
+	for _, tc := range []struct {
+		name      string
+		value     *string // nil: no value
+		typ       kmsg.ConfigType
+		sensitive bool
+	}{
+		{"ssl.keystore.location", &p.serverFile, kmsg.ConfigTypeString, false},
+		{"ssl.key.password", nil, kmsg.ConfigTypePassword, true},
+		{"ssl.truststore.password", nil, kmsg.ConfigTypePassword, true},
+		{jaas, nil, kmsg.ConfigTypePassword, true},
+		{"sasl.enabled.mechanisms", kadmStr("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"), kmsg.ConfigTypeList, false},
+		{"ssl.client.auth", kadmStr("none"), kmsg.ConfigTypeString, false},
+		{"broker.id", kadmStr("1"), kmsg.ConfigTypeInt, false},
+		{"node.id", kadmStr("1"), kmsg.ConfigTypeInt, false},
+		{"auto.create.topics.enable", kadmStr("true"), kmsg.ConfigTypeBoolean, false},
+		{"num.partitions", kadmStr("1"), kmsg.ConfigTypeInt, false},
+		{"log.retention.ms", nil, kmsg.ConfigTypeLong, false},
+		{"log.retention.hours", kadmStr("168"), kmsg.ConfigTypeInt, false},
+		{"log.cleanup.policy", kadmStr("delete"), kmsg.ConfigTypeList, false},
+	} {
+		c, ok := got[tc.name]
+		switch {
+		case !ok:
+			t.Errorf("%s not described", tc.name)
+		case (c.Value == nil) != (tc.value == nil) || (c.Value != nil && *c.Value != *tc.value):
+			t.Errorf("%s = %q (null %v), want %q (null %v)", tc.name, deref(c.Value), c.Value == nil, deref(tc.value), tc.value == nil)
+		case c.ConfigType != tc.typ || c.IsSensitive != tc.sensitive:
+			t.Errorf("%s: type %v sensitive %v, want %v %v", tc.name, c.ConfigType, c.IsSensitive, tc.typ, tc.sensitive)
+		}
+		for _, s := range c.ConfigSynonyms {
+			if tc.sensitive && s.Value != nil {
+				t.Errorf("%s: synonym %s shows a value", tc.name, s.Name)
+			}
+		}
+	}
+}
+
+// TestHTTPListenerTLS: http.listener.security.protocol=SSL (Samsa's own,
+// beyond Kafka) serves /healthz and /metrics over TLS with the ssl.*
+// properties resolved as for a listener named HTTP; with
+// listener.name.http.ssl.client.auth=required a scraper without a client
+// certificate, or speaking plain HTTP, gets nothing.
+func TestHTTPListenerTLS(t *testing.T) {
+	p := newPKI(t, t.TempDir())
+	n := startSecureNode(t, p, map[string]string{
+		"http.listener":                      "127.0.0.1:0",
+		"http.listener.security.protocol":    "SSL",
+		"listener.name.http.ssl.client.auth": "required",
+	})
+	get := func(tc *tls.Config, scheme string) (string, error) {
+		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 10 * time.Second}
+		resp, err := cl.Get(scheme + "://" + n.HTTPAddr() + "/healthz")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(b)), err
+	}
+	if got, err := get(p.clientTLS(true), "https"); err != nil || got != "200 ok" {
+		t.Fatalf("https with a client certificate: %q, %v", got, err)
+	}
+	if got, err := get(p.clientTLS(false), "https"); err == nil {
+		t.Fatalf("https without a client certificate was served: %q", got)
+	}
+	if got, err := get(nil, "http"); err == nil && got == "200 ok" {
+		t.Fatal("plain http was served")
 	}
 }

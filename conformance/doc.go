@@ -17,6 +17,15 @@
 //
 //	RUNNER --client NAME --scenario ID --bootstrap HOST:PORT --topic T
 //	       [--group G] [--codec C] [--groups 0|1]
+//	       [--security-protocol SSL|SASL_SSL --ssl-ca CA.pem
+//	        [--ssl-cert CERT.pem --ssl-key KEY.pem]
+//	        [--sasl-mechanism SCRAM-SHA-512 --sasl-username U --sasl-password P]]
+//
+// The security scenarios (sasl-scram-512, mtls, acl-denied) connect to the
+// server's SASL_SSL or SSL listener with those flags; the server runs
+// Kafka's StandardAuthorizer with the driver's PLAINTEXT principal
+// (ANONYMOUS) as a super user, and each scenario's setup creates the SCRAM
+// user and the ACLs it needs (see Security).
 //
 // and prints on its last stdout line `RESULT {"status": S, "detail": D}`
 // where S is "pass", "fail" or "na" (the client has no such feature); a

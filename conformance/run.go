@@ -106,7 +106,11 @@ var ServerOverrides = []string{"log.cleaner.backoff.ms=200"}
 // output.
 func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []Scenario, logf func(string, ...any)) (map[string]Result, error) {
 	results := map[string]Result{}
-	srv, err := StartServer(bin, dataDir, ServerOverrides...)
+	sec, err := NewSecurity(dataDir + "-pki")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := StartServer(bin, dataDir, append(append([]string{}, ServerOverrides...), sec.Overrides()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +150,7 @@ func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []
 			Addr: srv.Addr, Dir: srv.Dir, Logf: func(format string, args ...any) {
 				logf("%s %s: "+format, append([]any{c.ID, s.ID}, args...)...)
 			}}
-		r := runScenario(ctx, *c, srv, e, s, groupsAdvertised)
+		r := runScenario(ctx, *c, srv, sec, e, s, groupsAdvertised)
 		if srv.Exited() {
 			r.Status = Fail
 			r.Detail = "the samsa server exited during the scenario; " + r.Detail
@@ -164,7 +168,7 @@ func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []
 	return results, nil
 }
 
-func runScenario(ctx context.Context, c Client, srv *Server, e *Env, s Scenario, groups string) Result {
+func runScenario(ctx context.Context, c Client, srv *Server, sec *Security, e *Env, s Scenario, groups string) Result {
 	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if s.Partitions > 0 {
@@ -188,8 +192,12 @@ func runScenario(ctx context.Context, c Client, srv *Server, e *Env, s Scenario,
 			return Result{Status: Fail, Detail: err.Error()}
 		}
 	}
-	args := []string{"--scenario", s.Runner, "--bootstrap", srv.Addr, "--topic", e.Topic,
-		"--group", e.Group, "--groups", groups}
+	bootstrap, secArgs := srv.Addr, []string(nil)
+	if s.Listener != "" {
+		bootstrap, secArgs = sec.RunnerArgs(s.Listener)
+	}
+	args := append([]string{"--scenario", s.Runner, "--bootstrap", bootstrap, "--topic", e.Topic,
+		"--group", e.Group, "--groups", groups}, secArgs...)
 	if s.Codec != "" {
 		args = append(args, "--codec", s.Codec)
 	}

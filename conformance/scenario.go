@@ -40,6 +40,9 @@ type Scenario struct {
 	// Verify checks from the broker's side what the runner left, after it
 	// reported a pass.
 	Verify func(ctx context.Context, e *Env) error
+	// Listener is the secured listener the runner connects to ("SASL_SSL"
+	// or "SSL", see Security); "" is the PLAINTEXT one.
+	Listener string
 }
 
 // Env is what setup and verify functions get: a franz-go client on the
@@ -102,6 +105,8 @@ var Scenarios = []Scenario{
 	compactedScenario(),
 	malformedScenario(),
 }
+
+func init() { Scenarios = append(Scenarios, securityScenarios()...) }
 
 func produceScenario(codec string) Scenario {
 	return Scenario{

@@ -12,6 +12,7 @@ const lz4js = require('lz4js')
 const { ZstdCodec } = require('zstd-codec')
 
 const PRODUCE_COUNT = 10000
+const SECURE_COUNT = 1000 // conformance.SecureCount
 const TIMESTAMP_BASE = 1700000000000
 const COMPACTED_READ_BOUND = 40000 // ms; see cmd/goclients/compacted.go
 
@@ -64,6 +65,36 @@ function parseArgs() {
   return a
 }
 
+// security is kafkajs's ssl and sasl options for the --security-protocol
+// flags: the CA, a client certificate for mTLS, SCRAM-SHA-512.
+function security(a) {
+  const proto = a['security-protocol'] || 'PLAINTEXT'
+  if (proto === 'PLAINTEXT') return {}
+  const fs = require('fs')
+  const ssl = { ca: [fs.readFileSync(a['ssl-ca'], 'utf8')] }
+  if (a['ssl-cert']) {
+    ssl.cert = fs.readFileSync(a['ssl-cert'], 'utf8')
+    ssl.key = fs.readFileSync(a['ssl-key'], 'utf8')
+  }
+  const out = { ssl }
+  if (proto === 'SASL_SSL') {
+    if (a['sasl-mechanism'] !== 'SCRAM-SHA-512') throw new Fail(`unsupported mechanism ${a['sasl-mechanism']}`)
+    out.sasl = { mechanism: 'scram-sha-512', username: a['sasl-username'], password: a['sasl-password'] }
+  }
+  return out
+}
+
+// errorTypes are the kafkajs error types (KafkaJSProtocolError.type) in e
+// and the errors it wraps.
+function errorTypes(e, seen = new Set()) {
+  if (!e || typeof e !== 'object' || seen.has(e)) return []
+  seen.add(e)
+  const out = e.type ? [e.type] : []
+  for (const inner of [e.cause, e.originalError, ...(Array.isArray(e.errors) ? e.errors : [])])
+    out.push(...errorTypes(inner, seen))
+  return out
+}
+
 function makeRecords(prefix, n, partitions = 1) {
   const out = []
   for (let i = 0; i < n; i++) {
@@ -107,6 +138,7 @@ class Client {
     this.kafka = new Kafka({
       clientId: 'samsa-conformance',
       brokers: [a.bootstrap],
+      ...security(a),
       logLevel: logLevel.WARN,
       retry: { retries: 5, initialRetryTime: 100 },
     })
@@ -494,6 +526,21 @@ async function scenarioCompactedRead(c, a) {
   if (err) throw err
 }
 
+// scenarioACLDenied produces one record to a topic the principal may
+// describe but not write: kafkajs must fail with TOPIC_AUTHORIZATION_FAILED.
+async function scenarioACLDenied(c, a) {
+  try {
+    await c.produce(a.topic, 'none', makeRecords('denied', 1), false)
+  } catch (e) {
+    const msg = `${e.name}: ${e.message} [${errorTypes(e).join(', ')}]`
+    process.stdout.write(`DATA ${msg}\n`)
+    if (!errorTypes(e).includes('TOPIC_AUTHORIZATION_FAILED'))
+      throw new Fail(`produce failed, but not with TOPIC_AUTHORIZATION_FAILED: ${msg}`)
+    return `the client's error: ${msg.length > 160 ? msg.slice(0, 160) + '…' : msg}`
+  }
+  throw new Fail('produce without WRITE on the topic succeeded')
+}
+
 async function run(c, a) {
   switch (a.scenario) {
     case 'version':
@@ -523,6 +570,10 @@ async function run(c, a) {
       return scenarioTransactions(c, a)
     case 'compacted-read':
       return scenarioCompactedRead(c, a)
+    case 'secure-produce':
+      return scenarioProduce(c, a, 'none', SECURE_COUNT, false)
+    case 'acl-denied':
+      return scenarioACLDenied(c, a)
   }
   throw new Fail(`unknown scenario ${a.scenario}`)
 }

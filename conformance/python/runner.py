@@ -17,6 +17,7 @@ import time
 import traceback
 
 PRODUCE_COUNT = 10000
+SECURE_COUNT = 1000  # conformance.SecureCount
 TIMESTAMP_BASE = 1700000000000
 COMPACTED_READ_BOUND = 40  # seconds; see cmd/goclients/compacted.go
 
@@ -89,16 +90,30 @@ class Client:
 
 
 class Confluent(Client):
-    def __init__(self, bootstrap):
+    def __init__(self, bootstrap, a):
         import confluent_kafka
         self.ck = confluent_kafka
         self.bootstrap = bootstrap
         self._admin = None
+        self.sec = {}
+        if a.security_protocol != "PLAINTEXT":
+            self.sec["security.protocol"] = a.security_protocol.lower()
+            self.sec["ssl.ca.location"] = a.ssl_ca
+            if a.ssl_cert:
+                self.sec.update({"ssl.certificate.location": a.ssl_cert, "ssl.key.location": a.ssl_key})
+            if a.sasl_mechanism:
+                self.sec.update({"sasl.mechanisms": a.sasl_mechanism, "sasl.username": a.sasl_username,
+                                 "sasl.password": a.sasl_password})
 
     def conf(self, **extra):
         c = {"bootstrap.servers": self.bootstrap, "client.id": "samsa-conformance"}
+        c.update(self.sec)
         c.update(extra)
         return c
+
+    def topic_authz_failed(self, e):
+        err = getattr(e, "kafka_error", None)
+        return err is not None and err.code() == self.ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     def admin(self):
         if self._admin is None:
@@ -139,7 +154,9 @@ class Confluent(Client):
         if left:
             raise Fail("%d records not delivered after 60s" % left)
         if errors:
-            raise Fail("delivery failed: %s" % errors[0])
+            f = Fail("delivery failed: %s" % errors[0])
+            f.kafka_error = errors[0]
+            raise f
 
     def produce(self, topic, codec, recs, idempotent=False):
         from confluent_kafka import Producer
@@ -282,16 +299,28 @@ class ConfluentTxn:
 
 
 class KafkaPython(Client):
-    def __init__(self, bootstrap):
+    def __init__(self, bootstrap, a):
         import kafka
         self.kafka = kafka
         self.bootstrap = bootstrap
         self._admin = None
+        # kafka-python's security keyword arguments, on every client.
+        self.sec = {}
+        if a.security_protocol != "PLAINTEXT":
+            self.sec = {"security_protocol": a.security_protocol, "ssl_cafile": a.ssl_ca}
+            if a.ssl_cert:
+                self.sec.update(ssl_certfile=a.ssl_cert, ssl_keyfile=a.ssl_key)
+            if a.sasl_mechanism:
+                self.sec.update(sasl_mechanism=a.sasl_mechanism, sasl_plain_username=a.sasl_username,
+                                sasl_plain_password=a.sasl_password)
+
+    def topic_authz_failed(self, e):
+        return isinstance(e, self.kafka.errors.TopicAuthorizationFailedError)
 
     def admin(self):
         if self._admin is None:
             from kafka.admin import KafkaAdminClient
-            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="samsa-conformance")
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, **self.sec, client_id="samsa-conformance")
         return self._admin
 
     def version(self):
@@ -316,7 +345,7 @@ class KafkaPython(Client):
         if idempotent:
             raise NA("kafka-python 2.0 has no idempotent producer")
         from kafka import KafkaProducer
-        p = KafkaProducer(bootstrap_servers=self.bootstrap, compression_type=None if codec == "none" else codec,
+        p = KafkaProducer(bootstrap_servers=self.bootstrap, **self.sec, compression_type=None if codec == "none" else codec,
                           linger_ms=5, acks="all", batch_size=64 * 1024)
         try:
             futs = [p.send(topic, key=r["key"], value=r["value"], headers=r["headers"], partition=r["partition"]) for r in recs]
@@ -330,7 +359,7 @@ class KafkaPython(Client):
         if read_committed:
             raise NA("kafka-python 2.0 has no read_committed isolation")
         from kafka import KafkaConsumer, TopicPartition
-        c = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, **self.sec, enable_auto_commit=False, auto_offset_reset="earliest",
                           fetch_max_wait_ms=200)
         try:
             tp = TopicPartition(topic, partition)
@@ -347,7 +376,7 @@ class KafkaPython(Client):
 
     def offset_for_time(self, topic, partition, ts):
         from kafka import KafkaConsumer, TopicPartition
-        c = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, **self.sec, enable_auto_commit=False)
         try:
             tp = TopicPartition(topic, partition)
             if ts == -2:
@@ -388,7 +417,7 @@ class KafkaPython(Client):
         from kafka import KafkaConsumer
         if getattr(self, "kip848", False):
             raise NA("kafka-python has no KIP-848 consumer")
-        c = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
+        c = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, **self.sec, group_id=group, enable_auto_commit=False,
                           auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=1000,
                           fetch_max_wait_ms=200)
         return KafkaPythonMember(c)
@@ -657,6 +686,20 @@ def scenario_compacted_read(c, a):
         raise err
 
 
+def scenario_acl_denied(c, a):
+    """Produce one record to a topic the principal may describe but not
+    write: the client must fail with its TOPIC_AUTHORIZATION_FAILED."""
+    try:
+        c.produce(a.topic, "none", make_records("denied", 1))
+    except Exception as e:
+        msg = " ".join(("%s: %s" % (type(e).__name__, e)).split())
+        print("DATA " + msg, flush=True)
+        if not c.topic_authz_failed(e):
+            raise Fail("produce failed, but not with the client's TOPIC_AUTHORIZATION_FAILED: " + msg)
+        return "the client's error: " + (msg if len(msg) <= 160 else msg[:160] + "…")
+    raise Fail("produce without WRITE on the topic succeeded")
+
+
 def run(c, a):
     s = a.scenario
     if s == "version":
@@ -690,6 +733,10 @@ def run(c, a):
         scenario_transactions(c, a)
     elif s == "compacted-read":
         scenario_compacted_read(c, a)
+    elif s == "secure-produce":
+        scenario_produce(c, a, "none", SECURE_COUNT, False)
+    elif s == "acl-denied":
+        return scenario_acl_denied(c, a)
     else:
         raise Fail("unknown scenario %r" % s)
     return ""
@@ -715,9 +762,16 @@ def main():
     ap.add_argument("--group", default="")
     ap.add_argument("--codec", default="none")
     ap.add_argument("--groups", default="0")
+    ap.add_argument("--security-protocol", default="PLAINTEXT", choices=["PLAINTEXT", "SSL", "SASL_SSL"])
+    ap.add_argument("--sasl-mechanism", default="")
+    ap.add_argument("--sasl-username", default="")
+    ap.add_argument("--sasl-password", default="")
+    ap.add_argument("--ssl-ca", default="")
+    ap.add_argument("--ssl-cert", default="")
+    ap.add_argument("--ssl-key", default="")
     a = ap.parse_args()
     try:
-        c = Confluent(a.bootstrap) if a.client == "confluent" else KafkaPython(a.bootstrap)
+        c = Confluent(a.bootstrap, a) if a.client == "confluent" else KafkaPython(a.bootstrap, a)
         try:
             detail = run(c, a)
         finally:

@@ -269,3 +269,49 @@ func TestScramLibrdkafkaNonce(t *testing.T) {
 		t.Fatalf("librdkafka's nonce: done %v, %v", done, err)
 	}
 }
+
+// TestEncryptedKeys: a PEM keystore's private key encrypted as PKCS#8
+// (PBES2, as `openssl pkcs8 -topk8 -v2 ...` writes it; files in testdata
+// made with OpenSSL 3.0) is decrypted with ssl.key.password, as Kafka's
+// PEM keystore does; a wrong or missing password, PBES1 (3DES) and legacy
+// encrypted PEM (Proc-Type/DEK-Info), which Kafka refuses too, fail with
+// errors that say what to do.
+func TestEncryptedKeys(t *testing.T) {
+	cert, err := os.ReadFile("testdata/cert.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		file, password string
+		want           error  // nil: decrypted
+		wantText       string // for errors without a sentinel
+	}{
+		{"key-pbes2-aes256-sha256.pem", "key-secret", nil, ""},
+		{"key-pbes2-aes128-sha1.pem", "key-secret", nil, ""},
+		{"key-pbes2-aes256-sha256.pem", "wrong", ErrKeyPassword, ""},
+		{"key-pbes2-aes128-sha1.pem", "", ErrNoKeyPassword, ""},
+		{"key-pbes1-3des.pem", "key-secret", nil, "only PBES2"},
+		{"key-legacy.pem", "key-secret", ErrEncryptedKey, ""},
+	} {
+		t.Run(tc.file+"/"+tc.password, func(t *testing.T) {
+			key, err := os.ReadFile("testdata/" + tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := parseKeyPair(cert, key, tc.password)
+			switch {
+			case tc.want == nil && tc.wantText == "":
+				if err != nil {
+					t.Fatalf("not decrypted: %v", err)
+				}
+				if c.PrivateKey == nil || len(c.Certificate) != 1 {
+					t.Fatalf("key pair %+v", c)
+				}
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			case tc.wantText != "" && (err == nil || !strings.Contains(err.Error(), tc.wantText)):
+				t.Fatalf("err = %v, want one saying %q", err, tc.wantText)
+			}
+		})
+	}
+}

@@ -13,9 +13,15 @@ import (
 	"github.com/samsahq/samsa/internal/config"
 )
 
-// ErrEncryptedKey is returned for a private key Samsa cannot decrypt: an
-// encrypted PKCS#8 key ("ENCRYPTED PRIVATE KEY") with ssl.key.password.
-var ErrEncryptedKey = errors.New("auth: encrypted private keys are not supported (decrypt it: openssl pkcs8 -in key.pem -out plain.pem)")
+// ErrEncryptedKey is returned for an encrypted private key Samsa does not
+// read: legacy encrypted PEM ("Proc-Type: 4,ENCRYPTED", DEK-Info), which
+// Kafka's PEM keystore refuses too, or an encrypted PKCS#8 key without
+// ssl.key.password.
+var ErrEncryptedKey = errors.New("auth: legacy encrypted PEM keys are not served, as in Kafka: convert the key to encrypted PKCS#8 (openssl pkcs8 -topk8 -v2 aes-256-cbc -in key.pem -out key-pkcs8.pem) and set ssl.key.password")
+
+// ErrNoKeyPassword is returned for an encrypted PKCS#8 key when
+// ssl.key.password is not set.
+var ErrNoKeyPassword = errors.New("auth: the private key is encrypted (ENCRYPTED PRIVATE KEY) and ssl.key.password is not set")
 
 // keystore loads the key and certificate chain of ssl.keystore.* and
 // reloads ssl.keystore.location when its modification time or size changes,
@@ -108,7 +114,17 @@ func parseKeyPair(certPEM, keyPEM []byte, password string) (*tls.Certificate, er
 		}
 		switch b.Type {
 		case "ENCRYPTED PRIVATE KEY":
-			return nil, ErrEncryptedKey
+			if password == "" {
+				return nil, ErrNoKeyPassword
+			}
+			der, err := decryptPKCS8(b.Bytes, password)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := x509.ParsePKCS8PrivateKey(der); err != nil {
+				return nil, ErrKeyPassword // decrypted to garbage
+			}
+			key = pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 		case "PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY":
 			if _, enc := b.Headers["DEK-Info"]; enc {
 				return nil, ErrEncryptedKey

@@ -104,6 +104,15 @@ func (b *Broker) authorizedCluster(c *server.Conn, op kmsg.ACLOperation) bool {
 	return b.authorized(c, op, resCluster, acl.ClusterName)
 }
 
+// AuthorizedClusterAction reports whether c's principal may
+// CLUSTER_ACTION the cluster (true without an authorizer): the metadata
+// quorum's raft connections need it, as Kafka's ControllerApis require it
+// of Vote, BeginQuorumEpoch, EndQuorumEpoch and FetchSnapshot. Safe for
+// concurrent use.
+func (b *Broker) AuthorizedClusterAction(c *server.Conn) bool {
+	return b.authorizedCluster(c, opClusterAction)
+}
+
 // authorizedOps is the KIP-430 bit set of the supported operations of
 // typ that c may perform on name: bit n set for the operation whose code
 // is n.

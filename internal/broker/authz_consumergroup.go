@@ -50,29 +50,18 @@ func gateConsumerGroupHeartbeat(b *Broker, c *server.Conn, kreq kmsg.Request) (k
 func gateConsumerGroupDescribe(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	out := *req
-	out.Groups = nil
-	var denied []string
-	for _, g := range req.Groups {
-		if b.authorized(c, opDescribe, resGroup, g) {
-			out.Groups = append(out.Groups, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
-		resp := r.(*kmsg.ConsumerGroupDescribeResponse)
-		if req.IncludeAuthorizedOperations {
-			for i := range resp.Groups {
-				if resp.Groups[i].ErrorCode == 0 {
-					resp.Groups[i].AuthorizedOperations = b.authorizedOps(c, resGroup, resp.Groups[i].Group)
-				}
-			}
-		}
-		for _, g := range denied {
-			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
-			resp.Groups = append(resp.Groups, rg)
-		}
-		return resp
-	}
+	var finish func(kmsg.Response) kmsg.Response
+	out.Groups, finish = gateGroupsDescribed(b, c, req.Groups, req.IncludeAuthorizedOperations,
+		func(r kmsg.Response) *[]kmsg.ConsumerGroupDescribeResponseGroup {
+			return &r.(*kmsg.ConsumerGroupDescribeResponse).Groups
+		},
+		func(g *kmsg.ConsumerGroupDescribeResponseGroup) (string, int16, *int32) {
+			return g.Group, g.ErrorCode, &g.AuthorizedOperations
+		},
+		func(name string, code int16) kmsg.ConsumerGroupDescribeResponseGroup {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = name, code
+			return g
+		})
+	return &out, finish
 }

@@ -351,30 +351,53 @@ func gateListGroups(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, 
 func gateDescribeGroups(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	out := *req
-	out.Groups = nil
-	var denied []string
-	for _, g := range req.Groups {
+	var finish func(kmsg.Response) kmsg.Response
+	out.Groups, finish = gateGroupsDescribed(b, c, req.Groups, req.IncludeAuthorizedOperations,
+		func(r kmsg.Response) *[]kmsg.DescribeGroupsResponseGroup {
+			return &r.(*kmsg.DescribeGroupsResponse).Groups
+		},
+		func(g *kmsg.DescribeGroupsResponseGroup) (string, int16, *int32) {
+			return g.Group, g.ErrorCode, &g.AuthorizedOperations
+		},
+		func(name string, code int16) kmsg.DescribeGroupsResponseGroup {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode = name, code
+			return g
+		})
+	return &out, finish
+}
+
+// gateGroupsDescribed is the gate of DescribeGroups and
+// ConsumerGroupDescribe, whose responses differ only in their types: it
+// returns the groups c may DESCRIBE, and a finish that fills the
+// authorized operations (KIP-430) of the groups answered without error
+// when withOps, and appends an entry GROUP_AUTHORIZATION_FAILED (made by
+// denied) for each other group. groups gives the response's entries, entry
+// an entry's name, error code and authorized operations.
+func gateGroupsDescribed[G any](b *Broker, c *server.Conn, names []string, withOps bool,
+	groups func(kmsg.Response) *[]G, entry func(*G) (string, int16, *int32),
+	denied func(name string, code int16) G) ([]string, func(kmsg.Response) kmsg.Response) {
+	var kept, refused []string
+	for _, g := range names {
 		if b.authorized(c, opDescribe, resGroup, g) {
-			out.Groups = append(out.Groups, g)
+			kept = append(kept, g)
 		} else {
-			denied = append(denied, g)
+			refused = append(refused, g)
 		}
 	}
-	return &out, func(r kmsg.Response) kmsg.Response {
-		resp := r.(*kmsg.DescribeGroupsResponse)
-		if req.IncludeAuthorizedOperations {
-			for i := range resp.Groups {
-				if resp.Groups[i].ErrorCode == 0 {
-					resp.Groups[i].AuthorizedOperations = b.authorizedOps(c, resGroup, resp.Groups[i].Group)
+	return kept, func(r kmsg.Response) kmsg.Response {
+		gs := groups(r)
+		if withOps {
+			for i := range *gs {
+				if name, code, ops := entry(&(*gs)[i]); code == 0 {
+					*ops = b.authorizedOps(c, resGroup, name)
 				}
 			}
 		}
-		for _, g := range denied {
-			rg := kmsg.NewDescribeGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
-			resp.Groups = append(resp.Groups, rg)
+		for _, g := range refused {
+			*gs = append(*gs, denied(g, kerr.GroupAuthorizationFailed.Code))
 		}
-		return resp
+		return r
 	}
 }
 

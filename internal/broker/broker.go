@@ -182,7 +182,7 @@ func New(cfg Config) (*Broker, error) {
 		levels:   cfg.Levels,
 		quotas:   cfg.ConnectionQuotas,
 		stop:     make(chan struct{}),
-		usage:    &clientQuotas{},
+		usage:    newClientQuotas(cfg.Node),
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
 		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),

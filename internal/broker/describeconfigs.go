@@ -36,7 +36,12 @@ import (
 //     the properties, then log.retention.minutes and log.retention.hours
 //     likewise.
 //   - a broker resource named by this node's id lists every property with
-//     the value in effect and the synonyms of its name; the empty name
+//     the value in effect, its type (config.BrokerConfigType) and the
+//     synonyms of its name: the node properties (broker.id and node.id
+//     with the node's id), the ssl.* and sasl.* properties and those set
+//     behind listener.name.<l>.; a PASSWORD (ssl.key.password,
+//     sasl.jaas.config, ...) is sensitive, without a value here or in its
+//     synonyms, as Kafka's KafkaConfig.maybeSensitive. The empty name
 //     lists the cluster-wide dynamic defaults set, with only their
 //     DYNAMIC_DEFAULT_BROKER_CONFIG synonyms. As Kafka's
 //     createBrokerConfigEntry, both mark read-only the configs that cannot
@@ -72,6 +77,14 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 				c.Source = synonyms[0].Source
 			}
 			c.IsDefault = c.Source == kmsg.ConfigSourceDefaultConfig
+			if typ == config.TypePassword {
+				// Kafka's KafkaConfig.maybeSensitive: no value, here
+				// or in a synonym.
+				c.IsSensitive, c.Value = true, nil
+				for i := range synonyms {
+					synonyms[i].Value = nil
+				}
+			}
 			if req.IncludeSynonyms {
 				c.ConfigSynonyms = synonyms
 			}
@@ -110,7 +123,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 					syn := slices.DeleteFunc(b.brokerSynonyms(name), func(s kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) bool {
 						return s.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig
 					})
-					add(name, &v, config.TypeString, config.Mode(name) == config.ReadOnly, syn)
+					add(name, &v, config.BrokerConfigType(name), config.Mode(name) == config.ReadOnly, syn)
 				}
 				break
 			}
@@ -123,10 +136,10 @@ func handleDescribeConfigs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 					continue
 				}
 				v := &bc.Value
-				if _, ok := config.BrokerDefault(bc.Name); !bc.Set && !ok {
-					v = nil // null in Kafka: no default, not set
+				if bc.Null {
+					v = nil // null in Kafka: no default and not set, or sensitive
 				}
-				add(bc.Name, v, config.TypeString, config.Mode(bc.Name) == config.ReadOnly, b.brokerSynonyms(bc.Name))
+				add(bc.Name, v, bc.Type, config.Mode(bc.Name) == config.ReadOnly, b.brokerSynonyms(bc.Name))
 			}
 		case kmsg.ConfigResourceTypeBrokerLogger:
 			if err := b.checkLoggerResource(r.ResourceName); err != nil {

@@ -44,7 +44,9 @@ import (
 // high-watermark. On a controller listener Fetch reads __cluster_metadata
 // only (observers, describequorum.go); another topic gets a top-level
 // INVALID_REQUEST, as from Kafka's KafkaRaftClient. Fetch from the closest
-// replica (KIP-392): see fetchOnce.
+// replica (KIP-392): see fetchOnce. A consumer with a consumer_byte_rate
+// quota has max_bytes capped and is answered empty when over its quota
+// (throttle.go), as in Kafka.
 func init() { register(kmsg.Fetch, 4, 12, handleFetch) }
 
 func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -110,6 +112,14 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			}
 		}
 		return resp, nil
+	}
+	if req.ReplicaID < 0 {
+		// A consumer may not ask for more than its consumer_byte_rate
+		// allows in a quota window: more would be throttled for sure.
+		if n, ok := b.fetchQuotaBytes(c, clientIDFrom(ctx)); ok {
+			req.MaxBytes = min(req.MaxBytes, n)
+			req.MinBytes = min(req.MinBytes, req.MaxBytes)
+		}
 	}
 	denied := b.fetchDenied(c, req)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/quota"
 	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/wire"
@@ -18,6 +19,27 @@ import (
 type clientQuotas struct {
 	produce, fetch, request, mutation, connections quota.Buckets
 	lastSweep                                      atomic.Int64 // unix nanoseconds of the last Sweep
+}
+
+// newClientQuotas returns empty usage sampled with nc's quota.window.*
+// (controller.quota.window.* for controller_mutation_rate).
+func newClientQuotas(nc *config.Node) *clientQuotas {
+	q := &clientQuotas{}
+	w := clientWindow(nc)
+	q.produce.Window, q.fetch.Window, q.request.Window, q.connections.Window = w, w, w, w
+	if nc != nil {
+		q.mutation.Window = quota.Window{Num: int(nc.ControllerQuotaWindowNum), Size: time.Duration(nc.ControllerQuotaWindowSizeSeconds) * time.Second}
+	}
+	return q
+}
+
+// clientWindow is the client quotas' quota.window.num and
+// quota.window.size.seconds; zero fields mean Kafka's defaults.
+func clientWindow(nc *config.Node) quota.Window {
+	if nc == nil {
+		return quota.Window{}
+	}
+	return quota.Window{Num: int(nc.QuotaWindowNum), Size: time.Duration(nc.QuotaWindowSizeSeconds) * time.Second}
 }
 
 // quotaUser is the user of a principal for quota entities: its name
@@ -42,8 +64,12 @@ var exemptFromQuotas = map[kmsg.Key]bool{
 // the connection that long (KIP-219): producer_byte_rate by the request's
 // size for Produce, consumer_byte_rate by the records returned for a
 // consumer's Fetch, request_percentage by the time spent handling it.
-// Followers' fetches, super users and the inter-broker requests are not
-// throttled, as in Kafka. Costs a map lookup when no quota is set.
+// A consumer's Fetch that would be throttled by either quota is answered
+// empty instead (no topics, throttle_time_ms set) and its bytes are not
+// counted, as Kafka's KafkaApis.handleFetchRequest does: the records are
+// read again once the mute ends. Followers' fetches, super users and the
+// inter-broker requests are not throttled, as in Kafka. Costs a map
+// lookup when no quota is set.
 func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response, elapsed time.Duration) {
 	cs := b.image().Quotas()
 	if len(cs) == 0 || c == nil || exemptFromQuotas[kmsg.Key(req.Key)] {
@@ -64,26 +90,38 @@ func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response,
 		}
 	}
 	var d time.Duration
-	record := func(bs *quota.Buckets, key string, v float64) {
+	// record adds v to the client's rate of key and returns that rate, nil
+	// when no quota applies.
+	record := func(bs *quota.Buckets, key string, v float64) *quota.Rate {
 		limit, bucket, ok := cs.Resolve(key, user, client)
 		if !ok {
-			return
+			return nil
 		}
 		r := &bs.Get(bucket, now).Rate
 		r.Record(v, now)
 		d = max(d, r.Throttle(limit, now))
+		return r
 	}
+	var fetched *wire.FetchResponse
+	var fetchRate *quota.Rate
 	switch kmsg.Key(req.Key) {
 	case kmsg.Produce:
 		record(&q.produce, quota.ProducerByteRate, float64(len(req.Raw)))
 	case kmsg.Fetch:
 		if fr, ok := resp.(*wire.FetchResponse); ok && req.Body.(*kmsg.FetchRequest).ReplicaID < 0 {
-			record(&q.fetch, quota.ConsumerByteRate, float64(fr.RecordBytes()))
+			fetched, fetchRate = fr, record(&q.fetch, quota.ConsumerByteRate, float64(fr.RecordBytes()))
 		}
 	}
 	record(&q.request, quota.RequestPercentage, float64(elapsed)*100/float64(time.Second))
 	if d <= 0 {
 		return
+	}
+	if fetched != nil {
+		if fetchRate != nil {
+			fetchRate.Record(-float64(fetched.RecordBytes()), now)
+		}
+		fetched.Reset()
+		fetched.Topics = nil
 	}
 	if tr, ok := resp.(kmsg.SetThrottleResponse); ok {
 		ms := int32(min(d.Milliseconds(), 1<<31-1))
@@ -92,6 +130,28 @@ func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response,
 		}
 	}
 	c.Throttle(d)
+}
+
+// fetchQuotaBytes is the most a consumer's Fetch may return without being
+// throttled, had it fetched nothing in the quota window: the client's
+// consumer_byte_rate × (quota.window.num − 1) × quota.window.size.seconds,
+// as Kafka's ClientQuotaManager.getMaxValueInQuotaWindow; ok false when no
+// quota applies.
+func (b *Broker) fetchQuotaBytes(c *server.Conn, clientID string) (n int32, ok bool) {
+	cs := b.image().Quotas()
+	if len(cs) == 0 || c == nil {
+		return 0, false
+	}
+	if a := b.authorizer(); a.Enabled && a.SuperUsers[connPrincipal(c)] {
+		return 0, false
+	}
+	limit, _, ok := cs.Resolve(quota.ConsumerByteRate, quotaUser(connPrincipal(c)), clientID)
+	if !ok {
+		return 0, false
+	}
+	w := b.usage.fetch.Window.WithDefaults()
+	v := limit * float64(w.Num-1) * w.Size.Seconds()
+	return int32(min(v, 1<<31-1)), true
 }
 
 // mutationGate applies controller_mutation_rate (KIP-599) to CreateTopics,

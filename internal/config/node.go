@@ -78,6 +78,18 @@ type Node struct {
 	// AllowEveryoneIfNoACLFound is allow.everyone.if.no.acl.found
 	// (default false): a resource no ACL names is open to all.
 	AllowEveryoneIfNoACLFound bool
+	// QuotaWindowNum is quota.window.num (default 11, at least 1): the
+	// samples of the client quotas' rates (producer_byte_rate,
+	// consumer_byte_rate, request_percentage, connection_creation_rate).
+	QuotaWindowNum int32
+	// QuotaWindowSizeSeconds is quota.window.size.seconds (default 1, at
+	// least 1): the time span of each sample.
+	QuotaWindowSizeSeconds int32
+	// ControllerQuotaWindowNum and ControllerQuotaWindowSizeSeconds are
+	// controller.quota.window.num (default 11) and
+	// controller.quota.window.size.seconds (default 1): the burst of the
+	// controller_mutation_rate token buckets is rate × num × size.
+	ControllerQuotaWindowNum, ControllerQuotaWindowSizeSeconds int32
 	// MessageMaxBytes is message.max.bytes, the largest record batch
 	// accepted (default 1048588).
 	MessageMaxBytes int32
@@ -297,6 +309,13 @@ type Node struct {
 	// false): the web console on http.listener (internal/console) shows
 	// every page but hides its writes and refuses them with 403.
 	ConsoleReadOnly bool
+	// HTTPListenerSecurityProtocol is http.listener.security.protocol
+	// (Samsa's own, beyond Kafka): PLAINTEXT (the default) or SSL, which
+	// serves the HTTP listener over TLS with the ssl.* properties resolved
+	// as for a listener named HTTP (listener.name.http.ssl.* before the
+	// global ssl.*; ssl.client.auth=required asks scrapers for a
+	// certificate). See HTTPSecurity.
+	HTTPListenerSecurityProtocol string
 	// MetricsConsumerLagPartitions is samsa.metrics.consumer.lag.partitions
 	// (default true): the group coordinator serves the per-partition
 	// kafka_consumergroup_lag and kafka_consumergroup_current_offset
@@ -758,11 +777,15 @@ var nodeProps = map[string]nodeProp{
 		}
 		return nil
 	}, "principals allowed everything, User:a;User:b"},
-	"allow.everyone.if.no.acl.found": {"false", boolean(func(n *Node) *bool { return &n.AllowEveryoneIfNoACLFound }), "allow what no ACL names"},
-	"message.max.bytes":              {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
-	"socket.request.max.bytes":       {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
-	"max.connections":                {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
-	"max.connections.per.ip":         {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
+	"allow.everyone.if.no.acl.found":       {"false", boolean(func(n *Node) *bool { return &n.AllowEveryoneIfNoACLFound }), "allow what no ACL names"},
+	"quota.window.num":                     {"11", i32(func(n *Node) *int32 { return &n.QuotaWindowNum }, 1), "samples of the client quota rates"},
+	"quota.window.size.seconds":            {"1", i32(func(n *Node) *int32 { return &n.QuotaWindowSizeSeconds }, 1), "seconds per client quota sample"},
+	"controller.quota.window.num":          {"11", i32(func(n *Node) *int32 { return &n.ControllerQuotaWindowNum }, 1), "controller_mutation_rate burst, in samples"},
+	"controller.quota.window.size.seconds": {"1", i32(func(n *Node) *int32 { return &n.ControllerQuotaWindowSizeSeconds }, 1), "seconds per controller_mutation_rate sample"},
+	"message.max.bytes":                    {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
+	"socket.request.max.bytes":             {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
+	"max.connections":                      {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
+	"max.connections.per.ip":               {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
 	"max.connections.per.ip.overrides": {"", func(n *Node, v string) error {
 		m := map[string]int32{}
 		for _, kv := range parseList(v) {
@@ -842,7 +865,15 @@ var nodeProps = map[string]nodeProp{
 		n.HTTPListener = v
 		return nil
 	}, "operations HTTP listener (/metrics, /healthz, /readyz, the web console at /); empty: none"},
-	"console.read.only":                     {"false", boolean(func(n *Node) *bool { return &n.ConsoleReadOnly }), "web console without writes"},
+	"console.read.only": {"false", boolean(func(n *Node) *bool { return &n.ConsoleReadOnly }), "web console without writes"},
+	"http.listener.security.protocol": {"PLAINTEXT", func(n *Node, v string) error {
+		switch v = strings.ToUpper(strings.TrimSpace(v)); v {
+		case "PLAINTEXT", "SSL":
+			n.HTTPListenerSecurityProtocol = v
+			return nil
+		}
+		return fmt.Errorf("%w %q (PLAINTEXT or SSL)", errBadValue, v)
+	}, "PLAINTEXT or SSL (ssl.* as for a listener named HTTP)"},
 	"samsa.metrics.partition.series":        {"true", boolean(func(n *Node) *bool { return &n.MetricsPartitionSeries }), "serve per-partition metrics series"},
 	"samsa.metrics.consumer.lag.partitions": {"true", boolean(func(n *Node) *bool { return &n.MetricsConsumerLagPartitions }), "serve consumer lag per partition, not only per topic"},
 	"samsa.metrics.consumer.lag.max.series": {"10000", func(n *Node, v string) error {
@@ -1137,11 +1168,19 @@ type BrokerConfig struct {
 	Name  string
 	Value string
 	Set   bool // given in the file or overrides (STATIC_BROKER_CONFIG)
+	// Null: DescribeConfigs shows no value, for a property neither set nor
+	// with a default, or a sensitive one (Sensitive).
+	Null      bool
+	Type      ConfigType // BrokerConfigType
+	Sensitive bool       // BrokerConfigSensitive: a PASSWORD
 }
 
-// BrokerConfigs lists the node's properties and the broker synonyms of
-// topic configs, sorted by name, with their values: the given one, else
-// Kafka's default ("" when Kafka has none, see BrokerDefault).
+// BrokerConfigs lists the node's properties, the security properties
+// (ssl.*, sasl.*, and those set behind listener.name.<l>.) and the broker
+// synonyms of topic configs, sorted by name, with their values: the given
+// one, else Kafka's default ("" and Null when Kafka has none, see
+// BrokerDefault). broker.id is the node's id, as node.id. Sensitive
+// properties have no value (Null), as in Kafka.
 func (n *Node) BrokerConfigs() []BrokerConfig {
 	var out []BrokerConfig
 	add := func(name, def string) {
@@ -1149,10 +1188,26 @@ func (n *Node) BrokerConfigs() []BrokerConfig {
 		if !set {
 			v = def
 		}
-		out = append(out, BrokerConfig{Name: name, Value: v, Set: set})
+		bc := BrokerConfig{Name: name, Value: v, Set: set, Null: !set && def == "",
+			Type: BrokerConfigType(name), Sensitive: BrokerConfigSensitive(name)}
+		if name == "broker.id" || name == "node.id" {
+			bc.Value, bc.Null = strconv.Itoa(int(n.NodeID)), false
+		}
+		if bc.Sensitive {
+			bc.Value, bc.Null = "", true
+		}
+		out = append(out, bc)
 	}
 	for name, p := range nodeProps {
 		add(name, p.def)
+	}
+	for name, def := range securityProps {
+		add(name, def)
+	}
+	for name := range n.Set {
+		if _, global := securityProps[name]; !global && securityKey(name) {
+			add(name, "")
+		}
 	}
 	for syn := range brokerSynonyms {
 		if syn == "" {

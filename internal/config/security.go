@@ -41,9 +41,10 @@ type SSL struct {
 	// key as PEM text in the property itself.
 	KeystoreCertificateChain string
 	KeystoreKey              string
-	// KeyPassword is ssl.key.password, the password of an encrypted key
-	// (legacy PEM encryption, "Proc-Type: 4,ENCRYPTED"; see docs/security.md
-	// for encrypted PKCS#8).
+	// KeyPassword is ssl.key.password, the password of a private key
+	// encrypted as PKCS#8 ("ENCRYPTED PRIVATE KEY": PBES2 with PBKDF2 and
+	// AES-CBC), as Kafka's PEM keystore reads it; legacy encrypted PEM
+	// ("Proc-Type: 4,ENCRYPTED") is refused, as in Kafka.
 	KeyPassword string
 	// TruststoreType is ssl.truststore.type; only PEM is served.
 	TruststoreType string
@@ -178,6 +179,27 @@ func (n *Node) Security(name string) (*ListenerSecurity, error) {
 	if !ok {
 		return nil, fmt.Errorf("config listener.security.protocol.map: listener %s has no security protocol", name)
 	}
+	return n.security(name, p)
+}
+
+// HTTPListenerName is the listener name under which the operations HTTP
+// listener's ssl.* properties are resolved: listener.name.http.ssl.*,
+// then the global ssl.*.
+const HTTPListenerName = "HTTP"
+
+// HTTPSecurity returns the security of the operations HTTP listener
+// (http.listener): protocol http.listener.security.protocol, PLAINTEXT or
+// SSL, and the ssl.* properties as for a listener named HTTP. Errors as
+// Security's.
+func (n *Node) HTTPSecurity() (*ListenerSecurity, error) {
+	p := n.HTTPListenerSecurityProtocol
+	if p == "" {
+		p = "PLAINTEXT"
+	}
+	return n.security(HTTPListenerName, p)
+}
+
+func (n *Node) security(name, p string) (*ListenerSecurity, error) {
 	s := &ListenerSecurity{Listener: name, Protocol: p}
 	v := func(k string) string { return n.securityValue(name, k) }
 	bad := func(k, why string) error {

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,10 +73,11 @@ type Server struct {
 }
 
 // Listen binds addr (host:port; port 0 picks a free one), or serves ln
-// when not nil, and serves reg and the probes. ready is called for each
+// when not nil, and serves reg and the probes, over TLS with tc when not
+// nil (http.listener.security.protocol=SSL). ready is called for each
 // /readyz. root, when not nil, serves every other path (the web console,
 // internal/console). logger nil discards.
-func Listen(addr string, ln net.Listener, reg *prometheus.Registry, ready func() error, root http.Handler, logger *slog.Logger) (*Server, error) {
+func Listen(addr string, ln net.Listener, tc *tls.Config, reg *prometheus.Registry, ready func() error, root http.Handler, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,6 +86,9 @@ func Listen(addr string, ln net.Listener, reg *prometheus.Registry, ready func()
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			return nil, fmt.Errorf("http.listener %s: %w", addr, err)
 		}
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{

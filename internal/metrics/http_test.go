@@ -39,7 +39,7 @@ func TestMaxScrapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Listen("127.0.0.1:0", nil, reg, func() error { return nil }, nil, nil)
+	s, err := Listen("127.0.0.1:0", nil, nil, reg, func() error { return nil }, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

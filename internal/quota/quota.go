@@ -1,7 +1,8 @@
 // Package quota is the client quotas of Kafka's ClientQuotaManager: the
 // quota configs of users and client ids (and their defaults) resolved in
 // Kafka's order of precedence, and sampled rates measured as Kafka's Rate
-// with quota.window.num (11) windows of quota.window.size.seconds (1 s).
+// with quota.window.num (default 11) windows of quota.window.size.seconds
+// (default 1 s).
 //
 // Quota keys (Kafka's QuotaConfig):
 //   - producer_byte_rate: Produce request bytes per second;
@@ -55,6 +56,27 @@ const (
 	WindowNum  = 11
 	WindowSize = time.Second
 )
+
+// Window is how a Rate samples: Num windows of Size each (Kafka's
+// quota.window.num and quota.window.size.seconds, or for
+// controller_mutation_rate controller.quota.window.num and
+// controller.quota.window.size.seconds). A field zero or negative means
+// its default, WindowNum and WindowSize.
+type Window struct {
+	Num  int
+	Size time.Duration
+}
+
+// WithDefaults is w with its zero fields set to the defaults.
+func (w Window) WithDefaults() Window {
+	if w.Num <= 0 {
+		w.Num = WindowNum
+	}
+	if w.Size <= 0 {
+		w.Size = WindowSize
+	}
+	return w
+}
 
 // Component is one part of an entity: its type and name; Name nil is the
 // type's default entity.
@@ -201,11 +223,14 @@ func (cs Configs) ResolveIP(ip string) (float64, bool) {
 }
 
 // Rate is Kafka's sampled Rate: the sum of the values recorded in the last
-// WindowNum windows of WindowSize, divided by the time they span (at
-// least WindowNum-1 windows). Safe for concurrent use.
+// Window.Num windows of Window.Size, divided by the time they span (at
+// least Num-1 windows). The zero value samples with Kafka's defaults;
+// Buckets.Get returns rates with the Buckets' Window. Safe for concurrent
+// use.
 type Rate struct {
 	mu      sync.Mutex
-	samples [WindowNum]sample
+	w       Window   // set before the first Record
+	samples []sample // w.Num, allocated by the first Record
 	current int
 }
 
@@ -218,11 +243,15 @@ type sample struct {
 func (r *Rate) Record(v float64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.samples == nil {
+		r.w = r.w.WithDefaults()
+		r.samples = make([]sample, r.w.Num)
+	}
 	s := &r.samples[r.current]
 	if s.start.IsZero() {
 		s.start = now
-	} else if now.Sub(s.start) >= WindowSize {
-		r.current = (r.current + 1) % WindowNum
+	} else if now.Sub(s.start) >= r.w.Size {
+		r.current = (r.current + 1) % r.w.Num
 		s = &r.samples[r.current]
 		*s = sample{start: now}
 	}
@@ -244,7 +273,7 @@ func (r *Rate) measureLocked(now time.Time) float64 {
 		if s.start.IsZero() {
 			continue
 		}
-		if now.Sub(s.start) >= WindowNum*WindowSize {
+		if now.Sub(s.start) >= time.Duration(r.w.Num)*r.w.Size {
 			*s = sample{} // obsolete
 			continue
 		}
@@ -253,21 +282,26 @@ func (r *Rate) measureLocked(now time.Time) float64 {
 			oldest = s.start
 		}
 	}
+	if total == 0 {
+		return 0
+	}
 	return total / r.window(now, oldest).Seconds()
 }
 
 // window is Kafka's Rate.windowSize: the time since the oldest sample,
-// padded to WindowNum-1 full windows.
+// padded to Num-1 full windows; at least a millisecond (with
+// quota.window.num=1 Kafka's would be zero right after a sample).
 func (r *Rate) window(now, oldest time.Time) time.Duration {
+	w := r.w.WithDefaults()
 	elapsed := time.Duration(0)
 	if !oldest.IsZero() {
 		elapsed = now.Sub(oldest)
 	}
-	full := elapsed / WindowSize
-	if min := time.Duration(WindowNum - 1); full < min {
-		elapsed += (min - full) * WindowSize
+	full := elapsed / w.Size
+	if min := time.Duration(w.Num - 1); full < min {
+		elapsed += (min - full) * w.Size
 	}
-	return elapsed
+	return max(elapsed, time.Millisecond)
 }
 
 // Throttle is the time to wait for the rate to fall back to limit, as
@@ -293,8 +327,11 @@ func (r *Rate) Throttle(limit float64, now time.Time) time.Duration {
 // concurrent use. Buckets unused for an hour are dropped by Sweep (Kafka
 // expires its quota sensors after an hour too).
 type Buckets struct {
-	mu    sync.Mutex
-	rates map[string]*bucket
+	// Window is the sampling of the buckets' rates and the burst of their
+	// token buckets; set it before the first Get.
+	Window Window
+	mu     sync.Mutex
+	rates  map[string]*bucket
 }
 
 type bucket struct {
@@ -318,7 +355,8 @@ func (bs *Buckets) Get(name string, now time.Time) *Bucket {
 	}
 	b := bs.rates[name]
 	if b == nil {
-		b = &bucket{}
+		w := bs.Window.WithDefaults()
+		b = &bucket{Bucket: Bucket{Rate: Rate{w: w}, Tokens: TokenBucket{w: w}}}
 		bs.rates[name] = b
 	}
 	b.used = now
@@ -337,18 +375,20 @@ func (bs *Buckets) Sweep(before time.Time) {
 }
 
 // TokenBucket is Kafka's TokenBucket of controller_mutation_rate
-// (KIP-599): it holds up to limit × WindowNum × WindowSize tokens (full
+// (KIP-599): it holds up to limit × Window.Num × Window.Size tokens (full
 // at first), refilled at limit per second; each partition created or
-// deleted takes one, and the balance may go negative. Safe for
-// concurrent use.
+// deleted takes one, and the balance may go negative. The zero value uses
+// Kafka's default window. Safe for concurrent use.
 type TokenBucket struct {
 	mu     sync.Mutex
+	w      Window
 	tokens float64
 	last   time.Time // zero: full
 }
 
 func (tb *TokenBucket) refillLocked(limit float64, now time.Time) {
-	burst := limit * WindowNum * WindowSize.Seconds()
+	w := tb.w.WithDefaults()
+	burst := limit * float64(w.Num) * w.Size.Seconds()
 	if tb.last.IsZero() {
 		tb.tokens = burst
 	} else if now.After(tb.last) {

@@ -97,3 +97,35 @@ func TestRate(t *testing.T) {
 		t.Fatalf("rate %v after the samples expired", got)
 	}
 }
+
+// TestWindow: quota.window.num and quota.window.size.seconds set through
+// Buckets.Window: 3 windows of 2 s pad the rate's window to 4 s and
+// expire samples after 6 s; the token bucket holds rate × 3 × 2 s.
+func TestWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	bs := Buckets{Window: Window{Num: 3, Size: 2 * time.Second}}
+	b := bs.Get("u", t0)
+	b.Rate.Record(400, t0)
+	if got := b.Rate.Measure(t0); got != 100 {
+		t.Fatalf("rate %v, want 100 (400 over the padded 2 × 2 s)", got)
+	}
+	if got := b.Rate.Measure(t0.Add(5 * time.Second)); got != 80 {
+		t.Fatalf("rate %v at 5 s, want 80 (400 over 5 s)", got)
+	}
+	if got := b.Rate.Measure(t0.Add(6 * time.Second)); got != 0 {
+		t.Fatalf("rate %v at 6 s, want 0 (the sample left the 3 × 2 s)", got)
+	}
+	b.Tokens.Record(60, 10, t0) // a burst of 10 × 3 × 2 = 60 tokens
+	if b.Tokens.Exceeded(10, t0) {
+		t.Fatal("60 tokens exceeded a bucket of 60")
+	}
+	b.Tokens.Record(1, 10, t0)
+	if !b.Tokens.Exceeded(10, t0) {
+		t.Fatal("61 tokens did not exceed a bucket of 60")
+	}
+	var zero Rate // Kafka's defaults: 11 windows of 1 s
+	zero.Record(1000, t0)
+	if got := zero.Measure(t0); got != 100 {
+		t.Fatalf("zero Rate: %v, want 100", got)
+	}
+}

@@ -179,7 +179,7 @@ func TestIdleDivertedUntouched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ln := newPipeListener()
 		got := make(chan error, 1)
-		divert := func(first [4]byte) func(net.Conn) {
+		divert := func(first [4]byte, _ *Conn) func(net.Conn) {
 			if string(first[:]) != "RAFT" {
 				return nil
 			}

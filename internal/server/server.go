@@ -98,10 +98,12 @@ type Config struct {
 	// keeps idle connections open.
 	IdleTimeout time.Duration
 	// Divert, when set, sees the first four bytes of each connection
-	// and may take the connection over (the metadata quorum's raft
-	// connections share the controller listener): a non-nil result is
-	// run on the connection's goroutine with those bytes still unread.
-	Divert func(first [4]byte) func(net.Conn)
+	// (on a SASL listener, of its first frame after authentication) and
+	// the connection's principal, and may take the connection over (the
+	// metadata quorum's raft connections share the controller listener):
+	// a non-nil result is run on the connection's goroutine with those
+	// bytes still unread.
+	Divert func(first [4]byte, c *Conn) func(net.Conn)
 	// ConnectionRate, when set, records each accepted connection against
 	// the connection_creation_rate of its IP address (KIP-612) and
 	// returns how long to throttle it: a connection over the rate is held
@@ -415,7 +417,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		if err != nil {
 			return
 		}
-		if h := s.cfg.Divert([4]byte(first)); h != nil {
+		if h := s.cfg.Divert([4]byte(first), conn); h != nil {
 			divert(h)
 			return
 		}
@@ -452,7 +454,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			if s.cfg.Divert != nil && s.cfg.SASL != nil {
 				first, err := br.Peek(4)
 				if err == nil && authenticated.Load() {
-					if h := s.cfg.Divert([4]byte(first)); h != nil {
+					if h := s.cfg.Divert([4]byte(first), conn); h != nil {
 						divertTo = h
 						return
 					}

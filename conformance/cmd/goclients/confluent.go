@@ -20,6 +20,9 @@ func newConfluent(bootstrap string) (client, error) {
 
 func (c *confluentClient) conf(extra kafka.ConfigMap) *kafka.ConfigMap {
 	m := kafka.ConfigMap{"bootstrap.servers": c.bootstrap, "client.id": "samsa-conformance"}
+	for k, v := range librdkafkaSecurity() {
+		m[k] = v
+	}
 	for k, v := range extra {
 		m[k] = v
 	}

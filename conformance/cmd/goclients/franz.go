@@ -12,16 +12,27 @@ import (
 
 type franzClient struct {
 	bootstrap string
+	sec       []kgo.Opt // TLS and SASL options, see franzSecurity
 	cl        *kgo.Client
 	adm       *kadm.Client
 }
 
 func newFranz(bootstrap string) (client, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	so, err := franzSecurity()
 	if err != nil {
 		return nil, err
 	}
-	return &franzClient{bootstrap: bootstrap, cl: cl, adm: kadm.NewClient(cl)}, nil
+	c := &franzClient{bootstrap: bootstrap, sec: so}
+	if c.cl, err = kgo.NewClient(c.opts()...); err != nil {
+		return nil, err
+	}
+	c.adm = kadm.NewClient(c.cl)
+	return c, nil
+}
+
+// opts are the seed broker, the security options and extra.
+func (c *franzClient) opts(extra ...kgo.Opt) []kgo.Opt {
+	return append(append([]kgo.Opt{kgo.SeedBrokers(c.bootstrap)}, c.sec...), extra...)
 }
 
 func moduleVersion(path string) string {
@@ -103,8 +114,8 @@ func (c *franzClient) produce(ctx context.Context, topic, codec string, recs []r
 	if err != nil {
 		return err
 	}
-	o := []kgo.Opt{kgo.SeedBrokers(c.bootstrap), kgo.ProducerBatchCompression(cc),
-		kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	o := c.opts(kgo.ProducerBatchCompression(cc),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if !idempotent {
 		o = append(o, kgo.DisableIdempotentWrite())
 	}
@@ -121,8 +132,8 @@ func (c *franzClient) consume(ctx context.Context, topic string, partition int32
 	if readCommitted {
 		iso = kgo.ReadCommitted()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap), kgo.FetchIsolationLevel(iso),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(c.opts(kgo.FetchIsolationLevel(iso),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))...)
 	if err != nil {
 		return nil, err
 	}
@@ -211,9 +222,9 @@ type franzMember struct {
 }
 
 func (c *franzClient) newMember(ctx context.Context, topic, group string) (member, error) {
-	o := []kgo.Opt{kgo.SeedBrokers(c.bootstrap), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+	o := c.opts(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.Balancers(kgo.CooperativeStickyBalancer())}
+		kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	if opts.kip848 {
 		o = append(o, kgo.ServerSideBalancer()) // KIP-848, the "uniform" assignor
 	}
@@ -253,8 +264,8 @@ type franzTxn struct {
 }
 
 func (c *franzClient) newTxnProducer(ctx context.Context, topic, txnID string) (txnProducer, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap), kgo.TransactionalID(txnID),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(c.opts(kgo.TransactionalID(txnID),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		return nil, err
 	}
@@ -270,8 +281,7 @@ func (t *franzTxn) abort(ctx context.Context) error  { return t.cl.EndTransactio
 func (t *franzTxn) close()                           { t.cl.Close() }
 
 func (c *franzClient) consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (bool, error)) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.bootstrap),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))
+	cl, err := kgo.NewClient(c.opts(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))...)
 	if err != nil {
 		return err
 	}

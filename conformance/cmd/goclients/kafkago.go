@@ -14,10 +14,19 @@ import (
 type kafkaGoClient struct {
 	bootstrap string
 	cl        *kafka.Client
+	// transport (Client, Writer) and dialer (Reader) carry the TLS and
+	// SASL settings, see kafkaGoSecurity.
+	transport *kafka.Transport
+	dialer    *kafka.Dialer
 }
 
 func newKafkaGo(bootstrap string) (client, error) {
-	return &kafkaGoClient{bootstrap: bootstrap, cl: &kafka.Client{Addr: kafka.TCP(bootstrap), Timeout: 30 * time.Second}}, nil
+	t, d, err := kafkaGoSecurity()
+	if err != nil {
+		return nil, err
+	}
+	return &kafkaGoClient{bootstrap: bootstrap, transport: t, dialer: d,
+		cl: &kafka.Client{Addr: kafka.TCP(bootstrap), Timeout: 30 * time.Second, Transport: t}}, nil
 }
 
 func (c *kafkaGoClient) version() string { return moduleVersion("github.com/segmentio/kafka-go") }
@@ -104,7 +113,7 @@ func (c *kafkaGoClient) produce(ctx context.Context, topic, codec string, recs [
 	if err != nil {
 		return err
 	}
-	w := &kafka.Writer{Addr: kafka.TCP(c.bootstrap), Topic: topic, Balancer: keyBalancer, Compression: cc,
+	w := &kafka.Writer{Addr: kafka.TCP(c.bootstrap), Transport: c.transport, Topic: topic, Balancer: keyBalancer, Compression: cc,
 		BatchSize: 500, BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	return w.WriteMessages(ctx, toKafkaGo(recs)...)
@@ -115,7 +124,7 @@ func (c *kafkaGoClient) consume(ctx context.Context, topic string, partition int
 	if readCommitted {
 		iso = kafka.ReadCommitted
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Topic: topic, Partition: int(partition),
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Dialer: c.dialer, Topic: topic, Partition: int(partition),
 		MaxBytes: 10 << 20, IsolationLevel: iso, MaxWait: 500 * time.Millisecond})
 	defer r.Close()
 	if err := r.SetOffset(kafka.FirstOffset); err != nil {
@@ -226,7 +235,7 @@ func (c *kafkaGoClient) newMember(ctx context.Context, topic, group string) (mem
 	if opts.kip848 {
 		return nil, na{"kafka-go has no KIP-848 consumer"}
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Topic: topic, GroupID: group,
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Dialer: c.dialer, Topic: topic, GroupID: group,
 		StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond, HeartbeatInterval: time.Second,
 		SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: 200 * time.Millisecond})
 	rctx, cancel := context.WithCancel(context.Background())
@@ -290,7 +299,7 @@ func (c *kafkaGoClient) newTxnProducer(ctx context.Context, topic, txnID string)
 }
 
 func (c *kafkaGoClient) consumeFrom(ctx context.Context, topic string, partition int32, fn func(record) (bool, error)) error {
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Topic: topic, Partition: int(partition),
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{c.bootstrap}, Dialer: c.dialer, Topic: topic, Partition: int(partition),
 		MaxBytes: 10 << 20, MaxWait: 500 * time.Millisecond})
 	defer r.Close()
 	if err := r.SetOffset(kafka.FirstOffset); err != nil {

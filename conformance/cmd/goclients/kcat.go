@@ -26,7 +26,11 @@ func newKcat(bootstrap string) (client, error) {
 func (c *kcatClient) close() {}
 
 func (c *kcatClient) run(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	args = append([]string{"-b", c.bootstrap}, args...)
+	pre := []string{"-b", c.bootstrap}
+	for k, v := range librdkafkaSecurity() {
+		pre = append(pre, "-X", k+"="+v)
+	}
+	args = append(pre, args...)
 	cmd := exec.CommandContext(ctx, "kcat", args...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

@@ -20,9 +20,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Keep in step with conformance.ProduceCount and conformance.TimestampBase.
+// Keep in step with conformance.ProduceCount, SecureCount and
+// TimestampBase.
 const (
 	produceCount        = 10000
+	secureCount         = 1000
 	timestampBase int64 = 1700000000000
 )
 
@@ -110,6 +112,7 @@ func main() {
 	flag.StringVar(&opts.group, "group", "", "group of the scenario")
 	flag.StringVar(&opts.codec, "codec", "none", "codec of the produce scenario")
 	flag.StringVar(&groups, "groups", "0", "1 if the broker advertises the group APIs")
+	secureFlags()
 	flag.Parse()
 	opts.groups = groups == "1"
 
@@ -192,6 +195,10 @@ func run(ctx context.Context, c client) error {
 		return scenarioTransactions(ctx, c)
 	case "compacted-read":
 		return scenarioCompactedRead(ctx, c)
+	case "secure-produce":
+		return scenarioProduce(ctx, c, "none", secureCount, false)
+	case "acl-denied":
+		return scenarioACLDenied(ctx, c)
 	}
 	return fmt.Errorf("unknown scenario %q", opts.scenario)
 }
@@ -658,4 +665,32 @@ func sortedPartitions(m map[int32]int32) []int32 {
 		out[i] = m[k]
 	}
 	return out
+}
+
+// scenarioACLDenied produces one record to a topic the principal may
+// describe but not write: the produce must fail with the client's
+// TOPIC_AUTHORIZATION_FAILED. The error text is reported as DATA.
+func scenarioACLDenied(ctx context.Context, c client) error {
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	err := c.produce(pctx, opts.topic, "none", makeRecords("denied", 1, 1), false)
+	if err == nil {
+		return errors.New("produce without WRITE on the topic succeeded")
+	}
+	err = recordErr(err)
+	fmt.Printf("DATA %s\n", strings.Join(strings.Fields(err.Error()), " "))
+	if !topicAuthzFailed(c, err) {
+		return fmt.Errorf("produce failed, but not with the client's TOPIC_AUTHORIZATION_FAILED: %w", err)
+	}
+	msg := err.Error()
+	if _, ok := c.(*kcatClient); ok {
+		// kcat's error is its command line, exit status and stderr.
+		_, msg, _ = strings.Cut(msg, ": exit status ")
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	if len(msg) > 160 {
+		msg = msg[:160] + "…"
+	}
+	notes = append(notes, "the client's error: "+msg)
+	return nil
 }

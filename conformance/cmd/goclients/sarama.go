@@ -24,10 +24,14 @@ func saramaConfig() *sarama.Config {
 	cfg.Version = saramaVersion
 	cfg.ClientID = "samsa-conformance"
 	cfg.Metadata.Retry.Backoff = 200 * time.Millisecond
+	_ = saramaSecurity(cfg) // checked by newSarama
 	return cfg
 }
 
 func newSarama(bootstrap string) (client, error) {
+	if err := saramaSecurity(sarama.NewConfig()); err != nil {
+		return nil, err
+	}
 	return &saramaClient{addrs: []string{bootstrap}}, nil
 }
 
