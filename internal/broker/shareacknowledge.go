@@ -1,0 +1,78 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// ShareAcknowledge: v1-2
+//
+// Version notes:
+//   - v0: Kafka 4.0's early access, removed in 4.1; not served
+//   - v1: KIP-932 as released
+//   - v2: IsRenewAck and the Renew type (KIP-1222)
+
+// ShareAcknowledge (KIP-932): acknowledgements outside a fetch, in the
+// member's share session (epoch 0 is INVALID_SHARE_SESSION_EPOCH; -1 closes
+// the session after the acknowledgements, releasing the rest).
+func init() { register(kmsg.ShareAcknowledge, 1, 2, handleShareAcknowledge) }
+
+func handleShareAcknowledge(_ context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ShareAcknowledgeRequest)
+	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	groupID, member := deref(req.GroupID), deref(req.MemberID)
+	if groupID == "" || member == "" || len(member) > 36 {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
+	if !b.authorized(c, opRead, resGroup, groupID) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	renew := req.Version >= 2 && req.IsRenewAck
+	tps, closed, err := b.share.coord.OpenSession(groupID, member, req.ShareSessionEpoch, nil, nil, true)
+	if err != nil {
+		resp.ErrorCode = errCode(err)
+		return resp, nil
+	}
+	im := b.image()
+	for _, t := range req.Topics {
+		rt := kmsg.NewShareAcknowledgeResponseTopic()
+		rt.TopicID = t.TopicID
+		topic := im.TopicByID(t.TopicID)
+		for _, p := range t.Partitions {
+			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+			var err error
+			switch {
+			case topic == nil:
+				err = kerr.UnknownTopicID
+			case !b.authorized(c, opRead, resTopic, topic.Name):
+				err = kerr.TopicAuthorizationFailed
+			default:
+				batches := make([]ackBatch, len(p.AcknowledgementBatches))
+				for i, ab := range p.AcknowledgementBatches {
+					batches[i] = ackBatch{ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes}
+					if !renew && containsRenew(ab.AcknowledgeTypes) {
+						err = kerr.InvalidRequest
+					}
+				}
+				if err == nil {
+					err = b.shareAck(groupID, member, topic, p.Partition, batches)
+				}
+			}
+			rp.ErrorCode = errCode(err)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if closed {
+		b.releaseShareSession(groupID, member, tps)
+	}
+	return resp, nil
+}

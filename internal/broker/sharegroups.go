@@ -1,0 +1,395 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/coordinator/share"
+	"github.com/samsahq/samsa/internal/dlq"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/storage"
+)
+
+// This file wires share groups (KIP-932, internal/coordinator/share) into
+// the broker: membership on the broker FindCoordinator names (the leader of
+// the group's __consumer_offsets partition), share-partition state on each
+// partition's leader, reads of the log for ShareFetch, and the dead-letter
+// topic (KIP-1191's errors.deadletterqueue.topic.name group config) written
+// when a record is rejected or runs out of deliveries. The handlers are in
+// sharegroupheartbeat.go, sharegroupdescribe.go, sharefetch.go and
+// shareacknowledge.go.
+
+// shareGroups is the broker's side of share groups.
+type shareGroups struct {
+	coord *share.Coordinator
+
+	mu      sync.Mutex    // guards changed
+	changed chan struct{} // closed and replaced when records become available by a release
+}
+
+func (b *Broker) startShareGroups() {
+	b.share = &shareGroups{
+		coord:   share.New(share.BrokerConfig{}, shareTopics{b}),
+		changed: make(chan struct{}),
+	}
+}
+
+// wait returns a channel closed at the next release.
+func (s *shareGroups) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// released wakes the ShareFetch requests waiting for records.
+func (s *shareGroups) released() {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// shareTopics resolves subscribed topics for the share assignor from the
+// metadata image.
+type shareTopics struct{ b *Broker }
+
+func (t shareTopics) Lookup(name string) ([16]byte, int32, bool) {
+	tp := t.b.image().Topic(name)
+	if tp == nil {
+		return [16]byte{}, 0, false
+	}
+	return tp.ID, int32(len(tp.Partitions)), true
+}
+
+// sharePartition returns the leader's replica of topic/partition and the
+// group's share-partition for it, initialized (share.auto.offset.reset:
+// latest, the default, starts at the high-watermark, or the last stable
+// offset under read_committed; earliest at the log start offset).
+func (b *Broker) sharePartition(groupID string, t *metadata.Topic, p int32) (*replica.Partition, *share.Partition, error) {
+	rp := b.replicas.Get(t.Name, p)
+	if rp == nil || !rp.IsLeader() {
+		return nil, nil, kerr.NotLeaderForPartition
+	}
+	sp := b.share.coord.Partition(groupID, t.Name, p, true)
+	if !sp.Started() {
+		start := rp.HighWatermark()
+		if b.share.coord.GroupConfig(groupID, share.ConfigIsolationLevel, "read_uncommitted") == "read_committed" {
+			start = rp.LastStableOffset()
+		}
+		if b.share.coord.GroupConfig(groupID, share.ConfigAutoOffsetReset, "latest") == "earliest" {
+			start = rp.LogStartOffset()
+		}
+		sp.Init(start)
+	}
+	sp.AdvanceStart(rp.LogStartOffset())
+	return rp, sp, nil
+}
+
+// shareReadBytes bounds one read of the log for new records.
+const shareReadBytes = 1 << 20
+
+// acquire hands member up to maxRecords records of the share-partition and
+// returns the acquired ranges with the batches holding them, at most about
+// maxBytes (the first batch whole). Under read_committed it reads below the
+// last stable offset and archives aborted transactions' records; control
+// batches are archived everywhere.
+func (b *Broker) acquire(groupID, member string, t *metadata.Topic, p int32, maxRecords int, maxBytes int32) ([]share.AcquiredRange, []byte, error) {
+	rp, sp, err := b.sharePartition(groupID, t, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	committed := b.share.coord.GroupConfig(groupID, share.ConfigIsolationLevel, "read_uncommitted") == "read_committed"
+	now := time.Now()
+	var spans []share.Span
+	if from, room := sp.ReadFrom(); room > 0 {
+		limit := rp.HighWatermark()
+		if committed {
+			limit = rp.LastStableOffset()
+		}
+		if from < limit {
+			res, err := rp.Read(from, shareReadBytes, false, true)
+			if err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) {
+				return nil, nil, err
+			}
+			var aborted []storage.AbortedTxn
+			if committed && len(res.Records) > 0 {
+				if aborted, err = rp.Log().AbortedTransactions(from, limit); err != nil {
+					return nil, nil, err
+				}
+			}
+			_, _ = record.Batches(res.Records, func(_ []byte, h record.Header) error {
+				if h.BaseOffset >= limit {
+					return errStopBatches
+				}
+				skip := h.IsControl()
+				if committed && h.IsTransactional() && !skip {
+					for _, a := range aborted {
+						if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && h.BaseOffset <= a.LastOffset {
+							skip = true
+						}
+					}
+				}
+				spans = append(spans, share.Span{First: h.BaseOffset, Last: min(h.LastOffset(), limit-1), Skip: skip})
+				return nil
+			})
+		}
+	}
+	got, dead := sp.Acquire(member, maxRecords, spans, now)
+	b.deadLetters(groupID, t.Name, p, rp, dead)
+	if len(got) == 0 {
+		return nil, nil, nil
+	}
+	first, last := got[0].First, got[len(got)-1].Last
+	var out []byte
+	for off := first; off <= last; {
+		res, err := rp.Read(off, shareReadBytes, false, true)
+		if err != nil || len(res.Records) == 0 {
+			break
+		}
+		next := off
+		_, _ = record.Batches(res.Records, func(batch []byte, h record.Header) error {
+			if h.BaseOffset > last || len(out) > 0 && len(out)+len(batch) > int(maxBytes) {
+				next = last + 1
+				return errStopBatches
+			}
+			out = append(out, batch...)
+			next = h.NextOffset()
+			return nil
+		})
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	return got, out, nil
+}
+
+var errStopBatches = errors.New("stop")
+
+// shareAck applies acknowledgement batches of member to a share-partition,
+// and writes what the partition gave up on to the dead-letter topic.
+func (b *Broker) shareAck(groupID, member string, t *metadata.Topic, p int32, batches []ackBatch) error {
+	rp := b.replicas.Get(t.Name, p)
+	if rp == nil || !rp.IsLeader() {
+		return kerr.NotLeaderForPartition
+	}
+	sp := b.share.coord.Partition(groupID, t.Name, p, false)
+	if sp == nil {
+		return kerr.InvalidRecordState
+	}
+	now := time.Now()
+	var firstErr error
+	release := false
+	for _, ab := range batches {
+		types := make([]share.AckType, len(ab.types))
+		for i, t := range ab.types {
+			types[i] = share.AckType(t)
+			release = release || types[i] == share.AckRelease
+		}
+		dead, err := sp.Ack(member, ab.first, ab.last, types, now)
+		b.deadLetters(groupID, t.Name, p, rp, dead)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if release {
+		b.share.released()
+	}
+	switch {
+	case errors.Is(firstErr, share.ErrInvalidAck):
+		return kerr.InvalidRequest
+	case firstErr != nil:
+		return kerr.InvalidRecordState
+	}
+	return nil
+}
+
+// ackBatch is one acknowledgement batch of ShareFetch or ShareAcknowledge.
+type ackBatch struct {
+	first, last int64
+	types       []int8
+}
+
+// releaseShareSession releases what member holds in the partitions of its
+// closed session.
+func (b *Broker) releaseShareSession(groupID, member string, tps []share.TopicPartition) {
+	im := b.image()
+	now := time.Now()
+	for _, tp := range tps {
+		t := im.TopicByID(tp.TopicID)
+		if t == nil {
+			continue
+		}
+		sp := b.share.coord.Partition(groupID, t.Name, tp.Partition, false)
+		if sp == nil {
+			continue
+		}
+		dead := sp.ReleaseMember(member, now)
+		if rp := b.replicas.Get(t.Name, tp.Partition); rp != nil {
+			b.deadLetters(groupID, t.Name, tp.Partition, rp, dead)
+		}
+	}
+	b.share.released()
+}
+
+// deadLetters writes the records a share-partition gave up on to the
+// group's dead-letter topic (errors.deadletterqueue.topic.name, KIP-1191),
+// when one is set, exists and its partition source%partitions is led here:
+// the record's key, value and headers (beyond Kafka, which writes only the
+// context unless errors.deadletterqueue.copy.record.enable) and the
+// __dlq.errors.* headers naming topic, partition, offset, group, delivery
+// count and reason. Failures are logged: the records stay archived.
+func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partition, dead []share.DeadLetter) {
+	if len(dead) == 0 {
+		return
+	}
+	name := b.share.coord.GroupConfig(groupID, share.ConfigDLQTopic, "")
+	if name == "" {
+		return
+	}
+	log := b.logger.With("group", groupID, "topic", topic, "partition", p, "dlq_topic", name)
+	t := b.image().Topic(name)
+	if t == nil || len(t.Partitions) == 0 {
+		log.Warn("share group dead-letter topic does not exist; records archived without a copy", "records", len(dead))
+		return
+	}
+	dp := p % int32(len(t.Partitions))
+	dst := b.replicas.Get(name, dp)
+	if dst == nil || !dst.IsLeader() {
+		log.Warn("share group dead-letter partition is led by another broker; records archived without a copy", "records", len(dead))
+		return
+	}
+	recs := make([]record.Record, 0, len(dead))
+	for i, d := range dead {
+		r := record.Record{OffsetDelta: int32(i)}
+		if orig, ok := readRecord(src, d.Offset); ok {
+			r.Key, r.Value, r.Headers = orig.Key, orig.Value, orig.Headers
+		}
+		reason := dlq.ReasonDeliveryLimited
+		if d.Rejected {
+			reason = dlq.ReasonRejected
+		}
+		for _, h := range dlq.Headers(topic, p, d.Offset, groupID, int(d.DeliveryCount), reason) {
+			r.Headers = append(r.Headers, record.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		recs = append(recs, r)
+	}
+	batch, err := record.Build(record.Spec{
+		BaseTimestamp: time.Now().UnixMilli(),
+		ProducerID:    record.NoProducerID,
+		ProducerEpoch: record.NoProducerEpoch,
+		BaseSequence:  record.NoSequence,
+	}, recs)
+	if err == nil {
+		_, err = dst.AppendInternal(batch)
+	}
+	if err != nil {
+		log.Warn("writing to the share group dead-letter topic", "err", err, "records", len(dead))
+	}
+}
+
+// readRecord returns the record at offset of rp, copied.
+func readRecord(rp *replica.Partition, offset int64) (record.Record, bool) {
+	res, err := rp.Read(offset, 1, false, true)
+	if err != nil {
+		return record.Record{}, false
+	}
+	var out record.Record
+	found := false
+	_, _ = record.Batches(res.Records, func(batch []byte, h record.Header) error {
+		return record.Records(batch, func(r record.Record) error {
+			if r.Offset == offset {
+				out = record.Record{Key: clone(r.Key), Value: clone(r.Value)}
+				for _, h := range r.Headers {
+					out.Headers = append(out.Headers, record.RecordHeader{Key: h.Key, Value: clone(h.Value)})
+				}
+				found = true
+				return errStopBatches
+			}
+			return nil
+		})
+	})
+	return out, found
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// waitShareFetch blocks until a record may be acquirable from rps, a
+// release happened, a lock expires (next), d passed, or ctx is done.
+func (b *Broker) waitShareFetch(ctx context.Context, rps []*replica.Partition, next time.Time, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if !next.IsZero() {
+		if until := time.Until(next); until < d {
+			d = max(until, time.Millisecond)
+		}
+	}
+	wake := make(chan struct{}, 1)
+	for _, rp := range rps {
+		rp.Watch(wake)
+		defer rp.Unwatch(wake)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-b.share.wait():
+	case <-t.C:
+	case <-ctx.Done():
+	case <-b.stop:
+	}
+}
+
+// alterShareGroupConfigs applies IncrementalAlterConfigs operations (SET,
+// DELETE) to the share group configs of groupID (GROUP resources, Kafka's
+// share.* group configs and KIP-1191's errors.deadletterqueue.topic.name):
+// INVALID_CONFIG for an unknown name or a bad value, INVALID_REQUEST for
+// APPEND and SUBTRACT. The configs are kept by this broker only, in memory
+// (see docs/groups.md).
+func (b *Broker) alterShareGroupConfigs(groupID string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
+	if groupID == "" {
+		return kerr.InvalidRequest
+	}
+	for _, op := range ops {
+		switch op.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if op.Value == nil {
+				return kerr.InvalidConfig
+			}
+			if err := share.ValidateGroupConfig(op.Name, *op.Value); err != nil {
+				return err
+			}
+		case kmsg.IncrementalAlterConfigOpDelete:
+			if err := share.ValidateGroupConfig(op.Name, ""); err != nil && !slices.Contains(share.GroupConfigNames, op.Name) {
+				return err
+			}
+		default:
+			return kerr.InvalidRequest
+		}
+	}
+	if validateOnly {
+		return nil
+	}
+	for _, op := range ops {
+		if op.Op == kmsg.IncrementalAlterConfigOpDelete {
+			b.share.coord.SetGroupConfig(groupID, op.Name, nil)
+		} else {
+			b.share.coord.SetGroupConfig(groupID, op.Name, op.Value)
+		}
+	}
+	return nil
+}

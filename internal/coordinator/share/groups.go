@@ -1,0 +1,551 @@
+package share
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults of the broker configs of share groups (Kafka 4.2's
+// ShareGroupConfig and GroupCoordinatorConfig).
+const (
+	DefaultLockDuration      = 30 * time.Second // group.share.record.lock.duration.ms
+	DefaultDeliveryLimit     = 5                // group.share.delivery.count.limit
+	DefaultMaxLocks          = 2000             // group.share.partition.max.record.locks
+	DefaultSessionTimeout    = 45 * time.Second // group.share.session.timeout.ms
+	DefaultHeartbeatInterval = 5 * time.Second  // group.share.heartbeat.interval.ms
+)
+
+// The group configs share groups read (GROUP config resources, set with
+// IncrementalAlterConfigs). ConfigDLQTopic is KIP-1191's.
+const (
+	ConfigAutoOffsetReset   = "share.auto.offset.reset"       // latest (default) or earliest
+	ConfigIsolationLevel    = "share.isolation.level"         // read_uncommitted (default) or read_committed
+	ConfigLockDuration      = "share.record.lock.duration.ms" // overrides group.share.record.lock.duration.ms
+	ConfigDeliveryLimit     = "share.delivery.count.limit"    // overrides group.share.delivery.count.limit
+	ConfigSessionTimeout    = "share.session.timeout.ms"      // overrides group.share.session.timeout.ms
+	ConfigHeartbeatInterval = "share.heartbeat.interval.ms"   // overrides group.share.heartbeat.interval.ms
+	ConfigDLQTopic          = "errors.deadletterqueue.topic.name"
+)
+
+// GroupConfigNames lists the group configs share groups accept, sorted.
+var GroupConfigNames = []string{ConfigDLQTopic, ConfigAutoOffsetReset, ConfigDeliveryLimit, ConfigHeartbeatInterval,
+	ConfigIsolationLevel, ConfigLockDuration, ConfigSessionTimeout}
+
+// ValidateGroupConfig checks a value of a share group config; it returns
+// kerr.InvalidConfig for a bad value and kerr.InvalidConfig for an unknown
+// name.
+func ValidateGroupConfig(name, value string) error {
+	switch name {
+	case ConfigAutoOffsetReset:
+		if value != "latest" && value != "earliest" {
+			return kerr.InvalidConfig
+		}
+	case ConfigIsolationLevel:
+		if value != "read_uncommitted" && value != "read_committed" {
+			return kerr.InvalidConfig
+		}
+	case ConfigLockDuration, ConfigSessionTimeout, ConfigHeartbeatInterval:
+		if n, err := strconv.ParseInt(value, 10, 32); err != nil || n < 1000 {
+			return kerr.InvalidConfig
+		}
+	case ConfigDeliveryLimit:
+		if n, err := strconv.ParseInt(value, 10, 16); err != nil || n < 2 || n > 10 {
+			return kerr.InvalidConfig
+		}
+	case ConfigDLQTopic:
+		if strings.HasPrefix(value, "__") {
+			return kerr.InvalidConfig
+		}
+	default:
+		return kerr.InvalidConfig
+	}
+	return nil
+}
+
+// BrokerConfig are the broker-level share group settings; zero values mean
+// Kafka's defaults.
+type BrokerConfig struct {
+	LockDuration      time.Duration // group.share.record.lock.duration.ms
+	DeliveryLimit     int16         // group.share.delivery.count.limit
+	MaxLocks          int           // group.share.partition.max.record.locks
+	SessionTimeout    time.Duration // group.share.session.timeout.ms
+	HeartbeatInterval time.Duration // group.share.heartbeat.interval.ms
+}
+
+// Topics resolves subscribed topic names for the assignor.
+type Topics interface {
+	// Lookup returns a topic's id and partition count; ok false when the
+	// topic does not exist.
+	Lookup(name string) (id [16]byte, partitions int32, ok bool)
+}
+
+type member struct {
+	id         string
+	epoch      int32
+	rack       *string
+	clientID   string
+	clientHost string
+	topics     []string // subscribed, sorted
+	assigned   map[[16]byte][]int32
+	lastSeen   time.Time
+}
+
+type group struct {
+	id      string
+	epoch   int32
+	members map[string]*member
+}
+
+// Client identifies the connection a heartbeat came from.
+type Client struct{ ID, Host string }
+
+// Coordinator keeps share groups: their members and assignments
+// (ShareGroupHeartbeat, ShareGroupDescribe), their configs, the share
+// sessions of this broker and the share-partitions it leads. Membership is
+// kept in memory on the broker the client's FindCoordinator named; it is
+// rebuilt by the members' heartbeats after a coordinator moves. Safe for
+// concurrent use.
+type Coordinator struct {
+	cfg    BrokerConfig
+	topics Topics
+
+	mu       sync.Mutex // guards the maps below
+	groups   map[string]*group
+	configs  map[string]map[string]string
+	parts    map[partKey]*Partition
+	sessions map[sessionKey]*Session
+}
+
+type partKey struct {
+	group, topic string
+	partition    int32
+}
+
+// New returns a coordinator; topics resolves subscriptions.
+func New(cfg BrokerConfig, topics Topics) *Coordinator {
+	if cfg.LockDuration <= 0 {
+		cfg.LockDuration = DefaultLockDuration
+	}
+	if cfg.DeliveryLimit <= 0 {
+		cfg.DeliveryLimit = DefaultDeliveryLimit
+	}
+	if cfg.MaxLocks <= 0 {
+		cfg.MaxLocks = DefaultMaxLocks
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	return &Coordinator{cfg: cfg, topics: topics, groups: map[string]*group{}, configs: map[string]map[string]string{},
+		parts: map[partKey]*Partition{}, sessions: map[sessionKey]*Session{}}
+}
+
+// SetGroupConfig sets (value non-nil) or deletes a group config; the
+// caller validated it.
+func (c *Coordinator) SetGroupConfig(groupID, name string, value *string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.configs[groupID]
+	if value == nil {
+		delete(m, name)
+		return
+	}
+	if m == nil {
+		m = map[string]string{}
+		c.configs[groupID] = m
+	}
+	m[name] = *value
+	if name == ConfigLockDuration || name == ConfigDeliveryLimit {
+		pc := c.partitionConfigLocked(groupID)
+		for k, p := range c.parts {
+			if k.group == groupID {
+				p.SetConfig(pc)
+			}
+		}
+	}
+}
+
+// GroupConfigs returns a copy of the group configs set on groupID.
+func (c *Coordinator) GroupConfigs(groupID string) map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range c.configs[groupID] {
+		out[k] = v
+	}
+	return out
+}
+
+// GroupConfig returns a group config, or def when not set.
+func (c *Coordinator) GroupConfig(groupID, name, def string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.configs[groupID][name]; ok {
+		return v
+	}
+	return def
+}
+
+func (c *Coordinator) durationLocked(groupID, name string, def time.Duration) time.Duration {
+	if v, ok := c.configs[groupID][name]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return time.Duration(n) * time.Millisecond
+		}
+	}
+	return def
+}
+
+func (c *Coordinator) partitionConfigLocked(groupID string) PartitionConfig {
+	pc := PartitionConfig{
+		LockDuration:  c.durationLocked(groupID, ConfigLockDuration, c.cfg.LockDuration),
+		DeliveryLimit: c.cfg.DeliveryLimit,
+		MaxLocks:      c.cfg.MaxLocks,
+	}
+	if v, ok := c.configs[groupID][ConfigDeliveryLimit]; ok {
+		if n, err := strconv.ParseInt(v, 10, 16); err == nil {
+			pc.DeliveryLimit = int16(n)
+		}
+	}
+	return pc
+}
+
+// LockDuration returns the acquisition lock duration of groupID.
+func (c *Coordinator) LockDuration(groupID string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.durationLocked(groupID, ConfigLockDuration, c.cfg.LockDuration)
+}
+
+// Partition returns the share-partition of groupID for topic/partition,
+// creating it when create is set (nil otherwise when missing).
+func (c *Coordinator) Partition(groupID, topic string, partition int32, create bool) *Partition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := partKey{groupID, topic, partition}
+	p := c.parts[k]
+	if p == nil && create {
+		p = NewPartition(c.partitionConfigLocked(groupID))
+		c.parts[k] = p
+	}
+	return p
+}
+
+// PartitionRef names a share-partition.
+type PartitionRef struct {
+	Group, Topic string
+	Partition    int32
+}
+
+// Partitions returns the share-partitions of groupID this broker keeps
+// (all groups when groupID is ""), sorted.
+func (c *Coordinator) Partitions(groupID string) []PartitionRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []PartitionRef
+	for k := range c.parts {
+		if groupID == "" || k.group == groupID {
+			out = append(out, PartitionRef{k.group, k.topic, k.partition})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return out
+}
+
+// DropPartition forgets a share-partition (DeleteShareGroupOffsets,
+// DeleteGroups, a topic deleted).
+func (c *Coordinator) DropPartition(groupID, topic string, partition int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.parts, partKey{groupID, topic, partition})
+}
+
+// newMemberID returns a random 22-character member id (a base64 UUID, as
+// Kafka's).
+func newMemberID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// expireLocked removes the members of g whose session timed out.
+func (c *Coordinator) expireLocked(g *group, now time.Time) {
+	timeout := c.durationLocked(g.id, ConfigSessionTimeout, c.cfg.SessionTimeout)
+	for id, m := range g.members {
+		if now.Sub(m.lastSeen) > timeout {
+			delete(g.members, id)
+			g.epoch++
+		}
+	}
+}
+
+// assignLocked returns the target assignment of m: every partition of
+// every topic it subscribes to, as Kafka's SimpleAssignor gives a share
+// group whose members all subscribe to the same topics.
+func (c *Coordinator) assignLocked(m *member) map[[16]byte][]int32 {
+	out := map[[16]byte][]int32{}
+	for _, t := range m.topics {
+		id, n, ok := c.topics.Lookup(t)
+		if !ok {
+			continue
+		}
+		ps := make([]int32, n)
+		for i := range ps {
+			ps[i] = int32(i)
+		}
+		out[id] = ps
+	}
+	return out
+}
+
+func sameAssignment(a, b map[[16]byte][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsShareGroup reports whether groupID is a share group this coordinator
+// knows (with members, or configs set).
+func (c *Coordinator) IsShareGroup(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.groups[groupID]
+	return ok
+}
+
+// Heartbeat answers ShareGroupHeartbeat (API 76, v0-1, KIP-932): epoch 0
+// joins (v1: with the member id the client chose; v0: the coordinator
+// chooses), -1 leaves, a positive epoch heartbeats and may change the
+// subscription. Errors: INVALID_REQUEST for a missing group id, member id
+// or subscription on join; UNKNOWN_MEMBER_ID; FENCED_MEMBER_EPOCH for an
+// epoch other than the member's; GROUP_ID_NOT_FOUND when isOther reports a
+// group of another type under the id. It returns the members that left
+// (their records are released by the caller).
+func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client, isOther func(string) bool) *kmsg.ShareGroupHeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	fail := func(err *kerr.Error, msg string) *kmsg.ShareGroupHeartbeatResponse {
+		resp.ErrorCode = err.Code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		return resp
+	}
+	if req.GroupID == "" {
+		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
+	}
+	if req.Version >= 1 && req.MemberID == "" {
+		return fail(kerr.InvalidRequest, "MemberId can't be empty.")
+	}
+	if req.MemberEpoch == 0 && req.SubscribedTopicNames == nil {
+		return fail(kerr.InvalidRequest, "SubscribedTopicNames must be set in first request.")
+	}
+	if req.MemberEpoch < -1 {
+		return fail(kerr.InvalidRequest, "MemberEpoch is invalid.")
+	}
+	if isOther != nil && isOther(req.GroupID) {
+		return fail(kerr.GroupIDNotFound, "Group "+req.GroupID+" is not a share group.")
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[req.GroupID]
+	if g == nil {
+		if req.MemberEpoch != 0 {
+			return fail(kerr.UnknownMemberID, "")
+		}
+		g = &group{id: req.GroupID, members: map[string]*member{}}
+		c.groups[req.GroupID] = g
+	}
+	c.expireLocked(g, now)
+	resp.HeartbeatIntervalMillis = int32(c.durationLocked(g.id, ConfigHeartbeatInterval, c.cfg.HeartbeatInterval).Milliseconds())
+	m := g.members[req.MemberID]
+	switch {
+	case req.MemberEpoch == -1:
+		if m != nil {
+			delete(g.members, m.id)
+			g.epoch++
+		}
+		resp.MemberID, resp.MemberEpoch = &req.MemberID, -1
+		return resp
+	case req.MemberEpoch == 0:
+		id := req.MemberID
+		if id == "" {
+			id = newMemberID()
+		}
+		if m = g.members[id]; m == nil {
+			m = &member{id: id}
+			g.members[id] = m
+			g.epoch++
+		}
+		m.assigned = nil // a rejoin gets the full assignment
+	case m == nil:
+		return fail(kerr.UnknownMemberID, "")
+	case req.MemberEpoch != m.epoch:
+		return fail(kerr.FencedMemberEpoch, "")
+	}
+	m.lastSeen, m.rack, m.clientID, m.clientHost = now, req.RackID, cl.ID, cl.Host
+	if req.SubscribedTopicNames != nil {
+		topics := slices.Clone(req.SubscribedTopicNames)
+		sort.Strings(topics)
+		topics = slices.Compact(topics)
+		if !slices.Equal(topics, m.topics) {
+			m.topics = topics
+			g.epoch++
+		}
+	}
+	target := c.assignLocked(m)
+	if m.assigned == nil || !sameAssignment(target, m.assigned) || m.epoch != g.epoch {
+		m.assigned, m.epoch = target, g.epoch
+		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
+		ids := make([][16]byte, 0, len(target))
+		for id := range target {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
+		for _, id := range ids {
+			tp := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()
+			tp.TopicID, tp.Partitions = id, target[id]
+			a.TopicPartitions = append(a.TopicPartitions, tp)
+		}
+		resp.Assignment = &a
+	}
+	resp.MemberID, resp.MemberEpoch = &m.id, m.epoch
+	return resp
+}
+
+// Describe answers one group of ShareGroupDescribe (API 77, v0-1):
+// GROUP_ID_NOT_FOUND for a group this coordinator does not know. names
+// maps topic ids to names for the subscriptions shown.
+func (c *Coordinator) Describe(groupID string) kmsg.ShareGroupDescribeResponseGroup {
+	g := kmsg.NewShareGroupDescribeResponseGroup()
+	g.GroupID = groupID
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sg := c.groups[groupID]
+	if sg == nil {
+		g.ErrorCode = kerr.GroupIDNotFound.Code
+		msg := "Group " + groupID + " not found."
+		g.ErrorMessage = &msg
+		return g
+	}
+	c.expireLocked(sg, time.Now())
+	g.GroupState = "Empty"
+	if len(sg.members) > 0 {
+		g.GroupState = "Stable"
+	}
+	g.GroupEpoch, g.AssignmentEpoch, g.Assignor = sg.epoch, sg.epoch, "simple"
+	ids := make([]string, 0, len(sg.members))
+	for id := range sg.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := sg.members[id]
+		dm := kmsg.NewShareGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.RackID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.rack, m.epoch, m.clientID, m.clientHost
+		dm.SubscribedTopicNames = slices.Clone(m.topics)
+		for tid, ps := range m.assigned {
+			tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
+			tp.TopicID, tp.Partitions = tid, slices.Clone(ps)
+			dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, tp)
+		}
+		g.Members = append(g.Members, dm)
+	}
+	return g
+}
+
+// Listing is a share group as ListGroups shows it.
+type Listing struct {
+	Group string
+	State string // Empty or Stable
+}
+
+// List returns the share groups of this coordinator, sorted.
+func (c *Coordinator) List() []Listing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	out := make([]Listing, 0, len(c.groups))
+	for id, g := range c.groups {
+		c.expireLocked(g, now)
+		st := "Empty"
+		if len(g.members) > 0 {
+			st = "Stable"
+		}
+		out = append(out, Listing{id, st})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// Delete deletes a share group with no members (DeleteGroups), its configs
+// and the share-partitions this broker keeps for it: GROUP_ID_NOT_FOUND
+// when unknown, NON_EMPTY_GROUP with members.
+func (c *Coordinator) Delete(groupID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return kerr.GroupIDNotFound
+	}
+	c.expireLocked(g, time.Now())
+	if len(g.members) > 0 {
+		return kerr.NonEmptyGroup
+	}
+	delete(c.groups, groupID)
+	delete(c.configs, groupID)
+	for k := range c.parts {
+		if k.group == groupID {
+			delete(c.parts, k)
+		}
+	}
+	return nil
+}
+
+// HasMembers reports whether groupID has live members (offsets can be
+// altered only without).
+func (c *Coordinator) HasMembers(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return false
+	}
+	c.expireLocked(g, time.Now())
+	return len(g.members) > 0
+}
+
+// EnsureGroup records groupID as a share group without members (offsets
+// altered before any member joined).
+func (c *Coordinator) EnsureGroup(groupID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[groupID] == nil {
+		c.groups[groupID] = &group{id: groupID, members: map[string]*member{}}
+	}
+}

@@ -1,0 +1,133 @@
+package samsa_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/dlq"
+)
+
+// Share groups (KIP-932) through franz-go's share consumer (kgo.ShareGroup).
+
+// setShareGroupConfigs sets group configs (IncrementalAlterConfigs on a
+// GROUP resource) on every broker of the cluster seed belongs to: group
+// configs are kept per broker (see docs/groups.md).
+func setShareGroupConfigs(t *testing.T, seed string, group string, kv map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for k, v := range kv {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	for _, b := range cl.DiscoveredBrokers() {
+		resp, err := req.RequestWith(ctx, b)
+		if err != nil {
+			t.Fatalf("alter group configs on a broker: %v", err)
+		}
+		for _, r := range resp.Resources {
+			if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+				t.Fatalf("alter group configs on a broker: %v", err)
+			}
+		}
+	}
+}
+
+// shareConsumer is a kgo share consumer of group on topic.
+func shareConsumer(t *testing.T, seeds []string, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(500 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// TestShareGroupAcceptReleaseReject: one share consumer accepts most
+// records, releases some (redelivered with a higher delivery count) and
+// rejects others (archived, copied to the dead-letter topic with KIP-1191's
+// headers); every record is accepted once or rejected, none lost.
+func TestShareGroupAcceptReleaseReject(t *testing.T) {
+	n := startNode(t, t.TempDir(), groupProps)
+	admin := newClient(t, n)
+	const topic, group, total = "jobs", "workers", 200
+	createTopic(t, admin, topic, 3, nil)
+	createTopic(t, admin, "dlq.jobs", 1, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{
+		"share.auto.offset.reset":           "earliest",
+		"errors.deadletterqueue.topic.name": "dlq.jobs",
+	})
+	produceN(t, admin, topic, total)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := shareConsumer(t, []string{n.Addr()}, group, topic)
+	defer cl.Close()
+	accepted := map[string]int{}
+	rejected := map[string]bool{}
+	released := map[string]int{}
+	for len(accepted)+len(rejected) < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("accepted %d rejected %d of %d: %v", len(accepted), len(rejected), total, ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s[%d]: %v", tp, p, err) })
+		for _, r := range fs.Records() {
+			k := string(r.Key)
+			i, _ := strconv.Atoi(k[len("key-"):])
+			switch {
+			case i%10 == 3:
+				rejected[k] = true
+				r.Ack(kgo.AckReject)
+			case i%10 == 7 && released[k] == 0:
+				released[k]++
+				r.Ack(kgo.AckRelease)
+			default:
+				accepted[k]++
+				r.Ack(kgo.AckAccept)
+			}
+		}
+	}
+	if err := cl.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for k, c := range accepted {
+		if c != 1 {
+			t.Errorf("%s accepted %d times", k, c)
+		}
+	}
+	if len(rejected) != total/10 {
+		t.Errorf("rejected %d, want %d", len(rejected), total/10)
+	}
+	// The rejected records are in the dead-letter topic.
+	dl := consumeAll(t, n, "dlq.jobs", total/10)
+	for _, r := range dl {
+		o, err := dlq.Decode(r.Headers)
+		if err != nil || o.Topic != topic || o.Group != group || o.Reason != dlq.ReasonRejected || o.DeliveryCount != 1 {
+			t.Errorf("dead letter %+v: %v", o, err)
+		}
+		if !rejected[string(r.Key)] {
+			t.Errorf("dead letter for %s, which was not rejected", r.Key)
+		}
+	}
+}
