@@ -11,8 +11,7 @@ import (
 
 // ShareAcknowledge: v1-2
 //
-// Version notes:
-//   - v0: Kafka 4.0's early access, removed in 4.1; not served
+// Version notes (v0 was Kafka 4.0's early access, removed in 4.1; not served):
 //   - v1: KIP-932 as released
 //   - v2: IsRenewAck and the Renew type (KIP-1222)
 

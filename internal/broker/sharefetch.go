@@ -15,8 +15,7 @@ import (
 
 // ShareFetch: v1-2
 //
-// Version notes:
-//   - v0: Kafka 4.0's early access, removed in 4.1; not served
+// Version notes (v0 was Kafka 4.0's early access, removed in 4.1; not served):
 //   - v1: MaxRecords, BatchSize (KIP-932 as released)
 //   - v2: ShareAcquireMode (KIP-1206; batch-optimized only), IsRenewAck
 //     (KIP-1222: acknowledgements only, Renew allowed)

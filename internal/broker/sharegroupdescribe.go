@@ -10,8 +10,7 @@ import (
 
 // ShareGroupDescribe: v1
 //
-// Version notes:
-//   - v0: Kafka 4.0's early access, removed in 4.1; not served
+// Version notes (v0 was Kafka 4.0's early access, removed in 4.1; not served):
 //   - v1: the version Kafka 4.1+ serves (KIP-932)
 
 // ShareGroupDescribe (KIP-932): the members of share groups, their

@@ -13,8 +13,7 @@ import (
 
 // ShareGroupHeartbeat: v1
 //
-// Version notes:
-//   - v0: Kafka 4.0's early access, removed in 4.1; not served
+// Version notes (v0 was Kafka 4.0's early access, removed in 4.1; not served):
 //   - v1: the member id is the client's (KIP-932 as released in 4.1)
 
 // ShareGroupHeartbeat (KIP-932): joins, keeps or leaves a member of a share

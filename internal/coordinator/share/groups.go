@@ -398,9 +398,8 @@ func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client,
 			id = newMemberID()
 		}
 		if m = g.members[id]; m == nil {
-			m = &member{id: id}
+			m = &member{id: id} // its subscription, required on join, bumps the group epoch
 			g.members[id] = m
-			g.epoch++
 		}
 		m.assigned = nil // a rejoin gets the full assignment
 	case m == nil:
