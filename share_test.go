@@ -131,3 +131,54 @@ func TestShareGroupAcceptReleaseReject(t *testing.T) {
 		}
 	}
 }
+
+// shareConsumeUntil polls cl, accepting every record, until stop says so;
+// it returns the keys accepted, counted.
+func shareConsumeUntil(ctx context.Context, t *testing.T, cl *kgo.Client, seen map[string]int, stop func() bool) {
+	t.Helper()
+	for !stop() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d distinct records: %v", len(seen), ctx.Err())
+		}
+		for _, r := range fs.Records() {
+			seen[string(r.Key)]++
+			r.Ack(kgo.AckAccept)
+		}
+	}
+	if err := cl.FlushAcks(ctx); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+}
+
+// TestShareGroupRestartKeepsAcks: records accepted before the node
+// restarts are not delivered again after it; the others are, once.
+func TestShareGroupRestartKeepsAcks(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, groupProps)
+	admin := newClient(t, n)
+	const topic, group, total = "jobs", "workers", 300
+	createTopic(t, admin, topic, 2, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
+	produceN(t, admin, topic, total)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	seen := map[string]int{}
+	cl := shareConsumer(t, []string{n.Addr()}, group, topic, kgo.ShareMaxRecords(50))
+	shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= total/3 })
+	cl.Close()
+	first := len(seen)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = startNode(t, dir, groupProps)
+	cl = shareConsumer(t, []string{n.Addr()}, group, topic)
+	defer cl.Close()
+	shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= total })
+	for k, c := range seen {
+		if c != 1 {
+			t.Errorf("%s accepted %d times", k, c)
+		}
+	}
+	t.Logf("%d records accepted before the restart, %d after", first, len(seen)-first)
+}

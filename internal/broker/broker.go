@@ -249,6 +249,7 @@ func (b *Broker) Close() {
 	close(b.stop)
 	b.wg.Wait()
 	b.closeTxns()
+	b.closeShareGroups()
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
@@ -449,6 +450,9 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 	}
 	b.updateAuthorizer(next)
 	b.applyGroupImage(next)
+	if b.share != nil {
+		b.share.loads.apply(b, next)
+	}
 	b.applyTxnImage(next)
 	return firstErr
 }

@@ -20,7 +20,7 @@ import (
 // the session after the acknowledgements, releasing the rest).
 func init() { register(kmsg.ShareAcknowledge, 1, 2, handleShareAcknowledge) }
 
-func handleShareAcknowledge(_ context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+func handleShareAcknowledge(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	groupID, member := deref(req.GroupID), deref(req.MemberID)
@@ -62,7 +62,7 @@ func handleShareAcknowledge(_ context.Context, b *Broker, c *server.Conn, kreq k
 					}
 				}
 				if err == nil {
-					err = b.shareAck(groupID, member, topic, p.Partition, batches)
+					err = b.shareAck(ctx, groupID, member, topic, p.Partition, batches)
 				}
 			}
 			rp.ErrorCode = errCode(err)
@@ -71,7 +71,7 @@ func handleShareAcknowledge(_ context.Context, b *Broker, c *server.Conn, kreq k
 		resp.Topics = append(resp.Topics, rt)
 	}
 	if closed {
-		b.releaseShareSession(groupID, member, tps)
+		b.releaseShareSession(ctx, groupID, member, tps)
 	}
 	return resp, nil
 }

@@ -86,7 +86,7 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 						}
 					}
 					if err == nil {
-						err = b.shareAck(groupID, member, topic, p.Partition, batches)
+						err = b.shareAck(ctx, groupID, member, topic, p.Partition, batches)
 					}
 				}
 				rp.AcknowledgeErrorCode = errCode(err)
@@ -100,7 +100,7 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 	}
 	applyAcks()
 	if closed {
-		b.releaseShareSession(groupID, member, tps)
+		b.releaseShareSession(ctx, groupID, member, tps)
 		return parts.done(), nil
 	}
 	if renew {
@@ -153,7 +153,7 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 			if total >= maxRecords {
 				break
 			}
-			got, recs, err := b.acquire(groupID, member, tg.topic, tg.tp.Partition, maxRecords-total, maxBytes)
+			got, recs, err := b.acquire(ctx, groupID, member, tg.topic, tg.tp.Partition, maxRecords-total, maxBytes)
 			if err != nil {
 				parts.get(tg.tp.TopicID, tg.tp.Partition).ErrorCode = errCode(err)
 				continue

@@ -30,16 +30,30 @@ import (
 // shareGroups is the broker's side of share groups.
 type shareGroups struct {
 	coord *share.Coordinator
+	store *share.Store      // the share coordinator's partitions of __share_group_state (sharestate.go)
+	loads *coordinatorLoads // of __share_group_state
 
 	mu      sync.Mutex    // guards changed
 	changed chan struct{} // closed and replaced when records become available by a release
 }
 
 func (b *Broker) startShareGroups() {
-	b.share = &shareGroups{
+	s := &shareGroups{
 		coord:   share.New(share.BrokerConfig{}, shareTopics{b}),
+		store:   share.NewStore(),
 		changed: make(chan struct{}),
 	}
+	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
+	b.share = s
+}
+
+// closeShareGroups cancels the loads of __share_group_state in flight.
+func (b *Broker) closeShareGroups() {
+	if b.share == nil {
+		return
+	}
+	b.share.loads.cancel()
+	b.share.loads.wg.Wait()
 }
 
 // wait returns a channel closed at the next release.
@@ -70,24 +84,42 @@ func (t shareTopics) Lookup(name string) ([16]byte, int32, bool) {
 }
 
 // sharePartition returns the leader's replica of topic/partition and the
-// group's share-partition for it, initialized (share.auto.offset.reset:
-// latest, the default, starts at the high-watermark, or the last stable
-// offset under read_committed; earliest at the log start offset).
-func (b *Broker) sharePartition(groupID string, t *metadata.Topic, p int32) (*replica.Partition, *share.Partition, error) {
+// group's share-partition for it, loaded from __share_group_state when used
+// first at this leader epoch; without durable state it starts as
+// share.auto.offset.reset says (latest, the default: the high-watermark, or
+// the last stable offset under read_committed; earliest: the log start
+// offset).
+func (b *Broker) sharePartition(ctx context.Context, groupID string, t *metadata.Topic, p int32) (*replica.Partition, *share.Partition, error) {
 	rp := b.replicas.Get(t.Name, p)
 	if rp == nil || !rp.IsLeader() {
 		return nil, nil, kerr.NotLeaderForPartition
 	}
 	sp := b.share.coord.Partition(groupID, t.Name, p, true)
-	if !sp.Started() {
-		start := rp.HighWatermark()
-		if b.share.coord.GroupConfig(groupID, share.ConfigIsolationLevel, "read_uncommitted") == "read_committed" {
-			start = rp.LastStableOffset()
+	if epoch := rp.LeaderEpoch(); !sp.Started() || sp.LoadedAt() != epoch {
+		sp.LockPersist()
+		if !sp.Started() || sp.LoadedAt() != epoch {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			st, err := b.readShareState(ctx, share.StateKey{Group: groupID, TopicID: t.ID, Partition: p}, epoch)
+			cancel()
+			if err != nil {
+				sp.UnlockPersist()
+				return nil, nil, err
+			}
+			if st != nil {
+				sp.Restore(st.StartOffset, st.Batches)
+			} else {
+				start := rp.HighWatermark()
+				if b.share.coord.GroupConfig(groupID, share.ConfigIsolationLevel, "read_uncommitted") == "read_committed" {
+					start = rp.LastStableOffset()
+				}
+				if b.share.coord.GroupConfig(groupID, share.ConfigAutoOffsetReset, "latest") == "earliest" {
+					start = rp.LogStartOffset()
+				}
+				sp.Reset(start)
+			}
+			sp.SetLoadedAt(epoch)
 		}
-		if b.share.coord.GroupConfig(groupID, share.ConfigAutoOffsetReset, "latest") == "earliest" {
-			start = rp.LogStartOffset()
-		}
-		sp.Init(start)
+		sp.UnlockPersist()
 	}
 	sp.AdvanceStart(rp.LogStartOffset())
 	return rp, sp, nil
@@ -101,8 +133,8 @@ const shareReadBytes = 1 << 20
 // maxBytes (the first batch whole). Under read_committed it reads below the
 // last stable offset and archives aborted transactions' records; control
 // batches are archived everywhere.
-func (b *Broker) acquire(groupID, member string, t *metadata.Topic, p int32, maxRecords int, maxBytes int32) ([]share.AcquiredRange, []byte, error) {
-	rp, sp, err := b.sharePartition(groupID, t, p)
+func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadata.Topic, p int32, maxRecords int, maxBytes int32) ([]share.AcquiredRange, []byte, error) {
+	rp, sp, err := b.sharePartition(ctx, groupID, t, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -175,14 +207,15 @@ func (b *Broker) acquire(groupID, member string, t *metadata.Topic, p int32, max
 var errStopBatches = errors.New("stop")
 
 // shareAck applies acknowledgement batches of member to a share-partition,
-// and writes what the partition gave up on to the dead-letter topic.
-func (b *Broker) shareAck(groupID, member string, t *metadata.Topic, p int32, batches []ackBatch) error {
+// writes what the partition gave up on to the dead-letter topic, and the
+// new state to __share_group_state before returning.
+func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metadata.Topic, p int32, batches []ackBatch) error {
 	rp := b.replicas.Get(t.Name, p)
 	if rp == nil || !rp.IsLeader() {
 		return kerr.NotLeaderForPartition
 	}
 	sp := b.share.coord.Partition(groupID, t.Name, p, false)
-	if sp == nil {
+	if sp == nil || sp.LoadedAt() != rp.LeaderEpoch() {
 		return kerr.InvalidRecordState
 	}
 	now := time.Now()
@@ -203,6 +236,10 @@ func (b *Broker) shareAck(groupID, member string, t *metadata.Topic, p int32, ba
 	if release {
 		b.share.released()
 	}
+	if err := b.persistShare(ctx, groupID, t.ID, p, rp.LeaderEpoch(), sp); err != nil {
+		b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", p, "err", err)
+		return err
+	}
 	switch {
 	case errors.Is(firstErr, share.ErrInvalidAck):
 		return kerr.InvalidRequest
@@ -220,7 +257,7 @@ type ackBatch struct {
 
 // releaseShareSession releases what member holds in the partitions of its
 // closed session.
-func (b *Broker) releaseShareSession(groupID, member string, tps []share.TopicPartition) {
+func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string, tps []share.TopicPartition) {
 	im := b.image()
 	now := time.Now()
 	for _, tp := range tps {
@@ -233,8 +270,11 @@ func (b *Broker) releaseShareSession(groupID, member string, tps []share.TopicPa
 			continue
 		}
 		dead := sp.ReleaseMember(member, now)
-		if rp := b.replicas.Get(t.Name, tp.Partition); rp != nil {
+		if rp := b.replicas.Get(t.Name, tp.Partition); rp != nil && rp.IsLeader() {
 			b.deadLetters(groupID, t.Name, tp.Partition, rp, dead)
+			if err := b.persistShare(ctx, groupID, t.ID, tp.Partition, rp.LeaderEpoch(), sp); err != nil {
+				b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", tp.Partition, "err", err)
+			}
 		}
 	}
 	b.share.released()

@@ -131,11 +131,37 @@ type Partition struct {
 	start   int64 // SPSO
 	recs    []recState
 	epoch   int64 // bumped on every change, for persistence
+	// loadedAt is the leader epoch of the partition when its state was
+	// loaded; another epoch means leadership moved and back: reload.
+	loadedAt int32
+
+	persist sync.Mutex // held across a snapshot and its write, so writes stay in order
 }
+
+// LoadedAt returns the leader epoch the state was loaded at (-1: never).
+func (p *Partition) LoadedAt() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.loadedAt
+}
+
+// SetLoadedAt records the leader epoch the state was loaded at.
+func (p *Partition) SetLoadedAt(epoch int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loadedAt = epoch
+}
+
+// LockPersist serializes the writers of the partition's durable state: hold
+// it from Snapshot until the write is done.
+func (p *Partition) LockPersist() { p.persist.Lock() }
+
+// UnlockPersist releases LockPersist.
+func (p *Partition) UnlockPersist() { p.persist.Unlock() }
 
 // NewPartition returns a partition with no start offset yet; Init sets it.
 func NewPartition(cfg PartitionConfig) *Partition {
-	return &Partition{cfg: cfg.withDefaults()}
+	return &Partition{cfg: cfg.withDefaults(), loadedAt: -1}
 }
 
 // SetConfig replaces the limits (a group config changed).
