@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -181,4 +182,60 @@ func TestShareGroupRestartKeepsAcks(t *testing.T) {
 		}
 	}
 	t.Logf("%d records accepted before the restart, %d after", first, len(seen)-first)
+}
+
+// TestShareGroupFailover: a 3-node cluster, the share-partition's leader
+// stopped during consumption: the records accepted (and flushed) before
+// are never delivered again, and every record is delivered.
+func TestShareGroupFailover(t *testing.T) {
+	c := startCluster(t, 3, groupProps)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic, group, total = "jobs", "workers", 400
+	if _, err := adm.CreateTopic(ctx, 2, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "leaders", func() bool {
+		td := describe(t, adm, topic)
+		return len(td.Partitions) == 2 && td.Partitions[0].Leader >= 0 && td.Partitions[1].Leader >= 0
+	})
+	setShareGroupConfigs(t, c.Addrs()[0], group, map[string]string{"share.auto.offset.reset": "earliest"})
+	recs := make([]*kgo.Record, total)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i))}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int{}
+	sc := shareConsumer(t, c.Addrs(), group, topic, kgo.ShareMaxRecords(40))
+	defer sc.Close()
+	shareConsumeUntil(ctx, t, sc, before, func() bool { return len(before) >= total/3 })
+
+	leader := describe(t, adm, topic).Partitions[0].Leader
+	if err := c.StopNode(leader); err != nil {
+		t.Fatal(err)
+	}
+	after := map[string]int{}
+	shareConsumeUntil(ctx, t, sc, after, func() bool {
+		n := len(before)
+		for k := range after {
+			if before[k] == 0 {
+				n++
+			}
+		}
+		return n >= total
+	})
+	for k := range after {
+		if before[k] > 0 {
+			t.Errorf("record %s accepted before the failover was delivered again", k)
+		}
+	}
+	t.Logf("stopped node %d; %d records accepted before, %d after", leader, len(before), len(after))
 }
