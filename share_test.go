@@ -2,7 +2,10 @@ package samsa_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,4 +241,177 @@ func TestShareGroupFailover(t *testing.T) {
 		}
 	}
 	t.Logf("stopped node %d; %d records accepted before, %d after", leader, len(before), len(after))
+}
+
+// TestShareGroupPropertyKills: share consumers killed and restarted at
+// random (gracefully: acks flushed, then closed; or abruptly: closed with
+// records in hand), with some records always released (archived after the
+// delivery limit) and some rejected. In the end every record was accepted
+// or is in the dead-letter topic, nothing accepted and flushed is delivered
+// again, dead letters are written once each with the right reason, and
+// every share-partition start offset reached the log end.
+func TestShareGroupPropertyKills(t *testing.T) {
+	n := startNode(t, t.TempDir(), groupProps)
+	admin := newClient(t, n)
+	const topic, group, dlqTopic, total, workers, limit = "jobs", "workers", "dlq.jobs", 600, 4, 3
+	createTopic(t, admin, topic, 2, nil)
+	createTopic(t, admin, dlqTopic, 1, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{
+		"share.auto.offset.reset":           "earliest",
+		"share.record.lock.duration.ms":     "1000",
+		"share.delivery.count.limit":        strconv.Itoa(limit),
+		"errors.deadletterqueue.topic.name": dlqTopic,
+	})
+	produceN(t, admin, topic, total)
+	poison := func(k string) bool { i, _ := strconv.Atoi(k[len("key-"):]); return i%50 == 0 }
+	reject := func(k string) bool { i, _ := strconv.Atoi(k[len("key-"):]); return i%37 == 5 }
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	accepted := map[string]int{}   // accepted by a consumer (acks maybe lost in a crash)
+	confirmed := map[string]bool{} // accepted and flushed before a graceful close
+	afterConfirm := map[string]int{}
+	rejected := map[string]bool{}
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	worker := func(stop <-chan bool, done chan<- struct{}) {
+		defer close(done)
+		var ackErr atomic.Bool
+		cl := shareConsumer(t, []string{n.Addr()}, group, topic, kgo.ShareMaxRecords(5), kgo.ShareMaxRecordsStrict(),
+			kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+				if !rs.Ok() {
+					ackErr.Store(true)
+				}
+			}))
+		var mine []string
+		for {
+			select {
+			case graceful := <-stop:
+				if graceful && cl.FlushAcks(ctx) == nil && !ackErr.Load() {
+					mu.Lock()
+					for _, k := range mine {
+						confirmed[k] = true
+					}
+					mu.Unlock()
+				}
+				cl.Close()
+				return
+			default:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			mu.Lock()
+			for _, r := range fs.Records() {
+				k := string(r.Key)
+				if confirmed[k] {
+					afterConfirm[k]++
+				}
+				switch {
+				case poison(k):
+					r.Ack(kgo.AckRelease)
+				case reject(k):
+					rejected[k] = true
+					r.Ack(kgo.AckReject)
+				default:
+					accepted[k]++
+					mine = append(mine, k)
+					r.Ack(kgo.AckAccept)
+				}
+			}
+			mu.Unlock()
+		}
+	}
+	type running struct {
+		stop chan bool // true: flush the acks, then close
+		done chan struct{}
+	}
+	start := func() running {
+		r := running{make(chan bool, 1), make(chan struct{})}
+		go worker(r.stop, r.done)
+		return r
+	}
+	var ws []running
+	for range workers {
+		ws = append(ws, start())
+	}
+	adm := kadm.NewClient(admin)
+	finished := func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = group
+		rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0, 1}
+		rg.Topics = append(rg.Topics, rt)
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil || len(resp.Groups) != 1 || len(resp.Groups[0].Topics) != 1 {
+			return false
+		}
+		for _, p := range resp.Groups[0].Topics[0].Partitions {
+			e, _ := ends.Lookup(topic, p.Partition)
+			if p.ErrorCode != 0 || p.StartOffset != e.Offset {
+				return false
+			}
+		}
+		return true
+	}
+	kills := 0
+	for !finished() {
+		if ctx.Err() != nil {
+			t.Fatalf("not finished: %d accepted", len(accepted))
+		}
+		time.Sleep(50 * time.Millisecond) // the pace of the kills, not a wait for a condition
+		i := rng.IntN(workers)
+		ws[i].stop <- rng.IntN(2) == 0
+		<-ws[i].done
+		ws[i] = start()
+		kills++
+	}
+	for _, w := range ws {
+		w.stop <- true
+		<-w.done
+	}
+
+	ends, err := adm.ListEndOffsets(ctx, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := ends.Lookup(dlqTopic, 0)
+	dead := map[string]dlq.Origin{}
+	for _, r := range consumeAll(t, n, dlqTopic, int(e.Offset)) {
+		o, err := dlq.Decode(r.Headers)
+		if err != nil {
+			t.Fatalf("dead letter: %v", err)
+		}
+		k := string(r.Key)
+		if _, dup := dead[k]; dup {
+			t.Errorf("%s dead-lettered twice", k)
+		}
+		dead[k] = o
+		switch {
+		case poison(k) && (o.Reason != dlq.ReasonDeliveryLimited || o.DeliveryCount != limit):
+			t.Errorf("poison %s: %+v", k, o)
+		case !poison(k) && (o.Reason != dlq.ReasonRejected || !rejected[k]):
+			t.Errorf("%s dead-lettered but not rejected: %+v", k, o)
+		}
+	}
+	for i := range total {
+		k := "key-" + strconv.Itoa(i)
+		if _, ok := dead[k]; !ok && accepted[k] == 0 {
+			t.Errorf("%s lost: neither accepted nor dead-lettered", k)
+		}
+		if poison(k) && accepted[k] > 0 {
+			t.Errorf("poison %s accepted", k)
+		}
+	}
+	for k, c := range afterConfirm {
+		t.Errorf("%s delivered %d times after its acceptance was flushed", k, c)
+	}
+	t.Logf("%d kills, %d accepted (%d confirmed), %d dead letters", kills, len(accepted), len(confirmed), len(dead))
 }

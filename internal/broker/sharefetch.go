@@ -17,7 +17,7 @@ import (
 //
 // Version notes (v0 was Kafka 4.0's early access, removed in 4.1; not served):
 //   - v1: MaxRecords, BatchSize (KIP-932 as released)
-//   - v2: ShareAcquireMode (KIP-1206; batch-optimized only), IsRenewAck
+//   - v2: ShareAcquireMode (KIP-1206: batch_optimized, record_limit), IsRenewAck
 //     (KIP-1222: acknowledgements only, Renew allowed)
 
 // ShareFetch (KIP-932): opens, continues or closes the member's share
@@ -144,6 +144,7 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 	if maxBytes <= 0 {
 		maxBytes = 50 << 20
 	}
+	strict := req.Version >= 2 && req.ShareAcquireMode == 1 // record_limit (KIP-1206)
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	start := int(req.ShareSessionEpoch) // rotates the first partition for fairness
 	for {
@@ -153,7 +154,7 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 			if total >= maxRecords {
 				break
 			}
-			got, recs, err := b.acquire(ctx, groupID, member, tg.topic, tg.tp.Partition, maxRecords-total, maxBytes)
+			got, recs, err := b.acquire(ctx, groupID, member, tg.topic, tg.tp.Partition, maxRecords-total, strict, maxBytes)
 			if err != nil {
 				parts.get(tg.tp.TopicID, tg.tp.Partition).ErrorCode = errCode(err)
 				continue

@@ -133,7 +133,7 @@ const shareReadBytes = 1 << 20
 // maxBytes (the first batch whole). Under read_committed it reads below the
 // last stable offset and archives aborted transactions' records; control
 // batches are archived everywhere.
-func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadata.Topic, p int32, maxRecords int, maxBytes int32) ([]share.AcquiredRange, []byte, error) {
+func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadata.Topic, p int32, maxRecords int, strict bool, maxBytes int32) ([]share.AcquiredRange, []byte, error) {
 	rp, sp, err := b.sharePartition(ctx, groupID, t, p)
 	if err != nil {
 		return nil, nil, err
@@ -174,7 +174,7 @@ func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadat
 			})
 		}
 	}
-	got, dead := sp.Acquire(member, maxRecords, spans, now)
+	got, dead := sp.Acquire(member, maxRecords, strict, spans, now)
 	b.deadLetters(groupID, t.Name, p, rp, dead)
 	if len(got) == 0 {
 		return nil, nil, nil

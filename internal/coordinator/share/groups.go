@@ -548,3 +548,18 @@ func (c *Coordinator) EnsureGroup(groupID string) {
 		c.groups[groupID] = &group{id: groupID, members: map[string]*member{}}
 	}
 }
+
+// SubscribedTopics returns the topics the members of groupID subscribe
+// to, sorted.
+func (c *Coordinator) SubscribedTopics(groupID string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	if g := c.groups[groupID]; g != nil {
+		for _, m := range g.members {
+			out = append(out, m.topics...)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}

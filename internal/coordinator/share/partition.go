@@ -298,10 +298,12 @@ func (p *Partition) HasAvailable(now time.Time) bool {
 // below the end offset (released or expired, redelivered), then new ones
 // from spans, the batches read from the log at the end offset (spans below
 // it are ignored; those past a gap are not used). Whole spans are acquired,
-// so maxRecords can be exceeded by the rest of a batch, as Kafka does. It
-// returns the acquired ranges in offset order and the records it gave up
-// on meanwhile (expired at the delivery limit).
-func (p *Partition) Acquire(member string, maxRecords int, spans []Span, now time.Time) ([]AcquiredRange, []DeadLetter) {
+// so maxRecords can be exceeded by the rest of a batch, as Kafka's
+// batch-optimized mode does; strict (ShareFetch v2's record_limit mode,
+// KIP-1206) acquires no more than maxRecords. It returns the acquired
+// ranges in offset order and the records it gave up on meanwhile (expired
+// at the delivery limit).
+func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []Span, now time.Time) ([]AcquiredRange, []DeadLetter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var dead []DeadLetter
@@ -338,6 +340,9 @@ func (p *Partition) Acquire(member string, maxRecords int, spans []Span, now tim
 			break
 		}
 		count := int(s.Last - end + 1)
+		if strict && !s.Skip {
+			count = min(count, maxRecords-n)
+		}
 		if !s.Skip && len(p.recs)+count > p.cfg.MaxLocks && len(p.recs) > 0 {
 			break
 		}

@@ -28,9 +28,9 @@ func TestLockExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := NewPartition(PartitionConfig{LockDuration: 30 * time.Second})
 		p.Init(0)
-		got, _ := p.Acquire("a", 10, spans(0, 4), time.Now())
+		got, _ := p.Acquire("a", 10, false, spans(0, 4), time.Now())
 		wantRanges(t, got, AcquiredRange{0, 4, 1})
-		if got, _ := p.Acquire("b", 10, nil, time.Now()); len(got) != 0 {
+		if got, _ := p.Acquire("b", 10, false, nil, time.Now()); len(got) != 0 {
 			t.Fatalf("b acquired %+v while a holds the locks", got)
 		}
 		if e := p.NextExpiry(); !e.Equal(time.Now().Add(30 * time.Second)) {
@@ -44,7 +44,7 @@ func TestLockExpiry(t *testing.T) {
 		if _, err := p.Ack("a", 1, 1, []AckType{AckAccept}, time.Now()); !errors.Is(err, ErrInvalidRecordState) {
 			t.Fatalf("accept after expiry: %v", err)
 		}
-		got, _ = p.Acquire("b", 10, nil, time.Now())
+		got, _ = p.Acquire("b", 10, false, nil, time.Now())
 		wantRanges(t, got, AcquiredRange{1, 4, 2})
 		if s, e := p.Offsets(); s != 1 || e != 5 {
 			t.Fatalf("offsets %d %d, want 1 5", s, e)
@@ -60,7 +60,7 @@ func TestDeliveryLimit(t *testing.T) {
 		p.Init(10)
 		var dead []DeadLetter
 		for i := 1; i <= 3; i++ {
-			got, d := p.Acquire("a", 1, spans(10, 10), time.Now())
+			got, d := p.Acquire("a", 1, false, spans(10, 10), time.Now())
 			dead = append(dead, d...)
 			wantRanges(t, got, AcquiredRange{10, 10, int16(i)})
 			if i < 3 {
@@ -76,7 +76,7 @@ func TestDeliveryLimit(t *testing.T) {
 		if len(dead) != 1 || dead[0] != (DeadLetter{Offset: 10, DeliveryCount: 3}) {
 			t.Fatalf("dead letters %+v", dead)
 		}
-		if got, _ := p.Acquire("a", 1, nil, time.Now()); len(got) != 0 {
+		if got, _ := p.Acquire("a", 1, false, nil, time.Now()); len(got) != 0 {
 			t.Fatalf("archived record delivered again: %+v", got)
 		}
 		if s, e := p.Offsets(); s != 11 || e != 11 {
@@ -92,7 +92,7 @@ func TestReleaseRejectRenew(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := NewPartition(PartitionConfig{LockDuration: 10 * time.Second})
 		p.Init(0)
-		p.Acquire("a", 100, spans(0, 5), time.Now())
+		p.Acquire("a", 100, false, spans(0, 5), time.Now())
 		if _, err := p.Ack("b", 0, 0, []AckType{AckAccept}, time.Now()); !errors.Is(err, ErrInvalidRecordState) {
 			t.Fatalf("b acknowledged a's record: %v", err)
 		}
@@ -111,7 +111,7 @@ func TestReleaseRejectRenew(t *testing.T) {
 		time.Sleep(9 * time.Second)
 		p.Ack("a", 4, 4, []AckType{AckRenew}, time.Now())
 		time.Sleep(5 * time.Second) // 5 expired, 4 renewed
-		got, _ := p.Acquire("b", 100, nil, time.Now())
+		got, _ := p.Acquire("b", 100, false, nil, time.Now())
 		wantRanges(t, got, AcquiredRange{1, 1, 2}, AcquiredRange{5, 5, 2})
 		if _, err := p.Ack("a", 4, 4, []AckType{AckAccept}, time.Now()); err != nil {
 			t.Fatalf("accept of a renewed record: %v", err)
@@ -130,13 +130,13 @@ func TestMaxLocks(t *testing.T) {
 	p := NewPartition(PartitionConfig{MaxLocks: 4})
 	p.Init(0)
 	one := []Span{{0, 0, false}, {1, 2, false}, {3, 5, false}, {6, 6, false}}
-	got, _ := p.Acquire("a", 100, one, time.Now())
+	got, _ := p.Acquire("a", 100, false, one, time.Now())
 	wantRanges(t, got, AcquiredRange{0, 2, 1})
 	if _, room := p.ReadFrom(); room != 1 {
 		t.Fatalf("room %d", room)
 	}
 	p.Ack("a", 0, 2, []AckType{AckAccept}, time.Now())
-	got, _ = p.Acquire("a", 100, one, time.Now())
+	got, _ = p.Acquire("a", 100, false, one, time.Now())
 	wantRanges(t, got, AcquiredRange{3, 6, 1})
 }
 
@@ -145,7 +145,7 @@ func TestMaxLocks(t *testing.T) {
 func TestSkippedSpans(t *testing.T) {
 	p := NewPartition(PartitionConfig{})
 	p.Init(0)
-	got, _ := p.Acquire("a", 100, []Span{{0, 1, false}, {2, 2, true}, {3, 4, true}, {5, 5, false}}, time.Now())
+	got, _ := p.Acquire("a", 100, false, []Span{{0, 1, false}, {2, 2, true}, {3, 4, true}, {5, 5, false}}, time.Now())
 	wantRanges(t, got, AcquiredRange{0, 1, 1}, AcquiredRange{5, 5, 1})
 	p.Ack("a", 0, 1, []AckType{AckAccept}, time.Now())
 	if s, _ := p.Offsets(); s != 5 {
@@ -158,13 +158,26 @@ func TestSkippedSpans(t *testing.T) {
 func TestSnapshotRestore(t *testing.T) {
 	p := NewPartition(PartitionConfig{})
 	p.Init(100)
-	p.Acquire("a", 100, spans(100, 109), time.Now())
+	p.Acquire("a", 100, false, spans(100, 109), time.Now())
 	p.Ack("a", 100, 101, []AckType{AckAccept}, time.Now())
 	p.Ack("a", 104, 104, []AckType{AckAccept}, time.Now())
 	p.Ack("a", 105, 105, []AckType{AckReject}, time.Now())
 	start, batches, _ := p.Snapshot()
 	q := NewPartition(PartitionConfig{})
 	q.Restore(start, batches)
-	got, _ := q.Acquire("b", 100, spans(110, 110), time.Now())
+	got, _ := q.Acquire("b", 100, false, spans(110, 110), time.Now())
 	wantRanges(t, got, AcquiredRange{102, 103, 2}, AcquiredRange{106, 109, 2}, AcquiredRange{110, 110, 1})
+}
+
+// TestStrictAcquire: record_limit mode splits a batch; the rest is acquired
+// by the next fetch.
+func TestStrictAcquire(t *testing.T) {
+	p := NewPartition(PartitionConfig{})
+	p.Init(0)
+	got, _ := p.Acquire("a", 3, true, spans(0, 9), time.Now())
+	wantRanges(t, got, AcquiredRange{0, 2, 1})
+	got, _ = p.Acquire("a", 3, true, spans(0, 9), time.Now())
+	wantRanges(t, got, AcquiredRange{3, 5, 1})
+	got, _ = p.Acquire("a", 3, false, spans(0, 9), time.Now())
+	wantRanges(t, got, AcquiredRange{6, 9, 1})
 }
