@@ -145,6 +145,7 @@ func shareConsumeUntil(ctx context.Context, t *testing.T, cl *kgo.Client, seen m
 		if ctx.Err() != nil {
 			t.Fatalf("consumed %d distinct records: %v", len(seen), ctx.Err())
 		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("share fetch %s[%d]: %v", tp, p, err) })
 		for _, r := range fs.Records() {
 			seen[string(r.Key)]++
 			r.Ack(kgo.AckAccept)
@@ -168,7 +169,7 @@ func TestShareGroupRestartKeepsAcks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	seen := map[string]int{}
-	cl := shareConsumer(t, []string{n.Addr()}, group, topic, kgo.ShareMaxRecords(50))
+	cl := shareConsumer(t, []string{n.Addr()}, group, topic, kgo.ShareMaxRecords(50), kgo.ShareMaxRecordsStrict())
 	shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= total/3 })
 	cl.Close()
 	first := len(seen)
@@ -217,7 +218,7 @@ func TestShareGroupFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := map[string]int{}
-	sc := shareConsumer(t, c.Addrs(), group, topic, kgo.ShareMaxRecords(40))
+	sc := shareConsumer(t, c.Addrs(), group, topic, kgo.ShareMaxRecords(40), kgo.ShareMaxRecordsStrict())
 	defer sc.Close()
 	shareConsumeUntil(ctx, t, sc, before, func() bool { return len(before) >= total/3 })
 
@@ -239,6 +240,9 @@ func TestShareGroupFailover(t *testing.T) {
 		if before[k] > 0 {
 			t.Errorf("record %s accepted before the failover was delivered again", k)
 		}
+	}
+	if len(after) == 0 {
+		t.Fatal("nothing consumed after the failover")
 	}
 	t.Logf("stopped node %d; %d records accepted before, %d after", leader, len(before), len(after))
 }
