@@ -96,6 +96,7 @@ type member struct {
 	clientHost string
 	topics     []string // subscribed, sorted
 	assigned   map[[16]byte][]int32
+	names      map[[16]byte]string // topic names of assigned
 	lastSeen   time.Time
 }
 
@@ -301,20 +302,22 @@ func (c *Coordinator) expireLocked(g *group, now time.Time) {
 // assignLocked returns the target assignment of m: every partition of
 // every topic it subscribes to, as Kafka's SimpleAssignor gives a share
 // group whose members all subscribe to the same topics.
-func (c *Coordinator) assignLocked(m *member) map[[16]byte][]int32 {
+func (c *Coordinator) assignLocked(m *member) (map[[16]byte][]int32, map[[16]byte]string) {
 	out := map[[16]byte][]int32{}
+	names := map[[16]byte]string{}
 	for _, t := range m.topics {
 		id, n, ok := c.topics.Lookup(t)
 		if !ok {
 			continue
 		}
+		names[id] = t
 		ps := make([]int32, n)
 		for i := range ps {
 			ps[i] = int32(i)
 		}
 		out[id] = ps
 	}
-	return out
+	return out, names
 }
 
 func sameAssignment(a, b map[[16]byte][]int32) bool {
@@ -417,9 +420,9 @@ func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client,
 			g.epoch++
 		}
 	}
-	target := c.assignLocked(m)
+	target, names := c.assignLocked(m)
 	if m.assigned == nil || !sameAssignment(target, m.assigned) || m.epoch != g.epoch {
-		m.assigned, m.epoch = target, g.epoch
+		m.assigned, m.names, m.epoch = target, names, g.epoch
 		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
 		ids := make([][16]byte, 0, len(target))
 		for id := range target {
@@ -470,7 +473,7 @@ func (c *Coordinator) Describe(groupID string) kmsg.ShareGroupDescribeResponseGr
 		dm.SubscribedTopicNames = slices.Clone(m.topics)
 		for tid, ps := range m.assigned {
 			tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
-			tp.TopicID, tp.Partitions = tid, slices.Clone(ps)
+			tp.TopicID, tp.Topic, tp.Partitions = tid, m.names[tid], slices.Clone(ps)
 			dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, tp)
 		}
 		g.Members = append(g.Members, dm)
