@@ -2,6 +2,7 @@ package samsa_test
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -20,8 +21,8 @@ import (
 // Share groups (KIP-932) through franz-go's share consumer (kgo.ShareGroup).
 
 // setShareGroupConfigs sets group configs (IncrementalAlterConfigs on a
-// GROUP resource) on every broker of the cluster seed belongs to: group
-// configs are kept per broker (see docs/groups.md).
+// GROUP resource, kept in the metadata log) through the cluster seed
+// belongs to, and waits until every broker describes them.
 func setShareGroupConfigs(t *testing.T, seed string, group string, kv map[string]string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -31,9 +32,6 @@ func setShareGroupConfigs(t *testing.T, seed string, group string, kv map[string
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
-		t.Fatal(err)
-	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
 	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
@@ -43,16 +41,39 @@ func setShareGroupConfigs(t *testing.T, seed string, group string, kv map[string
 		rr.Configs = append(rr.Configs, c)
 	}
 	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		t.Fatalf("alter group configs: %v %v", err, resp.Resources[0].ErrorMessage)
+	}
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	dreq.Resources = append(dreq.Resources, dr)
 	for _, b := range cl.DiscoveredBrokers() {
-		resp, err := req.RequestWith(ctx, b)
-		if err != nil {
-			t.Fatalf("alter group configs on a broker: %v", err)
-		}
-		for _, r := range resp.Resources {
-			if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-				t.Fatalf("alter group configs on a broker: %v", err)
+		waitFor(t, 10*time.Second, "the group configs on every broker", func() bool {
+			resp, err := dreq.RequestWith(ctx, b)
+			if err != nil || len(resp.Resources) != 1 {
+				return false
 			}
-		}
+			got := map[string]string{}
+			for _, c := range resp.Resources[0].Configs {
+				if c.Value != nil {
+					got[c.Name] = *c.Value
+				}
+			}
+			for k, v := range kv {
+				if got[k] != v {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }
 
@@ -255,7 +276,9 @@ func TestShareGroupFailover(t *testing.T) {
 // again, dead letters are written once each with the right reason, and
 // every share-partition start offset reached the log end.
 func TestShareGroupPropertyKills(t *testing.T) {
-	n := startNode(t, t.TempDir(), groupProps)
+	props := map[string]string{"group.share.min.record.lock.duration.ms": "1000"}
+	maps.Copy(props, groupProps)
+	n := startNode(t, t.TempDir(), props)
 	admin := newClient(t, n)
 	const topic, group, dlqTopic, total, workers, limit = "jobs", "workers", "dlq.jobs", 600, 4, 3
 	createTopic(t, admin, topic, 2, nil)

@@ -34,7 +34,7 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 	req := kreq.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	groupID, member := deref(req.GroupID), deref(req.MemberID)
-	resp.AcquisitionLockTimeoutMillis = int32(b.share.coord.LockDuration(groupID).Milliseconds())
+	resp.AcquisitionLockTimeoutMillis = int32(b.share.coord.Settings(groupID).LockDuration.Milliseconds())
 	if groupID == "" || member == "" || len(member) > 36 {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil

@@ -3,12 +3,10 @@ package broker
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/coordinator/share"
 	"github.com/samsahq/samsa/internal/dlq"
@@ -39,12 +37,25 @@ type shareGroups struct {
 
 func (b *Broker) startShareGroups() {
 	s := &shareGroups{
-		coord:   share.New(share.BrokerConfig{}, shareTopics{b}),
+		coord:   share.New(shareTopics{b}, b.shareSettings),
 		store:   share.NewStore(),
 		changed: make(chan struct{}),
 	}
 	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
 	b.share = s
+}
+
+// shareSettings are the configs in effect for a share group: the
+// group.share.* properties with the group's share.* configs (GROUP config
+// resources, in the metadata image).
+func (b *Broker) shareSettings(groupID string) share.Settings {
+	g := b.GroupConfig(groupID)
+	return share.Settings{
+		LockDuration:      g.ShareRecordLockDuration,
+		DeliveryLimit:     int16(g.ShareDeliveryCountLimit),
+		SessionTimeout:    g.ShareSessionTimeout,
+		HeartbeatInterval: g.ShareHeartbeatInterval,
+	}
 }
 
 // closeShareGroups cancels the loads of __share_group_state in flight.
@@ -108,14 +119,7 @@ func (b *Broker) sharePartition(ctx context.Context, groupID string, t *metadata
 			if st != nil {
 				sp.Restore(st.StartOffset, st.Batches)
 			} else {
-				start := rp.HighWatermark()
-				if b.share.coord.GroupConfig(groupID, share.ConfigIsolationLevel, "read_uncommitted") == "read_committed" {
-					start = rp.LastStableOffset()
-				}
-				if b.share.coord.GroupConfig(groupID, share.ConfigAutoOffsetReset, "latest") == "earliest" {
-					start = rp.LogStartOffset()
-				}
-				sp.Reset(start)
+				sp.Reset(b.shareResetOffset(groupID, rp))
 			}
 			sp.SetLoadedAt(epoch)
 		}
@@ -123,6 +127,29 @@ func (b *Broker) sharePartition(ctx context.Context, groupID string, t *metadata
 	}
 	sp.AdvanceStart(rp.LogStartOffset())
 	return rp, sp, nil
+}
+
+// shareResetOffset is where a share-partition without durable state
+// starts, as share.auto.offset.reset says: latest (the default) at the
+// high-watermark, or the last stable offset under read_committed; earliest
+// at the log start offset; by_duration at the first record at or after now
+// minus the duration (the latest offset when none is).
+func (b *Broker) shareResetOffset(groupID string, rp *replica.Partition) int64 {
+	g := b.GroupConfig(groupID)
+	latest := rp.HighWatermark()
+	if g.ShareReadCommitted {
+		latest = rp.LastStableOffset()
+	}
+	switch g.ShareAutoOffsetReset {
+	case "earliest":
+		return rp.LogStartOffset()
+	case "by_duration":
+		off, _, ok, err := rp.Log().OffsetForTimestamp(time.Now().Add(-g.ShareAutoOffsetResetBy).UnixMilli())
+		if err == nil && ok && off < latest {
+			return off
+		}
+	}
+	return latest
 }
 
 // shareReadBytes bounds one read of the log for new records.
@@ -138,7 +165,7 @@ func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadat
 	if err != nil {
 		return nil, nil, err
 	}
-	committed := b.share.coord.GroupConfig(groupID, share.ConfigIsolationLevel, "read_uncommitted") == "read_committed"
+	committed := b.GroupConfig(groupID).ShareReadCommitted
 	now := time.Now()
 	var spans []share.Span
 	if from, room := sp.ReadFrom(); room > 0 {
@@ -291,7 +318,7 @@ func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partit
 	if len(dead) == 0 {
 		return
 	}
-	name := b.share.coord.GroupConfig(groupID, share.ConfigDLQTopic, "")
+	name := b.GroupConfig(groupID).DeadLetterTopic
 	if name == "" {
 		return
 	}
@@ -392,44 +419,4 @@ func (b *Broker) waitShareFetch(ctx context.Context, rps []*replica.Partition, n
 	case <-ctx.Done():
 	case <-b.stop:
 	}
-}
-
-// alterShareGroupConfigs applies IncrementalAlterConfigs operations (SET,
-// DELETE) to the share group configs of groupID (GROUP resources, Kafka's
-// share.* group configs and KIP-1191's errors.deadletterqueue.topic.name):
-// INVALID_CONFIG for an unknown name or a bad value, INVALID_REQUEST for
-// APPEND and SUBTRACT. The configs are kept by this broker only, in memory
-// (see docs/groups.md).
-func (b *Broker) alterShareGroupConfigs(groupID string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
-	if groupID == "" {
-		return kerr.InvalidRequest
-	}
-	for _, op := range ops {
-		switch op.Op {
-		case kmsg.IncrementalAlterConfigOpSet:
-			if op.Value == nil {
-				return kerr.InvalidConfig
-			}
-			if err := share.ValidateGroupConfig(op.Name, *op.Value); err != nil {
-				return err
-			}
-		case kmsg.IncrementalAlterConfigOpDelete:
-			if err := share.ValidateGroupConfig(op.Name, ""); err != nil && !slices.Contains(share.GroupConfigNames, op.Name) {
-				return err
-			}
-		default:
-			return kerr.InvalidRequest
-		}
-	}
-	if validateOnly {
-		return nil
-	}
-	for _, op := range ops {
-		if op.Op == kmsg.IncrementalAlterConfigOpDelete {
-			b.share.coord.SetGroupConfig(groupID, op.Name, nil)
-		} else {
-			b.share.coord.SetGroupConfig(groupID, op.Name, op.Value)
-		}
-	}
-	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,61 +22,38 @@ const (
 	DefaultHeartbeatInterval = 5 * time.Second  // group.share.heartbeat.interval.ms
 )
 
-// The group configs share groups read (GROUP config resources, set with
-// IncrementalAlterConfigs). ConfigDLQTopic is KIP-1191's.
-const (
-	ConfigAutoOffsetReset   = "share.auto.offset.reset"       // latest (default) or earliest
-	ConfigIsolationLevel    = "share.isolation.level"         // read_uncommitted (default) or read_committed
-	ConfigLockDuration      = "share.record.lock.duration.ms" // overrides group.share.record.lock.duration.ms
-	ConfigDeliveryLimit     = "share.delivery.count.limit"    // overrides group.share.delivery.count.limit
-	ConfigSessionTimeout    = "share.session.timeout.ms"      // overrides group.share.session.timeout.ms
-	ConfigHeartbeatInterval = "share.heartbeat.interval.ms"   // overrides group.share.heartbeat.interval.ms
-	ConfigDLQTopic          = "errors.deadletterqueue.topic.name"
-)
-
-// GroupConfigNames lists the group configs share groups accept, sorted.
-var GroupConfigNames = []string{ConfigDLQTopic, ConfigAutoOffsetReset, ConfigDeliveryLimit, ConfigHeartbeatInterval,
-	ConfigIsolationLevel, ConfigLockDuration, ConfigSessionTimeout}
-
-// ValidateGroupConfig checks a value of a share group config; it returns
-// kerr.InvalidConfig for a bad value and kerr.InvalidConfig for an unknown
-// name.
-func ValidateGroupConfig(name, value string) error {
-	switch name {
-	case ConfigAutoOffsetReset:
-		if value != "latest" && value != "earliest" {
-			return kerr.InvalidConfig
-		}
-	case ConfigIsolationLevel:
-		if value != "read_uncommitted" && value != "read_committed" {
-			return kerr.InvalidConfig
-		}
-	case ConfigLockDuration, ConfigSessionTimeout, ConfigHeartbeatInterval:
-		if n, err := strconv.ParseInt(value, 10, 32); err != nil || n < 1000 {
-			return kerr.InvalidConfig
-		}
-	case ConfigDeliveryLimit:
-		if n, err := strconv.ParseInt(value, 10, 16); err != nil || n < 2 || n > 10 {
-			return kerr.InvalidConfig
-		}
-	case ConfigDLQTopic:
-		if strings.HasPrefix(value, "__") {
-			return kerr.InvalidConfig
-		}
-	default:
-		return kerr.InvalidConfig
-	}
-	return nil
+// Settings are the configs in effect for one share group (the broker's
+// group.share.* properties with the group's share.* overrides); zero
+// fields mean Kafka's defaults.
+type Settings struct {
+	LockDuration      time.Duration // share.record.lock.duration.ms
+	DeliveryLimit     int16         // share.delivery.count.limit
+	MaxLocks          int           // group.share.partition.max.record.locks
+	SessionTimeout    time.Duration // share.session.timeout.ms
+	HeartbeatInterval time.Duration // share.heartbeat.interval.ms
 }
 
-// BrokerConfig are the broker-level share group settings; zero values mean
-// Kafka's defaults.
-type BrokerConfig struct {
-	LockDuration      time.Duration // group.share.record.lock.duration.ms
-	DeliveryLimit     int16         // group.share.delivery.count.limit
-	MaxLocks          int           // group.share.partition.max.record.locks
-	SessionTimeout    time.Duration // group.share.session.timeout.ms
-	HeartbeatInterval time.Duration // group.share.heartbeat.interval.ms
+func (s Settings) withDefaults() Settings {
+	if s.LockDuration <= 0 {
+		s.LockDuration = DefaultLockDuration
+	}
+	if s.DeliveryLimit <= 0 {
+		s.DeliveryLimit = DefaultDeliveryLimit
+	}
+	if s.MaxLocks <= 0 {
+		s.MaxLocks = DefaultMaxLocks
+	}
+	if s.SessionTimeout <= 0 {
+		s.SessionTimeout = DefaultSessionTimeout
+	}
+	if s.HeartbeatInterval <= 0 {
+		s.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	return s
+}
+
+func (s Settings) partitionConfig() PartitionConfig {
+	return PartitionConfig{LockDuration: s.LockDuration, DeliveryLimit: s.DeliveryLimit, MaxLocks: s.MaxLocks}
 }
 
 // Topics resolves subscribed topic names for the assignor.
@@ -110,18 +85,17 @@ type group struct {
 type Client struct{ ID, Host string }
 
 // Coordinator keeps share groups: their members and assignments
-// (ShareGroupHeartbeat, ShareGroupDescribe), their configs, the share
+// (ShareGroupHeartbeat, ShareGroupDescribe), the share
 // sessions of this broker and the share-partitions it leads. Membership is
 // kept in memory on the broker the client's FindCoordinator named; it is
 // rebuilt by the members' heartbeats after a coordinator moves. Safe for
 // concurrent use.
 type Coordinator struct {
-	cfg    BrokerConfig
-	topics Topics
+	topics   Topics
+	settings func(group string) Settings
 
 	mu       sync.Mutex // guards the maps below
 	groups   map[string]*group
-	configs  map[string]map[string]string
 	parts    map[partKey]*Partition
 	sessions map[sessionKey]*Session
 }
@@ -131,113 +105,36 @@ type partKey struct {
 	partition    int32
 }
 
-// New returns a coordinator; topics resolves subscriptions.
-func New(cfg BrokerConfig, topics Topics) *Coordinator {
-	if cfg.LockDuration <= 0 {
-		cfg.LockDuration = DefaultLockDuration
+// New returns a coordinator; topics resolves subscriptions, settings
+// gives the configs in effect for a group (nil: Kafka's defaults for all);
+// settings is called with the coordinator's lock held and must not call
+// back into it.
+func New(topics Topics, settings func(group string) Settings) *Coordinator {
+	if settings == nil {
+		settings = func(string) Settings { return Settings{} }
 	}
-	if cfg.DeliveryLimit <= 0 {
-		cfg.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if cfg.MaxLocks <= 0 {
-		cfg.MaxLocks = DefaultMaxLocks
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = DefaultSessionTimeout
-	}
-	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	return &Coordinator{cfg: cfg, topics: topics, groups: map[string]*group{}, configs: map[string]map[string]string{},
+	return &Coordinator{topics: topics, settings: settings, groups: map[string]*group{},
 		parts: map[partKey]*Partition{}, sessions: map[sessionKey]*Session{}}
 }
 
-// SetGroupConfig sets (value non-nil) or deletes a group config; the
-// caller validated it.
-func (c *Coordinator) SetGroupConfig(groupID, name string, value *string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.configs[groupID]
-	if value == nil {
-		delete(m, name)
-		return
-	}
-	if m == nil {
-		m = map[string]string{}
-		c.configs[groupID] = m
-	}
-	m[name] = *value
-	if name == ConfigLockDuration || name == ConfigDeliveryLimit {
-		pc := c.partitionConfigLocked(groupID)
-		for k, p := range c.parts {
-			if k.group == groupID {
-				p.SetConfig(pc)
-			}
-		}
-	}
-}
-
-// GroupConfigs returns a copy of the group configs set on groupID.
-func (c *Coordinator) GroupConfigs(groupID string) map[string]string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]string{}
-	for k, v := range c.configs[groupID] {
-		out[k] = v
-	}
-	return out
-}
-
-// GroupConfig returns a group config, or def when not set.
-func (c *Coordinator) GroupConfig(groupID, name, def string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.configs[groupID][name]; ok {
-		return v
-	}
-	return def
-}
-
-func (c *Coordinator) durationLocked(groupID, name string, def time.Duration) time.Duration {
-	if v, ok := c.configs[groupID][name]; ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return time.Duration(n) * time.Millisecond
-		}
-	}
-	return def
-}
-
-func (c *Coordinator) partitionConfigLocked(groupID string) PartitionConfig {
-	pc := PartitionConfig{
-		LockDuration:  c.durationLocked(groupID, ConfigLockDuration, c.cfg.LockDuration),
-		DeliveryLimit: c.cfg.DeliveryLimit,
-		MaxLocks:      c.cfg.MaxLocks,
-	}
-	if v, ok := c.configs[groupID][ConfigDeliveryLimit]; ok {
-		if n, err := strconv.ParseInt(v, 10, 16); err == nil {
-			pc.DeliveryLimit = int16(n)
-		}
-	}
-	return pc
-}
-
-// LockDuration returns the acquisition lock duration of groupID.
-func (c *Coordinator) LockDuration(groupID string) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.durationLocked(groupID, ConfigLockDuration, c.cfg.LockDuration)
-}
+// Settings returns the configs in effect for groupID, defaults applied.
+func (c *Coordinator) Settings(groupID string) Settings { return c.settings(groupID).withDefaults() }
 
 // Partition returns the share-partition of groupID for topic/partition,
 // creating it when create is set (nil otherwise when missing).
+// Its limits are refreshed from the group's settings.
 func (c *Coordinator) Partition(groupID, topic string, partition int32, create bool) *Partition {
+	pc := c.Settings(groupID).partitionConfig()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	k := partKey{groupID, topic, partition}
 	p := c.parts[k]
 	if p == nil && create {
-		p = NewPartition(c.partitionConfigLocked(groupID))
+		p = NewPartition(pc)
 		c.parts[k] = p
+	}
+	c.mu.Unlock()
+	if p != nil {
+		p.SetConfig(pc)
 	}
 	return p
 }
@@ -290,7 +187,7 @@ func newMemberID() string {
 
 // expireLocked removes the members of g whose session timed out.
 func (c *Coordinator) expireLocked(g *group, now time.Time) {
-	timeout := c.durationLocked(g.id, ConfigSessionTimeout, c.cfg.SessionTimeout)
+	timeout := c.Settings(g.id).SessionTimeout
 	for id, m := range g.members {
 		if now.Sub(m.lastSeen) > timeout {
 			delete(g.members, id)
@@ -385,7 +282,7 @@ func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client,
 		c.groups[req.GroupID] = g
 	}
 	c.expireLocked(g, now)
-	resp.HeartbeatIntervalMillis = int32(c.durationLocked(g.id, ConfigHeartbeatInterval, c.cfg.HeartbeatInterval).Milliseconds())
+	resp.HeartbeatIntervalMillis = int32(c.Settings(g.id).HeartbeatInterval.Milliseconds())
 	m := g.members[req.MemberID]
 	switch {
 	case req.MemberEpoch == -1:
@@ -520,7 +417,6 @@ func (c *Coordinator) Delete(groupID string) error {
 		return kerr.NonEmptyGroup
 	}
 	delete(c.groups, groupID)
-	delete(c.configs, groupID)
 	for k := range c.parts {
 		if k.group == groupID {
 			delete(c.parts, k)

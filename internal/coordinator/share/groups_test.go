@@ -27,7 +27,7 @@ func heartbeat(c *Coordinator, member string, epoch int32, topics []string) *kms
 // session timeout, scripted.
 func TestHeartbeat(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := New(BrokerConfig{SessionTimeout: 10 * time.Second}, fakeTopics{"a": 2, "b": 3})
+		c := New(fakeTopics{"a": 2, "b": 3}, func(string) Settings { return Settings{SessionTimeout: 10 * time.Second} })
 		r := heartbeat(c, "m1", 0, []string{"a"})
 		if r.ErrorCode != 0 || r.MemberEpoch != 1 || r.Assignment == nil || len(r.Assignment.TopicPartitions[0].Partitions) != 2 {
 			t.Fatalf("join: %+v", r)
@@ -74,7 +74,7 @@ func TestHeartbeat(t *testing.T) {
 // TestSessionEpochs: share session epochs as ShareFetch and ShareAcknowledge
 // use them.
 func TestSessionEpochs(t *testing.T) {
-	c := New(BrokerConfig{}, fakeTopics{})
+	c := New(fakeTopics{}, nil)
 	tp := TopicPartition{Partition: 1}
 	if _, _, err := c.OpenSession("g", "m", 1, nil, nil, false); !errors.Is(err, kerr.ShareSessionNotFound) {
 		t.Fatalf("epoch 1 without a session: %v", err)
