@@ -25,24 +25,32 @@ func init() {
 // TOPIC_AUTHORIZATION_FAILED naming those denied.
 func gateShareGroupHeartbeat(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.ShareGroupHeartbeatRequest)
-	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
-	if !b.authorized(c, opRead, resGroup, req.GroupID) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	if code, msg := b.heartbeatDenied(c, req.GroupID, req.SubscribedTopicNames); code != 0 {
+		resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 		return deny(resp)
 	}
+	return noGate(req)
+}
+
+// heartbeatDenied is the check of ConsumerGroupHeartbeat and
+// ShareGroupHeartbeat: READ on the group, then DESCRIBE on every topic
+// subscribed by name; it returns the error code and message (0: allowed).
+func (b *Broker) heartbeatDenied(c *server.Conn, group string, topics []string) (int16, *string) {
+	if !b.authorized(c, opRead, resGroup, group) {
+		return kerr.GroupAuthorizationFailed.Code, nil
+	}
 	var denied []string
-	for _, t := range req.SubscribedTopicNames {
+	for _, t := range topics {
 		if !b.authorized(c, opDescribe, resTopic, t) {
 			denied = append(denied, t)
 		}
 	}
 	if len(denied) > 0 {
-		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 		msg := fmt.Sprintf("The client is not authorized to describe topics: %s", strings.Join(denied, ", "))
-		resp.ErrorMessage = &msg
-		return deny(resp)
+		return kerr.TopicAuthorizationFailed.Code, &msg
 	}
-	return noGate(req)
+	return 0, nil
 }
 
 // gateShareGroupDescribe: DESCRIBE on each group (else its entry is

@@ -47,24 +47,11 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, c *server.Conn, kreq
 			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
-			var err error
-			switch {
-			case topic == nil:
-				err = kerr.UnknownTopicID
-			case !b.authorized(c, opRead, resTopic, topic.Name):
-				err = kerr.TopicAuthorizationFailed
-			default:
-				batches := make([]ackBatch, len(p.AcknowledgementBatches))
-				for i, ab := range p.AcknowledgementBatches {
-					batches[i] = ackBatch{ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes}
-					if !renew && containsRenew(ab.AcknowledgeTypes) {
-						err = kerr.InvalidRequest
-					}
-				}
-				if err == nil {
-					err = b.shareAck(ctx, groupID, member, topic, p.Partition, batches)
-				}
+			batches := make([]ackBatch, len(p.AcknowledgementBatches))
+			for i, ab := range p.AcknowledgementBatches {
+				batches[i] = ackBatch{ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes}
 			}
+			err := b.ackPartition(ctx, c, groupID, member, topic, p.Partition, batches, renew)
 			rp.ErrorCode = errCode(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -70,25 +70,12 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 				if len(p.AcknowledgementBatches) == 0 {
 					continue
 				}
-				rp := parts.get(t.TopicID, p.Partition)
-				var err error
-				switch {
-				case topic == nil:
-					err = kerr.UnknownTopicID
-				case !b.authorized(c, opRead, resTopic, topic.Name):
-					err = kerr.TopicAuthorizationFailed
-				default:
-					batches := make([]ackBatch, len(p.AcknowledgementBatches))
-					for i, ab := range p.AcknowledgementBatches {
-						batches[i] = ackBatch{ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes}
-						if !renew && containsRenew(ab.AcknowledgeTypes) {
-							err = kerr.InvalidRequest
-						}
-					}
-					if err == nil {
-						err = b.shareAck(ctx, groupID, member, topic, p.Partition, batches)
-					}
+				batches := make([]ackBatch, len(p.AcknowledgementBatches))
+				for i, ab := range p.AcknowledgementBatches {
+					batches[i] = ackBatch{ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes}
 				}
+				err := b.ackPartition(ctx, c, groupID, member, topic, p.Partition, batches, renew)
+				rp := parts.get(t.TopicID, p.Partition)
 				rp.AcknowledgeErrorCode = errCode(err)
 			}
 		}
@@ -188,15 +175,6 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 		b.waitShareFetch(ctx, rps, next, left)
 	}
 	return parts.done(), nil
-}
-
-func containsRenew(types []int8) bool {
-	for _, t := range types {
-		if share.AckType(t) == share.AckRenew {
-			return true
-		}
-	}
-	return false
 }
 
 // shareResponse builds the topics of a ShareFetch response in request

@@ -13,6 +13,7 @@ import (
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/server"
 	"github.com/samsahq/samsa/internal/storage"
 )
 
@@ -274,6 +275,37 @@ func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metada
 		return kerr.InvalidRecordState
 	}
 	return nil
+}
+
+// ackPartition checks and applies the acknowledgement batches of one
+// partition of a ShareFetch or ShareAcknowledge: UNKNOWN_TOPIC_ID for a
+// topic not in the image, TOPIC_AUTHORIZATION_FAILED without READ on it,
+// INVALID_REQUEST for Renew outside a renew request (v2 IsRenewAck), then
+// shareAck's errors.
+func (b *Broker) ackPartition(ctx context.Context, c *server.Conn, groupID, member string, topic *metadata.Topic, p int32, batches []ackBatch, renew bool) error {
+	switch {
+	case topic == nil:
+		return kerr.UnknownTopicID
+	case !b.authorized(c, opRead, resTopic, topic.Name):
+		return kerr.TopicAuthorizationFailed
+	}
+	if !renew {
+		for _, ab := range batches {
+			if containsRenew(ab.types) {
+				return kerr.InvalidRequest
+			}
+		}
+	}
+	return b.shareAck(ctx, groupID, member, topic, p, batches)
+}
+
+func containsRenew(types []int8) bool {
+	for _, t := range types {
+		if share.AckType(t) == share.AckRenew {
+			return true
+		}
+	}
+	return false
 }
 
 // ackBatch is one acknowledgement batch of ShareFetch or ShareAcknowledge.
