@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/server"
@@ -24,12 +23,7 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, c *server.Conn, kreq
 	req := kreq.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	groupID, member := deref(req.GroupID), deref(req.MemberID)
-	if groupID == "" || member == "" || len(member) > 36 {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp, nil
-	}
-	if !b.authorized(c, opRead, resGroup, groupID) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	if resp.ErrorCode = b.shareRequestDenied(c, groupID, member); resp.ErrorCode != 0 {
 		return resp, nil
 	}
 	renew := req.Version >= 2 && req.IsRenewAck

@@ -35,12 +35,7 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	groupID, member := deref(req.GroupID), deref(req.MemberID)
 	resp.AcquisitionLockTimeoutMillis = int32(b.share.coord.Settings(groupID).LockDuration.Milliseconds())
-	if groupID == "" || member == "" || len(member) > 36 {
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		return resp, nil
-	}
-	if !b.authorized(c, opRead, resGroup, groupID) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	if resp.ErrorCode = b.shareRequestDenied(c, groupID, member); resp.ErrorCode != 0 {
 		return resp, nil
 	}
 	renew := req.Version >= 2 && req.IsRenewAck

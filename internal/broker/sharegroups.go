@@ -277,6 +277,21 @@ func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metada
 	return nil
 }
 
+// shareRequestDenied checks the group and member of a ShareFetch or
+// ShareAcknowledge: INVALID_REQUEST without a group id or with a member id
+// empty or longer than 36 characters (Kafka checks the format only, not
+// membership), GROUP_AUTHORIZATION_FAILED without READ on the group; 0
+// when allowed.
+func (b *Broker) shareRequestDenied(c *server.Conn, groupID, member string) int16 {
+	switch {
+	case groupID == "" || member == "" || len(member) > 36:
+		return kerr.InvalidRequest.Code
+	case !b.authorized(c, opRead, resGroup, groupID):
+		return kerr.GroupAuthorizationFailed.Code
+	}
+	return 0
+}
+
 // ackPartition checks and applies the acknowledgement batches of one
 // partition of a ShareFetch or ShareAcknowledge: UNKNOWN_TOPIC_ID for a
 // topic not in the image, TOPIC_AUTHORIZATION_FAILED without READ on it,
