@@ -352,6 +352,41 @@ func TestACLs(t *testing.T) {
 		}
 	})
 
+	t.Run("share groups (KIP-932)", func(t *testing.T) {
+		br := direct(t, cl)
+		hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+		hb.GroupID, hb.MemberID, hb.MemberEpoch = "sg", "m1", 0
+		hb.SubscribedTopicNames = []string{"public"}
+		hresp, err := hb.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "ShareGroupHeartbeat without group READ", hresp.ErrorCode, kerr.GroupAuthorizationFailed)
+		sf := kmsg.NewPtrShareFetchRequest()
+		sf.GroupID, sf.MemberID = kmsg.StringPtr("sg"), kmsg.StringPtr("m1")
+		sresp, err := sf.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "ShareFetch without group READ", sresp.ErrorCode, kerr.GroupAuthorizationFailed)
+		mustCreateACLs(t, adm, kadm.NewACLs().Groups("sg").Operations(kadm.OpRead).Allow(anon).AllowHosts("*"))
+		hresp, err = hb.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, "ShareGroupHeartbeat without topic DESCRIBE", hresp.ErrorCode, kerr.TopicAuthorizationFailed)
+		desc := kmsg.NewPtrShareGroupDescribeRequest()
+		desc.GroupIDs = []string{"other"}
+		dresp, err := desc.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dresp.Groups) != 1 {
+			t.Fatalf("ShareGroupDescribe answered %d groups", len(dresp.Groups))
+		}
+		wantCode(t, "ShareGroupDescribe other", dresp.Groups[0].ErrorCode, kerr.GroupAuthorizationFailed)
+	})
+
 	t.Run("transactional id", func(t *testing.T) {
 		req := kmsg.NewPtrInitProducerIDRequest()
 		req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr("tx"), 10000

@@ -108,8 +108,8 @@ func TestGroupConfigs(t *testing.T) {
 		if c := got["share.heartbeat.interval.ms"]; orNull(c.Value) != "5000" || c.Source != kmsg.ConfigSourceDefaultConfig {
 			t.Errorf("node %d share.heartbeat.interval.ms = %s (%v), want the broker's 5000 DEFAULT_CONFIG", id, orNull(c.Value), c.Source)
 		}
-		if len(got) != 8 {
-			t.Errorf("node %d: %d group configs, want 8", id, len(got))
+		if len(got) != 9 { // 8 of Kafka 4.2 and KIP-1191's errors.deadletterqueue.topic.name
+			t.Errorf("node %d: %d group configs, want 9", id, len(got))
 		}
 	}
 

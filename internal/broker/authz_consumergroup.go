@@ -1,10 +1,6 @@
 package broker
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/server"
@@ -24,21 +20,9 @@ func init() {
 // denied. Nothing reaches the coordinator when either fails.
 func gateConsumerGroupHeartbeat(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
-	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	if !b.authorized(c, opRead, resGroup, req.Group) {
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		return deny(resp)
-	}
-	var denied []string
-	for _, t := range req.SubscribedTopicNames {
-		if !b.authorized(c, opDescribe, resTopic, t) {
-			denied = append(denied, t)
-		}
-	}
-	if len(denied) > 0 {
-		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-		msg := fmt.Sprintf("The client is not authorized to describe topics: %s", strings.Join(denied, ", "))
-		resp.ErrorMessage = &msg
+	if code, msg := b.heartbeatDenied(c, req.Group, req.SubscribedTopicNames); code != 0 {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 		return deny(resp)
 	}
 	return noGate(req)

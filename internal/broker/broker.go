@@ -133,9 +133,10 @@ type Broker struct {
 	pidNext int64
 	pidEnd  int64
 
-	groups *groups    // the group coordinator and its wiring (groups.go)
-	lag    lagClients // connections of the consumer lag metrics (metrics.go)
-	txns   *txns      // the transaction coordinator and its wiring (txn.go)
+	groups *groups      // the group coordinator and its wiring (groups.go)
+	lag    lagClients   // connections of the consumer lag metrics (metrics.go)
+	txns   *txns        // the transaction coordinator and its wiring (txn.go)
+	share  *shareGroups // share groups, KIP-932 (sharegroups.go)
 
 	usage *clientQuotas // usage against the client quotas (throttle.go)
 
@@ -214,6 +215,7 @@ func New(cfg Config) (*Broker, error) {
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
 	b.startGroups()
+	b.startShareGroups()
 	b.startTxns()
 	// A partition this broker cannot host (its log failed to load or be
 	// created) is logged and offline (KAFKA_STORAGE_ERROR), never a reason
@@ -259,6 +261,7 @@ func (b *Broker) Close() {
 	close(b.stop)
 	b.wg.Wait()
 	b.closeTxns()
+	b.closeShareGroups()
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
@@ -459,6 +462,9 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 	}
 	b.updateAuthorizer(next)
 	b.applyGroupImage(next)
+	if b.share != nil {
+		b.share.loads.apply(b, next)
+	}
 	b.applyTxnImage(next)
 	return firstErr
 }

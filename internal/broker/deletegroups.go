@@ -21,5 +21,8 @@ import (
 func init() { registerGroupAPI(kmsg.DeleteGroups, handleDeleteGroups) }
 
 func handleDeleteGroups(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
-	return b.groups.coord.DeleteGroups(ctx, kreq.(*kmsg.DeleteGroupsRequest)), nil
+	req, shared := b.splitShareGroupDeletes(kreq.(*kmsg.DeleteGroupsRequest))
+	resp := b.groups.coord.DeleteGroups(ctx, req)
+	resp.Groups = append(resp.Groups, shared...)
+	return resp, nil
 }

@@ -24,5 +24,7 @@ import (
 func init() { registerGroupAPI(kmsg.ListGroups, handleListGroups) }
 
 func handleListGroups(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
-	return b.groups.coord.ListGroups(ctx, kreq.(*kmsg.ListGroupsRequest)), nil
+	req := kreq.(*kmsg.ListGroupsRequest)
+	resp := b.groups.coord.ListGroups(ctx, req)
+	return b.listShareGroups(req, resp), nil
 }

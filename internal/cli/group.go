@@ -89,8 +89,10 @@ func newGroupDescribeCommand(f *groupFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe GROUP...",
 		Short: "Show a group's state, members, assignment, committed offsets and lag",
-		Long: `Describe groups with DescribeGroups, OffsetFetch and ListOffsets, and
-consumer groups of the KIP-848 protocol with ConsumerGroupDescribe.
+		Long: `Describe groups with DescribeGroups, OffsetFetch and ListOffsets,
+consumer groups of the KIP-848 protocol with ConsumerGroupDescribe, and
+share groups (KIP-932) with ShareGroupDescribe and DescribeShareGroupOffsets
+(per partition the share-partition start offset and lag).
 
 For each group: its state, protocol and coordinator (for a consumer group:
 its type, group epoch, assignment epoch and assignor); then per partition
@@ -126,6 +128,20 @@ each member's epoch and target assignment).`,
 				case l.Error() != nil || l.State == "Dead":
 					// Not a classic group: maybe a consumer group (KIP-848).
 					cg, err := describeConsumerGroup(ctx, adm, g)
+					if errors.Is(err, errNoSuchGroup) {
+						// Nor a consumer group: maybe a share group (KIP-932).
+						sg, serr := describeShareGroup(ctx, adm, g)
+						if serr == nil {
+							if i > 0 {
+								fmt.Fprintln(w)
+							}
+							writeShareGroup(w, sg)
+							continue
+						}
+						if !errors.Is(serr, errNoSuchGroup) {
+							err = serr
+						}
+					}
 					if err != nil {
 						errs = append(errs, err)
 						continue
@@ -248,7 +264,7 @@ func describeConsumerGroup(ctx context.Context, adm *kadm.Client, group string) 
 	d, ok := described[group]
 	switch {
 	case !ok || errors.Is(d.Err, kerr.GroupIDNotFound) || errors.Is(d.Err, kerr.UnsupportedVersion):
-		return nil, fmt.Errorf("group %s does not exist", group)
+		return nil, fmt.Errorf("group %s: %w", group, errNoSuchGroup)
 	case d.Err != nil:
 		return nil, fmt.Errorf("describe group %s: %w", group, d.Err)
 	}

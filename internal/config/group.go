@@ -86,6 +86,9 @@ const (
 	GroupShareAutoOffsetReset        = "share.auto.offset.reset"
 	GroupShareIsolationLevel         = "share.isolation.level"
 	GroupShareDeliveryCountLimit     = "share.delivery.count.limit"
+	// GroupDeadLetterTopicName is KIP-1191's dead-letter topic of a share
+	// group ("" or unset: none).
+	GroupDeadLetterTopicName = "errors.deadletterqueue.topic.name"
 )
 
 // Group is the configuration in effect for one group: the broker's
@@ -118,12 +121,16 @@ type Group struct {
 	// ShareReadCommitted is share.isolation.level=read_committed (default
 	// read_uncommitted: false).
 	ShareReadCommitted bool
+	// DeadLetterTopic is errors.deadletterqueue.topic.name (KIP-1191):
+	// the topic a share group copies rejected and delivery-limited records
+	// to; "" for none (the default).
+	DeadLetterTopic string
 }
 
 // GroupConfigNames lists the group config names, sorted.
 func GroupConfigNames() []string {
 	return []string{
-		GroupConsumerHeartbeatIntervalMs, GroupConsumerSessionTimeoutMs,
+		GroupConsumerHeartbeatIntervalMs, GroupConsumerSessionTimeoutMs, GroupDeadLetterTopicName,
 		GroupShareAutoOffsetReset, GroupShareDeliveryCountLimit, GroupShareHeartbeatIntervalMs,
 		GroupShareIsolationLevel, GroupShareRecordLockDurationMs, GroupShareSessionTimeoutMs,
 	}
@@ -133,7 +140,7 @@ func GroupConfigNames() []string {
 // (TypeInt or TypeString), false for a name that is not a group config.
 func GroupConfigType(name string) (ConfigType, bool) {
 	switch name {
-	case GroupShareAutoOffsetReset, GroupShareIsolationLevel:
+	case GroupShareAutoOffsetReset, GroupShareIsolationLevel, GroupDeadLetterTopicName:
 		return TypeString, true
 	case GroupConsumerSessionTimeoutMs, GroupConsumerHeartbeatIntervalMs, GroupShareSessionTimeoutMs,
 		GroupShareHeartbeatIntervalMs, GroupShareRecordLockDurationMs, GroupShareDeliveryCountLimit:
@@ -155,6 +162,7 @@ func (n *Node) GroupDefaults() map[string]string {
 		GroupShareDeliveryCountLimit:     strconv.Itoa(int(n.GroupShareDeliveryCountLimit)),
 		GroupShareAutoOffsetReset:        "latest",
 		GroupShareIsolationLevel:         "read_uncommitted",
+		GroupDeadLetterTopicName:         "",
 	}
 }
 
@@ -184,6 +192,11 @@ func (n *Node) CheckGroupConfigs(overrides map[string]string) error {
 		case GroupShareAutoOffsetReset:
 			if _, _, err := ParseShareAutoOffsetReset(v); err != nil {
 				return fmt.Errorf("%w: Invalid value %s for configuration %s: %v", ErrGroupConfig, v, name, err)
+			}
+			continue
+		case GroupDeadLetterTopicName:
+			if strings.HasPrefix(v, "__") {
+				return fmt.Errorf("%w: Invalid value %s for configuration %s: a dead-letter topic name cannot start with __", ErrGroupConfig, v, name)
 			}
 			continue
 		case GroupShareIsolationLevel:
@@ -280,6 +293,7 @@ func (n *Node) GroupConfig(overrides map[string]string) Group {
 		}
 	}
 	g.ShareReadCommitted = strings.TrimSpace(overrides[GroupShareIsolationLevel]) == "read_committed"
+	g.DeadLetterTopic = strings.TrimSpace(overrides[GroupDeadLetterTopicName])
 	return g
 }
 

@@ -1,0 +1,98 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/coordinator/share"
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// DescribeShareGroupOffsets: v0-1
+//
+// Version notes:
+//   - v0: the share-partition start offsets (KIP-932)
+//   - v1: Lag (response partition, KIP-1226)
+
+// DescribeShareGroupOffsets (KIP-932): each share-partition's start offset
+// from its durable state (-1: never initialized) and, when this broker
+// leads the partition, its lag (records below the high-watermark not yet
+// acknowledged or archived; -1 otherwise). Topics null means the topics
+// the group's members subscribe to. DESCRIBE on the group, else
+// GROUP_AUTHORIZATION_FAILED; DESCRIBE on each topic, else
+// TOPIC_AUTHORIZATION_FAILED for its partitions.
+func init() { register(kmsg.DescribeShareGroupOffsets, 0, 1, handleDescribeShareGroupOffsets) }
+
+func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DescribeShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+	im := b.image()
+	for _, g := range req.Groups {
+		rg := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+		rg.GroupID = g.GroupID
+		if !b.authorized(c, opDescribe, resGroup, g.GroupID) {
+			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		topics := g.Topics
+		if topics == nil {
+			for _, name := range b.share.coord.SubscribedTopics(g.GroupID) {
+				if t := im.Topic(name); t != nil {
+					rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+					rt.Topic = name
+					for p := range t.Partitions {
+						rt.Partitions = append(rt.Partitions, int32(p))
+					}
+					topics = append(topics, rt)
+				}
+			}
+		}
+		for _, rt := range topics {
+			ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+			ot.Topic = rt.Topic
+			t := im.Topic(rt.Topic)
+			if t != nil {
+				ot.TopicID = t.ID
+			}
+			for _, p := range rt.Partitions {
+				op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+				op.Partition, op.StartOffset, op.LeaderEpoch = p, -1, -1
+				switch {
+				case !b.authorized(c, opDescribe, resTopic, rt.Topic):
+					op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				case t == nil || p < 0 || int(p) >= len(t.Partitions):
+					op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				default:
+					rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					st, err := b.readShareState(rctx, share.StateKey{Group: g.GroupID, TopicID: t.ID, Partition: p}, -1)
+					cancel()
+					if err != nil {
+						op.ErrorCode = errCode(err)
+						break
+					}
+					if st == nil {
+						break
+					}
+					op.StartOffset, op.LeaderEpoch = st.StartOffset, st.LeaderEpoch
+					if rp := b.replicas.Get(t.Name, p); rp != nil && rp.IsLeader() {
+						lag := rp.HighWatermark() - st.StartOffset
+						for _, sb := range st.Batches {
+							if sb.State == share.Acknowledged || sb.State == share.Archived {
+								lag -= sb.Last - sb.First + 1
+							}
+						}
+						op.Lag = max(lag, 0)
+					}
+				}
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			rg.Topics = append(rg.Topics, ot)
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}

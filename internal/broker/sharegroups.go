@@ -1,0 +1,472 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/samsahq/samsa/internal/coordinator/share"
+	"github.com/samsahq/samsa/internal/dlq"
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/server"
+	"github.com/samsahq/samsa/internal/storage"
+)
+
+// This file wires share groups (KIP-932, internal/coordinator/share) into
+// the broker: membership on the broker FindCoordinator names (the leader of
+// the group's __consumer_offsets partition), share-partition state on each
+// partition's leader, reads of the log for ShareFetch, and the dead-letter
+// topic (KIP-1191's errors.deadletterqueue.topic.name group config) written
+// when a record is rejected or runs out of deliveries. The handlers are in
+// sharegroupheartbeat.go, sharegroupdescribe.go, sharefetch.go and
+// shareacknowledge.go.
+
+// shareGroups is the broker's side of share groups.
+type shareGroups struct {
+	coord *share.Coordinator
+	store *share.Store      // the share coordinator's partitions of __share_group_state (sharestate.go)
+	loads *coordinatorLoads // of __share_group_state
+
+	mu      sync.Mutex    // guards changed
+	changed chan struct{} // closed and replaced when records become available by a release
+}
+
+func (b *Broker) startShareGroups() {
+	s := &shareGroups{
+		coord:   share.New(shareTopics{b}, b.shareSettings),
+		store:   share.NewStore(),
+		changed: make(chan struct{}),
+	}
+	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
+	b.share = s
+}
+
+// shareSettings are the configs in effect for a share group: the
+// group.share.* properties with the group's share.* configs (GROUP config
+// resources, in the metadata image).
+func (b *Broker) shareSettings(groupID string) share.Settings {
+	g := b.GroupConfig(groupID)
+	return share.Settings{
+		LockDuration:      g.ShareRecordLockDuration,
+		DeliveryLimit:     int16(g.ShareDeliveryCountLimit),
+		SessionTimeout:    g.ShareSessionTimeout,
+		HeartbeatInterval: g.ShareHeartbeatInterval,
+	}
+}
+
+// closeShareGroups cancels the loads of __share_group_state in flight.
+func (b *Broker) closeShareGroups() {
+	if b.share == nil {
+		return
+	}
+	b.share.loads.cancel()
+	b.share.loads.wg.Wait()
+}
+
+// wait returns a channel closed at the next release.
+func (s *shareGroups) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// released wakes the ShareFetch requests waiting for records.
+func (s *shareGroups) released() {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// shareTopics resolves subscribed topics for the share assignor from the
+// metadata image.
+type shareTopics struct{ b *Broker }
+
+func (t shareTopics) Lookup(name string) ([16]byte, int32, bool) {
+	tp := t.b.image().Topic(name)
+	if tp == nil {
+		return [16]byte{}, 0, false
+	}
+	return tp.ID, int32(len(tp.Partitions)), true
+}
+
+// sharePartition returns the leader's replica of topic/partition and the
+// group's share-partition for it, loaded from __share_group_state when used
+// first at this leader epoch; without durable state it starts as
+// share.auto.offset.reset says (latest, the default: the high-watermark, or
+// the last stable offset under read_committed; earliest: the log start
+// offset).
+func (b *Broker) sharePartition(ctx context.Context, groupID string, t *metadata.Topic, p int32) (*replica.Partition, *share.Partition, error) {
+	rp := b.replicas.Get(t.Name, p)
+	if rp == nil || !rp.IsLeader() {
+		return nil, nil, kerr.NotLeaderForPartition
+	}
+	sp := b.share.coord.Partition(groupID, t.Name, p, true)
+	if epoch := rp.LeaderEpoch(); !sp.Started() || sp.LoadedAt() != epoch {
+		sp.LockPersist()
+		if !sp.Started() || sp.LoadedAt() != epoch {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			st, err := b.readShareState(ctx, share.StateKey{Group: groupID, TopicID: t.ID, Partition: p}, epoch)
+			cancel()
+			if err != nil {
+				sp.UnlockPersist()
+				return nil, nil, err
+			}
+			if st != nil {
+				sp.Restore(st.StartOffset, st.Batches)
+			} else {
+				sp.Reset(b.shareResetOffset(groupID, rp))
+			}
+			sp.SetLoadedAt(epoch)
+		}
+		sp.UnlockPersist()
+	}
+	sp.AdvanceStart(rp.LogStartOffset())
+	return rp, sp, nil
+}
+
+// shareResetOffset is where a share-partition without durable state
+// starts, as share.auto.offset.reset says: latest (the default) at the
+// high-watermark, or the last stable offset under read_committed; earliest
+// at the log start offset; by_duration at the first record at or after now
+// minus the duration (the latest offset when none is).
+func (b *Broker) shareResetOffset(groupID string, rp *replica.Partition) int64 {
+	g := b.GroupConfig(groupID)
+	latest := rp.HighWatermark()
+	if g.ShareReadCommitted {
+		latest = rp.LastStableOffset()
+	}
+	switch g.ShareAutoOffsetReset {
+	case "earliest":
+		return rp.LogStartOffset()
+	case "by_duration":
+		off, _, ok, err := rp.Log().OffsetForTimestamp(time.Now().Add(-g.ShareAutoOffsetResetBy).UnixMilli())
+		if err == nil && ok && off < latest {
+			return off
+		}
+	}
+	return latest
+}
+
+// shareReadBytes bounds one read of the log for new records.
+const shareReadBytes = 1 << 20
+
+// acquire hands member up to maxRecords records of the share-partition and
+// returns the acquired ranges with the batches holding them, at most about
+// maxBytes (the first batch whole). Under read_committed it reads below the
+// last stable offset and archives aborted transactions' records; control
+// batches are archived everywhere.
+func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadata.Topic, p int32, maxRecords int, strict bool, maxBytes int32) ([]share.AcquiredRange, []byte, error) {
+	rp, sp, err := b.sharePartition(ctx, groupID, t, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	committed := b.GroupConfig(groupID).ShareReadCommitted
+	now := time.Now()
+	var spans []share.Span
+	if from, room := sp.ReadFrom(); room > 0 {
+		limit := rp.HighWatermark()
+		if committed {
+			limit = rp.LastStableOffset()
+		}
+		if from < limit {
+			res, err := rp.Read(from, shareReadBytes, false, true)
+			if err != nil && !errors.Is(err, storage.ErrOffsetOutOfRange) {
+				return nil, nil, err
+			}
+			var aborted []storage.AbortedTxn
+			if committed && len(res.Records) > 0 {
+				if aborted, err = rp.Log().AbortedTransactions(from, limit); err != nil {
+					return nil, nil, err
+				}
+			}
+			_, _ = record.Batches(res.Records, func(_ []byte, h record.Header) error {
+				if h.BaseOffset >= limit {
+					return errStopBatches
+				}
+				skip := h.IsControl()
+				if committed && h.IsTransactional() && !skip {
+					for _, a := range aborted {
+						if a.ProducerID == h.ProducerID && a.FirstOffset <= h.BaseOffset && h.BaseOffset <= a.LastOffset {
+							skip = true
+						}
+					}
+				}
+				spans = append(spans, share.Span{First: h.BaseOffset, Last: min(h.LastOffset(), limit-1), Skip: skip})
+				return nil
+			})
+		}
+	}
+	got, dead := sp.Acquire(member, maxRecords, strict, spans, now)
+	b.deadLetters(groupID, t.Name, p, rp, dead)
+	if len(got) == 0 {
+		return nil, nil, nil
+	}
+	first, last := got[0].First, got[len(got)-1].Last
+	var out []byte
+	for off := first; off <= last; {
+		res, err := rp.Read(off, shareReadBytes, false, true)
+		if err != nil || len(res.Records) == 0 {
+			break
+		}
+		next := off
+		_, _ = record.Batches(res.Records, func(batch []byte, h record.Header) error {
+			if h.BaseOffset > last || len(out) > 0 && len(out)+len(batch) > int(maxBytes) {
+				next = last + 1
+				return errStopBatches
+			}
+			out = append(out, batch...)
+			next = h.NextOffset()
+			return nil
+		})
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	return got, out, nil
+}
+
+var errStopBatches = errors.New("stop")
+
+// shareAck applies acknowledgement batches of member to a share-partition,
+// writes what the partition gave up on to the dead-letter topic, and the
+// new state to __share_group_state before returning.
+func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metadata.Topic, p int32, batches []ackBatch) error {
+	rp := b.replicas.Get(t.Name, p)
+	if rp == nil || !rp.IsLeader() {
+		return kerr.NotLeaderForPartition
+	}
+	sp := b.share.coord.Partition(groupID, t.Name, p, false)
+	if sp == nil || sp.LoadedAt() != rp.LeaderEpoch() {
+		return kerr.InvalidRecordState
+	}
+	now := time.Now()
+	var firstErr error
+	release := false
+	for _, ab := range batches {
+		types := make([]share.AckType, len(ab.types))
+		for i, t := range ab.types {
+			types[i] = share.AckType(t)
+			release = release || types[i] == share.AckRelease
+		}
+		dead, err := sp.Ack(member, ab.first, ab.last, types, now)
+		b.deadLetters(groupID, t.Name, p, rp, dead)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if release {
+		b.share.released()
+	}
+	if err := b.persistShare(ctx, groupID, t.ID, p, rp.LeaderEpoch(), sp); err != nil {
+		b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", p, "err", err)
+		return err
+	}
+	switch {
+	case errors.Is(firstErr, share.ErrInvalidAck):
+		return kerr.InvalidRequest
+	case firstErr != nil:
+		return kerr.InvalidRecordState
+	}
+	return nil
+}
+
+// shareRequestDenied checks the group and member of a ShareFetch or
+// ShareAcknowledge: INVALID_REQUEST without a group id or with a member id
+// empty or longer than 36 characters (Kafka checks the format only, not
+// membership), GROUP_AUTHORIZATION_FAILED without READ on the group; 0
+// when allowed.
+func (b *Broker) shareRequestDenied(c *server.Conn, groupID, member string) int16 {
+	switch {
+	case groupID == "" || member == "" || len(member) > 36:
+		return kerr.InvalidRequest.Code
+	case !b.authorized(c, opRead, resGroup, groupID):
+		return kerr.GroupAuthorizationFailed.Code
+	}
+	return 0
+}
+
+// ackPartition checks and applies the acknowledgement batches of one
+// partition of a ShareFetch or ShareAcknowledge: UNKNOWN_TOPIC_ID for a
+// topic not in the image, TOPIC_AUTHORIZATION_FAILED without READ on it,
+// INVALID_REQUEST for Renew outside a renew request (v2 IsRenewAck), then
+// shareAck's errors.
+func (b *Broker) ackPartition(ctx context.Context, c *server.Conn, groupID, member string, topic *metadata.Topic, p int32, batches []ackBatch, renew bool) error {
+	switch {
+	case topic == nil:
+		return kerr.UnknownTopicID
+	case !b.authorized(c, opRead, resTopic, topic.Name):
+		return kerr.TopicAuthorizationFailed
+	}
+	if !renew {
+		for _, ab := range batches {
+			if containsRenew(ab.types) {
+				return kerr.InvalidRequest
+			}
+		}
+	}
+	return b.shareAck(ctx, groupID, member, topic, p, batches)
+}
+
+func containsRenew(types []int8) bool {
+	for _, t := range types {
+		if share.AckType(t) == share.AckRenew {
+			return true
+		}
+	}
+	return false
+}
+
+// ackBatch is one acknowledgement batch of ShareFetch or ShareAcknowledge.
+type ackBatch struct {
+	first, last int64
+	types       []int8
+}
+
+// releaseShareSession releases what member holds in the partitions of its
+// closed session.
+func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string, tps []share.TopicPartition) {
+	im := b.image()
+	now := time.Now()
+	for _, tp := range tps {
+		t := im.TopicByID(tp.TopicID)
+		if t == nil {
+			continue
+		}
+		sp := b.share.coord.Partition(groupID, t.Name, tp.Partition, false)
+		if sp == nil {
+			continue
+		}
+		dead := sp.ReleaseMember(member, now)
+		if rp := b.replicas.Get(t.Name, tp.Partition); rp != nil && rp.IsLeader() {
+			b.deadLetters(groupID, t.Name, tp.Partition, rp, dead)
+			if err := b.persistShare(ctx, groupID, t.ID, tp.Partition, rp.LeaderEpoch(), sp); err != nil {
+				b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", tp.Partition, "err", err)
+			}
+		}
+	}
+	b.share.released()
+}
+
+// deadLetters writes the records a share-partition gave up on to the
+// group's dead-letter topic (errors.deadletterqueue.topic.name, KIP-1191),
+// when one is set, exists and its partition source%partitions is led here:
+// the record's key, value and headers (beyond Kafka, which writes only the
+// context unless errors.deadletterqueue.copy.record.enable) and the
+// __dlq.errors.* headers naming topic, partition, offset, group, delivery
+// count and reason. Failures are logged: the records stay archived.
+func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partition, dead []share.DeadLetter) {
+	if len(dead) == 0 {
+		return
+	}
+	name := b.GroupConfig(groupID).DeadLetterTopic
+	if name == "" {
+		return
+	}
+	log := b.logger.With("group", groupID, "topic", topic, "partition", p, "dlq_topic", name)
+	t := b.image().Topic(name)
+	if t == nil || len(t.Partitions) == 0 {
+		log.Warn("share group dead-letter topic does not exist; records archived without a copy", "records", len(dead))
+		return
+	}
+	dp := p % int32(len(t.Partitions))
+	dst := b.replicas.Get(name, dp)
+	if dst == nil || !dst.IsLeader() {
+		log.Warn("share group dead-letter partition is led by another broker; records archived without a copy", "records", len(dead))
+		return
+	}
+	recs := make([]record.Record, 0, len(dead))
+	for i, d := range dead {
+		r := record.Record{OffsetDelta: int32(i)}
+		if orig, ok := readRecord(src, d.Offset); ok {
+			r.Key, r.Value, r.Headers = orig.Key, orig.Value, orig.Headers
+		}
+		reason := dlq.ReasonDeliveryLimited
+		if d.Rejected {
+			reason = dlq.ReasonRejected
+		}
+		for _, h := range dlq.Headers(topic, p, d.Offset, groupID, int(d.DeliveryCount), reason) {
+			r.Headers = append(r.Headers, record.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		recs = append(recs, r)
+	}
+	batch, err := record.Build(record.Spec{
+		BaseTimestamp: time.Now().UnixMilli(),
+		ProducerID:    record.NoProducerID,
+		ProducerEpoch: record.NoProducerEpoch,
+		BaseSequence:  record.NoSequence,
+	}, recs)
+	if err == nil {
+		_, err = dst.AppendInternal(batch)
+	}
+	if err != nil {
+		log.Warn("writing to the share group dead-letter topic", "err", err, "records", len(dead))
+	}
+}
+
+// readRecord returns the record at offset of rp, copied.
+func readRecord(rp *replica.Partition, offset int64) (record.Record, bool) {
+	res, err := rp.Read(offset, 1, false, true)
+	if err != nil {
+		return record.Record{}, false
+	}
+	var out record.Record
+	found := false
+	_, _ = record.Batches(res.Records, func(batch []byte, h record.Header) error {
+		return record.Records(batch, func(r record.Record) error {
+			if r.Offset == offset {
+				out = record.Record{Key: clone(r.Key), Value: clone(r.Value)}
+				for _, h := range r.Headers {
+					out.Headers = append(out.Headers, record.RecordHeader{Key: h.Key, Value: clone(h.Value)})
+				}
+				found = true
+				return errStopBatches
+			}
+			return nil
+		})
+	})
+	return out, found
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// waitShareFetch blocks until a record may be acquirable from rps, a
+// release happened, a lock expires (next), d passed, or ctx is done.
+func (b *Broker) waitShareFetch(ctx context.Context, rps []*replica.Partition, next time.Time, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if !next.IsZero() {
+		if until := time.Until(next); until < d {
+			d = max(until, time.Millisecond)
+		}
+	}
+	// Any byte the high-watermark passes, or a change of leadership,
+	// wakes it.
+	w := replica.NewWaiter()
+	defer w.Close()
+	for _, rp := range rps {
+		rp.WatchBytes(w, false)
+	}
+	w.Arm(1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.C():
+	case <-b.share.wait():
+	case <-t.C:
+	case <-ctx.Done():
+	case <-b.stop:
+	}
+}

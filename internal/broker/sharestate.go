@@ -1,0 +1,351 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/coordinator/share"
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/server"
+)
+
+// The share coordinator (KIP-932): the durable state of share-partitions in
+// __share_group_state, one record per share-partition (the latest snapshot;
+// the topic is compacted). Each partition of the topic is served by its
+// leader from memory, loaded when leadership is gained. A share-partition
+// leader reads its state on first use or after its leadership moved
+// (ReadShareGroupState, API 84) and writes a snapshot after every
+// acknowledgement before answering it (WriteShareGroupState, API 85), so a
+// failover loses no acknowledgement and redelivers only what was not
+// acknowledged; both go to the coordinator's broker, in-process when that is
+// this one.
+
+// ReadShareGroupState: v0
+//
+// Version notes:
+//   - v0: the version Kafka 4.x serves (inter-broker, KIP-932)
+
+// WriteShareGroupState: v0
+//
+// Version notes:
+//   - v0: the version Kafka 4.x serves (inter-broker, KIP-932)
+
+func init() {
+	register(kmsg.ReadShareGroupState, 0, 0, handleReadShareGroupState)
+	register(kmsg.WriteShareGroupState, 0, 0, handleWriteShareGroupState)
+	gates[kmsg.ReadShareGroupState] = gateCluster(opClusterAction)
+	gates[kmsg.WriteShareGroupState] = gateCluster(opClusterAction)
+}
+
+// errShareStateUnloaded: a state partition not (or no longer) loaded here.
+var errShareStateUnloaded = errors.New("share state partition not loaded")
+
+// shareStateTopicConfigs are the configs of __share_group_state, as Kafka
+// creates it (compacted, 100 MiB segments).
+func shareStateTopicConfigs(int16) map[string]string {
+	return map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
+}
+
+// loadShareState reads partition p of __share_group_state into the store.
+func (b *Broker) loadShareState(ctx context.Context, p, _ int32) error {
+	rp := b.replicas.Get(share.StateTopic, p)
+	if rp == nil {
+		return kerr.NotLeaderForPartition
+	}
+	states := map[share.StateKey]*share.State{}
+	for off := rp.LogStartOffset(); off < rp.LogEndOffset(); {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := rp.Read(off, 1<<20, true, true)
+		if err != nil {
+			return err
+		}
+		if len(res.Records) == 0 {
+			break
+		}
+		next := off
+		_, err = record.Batches(res.Records, func(batch []byte, h record.Header) error {
+			next = h.NextOffset()
+			if h.IsControl() {
+				return nil
+			}
+			return record.Records(batch, func(r record.Record) error {
+				k, st, err := share.DecodeStateRecord(r.Key, r.Value)
+				if err != nil {
+					b.logger.Warn("skipping a malformed share state record", "partition", p, "offset", r.Offset, "err", err)
+					return nil
+				}
+				if st == nil {
+					delete(states, k)
+				} else {
+					states[k] = st
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	b.share.store.Load(p, states)
+	return nil
+}
+
+// shareStateLeader returns the partition of __share_group_state of k and
+// its leader; ok false when the topic does not exist.
+func (b *Broker) shareStateLeader(k share.StateKey) (p, leader int32, ok bool) {
+	t := b.image().Topic(share.StateTopic)
+	if t == nil || len(t.Partitions) == 0 {
+		return 0, -1, false
+	}
+	p = share.StatePartition(k, int32(len(t.Partitions)))
+	return p, t.Partitions[p].Leader, true
+}
+
+// readShareState returns the durable state of k (nil: none), retrying
+// while the coordinator moves or loads until ctx is done.
+func (b *Broker) readShareState(ctx context.Context, k share.StateKey, leaderEpoch int32) (*share.State, error) {
+	for {
+		st, err := b.readShareStateOnce(ctx, k, leaderEpoch)
+		if err == nil || !kerr.IsRetriable(err) && !errors.Is(err, errShareStateUnloaded) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, kerr.CoordinatorLoadInProgress
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (b *Broker) readShareStateOnce(ctx context.Context, k share.StateKey, leaderEpoch int32) (*share.State, error) {
+	p, leader, ok := b.shareStateLeader(k)
+	if !ok {
+		return nil, nil
+	}
+	if leader == b.node.NodeID {
+		if !b.share.store.Loaded(p) {
+			return nil, errShareStateUnloaded
+		}
+		return b.share.store.Get(p, k), nil
+	}
+	if leader < 0 {
+		return nil, kerr.CoordinatorNotAvailable
+	}
+	req := kmsg.NewPtrReadShareGroupStateRequest()
+	req.GroupID = k.Group
+	rt := kmsg.NewReadShareGroupStateRequestTopic()
+	rt.TopicID = k.TopicID
+	rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch = k.Partition, leaderEpoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := b.requestBroker(ctx, leader, req)
+	if err != nil {
+		return nil, kerr.CoordinatorNotAvailable
+	}
+	resp := kresp.(*kmsg.ReadShareGroupStateResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return nil, kerr.UnknownServerError
+	}
+	r := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+		return nil, err
+	}
+	if r.StartOffset < 0 {
+		return nil, nil
+	}
+	st := &share.State{StateEpoch: r.StateEpoch, StartOffset: r.StartOffset}
+	for _, sb := range r.StateBatches {
+		s, ok := share.RecordStateOf(sb.DeliveryState)
+		if !ok {
+			continue
+		}
+		st.Batches = append(st.Batches, share.StateBatch{First: sb.FirstOffset, Last: sb.LastOffset, State: s, DeliveryCount: sb.DeliveryCount})
+	}
+	return st, nil
+}
+
+// persistShare writes the snapshot of sp as the durable state of
+// group/topic/partition and waits until it is committed.
+func (b *Broker) persistShare(ctx context.Context, groupID string, topicID [16]byte, partition int32, leaderEpoch int32, sp *share.Partition) error {
+	sp.LockPersist()
+	defer sp.UnlockPersist()
+	start, batches, _ := sp.Snapshot()
+	k := share.StateKey{Group: groupID, TopicID: topicID, Partition: partition}
+	st := &share.State{LeaderEpoch: leaderEpoch, StartOffset: start, Batches: batches}
+	if _, _, ok := b.shareStateLeader(k); !ok {
+		if _, err := b.share.loads.ensureTopic(ctx, b, share.StateTopicPartitions, share.StateTopicReplicationFactor, shareStateTopicConfigs); err != nil {
+			return err
+		}
+	}
+	for {
+		err := b.writeShareStateOnce(ctx, k, st)
+		if err == nil || !kerr.IsRetriable(err) && !errors.Is(err, errShareStateUnloaded) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return kerr.RequestTimedOut
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (b *Broker) writeShareStateOnce(ctx context.Context, k share.StateKey, st *share.State) error {
+	p, leader, ok := b.shareStateLeader(k)
+	switch {
+	case !ok || leader < 0:
+		return kerr.CoordinatorNotAvailable
+	case leader == b.node.NodeID:
+		return b.writeShareStateLocal(ctx, p, k, st)
+	}
+	req := kmsg.NewPtrWriteShareGroupStateRequest()
+	req.GroupID = k.Group
+	rt := kmsg.NewWriteShareGroupStateRequestTopic()
+	rt.TopicID = k.TopicID
+	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+	rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, st.StateEpoch, st.LeaderEpoch, st.StartOffset
+	for _, sb := range st.Batches {
+		w := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
+		w.FirstOffset, w.LastOffset, w.DeliveryState, w.DeliveryCount = sb.First, sb.Last, share.DeliveryState(sb.State), sb.DeliveryCount
+		rp.StateBatches = append(rp.StateBatches, w)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := b.requestBroker(ctx, leader, req)
+	if err != nil {
+		return kerr.CoordinatorNotAvailable
+	}
+	resp := kresp.(*kmsg.WriteShareGroupStateResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return kerr.UnknownServerError
+	}
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+}
+
+// writeShareStateLocal appends the state record of k to partition p of
+// __share_group_state, led here, waits until the high-watermark passes it,
+// and keeps it in the store. A write from an older leader epoch than the
+// one stored is FENCED_LEADER_EPOCH.
+func (b *Broker) writeShareStateLocal(ctx context.Context, p int32, k share.StateKey, st *share.State) error {
+	if !b.share.store.Loaded(p) {
+		return errShareStateUnloaded
+	}
+	if old := b.share.store.Get(p, k); old != nil && old.LeaderEpoch > st.LeaderEpoch {
+		return kerr.FencedLeaderEpoch
+	}
+	rp := b.replicas.Get(share.StateTopic, p)
+	if rp == nil || !rp.IsLeader() {
+		return kerr.NotCoordinator
+	}
+	key, value := share.EncodeStateRecord(k, st)
+	batch, err := record.Build(record.Spec{
+		BaseTimestamp: time.Now().UnixMilli(),
+		ProducerID:    record.NoProducerID,
+		ProducerEpoch: record.NoProducerEpoch,
+		BaseSequence:  record.NoSequence,
+	}, []record.Record{{Key: key, Value: value}})
+	if err != nil {
+		return err
+	}
+	res, err := rp.AppendInternal(batch)
+	if err != nil {
+		return storeError(err)
+	}
+	// As long as the coordinators wait for their writes, 30 s at most;
+	// a lost leadership is NOT_COORDINATOR to the share-partition's
+	// leader, which finds the new one.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = b.waitCommitted(wctx, rp, res.LastOffset, share.StateTopic, p)
+	cancel()
+	if errors.Is(err, kerr.NotLeaderForPartition) {
+		return kerr.NotCoordinator
+	}
+	if err != nil {
+		return err
+	}
+	b.share.store.Put(p, k, st)
+	return nil
+}
+
+func handleReadShareGroupState(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ReadShareGroupStateRequest)
+	resp := req.ResponseKind().(*kmsg.ReadShareGroupStateResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewReadShareGroupStateResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewReadShareGroupStateResponseTopicPartition()
+			rp.Partition, rp.StartOffset = p.Partition, -1
+			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
+			sp, leader, ok := b.shareStateLeader(k)
+			switch {
+			case !ok || leader != b.node.NodeID:
+				rp.ErrorCode = kerr.NotCoordinator.Code
+			case !b.share.store.Loaded(sp):
+				rp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+			default:
+				if st := b.share.store.Get(sp, k); st != nil {
+					rp.StateEpoch, rp.StartOffset = st.StateEpoch, st.StartOffset
+					for _, sb := range st.Batches {
+						r := kmsg.NewReadShareGroupStateResponseTopicPartitionStateBatch()
+						r.FirstOffset, r.LastOffset, r.DeliveryState, r.DeliveryCount = sb.First, sb.Last, share.DeliveryState(sb.State), sb.DeliveryCount
+						rp.StateBatches = append(rp.StateBatches, r)
+					}
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+func handleWriteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.WriteShareGroupStateRequest)
+	resp := req.ResponseKind().(*kmsg.WriteShareGroupStateResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewWriteShareGroupStateResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewWriteShareGroupStateResponseTopicPartition()
+			rp.Partition = p.Partition
+			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
+			st := &share.State{StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch, StartOffset: p.StartOffset}
+			var err error
+			for _, sb := range p.StateBatches {
+				s, ok := share.RecordStateOf(sb.DeliveryState)
+				if !ok || sb.LastOffset < sb.FirstOffset {
+					err = kerr.InvalidRequest
+					break
+				}
+				st.Batches = append(st.Batches, share.StateBatch{First: sb.FirstOffset, Last: sb.LastOffset, State: s, DeliveryCount: sb.DeliveryCount})
+			}
+			if err == nil {
+				sp, leader, ok := b.shareStateLeader(k)
+				if !ok || leader != b.node.NodeID {
+					err = kerr.NotCoordinator
+				} else {
+					err = b.writeShareStateLocal(ctx, sp, k, st)
+				}
+			}
+			if errors.Is(err, errShareStateUnloaded) {
+				err = kerr.CoordinatorLoadInProgress
+			}
+			rp.ErrorCode = errCode(err)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

@@ -1,0 +1,464 @@
+package share
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults of the broker configs of share groups (Kafka 4.2's
+// ShareGroupConfig and GroupCoordinatorConfig).
+const (
+	DefaultLockDuration      = 30 * time.Second // group.share.record.lock.duration.ms
+	DefaultDeliveryLimit     = 5                // group.share.delivery.count.limit
+	DefaultMaxLocks          = 2000             // group.share.partition.max.record.locks
+	DefaultSessionTimeout    = 45 * time.Second // group.share.session.timeout.ms
+	DefaultHeartbeatInterval = 5 * time.Second  // group.share.heartbeat.interval.ms
+)
+
+// Settings are the configs in effect for one share group (the broker's
+// group.share.* properties with the group's share.* overrides); zero
+// fields mean Kafka's defaults.
+type Settings struct {
+	LockDuration      time.Duration // share.record.lock.duration.ms
+	DeliveryLimit     int16         // share.delivery.count.limit
+	MaxLocks          int           // group.share.partition.max.record.locks
+	SessionTimeout    time.Duration // share.session.timeout.ms
+	HeartbeatInterval time.Duration // share.heartbeat.interval.ms
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.LockDuration <= 0 {
+		s.LockDuration = DefaultLockDuration
+	}
+	if s.DeliveryLimit <= 0 {
+		s.DeliveryLimit = DefaultDeliveryLimit
+	}
+	if s.MaxLocks <= 0 {
+		s.MaxLocks = DefaultMaxLocks
+	}
+	if s.SessionTimeout <= 0 {
+		s.SessionTimeout = DefaultSessionTimeout
+	}
+	if s.HeartbeatInterval <= 0 {
+		s.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	return s
+}
+
+func (s Settings) partitionConfig() PartitionConfig {
+	return PartitionConfig{LockDuration: s.LockDuration, DeliveryLimit: s.DeliveryLimit, MaxLocks: s.MaxLocks}
+}
+
+// Topics resolves subscribed topic names for the assignor.
+type Topics interface {
+	// Lookup returns a topic's id and partition count; ok false when the
+	// topic does not exist.
+	Lookup(name string) (id [16]byte, partitions int32, ok bool)
+}
+
+type member struct {
+	id         string
+	epoch      int32
+	rack       *string
+	clientID   string
+	clientHost string
+	topics     []string // subscribed, sorted
+	assigned   map[[16]byte][]int32
+	names      map[[16]byte]string // topic names of assigned
+	lastSeen   time.Time
+}
+
+type group struct {
+	id      string
+	epoch   int32
+	members map[string]*member
+}
+
+// Client identifies the connection a heartbeat came from.
+type Client struct{ ID, Host string }
+
+// Coordinator keeps share groups: their members and assignments
+// (ShareGroupHeartbeat, ShareGroupDescribe), the share
+// sessions of this broker and the share-partitions it leads. Membership is
+// kept in memory on the broker the client's FindCoordinator named; it is
+// rebuilt by the members' heartbeats after a coordinator moves. Safe for
+// concurrent use.
+type Coordinator struct {
+	topics   Topics
+	settings func(group string) Settings
+
+	mu       sync.Mutex // guards the maps below
+	groups   map[string]*group
+	parts    map[partKey]*Partition
+	sessions map[sessionKey]*Session
+}
+
+type partKey struct {
+	group, topic string
+	partition    int32
+}
+
+// New returns a coordinator; topics resolves subscriptions, settings
+// gives the configs in effect for a group (nil: Kafka's defaults for all);
+// settings is called with the coordinator's lock held and must not call
+// back into it.
+func New(topics Topics, settings func(group string) Settings) *Coordinator {
+	if settings == nil {
+		settings = func(string) Settings { return Settings{} }
+	}
+	return &Coordinator{topics: topics, settings: settings, groups: map[string]*group{},
+		parts: map[partKey]*Partition{}, sessions: map[sessionKey]*Session{}}
+}
+
+// Settings returns the configs in effect for groupID, defaults applied.
+func (c *Coordinator) Settings(groupID string) Settings { return c.settings(groupID).withDefaults() }
+
+// Partition returns the share-partition of groupID for topic/partition,
+// creating it when create is set (nil otherwise when missing).
+// Its limits are refreshed from the group's settings.
+func (c *Coordinator) Partition(groupID, topic string, partition int32, create bool) *Partition {
+	pc := c.Settings(groupID).partitionConfig()
+	c.mu.Lock()
+	k := partKey{groupID, topic, partition}
+	p := c.parts[k]
+	if p == nil && create {
+		p = NewPartition(pc)
+		c.parts[k] = p
+	}
+	c.mu.Unlock()
+	if p != nil {
+		p.SetConfig(pc)
+	}
+	return p
+}
+
+// PartitionRef names a share-partition.
+type PartitionRef struct {
+	Group, Topic string
+	Partition    int32
+}
+
+// Partitions returns the share-partitions of groupID this broker keeps
+// (all groups when groupID is ""), sorted.
+func (c *Coordinator) Partitions(groupID string) []PartitionRef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []PartitionRef
+	for k := range c.parts {
+		if groupID == "" || k.group == groupID {
+			out = append(out, PartitionRef{k.group, k.topic, k.partition})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return out
+}
+
+// DropPartition forgets a share-partition (DeleteShareGroupOffsets,
+// DeleteGroups, a topic deleted).
+func (c *Coordinator) DropPartition(groupID, topic string, partition int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.parts, partKey{groupID, topic, partition})
+}
+
+// newMemberID returns a random 22-character member id (a base64 UUID, as
+// Kafka's).
+func newMemberID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// expireLocked removes the members of g whose session timed out.
+func (c *Coordinator) expireLocked(g *group, now time.Time) {
+	timeout := c.Settings(g.id).SessionTimeout
+	for id, m := range g.members {
+		if now.Sub(m.lastSeen) > timeout {
+			delete(g.members, id)
+			g.epoch++
+		}
+	}
+}
+
+// assignLocked returns the target assignment of m: every partition of
+// every topic it subscribes to, as Kafka's SimpleAssignor gives a share
+// group whose members all subscribe to the same topics.
+func (c *Coordinator) assignLocked(m *member) (map[[16]byte][]int32, map[[16]byte]string) {
+	out := map[[16]byte][]int32{}
+	names := map[[16]byte]string{}
+	for _, t := range m.topics {
+		id, n, ok := c.topics.Lookup(t)
+		if !ok {
+			continue
+		}
+		names[id] = t
+		ps := make([]int32, n)
+		for i := range ps {
+			ps[i] = int32(i)
+		}
+		out[id] = ps
+	}
+	return out, names
+}
+
+func sameAssignment(a, b map[[16]byte][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsShareGroup reports whether groupID is a share group this coordinator
+// knows (with members, or configs set).
+func (c *Coordinator) IsShareGroup(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.groups[groupID]
+	return ok
+}
+
+// Heartbeat answers ShareGroupHeartbeat (API 76, v0-1, KIP-932): epoch 0
+// joins (v1: with the member id the client chose; v0: the coordinator
+// chooses), -1 leaves, a positive epoch heartbeats and may change the
+// subscription. Errors: INVALID_REQUEST for a missing group id, member id
+// or subscription on join; UNKNOWN_MEMBER_ID; FENCED_MEMBER_EPOCH for an
+// epoch other than the member's; GROUP_ID_NOT_FOUND when isOther reports a
+// group of another type under the id. It returns the members that left
+// (their records are released by the caller).
+func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client, isOther func(string) bool) *kmsg.ShareGroupHeartbeatResponse {
+	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	fail := func(err *kerr.Error, msg string) *kmsg.ShareGroupHeartbeatResponse {
+		resp.ErrorCode = err.Code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		return resp
+	}
+	if req.GroupID == "" {
+		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
+	}
+	if req.Version >= 1 && req.MemberID == "" {
+		return fail(kerr.InvalidRequest, "MemberId can't be empty.")
+	}
+	if req.MemberEpoch == 0 && req.SubscribedTopicNames == nil {
+		return fail(kerr.InvalidRequest, "SubscribedTopicNames must be set in first request.")
+	}
+	if req.MemberEpoch < -1 {
+		return fail(kerr.InvalidRequest, "MemberEpoch is invalid.")
+	}
+	if isOther != nil && isOther(req.GroupID) {
+		return fail(kerr.GroupIDNotFound, "Group "+req.GroupID+" is not a share group.")
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[req.GroupID]
+	if g == nil {
+		if req.MemberEpoch != 0 {
+			return fail(kerr.UnknownMemberID, "")
+		}
+		g = &group{id: req.GroupID, members: map[string]*member{}}
+		c.groups[req.GroupID] = g
+	}
+	c.expireLocked(g, now)
+	resp.HeartbeatIntervalMillis = int32(c.Settings(g.id).HeartbeatInterval.Milliseconds())
+	m := g.members[req.MemberID]
+	switch {
+	case req.MemberEpoch == -1:
+		if m != nil {
+			delete(g.members, m.id)
+			g.epoch++
+		}
+		resp.MemberID, resp.MemberEpoch = &req.MemberID, -1
+		return resp
+	case req.MemberEpoch == 0:
+		id := req.MemberID
+		if id == "" {
+			id = newMemberID()
+		}
+		if m = g.members[id]; m == nil {
+			m = &member{id: id} // its subscription, required on join, bumps the group epoch
+			g.members[id] = m
+		}
+		m.assigned = nil // a rejoin gets the full assignment
+	case m == nil:
+		return fail(kerr.UnknownMemberID, "")
+	case req.MemberEpoch != m.epoch:
+		return fail(kerr.FencedMemberEpoch, "")
+	}
+	m.lastSeen, m.rack, m.clientID, m.clientHost = now, req.RackID, cl.ID, cl.Host
+	if req.SubscribedTopicNames != nil {
+		topics := slices.Clone(req.SubscribedTopicNames)
+		sort.Strings(topics)
+		topics = slices.Compact(topics)
+		if !slices.Equal(topics, m.topics) {
+			m.topics = topics
+			g.epoch++
+		}
+	}
+	target, names := c.assignLocked(m)
+	if m.assigned == nil || !sameAssignment(target, m.assigned) || m.epoch != g.epoch {
+		m.assigned, m.names, m.epoch = target, names, g.epoch
+		a := kmsg.NewShareGroupHeartbeatResponseAssignment()
+		ids := make([][16]byte, 0, len(target))
+		for id := range target {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, j int) bool { return string(ids[i][:]) < string(ids[j][:]) })
+		for _, id := range ids {
+			tp := kmsg.NewShareGroupHeartbeatResponseAssignmentTopicPartition()
+			tp.TopicID, tp.Partitions = id, target[id]
+			a.TopicPartitions = append(a.TopicPartitions, tp)
+		}
+		resp.Assignment = &a
+	}
+	resp.MemberID, resp.MemberEpoch = &m.id, m.epoch
+	return resp
+}
+
+// Describe answers one group of ShareGroupDescribe (API 77, v0-1):
+// GROUP_ID_NOT_FOUND for a group this coordinator does not know. names
+// maps topic ids to names for the subscriptions shown.
+func (c *Coordinator) Describe(groupID string) kmsg.ShareGroupDescribeResponseGroup {
+	g := kmsg.NewShareGroupDescribeResponseGroup()
+	g.GroupID = groupID
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sg := c.groups[groupID]
+	if sg == nil {
+		g.ErrorCode = kerr.GroupIDNotFound.Code
+		msg := "Group " + groupID + " not found."
+		g.ErrorMessage = &msg
+		return g
+	}
+	c.expireLocked(sg, time.Now())
+	g.GroupState = "Empty"
+	if len(sg.members) > 0 {
+		g.GroupState = "Stable"
+	}
+	g.GroupEpoch, g.AssignmentEpoch, g.Assignor = sg.epoch, sg.epoch, "simple"
+	ids := make([]string, 0, len(sg.members))
+	for id := range sg.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := sg.members[id]
+		dm := kmsg.NewShareGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.RackID, dm.MemberEpoch, dm.ClientID, dm.ClientHost = m.id, m.rack, m.epoch, m.clientID, m.clientHost
+		dm.SubscribedTopicNames = slices.Clone(m.topics)
+		for tid, ps := range m.assigned {
+			tp := kmsg.NewShareGroupDescribeResponseGroupMemberAssignmentTopicPartition()
+			tp.TopicID, tp.Topic, tp.Partitions = tid, m.names[tid], slices.Clone(ps)
+			dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions, tp)
+		}
+		g.Members = append(g.Members, dm)
+	}
+	return g
+}
+
+// Listing is a share group as ListGroups shows it.
+type Listing struct {
+	Group string
+	State string // Empty or Stable
+}
+
+// List returns the share groups of this coordinator, sorted.
+func (c *Coordinator) List() []Listing {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	out := make([]Listing, 0, len(c.groups))
+	for id, g := range c.groups {
+		c.expireLocked(g, now)
+		st := "Empty"
+		if len(g.members) > 0 {
+			st = "Stable"
+		}
+		out = append(out, Listing{id, st})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// Delete deletes a share group with no members (DeleteGroups), its configs
+// and the share-partitions this broker keeps for it: GROUP_ID_NOT_FOUND
+// when unknown, NON_EMPTY_GROUP with members.
+func (c *Coordinator) Delete(groupID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return kerr.GroupIDNotFound
+	}
+	c.expireLocked(g, time.Now())
+	if len(g.members) > 0 {
+		return kerr.NonEmptyGroup
+	}
+	delete(c.groups, groupID)
+	for k := range c.parts {
+		if k.group == groupID {
+			delete(c.parts, k)
+		}
+	}
+	return nil
+}
+
+// HasMembers reports whether groupID has live members (offsets can be
+// altered only without).
+func (c *Coordinator) HasMembers(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groups[groupID]
+	if g == nil {
+		return false
+	}
+	c.expireLocked(g, time.Now())
+	return len(g.members) > 0
+}
+
+// EnsureGroup records groupID as a share group without members (offsets
+// altered before any member joined).
+func (c *Coordinator) EnsureGroup(groupID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[groupID] == nil {
+		c.groups[groupID] = &group{id: groupID, members: map[string]*member{}}
+	}
+}
+
+// SubscribedTopics returns the topics the members of groupID subscribe
+// to, sorted.
+func (c *Coordinator) SubscribedTopics(groupID string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	if g := c.groups[groupID]; g != nil {
+		for _, m := range g.members {
+			out = append(out, m.topics...)
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}

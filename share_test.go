@@ -1,0 +1,444 @@
+package samsa_test
+
+import (
+	"context"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/dlq"
+)
+
+// Share groups (KIP-932) through franz-go's share consumer (kgo.ShareGroup).
+
+// setShareGroupConfigs sets group configs (IncrementalAlterConfigs on a
+// GROUP resource, kept in the metadata log) through the cluster seed
+// belongs to, and waits until every broker describes them.
+func setShareGroupConfigs(t *testing.T, seed string, group string, kv map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	for k, v := range kv {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = k, kmsg.StringPtr(v), kmsg.IncrementalAlterConfigOpSet
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		t.Fatalf("alter group configs: %v %v", err, resp.Resources[0].ErrorMessage)
+	}
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	dreq := kmsg.NewPtrDescribeConfigsRequest()
+	dr := kmsg.NewDescribeConfigsRequestResource()
+	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	dreq.Resources = append(dreq.Resources, dr)
+	for _, b := range cl.DiscoveredBrokers() {
+		waitFor(t, 10*time.Second, "the group configs on every broker", func() bool {
+			resp, err := dreq.RequestWith(ctx, b)
+			if err != nil || len(resp.Resources) != 1 {
+				return false
+			}
+			got := map[string]string{}
+			for _, c := range resp.Resources[0].Configs {
+				if c.Value != nil {
+					got[c.Name] = *c.Value
+				}
+			}
+			for k, v := range kv {
+				if got[k] != v {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// shareConsumer is a kgo share consumer of group on topic.
+func shareConsumer(t *testing.T, seeds []string, group, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(500 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// TestShareGroupAcceptReleaseReject: one share consumer accepts most
+// records, releases some (redelivered with a higher delivery count) and
+// rejects others (archived, copied to the dead-letter topic with KIP-1191's
+// headers); every record is accepted once or rejected, none lost.
+func TestShareGroupAcceptReleaseReject(t *testing.T) {
+	n := startNode(t, t.TempDir(), groupProps)
+	admin := newClient(t, n)
+	const topic, group, total = "jobs", "workers", 200
+	createTopic(t, admin, topic, 3, nil)
+	createTopic(t, admin, "dlq.jobs", 1, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{
+		"share.auto.offset.reset":           "earliest",
+		"errors.deadletterqueue.topic.name": "dlq.jobs",
+	})
+	produceN(t, admin, topic, total)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := shareConsumer(t, []string{n.Addr()}, group, topic)
+	defer cl.Close()
+	accepted := map[string]int{}
+	rejected := map[string]bool{}
+	released := map[string]int{}
+	for len(accepted)+len(rejected) < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("accepted %d rejected %d of %d: %v", len(accepted), len(rejected), total, ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("fetch %s[%d]: %v", tp, p, err) })
+		for _, r := range fs.Records() {
+			k := string(r.Key)
+			i, _ := strconv.Atoi(k[len("key-"):])
+			switch {
+			case i%10 == 3:
+				rejected[k] = true
+				r.Ack(kgo.AckReject)
+			case i%10 == 7 && released[k] == 0:
+				released[k]++
+				r.Ack(kgo.AckRelease)
+			default:
+				accepted[k]++
+				r.Ack(kgo.AckAccept)
+			}
+		}
+	}
+	if err := cl.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for k, c := range accepted {
+		if c != 1 {
+			t.Errorf("%s accepted %d times", k, c)
+		}
+	}
+	if len(rejected) != total/10 {
+		t.Errorf("rejected %d, want %d", len(rejected), total/10)
+	}
+	// The rejected records are in the dead-letter topic.
+	dl := consumeAll(t, n, "dlq.jobs", total/10)
+	for _, r := range dl {
+		o, err := dlq.Decode(r.Headers)
+		if err != nil || o.Topic != topic || o.Group != group || o.Reason != dlq.ReasonRejected || o.DeliveryCount != 1 {
+			t.Errorf("dead letter %+v: %v", o, err)
+		}
+		if !rejected[string(r.Key)] {
+			t.Errorf("dead letter for %s, which was not rejected", r.Key)
+		}
+	}
+}
+
+// shareConsumeUntil polls cl, accepting every record, until stop says so;
+// it returns the keys accepted, counted.
+func shareConsumeUntil(ctx context.Context, t *testing.T, cl *kgo.Client, seen map[string]int, stop func() bool) {
+	t.Helper()
+	for !stop() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d distinct records: %v", len(seen), ctx.Err())
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("share fetch %s[%d]: %v", tp, p, err) })
+		for _, r := range fs.Records() {
+			seen[string(r.Key)]++
+			r.Ack(kgo.AckAccept)
+		}
+	}
+	if err := cl.FlushAcks(ctx); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+}
+
+// TestShareGroupRestartKeepsAcks: records accepted before the node
+// restarts are not delivered again after it; the others are, once.
+func TestShareGroupRestartKeepsAcks(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, groupProps)
+	admin := newClient(t, n)
+	const topic, group, total = "jobs", "workers", 300
+	createTopic(t, admin, topic, 2, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
+	produceN(t, admin, topic, total)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	seen := map[string]int{}
+	cl := shareConsumer(t, []string{n.Addr()}, group, topic, kgo.ShareMaxRecords(50), kgo.ShareMaxRecordsStrict())
+	shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= total/3 })
+	cl.Close()
+	first := len(seen)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = startNode(t, dir, groupProps)
+	cl = shareConsumer(t, []string{n.Addr()}, group, topic)
+	defer cl.Close()
+	shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= total })
+	for k, c := range seen {
+		if c != 1 {
+			t.Errorf("%s accepted %d times", k, c)
+		}
+	}
+	t.Logf("%d records accepted before the restart, %d after", first, len(seen)-first)
+}
+
+// TestShareGroupFailover: a 3-node cluster, the share-partition's leader
+// stopped during consumption: the records accepted (and flushed) before
+// are never delivered again, and every record is delivered.
+func TestShareGroupFailover(t *testing.T) {
+	c := startCluster(t, 3, groupProps)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic, group, total = "jobs", "workers", 400
+	if _, err := adm.CreateTopic(ctx, 2, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "leaders", func() bool {
+		td := describe(t, adm, topic)
+		return len(td.Partitions) == 2 && td.Partitions[0].Leader >= 0 && td.Partitions[1].Leader >= 0
+	})
+	setShareGroupConfigs(t, c.Addrs()[0], group, map[string]string{"share.auto.offset.reset": "earliest"})
+	recs := make([]*kgo.Record, total)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i))}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int{}
+	sc := shareConsumer(t, c.Addrs(), group, topic, kgo.ShareMaxRecords(40), kgo.ShareMaxRecordsStrict())
+	defer sc.Close()
+	shareConsumeUntil(ctx, t, sc, before, func() bool { return len(before) >= total/3 })
+
+	leader := describe(t, adm, topic).Partitions[0].Leader
+	if err := c.StopNode(leader); err != nil {
+		t.Fatal(err)
+	}
+	after := map[string]int{}
+	shareConsumeUntil(ctx, t, sc, after, func() bool {
+		n := len(before)
+		for k := range after {
+			if before[k] == 0 {
+				n++
+			}
+		}
+		return n >= total
+	})
+	for k := range after {
+		if before[k] > 0 {
+			t.Errorf("record %s accepted before the failover was delivered again", k)
+		}
+	}
+	if len(after) == 0 {
+		t.Fatal("nothing consumed after the failover")
+	}
+	t.Logf("stopped node %d; %d records accepted before, %d after", leader, len(before), len(after))
+}
+
+// TestShareGroupPropertyKills: share consumers killed and restarted at
+// random (gracefully: acks flushed, then closed; or abruptly: closed with
+// records in hand), with some records always released (archived after the
+// delivery limit) and some rejected. In the end every record was accepted
+// or is in the dead-letter topic, nothing accepted and flushed is delivered
+// again, dead letters are written once each with the right reason, and
+// every share-partition start offset reached the log end.
+func TestShareGroupPropertyKills(t *testing.T) {
+	props := map[string]string{"group.share.min.record.lock.duration.ms": "1000"}
+	maps.Copy(props, groupProps)
+	n := startNode(t, t.TempDir(), props)
+	admin := newClient(t, n)
+	const topic, group, dlqTopic, total, workers, limit = "jobs", "workers", "dlq.jobs", 600, 4, 3
+	createTopic(t, admin, topic, 2, nil)
+	createTopic(t, admin, dlqTopic, 1, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{
+		"share.auto.offset.reset":           "earliest",
+		"share.record.lock.duration.ms":     "1000",
+		"share.delivery.count.limit":        strconv.Itoa(limit),
+		"errors.deadletterqueue.topic.name": dlqTopic,
+	})
+	produceN(t, admin, topic, total)
+	poison := func(k string) bool { i, _ := strconv.Atoi(k[len("key-"):]); return i%50 == 0 }
+	reject := func(k string) bool { i, _ := strconv.Atoi(k[len("key-"):]); return i%37 == 5 }
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	accepted := map[string]int{}   // accepted by a consumer (acks maybe lost in a crash)
+	confirmed := map[string]bool{} // accepted and flushed before a graceful close
+	afterConfirm := map[string]int{}
+	rejected := map[string]bool{}
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	worker := func(stop <-chan bool, done chan<- struct{}) {
+		defer close(done)
+		var ackErr atomic.Bool
+		cl := shareConsumer(t, []string{n.Addr()}, group, topic, kgo.ShareMaxRecords(5), kgo.ShareMaxRecordsStrict(),
+			kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+				if !rs.Ok() {
+					ackErr.Store(true)
+				}
+			}))
+		var mine []string
+		for {
+			select {
+			case graceful := <-stop:
+				if graceful && cl.FlushAcks(ctx) == nil && !ackErr.Load() {
+					mu.Lock()
+					for _, k := range mine {
+						confirmed[k] = true
+					}
+					mu.Unlock()
+				}
+				cl.Close()
+				return
+			default:
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			mu.Lock()
+			for _, r := range fs.Records() {
+				k := string(r.Key)
+				if confirmed[k] {
+					afterConfirm[k]++
+				}
+				switch {
+				case poison(k):
+					r.Ack(kgo.AckRelease)
+				case reject(k):
+					rejected[k] = true
+					r.Ack(kgo.AckReject)
+				default:
+					accepted[k]++
+					mine = append(mine, k)
+					r.Ack(kgo.AckAccept)
+				}
+			}
+			mu.Unlock()
+		}
+	}
+	type running struct {
+		stop chan bool // true: flush the acks, then close
+		done chan struct{}
+	}
+	start := func() running {
+		r := running{make(chan bool, 1), make(chan struct{})}
+		go worker(r.stop, r.done)
+		return r
+	}
+	var ws []running
+	for range workers {
+		ws = append(ws, start())
+	}
+	adm := kadm.NewClient(admin)
+	finished := func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		rg.GroupID = group
+		rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0, 1}
+		rg.Topics = append(rg.Topics, rt)
+		req.Groups = append(req.Groups, rg)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil || len(resp.Groups) != 1 || len(resp.Groups[0].Topics) != 1 {
+			return false
+		}
+		for _, p := range resp.Groups[0].Topics[0].Partitions {
+			e, _ := ends.Lookup(topic, p.Partition)
+			if p.ErrorCode != 0 || p.StartOffset != e.Offset {
+				return false
+			}
+		}
+		return true
+	}
+	kills := 0
+	for !finished() {
+		if ctx.Err() != nil {
+			t.Fatalf("not finished: %d accepted", len(accepted))
+		}
+		time.Sleep(50 * time.Millisecond) // the pace of the kills, not a wait for a condition
+		i := rng.IntN(workers)
+		ws[i].stop <- rng.IntN(2) == 0
+		<-ws[i].done
+		ws[i] = start()
+		kills++
+	}
+	for _, w := range ws {
+		w.stop <- true
+		<-w.done
+	}
+
+	ends, err := adm.ListEndOffsets(ctx, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := ends.Lookup(dlqTopic, 0)
+	dead := map[string]dlq.Origin{}
+	for _, r := range consumeAll(t, n, dlqTopic, int(e.Offset)) {
+		o, err := dlq.Decode(r.Headers)
+		if err != nil {
+			t.Fatalf("dead letter: %v", err)
+		}
+		k := string(r.Key)
+		if _, dup := dead[k]; dup {
+			t.Errorf("%s dead-lettered twice", k)
+		}
+		dead[k] = o
+		switch {
+		case poison(k) && (o.Reason != dlq.ReasonDeliveryLimited || o.DeliveryCount != limit):
+			t.Errorf("poison %s: %+v", k, o)
+		case !poison(k) && (o.Reason != dlq.ReasonRejected || !rejected[k]):
+			t.Errorf("%s dead-lettered but not rejected: %+v", k, o)
+		}
+	}
+	for i := range total {
+		k := "key-" + strconv.Itoa(i)
+		if _, ok := dead[k]; !ok && accepted[k] == 0 {
+			t.Errorf("%s lost: neither accepted nor dead-lettered", k)
+		}
+		if poison(k) && accepted[k] > 0 {
+			t.Errorf("poison %s accepted", k)
+		}
+	}
+	for k, c := range afterConfirm {
+		t.Errorf("%s delivered %d times after its acceptance was flushed", k, c)
+	}
+	t.Logf("%d kills, %d accepted (%d confirmed), %d dead letters", kills, len(accepted), len(confirmed), len(dead))
+}
