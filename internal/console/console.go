@@ -195,9 +195,13 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
 	}
 	s := &session{id: randomID(), csrf: randomID(), seen: now, cl: c.shared}
 	c.sessions[s.id] = s
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	setCookie(w, r, s.id)
 	snap := *s
 	return &snap
+}
+
+func setCookie(w http.ResponseWriter, r *http.Request, id string) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }
 
 // expireLocked drops idle sessions, or the oldest when none is idle.
@@ -222,9 +226,12 @@ func (c *Console) dropLocked(id string) {
 	delete(c.sessions, id)
 }
 
-// login checks user's SCRAM credentials against the broker and binds a
-// client authenticated as user to the session s is a copy of.
-func (c *Console) login(ctx context.Context, snap *session, user, pass string) error {
+// login checks user's SCRAM credentials against the broker and replaces
+// the session snap is a copy of by a new one, with a new id (its cookie
+// set on w) and CSRF token, bound to a client authenticated as user: an id
+// known before the login (planted in the browser by someone else: session
+// fixation) never becomes an authenticated one.
+func (c *Console) login(ctx context.Context, w http.ResponseWriter, r *http.Request, snap *session, user, pass string) error {
 	cl, err := kgo.NewClient(c.clientOpts(user, pass)...)
 	if err != nil {
 		return err
@@ -240,10 +247,10 @@ func (c *Console) login(ctx context.Context, snap *session, user, pass string) e
 		cl.Close()
 		return errors.New("the session expired: reload the page")
 	}
-	if s.cl != nil && s.cl != c.shared {
-		s.cl.Close()
-	}
-	s.cl, s.user, s.pass = cl, user, pass
+	c.dropLocked(s.id)
+	ns := &session{id: randomID(), csrf: randomID(), user: user, pass: pass, cl: cl, seen: time.Now()}
+	c.sessions[ns.id] = ns
+	setCookie(w, r, ns.id)
 	return nil
 }
 

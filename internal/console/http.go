@@ -409,7 +409,7 @@ func (c *Console) loginPost(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	if err := c.login(ctx, s, r.PostFormValue("user"), r.PostFormValue("password")); err != nil {
+	if err := c.login(ctx, w, r, s, r.PostFormValue("user"), r.PostFormValue("password")); err != nil {
 		v := c.newView(s, r, "Log in", "login")
 		v.Err = err.Error()
 		c.render(w, http.StatusUnauthorized, "login", v)

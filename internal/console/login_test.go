@@ -89,9 +89,38 @@ func testLogin(t *testing.T, a *apiClient) {
 	if code := login("wrong"); code != http.StatusUnauthorized {
 		t.Fatalf("wrong password: %d, want 401", code)
 	}
+	u, _ := url.Parse(base)
+	sessionID := func() string {
+		for _, ck := range a.hc.Jar.Cookies(u) {
+			if ck.Name == "samsa_console" {
+				return ck.Value
+			}
+		}
+		return ""
+	}
+	before := sessionID()
 	if code := login("alice-secret"); code != http.StatusSeeOther {
 		t.Fatalf("login: %d, want 303", code)
 	}
+	// The login gives a new session id and CSRF token: the id the browser
+	// had before (which someone else may have planted: session fixation)
+	// is not logged in.
+	if after := sessionID(); after == "" || after == before {
+		t.Fatalf("session id %q before the login, %q after: want a new one", before, after)
+	}
+	req, _ := http.NewRequest("GET", base+"/api/topics", nil)
+	req.AddCookie(&http.Cookie{Name: "samsa_console", Value: before})
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the session id of before the login: %d, want 401", resp.StatusCode)
+	}
+	oldCSRF := a.csrf
+	var sess struct{ CSRF, User string }
+	if code := a.get("/api/session", &sess); code != 200 || sess.User != "alice" || sess.CSRF == "" || sess.CSRF == oldCSRF {
+		t.Fatalf("session after login: %d %+v (CSRF before %q)", code, sess, oldCSRF)
+	}
+	a.csrf = sess.CSRF
 	var tl struct{ Items []struct{ Name string } }
 	if code := a.get("/api/topics", &tl); code != 200 || len(tl.Items) != 1 || tl.Items[0].Name != "visible" {
 		t.Fatalf("alice's topics: %d %+v", code, tl)
