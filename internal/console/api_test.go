@@ -309,6 +309,14 @@ func TestSecurityHeaders(t *testing.T) {
 	if code, body := a.do(req, nil); code != http.StatusForbidden {
 		t.Fatalf("cross-site POST: %d %s", code, body)
 	}
+	// /static/ serves the stylesheet and the script, no directory listing,
+	// no templates, nothing outside web/.
+	for path, want := range map[string]int{"/static/console.js": 200, "/static/console.css": 200, "/static/": 404,
+		"/static/layout.html": 404, "/static/pages.html": 404, "/static/..%2fconsole.go": 404} {
+		if code := a.get(path, nil); code != want {
+			t.Errorf("GET %s: %d, want %d", path, code, want)
+		}
+	}
 	fresh, _ := http.Get(a.base + "/topics")
 	fresh.Body.Close()
 	sc := fresh.Header.Get("Set-Cookie")

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
 	"sync"
 	"time"
 
@@ -370,7 +371,17 @@ func (r *ring) points() []point {
 	return append(append([]point(nil), r.pts[r.next:]...), r.pts[:r.next]...)
 }
 
+// staticFS serves the stylesheet and the script under /static/ (after
+// StripPrefix): no directory listing, and not the page templates.
 func staticFS() http.Handler {
 	sub, _ := fs.Sub(webFS, "web")
-	return http.FileServerFS(sub)
+	files := http.FileServerFS(sub)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch path.Ext(r.URL.Path) {
+		case ".css", ".js":
+			files.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
 }
