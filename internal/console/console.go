@@ -205,17 +205,29 @@ func setCookie(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }
 
-// expireLocked drops idle sessions, or the oldest when none is idle.
+// expireLocked drops idle sessions, or else the oldest of those not
+// logged in, or else the oldest: requests without a cookie, which anyone
+// can send, create sessions but never push out a logged-in one.
 func (c *Console) expireLocked(now time.Time) {
-	var oldest *session
+	var oldest, oldestAnon *session
 	for id, s := range c.sessions {
 		if now.Sub(s.seen) >= sessionIdle {
 			c.dropLocked(id)
-		} else if oldest == nil || s.seen.Before(oldest.seen) {
+			continue
+		}
+		if oldest == nil || s.seen.Before(oldest.seen) {
 			oldest = s
 		}
+		if s.user == "" && (oldestAnon == nil || s.seen.Before(oldestAnon.seen)) {
+			oldestAnon = s
+		}
 	}
-	if len(c.sessions) >= maxSessions && oldest != nil {
+	if len(c.sessions) < maxSessions {
+		return
+	}
+	if oldestAnon != nil {
+		c.dropLocked(oldestAnon.id)
+	} else if oldest != nil {
 		c.dropLocked(oldest.id)
 	}
 }
