@@ -301,14 +301,18 @@ func (c *Console) sample() {
 }
 
 func (c *Console) sampleLags(now time.Time) {
+	type watch struct {
+		adm *kadm.Client // copied under c.mu: watchLag replaces it
+		r   *ring
+	}
 	c.mu.Lock()
-	watches := map[string]*lagWatch{}
+	watches := map[string]watch{}
 	for g, lw := range c.lags {
 		if now.Sub(lw.seen) > time.Hour {
 			delete(c.lags, g)
 			continue
 		}
-		watches[g] = lw
+		watches[g] = watch{lw.adm, lw.r}
 	}
 	c.mu.Unlock()
 	for g, lw := range watches {
