@@ -35,7 +35,8 @@ ports: --nodes combined nodes (broker and controller, the default 3), or
 keeps its data in <dir>/node-<id>, so running again on the same --dir finds
 the topics again. The bootstrap addresses are printed on standard output,
 then each node's operations HTTP listener (Prometheus /metrics, /healthz,
-/readyz; on free ports, --override http.listener= turns them off); SIGINT or
+/readyz; on free ports, --override http.listener= turns them off) and the
+web console of each broker (docs/console.md); SIGINT or
 SIGTERM stops every node cleanly.
 
 Topics get default.replication.factor min(3, brokers) unless --override
@@ -114,6 +115,11 @@ names) to every node.`,
 					urls = append(urls, "http://"+c.HTTPAddr(id)+"/metrics")
 				}
 				fmt.Fprintf(out, "metrics=%s\n", strings.Join(urls, ","))
+				urls = urls[:0]
+				for _, id := range c.Brokers() { // controller-only nodes serve no console
+					urls = append(urls, "http://"+c.HTTPAddr(id)+"/")
+				}
+				fmt.Fprintf(out, "console=%s\n", strings.Join(urls, ","))
 			}
 			fmt.Fprintln(out, "Ctrl-C stops the cluster.")
 			<-cmd.Context().Done()

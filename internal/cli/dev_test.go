@@ -53,8 +53,8 @@ func TestDev(t *testing.T) {
 	}()
 	timeout := time.NewTimer(time.Minute)
 	defer timeout.Stop()
-	var bootstrap, metricsURLs string
-	for bootstrap == "" || metricsURLs == "" {
+	var bootstrap, metricsURLs, consoleURLs string
+	for bootstrap == "" || metricsURLs == "" || consoleURLs == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -68,8 +68,11 @@ func TestDev(t *testing.T) {
 			if m, ok := strings.CutPrefix(l, "metrics="); ok {
 				metricsURLs = m
 			}
+			if m, ok := strings.CutPrefix(l, "console="); ok {
+				consoleURLs = m
+			}
 		case <-timeout.C:
-			t.Fatalf("no bootstrap and metrics lines within a minute (bootstrap %q, metrics %q)", bootstrap, metricsURLs)
+			t.Fatalf("no bootstrap, metrics and console lines within a minute (bootstrap %q, metrics %q, console %q)", bootstrap, metricsURLs, consoleURLs)
 		}
 	}
 	seeds := strings.Split(bootstrap, ",")
@@ -90,6 +93,22 @@ func TestDev(t *testing.T) {
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "kafka_server_replicamanager_partitioncount") {
 			t.Fatalf("GET %s: %d %v, body has no kafka_server_replicamanager_partitioncount", u, resp.StatusCode, err)
+		}
+	}
+	// Every broker serves the console.
+	urls = strings.Split(consoleURLs, ",")
+	if len(urls) != 3 {
+		t.Fatalf("console %q: want 3 URLs", consoleURLs)
+	}
+	for _, u := range urls {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<h1>Overview</h1>") {
+			t.Fatalf("GET %s: %d %v, no overview", u, resp.StatusCode, err)
 		}
 	}
 

@@ -24,8 +24,9 @@ func newServerCommand() *cobra.Command {
 		Long: `Run a Samsa node. With no configuration it is a single-node cluster:
 node.id=1, data in ./samsa-data, listeners
 PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093, and the operations
-HTTP listener on localhost:9644 (http.listener: Prometheus metrics on
-/metrics, probes on /healthz and /readyz; empty turns it off).
+HTTP listener on localhost:9644 (http.listener: the web console on /,
+Prometheus metrics on /metrics, probes on /healthz and /readyz; empty
+turns it off).
 
 Configuration uses Kafka's property names and defaults: a server.properties
 file (--config), then SAMSA_* environment variables
