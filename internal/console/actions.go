@@ -312,11 +312,8 @@ func (c *Console) doPage(w http.ResponseWriter, r *http.Request) {
 		c.render(w, statusOf(err), "confirm", v)
 		return
 	}
-	sep := "?"
-	if strings.Contains(next, "?") {
-		sep = "&"
-	}
-	http.Redirect(w, r, next+sep+"msg="+url.QueryEscape(msg), http.StatusSeeOther)
+	c.setFlash(s.id, msg)
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
 // doAPI runs a write from the API: preview=1 returns what it would do

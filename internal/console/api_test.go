@@ -326,3 +326,35 @@ func TestSecurityHeaders(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestFlash: a write from a page form shows its result on the next page,
+// once; a message in the URL is not shown (anyone could link to the
+// console with a message of their own).
+func TestFlash(t *testing.T) {
+	_, a := startNode(t, false)
+	page := func(path string) string {
+		t.Helper()
+		resp, err := a.hc.Get(a.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	if body := page("/topics?msg=Session+expired"); strings.Contains(body, "Session expired") {
+		t.Fatal("/topics?msg= shows the URL's message")
+	}
+	resp, err := a.hc.PostForm(a.base+"/do/create-topic", url.Values{"csrf": {a.csrf}, "confirm": {"yes"}, "topic": {"flashed"}, "partitions": {"1"}, "replication": {"-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.Path != "/topics/flashed" || !strings.Contains(string(body), "Created topic flashed.") {
+		t.Fatalf("create-topic from a page: %d at %s, body without the result", resp.StatusCode, resp.Request.URL)
+	}
+	if strings.Contains(page("/topics/flashed"), "Created topic flashed.") {
+		t.Fatal("the result shows again on the next page")
+	}
+}

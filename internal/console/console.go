@@ -76,6 +76,7 @@ type session struct {
 	pass     string      // the user's password, for the clients of reads and produces
 	cl       *kgo.Client // nil until login (SASL) or the shared one
 	seen     time.Time
+	flash    string // the last write's result, shown once by the next page
 }
 
 // lagWatch samples a viewed group's total lag for an hour after its last
@@ -203,6 +204,30 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) *session {
 
 func setCookie(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+}
+
+// setFlash keeps msg for the next page of session id: a write's result
+// travels in the session, not in the URL, where anyone could write a
+// link showing a message of their own as if the console said it.
+func (c *Console) setFlash(id, msg string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.sessions[id]; s != nil {
+		s.flash = msg
+	}
+}
+
+// takeFlash returns and forgets session id's message.
+func (c *Console) takeFlash(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[id]
+	if s == nil {
+		return ""
+	}
+	msg := s.flash
+	s.flash = ""
+	return msg
 }
 
 // expireLocked drops idle sessions, or else the oldest of those not

@@ -84,7 +84,7 @@ func (c *Console) authed(w http.ResponseWriter, r *http.Request, api bool) (*ses
 
 func (c *Console) newView(s *session, r *http.Request, title, active string) view {
 	return view{Title: title, Active: active, CSRF: s.csrf, User: s.user, SASL: c.cfg.SASL, ReadOnly: c.cfg.ReadOnly,
-		Msg: r.URL.Query().Get("msg"), Path: r.URL.Path, Q: r.URL.Query()}
+		Msg: c.takeFlash(s.id), Path: r.URL.Path, Q: r.URL.Query()}
 }
 
 func (c *Console) render(w http.ResponseWriter, status int, name string, v view) {
