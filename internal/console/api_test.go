@@ -123,6 +123,11 @@ func TestAPI(t *testing.T) {
 	if code, body := a.post("/api/do/create-topic", form, true, nil); code != 200 {
 		t.Fatalf("create: %d %s", code, body)
 	}
+	for _, path := range []string{"/api/topics/nosuch", "/api/topics/nosuch/messages?partition=0", "/api/groups/nosuch"} {
+		if code := a.get(path, nil); code != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404", path, code)
+		}
+	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // view is what every page template gets.
@@ -140,9 +141,19 @@ func (c *Console) api(get getter) http.HandlerFunc {
 // errBadRequest marks errors in the request's parameters (400).
 var errBadRequest = errors.New("bad request")
 
+// errNotFound marks a partition the request names that does not exist
+// (404).
+var errNotFound = errors.New("not found")
+
 func statusOf(err error) int {
-	if errors.Is(err, errBadRequest) {
+	switch {
+	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.GroupAuthorizationFailed),
+		errors.Is(err, kerr.ClusterAuthorizationFailed), errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		return http.StatusForbidden // the broker's answer to this principal
+	case errors.Is(err, errNotFound), errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.GroupIDNotFound):
+		return http.StatusNotFound
 	}
 	return http.StatusBadGateway
 }

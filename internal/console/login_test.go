@@ -137,6 +137,13 @@ func testLogin(t *testing.T, a *apiClient) {
 	if code := a.get("/api/topics", nil); code != 200 {
 		t.Fatalf("alice after 1,100 other sessions: %d, want 200", code)
 	}
+	// What the broker denies alice is a 403.
+	for path, want := range map[string]int{"/api/topics/secret/messages?partition=0": 403, "/api/topics/secret/messages?search=1&value=x": 403,
+		"/api/topics/visible/messages?partition=0": 200, "/api/topics/nosuch": 403} { // not 404: an unknown topic looks like a denied one, as Kafka answers
+		if code := a.get(path, nil); code != want {
+			t.Errorf("GET %s as alice: %d, want %d", path, code, want)
+		}
+	}
 	// alice may not create topics: the broker's answer comes back.
 	if code, body := a.post("/api/do/create-topic", url.Values{"topic": {"mine"}}, true, nil); code == 200 || !strings.Contains(body, "AUTHORIZATION") {
 		t.Fatalf("alice creates a topic: %d %s", code, body)

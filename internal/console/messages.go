@@ -120,7 +120,7 @@ func (c *Console) browse(ctx context.Context, s *session, topic string, partitio
 	so, ok1 := starts.Lookup(topic, partition)
 	eo, ok2 := ends.Lookup(topic, partition)
 	if !ok1 || !ok2 {
-		return b, fmt.Errorf("no partition %d of topic %q", partition, topic)
+		return b, fmt.Errorf("%w: no partition %d of topic %q", errNotFound, partition, topic)
 	}
 	if so.Err != nil {
 		return b, so.Err
