@@ -264,6 +264,30 @@ func TestAPI(t *testing.T) {
 	if o, _ := adm.FetchOffsets(ctx, "billing"); o["orders"][0].At != 4 || o["orders"][2].At != 4 {
 		t.Fatalf("after reset: %+v", o)
 	}
+	// With a member (it fetched, so the group is Stable) the group's
+	// offsets are not reset and it is not deleted: 409.
+	member, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.ConsumerGroup("billing"), kgo.ConsumeTopics("orders"), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+	fs := member.PollFetches(pctx)
+	pcancel()
+	if fs.NumRecords() == 0 {
+		member.Close()
+		t.Fatalf("the member fetched nothing: %v", fs.Errors())
+	}
+	rf.Set("offset", "0")
+	if code, body := a.post("/api/do/reset-offsets", rf, true, nil); code != http.StatusConflict {
+		t.Errorf("reset of a group with a member: %d %s, want 409", code, body)
+	}
+	if code, body := a.post("/api/do/delete-group", url.Values{"group": {"billing"}}, true, nil); code != http.StatusConflict {
+		t.Errorf("delete of a group with a member: %d %s, want 409", code, body)
+	}
+	member.Close() // leaves the group: Empty
+	if o, _ := adm.FetchOffsets(ctx, "billing"); o["orders"][0].At != 4 {
+		t.Fatalf("offsets after the refused reset: %+v", o)
+	}
 	if code, body := a.post("/api/do/delete-group", url.Values{"group": {"billing"}}, true, nil); code != 200 {
 		t.Fatalf("delete group: %d %s", code, body)
 	}

@@ -225,7 +225,7 @@ func resetPlan(ctx context.Context, adm *kadm.Client, group, topic, to string, m
 		return nil, err
 	}
 	if row.State != "Empty" {
-		return nil, fmt.Errorf("group %s is %s: offsets can be reset only while it is Empty (stop its consumers first)", group, row.State)
+		return nil, fmt.Errorf("%w: group %s is %s: offsets can be reset only while it is Empty (stop its consumers first)", errConflict, group, row.State)
 	}
 	fetched, err := adm.FetchOffsets(ctx, group)
 	if err != nil {

@@ -141,6 +141,10 @@ func (c *Console) api(get getter) http.HandlerFunc {
 // errBadRequest marks errors in the request's parameters (400).
 var errBadRequest = errors.New("bad request")
 
+// errConflict marks a write the state of the cluster forbids now, such
+// as a reset of a group with members (409).
+var errConflict = errors.New("conflict")
+
 // errNotFound marks a partition the request names that does not exist
 // (404).
 var errNotFound = errors.New("not found")
@@ -154,6 +158,8 @@ func statusOf(err error) int {
 		return http.StatusForbidden // the broker's answer to this principal
 	case errors.Is(err, errNotFound), errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.GroupIDNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, errConflict), errors.Is(err, kerr.NonEmptyGroup):
+		return http.StatusConflict // the group has members
 	}
 	return http.StatusBadGateway
 }
