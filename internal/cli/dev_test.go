@@ -79,36 +79,22 @@ func TestDev(t *testing.T) {
 	if len(seeds) != 3 {
 		t.Fatalf("bootstrap %q: want 3 addresses", bootstrap)
 	}
-	// Every node serves its own /metrics.
-	urls := strings.Split(metricsURLs, ",")
-	if len(urls) != 3 || len(slices.Compact(slices.Sorted(slices.Values(urls)))) != 3 {
-		t.Fatalf("metrics %q: want 3 different URLs", metricsURLs)
-	}
-	for _, u := range urls {
-		resp, err := http.Get(u)
-		if err != nil {
-			t.Fatal(err)
+	// Every node serves its own /metrics, every broker the console.
+	for _, c := range []struct{ line, want string }{{metricsURLs, "kafka_server_replicamanager_partitioncount"}, {consoleURLs, "<h1>Overview</h1>"}} {
+		urls := strings.Split(c.line, ",")
+		if len(urls) != 3 || len(slices.Compact(slices.Sorted(slices.Values(urls)))) != 3 {
+			t.Fatalf("%q: want 3 different URLs", c.line)
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "kafka_server_replicamanager_partitioncount") {
-			t.Fatalf("GET %s: %d %v, body has no kafka_server_replicamanager_partitioncount", u, resp.StatusCode, err)
-		}
-	}
-	// Every broker serves the console.
-	urls = strings.Split(consoleURLs, ",")
-	if len(urls) != 3 {
-		t.Fatalf("console %q: want 3 URLs", consoleURLs)
-	}
-	for _, u := range urls {
-		resp, err := http.Get(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<h1>Overview</h1>") {
-			t.Fatalf("GET %s: %d %v, no overview", u, resp.StatusCode, err)
+		for _, u := range urls {
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), c.want) {
+				t.Fatalf("GET %s: %d %v, body has no %s", u, resp.StatusCode, err, c.want)
+			}
 		}
 	}
 
