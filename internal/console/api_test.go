@@ -387,3 +387,29 @@ func TestFlash(t *testing.T) {
 		t.Fatal("the result shows again on the next page")
 	}
 }
+
+// TestLargeRecords: a browse or search of large records stops at 8 MiB of
+// them (not limit x 1 MiB in the node) and says where to continue.
+func TestLargeRecords(t *testing.T) {
+	n, a := startNode(t, false)
+	ctx := context.Background()
+	cl := mustClient(t, n.Addr())
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "big"); err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("x", 900<<10)
+	for range 12 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "big", Value: []byte(value)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b console.Browse
+	if code := a.get("/api/topics/big/messages?partition=0&limit=12", &b); code != 200 || len(b.Messages) == 0 || len(b.Messages) >= 12 || b.NextOffset != int64(len(b.Messages)) {
+		t.Fatalf("browse: %d, %d records, next %d: want fewer than 12 and the next offset after them", code, len(b.Messages), b.NextOffset)
+	}
+	var sc console.Scan
+	if code := a.get("/api/topics/big/messages?search=1&value=x&limit=12", &sc); code != 200 || len(sc.Messages) == 0 || len(sc.Messages) >= 12 || sc.Done ||
+		len(sc.Progress) != 1 || sc.Progress[0].Next != int64(len(sc.Messages)) {
+		t.Fatalf("search: %d, %d records, done %v, progress %+v: want fewer than 12, not done, and the next offset after them", code, len(sc.Messages), sc.Done, sc.Progress)
+	}
+}

@@ -103,6 +103,20 @@ type Browse struct {
 	Start      int64     `json:"logStartOffset"`
 }
 
+// maxShownBytes bounds the keys, values and headers of the records one
+// browse or search returns (at least one record): limit 1,000 of 1 MiB
+// records would hold a GiB in the node, twice that as hex. The answer's
+// next offset (or a scan's progress) continues after the last one shown.
+const maxShownBytes = 8 << 20
+
+func recordBytes(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
 // browse reads up to limit records of one partition from start, stopping at
 // the partition's end offset as it was when asked (never waiting for new
 // records).
@@ -149,10 +163,12 @@ func (c *Console) browse(ctx context.Context, s *session, topic string, partitio
 	if from >= eo.Offset {
 		return b, nil
 	}
+	shown := 0
 	err = c.consume(ctx, s, topic, map[int32]int64{partition: from}, map[int32]int64{partition: eo.Offset}, func(r *kgo.Record) bool {
 		b.Messages = append(b.Messages, message(r, enc))
 		b.NextOffset = r.Offset + 1
-		return len(b.Messages) < limit
+		shown += recordBytes(r)
+		return len(b.Messages) < limit && shown < maxShownBytes
 	})
 	return b, err
 }
@@ -329,13 +345,15 @@ func (c *Console) search(ctx context.Context, s *session, topic string, partitio
 	for p, o := range next {
 		start[p] = o
 	}
+	shown := 0
 	err = c.consume(sctx, s, topic, start, until, func(r *kgo.Record) bool {
 		sc.Scanned++
 		next[r.Partition] = r.Offset + 1
 		if f.match(r) {
 			sc.Messages = append(sc.Messages, message(r, enc))
+			shown += recordBytes(r)
 		}
-		return sc.Scanned < budget && len(sc.Messages) < limit
+		return sc.Scanned < budget && len(sc.Messages) < limit && shown < maxShownBytes
 	})
 	sc.Done = true
 	for p, e := range until {
