@@ -11,6 +11,7 @@ import (
 
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // noController fails every AlterPartition, like a controller that finds
@@ -215,5 +216,42 @@ func TestISRChangeAgainstLatestMetadata(t *testing.T) {
 	}
 	if isr := p.UpdateFollower(3, 0, 0, time.Now().Add(2*isrRetryBackoff+time.Millisecond)); isr == nil {
 		t.Fatal("not proposed after the doubled backoff")
+	}
+}
+
+// metadataFirst commits every AlterPartition and applies the new ISR to
+// the partition through the manager before answering, as a broker sees it
+// when the metadata record carrying the change arrives before the
+// controller's response.
+type metadataFirst struct {
+	m  *Manager
+	tp TopicPartition
+}
+
+func (c metadataFirst) AlterPartition(_ context.Context, id [16]byte, _ int32, leaderEpoch, partitionEpoch int32, isr []int32) ([]int32, int32, error) {
+	st := State{Leader: 1, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch + 1, Replicas: []int32{1, 2, 3}, ISR: isr}
+	if _, err := c.m.Apply(c.tp, id, st, LogConfig{}); err != nil {
+		return nil, 0, err
+	}
+	return isr, partitionEpoch + 1, nil
+}
+
+// An ISR change this broker asked for counts in IsrExpands/IsrShrinks even
+// when its metadata arrived before the controller's answer (which is then
+// stale): the metric had stayed 0 in a 3-node cluster whose follower
+// rejoined its ISRs.
+func TestISRChangeCountedWhenMetadataArrivesFirst(t *testing.T) {
+	m := newTestManager(t)
+	m.opts.Controller = metadataFirst{m: m, tp: testTP}
+	p := follow(t, m, 0, 0)
+	p.makeLeader(State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}}, time.Now())
+	isr := p.UpdateFollower(3, 0, 0, time.Now())
+	if isr == nil {
+		t.Fatal("caught-up replica 3 not proposed")
+	}
+	m.alterISR(p, isr)
+	testutil.WaitFor(t, 10*time.Second, "IsrExpands counted", func() bool { return m.ISRExpands.Load() == 1 })
+	if got := p.ISR(); !slices.Equal(got, []int32{1, 2, 3}) {
+		t.Fatalf("ISR %v, want [1 2 3]", got)
 	}
 }

@@ -334,16 +334,19 @@ func (m *Manager) alterISR(p *Partition, isr []int32) {
 			m.logger.Log(ctx, level, "AlterPartition failed", "topic", p.Topic, "partition", p.Partition, "isr", isr, "err", err, "failures", failures, "stale", stale)
 			return
 		}
-		if stale, _ := p.isrUpdated(gen, got, gotEpoch, true); stale {
-			return // the metadata already shows the change, or a newer one
-		}
-		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
+		// The controller committed this broker's change: counted even
+		// when the metadata carrying it arrived first (stale), as it
+		// often does once the controller batches its writes.
 		switch {
 		case len(got) < before:
 			m.ISRShrinks.Add(1)
 		case len(got) > before:
 			m.ISRExpands.Add(1)
 		}
+		if stale, _ := p.isrUpdated(gen, got, gotEpoch, true); stale {
+			return // the metadata already shows the change, or a newer one
+		}
+		m.logger.Info("ISR changed", "topic", p.Topic, "partition", p.Partition, "isr", got, "partition_epoch", gotEpoch)
 	})
 	if !started {
 		p.isrUpdated(gen, nil, 0, false)
