@@ -61,7 +61,7 @@ type Overview struct {
 
 func (c *Console) overview(ctx context.Context, cl *kgo.Client) Overview {
 	adm := kadm.NewClient(cl)
-	o := Overview{Version: c.cfg.Version, ControllerID: -1, QuorumLeader: -1, Throughput: c.throughput.points()}
+	o := Overview{Version: c.cfg.Version, ControllerID: -1, QuorumLeader: -1, Brokers: []Broker{}, LogDirs: []LogDir{}, Throughput: c.throughput.points()}
 	fail := func(what string, err error) { o.Errors = append(o.Errors, what+": "+err.Error()) }
 	byID := map[int32]*Broker{}
 	get := func(id int32) *Broker {
@@ -214,7 +214,7 @@ type TopicRow struct {
 
 // Page is a page of a list.
 type Page[T any] struct {
-	Items []T    `json:"items"`
+	Items []T    `json:"items"` // never nil: [] when empty
 	Total int    `json:"total"` // matching the query
 	Page  int    `json:"page"`  // from 0
 	Size  int    `json:"size"`
@@ -224,7 +224,7 @@ type Page[T any] struct {
 // topics lists the page of topics whose name contains q. The names come
 // from one Metadata request; sizes and rates are asked for the page only.
 func topics(ctx context.Context, adm *kadm.Client, q string, page, size int) (Page[TopicRow], error) {
-	out := Page[TopicRow]{Page: page, Size: size, Query: q}
+	out := Page[TopicRow]{Items: []TopicRow{}, Page: page, Size: size, Query: q}
 	td, err := adm.ListTopicsWithInternal(ctx)
 	if err != nil {
 		return out, err
@@ -279,7 +279,7 @@ func topics(ctx context.Context, adm *kadm.Client, q string, page, size int) (Pa
 func pageOf[T any](all []T, page, size int) []T {
 	lo := page * size
 	if lo >= len(all) {
-		return nil
+		return []T{} // [] in JSON, not null
 	}
 	return all[lo:min(lo+size, len(all))]
 }
@@ -322,7 +322,7 @@ type TopicDetail struct {
 }
 
 func topicDetail(ctx context.Context, adm *kadm.Client, name string, page, size int) (TopicDetail, error) {
-	d := TopicDetail{Name: name}
+	d := TopicDetail{Name: name, Partitions: Page[PartitionRow]{Items: []PartitionRow{}}, Configs: []ConfigRow{}, Groups: []GroupRef{}}
 	fail := func(what string, err error) { d.Errors = append(d.Errors, what+": "+err.Error()) }
 	td, err := adm.ListTopicsWithInternal(ctx, name)
 	if err != nil {

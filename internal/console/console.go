@@ -407,9 +407,9 @@ func (r *ring) points() []point {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.full {
-		return append([]point(nil), r.pts[:r.next]...)
+		return append([]point{}, r.pts[:r.next]...)
 	}
-	return append(append([]point(nil), r.pts[r.next:]...), r.pts[:r.next]...)
+	return append(append([]point{}, r.pts[r.next:]...), r.pts[:r.next]...)
 }
 
 // staticFS serves the stylesheet and the script under /static/ (after

@@ -379,7 +379,7 @@ type DLTView struct {
 }
 
 func (c *Console) getDLTs(ctx context.Context, s *session, r *http.Request) (any, error) {
-	var v DLTView
+	v := DLTView{Topics: []TopicRow{}}
 	adm := kadm.NewClient(s.cl)
 	td, err := adm.ListTopics(ctx)
 	if err != nil {
