@@ -30,7 +30,29 @@ type view struct {
 	D        any
 }
 
+// requestTimeout bounds the work of one page or API request, but a
+// search's, which gets its seconds on top (timeoutOf).
 const requestTimeout = 15 * time.Second
+
+// maxSearchSeconds bounds a search's seconds parameter.
+const maxSearchSeconds = 60
+
+// timeoutOf is r's deadline: requestTimeout, plus the seconds a search may
+// scan (up to maxSearchSeconds), so that a search asked for 60 s is not
+// cut at 15.
+func timeoutOf(r *http.Request) time.Duration {
+	q := r.URL.Query()
+	if q.Get("search") == "" {
+		return requestTimeout
+	}
+	secs, err := intParam(q, "seconds", defaultSearchSeconds, 1, maxSearchSeconds)
+	if err != nil {
+		return requestTimeout // refused by the handler
+	}
+	return requestTimeout + time.Duration(secs)*time.Second
+}
+
+const defaultSearchSeconds = 5
 
 func (c *Console) routes() {
 	m := http.NewServeMux()
@@ -104,7 +126,7 @@ func (c *Console) page(name, title string, get getter) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), timeoutOf(r))
 		defer cancel()
 		v := c.newView(s, r, title, name)
 		d, err := get(ctx, s, r)
@@ -123,7 +145,7 @@ func (c *Console) api(get getter) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), timeoutOf(r))
 		defer cancel()
 		d, err := get(ctx, s, r)
 		if err != nil {
@@ -319,7 +341,7 @@ func (c *Console) getMessages(ctx context.Context, s *session, r *http.Request) 
 		if err != nil {
 			return mv, err
 		}
-		secs, err := intParam(q, "seconds", 5, 1, 60)
+		secs, err := intParam(q, "seconds", defaultSearchSeconds, 1, maxSearchSeconds)
 		if err != nil {
 			return mv, err
 		}
