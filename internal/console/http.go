@@ -167,8 +167,8 @@ var errBadRequest = errors.New("bad request")
 // as a reset of a group with members (409).
 var errConflict = errors.New("conflict")
 
-// errNotFound marks a partition the request names that does not exist
-// (404).
+// errNotFound marks a topic or partition the request names that does not
+// exist (404).
 var errNotFound = errors.New("not found")
 
 func statusOf(err error) int {
@@ -318,7 +318,7 @@ func (c *Console) getMessages(ctx context.Context, s *session, r *http.Request) 
 				mv.Partitions = append(mv.Partitions, p.Partition)
 			}
 		} else {
-			return mv, fmt.Errorf("%w: no topic %q", errBadRequest, topic)
+			return mv, fmt.Errorf("%w: no topic %q", errNotFound, topic)
 		}
 	}
 	if q.Get("search") != "" {

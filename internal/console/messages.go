@@ -34,6 +34,11 @@ type Message struct {
 	Value     *string     `json:"value"`     // nil: a null value (tombstone)
 	Headers   []Header    `json:"headers"`
 	DLT       *DeadLetter `json:"deadLetter,omitempty"`
+	// KeyEnc and ValueEnc are "hex" when the key or value is not valid
+	// UTF-8 and enc was utf8 or json: it is then shown as hex, as headers
+	// are, rather than with U+FFFD in place of its bytes; else empty.
+	KeyEnc   string `json:"keyEncoding,omitempty"`
+	ValueEnc string `json:"valueEncoding,omitempty"`
 }
 
 // Time is Timestamp as a time, for templates.
@@ -67,8 +72,19 @@ func decode(b []byte, enc string) *string {
 	return &s
 }
 
+// decodeOrHex is decode, but bytes that are not valid UTF-8 asked for as
+// utf8 or json come back as hex, with "hex" as the encoding used.
+func decodeOrHex(b []byte, enc string) (*string, string) {
+	if (enc == "utf8" || enc == "json") && !utf8.Valid(b) {
+		return decode(b, "hex"), "hex"
+	}
+	return decode(b, enc), ""
+}
+
 func message(r *kgo.Record, enc string) Message {
-	m := Message{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: decode(r.Key, enc), Value: decode(r.Value, enc), Headers: []Header{}}
+	m := Message{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Headers: []Header{}}
+	m.Key, m.KeyEnc = decodeOrHex(r.Key, enc)
+	m.Value, m.ValueEnc = decodeOrHex(r.Value, enc)
 	for _, h := range r.Headers {
 		v := decode(h.Value, enc)
 		if v == nil || (enc == "json" || enc == "utf8") && !utf8.Valid(h.Value) {
@@ -479,6 +495,11 @@ func (c *Console) replay(ctx context.Context, s *session, topic string, partitio
 	}
 	if len(recs) != len(want) {
 		return 0, fmt.Errorf("%w: found %d of the %d selected offsets of %s[%d]", errBadRequest, len(recs), len(want), topic, partition)
+	}
+	for _, r := range recs {
+		if _, _, err := dlq.Restore(r); err != nil { // a malformed dead letter: the request's fault, not the cluster's
+			return 0, fmt.Errorf("%w: %s[%d]@%d: %v", errBadRequest, r.Topic, r.Partition, r.Offset, err)
+		}
 	}
 	cl, err := kgo.NewClient(append(c.clientOpts(s.user, s.pass), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
 	if err != nil {
