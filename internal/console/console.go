@@ -62,7 +62,7 @@ type Console struct {
 
 	mu       sync.Mutex // guards the fields below
 	sessions map[string]*session
-	lags     map[string]*lagWatch // by group
+	lags     map[lagKey]*lagWatch
 	closed   bool
 
 	stop chan struct{}
@@ -79,8 +79,14 @@ type session struct {
 	flash    string // the last write's result, shown once by the next page
 }
 
-// lagWatch samples a viewed group's total lag for an hour after its last
-// view.
+// lagKey is a group as one principal sees it: each principal's lag chart
+// is sampled with its own client and shown to it only, so nobody sees lag
+// over topics their principal may not describe. Without SASL every session
+// is the same (anonymous) principal, user "".
+type lagKey struct{ group, user string }
+
+// lagWatch samples a viewed group's total lag, as one principal sees it,
+// for an hour after its last view by that principal.
 type lagWatch struct {
 	adm  *kadm.Client
 	seen time.Time
@@ -114,7 +120,7 @@ func New(cfg Config) (*Console, error) {
 		cfg: cfg, tmpl: tmpl, logger: logger,
 		throughput: newRing(int(time.Hour / cfg.SampleInterval)),
 		sessions:   map[string]*session{},
-		lags:       map[string]*lagWatch{},
+		lags:       map[lagKey]*lagWatch{},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -331,18 +337,18 @@ func (c *Console) sampleLags(now time.Time) {
 		r   *ring
 	}
 	c.mu.Lock()
-	watches := map[string]watch{}
-	for g, lw := range c.lags {
+	watches := map[lagKey]watch{}
+	for k, lw := range c.lags {
 		if now.Sub(lw.seen) > time.Hour {
-			delete(c.lags, g)
+			delete(c.lags, k)
 			continue
 		}
-		watches[g] = watch{lw.adm, lw.r}
+		watches[k] = watch{lw.adm, lw.r}
 	}
 	c.mu.Unlock()
-	for g, lw := range watches {
+	for k, lw := range watches {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SampleInterval/2)
-		rows, err := groupLag(ctx, lw.adm, g)
+		rows, err := groupLag(ctx, lw.adm, k.group)
 		cancel()
 		if err != nil {
 			continue
@@ -355,23 +361,25 @@ func (c *Console) sampleLags(now time.Time) {
 	}
 }
 
-// watchLag starts (or renews) sampling group's lag and returns its ring.
-func (c *Console) watchLag(group string, adm *kadm.Client) *ring {
+// watchLag starts (or renews) sampling group's lag as user sees it, with
+// adm (a client of user's), and returns the ring of user's samples.
+func (c *Console) watchLag(group, user string, adm *kadm.Client) *ring {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lw := c.lags[group]
+	k := lagKey{group, user}
+	lw := c.lags[k]
 	if lw == nil {
 		if len(c.lags) >= maxLagWatch {
-			var oldest string
-			for g, w := range c.lags {
-				if oldest == "" || w.seen.Before(c.lags[oldest].seen) {
-					oldest = g
+			var oldest *lagKey
+			for kk, w := range c.lags {
+				if oldest == nil || w.seen.Before(c.lags[*oldest].seen) {
+					oldest = &kk
 				}
 			}
-			delete(c.lags, oldest)
+			delete(c.lags, *oldest)
 		}
 		lw = &lagWatch{r: newRing(int(time.Hour / c.cfg.SampleInterval))}
-		c.lags[group] = lw
+		c.lags[k] = lw
 	}
 	lw.adm, lw.seen = adm, time.Now()
 	return lw.r

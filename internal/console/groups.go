@@ -92,7 +92,9 @@ func groupType(ctx context.Context, adm *kadm.Client, group string) (GroupRow, e
 	return GroupRow{Group: g.Group, Type: g.GroupType, ProtocolType: g.ProtocolType, State: g.State}, nil
 }
 
-func (c *Console) groupDetail(ctx context.Context, adm *kadm.Client, group string) (GroupDetail, error) {
+// groupDetail describes group as user (whose client adm is) sees it; its
+// lag chart holds the samples taken with user's client only.
+func (c *Console) groupDetail(ctx context.Context, adm *kadm.Client, user, group string) (GroupDetail, error) {
 	d := GroupDetail{Group: group, Members: []Member{}, Lag: []LagRow{}, LagChart: []point{}}
 	fail := func(what string, err error) { d.Errors = append(d.Errors, what+": "+err.Error()) }
 	row, err := groupType(ctx, adm, group)
@@ -168,7 +170,7 @@ func (c *Console) groupDetail(ctx context.Context, adm *kadm.Client, group strin
 		for _, r := range d.Lag {
 			d.TotalLag += max(r.Lag, 0)
 		}
-		d.LagChart = c.watchLag(group, adm).points()
+		d.LagChart = c.watchLag(group, user, adm).points()
 	}
 	return d, nil
 }

@@ -389,7 +389,7 @@ func (c *Console) getGroups(ctx context.Context, s *session, r *http.Request) (a
 }
 
 func (c *Console) getGroup(ctx context.Context, s *session, r *http.Request) (any, error) {
-	return c.groupDetail(ctx, kadm.NewClient(s.cl), r.PathValue("group"))
+	return c.groupDetail(ctx, kadm.NewClient(s.cl), s.user, r.PathValue("group"))
 }
 
 // DLTView is /api/dlt: the dead-letter topics (by name), and with
