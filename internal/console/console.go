@@ -16,7 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 //go:embed web
@@ -73,10 +73,14 @@ type Console struct {
 type session struct {
 	id, csrf string
 	user     string
-	pass     string      // the user's password, for the clients of reads and produces
-	cl       *kgo.Client // nil until login (SASL) or the shared one
-	seen     time.Time
-	flash    string // the last write's result, shown once by the next page
+	// cl is the session's one client: the shared one without SASL, else
+	// the one authenticated at login (it keeps no password, see
+	// scramKeys), closed at logout or expiry. Every read, search, produce
+	// and admin request of the session goes through it. nil until login.
+	cl    *kgo.Client
+	auth  []*scramKeys // cl's SASL mechanisms (no password after login)
+	seen  time.Time
+	flash string // the last write's result, shown once by the next page
 }
 
 // lagKey is a group as one principal sees it: each principal's lag chart
@@ -125,7 +129,7 @@ func New(cfg Config) (*Console, error) {
 		done:       make(chan struct{}),
 	}
 	if !cfg.SASL {
-		if c.shared, err = kgo.NewClient(c.clientOpts("", "")...); err != nil {
+		if c.shared, err = kgo.NewClient(c.clientOpts()...); err != nil {
 			return nil, err
 		}
 	}
@@ -135,12 +139,14 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-func (c *Console) clientOpts(user, pass string) []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Addr), kgo.ClientID("samsa-console"), kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second), kgo.MetadataMinAge(time.Second)}
-	if user != "" {
-		opts = append(opts, kgo.SASL(
-			scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(),
-			scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+// clientOpts are the options of a session's client; mechs are its SASL
+// mechanisms (none without SASL). Its partitioner honours a record's
+// Partition when the produce's context says so (withPartition).
+func (c *Console) clientOpts(mechs ...sasl.Mechanism) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Addr), kgo.ClientID("samsa-console"), kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second),
+		kgo.MetadataMinAge(time.Second), kgo.RecordPartitioner(manualOr{kgo.StickyKeyPartitioner(nil)})}
+	if len(mechs) > 0 {
+		opts = append(opts, kgo.SASL(mechs...))
 	}
 	return opts
 }
@@ -275,14 +281,31 @@ func (c *Console) dropLocked(id string) {
 // set on w) and CSRF token, bound to a client authenticated as user: an id
 // known before the login (planted in the browser by someone else: session
 // fixation) never becomes an authenticated one.
+//
+// The client keeps the password only until its first SCRAM exchange
+// succeeds (scramKeys), then the salted password derived for the broker's
+// salt and iteration count: the password leaves memory (this function's
+// strings aside) once login returns.
 func (c *Console) login(ctx context.Context, w http.ResponseWriter, r *http.Request, snap *session, user, pass string) error {
-	cl, err := kgo.NewClient(c.clientOpts(user, pass)...)
+	m512, m256 := newSCRAMKeys(true, user, pass), newSCRAMKeys(false, user, pass)
+	cl, err := kgo.NewClient(c.clientOpts(m512, m256)...)
 	if err != nil {
 		return err
 	}
-	if err := cl.Ping(ctx); err != nil {
+	err = cl.Ping(ctx)
+	if err == nil && m512.hasPassword() && m256.hasPassword() {
+		err = errors.New("no SCRAM exchange took place")
+	}
+	if err != nil {
+		m512.forget()
+		m256.forget()
 		cl.Close()
 		return errors.New("login failed: " + err.Error())
+	}
+	if m512.hasPassword() { // the other one logged in
+		m512.forget()
+	} else {
+		m256.forget()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -292,7 +315,7 @@ func (c *Console) login(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return errors.New("the session expired: reload the page")
 	}
 	c.dropLocked(s.id)
-	ns := &session{id: randomID(), csrf: randomID(), user: user, pass: pass, cl: cl, seen: time.Now()}
+	ns := &session{id: randomID(), csrf: randomID(), user: user, cl: cl, auth: []*scramKeys{m512, m256}, seen: time.Now()}
 	c.sessions[ns.id] = ns
 	setCookie(w, r, ns.id)
 	return nil

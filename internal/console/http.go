@@ -132,6 +132,9 @@ func (c *Console) page(name, title string, get getter) http.HandlerFunc {
 		d, err := get(ctx, s, r)
 		v.D = d
 		status := http.StatusOK
+		if errors.Is(err, errRelogin) {
+			c.logout(s)
+		}
 		if err != nil {
 			v.Err, status = err.Error(), statusOf(err)
 		}
@@ -148,6 +151,9 @@ func (c *Console) api(get getter) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), timeoutOf(r))
 		defer cancel()
 		d, err := get(ctx, s, r)
+		if errors.Is(err, errRelogin) {
+			c.logout(s)
+		}
 		if err != nil {
 			writeJSON(w, statusOf(err), map[string]string{"error": err.Error()})
 			return
@@ -173,6 +179,8 @@ var errNotFound = errors.New("not found")
 
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, errRelogin):
+		return http.StatusUnauthorized
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.GroupAuthorizationFailed),

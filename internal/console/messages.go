@@ -189,70 +189,6 @@ func (c *Console) browse(ctx context.Context, s *session, topic string, partitio
 	return b, err
 }
 
-// consume reads topic's partitions from their from offsets up to their
-// until offsets (exclusive), calling fn for each record until fn returns
-// false or ctx ends.
-func (c *Console) consume(ctx context.Context, s *session, topic string, from, until map[int32]int64, fn func(*kgo.Record) bool) error {
-	parts := map[int32]kgo.Offset{}
-	for p, o := range from {
-		if o < until[p] {
-			parts[p] = kgo.NewOffset().At(o)
-		}
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	opts := append(c.clientOpts(s.user, s.pass),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	left := len(parts)
-	done := map[int32]bool{}
-	for left > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil // budget spent: report how far it got
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				ferr = err
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		stop := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if stop || done[r.Partition] {
-				return
-			}
-			if r.Offset >= until[r.Partition] {
-				done[r.Partition] = true
-				left--
-				return
-			}
-			if !fn(r) {
-				stop = true
-				return
-			}
-			if r.Offset+1 >= until[r.Partition] {
-				done[r.Partition] = true
-				left--
-			}
-		})
-		if stop {
-			return nil
-		}
-	}
-	return nil
-}
-
 // Filter selects records in a search. Empty fields match every record.
 type Filter struct {
 	KeyContains   string
@@ -414,17 +350,11 @@ func (c *Console) produce(ctx context.Context, s *session, topic string, partiti
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
 	}
-	opts := c.clientOpts(s.user, s.pass)
 	if partition >= 0 {
 		r.Partition = partition
-		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		ctx = withPartition(ctx)
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	return r, cl.ProduceSync(ctx, r).FirstErr()
+	return r, s.cl.ProduceSync(ctx, r).FirstErr()
 }
 
 // DeadLetter is where a dead-letter record came from and why, from its
@@ -501,10 +431,5 @@ func (c *Console) replay(ctx context.Context, s *session, topic string, partitio
 			return 0, fmt.Errorf("%w: %s[%d]@%d: %v", errBadRequest, r.Topic, r.Partition, r.Offset, err)
 		}
 	}
-	cl, err := kgo.NewClient(append(c.clientOpts(s.user, s.pass), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		return 0, err
-	}
-	defer cl.Close()
-	return dlq.Replay(ctx, cl, recs)
+	return dlq.Replay(withPartition(ctx), s.cl, recs)
 }
