@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -17,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/samsahq/samsa/internal/auth"
 )
 
 // errRelogin says a session's client needs credentials it no longer has:
@@ -33,6 +34,7 @@ var errRelogin = errors.New("the session's credentials are gone (the broker aske
 // errRelogin. It is safe for concurrent use.
 type scramKeys struct {
 	name string           // SCRAM-SHA-256 or SCRAM-SHA-512
+	mech int8             // auth.ScramSHA256 or auth.ScramSHA512
 	h    func() hash.Hash // sha256.New or sha512.New
 	user string
 
@@ -46,9 +48,9 @@ type scramKeys struct {
 
 func newSCRAMKeys(sha512 bool, user, pass string) *scramKeys {
 	if sha512 {
-		return &scramKeys{name: "SCRAM-SHA-512", h: sha512New, user: user, pass: pass}
+		return &scramKeys{name: "SCRAM-SHA-512", mech: auth.ScramSHA512, h: sha512New, user: user, pass: pass}
 	}
-	return &scramKeys{name: "SCRAM-SHA-256", h: sha256.New, user: user, pass: pass}
+	return &scramKeys{name: "SCRAM-SHA-256", mech: auth.ScramSHA256, h: sha256.New, user: user, pass: pass}
 }
 
 var sha512New = sha512.New
@@ -95,7 +97,7 @@ func (m *scramKeys) saltedFor(salt []byte, iter int) ([]byte, error) {
 	if m.pass == "" {
 		return nil, errRelogin
 	}
-	return pbkdf2.Key(m.h, m.pass, salt, iter, m.h().Size())
+	return auth.SaltPassword(m.mech, m.pass, salt, iter)
 }
 
 // succeeded keeps salted for salt and iter and forgets the password.
@@ -147,7 +149,7 @@ func (s *scramSession) Challenge(in []byte) (bool, []byte, error) {
 			return false, nil, fmt.Errorf("scram: bad salt: %w", err)
 		}
 		n, err := strconv.Atoi(iter)
-		if err != nil || n < 1 || n > 1<<24 {
+		if err != nil || n < 1 || n > auth.MaxScramIterations { // Kafka never asks for more
 			return false, nil, fmt.Errorf("scram: bad iteration count %q", iter)
 		}
 		s.salt, s.iter = salt, n
@@ -156,14 +158,13 @@ func (s *scramSession) Challenge(in []byte) (bool, []byte, error) {
 		}
 		withoutProof := "c=biws,r=" + nonce // biws: base64 of the gs2 header "n,,"
 		authMsg := s.bare + "," + serverFirst + "," + withoutProof
+		keys := auth.CredentialFromSalted(s.m.mech, s.salted, salt, int32(n))
 		clientKey := s.hmac(s.salted, "Client Key")
-		h := s.m.h()
-		h.Write(clientKey)
-		sig := s.hmac(h.Sum(nil), authMsg)
+		sig := s.hmac(keys.StoredKey, authMsg)
 		for i := range sig {
-			sig[i] ^= clientKey[i]
+			sig[i] ^= clientKey[i] // ClientProof
 		}
-		s.serverSig = s.hmac(s.hmac(s.salted, "Server Key"), authMsg)
+		s.serverSig = s.hmac(keys.ServerKey, authMsg)
 		return false, []byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(sig)), nil
 	case 2:
 		final := string(in)
