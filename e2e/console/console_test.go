@@ -62,7 +62,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	for _, topic := range []string{"events", "haystack", "orders", "orders.DLT"} {
+	for _, topic := range []string{"events", "haystack", "orders", "orders.DLT", "tail"} {
 		if _, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil {
 			t.Fatal(err)
 		}
@@ -128,6 +128,9 @@ func TestConsoleBrowser(t *testing.T) {
 		if s := b.text("#under-replicated"); s != "0" {
 			t.Errorf("under-replicated %s, want 0", s)
 		}
+		if s := b.text("#nodes thead"); strings.Contains(s, "Last fetch") { // the voters report none
+			t.Errorf("nodes table columns: %q", s)
+		}
 		if s := b.text("#logdirs"); !strings.Contains(s, "node-3") {
 			t.Errorf("log dirs: %q", s)
 		}
@@ -183,6 +186,28 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		b.do(chromedp.Click(chromedp.CSS("#tail")))
 		b.noErrors("live tail")
+		// The tail keeps the last 500 records: 700 produced while tailing
+		// leave offsets 200 to 699 on the page.
+		b.open("/topics/tail/messages?partition=0", "#messages")
+		b.do(chromedp.Click(chromedp.CSS("#tail")))
+		var tailed []*kgo.Record
+		for i := range 700 {
+			tailed = append(tailed, &kgo.Record{Topic: "tail", Partition: 0, Value: []byte("t" + strconv.Itoa(i))})
+		}
+		if err := cl.ProduceSync(ctx, tailed...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		b.do(chromedp.WaitVisible(chromedp.CSS(`tr.msg[data-offset="699"]`)))
+		b.do(chromedp.Click(chromedp.CSS("#tail")))
+		if n := run(b, chromedp.Evaluate[int](`document.querySelectorAll("#messages tr.msg").length`)); n != 500 {
+			t.Errorf("%d rows after tailing 700 records, want 500", n)
+		}
+		if n := run(b, chromedp.Evaluate[int](`document.querySelectorAll("#messages tr.detail").length`)); n != 500 {
+			t.Errorf("%d detail rows after tailing 700 records, want 500", n)
+		}
+		if !b.eval(`document.querySelector("#messages tr.msg").dataset.offset === "200"`) {
+			t.Error("the first row left is not offset 200")
+		}
 		// Decoders.
 		b.open("/topics/events/messages?partition=0&mode=offset&offset=1&enc=hex&limit=1", "#messages")
 		if s := b.text("#messages tbody"); !strings.Contains(s, "7b226e223a327d") {
@@ -347,6 +372,15 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		b.noErrors("fenced overview")
 		b.shot("overview-fenced", true)
+		if s := b.text("#logdirs"); !strings.Contains(s, "no answer") {
+			t.Errorf("log dirs with node 3 stopped: %q, want its row of unknown sizes", s)
+		}
+		// The topic page shows sizes, not the stopped node's
+		// DescribeLogDirs error.
+		b.open("/topics/events", "#partitions")
+		if s := b.text("main"); strings.Contains(s, "DescribeLogDirs") || strings.Contains(s, "unknown broker") {
+			t.Errorf("topic page with node 3 stopped: %q", s)
+		}
 	})
 }
 

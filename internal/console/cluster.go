@@ -15,16 +15,15 @@ import (
 
 // Broker is a row of the overview's node table.
 type Broker struct {
-	ID          int32  `json:"id"`
-	Host        string `json:"host"`
-	Port        int32  `json:"port"`
-	Rack        string `json:"rack,omitempty"`
-	Fenced      bool   `json:"fenced"`
-	Broker      bool   `json:"broker"`
-	Voter       bool   `json:"voter"`
-	Active      bool   `json:"activeController"`
-	QuorumLag   int64  `json:"quorumLag"`             // records behind the quorum leader; -1 unknown
-	LastFetchMs int64  `json:"lastFetchMs,omitempty"` // since the voter's last fetch; 0 unknown
+	ID        int32  `json:"id"`
+	Host      string `json:"host"`
+	Port      int32  `json:"port"`
+	Rack      string `json:"rack,omitempty"`
+	Fenced    bool   `json:"fenced"`
+	Broker    bool   `json:"broker"`
+	Voter     bool   `json:"voter"`
+	Active    bool   `json:"activeController"`
+	QuorumLag int64  `json:"quorumLag"` // records behind the quorum leader; -1 unknown
 }
 
 // LogDir is a log directory's use.
@@ -61,7 +60,7 @@ type Overview struct {
 
 func (c *Console) overview(ctx context.Context, cl *kgo.Client) Overview {
 	adm := kadm.NewClient(cl)
-	o := Overview{Version: c.cfg.Version, ControllerID: -1, QuorumLeader: -1, Throughput: c.throughput.points()}
+	o := Overview{Version: c.cfg.Version, ControllerID: -1, QuorumLeader: -1, Brokers: []Broker{}, LogDirs: []LogDir{}, Throughput: c.throughput.points()}
 	fail := func(what string, err error) { o.Errors = append(o.Errors, what+": "+err.Error()) }
 	byID := map[int32]*Broker{}
 	get := func(id int32) *Broker {
@@ -106,16 +105,12 @@ func (c *Console) overview(ctx context.Context, cl *kgo.Client) Overview {
 				hw = v.LogEndOffset
 			}
 		}
-		now := time.Now().UnixMilli()
 		for _, v := range p.CurrentVoters {
 			b := get(v.ReplicaID)
 			b.Voter = true
 			b.Active = v.ReplicaID == p.LeaderID
 			if hw >= 0 && v.LogEndOffset >= 0 {
 				b.QuorumLag = max(hw-v.LogEndOffset, 0)
-			}
-			if v.LastFetchTimestamp > 0 {
-				b.LastFetchMs = max(now-v.LastFetchTimestamp, 0)
 			}
 		}
 		for _, n := range qresp.Nodes {
@@ -135,9 +130,13 @@ func (c *Console) overview(ctx context.Context, cl *kgo.Client) Overview {
 		fail("Metadata", err)
 	}
 	o.Health = h
-	dirs, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{})
-	if err != nil {
-		fail("DescribeLogDirs", err)
+	// A broker that does not answer (stopped, or fenced and so unknown to
+	// the client) gets a row of unknown sizes, not an error over the page.
+	dirs, _ := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{})
+	for _, b := range o.Brokers {
+		if _, ok := dirs[b.ID]; b.Broker && !ok {
+			o.LogDirs = append(o.LogDirs, LogDir{Broker: b.ID, Bytes: -1, Total: -1, Usable: -1, Error: "no answer"})
+		}
 	}
 	dirs.Each(func(d kadm.DescribedLogDir) {
 		ld := LogDir{Broker: d.Broker, Dir: d.Dir, Bytes: d.Size(), Total: d.TotalBytes, Usable: d.UsableBytes}
@@ -214,7 +213,7 @@ type TopicRow struct {
 
 // Page is a page of a list.
 type Page[T any] struct {
-	Items []T    `json:"items"`
+	Items []T    `json:"items"` // never nil: [] when empty
 	Total int    `json:"total"` // matching the query
 	Page  int    `json:"page"`  // from 0
 	Size  int    `json:"size"`
@@ -224,7 +223,7 @@ type Page[T any] struct {
 // topics lists the page of topics whose name contains q. The names come
 // from one Metadata request; sizes and rates are asked for the page only.
 func topics(ctx context.Context, adm *kadm.Client, q string, page, size int) (Page[TopicRow], error) {
-	out := Page[TopicRow]{Page: page, Size: size, Query: q}
+	out := Page[TopicRow]{Items: []TopicRow{}, Page: page, Size: size, Query: q}
 	td, err := adm.ListTopicsWithInternal(ctx)
 	if err != nil {
 		return out, err
@@ -279,7 +278,7 @@ func topics(ctx context.Context, adm *kadm.Client, q string, page, size int) (Pa
 func pageOf[T any](all []T, page, size int) []T {
 	lo := page * size
 	if lo >= len(all) {
-		return nil
+		return []T{} // [] in JSON, not null
 	}
 	return all[lo:min(lo+size, len(all))]
 }
@@ -293,7 +292,7 @@ type PartitionRow struct {
 	Offline   []int32 `json:"offlineReplicas,omitempty"`
 	Start     int64   `json:"logStartOffset"`
 	End       int64   `json:"logEndOffset"`
-	Bytes     int64   `json:"bytes"` // of the leader's log
+	Bytes     int64   `json:"bytes"` // of the leader's log; -1 unknown (the leader did not answer)
 	Error     string  `json:"error,omitempty"`
 }
 
@@ -322,7 +321,7 @@ type TopicDetail struct {
 }
 
 func topicDetail(ctx context.Context, adm *kadm.Client, name string, page, size int) (TopicDetail, error) {
-	d := TopicDetail{Name: name}
+	d := TopicDetail{Name: name, Partitions: Page[PartitionRow]{Items: []PartitionRow{}}, Configs: []ConfigRow{}, Groups: []GroupRef{}}
 	fail := func(what string, err error) { d.Errors = append(d.Errors, what+": "+err.Error()) }
 	td, err := adm.ListTopicsWithInternal(ctx, name)
 	if err != nil {
@@ -357,10 +356,10 @@ func topicDetail(ctx context.Context, adm *kadm.Client, name string, page, size 
 	if err != nil {
 		fail("ListOffsets", err)
 	}
-	dirs, err := adm.DescribeAllLogDirs(ctx, ps)
-	if err != nil {
-		fail("DescribeLogDirs", err)
-	}
+	// A broker that does not answer DescribeLogDirs (stopped, or fenced
+	// and so unknown to the client) leaves its partitions' sizes unknown
+	// (-1, shown as ?), not an error over the page.
+	dirs, _ := adm.DescribeAllLogDirs(ctx, ps)
 	for i := range rows {
 		r := &rows[i]
 		r.Start, r.End = -1, -1
@@ -370,6 +369,7 @@ func topicDetail(ctx context.Context, adm *kadm.Client, name string, page, size 
 		if o, ok := ends.Lookup(name, r.Partition); ok && o.Err == nil {
 			r.End = o.Offset
 		}
+		r.Bytes = -1
 		if dp, ok := dirs[r.Leader].LookupPartition(name, r.Partition); ok {
 			r.Bytes = dp.Size
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 //go:embed web
@@ -62,7 +62,7 @@ type Console struct {
 
 	mu       sync.Mutex // guards the fields below
 	sessions map[string]*session
-	lags     map[string]*lagWatch // by group
+	lags     map[lagKey]*lagWatch
 	closed   bool
 
 	stop chan struct{}
@@ -73,14 +73,24 @@ type Console struct {
 type session struct {
 	id, csrf string
 	user     string
-	pass     string      // the user's password, for the clients of reads and produces
-	cl       *kgo.Client // nil until login (SASL) or the shared one
-	seen     time.Time
-	flash    string // the last write's result, shown once by the next page
+	// cl is the session's one client: the shared one without SASL, else
+	// the one authenticated at login (it keeps no password, see
+	// scramKeys), closed at logout or expiry. Every read, search, produce
+	// and admin request of the session goes through it. nil until login.
+	cl    *kgo.Client
+	auth  []*scramKeys // cl's SASL mechanisms (no password after login)
+	seen  time.Time
+	flash string // the last write's result, shown once by the next page
 }
 
-// lagWatch samples a viewed group's total lag for an hour after its last
-// view.
+// lagKey is a group as one principal sees it: each principal's lag chart
+// is sampled with its own client and shown to it only, so nobody sees lag
+// over topics their principal may not describe. Without SASL every session
+// is the same (anonymous) principal, user "".
+type lagKey struct{ group, user string }
+
+// lagWatch samples a viewed group's total lag, as one principal sees it,
+// for an hour after its last view by that principal.
 type lagWatch struct {
 	adm  *kadm.Client
 	seen time.Time
@@ -114,12 +124,12 @@ func New(cfg Config) (*Console, error) {
 		cfg: cfg, tmpl: tmpl, logger: logger,
 		throughput: newRing(int(time.Hour / cfg.SampleInterval)),
 		sessions:   map[string]*session{},
-		lags:       map[string]*lagWatch{},
+		lags:       map[lagKey]*lagWatch{},
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
 	if !cfg.SASL {
-		if c.shared, err = kgo.NewClient(c.clientOpts("", "")...); err != nil {
+		if c.shared, err = kgo.NewClient(c.clientOpts()...); err != nil {
 			return nil, err
 		}
 	}
@@ -129,12 +139,14 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-func (c *Console) clientOpts(user, pass string) []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Addr), kgo.ClientID("samsa-console"), kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second), kgo.MetadataMinAge(time.Second)}
-	if user != "" {
-		opts = append(opts, kgo.SASL(
-			scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(),
-			scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+// clientOpts are the options of a session's client; mechs are its SASL
+// mechanisms (none without SASL). Its partitioner honours a record's
+// Partition when the produce's context says so (withPartition).
+func (c *Console) clientOpts(mechs ...sasl.Mechanism) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Addr), kgo.ClientID("samsa-console"), kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second),
+		kgo.MetadataMinAge(time.Second), kgo.RecordPartitioner(manualOr{kgo.StickyKeyPartitioner(nil)})}
+	if len(mechs) > 0 {
+		opts = append(opts, kgo.SASL(mechs...))
 	}
 	return opts
 }
@@ -269,14 +281,31 @@ func (c *Console) dropLocked(id string) {
 // set on w) and CSRF token, bound to a client authenticated as user: an id
 // known before the login (planted in the browser by someone else: session
 // fixation) never becomes an authenticated one.
+//
+// The client keeps the password only until its first SCRAM exchange
+// succeeds (scramKeys), then the salted password derived for the broker's
+// salt and iteration count: the password leaves memory (this function's
+// strings aside) once login returns.
 func (c *Console) login(ctx context.Context, w http.ResponseWriter, r *http.Request, snap *session, user, pass string) error {
-	cl, err := kgo.NewClient(c.clientOpts(user, pass)...)
+	m512, m256 := newSCRAMKeys(true, user, pass), newSCRAMKeys(false, user, pass)
+	cl, err := kgo.NewClient(c.clientOpts(m512, m256)...)
 	if err != nil {
 		return err
 	}
-	if err := cl.Ping(ctx); err != nil {
+	err = cl.Ping(ctx)
+	if err == nil && m512.hasPassword() && m256.hasPassword() {
+		err = errors.New("no SCRAM exchange took place")
+	}
+	if err != nil {
+		m512.forget()
+		m256.forget()
 		cl.Close()
 		return errors.New("login failed: " + err.Error())
+	}
+	if m512.hasPassword() { // the other one logged in
+		m512.forget()
+	} else {
+		m256.forget()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -286,7 +315,7 @@ func (c *Console) login(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		return errors.New("the session expired: reload the page")
 	}
 	c.dropLocked(s.id)
-	ns := &session{id: randomID(), csrf: randomID(), user: user, pass: pass, cl: cl, seen: time.Now()}
+	ns := &session{id: randomID(), csrf: randomID(), user: user, cl: cl, auth: []*scramKeys{m512, m256}, seen: time.Now()}
 	c.sessions[ns.id] = ns
 	setCookie(w, r, ns.id)
 	return nil
@@ -331,18 +360,18 @@ func (c *Console) sampleLags(now time.Time) {
 		r   *ring
 	}
 	c.mu.Lock()
-	watches := map[string]watch{}
-	for g, lw := range c.lags {
+	watches := map[lagKey]watch{}
+	for k, lw := range c.lags {
 		if now.Sub(lw.seen) > time.Hour {
-			delete(c.lags, g)
+			delete(c.lags, k)
 			continue
 		}
-		watches[g] = watch{lw.adm, lw.r}
+		watches[k] = watch{lw.adm, lw.r}
 	}
 	c.mu.Unlock()
-	for g, lw := range watches {
+	for k, lw := range watches {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SampleInterval/2)
-		rows, err := groupLag(ctx, lw.adm, g)
+		rows, err := groupLag(ctx, lw.adm, k.group)
 		cancel()
 		if err != nil {
 			continue
@@ -355,23 +384,25 @@ func (c *Console) sampleLags(now time.Time) {
 	}
 }
 
-// watchLag starts (or renews) sampling group's lag and returns its ring.
-func (c *Console) watchLag(group string, adm *kadm.Client) *ring {
+// watchLag starts (or renews) sampling group's lag as user sees it, with
+// adm (a client of user's), and returns the ring of user's samples.
+func (c *Console) watchLag(group, user string, adm *kadm.Client) *ring {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lw := c.lags[group]
+	k := lagKey{group, user}
+	lw := c.lags[k]
 	if lw == nil {
 		if len(c.lags) >= maxLagWatch {
-			var oldest string
-			for g, w := range c.lags {
-				if oldest == "" || w.seen.Before(c.lags[oldest].seen) {
-					oldest = g
+			var oldest *lagKey
+			for kk, w := range c.lags {
+				if oldest == nil || w.seen.Before(c.lags[*oldest].seen) {
+					oldest = &kk
 				}
 			}
-			delete(c.lags, oldest)
+			delete(c.lags, *oldest)
 		}
 		lw = &lagWatch{r: newRing(int(time.Hour / c.cfg.SampleInterval))}
-		c.lags[group] = lw
+		c.lags[k] = lw
 	}
 	lw.adm, lw.seen = adm, time.Now()
 	return lw.r
@@ -407,9 +438,9 @@ func (r *ring) points() []point {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.full {
-		return append([]point(nil), r.pts[:r.next]...)
+		return append([]point{}, r.pts[:r.next]...)
 	}
-	return append(append([]point(nil), r.pts[r.next:]...), r.pts[:r.next]...)
+	return append(append([]point{}, r.pts[r.next:]...), r.pts[:r.next]...)
 }
 
 // staticFS serves the stylesheet and the script under /static/ (after

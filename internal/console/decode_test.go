@@ -56,6 +56,25 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// TestInvalidUTF8: a key or value that is not valid UTF-8, asked for as
+// utf8 or json, is shown as hex and marked so, like headers; valid ones
+// and the other encodings are unchanged.
+func TestInvalidUTF8(t *testing.T) {
+	r := &kgo.Record{Key: []byte("\xff\x00k"), Value: []byte("fine"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte{0xfe}}}}
+	for _, enc := range []string{"utf8", "json"} {
+		m := message(r, enc)
+		if *m.Key != "ff006b" || m.KeyEnc != "hex" || *m.Value != "fine" || m.ValueEnc != "" || m.Headers[0].Value != "fe" {
+			t.Errorf("%s: key %q (%s), value %q (%s), header %q", enc, *m.Key, m.KeyEnc, *m.Value, m.ValueEnc, m.Headers[0].Value)
+		}
+	}
+	if m := message(r, "base64"); *m.Key != "/wBr" || m.KeyEnc != "" {
+		t.Errorf("base64: key %q (%s)", *m.Key, m.KeyEnc)
+	}
+	if m := message(&kgo.Record{}, "utf8"); m.Key != nil || m.KeyEnc != "" {
+		t.Errorf("null key: %v (%s)", m.Key, m.KeyEnc)
+	}
+}
+
 func TestFilter(t *testing.T) {
 	r := &kgo.Record{Key: []byte("user-42"), Value: []byte(`{"a":{"b":"x"},"n":3}`)}
 	for _, tc := range []struct {

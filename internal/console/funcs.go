@@ -21,7 +21,6 @@ var funcs = template.FuncMap{
 		return strings.Join(s, ",")
 	},
 	"ms":    func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000") },
-	"ago":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Second / 10).String() },
 	"add":   func(a, b int) int { return a + b },
 	"withq": withParam,
 	"list":  func(s ...string) []string { return s },

@@ -21,7 +21,7 @@ type GroupRow struct {
 
 // groups lists groups of every type (ListGroups v5 gives their types).
 func groups(ctx context.Context, adm *kadm.Client, q string, page, size int) (Page[GroupRow], error) {
-	out := Page[GroupRow]{Page: page, Size: size, Query: q}
+	out := Page[GroupRow]{Items: []GroupRow{}, Page: page, Size: size, Query: q}
 	ls, err := adm.ListGroupsByType(ctx, nil)
 	if err != nil {
 		return out, err
@@ -70,7 +70,7 @@ type GroupDetail struct {
 }
 
 func assigned(s kadm.TopicsSet) []string {
-	var out []string
+	out := []string{}
 	for _, tp := range s.Sorted() {
 		for _, p := range tp.Partitions {
 			out = append(out, fmt.Sprintf("%s:%d", tp.Topic, p))
@@ -92,8 +92,10 @@ func groupType(ctx context.Context, adm *kadm.Client, group string) (GroupRow, e
 	return GroupRow{Group: g.Group, Type: g.GroupType, ProtocolType: g.ProtocolType, State: g.State}, nil
 }
 
-func (c *Console) groupDetail(ctx context.Context, adm *kadm.Client, group string) (GroupDetail, error) {
-	d := GroupDetail{Group: group, Members: []Member{}}
+// groupDetail describes group as user (whose client adm is) sees it; its
+// lag chart holds the samples taken with user's client only.
+func (c *Console) groupDetail(ctx context.Context, adm *kadm.Client, user, group string) (GroupDetail, error) {
+	d := GroupDetail{Group: group, Members: []Member{}, Lag: []LagRow{}, LagChart: []point{}}
 	fail := func(what string, err error) { d.Errors = append(d.Errors, what+": "+err.Error()) }
 	row, err := groupType(ctx, adm, group)
 	if err != nil {
@@ -145,7 +147,7 @@ func (c *Console) groupDetail(ctx context.Context, adm *kadm.Client, group strin
 		g := gs[group]
 		d.State, d.Protocol = g.State, g.Protocol
 		for _, m := range g.Members {
-			mm := Member{ID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+			mm := Member{ID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost, Assigned: []string{}}
 			if m.InstanceID != nil {
 				mm.InstanceID = *m.InstanceID
 			}
@@ -160,14 +162,15 @@ func (c *Console) groupDetail(ctx context.Context, adm *kadm.Client, group strin
 		}
 	}
 	if row.Type != "share" {
-		d.Lag, err = groupLag(ctx, adm, group)
-		if err != nil {
+		if lag, err := groupLag(ctx, adm, group); err != nil {
 			fail("OffsetFetch", err)
+		} else {
+			d.Lag = lag
 		}
 		for _, r := range d.Lag {
 			d.TotalLag += max(r.Lag, 0)
 		}
-		d.LagChart = c.watchLag(group, adm).points()
+		d.LagChart = c.watchLag(group, user, adm).points()
 	}
 	return d, nil
 }

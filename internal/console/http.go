@@ -30,7 +30,29 @@ type view struct {
 	D        any
 }
 
+// requestTimeout bounds the work of one page or API request, but a
+// search's, which gets its seconds on top (timeoutOf).
 const requestTimeout = 15 * time.Second
+
+// maxSearchSeconds bounds a search's seconds parameter.
+const maxSearchSeconds = 60
+
+// timeoutOf is r's deadline: requestTimeout, plus the seconds a search may
+// scan (up to maxSearchSeconds), so that a search asked for 60 s is not
+// cut at 15.
+func timeoutOf(r *http.Request) time.Duration {
+	q := r.URL.Query()
+	if q.Get("search") == "" {
+		return requestTimeout
+	}
+	secs, err := intParam(q, "seconds", defaultSearchSeconds, 1, maxSearchSeconds)
+	if err != nil {
+		return requestTimeout // refused by the handler
+	}
+	return requestTimeout + time.Duration(secs)*time.Second
+}
+
+const defaultSearchSeconds = 5
 
 func (c *Console) routes() {
 	m := http.NewServeMux()
@@ -104,12 +126,15 @@ func (c *Console) page(name, title string, get getter) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), timeoutOf(r))
 		defer cancel()
 		v := c.newView(s, r, title, name)
 		d, err := get(ctx, s, r)
 		v.D = d
 		status := http.StatusOK
+		if errors.Is(err, errRelogin) {
+			c.logout(s)
+		}
 		if err != nil {
 			v.Err, status = err.Error(), statusOf(err)
 		}
@@ -123,9 +148,12 @@ func (c *Console) api(get getter) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), timeoutOf(r))
 		defer cancel()
 		d, err := get(ctx, s, r)
+		if errors.Is(err, errRelogin) {
+			c.logout(s)
+		}
 		if err != nil {
 			writeJSON(w, statusOf(err), map[string]string{"error": err.Error()})
 			return
@@ -145,12 +173,14 @@ var errBadRequest = errors.New("bad request")
 // as a reset of a group with members (409).
 var errConflict = errors.New("conflict")
 
-// errNotFound marks a partition the request names that does not exist
-// (404).
+// errNotFound marks a topic or partition the request names that does not
+// exist (404).
 var errNotFound = errors.New("not found")
 
 func statusOf(err error) int {
 	switch {
+	case errors.Is(err, errRelogin):
+		return http.StatusUnauthorized
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
 	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.GroupAuthorizationFailed),
@@ -296,7 +326,7 @@ func (c *Console) getMessages(ctx context.Context, s *session, r *http.Request) 
 				mv.Partitions = append(mv.Partitions, p.Partition)
 			}
 		} else {
-			return mv, fmt.Errorf("%w: no topic %q", errBadRequest, topic)
+			return mv, fmt.Errorf("%w: no topic %q", errNotFound, topic)
 		}
 	}
 	if q.Get("search") != "" {
@@ -319,7 +349,7 @@ func (c *Console) getMessages(ctx context.Context, s *session, r *http.Request) 
 		if err != nil {
 			return mv, err
 		}
-		secs, err := intParam(q, "seconds", 5, 1, 60)
+		secs, err := intParam(q, "seconds", defaultSearchSeconds, 1, maxSearchSeconds)
 		if err != nil {
 			return mv, err
 		}
@@ -367,7 +397,7 @@ func (c *Console) getGroups(ctx context.Context, s *session, r *http.Request) (a
 }
 
 func (c *Console) getGroup(ctx context.Context, s *session, r *http.Request) (any, error) {
-	return c.groupDetail(ctx, kadm.NewClient(s.cl), r.PathValue("group"))
+	return c.groupDetail(ctx, kadm.NewClient(s.cl), s.user, r.PathValue("group"))
 }
 
 // DLTView is /api/dlt: the dead-letter topics (by name), and with
@@ -379,7 +409,7 @@ type DLTView struct {
 }
 
 func (c *Console) getDLTs(ctx context.Context, s *session, r *http.Request) (any, error) {
-	var v DLTView
+	v := DLTView{Topics: []TopicRow{}}
 	adm := kadm.NewClient(s.cl)
 	td, err := adm.ListTopics(ctx)
 	if err != nil {

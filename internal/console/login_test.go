@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -219,4 +220,66 @@ func mustClient(t *testing.T, addr string) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// TestSessionClient: a login keeps one client for the session and no
+// password: twenty browses, live-tail polls and produces after the first
+// start no SCRAM exchange (each opened a client with a full SCRAM login
+// before), and the session's mechanisms hold no password.
+func TestSessionClient(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := startSecured(t, ctx)
+	adm := kadm.NewClient(mustClient(t, n.ListenerAddr("PLAINTEXT")))
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateACLs(ctx, kadm.NewACLs().Topics("t").Operations(kadm.OpDescribe, kadm.OpRead, kadm.OpWrite).Allow("User:bob").AllowHosts("*")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := console.New(console.Config{Addr: n.ListenerAddr("SASL_PLAINTEXT"), SASL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := httptest.NewServer(c)
+	defer srv.Close()
+	a := newAPIClient(t, srv.URL)
+	resp, err := a.hc.PostForm(srv.URL+"/login", url.Values{"csrf": {a.csrf}, "user": {"bob"}, "password": {"bob-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var sess struct{ CSRF, User string }
+	if code := a.get("/api/session", &sess); code != 200 || sess.User != "bob" {
+		t.Fatalf("login: %d %+v", code, sess)
+	}
+	a.csrf = sess.CSRF
+	if _, held := console.SCRAMState(c); held {
+		t.Fatal("a password is held after the login")
+	}
+	round := func(i int) {
+		t.Helper()
+		if code, body := a.post("/api/do/produce", url.Values{"topic": {"t"}, "partition": {"0"}, "value": {"v" + itoa(i)}}, true, nil); code != 200 {
+			t.Fatalf("produce: %d %s", code, body)
+		}
+		var b struct{ Messages []struct{ Value string } }
+		if code := a.get("/api/topics/t/messages?partition=0&mode=offset&offset="+itoa(i), &b); code != 200 || len(b.Messages) != 1 || b.Messages[0].Value != "v"+itoa(i) {
+			t.Fatalf("browse %d: %d %+v", i, code, b)
+		}
+	}
+	round(0)
+	first, _ := console.SCRAMState(c)
+	if first == 0 {
+		t.Fatal("no SCRAM exchange counted")
+	}
+	for i := 1; i <= 20; i++ {
+		round(i)
+	}
+	if auths, held := console.SCRAMState(c); auths != first || held {
+		t.Fatalf("%d SCRAM exchanges after the first round, %d after 20 more (want no more); password held: %v", first, auths, held)
+	}
 }

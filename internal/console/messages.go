@@ -34,6 +34,11 @@ type Message struct {
 	Value     *string     `json:"value"`     // nil: a null value (tombstone)
 	Headers   []Header    `json:"headers"`
 	DLT       *DeadLetter `json:"deadLetter,omitempty"`
+	// KeyEnc and ValueEnc are "hex" when the key or value is not valid
+	// UTF-8 and enc was utf8 or json: it is then shown as hex, as headers
+	// are, rather than with U+FFFD in place of its bytes; else empty.
+	KeyEnc   string `json:"keyEncoding,omitempty"`
+	ValueEnc string `json:"valueEncoding,omitempty"`
 }
 
 // Time is Timestamp as a time, for templates.
@@ -67,8 +72,19 @@ func decode(b []byte, enc string) *string {
 	return &s
 }
 
+// decodeOrHex is decode, but bytes that are not valid UTF-8 asked for as
+// utf8 or json come back as hex, with "hex" as the encoding used.
+func decodeOrHex(b []byte, enc string) (*string, string) {
+	if (enc == "utf8" || enc == "json") && !utf8.Valid(b) {
+		return decode(b, "hex"), "hex"
+	}
+	return decode(b, enc), ""
+}
+
 func message(r *kgo.Record, enc string) Message {
-	m := Message{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: decode(r.Key, enc), Value: decode(r.Value, enc), Headers: []Header{}}
+	m := Message{Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Headers: []Header{}}
+	m.Key, m.KeyEnc = decodeOrHex(r.Key, enc)
+	m.Value, m.ValueEnc = decodeOrHex(r.Value, enc)
 	for _, h := range r.Headers {
 		v := decode(h.Value, enc)
 		if v == nil || (enc == "json" || enc == "utf8") && !utf8.Valid(h.Value) {
@@ -171,70 +187,6 @@ func (c *Console) browse(ctx context.Context, s *session, topic string, partitio
 		return len(b.Messages) < limit && shown < maxShownBytes
 	})
 	return b, err
-}
-
-// consume reads topic's partitions from their from offsets up to their
-// until offsets (exclusive), calling fn for each record until fn returns
-// false or ctx ends.
-func (c *Console) consume(ctx context.Context, s *session, topic string, from, until map[int32]int64, fn func(*kgo.Record) bool) error {
-	parts := map[int32]kgo.Offset{}
-	for p, o := range from {
-		if o < until[p] {
-			parts[p] = kgo.NewOffset().At(o)
-		}
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	opts := append(c.clientOpts(s.user, s.pass),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	left := len(parts)
-	done := map[int32]bool{}
-	for left > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil // budget spent: report how far it got
-		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-				ferr = err
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		stop := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if stop || done[r.Partition] {
-				return
-			}
-			if r.Offset >= until[r.Partition] {
-				done[r.Partition] = true
-				left--
-				return
-			}
-			if !fn(r) {
-				stop = true
-				return
-			}
-			if r.Offset+1 >= until[r.Partition] {
-				done[r.Partition] = true
-				left--
-			}
-		})
-		if stop {
-			return nil
-		}
-	}
-	return nil
 }
 
 // Filter selects records in a search. Empty fields match every record.
@@ -398,17 +350,11 @@ func (c *Console) produce(ctx context.Context, s *session, topic string, partiti
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
 	}
-	opts := c.clientOpts(s.user, s.pass)
 	if partition >= 0 {
 		r.Partition = partition
-		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		ctx = withPartition(ctx)
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	return r, cl.ProduceSync(ctx, r).FirstErr()
+	return r, s.cl.ProduceSync(ctx, r).FirstErr()
 }
 
 // DeadLetter is where a dead-letter record came from and why, from its
@@ -480,10 +426,10 @@ func (c *Console) replay(ctx context.Context, s *session, topic string, partitio
 	if len(recs) != len(want) {
 		return 0, fmt.Errorf("%w: found %d of the %d selected offsets of %s[%d]", errBadRequest, len(recs), len(want), topic, partition)
 	}
-	cl, err := kgo.NewClient(append(c.clientOpts(s.user, s.pass), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-	if err != nil {
-		return 0, err
+	for _, r := range recs {
+		if _, _, err := dlq.Restore(r); err != nil { // a malformed dead letter: the request's fault, not the cluster's
+			return 0, fmt.Errorf("%w: %s[%d]@%d: %v", errBadRequest, r.Topic, r.Partition, r.Offset, err)
+		}
 	}
-	defer cl.Close()
-	return dlq.Replay(ctx, cl, recs)
+	return dlq.Replay(withPartition(ctx), s.cl, recs)
 }

@@ -43,7 +43,7 @@
     }
   });
 
-  function cell(tr, text, cls, italic) {
+  function cell(tr, text, cls, italic, enc) {
     var td = document.createElement("td");
     if (cls) td.className = cls;
     if (italic) {
@@ -51,7 +51,15 @@
       i.textContent = "null";
       td.appendChild(i);
     } else {
-      td.textContent = text;
+      if (enc) { // not valid UTF-8: the server sent it as hex
+        var e = document.createElement("span");
+        e.className = "enc";
+        e.title = "not valid UTF-8: shown as hex";
+        e.textContent = enc;
+        td.appendChild(e);
+        td.appendChild(document.createTextNode(" "));
+      }
+      td.appendChild(document.createTextNode(text));
     }
     tr.appendChild(td);
     return td;
@@ -70,8 +78,8 @@
     cell(tr, String(m.partition));
     cell(tr, String(m.offset));
     cell(tr, stamp(m.timestamp));
-    cell(tr, m.key, "k", m.key === null);
-    cell(tr, m.value, "v", m.value === null);
+    cell(tr, m.key, "k", m.key === null, m.keyEncoding);
+    cell(tr, m.value, "v", m.value === null, m.valueEncoding);
     var h = cell(tr, "", "h");
     var lines = [];
     if (m.key !== null) lines.push("key: " + m.key);
@@ -97,6 +105,7 @@
     tbody.appendChild(det);
   }
 
+  var maxTailRows = 500;
   var tail = document.getElementById("tail");
   if (tail) {
     var timer = null;
@@ -107,6 +116,14 @@
         if (!b || !b.messages) return;
         var tbody = document.querySelector("#messages tbody");
         b.messages.forEach(function (m) { appendMessage(tbody, m); });
+        // Keep the last maxTailRows records: a tail left open for hours
+        // would otherwise grow the page without bound.
+        var shown = tbody.querySelectorAll("tr.msg");
+        for (var i = 0; i < shown.length - maxTailRows; i++) {
+          var d = shown[i].nextElementSibling;
+          if (d && d.classList.contains("detail")) d.remove();
+          shown[i].remove();
+        }
         if (b.messages.length) {
           var none = document.getElementById("no-messages");
           if (none) none.remove();
