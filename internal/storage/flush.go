@@ -3,8 +3,11 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -249,13 +252,46 @@ func (l *Log) syncFiles(segs []*segment, rp, offset int64, force, dir, epochs bo
 }
 
 // fail records the first fsync failure, which every later write of the
-// log returns, and returns err as an ErrFlushFailed.
+// log returns, takes the log's dir offline (when a Manager holds the log)
+// and returns err as an ErrFlushFailed.
 func (l *Log) fail(err error) error {
 	err = fmt.Errorf("%w: %w", ErrFlushFailed, err)
 	if l.flushFailed.CompareAndSwap(nil, &err) {
 		l.logger.Error("fsync failed: the log takes no more writes until it is reopened", "err", err)
 	}
+	if fn := l.ioFailed.Load(); fn != nil {
+		(*fn)(err)
+	}
 	return err
+}
+
+// ioError handles err, the error of a write or roll of the log: ENOSPC
+// (a full disk; the write was cut back and the log is as before) is
+// returned as is and the next write may succeed once space returns; any
+// other I/O error is a failure as fail's, and takes the dir offline.
+// Kafka takes the dir offline on ENOSPC too: docs/reliability.md says why
+// Samsa does not.
+func (l *Log) ioError(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || !isIOError(err) {
+		return err
+	}
+	err = fmt.Errorf("%w: %w", ErrOffline, err)
+	if l.flushFailed.CompareAndSwap(nil, &err) {
+		l.logger.Error("write failed: the log takes no more writes until it is reopened", "err", err)
+	}
+	if fn := l.ioFailed.Load(); fn != nil {
+		(*fn)(err)
+	}
+	return err
+}
+
+// isIOError reports whether err comes from the filesystem (an
+// *fs.PathError, a syscall.Errno or a short write) rather than from the
+// log's own checks.
+func isIOError(err error) bool {
+	var pe *fs.PathError
+	var errno syscall.Errno
+	return errors.As(err, &pe) || errors.As(err, &errno) || errors.Is(err, io.ErrShortWrite)
 }
 
 // flushFailure is the error of the first failed fsync, or nil.

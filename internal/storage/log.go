@@ -53,7 +53,8 @@ type Log struct {
 
 	// Flushes (flush.go).
 	gate        flushGate                           // one flush at a time; waiters share the next one
-	flushFailed atomic.Pointer[error]               // the first fsync failure: the log takes no more writes
+	flushFailed atomic.Pointer[error]               // the first I/O failure (fsync, write, roll, or its log dir offline): the log takes no more writes
+	ioFailed    atomic.Pointer[func(error)]         // set by a Manager: takes the log dir offline
 	lastFlush   atomic.Int64                        // time.Now() of the last flush that synced, Unix ns; zero: none yet
 	flushes     atomic.Int64                        // flushes that synced files (each a few fsyncs), for tests and benchmarks
 	dirtied     atomic.Pointer[func(due time.Time)] // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
@@ -326,7 +327,7 @@ func (l *Log) appendLocked(batches []byte, known *record.Header, assign bool, ep
 	}
 	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, last, l.now()) {
 		if seg, err = l.rollLocked(first); err != nil {
-			return res, false, err
+			return res, false, l.ioError(err)
 		}
 	}
 	if seg.size.Load()+int64(len(batches)) > math.MaxInt32 {
@@ -334,7 +335,7 @@ func (l *Log) appendLocked(batches []byte, known *record.Header, assign bool, ep
 	}
 	pos := seg.size.Load()
 	if err := seg.writeBatches(batches); err != nil {
-		return res, false, err
+		return res, false, l.ioError(err)
 	}
 	if err := seg.indexBatches(pos, hs, int64(l.cfg.IndexIntervalBytes)); err != nil {
 		// The batches are in the log; an index missing entries still

@@ -85,6 +85,12 @@ type ManagerOptions struct {
 	// system's; tests pass the fault-injecting filesystems of
 	// vfs/errorfs.
 	FS vfs.FS
+	// OnDirOffline, when set, is called once for each log dir taken
+	// offline by an I/O error (see Manager.OfflineDirs), with the dir's
+	// path and directory.id and whether every log dir is now offline.
+	// It is called from the goroutine that met the error, possibly with
+	// a log's lock held: it must not block or call into the Manager.
+	OnDirOffline func(path, dirID string, all bool)
 }
 
 // CleanerOptions configure a Manager's log cleaner.
@@ -175,8 +181,9 @@ type Manager struct {
 type logDir struct {
 	path     string
 	dirID    string
-	unsynced atomic.Bool // partition directories were created since the last fsync of this one
-	syncMu   sync.Mutex  // one syncLogDir at a time
+	unsynced atomic.Bool           // partition directories were created since the last fsync of this one
+	offline  atomic.Pointer[error] // the I/O error that took the dir offline (dirFailed), nil while online
+	syncMu   sync.Mutex            // one syncLogDir at a time
 }
 
 // syncLogDir fsyncs the log dir when partition directories were created
@@ -429,6 +436,7 @@ func (m *Manager) loadDir(d *logDir) error {
 		}
 		m.adopt(l)
 		m.adoptFlush(l)
+		m.watchIO(l, d)
 		m.logs[j.tp] = &managedLog{log: l, dir: d}
 		m.perDir[d]++
 	}
@@ -487,6 +495,63 @@ func (m *Manager) Offline(tp TopicPartition) error {
 	return nil
 }
 
+// OfflineDirs maps each log dir an I/O error took offline (a failed
+// write, fsync, roll or checkpoint of any log in it, as Kafka's
+// LogDirFailureChannel) to that error. An offline dir stays offline until
+// the Manager is opened again: every log in it refuses writes with an
+// error wrapping ErrOffline, and Create places no new log in it.
+func (m *Manager) OfflineDirs() map[string]error {
+	out := map[string]error{}
+	for _, d := range m.dirs {
+		if p := d.offline.Load(); p != nil {
+			out[d.path] = *p
+		}
+	}
+	return out
+}
+
+// OfflineDirIDs returns the directory.id of every offline log dir.
+func (m *Manager) OfflineDirIDs() []string {
+	var out []string
+	for _, d := range m.dirs {
+		if d.offline.Load() != nil {
+			out = append(out, d.dirID)
+		}
+	}
+	return out
+}
+
+// watchIO makes an I/O error of l take its dir d offline.
+func (m *Manager) watchIO(l *Log, d *logDir) {
+	fn := func(err error) { m.dirFailed(d, err) }
+	l.ioFailed.Store(&fn)
+}
+
+// dirFailed takes log dir d offline after err, an I/O error of one of its
+// files (Kafka's LogDirFailureChannel.maybeAddOfflineLogDir): every log in
+// it refuses writes from now on and OnDirOffline is told, once.
+func (m *Manager) dirFailed(d *logDir, err error) {
+	if !d.offline.CompareAndSwap(nil, &err) {
+		return
+	}
+	all := true
+	for _, o := range m.dirs {
+		all = all && o.offline.Load() != nil
+	}
+	m.logger.Error("log dir offline after an I/O error: its partitions stop serving until restart", "dir", d.path, "directory_id", d.dirID, "err", err)
+	off := fmt.Errorf("%w: log dir %s: %w", ErrOffline, d.path, err)
+	m.mu.Lock()
+	for _, ml := range m.logs {
+		if ml.dir == d {
+			ml.log.flushFailed.CompareAndSwap(nil, &off)
+		}
+	}
+	m.mu.Unlock()
+	if fn := m.opts.OnDirOffline; fn != nil {
+		fn(d.path, d.dirID, all)
+	}
+}
+
 // OfflineCount is the number of logs that failed to load.
 func (m *Manager) OfflineCount() int {
 	m.mu.Lock()
@@ -536,11 +601,14 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	if o, ok := m.offline[tp]; ok {
 		return nil, fmt.Errorf("%w: %s: %w", ErrOffline, tp, o.err)
 	}
-	d := m.dirs[0]
-	for _, c := range m.dirs[1:] {
-		if m.perDir[c] < m.perDir[d] {
+	var d *logDir
+	for _, c := range m.dirs {
+		if c.offline.Load() == nil && (d == nil || m.perDir[c] < m.perDir[d]) {
 			d = c
 		}
+	}
+	if d == nil {
+		return nil, fmt.Errorf("%w: %s: every log dir is offline", ErrOffline, tp)
 	}
 	dir := filepath.Join(d.path, tp.String())
 	l, err := Open(OpenOptions{
@@ -563,6 +631,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	l.parentSync.Store(&sync)
 	m.adopt(l)
 	m.adoptFlush(l)
+	m.watchIO(l, d)
 	m.logs[tp] = &managedLog{log: l, dir: d}
 	m.perDir[d]++
 	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
@@ -665,10 +734,19 @@ func (m *Manager) checkpoint() error {
 	m.mu.Unlock()
 	var errs []error
 	for _, d := range m.dirs {
-		errs = append(errs,
+		if d.offline.Load() != nil {
+			// Its checkpoints stay as they were: recovery at the
+			// next start reads them.
+			continue
+		}
+		err := errors.Join(
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
+		if err != nil {
+			m.dirFailed(d, err)
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
