@@ -90,10 +90,22 @@ type Node struct {
 	// noControlledShutdown skips moving leadership away in Close (the
 	// whole cluster is stopping).
 	noControlledShutdown atomic.Bool
-	closeMu              sync.Mutex
-	closed               bool
-	closeErr             error
+	// halted is closed once every log dir is offline (haltOnce).
+	halted   chan struct{}
+	haltOnce sync.Once
+	closeMu  sync.Mutex
+	closed   bool
+	closeErr error
 }
+
+// Halted is closed once an I/O error has taken every log dir of the node
+// offline (a failed write, fsync, roll or checkpoint: see
+// docs/reliability.md). The node then serves none of its partitions and
+// the controller has moved their leadership away; Kafka halts the broker
+// process at this point, and the samsa command exits with status 1. An
+// embedding program should Close the node and start it again once the
+// disk is healthy.
+func (n *Node) Halted() <-chan struct{} { return n.halted }
 
 // Start starts a node and returns once it accepts connections. The context
 // bounds startup only.
@@ -209,7 +221,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	}
 	levels, logger := loglevel.New(logger.Handler())
 	logger = logger.With("node", nc.NodeID)
-	n := &Node{node: nc, logger: logger}
+	n := &Node{node: nc, logger: logger, halted: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			for _, l := range bound {
@@ -230,6 +242,9 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if nc.HTTPListener != "" {
 		om = newNodeMetrics()
 	}
+	// The broker learns of a log dir going offline (it reports it to the
+	// controller); it exists only once the logs are open.
+	var dirBroker atomic.Pointer[broker.Broker]
 	n.logs, err = storage.OpenManager(storage.ManagerOptions{
 		Stats:     om.storageStats(),
 		Dirs:      nc.LogDirs,
@@ -254,6 +269,17 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		},
 		Logger: logger.With("component", "storage"),
 		FS:     fsys,
+		OnDirOffline: func(path, dirID string, all bool) {
+			if b := dirBroker.Load(); b != nil {
+				b.LogDirOffline()
+			}
+			if all {
+				n.haltOnce.Do(func() {
+					logger.Error("every log dir is offline: the broker stops serving (Kafka halts the process)", "dir", path, "directory_id", dirID)
+					close(n.halted)
+				})
+			}
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -439,6 +465,10 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		return nil, err
 	}
 	h.b.Store(n.broker)
+	dirBroker.Store(n.broker)
+	if len(n.logs.OfflineDirs()) > 0 {
+		n.broker.LogDirOffline() // a dir failed while the broker was made
+	}
 	if nc.HasRole("broker") {
 		if err := n.broker.Start(ctx, endpoints); err != nil {
 			return nil, fmt.Errorf("registering broker: %w", err)

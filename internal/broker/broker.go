@@ -124,6 +124,7 @@ type Broker struct {
 	brokerEpoch atomic.Int64 // from the active controller's registration
 	endpoints   []metadata.Endpoint
 	stop        chan struct{}
+	dirOffline  chan struct{} // LogDirOffline's kick of the heartbeat loop, buffered 1
 	wg          sync.WaitGroup
 	// dialBroker and dialController: see Config.
 	dialBroker, dialController wire.DialFunc
@@ -174,16 +175,17 @@ func New(cfg Config) (*Broker, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Broker{
-		sessions: newFetchSessions(cfg.Node.MaxIncrementalFetchSessionCacheSlots),
-		node:     cfg.Node,
-		ctrl:     cfg.Controller,
-		quorum:   cfg.Quorum,
-		logger:   logger,
-		logs:     cfg.Logs,
-		levels:   cfg.Levels,
-		quotas:   cfg.ConnectionQuotas,
-		stop:     make(chan struct{}),
-		usage:    newClientQuotas(cfg.Node),
+		sessions:   newFetchSessions(cfg.Node.MaxIncrementalFetchSessionCacheSlots),
+		node:       cfg.Node,
+		ctrl:       cfg.Controller,
+		quorum:     cfg.Quorum,
+		logger:     logger,
+		logs:       cfg.Logs,
+		levels:     cfg.Levels,
+		quotas:     cfg.ConnectionQuotas,
+		stop:       make(chan struct{}),
+		dirOffline: make(chan struct{}, 1),
+		usage:      newClientQuotas(cfg.Node),
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
 		followerThrottle: replica.NewThrottle(cfg.Node.FollowerReplicationThrottledRate),

@@ -67,7 +67,7 @@ func handleBrokerRegistration(ctx context.Context, b *Broker, _ *server.Conn, kr
 func handleBrokerHeartbeat(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.BrokerHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
-	fenced, shutdown, err := b.ctrl.Heartbeat(ctx, req.BrokerID, req.BrokerEpoch, req.WantShutdown)
+	fenced, shutdown, err := b.ctrl.Heartbeat(ctx, req.BrokerID, req.BrokerEpoch, req.WantShutdown, req.OfflineLogDirs)
 	resp.ErrorCode = errCode(err)
 	resp.IsFenced, resp.ShouldShutdown = fenced, shutdown
 	resp.IsCaughtUp = err == nil

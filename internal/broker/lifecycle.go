@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -107,9 +108,11 @@ func (b *Broker) registerOnce(ctx context.Context) error {
 }
 
 // heartbeat sends one heartbeat; shutdown asks for a controlled shutdown.
+// It carries the log dirs an I/O error took offline (KIP-858).
 func (b *Broker) heartbeat(ctx context.Context, shutdown bool) (shouldShutdown bool, err error) {
+	offline := b.offlineDirs()
 	if b.ctrl.Active() {
-		_, should, err := b.ctrl.Heartbeat(ctx, b.node.NodeID, b.brokerEpoch.Load(), shutdown)
+		_, should, err := b.ctrl.Heartbeat(ctx, b.node.NodeID, b.brokerEpoch.Load(), shutdown, offline)
 		if !errors.Is(err, controller.ErrNotController) {
 			return should, err
 		}
@@ -119,12 +122,13 @@ func (b *Broker) heartbeat(ctx context.Context, shutdown bool) (shouldShutdown b
 	req.BrokerID, req.BrokerEpoch = b.node.NodeID, b.brokerEpoch.Load()
 	req.CurrentMetadataOffset = b.image().Offset
 	req.WantShutdown = shutdown
+	req.OfflineLogDirs = offline
 	resp, err := b.lifeChan.send(ctx, req, func(r kmsg.Response) bool {
 		return r.(*kmsg.BrokerHeartbeatResponse).ErrorCode == kerr.NotController.Code
 	})
 	if errors.Is(err, errLocalController) {
 		// This node's controller became active meanwhile.
-		_, should, err := b.ctrl.Heartbeat(ctx, b.node.NodeID, b.brokerEpoch.Load(), shutdown)
+		_, should, err := b.ctrl.Heartbeat(ctx, b.node.NodeID, b.brokerEpoch.Load(), shutdown, offline)
 		return should, err
 	}
 	if err != nil {
@@ -156,6 +160,8 @@ func (b *Broker) heartbeats() {
 		case <-b.stop:
 			return
 		case <-t.C:
+		case <-b.dirOffline:
+			// Tell the controller now, not at the next tick.
 		}
 		hctx, hcancel := context.WithTimeout(ctx, interval)
 		_, err := b.heartbeat(hctx, false)
@@ -192,6 +198,37 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// LogDirOffline tells the broker that a log dir went offline (the
+// storage Manager's OnDirOffline): it heartbeats at once, reporting the
+// dir, so that the controller moves leadership away (Kafka's
+// ReplicaManager.handleLogDirFailure, then BrokerLifecycleManager's
+// propagateDirectoryFailure). It does not block; safe for concurrent use.
+func (b *Broker) LogDirOffline() {
+	select {
+	case b.dirOffline <- struct{}{}:
+	default:
+	}
+}
+
+// offlineDirs is the directory.id of every offline log dir, as
+// BrokerHeartbeat carries them; nil when all are online.
+func (b *Broker) offlineDirs() []metadata.UUID {
+	if b.logs == nil {
+		return nil
+	}
+	var out []metadata.UUID
+	for _, s := range b.logs.OfflineDirIDs() {
+		var id metadata.UUID
+		if raw, err := base64.RawURLEncoding.DecodeString(s); err == nil && len(raw) == len(id) {
+			copy(id[:], raw)
+		}
+		// An unparsable directory.id is still reported (as zero: Kafka's
+		// Uuid.ZERO_UUID): the dir is offline all the same.
+		out = append(out, id)
+	}
+	return out
 }
 
 // rack is broker.rack, nil when unset.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -61,7 +62,16 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				return err
 			}
 			logger.Info("samsa started", "version", buildinfo.Version(), "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr(), "http", n.HTTPAddr())
-			<-cmd.Context().Done()
+			select {
+			case <-cmd.Context().Done():
+			case <-n.Halted():
+				// Kafka halts the broker when its last log dir goes
+				// offline: what is left serves nothing. Exit 1, so
+				// that a supervisor restarts it once the disk is fixed.
+				logger.Error("exiting: every log dir is offline after an I/O error (see the log line above)")
+				n.Close()
+				return errors.New("every log dir is offline")
+			}
 			logger.Info("stopping")
 			if err := n.Close(); err != nil {
 				return err

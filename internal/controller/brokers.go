@@ -213,12 +213,22 @@ func ptrEq(a, b *string) bool {
 // tells it that this is done (at once when no other broker is live:
 // leadership has nowhere to go).
 //
+// offlineDirs are the directory ids of the broker's log dirs that went
+// offline after an I/O error (BrokerHeartbeat's OfflineLogDirs, KIP-858).
+// A broker reporting any is fenced as when its session expires: it leaves
+// every ISR it is not the last member of and other in-sync replicas take
+// over its leaderships, and it stays fenced while it reports them (until
+// a new process of it registers). Kafka moves only the partitions of the
+// offline dirs, from the replica-to-directory assignments of KIP-858;
+// Samsa's metadata has none, so every partition of the broker moves
+// (docs/reliability.md).
+//
 // Heartbeats are answered by the controller's loop, which never waits for
 // a commit: one that changes nothing (the broker is unfenced and stays)
 // is answered at once even while a CreateTopics of thousands of
 // partitions is being committed, which would otherwise expire the session
 // of the very broker applying it.
-func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantShutdown bool) (fenced, shouldShutdown bool, err error) {
+func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantShutdown bool, offlineDirs []metadata.UUID) (fenced, shouldShutdown bool, err error) {
 	if !c.active.Load() {
 		return false, false, ErrNotController
 	}
@@ -230,6 +240,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 		// still being committed by its quorum.
 		write = c.writeBarrier
 	}
+	offline := len(offlineDirs) > 0 && !wantShutdown
 	err = write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 		if !c.active.Load() {
 			return nil, ErrNotController
@@ -253,6 +264,14 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 			}
 			return c.fenceRecords(im, id), nil
 		}
+		if offline {
+			fenced = true
+			if b.Fenced {
+				return nil, nil
+			}
+			c.logger.Warn("broker reports offline log dirs: moving it out of its ISRs and leaderships", "broker", id, "offline_dirs", len(offlineDirs))
+			return c.fenceRecords(im, id), nil
+		}
 		if !b.Fenced {
 			return nil, nil
 		}
@@ -263,7 +282,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	if err != nil {
 		return fenced, false, err
 	}
-	if fenced && !wantShutdown {
+	if fenced && !wantShutdown && !offline {
 		c.logger.Info("unfenced broker", "broker", id)
 		fenced = false
 	}

@@ -152,7 +152,7 @@ func TestHeartbeatDoesNotWaitForCommits(t *testing.T) {
 	<-entered
 	beat := make(chan error, 1)
 	go func() {
-		fenced, _, err := c.Heartbeat(ctx, 1, epoch, false)
+		fenced, _, err := c.Heartbeat(ctx, 1, epoch, false, nil)
 		if err == nil && fenced {
 			err = errors.New("fenced")
 		}
