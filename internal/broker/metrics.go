@@ -116,6 +116,7 @@ var (
 	descLogEnd      = desc("kafka_log_log_logendoffset", "Log end offset of the partition's replica on this broker (LogEndOffset).", tp...)
 	descLogStart    = desc("kafka_log_log_logstartoffset", "Log start offset of the partition's replica on this broker (LogStartOffset).", tp...)
 	descLogSegments = desc("kafka_log_log_numlogsegments", "Segments of the partition's log on this broker (NumLogSegments).", tp...)
+	descOfflineDirs = desc("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs of this broker that an I/O error took offline until restart (Kafka's LogManager OfflineLogDirectoryCount).")
 
 	descActiveController = desc("kafka_controller_kafkacontroller_activecontrollercount", "1 on the active controller, 0 on other controllers (ActiveControllerCount); the cluster's sum should be 1.")
 	descOffline          = desc("kafka_controller_kafkacontroller_offlinepartitionscount", "Partitions without a leader, on the active controller (OfflinePartitionsCount); 0 elsewhere.")
@@ -145,7 +146,7 @@ var (
 var brokerDescs = []*prometheus.Desc{
 	descPartitionCount, descLeaderCount, descURP, descUnderMinISRCount, descAtMinISRCount, descISRShrinks, descISRExpands,
 	descPartURP, descPartUnderMinISR, descPartAtMinISR, descPartReplicas, descPartISR, descPartLSOLag,
-	descLogSize, descLogEnd, descLogStart, descLogSegments,
+	descLogSize, descLogEnd, descLogStart, descLogSegments, descOfflineDirs,
 	descActiveController, descOffline, descGlobalTopics, descGlobalPartitions, descActiveBrokers, descFencedBrokers, descImbalance, descUnclean,
 	descBrokerInfo, descTopicPartitions, descTPCurrentOffset, descTPOldestOffset, descTPReplicas, descTPInSync, descTPUnderReplicated,
 	descTPLeaderIsPreferred, descTPLeader, descCGCurrentOffset, descCGLag, descCGCurrentOffsetSum, descCGLagSum, descCGTruncated,
@@ -195,6 +196,9 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 	isBroker := b.node.HasRole("broker")
 	if isBroker {
 		c.collectPartitions(ch)
+		if b.logs != nil {
+			gauge(ch, descOfflineDirs, float64(len(b.logs.OfflineDirIDs())))
+		}
 		if len(b.endpoints) > 0 {
 			ep := b.endpoints[0]
 			gauge(ch, descBrokerInfo, 1, strconv.Itoa(int(b.node.NodeID)), ep.Host+":"+strconv.Itoa(int(ep.Port)))
