@@ -2,10 +2,15 @@ package samsa_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +41,24 @@ func startFSNode(t *testing.T, dir string, fsys vfs.FS) *samsa.Node {
 type acked struct {
 	mu   sync.Mutex
 	recs map[int32]map[int64]string
+	errs map[string]int // the producers' errors by text
 	n    atomic.Int64
+	// fatal counts errors that are neither retriable nor a timeout
+	// (whose outcome is unknown).
+	fatal atomic.Int64
+}
+
+// failed records a producer's error.
+func (a *acked) failed(err error) {
+	if !kerr.IsRetriable(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrRecordTimeout) && !errors.Is(err, kgo.ErrClientClosed) {
+		a.fatal.Add(1)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.errs == nil {
+		a.errs = map[string]int{}
+	}
+	a.errs[err.Error()]++
 }
 
 func (a *acked) add(r *kgo.Record) {
@@ -85,6 +107,8 @@ func produceUntil(t *testing.T, addr, topic string, producers int, stop <-chan s
 				cancel()
 				if err == nil {
 					a.add(r)
+				} else {
+					a.failed(err)
 				}
 			}
 		}()
@@ -351,9 +375,11 @@ func TestDiskFull(t *testing.T) {
 
 // TestFsyncFailure: an fsync that fails (flush.messages=1, so appends wait
 // for it) is answered KAFKA_STORAGE_ERROR and the record is not
-// acknowledged; the log then takes no more writes, even once fsync works
-// again (the page cache's state is unknown), until a restart recovers it
-// from its last good flush. Every acknowledged record survives.
+// acknowledged; the log dir, the node's only one, goes offline and the
+// node halts as Kafka's broker does (Halted, then closed), even though
+// fsync works again (the page cache's state is unknown). Restarted, it
+// recovers the log from its last good flush: every acknowledged record
+// survives and it takes writes.
 func TestFsyncFailure(t *testing.T) {
 	dir := t.TempDir()
 	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpSync, PathContains: "sync-0"}}
@@ -369,8 +395,10 @@ func TestFsyncFailure(t *testing.T) {
 		t.Fatal("no fsync failed")
 	}
 	fail.Set(false)
-	if c := produceOneCode(t, cl, "sync", "after"); c != kerr.KafkaStorageError.Code {
-		t.Fatalf("produce after a failed fsync: %v, want KAFKA_STORAGE_ERROR until restart", kerr.ErrorForCode(c))
+	select {
+	case <-n.Halted():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not halt with its only log dir offline")
 	}
 	n.Close()
 	n = startFSNode(t, dir, nil)
@@ -382,6 +410,60 @@ func TestFsyncFailure(t *testing.T) {
 	}
 	if c := produceOneCode(t, newClient(t, n), "sync", "restarted"); c != 0 {
 		t.Fatalf("produce after restart: %v", kerr.ErrorForCode(c))
+	}
+}
+
+// TestLogDirOffline: a node of two log dirs (log.dirs) whose fsyncs fail
+// in one takes that dir offline and keeps running: its
+// kafka_log_logmanager_offlinelogdirectorycount is 1, the partition in
+// that dir answers KAFKA_STORAGE_ERROR, and the node does not halt (a dir
+// is left). Kafka's broker reports the dir to the controller the same way.
+func TestLogDirOffline(t *testing.T) {
+	bad, good := t.TempDir(), t.TempDir()
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpSync, PathContains: filepath.Join(bad, "twodirs-")}}
+	n := startConfig(t, samsa.Config{FS: errorfs.Wrap(vfs.Default, fail), HTTPListener: "127.0.0.1:0",
+		Properties: map[string]string{"log.dirs": bad + "," + good}})
+	if v := scrapeGauge(t, n.HTTPAddr(), "kafka_log_logmanager_offlinelogdirectorycount"); v != "0" {
+		t.Fatalf("offline log dirs at start: %q, want 0", v)
+	}
+	cl := newClient(t, n)
+	// Two partitions: the log dir holding fewer logs takes each, so
+	// one is in each dir.
+	createTopic(t, cl, "twodirs", 2, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
+	inBad := int32(-1)
+	for p := range int32(2) {
+		if _, err := os.Stat(filepath.Join(bad, fmt.Sprintf("twodirs-%d", p))); err == nil {
+			inBad = p
+		}
+	}
+	if inBad < 0 {
+		t.Fatal("no partition in the failing log dir")
+	}
+	fail.Set(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "twodirs"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = inBad, validBatch("lost")
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce to the failing dir: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+	}
+	if v := scrapeGauge(t, n.HTTPAddr(), "kafka_log_logmanager_offlinelogdirectorycount"); v != "1" {
+		t.Fatalf("offline log dirs: %q, want 1", v)
+	}
+	select {
+	case <-n.Halted():
+		t.Fatal("the node halted with a log dir left")
+	default:
 	}
 }
 
@@ -465,4 +547,165 @@ func TestPowerLossReplicated(t *testing.T) {
 	close(stop)
 	wait()
 	checkNoLoss(t, &a, readAll(t, strings.Join(c.Addrs(), ","), "replicated"))
+}
+
+// TestLogDirFailure: fsync fails on the log dir of one node of three (the
+// leader of partition 0, under flush.messages=1, acks=all,
+// min.insync.replicas=2 producers). As Kafka, the node takes the dir
+// offline, reports it in its next heartbeat, and the controller moves it
+// out of every ISR and its leaderships to other in-sync replicas: the
+// producers go on after retriable errors only, the node's
+// the node halts (closes: its only dir is offline). Restarted on a healthy disk it catches up and
+// rejoins every ISR, and no acknowledged record is lost.
+func TestLogDirFailure(t *testing.T) {
+	var mu sync.Mutex
+	faults := map[int32]*errorfs.Toggle{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(), HTTPListeners: true,
+		Properties: map[string]string{
+			// A session far longer than the test waits: the failed
+			// node's leaderships must move because it reported its
+			// dir, not because it went silent.
+			"replica.lag.time.max.ms": "30000", "broker.session.timeout.ms": "30000", "broker.heartbeat.interval.ms": "500",
+			"min.insync.replicas": "2", "default.replication.factor": "3",
+		},
+		FS: func(id int32) vfs.FS {
+			// A new toggle, off, at each start: a restart is on a
+			// healthy disk.
+			mu.Lock()
+			defer mu.Unlock()
+			faults[id] = &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpSync, PathContains: "dirfail-"}}
+			return errorfs.Wrap(vfs.Default, faults[id])
+		},
+	})
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	defer c.Close()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	const topic = "dirfail"
+	if resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"flush.messages": kmsg.StringPtr("1")}, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	fullISR := func() bool {
+		td := describe(t, adm, topic)
+		for _, p := range td.Partitions {
+			if len(p.ISR) != 3 || p.Leader < 0 {
+				return false
+			}
+		}
+		return len(td.Partitions) == 3
+	}
+	waitFor(t, 30*time.Second, "full ISR", fullISR)
+
+	var a acked
+	stop := make(chan struct{})
+	wait := produceUntil(t, strings.Join(c.Addrs(), ","), topic, 4, stop, &a)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wait()
+		}
+	}()
+	waitFor(t, 30*time.Second, "acknowledged records", func() bool { return a.n.Load() >= 200 })
+
+	victim := describe(t, adm, topic).Partitions[0].Leader
+	mu.Lock()
+	fault := faults[victim]
+	mu.Unlock()
+	failedAt := time.Now()
+	fault.Set(true)
+	// Out of every ISR and leadership: the controller does it on the
+	// heartbeat that reports the dir.
+	// Asked of a node that stays: the failed one halts, and a client
+	// that asks it meets a closed connection.
+	survivor := victim%3 + 1
+	out := func() bool {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, admCl.Broker(int(survivor)))
+		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 3 {
+			return false
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 || p.Leader < 0 || p.Leader == victim || slices.Contains(p.ISR, victim) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 5*time.Second, "the failed node out of every ISR and leadership", out)
+	t.Logf("node %d failed; out of the ISRs after %v, %d fsyncs refused", victim, time.Since(failedAt).Round(time.Millisecond), fault.Count())
+	if fault.Count() == 0 {
+		t.Fatal("no fsync failed")
+	}
+	select {
+	case <-c.Node(victim).Halted():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("node %d did not halt with its only log dir offline", victim)
+	}
+	waitFor(t, 10*time.Second, "the failed node closed", func() bool {
+		_, err := net.DialTimeout("tcp", c.HTTPAddr(victim), time.Second)
+		return err != nil
+	})
+	// The other nodes' dirs stay online.
+	for _, id := range c.Brokers() {
+		if id != victim {
+			if v := scrapeGauge(t, c.HTTPAddr(id), "kafka_log_logmanager_offlinelogdirectorycount"); v != "0" {
+				t.Fatalf("offline log dirs of node %d: %q, want 0", id, v)
+			}
+		}
+	}
+	at := a.n.Load() + 200
+	waitFor(t, 30*time.Second, "acknowledged records after the failure", func() bool { return a.n.Load() >= at })
+
+	samsa.StopWithoutControlledShutdown(c, victim)
+	if err := c.StartNode(ctx, victim); err != nil {
+		t.Fatalf("restart node %d: %v", victim, err)
+	}
+	waitFor(t, 30*time.Second, "full ISR after restart", fullISR)
+	at = a.n.Load() + 100
+	waitFor(t, 30*time.Second, "acknowledged records after the restart", func() bool { return a.n.Load() >= at })
+	close(stop)
+	wait()
+	a.mu.Lock()
+	t.Logf("%d acknowledged; producer errors: %v", a.n.Load(), a.errs)
+	a.mu.Unlock()
+	if n := a.fatal.Load(); n > 0 {
+		t.Fatalf("%d producer errors were not retriable", n)
+	}
+	checkNoLoss(t, &a, readAll(t, strings.Join(c.Addrs(), ","), topic))
+}
+
+// scrapeGauge returns the value of the unlabelled series name in the
+// /metrics of the node at httpAddr, or "" when it has none.
+func scrapeGauge(t *testing.T, httpAddr, name string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", httpAddr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

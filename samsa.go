@@ -90,22 +90,50 @@ type Node struct {
 	// noControlledShutdown skips moving leadership away in Close (the
 	// whole cluster is stopping).
 	noControlledShutdown atomic.Bool
-	// halted is closed once every log dir is offline (haltOnce).
-	halted   chan struct{}
-	haltOnce sync.Once
-	closeMu  sync.Mutex
-	closed   bool
-	closeErr error
+	// halted is closed once every log dir is offline (haltOnce); the
+	// node then closes itself once startNode has returned (startDone).
+	halted    chan struct{}
+	haltOnce  sync.Once
+	startDone chan struct{}
+	closeMu   sync.Mutex
+	closed    bool
+	closeErr  error
 }
 
 // Halted is closed once an I/O error has taken every log dir of the node
 // offline (a failed write, fsync, roll or checkpoint: see
-// docs/reliability.md). The node then serves none of its partitions and
-// the controller has moved their leadership away; Kafka halts the broker
-// process at this point, and the samsa command exits with status 1. An
-// embedding program should Close the node and start it again once the
-// disk is healthy.
+// docs/reliability.md). Kafka halts the broker process at this point; the
+// node closes itself (without a controlled shutdown: its heartbeat
+// already had the controller move its leaderships), and the samsa
+// command exits with status 1. Start it again once the disk is healthy.
 func (n *Node) Halted() <-chan struct{} { return n.halted }
+
+// halt stops a node whose last log dir went offline, as Kafka halts the
+// broker process (ReplicaManager.handleLogDirFailure): it closes Halted
+// and then the node, without a controlled shutdown (the controller moved
+// its leaderships when its heartbeat reported the dir). It is called from
+// the goroutine that met the I/O error, maybe with a log's lock held, so
+// the node is closed in a goroutine of its own, once startNode returned.
+func (n *Node) halt(path, dirID string) {
+	n.logger.Error("every log dir is offline: the node halts (closes)", "dir", path, "directory_id", dirID)
+	close(n.halted)
+	n.noControlledShutdown.Store(true)
+	// A Close from elsewhere waits for this one (closeMu).
+	go func() {
+		<-n.startDone
+		if n.broker != nil && n.node.HasRole("broker") {
+			// Kafka halts at once and the controller moves the
+			// leaderships when the broker's session expires; reporting
+			// the dir first moves them now.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := n.broker.ReportOfflineDirs(ctx); err != nil {
+				n.logger.Warn("reporting the offline log dirs to the controller failed: its session expiry will move the leaderships", "err", err)
+			}
+			cancel()
+		}
+		n.Close()
+	}()
+}
 
 // Start starts a node and returns once it accepts connections. The context
 // bounds startup only.
@@ -221,7 +249,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	}
 	levels, logger := loglevel.New(logger.Handler())
 	logger = logger.With("node", nc.NodeID)
-	n := &Node{node: nc, logger: logger, halted: make(chan struct{})}
+	n := &Node{node: nc, logger: logger, halted: make(chan struct{}), startDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			for _, l := range bound {
@@ -229,6 +257,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			}
 			n.Close()
 		}
+		close(n.startDone)
 	}()
 	if len(nc.QuorumVoters) > 0 && nc.ClusterID == "" && !formatted(nc.LogDirs) {
 		// Each node would make up its own cluster id (Kafka refuses to
@@ -274,10 +303,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 				b.LogDirOffline()
 			}
 			if all {
-				n.haltOnce.Do(func() {
-					logger.Error("every log dir is offline: the broker stops serving (Kafka halts the process)", "dir", path, "directory_id", dirID)
-					close(n.halted)
-				})
+				n.haltOnce.Do(func() { n.halt(path, dirID) })
 			}
 		},
 	})

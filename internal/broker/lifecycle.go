@@ -212,6 +212,15 @@ func (b *Broker) LogDirOffline() {
 	}
 }
 
+// ReportOfflineDirs sends a heartbeat now, carrying the offline log dirs,
+// and returns once the controller answered it (or ctx ends): a node that
+// halts calls it first, so that leadership moves at once rather than
+// when its session expires.
+func (b *Broker) ReportOfflineDirs(ctx context.Context) error {
+	_, err := b.heartbeat(ctx, false)
+	return err
+}
+
 // offlineDirs is the directory.id of every offline log dir, as
 // BrokerHeartbeat carries them; nil when all are online.
 func (b *Broker) offlineDirs() []metadata.UUID {

@@ -521,6 +521,9 @@ func (m *Manager) OfflineDirIDs() []string {
 	return out
 }
 
+// metadataTopic is the raft metadata log's topic (quorum.MetadataTopic).
+const metadataTopic = "__cluster_metadata"
+
 // watchIO makes an I/O error of l take its dir d offline.
 func (m *Manager) watchIO(l *Log, d *logDir) {
 	fn := func(err error) { m.dirFailed(d, err) }
@@ -541,8 +544,12 @@ func (m *Manager) dirFailed(d *logDir, err error) {
 	m.logger.Error("log dir offline after an I/O error: its partitions stop serving until restart", "dir", d.path, "directory_id", d.dirID, "err", err)
 	off := fmt.Errorf("%w: log dir %s: %w", ErrOffline, d.path, err)
 	m.mu.Lock()
-	for _, ml := range m.logs {
-		if ml.dir == d {
+	for tp, ml := range m.logs {
+		// The metadata log (__cluster_metadata, Kafka's
+		// metadata.log.dir) fails only on its own errors: the node may
+		// still commit the records that move its leaderships away, and
+		// it halts right after (docs/reliability.md).
+		if ml.dir == d && tp.Topic != metadataTopic {
 			ml.log.flushFailed.CompareAndSwap(nil, &off)
 		}
 	}
