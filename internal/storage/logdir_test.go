@@ -1,0 +1,94 @@
+package storage
+
+import (
+	"errors"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
+)
+
+// TestLogDirOffline: an I/O error of one log's write takes its log dir
+// offline (Kafka's LogDirFailureChannel): every log in the dir refuses
+// writes with ErrOffline, OnDirOffline is told once (all: true for the
+// only dir), Create places no new log there, and the checkpoints of the
+// dir are no longer written. A full disk (ENOSPC) only refuses the write.
+func TestLogDirOffline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		offline bool
+	}{{"EIO", syscall.EIO, true}, {"ENOSPC", syscall.ENOSPC, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpWrite, PathContains: "a-0"}, Err: tc.err}
+			var mu sync.Mutex
+			var calls []bool
+			m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, FS: errorfs.Wrap(vfs.Default, fail),
+				OnDirOffline: func(path, _ string, all bool) {
+					mu.Lock()
+					defer mu.Unlock()
+					if path != dir {
+						t.Errorf("OnDirOffline(%q), want %q", path, dir)
+					}
+					calls = append(calls, all)
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			a, err := m.Create(TopicPartition{"a", 0}, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := m.Create(TopicPartition{"b", 0}, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			fail.Set(true)
+			if _, err := a.Append(testBatch(t, 1, 0, "x"), 0); err == nil {
+				t.Fatal("append with writes failing succeeded")
+			}
+			fail.Set(false)
+			_, errA := a.Append(testBatch(t, 1, 0, "y"), 0)
+			_, errB := b.Append(testBatch(t, 1, 0, "z"), 0)
+			_, errC := m.Create(TopicPartition{"c", 0}, Config{})
+			mu.Lock()
+			got := calls
+			mu.Unlock()
+			if !tc.offline {
+				if errA != nil || errB != nil || errC != nil || len(got) != 0 || len(m.OfflineDirs()) != 0 {
+					t.Fatalf("after ENOSPC: appends %v, %v, create %v, OnDirOffline %v, offline %v: want all well", errA, errB, errC, got, m.OfflineDirs())
+				}
+				return
+			}
+			for _, err := range []error{errA, errB, errC} {
+				if !errors.Is(err, ErrOffline) {
+					t.Errorf("got %v, want ErrOffline", err)
+				}
+			}
+			if len(got) != 1 || !got[0] {
+				t.Fatalf("OnDirOffline calls %v, want one with all", got)
+			}
+			if ids := m.OfflineDirIDs(); len(ids) != 1 || ids[0] != m.DirectoryIDs()[dir] {
+				t.Fatalf("OfflineDirIDs %v, want [%s]", ids, m.DirectoryIDs()[dir])
+			}
+			fi, err := vfs.Default.Stat(filepath.Join(dir, RecoveryPointCheckpointFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Checkpoint(); err != nil {
+				t.Fatalf("checkpoint: %v", err)
+			}
+			if fi2, err := vfs.Default.Stat(filepath.Join(dir, RecoveryPointCheckpointFile)); err != nil || !fi2.ModTime().Equal(fi.ModTime()) {
+				t.Fatalf("the offline dir's checkpoint was written again (%v)", err)
+			}
+		})
+	}
+}
