@@ -192,3 +192,46 @@ func TestLastPerPartition(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// A broker whose heartbeat reports offline log dirs (KIP-858's
+// OfflineLogDirs) is fenced at once: it leaves the ISR and its leadership
+// moves to another in-sync replica with a new leader epoch. It stays
+// fenced while it reports them, and a heartbeat without them unfences it.
+func TestHeartbeatOfflineDirsFences(t *testing.T) {
+	c := newLocalController(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= 3; id++ {
+		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[id] = e
+	}
+	errs, err := c.CreateTopics(ctx, []CreateTopic{{Name: "t", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}}}, false)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("create: %v %v", err, errs)
+	}
+	before := c.Image().Topic("t").Partitions[0]
+	if before.Leader != 1 {
+		t.Fatalf("leader %d, want 1", before.Leader)
+	}
+	offline := []metadata.UUID{{7}}
+	for range 2 {
+		fenced, _, err := c.Heartbeat(ctx, 1, epochs[1], false, offline)
+		if err != nil || !fenced {
+			t.Fatalf("heartbeat with an offline dir: fenced %v, %v", fenced, err)
+		}
+		p := c.Image().Topic("t").Partitions[0]
+		if p.Leader != 2 || p.LeaderEpoch != before.LeaderEpoch+1 || slices.Contains(p.ISR, 1) {
+			t.Fatalf("after the offline dir: leader %d epoch %d ISR %v", p.Leader, p.LeaderEpoch, p.ISR)
+		}
+		if !c.Image().Broker(1).Fenced {
+			t.Fatal("broker 1 not fenced")
+		}
+	}
+	if fenced, _, err := c.Heartbeat(ctx, 1, epochs[1], false, nil); err != nil || fenced {
+		t.Fatalf("heartbeat without offline dirs: fenced %v, %v", fenced, err)
+	}
+}
