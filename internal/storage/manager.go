@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/samsahq/samsa/internal/parallel"
@@ -750,7 +751,9 @@ func (m *Manager) checkpoint() error {
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
-		if err != nil {
+		if err != nil && !errors.Is(err, syscall.ENOSPC) {
+			// A full disk leaves the last checkpoint in place
+			// (written to a temporary file, then renamed).
 			m.dirFailed(d, err)
 		}
 		errs = append(errs, err)
