@@ -39,7 +39,8 @@ import (
 // drop the dirty pages and report success to a later fsync), so the first
 // failure is kept: every later append and flush of the log gives
 // ErrFlushFailed until the log is reopened, which recovers from the last
-// recovery point. Kafka marks the whole log dir offline instead.
+// recovery point. A Manager then takes the whole log dir offline, as
+// Kafka does (Manager.OfflineDirs).
 
 // ErrFlushFailed: an fsync of the log's files failed. The log takes no
 // more writes until it is reopened (the broker answers KAFKA_STORAGE_ERROR).
