@@ -416,7 +416,8 @@ func TestFsyncFailure(t *testing.T) {
 // TestLogDirOffline: a node of two log dirs (log.dirs) whose fsyncs fail
 // in one takes that dir offline and keeps running: its
 // kafka_log_logmanager_offlinelogdirectorycount is 1, the partition in
-// that dir answers KAFKA_STORAGE_ERROR, and the node does not halt (a dir
+// that dir answers KAFKA_STORAGE_ERROR, as does the dir in
+// DescribeLogDirs, and the node does not halt (a dir
 // is left). Kafka's broker reports the dir to the controller the same way.
 func TestLogDirOffline(t *testing.T) {
 	bad, good := t.TempDir(), t.TempDir()
@@ -460,6 +461,15 @@ func TestLogDirOffline(t *testing.T) {
 	if v := scrapeGauge(t, n.HTTPAddr(), "kafka_log_logmanager_offlinelogdirectorycount"); v != "1" {
 		t.Fatalf("offline log dirs: %q, want 1", v)
 	}
+	dirs, err := kadm.NewClient(cl).DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		t.Fatalf("describe log dirs: %v", err)
+	}
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		if want := map[string]error{bad: kerr.KafkaStorageError, good: nil}[d.Dir]; !errors.Is(d.Err, want) && d.Err != want {
+			t.Errorf("DescribeLogDirs %s: %v, want %v", d.Dir, d.Err, want)
+		}
+	})
 	select {
 	case <-n.Halted():
 		t.Fatal("the node halted with a log dir left")

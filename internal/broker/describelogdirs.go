@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
@@ -26,7 +27,9 @@ import (
 // their segments) and an offset lag of 0 (Samsa keeps no future replicas,
 // so IsFuture is false). Topics null describes every partition; a
 // partition this node does not host is left out, as Kafka leaves it out.
-// v4 adds the volume's total and usable bytes (statfs(2)). Needs DESCRIBE
+// v4 adds the volume's total and usable bytes (statfs(2)). A dir an I/O
+// error took offline is answered KAFKA_STORAGE_ERROR with no partitions
+// (as Kafka's ReplicaManager.describeLogDirs). Needs DESCRIBE
 // on the cluster (the gate answers CLUSTER_AUTHORIZATION_FAILED).
 // O(hosted partitions).
 func init() { register(kmsg.DescribeLogDirs, 0, 4, handleDescribeLogDirs) }
@@ -62,9 +65,15 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, _ *server.Conn, kreq km
 		p.Partition, p.Size = tp.Partition, l.Size()
 		topics[tp.Topic] = append(topics[tp.Topic], p)
 	}
+	offline := b.logs.OfflineDirs()
 	for _, dir := range dirs {
 		rd := kmsg.NewDescribeLogDirsResponseDir()
 		rd.Dir, rd.TotalBytes, rd.UsableBytes = dir, -1, -1
+		if _, ok := offline[dir]; ok {
+			rd.ErrorCode = kerr.KafkaStorageError.Code
+			resp.Dirs = append(resp.Dirs, rd)
+			continue
+		}
 		var st unix.Statfs_t
 		if unix.Statfs(dir, &st) == nil {
 			rd.TotalBytes = int64(st.Blocks) * int64(st.Bsize)
