@@ -295,10 +295,16 @@ func isIOError(err error) bool {
 	return errors.As(err, &pe) || errors.As(err, &errno) || errors.Is(err, io.ErrShortWrite)
 }
 
-// flushFailure is the error of the first failed fsync, or nil.
+// flushFailure is the error of the log's first failed fsync or write, or
+// that of its log dir going offline, or nil.
 func (l *Log) flushFailure() error {
 	if p := l.flushFailed.Load(); p != nil {
 		return *p
+	}
+	if d := l.dirOffline.Load(); d != nil {
+		if p := d.Load(); p != nil {
+			return *p
+		}
 	}
 	return nil
 }

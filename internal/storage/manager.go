@@ -437,7 +437,7 @@ func (m *Manager) loadDir(d *logDir) error {
 		}
 		m.adopt(l)
 		m.adoptFlush(l)
-		m.watchIO(l, d)
+		m.watchIO(l, j.tp, d)
 		m.logs[j.tp] = &managedLog{log: l, dir: d}
 		m.perDir[d]++
 	}
@@ -525,17 +525,27 @@ func (m *Manager) OfflineDirIDs() []string {
 // metadataTopic is the raft metadata log's topic (quorum.MetadataTopic).
 const metadataTopic = "__cluster_metadata"
 
-// watchIO makes an I/O error of l take its dir d offline.
-func (m *Manager) watchIO(l *Log, d *logDir) {
+// watchIO makes an I/O error of l, the log of tp, take its dir d offline,
+// and d going offline fail l's writes. The metadata log
+// (__cluster_metadata, Kafka's metadata.log.dir) fails only on its own
+// errors: the node may still commit the records that move its
+// leaderships away before it halts (docs/reliability.md).
+func (m *Manager) watchIO(l *Log, tp TopicPartition, d *logDir) {
 	fn := func(err error) { m.dirFailed(d, err) }
 	l.ioFailed.Store(&fn)
+	if tp.Topic != metadataTopic {
+		l.dirOffline.Store(&d.offline)
+	}
 }
 
 // dirFailed takes log dir d offline after err, an I/O error of one of its
 // files (Kafka's LogDirFailureChannel.maybeAddOfflineLogDir): every log in
-// it refuses writes from now on and OnDirOffline is told, once.
+// it refuses writes from now on (watchIO) and OnDirOffline is told, once.
+// It takes no lock: it runs with the failing log's lock held, and Delete
+// closes a log under m.mu.
 func (m *Manager) dirFailed(d *logDir, err error) {
-	if !d.offline.CompareAndSwap(nil, &err) {
+	off := fmt.Errorf("%w: log dir %s: %w", ErrOffline, d.path, err)
+	if !d.offline.CompareAndSwap(nil, &off) {
 		return
 	}
 	all := true
@@ -543,18 +553,6 @@ func (m *Manager) dirFailed(d *logDir, err error) {
 		all = all && o.offline.Load() != nil
 	}
 	m.logger.Error("log dir offline after an I/O error: its partitions stop serving until restart", "dir", d.path, "directory_id", d.dirID, "err", err)
-	off := fmt.Errorf("%w: log dir %s: %w", ErrOffline, d.path, err)
-	m.mu.Lock()
-	for tp, ml := range m.logs {
-		// The metadata log (__cluster_metadata, Kafka's
-		// metadata.log.dir) fails only on its own errors: the node may
-		// still commit the records that move its leaderships away, and
-		// it halts right after (docs/reliability.md).
-		if ml.dir == d && tp.Topic != metadataTopic {
-			ml.log.flushFailed.CompareAndSwap(nil, &off)
-		}
-	}
-	m.mu.Unlock()
 	if fn := m.opts.OnDirOffline; fn != nil {
 		fn(d.path, d.dirID, all)
 	}
@@ -639,7 +637,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	l.parentSync.Store(&sync)
 	m.adopt(l)
 	m.adoptFlush(l)
-	m.watchIO(l, d)
+	m.watchIO(l, tp, d)
 	m.logs[tp] = &managedLog{log: l, dir: d}
 	m.perDir[d]++
 	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
