@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -489,11 +490,8 @@ func TestPowerLossReplicated(t *testing.T) {
 	crashes := map[int32]*errorfs.CrashFS{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(),
-		Properties: map[string]string{
-			"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500",
-			"min.insync.replicas": "2", "default.replication.factor": "3",
-		},
+	c, _, adm := startReplicatedTopic(t, ctx, "replicated", 1, nil, samsa.ClusterConfig{
+		Properties: map[string]string{"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000"},
 		FS: func(id int32) vfs.FS {
 			mu.Lock()
 			defer mu.Unlock()
@@ -501,23 +499,7 @@ func TestPowerLossReplicated(t *testing.T) {
 			return crashes[id]
 		},
 	})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	defer c.Close()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, "replicated"); err != nil || resp.Err != nil {
-		t.Fatalf("create: %v %v", err, resp.Err)
-	}
-	fullISR := func() bool {
-		td := describe(t, adm, "replicated")
-		return len(td.Partitions) == 1 && len(td.Partitions[0].ISR) == 3 && td.Partitions[0].Leader >= 0
-	}
+	fullISR := func() bool { return fullISR(t, adm, "replicated", 1) }
 	waitFor(t, 30*time.Second, "full ISR", fullISR)
 
 	var a acked
@@ -564,22 +546,21 @@ func TestPowerLossReplicated(t *testing.T) {
 // min.insync.replicas=2 producers). As Kafka, the node takes the dir
 // offline, reports it in its next heartbeat, and the controller moves it
 // out of every ISR and its leaderships to other in-sync replicas: the
-// producers go on after retriable errors only, the node's
-// the node halts (closes: its only dir is offline). Restarted on a healthy disk it catches up and
-// rejoins every ISR, and no acknowledged record is lost.
+// producers go on after retriable errors only, and the node halts
+// (closes: its only dir is offline). Restarted on a healthy disk it
+// catches up and rejoins every ISR, and no acknowledged record is lost.
 func TestLogDirFailure(t *testing.T) {
 	var mu sync.Mutex
 	faults := map[int32]*errorfs.Toggle{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(), HTTPListeners: true,
-		Properties: map[string]string{
-			// A session far longer than the test waits: the failed
-			// node's leaderships must move because it reported its
-			// dir, not because it went silent.
-			"replica.lag.time.max.ms": "30000", "broker.session.timeout.ms": "30000", "broker.heartbeat.interval.ms": "500",
-			"min.insync.replicas": "2", "default.replication.factor": "3",
-		},
+	const topic = "dirfail"
+	c, admCl, adm := startReplicatedTopic(t, ctx, topic, 3, map[string]*string{"flush.messages": kmsg.StringPtr("1")}, samsa.ClusterConfig{
+		HTTPListeners: true,
+		// A session far longer than the test waits: the failed node's
+		// leaderships must move because it reported its dir, not
+		// because it went silent.
+		Properties: map[string]string{"replica.lag.time.max.ms": "30000", "broker.session.timeout.ms": "30000"},
 		FS: func(id int32) vfs.FS {
 			// A new toggle, off, at each start: a restart is on a
 			// healthy disk.
@@ -589,29 +570,7 @@ func TestLogDirFailure(t *testing.T) {
 			return errorfs.Wrap(vfs.Default, faults[id])
 		},
 	})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	defer c.Close()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	const topic = "dirfail"
-	if resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"flush.messages": kmsg.StringPtr("1")}, topic); err != nil || resp.Err != nil {
-		t.Fatalf("create: %v %v", err, resp.Err)
-	}
-	fullISR := func() bool {
-		td := describe(t, adm, topic)
-		for _, p := range td.Partitions {
-			if len(p.ISR) != 3 || p.Leader < 0 {
-				return false
-			}
-		}
-		return len(td.Partitions) == 3
-	}
+	fullISR := func() bool { return fullISR(t, adm, topic, 3) }
 	waitFor(t, 30*time.Second, "full ISR", fullISR)
 
 	var a acked
@@ -718,4 +677,44 @@ func scrapeGauge(t *testing.T, httpAddr, name string) string {
 		}
 	}
 	return ""
+}
+
+// startReplicatedTopic starts a 3-node cluster with cfg (Nodes, Dir and
+// the replication properties filled in: RF 3, min.insync.replicas=2,
+// heartbeats every 500 ms, cfg.Properties on top) and creates topic with
+// partitions partitions and configs. It returns the cluster and an admin
+// client of it (and its kgo client), which close at the end of the test.
+func startReplicatedTopic(t *testing.T, ctx context.Context, topic string, partitions int32, configs map[string]*string, cfg samsa.ClusterConfig) (*samsa.Cluster, *kgo.Client, *kadm.Client) {
+	t.Helper()
+	props := map[string]string{"broker.heartbeat.interval.ms": "500", "min.insync.replicas": "2", "default.replication.factor": "3"}
+	maps.Copy(props, cfg.Properties)
+	cfg.Nodes, cfg.Dir, cfg.Properties = 3, t.TempDir(), props
+	c, err := samsa.StartCluster(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	if resp, err := adm.CreateTopic(ctx, partitions, 3, configs, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	return c, cl, adm
+}
+
+// fullISR reports whether each of the partitions of topic has a leader
+// and all 3 replicas in its ISR.
+func fullISR(t *testing.T, adm *kadm.Client, topic string, partitions int) bool {
+	t.Helper()
+	td := describe(t, adm, topic)
+	for _, p := range td.Partitions {
+		if len(p.ISR) != 3 || p.Leader < 0 {
+			return false
+		}
+	}
+	return len(td.Partitions) == partitions
 }

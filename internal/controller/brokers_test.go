@@ -69,14 +69,7 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	c := newLocalController(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	epochs := map[int32]int64{}
-	for id := int32(1); id <= 3; id++ {
-		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		epochs[id] = e
-	}
+	epochs := registerBrokers(t, ctx, c, 3)
 	errs, err := c.CreateTopics(ctx, []CreateTopic{
 		{Name: "shared", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}},
 		{Name: "alone", Partitions: 1, ReplicationFactor: 1, Assignments: [][]int32{{1}}},
@@ -201,14 +194,7 @@ func TestHeartbeatOfflineDirsFences(t *testing.T) {
 	c := newLocalController(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	epochs := map[int32]int64{}
-	for id := int32(1); id <= 3; id++ {
-		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		epochs[id] = e
-	}
+	epochs := registerBrokers(t, ctx, c, 3)
 	errs, err := c.CreateTopics(ctx, []CreateTopic{{Name: "t", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}}}, false)
 	if err != nil || errs[0] != nil {
 		t.Fatalf("create: %v %v", err, errs)
@@ -234,4 +220,19 @@ func TestHeartbeatOfflineDirsFences(t *testing.T) {
 	if fenced, _, err := c.Heartbeat(ctx, 1, epochs[1], false, nil); err != nil || fenced {
 		t.Fatalf("heartbeat without offline dirs: fenced %v, %v", fenced, err)
 	}
+}
+
+// registerBrokers registers brokers 1 to n (incarnation id, one PLAINTEXT
+// endpoint each) and returns their broker epochs.
+func registerBrokers(t *testing.T, ctx context.Context, c *Controller, n int32) map[int32]int64 {
+	t.Helper()
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= n; id++ {
+		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[id] = e
+	}
+	return epochs
 }
