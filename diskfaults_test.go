@@ -117,6 +117,23 @@ func produceUntil(t *testing.T, addr, topic string, producers int, stop <-chan s
 	return wg.Wait
 }
 
+// produceInBackground runs 4 producers as produceUntil until the returned
+// stop is called (which waits for them), or the test ends.
+func produceInBackground(t *testing.T, addr, topic string, a *acked) (stop func()) {
+	t.Helper()
+	stopc := make(chan struct{})
+	wait := produceUntil(t, addr, topic, 4, stopc, a)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(stopc)
+			wait()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
 // readAll reads topic from the start to its end offsets: the values by
 // partition and offset.
 func readAll(t *testing.T, addr, topic string) map[int32]map[int64]string {
@@ -503,16 +520,7 @@ func TestPowerLossReplicated(t *testing.T) {
 	waitFor(t, 30*time.Second, "full ISR", fullISR)
 
 	var a acked
-	stop := make(chan struct{})
-	wait := produceUntil(t, strings.Join(c.Addrs(), ","), "replicated", 4, stop, &a)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-			wait()
-		}
-	}()
+	stopProducers := produceInBackground(t, strings.Join(c.Addrs(), ","), "replicated", &a)
 	for round := range 2 {
 		at := a.n.Load() + 150
 		waitFor(t, 60*time.Second, "acknowledged records", func() bool { return a.n.Load() >= at })
@@ -536,8 +544,7 @@ func TestPowerLossReplicated(t *testing.T) {
 		waitFor(t, 60*time.Second, "full ISR after restart", fullISR)
 		t.Logf("round %d: node %d crashed and back, %d acknowledged", round, leader, a.n.Load())
 	}
-	close(stop)
-	wait()
+	stopProducers()
 	checkNoLoss(t, &a, readAll(t, strings.Join(c.Addrs(), ","), "replicated"))
 }
 
@@ -574,16 +581,7 @@ func TestLogDirFailure(t *testing.T) {
 	waitFor(t, 30*time.Second, "full ISR", fullISR)
 
 	var a acked
-	stop := make(chan struct{})
-	wait := produceUntil(t, strings.Join(c.Addrs(), ","), topic, 4, stop, &a)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-			wait()
-		}
-	}()
+	stopProducers := produceInBackground(t, strings.Join(c.Addrs(), ","), topic, &a)
 	waitFor(t, 30*time.Second, "acknowledged records", func() bool { return a.n.Load() >= 200 })
 
 	victim := describe(t, adm, topic).Partitions[0].Leader
@@ -647,8 +645,7 @@ func TestLogDirFailure(t *testing.T) {
 	waitFor(t, 30*time.Second, "full ISR after restart", fullISR)
 	at = a.n.Load() + 100
 	waitFor(t, 30*time.Second, "acknowledged records after the restart", func() bool { return a.n.Load() >= at })
-	close(stop)
-	wait()
+	stopProducers()
 	a.mu.Lock()
 	t.Logf("%d acknowledged; producer errors: %v", a.n.Load(), a.errs)
 	a.mu.Unlock()
