@@ -15,6 +15,8 @@ func TestStartProperties(t *testing.T) {
 	n, err := samsa.StartProperties(ctx, map[string]string{
 		"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
 		"log.dirs":  t.TempDir(),
+		// Not the default localhost:9644, which another process may hold.
+		"http.listener": "127.0.0.1:0",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
