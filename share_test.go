@@ -442,3 +442,46 @@ func TestShareGroupPropertyKills(t *testing.T) {
 	}
 	t.Logf("%d kills, %d accepted (%d confirmed), %d dead letters", kills, len(accepted), len(confirmed), len(dead))
 }
+
+// TestShareGroupDeleteStartsAfresh: DeleteGroups of an empty share group
+// removes its share-partition state (tombstones in __share_group_state, as
+// Kafka's DeleteShareGroupState), so a group created again under the same
+// name starts as share.auto.offset.reset says, not where the old one
+// stopped.
+func TestShareGroupDeleteStartsAfresh(t *testing.T) {
+	n := startNode(t, t.TempDir(), groupProps)
+	admin := newClient(t, n)
+	const topic, group, total = "jobs", "workers", 40
+	createTopic(t, admin, topic, 2, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
+	produceN(t, admin, topic, total)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seen := map[string]int{}
+	cl := shareConsumer(t, []string{n.Addr()}, group, topic)
+	shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= total })
+	cl.Close()
+
+	adm := kadm.NewClient(admin)
+	waitFor(t, 10*time.Second, "the share group deleted", func() bool {
+		res, err := adm.DeleteGroups(ctx, group)
+		return err == nil && res[group].Err == nil
+	})
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
+
+	again := map[string]int{}
+	cl = shareConsumer(t, []string{n.Addr()}, group, topic)
+	defer cl.Close()
+	actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+	defer acancel()
+	for len(again) < total {
+		fs := cl.PollFetches(actx)
+		if actx.Err() != nil {
+			t.Fatalf("the recreated group got %d of %d records: it kept the deleted group's state", len(again), total)
+		}
+		for _, r := range fs.Records() {
+			again[string(r.Key)]++
+			r.Ack(kgo.AckAccept)
+		}
+	}
+}

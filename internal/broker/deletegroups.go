@@ -21,7 +21,7 @@ import (
 func init() { registerGroupAPI(kmsg.DeleteGroups, handleDeleteGroups) }
 
 func handleDeleteGroups(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
-	req, shared := b.splitShareGroupDeletes(kreq.(*kmsg.DeleteGroupsRequest))
+	req, shared := b.splitShareGroupDeletes(ctx, kreq.(*kmsg.DeleteGroupsRequest))
 	resp := b.groups.coord.DeleteGroups(ctx, req)
 	resp.Groups = append(resp.Groups, shared...)
 	return resp, nil

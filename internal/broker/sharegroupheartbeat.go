@@ -61,9 +61,9 @@ func (b *Broker) listShareGroups(req *kmsg.ListGroupsRequest, resp *kmsg.ListGro
 }
 
 // splitShareGroupDeletes takes the share groups out of a DeleteGroups
-// request, deletes them (NON_EMPTY_GROUP with members), and returns the
-// rest of the request and their results.
-func (b *Broker) splitShareGroupDeletes(req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteGroupsRequest, []kmsg.DeleteGroupsResponseGroup) {
+// request, deletes them with their share-partition state (NON_EMPTY_GROUP
+// with members), and returns the rest of the request and their results.
+func (b *Broker) splitShareGroupDeletes(ctx context.Context, req *kmsg.DeleteGroupsRequest) (*kmsg.DeleteGroupsRequest, []kmsg.DeleteGroupsResponseGroup) {
 	out := *req
 	out.Groups = nil
 	var done []kmsg.DeleteGroupsResponseGroup
@@ -74,9 +74,13 @@ func (b *Broker) splitShareGroupDeletes(req *kmsg.DeleteGroupsRequest) (*kmsg.De
 		}
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = id
-		if err := b.share.coord.Delete(id); err != nil {
-			g.ErrorCode = errCode(err)
+		err := b.share.coord.Delete(id)
+		if err == nil {
+			if err = b.deleteShareGroupState(ctx, id); err != nil {
+				b.share.coord.EnsureGroup(id) // so that a retry finds it
+			}
 		}
+		g.ErrorCode = errCode(err)
 		done = append(done, g)
 	}
 	return &out, done

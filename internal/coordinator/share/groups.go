@@ -177,6 +177,18 @@ func (c *Coordinator) DropPartition(groupID, topic string, partition int32) {
 	delete(c.parts, partKey{groupID, topic, partition})
 }
 
+// DropGroupPartitions forgets every share-partition of groupID this
+// broker keeps (the group deleted on its coordinator).
+func (c *Coordinator) DropGroupPartitions(groupID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.parts {
+		if k.group == groupID {
+			delete(c.parts, k)
+		}
+	}
+}
+
 // newMemberID returns a random 22-character member id (a base64 UUID, as
 // Kafka's).
 func newMemberID() string {

@@ -248,6 +248,14 @@ func (s *Store) Get(p int32, k StateKey) *State {
 	return s.states[p][k]
 }
 
+// Has reports whether partition p holds a state for k.
+func (s *Store) Has(p int32, k StateKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.states[p][k]
+	return ok
+}
+
 // Put records a state written to partition p (nil deletes).
 func (s *Store) Put(p int32, k StateKey, st *State) {
 	s.mu.Lock()
