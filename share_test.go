@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/dlq"
 )
 
@@ -484,4 +485,107 @@ func TestShareGroupDeleteStartsAfresh(t *testing.T) {
 			r.Ack(kgo.AckAccept)
 		}
 	}
+}
+
+// rawShareMember is a share group member driven by raw requests on a
+// client of its own (its own connection), so a test can drop it without
+// the goodbyes kgo's share consumer sends on Close.
+type rawShareMember struct {
+	cl      *kgo.Client
+	group   string
+	id      string
+	topicID [16]byte
+}
+
+func newRawShareMember(t *testing.T, n *samsa.Node, group, id, topic string) *rawShareMember {
+	t.Helper()
+	cl := newClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		t.Fatalf("topic %s: %v %v", topic, err, td[topic].Err)
+	}
+	m := &rawShareMember{cl: cl, group: group, id: id, topicID: td[topic].ID}
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, id, 0, []string{topic}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("join %s: %v %v", id, err, resp)
+	}
+	return m
+}
+
+// fetch opens a share session on partition 0 and returns how many records
+// it acquired.
+func (m *rawShareMember) fetch(t *testing.T, wait time.Duration) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait+10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &m.group, &m.id, 0
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = int32(wait.Milliseconds()), 1, 1<<20, 500, 500
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = m.topicID
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, m.cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("share fetch of %s: %v %v", m.id, err, resp)
+	}
+	got := 0
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("share fetch of %s: %v", m.id, kerr.ErrorForCode(p.ErrorCode))
+			}
+			for _, a := range p.AcquiredRecords {
+				got += int(a.LastOffset - a.FirstOffset + 1)
+			}
+		}
+	}
+	return got
+}
+
+// TestShareGroupReleaseOnDisconnect: a member whose connection drops
+// without closing its share session (a crash) has its acquired records
+// released at once, not after the 60 s lock; one that leaves its group
+// (a heartbeat with epoch -1, its fetch connection still open) too.
+func TestShareGroupReleaseOnDisconnect(t *testing.T) {
+	n := startNode(t, t.TempDir(), groupProps)
+	admin := newClient(t, n)
+	const topic, group, total = "jobs", "workers", 20
+	createTopic(t, admin, topic, 1, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{
+		"share.auto.offset.reset":       "earliest",
+		"share.record.lock.duration.ms": "60000",
+	})
+	produceN(t, admin, topic, total)
+
+	a := newRawShareMember(t, n, group, "member-a-0000000000001", topic)
+	if got := a.fetch(t, 5*time.Second); got != total {
+		t.Fatalf("a acquired %d, want %d", got, total)
+	}
+	a.cl.Close() // the connection drops, the session is not closed
+
+	b := newRawShareMember(t, n, group, "member-b-0000000000002", topic)
+	if got := b.fetch(t, 5*time.Second); got != total {
+		t.Fatalf("after a's connection dropped, b acquired %d, want %d (released only at lock expiry)", got, total)
+	}
+
+	// b leaves the group over another connection; its fetch connection
+	// stays open.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = group, b.id, -1
+	if resp, err := leave.RequestWith(ctx, admin); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("leave: %v %v", err, resp)
+	}
+	c := newRawShareMember(t, n, group, "member-c-0000000000003", topic)
+	if got := c.fetch(t, 5*time.Second); got != total {
+		t.Fatalf("after b left, c acquired %d, want %d (released only at lock expiry)", got, total)
+	}
+	b.cl.Close()
 }

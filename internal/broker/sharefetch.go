@@ -81,6 +81,15 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 		return resp, nil
 	}
 	applyAcks()
+	if req.ShareSessionEpoch == 0 && b.share.coord.BindSession(groupID, member, c) {
+		// A client gone without closing its session (a crash, a lost
+		// connection) releases its records now, not at lock expiry.
+		c.OnClose(func(ctx context.Context) {
+			if tps, ok := b.share.coord.CloseOwnedSession(groupID, member, c); ok {
+				b.releaseShareSession(ctx, groupID, member, tps)
+			}
+		})
+	}
 	if closed {
 		b.releaseShareSession(ctx, groupID, member, tps)
 		return parts.done(), nil

@@ -43,7 +43,36 @@ func (b *Broker) startShareGroups() {
 		changed: make(chan struct{}),
 	}
 	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
+	s.coord.OnMemberLeave(b.releaseShareMember)
 	b.share = s
+}
+
+// releaseShareMember releases the records a member that left its group
+// (or was removed when its session timed out) holds in the share-partitions
+// this broker keeps, as Kafka's share-partition leaders do when the group
+// coordinator reports a member gone. Share-partitions led by other brokers
+// release the member's records when its connection to them closes or its
+// locks expire.
+func (b *Broker) releaseShareMember(groupID, member string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	im := b.image()
+	var tps []share.TopicPartition
+	for _, ref := range b.share.coord.Partitions(groupID) {
+		if t := im.Topic(ref.Topic); t != nil {
+			tps = append(tps, share.TopicPartition{TopicID: t.ID, Partition: ref.Partition})
+		}
+	}
+	if len(tps) > 0 {
+		b.releaseShareSession(ctx, groupID, member, tps)
+	}
 }
 
 // shareSettings are the configs in effect for a share group: the
@@ -329,8 +358,8 @@ type ackBatch struct {
 	types       []int8
 }
 
-// releaseShareSession releases what member holds in the partitions of its
-// closed session.
+// releaseShareSession releases what member holds in the partitions tps
+// (of its closed session, or kept here when it left its group).
 func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string, tps []share.TopicPartition) {
 	im := b.image()
 	now := time.Now()
@@ -344,7 +373,9 @@ func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string
 			continue
 		}
 		dead := sp.ReleaseMember(member, now)
-		if rp := b.replicas.Get(t.Name, tp.Partition); rp != nil && rp.IsLeader() {
+		// A lock is not durable (Acquired is written as Available): the
+		// state changes only when a release archived records.
+		if rp := b.replicas.Get(t.Name, tp.Partition); len(dead) > 0 && rp != nil && rp.IsLeader() {
 			b.deadLetters(groupID, t.Name, tp.Partition, rp, dead)
 			if err := b.persistShare(ctx, groupID, t.ID, tp.Partition, rp.LeaderEpoch(), sp); err != nil {
 				b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", tp.Partition, "err", err)

@@ -48,6 +48,36 @@ type Conn struct {
 	// throttle is how long to mute the connection once the current
 	// response is sent (Throttle).
 	throttle time.Duration
+
+	mu      sync.Mutex                  // guards onClose
+	onClose []func(ctx context.Context) // run once the connection is closed
+}
+
+// OnClose registers f to run once the connection is closed, on the
+// connection's goroutine after its last request was answered, with a
+// context cancelled when the server stops (or after 10 s). Used to
+// release what a connection holds (a share session's acquired records,
+// KIP-932).
+func (c *Conn) OnClose(f func(ctx context.Context)) {
+	c.mu.Lock()
+	c.onClose = append(c.onClose, f)
+	c.mu.Unlock()
+}
+
+// closed runs the OnClose functions.
+func (c *Conn) closed(ctx context.Context) {
+	c.mu.Lock()
+	fs := c.onClose
+	c.onClose = nil
+	c.mu.Unlock()
+	if len(fs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, f := range fs {
+		f(ctx)
+	}
 }
 
 // Throttle mutes the connection for d once the current response is sent:
@@ -355,6 +385,7 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		tc.SetNoDelay(true)
 	}
 	conn := &Conn{Listener: s.cfg.Name, RemoteAddr: nc.RemoteAddr().String(), Principal: AnonymousPrincipal}
+	defer conn.closed(s.ctx)
 	if s.cfg.TLS != nil {
 		tc, err := s.startTLS(nc, conn)
 		if err != nil {

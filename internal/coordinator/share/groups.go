@@ -73,6 +73,7 @@ type member struct {
 	assigned   map[[16]byte][]int32
 	names      map[[16]byte]string // topic names of assigned
 	lastSeen   time.Time
+	timer      *time.Timer // removes the member when its session times out
 }
 
 type group struct {
@@ -94,10 +95,28 @@ type Coordinator struct {
 	topics   Topics
 	settings func(group string) Settings
 
-	mu       sync.Mutex // guards the maps below
+	mu       sync.Mutex // guards the maps below and onLeave
 	groups   map[string]*group
 	parts    map[partKey]*Partition
 	sessions map[sessionKey]*Session
+	owners   map[sessionKey]any // the connection a member's share session was opened on
+	onLeave  func(group, member string)
+}
+
+// OnMemberLeave sets f to be called, on a goroutine of its own, for each
+// member that leaves its group (a heartbeat with epoch -1) or is removed
+// when its session times out, so that what it holds is released.
+func (c *Coordinator) OnMemberLeave(f func(group, member string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onLeave = f
+}
+
+// leftLocked reports member's departure to the OnMemberLeave function.
+func (c *Coordinator) leftLocked(group, member string) {
+	if f := c.onLeave; f != nil {
+		go f(group, member)
+	}
 }
 
 type partKey struct {
@@ -114,7 +133,7 @@ func New(topics Topics, settings func(group string) Settings) *Coordinator {
 		settings = func(string) Settings { return Settings{} }
 	}
 	return &Coordinator{topics: topics, settings: settings, groups: map[string]*group{},
-		parts: map[partKey]*Partition{}, sessions: map[sessionKey]*Session{}}
+		parts: map[partKey]*Partition{}, sessions: map[sessionKey]*Session{}, owners: map[sessionKey]any{}}
 }
 
 // Settings returns the configs in effect for groupID, defaults applied.
@@ -202,9 +221,26 @@ func (c *Coordinator) expireLocked(g *group, now time.Time) {
 	timeout := c.Settings(g.id).SessionTimeout
 	for id, m := range g.members {
 		if now.Sub(m.lastSeen) > timeout {
+			m.stopTimer()
 			delete(g.members, id)
 			g.epoch++
+			c.leftLocked(g.id, id)
 		}
+	}
+}
+
+// expireGroup removes the members of groupID whose session timed out.
+func (c *Coordinator) expireGroup(groupID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[groupID]; g != nil {
+		c.expireLocked(g, time.Now())
+	}
+}
+
+func (m *member) stopTimer() {
+	if m.timer != nil {
+		m.timer.Stop()
 	}
 }
 
@@ -299,8 +335,10 @@ func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client,
 	switch {
 	case req.MemberEpoch == -1:
 		if m != nil {
+			m.stopTimer()
 			delete(g.members, m.id)
 			g.epoch++
+			c.leftLocked(g.id, m.id)
 		}
 		resp.MemberID, resp.MemberEpoch = &req.MemberID, -1
 		return resp
@@ -320,6 +358,16 @@ func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client,
 		return fail(kerr.FencedMemberEpoch, "")
 	}
 	m.lastSeen, m.rack, m.clientID, m.clientHost = now, req.RackID, cl.ID, cl.Host
+	// A member that stops heartbeating is removed when its session
+	// times out, even if nothing else calls on the group, so that what it
+	// holds is released (OnMemberLeave).
+	timeout := c.Settings(g.id).SessionTimeout + time.Millisecond
+	if m.timer == nil {
+		gid := g.id
+		m.timer = time.AfterFunc(timeout, func() { c.expireGroup(gid) })
+	} else {
+		m.timer.Reset(timeout)
+	}
 	if req.SubscribedTopicNames != nil {
 		topics := slices.Clone(req.SubscribedTopicNames)
 		sort.Strings(topics)

@@ -98,3 +98,36 @@ func TestSessionEpochs(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 }
+
+// TestMemberLeaveReported: a member that leaves, and one that stops
+// heartbeating (removed by its session timer, though nothing else calls on
+// the group), are reported to OnMemberLeave, so their records are released.
+func TestMemberLeaveReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := New(fakeTopics{"a": 1}, func(string) Settings { return Settings{SessionTimeout: 10 * time.Second} })
+		left := make(chan string, 4)
+		c.OnMemberLeave(func(g, m string) { left <- g + "/" + m })
+		heartbeat(c, "m1", 0, []string{"a"})
+		heartbeat(c, "m2", 0, []string{"a"})
+		heartbeat(c, "m1", -1, nil)
+		synctest.Wait()
+		if got := <-left; got != "g/m1" {
+			t.Fatalf("left %q, want g/m1", got)
+		}
+		time.Sleep(9 * time.Second)
+		synctest.Wait()
+		if len(left) != 0 {
+			t.Fatalf("m2 removed before its session timed out: %q", <-left)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		select {
+		case got := <-left:
+			if got != "g/m2" {
+				t.Fatalf("left %q, want g/m2", got)
+			}
+		default:
+			t.Fatal("m2's session timed out but it was not removed")
+		}
+	})
+}

@@ -65,3 +65,41 @@ func (c *Coordinator) OpenSession(groupID, memberID string, epoch int32, adds, f
 	}
 	return out, false, nil
 }
+
+// BindSession records owner (the connection) as the one member's share
+// session was opened on; it reports whether owner is new for the session,
+// that is whether the caller should arrange CloseOwnedSession at the
+// owner's end.
+func (c *Coordinator) BindSession(groupID, memberID string, owner any) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := sessionKey{groupID, memberID}
+	if c.owners[k] == owner {
+		return false
+	}
+	c.owners[k] = owner
+	return true
+}
+
+// CloseOwnedSession closes member's share session if it is still bound to
+// owner (its connection closed): it returns the session's partitions and
+// true; false when the session was closed or opened again elsewhere.
+func (c *Coordinator) CloseOwnedSession(groupID, memberID string, owner any) ([]TopicPartition, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := sessionKey{groupID, memberID}
+	if c.owners[k] != owner {
+		return nil, false
+	}
+	delete(c.owners, k)
+	s := c.sessions[k]
+	if s == nil {
+		return nil, false
+	}
+	delete(c.sessions, k)
+	out := make([]TopicPartition, 0, len(s.Partitions))
+	for tp := range s.Partitions {
+		out = append(out, tp)
+	}
+	return out, true
+}
