@@ -589,3 +589,78 @@ func TestShareGroupReleaseOnDisconnect(t *testing.T) {
 	}
 	b.cl.Close()
 }
+
+// TestShareGroupDeadLetterOtherLeader: on a 3-node cluster, records
+// rejected on a partition whose leader does not lead the dead-letter
+// partition reach the dead-letter topic too (produced through its leader).
+func TestShareGroupDeadLetterOtherLeader(t *testing.T) {
+	c := startCluster(t, 3, groupProps)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	bm, err := adm.BrokerMetadata(ctx)
+	if err != nil || len(bm.Brokers) != 3 {
+		t.Fatalf("brokers: %v %v", err, bm.Brokers)
+	}
+	ids := bm.Brokers.NodeIDs()
+	const topic, dlqTopic, group, total = "jobs", "dlq.jobs", "workers", 30
+	createAssigned(t, ctx, cl, topic, []int32{ids[0], ids[1], ids[2]}, nil)
+	createAssigned(t, ctx, cl, dlqTopic, []int32{ids[1], ids[2], ids[0]}, nil)
+	waitFor(t, 30*time.Second, "leaders", func() bool {
+		return describe(t, adm, topic).Partitions[0].Leader == ids[0] && describe(t, adm, dlqTopic).Partitions[0].Leader == ids[1]
+	})
+	setShareGroupConfigs(t, c.Addrs()[0], group, map[string]string{
+		"share.auto.offset.reset":           "earliest",
+		"errors.deadletterqueue.topic.name": dlqTopic,
+	})
+	recs := make([]*kgo.Record, total)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i))}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	sc := shareConsumer(t, c.Addrs(), group, topic)
+	defer sc.Close()
+	rejected := map[string]bool{}
+	for len(rejected) < total {
+		fs := sc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("rejected %d of %d: %v", len(rejected), total, ctx.Err())
+		}
+		for _, r := range fs.Records() {
+			rejected[string(r.Key)] = true
+			r.Ack(kgo.AckReject)
+		}
+	}
+	if err := sc.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics(dlqTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	dctx, dcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer dcancel()
+	got := map[string]bool{}
+	for len(got) < total {
+		fs := dc.PollFetches(dctx)
+		if dctx.Err() != nil {
+			t.Fatalf("%d of %d rejected records in the dead-letter topic, led by another broker", len(got), total)
+		}
+		for _, r := range fs.Records() {
+			o, err := dlq.Decode(r.Headers)
+			if err != nil || o.Topic != topic || o.Reason != dlq.ReasonRejected {
+				t.Errorf("dead letter %+v: %v", o, err)
+			}
+			got[string(r.Key)] = true
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/coordinator/share"
 	"github.com/samsahq/samsa/internal/dlq"
@@ -387,11 +388,13 @@ func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string
 
 // deadLetters writes the records a share-partition gave up on to the
 // group's dead-letter topic (errors.deadletterqueue.topic.name, KIP-1191),
-// when one is set, exists and its partition source%partitions is led here:
-// the record's key, value and headers (beyond Kafka, which writes only the
+// when one is set and exists, to its partition source%partitions: the
+// record's key, value and headers (beyond Kafka, which writes only the
 // context unless errors.deadletterqueue.copy.record.enable) and the
 // __dlq.errors.* headers naming topic, partition, offset, group, delivery
-// count and reason. Failures are logged: the records stay archived.
+// count and reason. Appended here when this broker leads that partition,
+// else produced to its leader in the background (produceDeadLetters).
+// Failures are logged: the records stay archived.
 func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partition, dead []share.DeadLetter) {
 	if len(dead) == 0 {
 		return
@@ -407,11 +410,6 @@ func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partit
 		return
 	}
 	dp := p % int32(len(t.Partitions))
-	dst := b.replicas.Get(name, dp)
-	if dst == nil || !dst.IsLeader() {
-		log.Warn("share group dead-letter partition is led by another broker; records archived without a copy", "records", len(dead))
-		return
-	}
 	recs := make([]record.Record, 0, len(dead))
 	for i, d := range dead {
 		r := record.Record{OffsetDelta: int32(i)}
@@ -433,12 +431,95 @@ func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partit
 		ProducerEpoch: record.NoProducerEpoch,
 		BaseSequence:  record.NoSequence,
 	}, recs)
-	if err == nil {
-		_, err = dst.AppendInternal(batch)
-	}
 	if err != nil {
 		log.Warn("writing to the share group dead-letter topic", "err", err, "records", len(dead))
+		return
 	}
+	if dst := b.replicas.Get(name, dp); dst != nil && dst.IsLeader() {
+		if _, err := dst.AppendInternal(batch); err != nil {
+			log.Warn("writing to the share group dead-letter topic", "err", err, "records", len(dead))
+		}
+		return
+	}
+	select {
+	case <-b.stop:
+		log.Warn("broker stopping; dead letters archived without a copy", "records", len(dead))
+		return
+	default:
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		if err := b.produceDeadLetters(name, dp, batch); err != nil {
+			log.Warn("producing to the share group dead-letter topic", "err", err, "records", len(dead))
+		}
+	}()
+}
+
+// deadLetterTimeout bounds the attempts to produce one batch of dead
+// letters to another broker, through leader moves.
+const deadLetterTimeout = 30 * time.Second
+
+// produceDeadLetters produces batch to partition dp of the dead-letter
+// topic name through its leader (a Produce v9 with acks=1 over the
+// inter-broker connection, as durable as the local append), appending it
+// here if leadership came here, retrying retriable errors and a missing
+// leader every 100 ms for up to deadLetterTimeout or until the broker
+// stops.
+func (b *Broker) produceDeadLetters(name string, dp int32, batch []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), deadLetterTimeout)
+	defer cancel()
+	for {
+		err := b.produceDeadLettersOnce(ctx, name, dp, batch)
+		if err == nil || !kerr.IsRetriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-b.stop:
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (b *Broker) produceDeadLettersOnce(ctx context.Context, name string, dp int32, batch []byte) error {
+	t := b.image().Topic(name)
+	if t == nil || int(dp) >= len(t.Partitions) {
+		return kerr.UnknownTopicOrPartition
+	}
+	leader := t.Partitions[dp].Leader
+	switch {
+	case leader < 0:
+		return kerr.LeaderNotAvailable
+	case leader == b.node.NodeID:
+		dst := b.replicas.Get(name, dp)
+		if dst == nil || !dst.IsLeader() {
+			return kerr.NotLeaderForPartition
+		}
+		_, err := dst.AppendInternal(batch)
+		return err
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, 1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = name
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = dp, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	kresp, err := b.requestBroker(rctx, leader, req)
+	if err != nil {
+		return kerr.NetworkException // retriable: the leader may be moving
+	}
+	resp := kresp.(*kmsg.ProduceResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return kerr.UnknownServerError
+	}
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
 }
 
 // readRecord returns the record at offset of rp, copied.
