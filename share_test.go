@@ -664,3 +664,89 @@ func TestShareGroupDeadLetterOtherLeader(t *testing.T) {
 		}
 	}
 }
+
+// TestShareGroupAlterDeleteOffsets: AlterShareGroupOffsets (API 91) moves
+// an empty share group's start offset (NON_EMPTY_GROUP while it has a
+// member) and DeleteShareGroupOffsets (API 92) deletes its state, after
+// which it starts again as share.auto.offset.reset says.
+func TestShareGroupAlterDeleteOffsets(t *testing.T) {
+	n := startNode(t, t.TempDir(), groupProps)
+	admin := newClient(t, n)
+	const topic, group, total = "jobs", "workers", 20
+	createTopic(t, admin, topic, 1, nil)
+	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
+	produceN(t, admin, topic, total)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	consume := func(want int) map[string]int {
+		t.Helper()
+		seen := map[string]int{}
+		cl := shareConsumer(t, []string{n.Addr()}, group, topic)
+		shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= want })
+		cl.Close()
+		return seen
+	}
+	consume(total)
+
+	alter := func() *kmsg.AlterShareGroupOffsetsResponse {
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = group
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.Partition, rp.StartOffset = 0, 10
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatalf("AlterShareGroupOffsets: %v", err)
+		}
+		return resp
+	}
+	m := newRawShareMember(t, n, group, "member-x-0000000000001", topic)
+	if resp := alter(); resp.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with a member: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = group, m.id, -1
+	if _, err := leave.RequestWith(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the share group empty", func() bool {
+		resp := alter()
+		if resp.ErrorCode == kerr.NonEmptyGroup.Code {
+			return false
+		}
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("alter: %+v", resp)
+		}
+		return true
+	})
+	seen := consume(total / 2)
+	for i := range total {
+		k := "key-" + strconv.Itoa(i)
+		if (i >= total/2) != (seen[k] == 1) {
+			t.Errorf("after the start offset moved to %d: %s delivered %d times", total/2, k, seen[k])
+		}
+	}
+
+	var dresp *kmsg.DeleteShareGroupOffsetsResponse
+	waitFor(t, 10*time.Second, "the share group offsets deleted", func() bool {
+		req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+		req.GroupID = group
+		rt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+		rt.Topic = topic
+		req.Topics = append(req.Topics, rt)
+		var err error
+		if dresp, err = req.RequestWith(ctx, admin); err != nil {
+			t.Fatalf("DeleteShareGroupOffsets: %v", err)
+		}
+		return dresp.ErrorCode != kerr.NonEmptyGroup.Code
+	})
+	if dresp.ErrorCode != 0 || len(dresp.Topics) != 1 || dresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete offsets: %+v", dresp)
+	}
+	if seen := consume(total); len(seen) != total {
+		t.Fatalf("after the offsets were deleted, %d of %d records", len(seen), total)
+	}
+}

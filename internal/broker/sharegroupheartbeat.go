@@ -76,7 +76,7 @@ func (b *Broker) splitShareGroupDeletes(ctx context.Context, req *kmsg.DeleteGro
 		g.Group = id
 		err := b.share.coord.Delete(id)
 		if err == nil {
-			if err = b.deleteShareGroupState(ctx, id); err != nil {
+			if err = b.deleteShareGroupState(ctx, id, nil); err != nil {
 				b.share.coord.EnsureGroup(id) // so that a retry finds it
 			}
 		}

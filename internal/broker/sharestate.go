@@ -3,12 +3,14 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/coordinator/share"
+	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/server"
 )
@@ -195,6 +197,12 @@ func (b *Broker) persistShare(ctx context.Context, groupID string, topicID [16]b
 			return err
 		}
 	}
+	return b.writeShareState(ctx, k, st)
+}
+
+// writeShareState writes st as the durable state of k, retrying while the
+// share coordinator moves or loads until ctx is done (REQUEST_TIMED_OUT).
+func (b *Broker) writeShareState(ctx context.Context, k share.StateKey, st *share.State) error {
 	for {
 		err := b.writeShareStateOnce(ctx, k, st)
 		if err == nil || !kerr.IsRetriable(err) && !errors.Is(err, errShareStateUnloaded) {
@@ -369,11 +377,19 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, 
 // keeps in memory. A broker that cannot be reached is logged; its
 // in-memory share-partitions stay until its next leadership change. The
 // error is the first tombstone write that failed here.
-func (b *Broker) deleteShareGroupState(ctx context.Context, groupID string) error {
+//
+// With topics given, only their partitions' state is deleted (and every
+// in-memory share-partition of the group is forgotten, to be loaded again
+// from __share_group_state): DeleteShareGroupOffsets, and with none
+// AlterShareGroupOffsets after writing the new states.
+func (b *Broker) deleteShareGroupState(ctx context.Context, groupID string, topics []*metadata.Topic) error {
 	im := b.image()
+	if topics == nil {
+		topics = slices.Collect(im.Topics())
+	}
 	req := kmsg.NewPtrDeleteShareGroupStateRequest()
 	req.GroupID = groupID
-	for t := range im.Topics() {
+	for _, t := range topics {
 		rt := kmsg.NewDeleteShareGroupStateRequestTopic()
 		rt.TopicID = t.ID
 		for p := range t.Partitions {
