@@ -57,10 +57,10 @@ func (b *Broker) startShareGroups() {
 func (b *Broker) releaseShareMember(groupID, member string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	go func() {
+	go func() { // a stopping broker gives up
+		defer cancel()
 		select {
 		case <-b.stop:
-			cancel()
 		case <-ctx.Done():
 		}
 	}()
@@ -425,12 +425,7 @@ func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partit
 		}
 		recs = append(recs, r)
 	}
-	batch, err := record.Build(record.Spec{
-		BaseTimestamp: time.Now().UnixMilli(),
-		ProducerID:    record.NoProducerID,
-		ProducerEpoch: record.NoProducerEpoch,
-		BaseSequence:  record.NoSequence,
-	}, recs)
+	batch, err := internalBatch(recs)
 	if err != nil {
 		log.Warn("writing to the share group dead-letter topic", "err", err, "records", len(dead))
 		return

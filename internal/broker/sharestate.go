@@ -259,34 +259,8 @@ func (b *Broker) writeShareStateLocal(ctx context.Context, p int32, k share.Stat
 	if old := b.share.store.Get(p, k); old != nil && old.LeaderEpoch > st.LeaderEpoch {
 		return kerr.FencedLeaderEpoch
 	}
-	rp := b.replicas.Get(share.StateTopic, p)
-	if rp == nil || !rp.IsLeader() {
-		return kerr.NotCoordinator
-	}
 	key, value := share.EncodeStateRecord(k, st)
-	batch, err := record.Build(record.Spec{
-		BaseTimestamp: time.Now().UnixMilli(),
-		ProducerID:    record.NoProducerID,
-		ProducerEpoch: record.NoProducerEpoch,
-		BaseSequence:  record.NoSequence,
-	}, []record.Record{{Key: key, Value: value}})
-	if err != nil {
-		return err
-	}
-	res, err := rp.AppendInternal(batch)
-	if err != nil {
-		return storeError(err)
-	}
-	// As long as the coordinators wait for their writes, 30 s at most;
-	// a lost leadership is NOT_COORDINATOR to the share-partition's
-	// leader, which finds the new one.
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = b.waitCommitted(wctx, rp, res.LastOffset, share.StateTopic, p)
-	cancel()
-	if errors.Is(err, kerr.NotLeaderForPartition) {
-		return kerr.NotCoordinator
-	}
-	if err != nil {
+	if err := b.appendShareState(ctx, p, []record.Record{{Key: key, Value: value}}); err != nil {
 		return err
 	}
 	b.share.store.Put(p, k, st)
@@ -474,21 +448,31 @@ func (b *Broker) applyDeleteShareGroupState(ctx context.Context, req *kmsg.Delet
 // __share_group_state, led here, waits until they are committed and
 // removes the keys from the store.
 func (b *Broker) writeShareTombstones(ctx context.Context, p int32, keys []share.StateKey) error {
-	rp := b.replicas.Get(share.StateTopic, p)
-	if rp == nil || !rp.IsLeader() {
-		return kerr.NotCoordinator
-	}
 	recs := make([]record.Record, len(keys))
 	for i, k := range keys {
 		key, _ := share.EncodeStateRecord(k, nil)
 		recs[i] = record.Record{OffsetDelta: int32(i), Key: key}
 	}
-	batch, err := record.Build(record.Spec{
-		BaseTimestamp: time.Now().UnixMilli(),
-		ProducerID:    record.NoProducerID,
-		ProducerEpoch: record.NoProducerEpoch,
-		BaseSequence:  record.NoSequence,
-	}, recs)
+	if err := b.appendShareState(ctx, p, recs); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		b.share.store.Put(p, k, nil)
+	}
+	return nil
+}
+
+// appendShareState appends recs to partition p of __share_group_state, led
+// here, in one batch, and waits until the high-watermark passes them (30 s
+// at most, as long as the coordinators wait for their writes); a lost
+// leadership is NOT_COORDINATOR to the share-partition's leader, which
+// finds the new one.
+func (b *Broker) appendShareState(ctx context.Context, p int32, recs []record.Record) error {
+	rp := b.replicas.Get(share.StateTopic, p)
+	if rp == nil || !rp.IsLeader() {
+		return kerr.NotCoordinator
+	}
+	batch, err := internalBatch(recs)
 	if err != nil {
 		return err
 	}
@@ -502,13 +486,18 @@ func (b *Broker) writeShareTombstones(ctx context.Context, p int32, keys []share
 	if errors.Is(err, kerr.NotLeaderForPartition) {
 		return kerr.NotCoordinator
 	}
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		b.share.store.Put(p, k, nil)
-	}
-	return nil
+	return err
+}
+
+// internalBatch builds a batch of recs as the broker writes its own
+// records: no producer id, timestamped now.
+func internalBatch(recs []record.Record) ([]byte, error) {
+	return record.Build(record.Spec{
+		BaseTimestamp: time.Now().UnixMilli(),
+		ProducerID:    record.NoProducerID,
+		ProducerEpoch: record.NoProducerEpoch,
+		BaseSequence:  record.NoSequence,
+	}, recs)
 }
 
 func handleDeleteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
