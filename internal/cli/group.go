@@ -443,7 +443,10 @@ func newGroupResetOffsetsCommand(f *groupFlags) *cobra.Command {
 		Long: `Compute new committed offsets for a group and, with --execute, commit them.
 
 As in Kafka, the group must be inactive (Empty, or not existing): stop its
-consumers first. Without --execute (or with --dry-run, the default) the new
+consumers first. For a share group (KIP-932) the new offsets are its
+share-partition start offsets (AlterShareGroupOffsets, as
+kafka-share-groups.sh --reset-offsets); --all-topics takes the topics it
+has start offsets for. Without --execute (or with --dry-run, the default) the new
 offsets are only shown.
 
 --topic names a topic (all its partitions) or some partitions of it
@@ -484,27 +487,26 @@ moved by N (negative moves back), clamped likewise.`,
 			}
 			defer adm.Close()
 
-			described, err := adm.DescribeGroups(ctx, group)
-			if err != nil {
-				return fmt.Errorf("describe group %s: %w", group, err)
+			// A share group (KIP-932) has share-partition start offsets,
+			// set by AlterShareGroupOffsets; any other group committed
+			// offsets.
+			sg, err := describeShareGroup(ctx, adm, group)
+			if err != nil && !errors.Is(err, errNoSuchGroup) {
+				return err
 			}
-			if d, ok := described[group]; ok && !errors.Is(d.Err, kerr.GroupIDNotFound) { // not found: a new group
-				if d.Err != nil {
-					return fmt.Errorf("describe group %s: %w", group, d.Err)
+			var committed kadm.OffsetResponses
+			if sg != nil {
+				if sg.GroupState != "Empty" {
+					return fmt.Errorf("offsets of share group %s can be reset only while it is inactive, but it is %s: stop its consumers first", group, sg.GroupState)
 				}
-				if d.State != "Empty" && d.State != "Dead" {
-					return fmt.Errorf("offsets of group %s can be reset only while it is inactive, but it is %s: stop its consumers first", group, d.State)
-				}
-			}
-			committed, err := adm.FetchOffsets(ctx, group)
-			if errors.Is(err, kerr.GroupIDNotFound) { // kfake for a new group; Kafka answers no offsets
-				committed, err = kadm.OffsetResponses{}, nil
-			}
-			if err != nil {
-				return fmt.Errorf("fetch offsets of group %s: %w", group, err)
-			}
-			if err := committed.Error(); err != nil {
-				return fmt.Errorf("fetch offsets of group %s: %w", group, err)
+				committed = kadm.OffsetResponses{}
+				sg.offsets.Each(func(o kadm.ShareOffset) {
+					if o.Err == nil && o.StartOffset >= 0 {
+						committed.Add(kadm.OffsetResponse{Offset: kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.StartOffset, LeaderEpoch: -1}})
+					}
+				})
+			} else if committed, err = fetchResetOffsets(ctx, adm, group); err != nil {
+				return err
 			}
 			want, err := resetPartitions(ctx, adm, topics, allTopics, committed)
 			if err != nil {
@@ -580,6 +582,17 @@ moved by N (negative moves back), clamped likewise.`,
 				fmt.Fprintln(cmd.ErrOrStderr(), "Dry run: nothing committed; add --execute to commit these offsets.")
 				return nil
 			}
+			if sg != nil {
+				resps, err := adm.AlterShareGroupOffsets(ctx, group, next)
+				if err == nil {
+					err = resps.Error()
+				}
+				if err != nil {
+					return fmt.Errorf("alter share group offsets of %s: %w", group, err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "Set %d share-partition start offsets for share group %s.\n", len(next.Sorted()), group)
+				return nil
+			}
 			resps, err := adm.CommitOffsets(ctx, group, next)
 			if err != nil {
 				return fmt.Errorf("commit offsets of group %s: %w", group, err)
@@ -605,6 +618,34 @@ moved by N (negative moves back), clamped likewise.`,
 		spec.shiftSet = cmd.Flags().Changed("shift-by")
 	}
 	return cmd
+}
+
+// fetchResetOffsets checks that a consumer or classic group is inactive
+// (Empty, Dead, or not existing) and returns its committed offsets.
+func fetchResetOffsets(ctx context.Context, adm *kadm.Client, group string) (kadm.OffsetResponses, error) {
+	described, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return nil, fmt.Errorf("describe group %s: %w", group, err)
+	}
+	if d, ok := described[group]; ok && !errors.Is(d.Err, kerr.GroupIDNotFound) { // not found: a new group
+		if d.Err != nil {
+			return nil, fmt.Errorf("describe group %s: %w", group, d.Err)
+		}
+		if d.State != "Empty" && d.State != "Dead" {
+			return nil, fmt.Errorf("offsets of group %s can be reset only while it is inactive, but it is %s: stop its consumers first", group, d.State)
+		}
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) { // kfake for a new group; Kafka answers no offsets
+		committed, err = kadm.OffsetResponses{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", group, err)
+	}
+	if err := committed.Error(); err != nil {
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", group, err)
+	}
+	return committed, nil
 }
 
 // resetPartitions resolves the partitions reset-offsets works on: those of

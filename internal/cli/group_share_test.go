@@ -71,4 +71,29 @@ func TestGroupShare(t *testing.T) {
 			t.Errorf("describe: no match for %s:\n%s", re, r.stdout)
 		}
 	}
+
+	// Start offsets are reset only while the share group is inactive.
+	if r := run(t, nil, "group", "reset-offsets", "crew", b, "--topic", "tasks", "--to-offset", "2", "--execute"); r.err == nil || !regexp.MustCompile("inactive").MatchString(r.err.Error()) {
+		t.Errorf("reset of a live share group: %v", r.err)
+	}
+	sc.Close() // leaves the group
+	mustRun(t, nil, "group", "reset-offsets", "crew", b, "--topic", "tasks", "--to-offset", "2", "--execute")
+	// (DescribeShareGroupOffsets of all topics lists those the members
+	// subscribe to: none in an empty group; ask for the topic.)
+	dreq := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = "crew"
+	dt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+	dt.Topic, dt.Partitions = "tasks", []int32{0, 1}
+	dg.Topics = append(dg.Topics, dt)
+	dreq.Groups = append(dreq.Groups, dg)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if err != nil || len(dresp.Groups) != 1 || len(dresp.Groups[0].Topics) != 1 {
+		t.Fatalf("describe share group offsets: %v %+v", err, dresp)
+	}
+	for _, p := range dresp.Groups[0].Topics[0].Partitions {
+		if p.ErrorCode != 0 || p.StartOffset != 2 {
+			t.Errorf("after reset-offsets --to-offset 2: partition %d start offset %d, error %d", p.Partition, p.StartOffset, p.ErrorCode)
+		}
+	}
 }
