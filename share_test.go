@@ -603,10 +603,13 @@ func TestShareGroupDeadLetterOtherLeader(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	bm, err := adm.BrokerMetadata(ctx)
-	if err != nil || len(bm.Brokers) != 3 {
-		t.Fatalf("brokers: %v %v", err, bm.Brokers)
-	}
+	// The first metadata may come from a node that has not yet seen
+	// every broker register.
+	var bm kadm.Metadata
+	waitFor(t, 30*time.Second, "three brokers", func() bool {
+		bm, err = adm.BrokerMetadata(ctx)
+		return err == nil && len(bm.Brokers) == 3
+	})
 	ids := bm.Brokers.NodeIDs()
 	const topic, dlqTopic, group, total = "jobs", "dlq.jobs", "workers", 30
 	createAssigned(t, ctx, cl, topic, []int32{ids[0], ids[1], ids[2]}, nil)
