@@ -28,6 +28,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/auth"
 	"github.com/samsahq/samsa/internal/broker"
 	"github.com/samsahq/samsa/internal/buildinfo"
 	"github.com/samsahq/samsa/internal/config"
@@ -338,7 +339,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// Bind every listener; requests wait for the broker below.
 	h := &lateHandler{node: nc, ready: make(chan struct{})}
 	var endpoints []metadata.Endpoint
-	var consoleListener string // of n.addr, which the web console dials
+	var consoleListener, consoleHost string // of n.addr, which the web console dials; its advertised host
 	var versions, ctrlVersions *wire.Versions
 	versions, ctrlVersions = broker.SupportedVersions()
 	brokerQuotas, ctrlQuotas, err := connectionQuotas(ctx, nc)
@@ -404,7 +405,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			}
 		}
 		if n.addr == "" {
-			consoleListener = l.Name
+			consoleListener, consoleHost = l.Name, ep.Host
 			n.addr = net.JoinHostPort(host, strconv.Itoa(srv.Addr().Port))
 			if l.Host == "" || l.Host == "0.0.0.0" || l.Host == "::" {
 				n.addr = net.JoinHostPort(srv.Addr().IP.String(), strconv.Itoa(srv.Addr().Port))
@@ -423,7 +424,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		if err != nil {
 			return nil, err
 		}
-		if err := n.startConsole(nc, consoleListener, om); err != nil {
+		if err := n.startConsole(nc, consoleListener, consoleHost, om); err != nil {
 			return nil, err
 		}
 		var root http.Handler
@@ -508,31 +509,62 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 
 // startConsole starts the web console (internal/console) for the
 // http.listener: a Kafka client of this node's first broker listener
-// (name), with a login when that listener needs SASL. A node without a
-// broker listener, or whose listener needs TLS (which the console does not
-// dial yet), serves none.
-func (n *Node) startConsole(nc *config.Node, name string, om *nodeMetrics) error {
+// (name, advertised as host), with a login when that listener needs SASL.
+// On an SSL or SASL_SSL listener it dials TLS (consoleDialer). A node
+// without a broker listener serves none.
+func (n *Node) startConsole(nc *config.Node, name, host string, om *nodeMetrics) error {
 	if name == "" {
 		return nil
 	}
-	proto, ok := nc.SecurityProtocol(name)
-	if !ok {
-		proto = name
+	sec, err := nc.Security(name)
+	if err != nil {
+		return err
 	}
-	if proto == "SSL" || proto == "SASL_SSL" {
-		n.logger.Warn("no web console on http.listener: it does not dial TLS listeners yet", "listener", name)
-		return nil
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	if sec.TLS() {
+		if dial, err = consoleDialer(sec, n.addr, host); err != nil {
+			return fmt.Errorf("web console: %w", err)
+		}
 	}
-	var err error
 	n.console, err = console.New(console.Config{
 		Addr:     n.addr,
-		SASL:     proto == "SASL_PLAINTEXT",
+		SASL:     sec.SASLEnabled(),
+		Dial:     dial,
 		ReadOnly: nc.ConsoleReadOnly,
 		Counters: om.topics.Totals,
 		Version:  buildinfo.Version(),
 		Logger:   n.logger.With("component", "console"),
 	})
 	return err
+}
+
+// consoleDialer dials the web console's connections to a TLS listener
+// with sec's ssl.* properties (auth.ClientTLS): the truststore verifies
+// the broker and, unless ssl.endpoint.identification.algorithm is empty,
+// its name: host (the listener's advertised host) for seed, the node's own
+// address, else the host dialed (another broker's advertised host). The
+// keystore's certificate is presented only when the listener has
+// ssl.client.auth=required, where no connection works without one: the
+// console then acts as this node's certificate principal (on SSL; on
+// SASL_SSL the principal is still the SASL user who logs in).
+func consoleDialer(sec *config.ListenerSecurity, seed, host string) (func(ctx context.Context, network, addr string) (net.Conn, error), error) {
+	tc, err := auth.ClientTLS(sec.SSL, "")
+	if err != nil {
+		return nil, fmt.Errorf("listener %s (client side): %w", sec.Listener, err)
+	}
+	if sec.SSL.ClientAuth != "required" {
+		tc.GetClientCertificate = nil
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c := tc.Clone()
+		if addr == seed {
+			c.ServerName = host
+		} else {
+			c.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		d := tls.Dialer{Config: c}
+		return d.DialContext(ctx, network, addr)
+	}, nil
 }
 
 // connectionQuotas are the connection limits (max.connections,

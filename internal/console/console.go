@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"path"
 	"sync"
@@ -31,6 +32,10 @@ type Config struct {
 	// credentials (SCRAM-SHA-512, else SCRAM-SHA-256) and see what their
 	// principal may describe.
 	SASL bool
+	// Dial, when not nil, opens the clients' connections (kgo.Dialer): the
+	// node gives one that dials TLS to an SSL or SASL_SSL listener. Nil
+	// dials plain TCP.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// ReadOnly is console.read.only: writes are hidden and refused (403).
 	ReadOnly bool
 	// Counters returns the node's bytes in (produced) and out (fetched by
@@ -145,6 +150,9 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) clientOpts(mechs ...sasl.Mechanism) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(c.cfg.Addr), kgo.ClientID("samsa-console"), kgo.RequestRetries(2), kgo.RetryTimeout(5 * time.Second),
 		kgo.MetadataMinAge(time.Second), kgo.RecordPartitioner(manualOr{kgo.StickyKeyPartitioner(nil)})}
+	if c.cfg.Dial != nil {
+		opts = append(opts, kgo.Dialer(c.cfg.Dial))
+	}
 	if len(mechs) > 0 {
 		opts = append(opts, kgo.SASL(mechs...))
 	}
