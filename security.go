@@ -59,7 +59,8 @@ func listenerSecurity(nc *config.Node, name string, h *lateHandler, scfg *server
 			ex, _ := a.Start(mechanism)
 			return ex
 		},
-		MaxReauth: sec.SASL.MaxReauth,
+		MaxReauth:       sec.SASL.MaxReauth,
+		MaxReceiveBytes: sec.SASL.MaxReceiveBytes,
 	}
 	return nil
 }

@@ -68,7 +68,12 @@ func TestSecuredClusterWalkthrough(t *testing.T) {
 		return p
 	}
 	admin := clientProps("admin.properties", "admin", "admin-secret")
-	mustRun(t, nil, "user", "create", "bob", "--password", "bob-secret", "--mechanism", "SCRAM-SHA-512", "-b", addr, "--command-config", admin)
+	if r := mustRun(t, nil, "user", "create", "bob", "--password", "bob-old", "--mechanism", "SCRAM-SHA-512", "-b", addr, "--command-config", admin); r.stdout != "user bob created\n" {
+		t.Fatalf("user create: %q", r.stdout)
+	}
+	if r := mustRun(t, nil, "user", "alter", "bob", "--password", "bob-secret", "--mechanism", "SCRAM-SHA-512", "-b", addr, "--command-config", admin); r.stdout != "user bob altered\n" {
+		t.Fatalf("user alter: %q", r.stdout)
+	}
 	r := mustRun(t, nil, "user", "list", "-b", addr, "--command-config", admin)
 	for _, want := range []string{"admin  SCRAM-SHA-512  4096", "bob    SCRAM-SHA-512  4096"} {
 		if !strings.Contains(r.stdout, want) {

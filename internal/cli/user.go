@@ -71,7 +71,7 @@ func newUserSetCommand(f *adminFlags, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return userResults(cmd, res, verb+"d")
+			return userResults(cmd, res, strings.TrimSuffix(verb, "e")+"ed")
 		},
 	}
 	cmd.Flags().StringVar(&password, "password", "", "the password (salted by this command; the broker never sees it)")

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -80,6 +81,10 @@ type SASL struct {
 	// lasts before the client must re-authenticate (KIP-368); zero (the
 	// default) means no limit.
 	MaxReauth time.Duration
+	// MaxReceiveBytes is sasl.server.max.receive.size (default 524288, as
+	// Kafka): the largest frame a connection may send before and while it
+	// authenticates.
+	MaxReceiveBytes int32
 	// OAuthBearer validation settings (sasl.oauthbearer.*).
 	OAuthJWKSURL          string   // sasl.oauthbearer.jwks.endpoint.url (file: URLs only)
 	OAuthExpectedAudience []string // sasl.oauthbearer.expected.audience
@@ -122,6 +127,7 @@ var securityProps = map[string]string{
 	"sasl.mechanism.inter.broker.protocol":      "GSSAPI",
 	"sasl.mechanism.controller.protocol":        "GSSAPI",
 	"connections.max.reauth.ms":                 "0",
+	"sasl.server.max.receive.size":              "524288",
 	"sasl.oauthbearer.jwks.endpoint.url":        "",
 	"sasl.oauthbearer.expected.audience":        "",
 	"sasl.oauthbearer.expected.issuer":          "",
@@ -261,6 +267,11 @@ func (n *Node) security(name, p string) (*ListenerSecurity, error) {
 		return nil, bad("connections.max.reauth.ms", "not a non-negative number of milliseconds")
 	}
 	s.SASL.MaxReauth = time.Duration(reauth) * time.Millisecond
+	recv, err := parseInt64(v("sasl.server.max.receive.size"))
+	if err != nil || recv <= 0 || recv > math.MaxInt32 {
+		return nil, bad("sasl.server.max.receive.size", "not a positive number of bytes")
+	}
+	s.SASL.MaxReceiveBytes = int32(recv)
 	s.SASL.OAuthJWKSURL = v("sasl.oauthbearer.jwks.endpoint.url")
 	s.SASL.OAuthExpectedAudience = parseList(v("sasl.oauthbearer.expected.audience"))
 	s.SASL.OAuthExpectedIssuer = v("sasl.oauthbearer.expected.issuer")

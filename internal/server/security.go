@@ -31,6 +31,11 @@ type SASL struct {
 	// long (or until its credential expires) before the client must
 	// re-authenticate; zero means no limit.
 	MaxReauth time.Duration
+	// MaxReceiveBytes is sasl.server.max.receive.size: the largest frame
+	// a connection may send before it has authenticated and while it
+	// re-authenticates; a larger one closes the connection before it is
+	// read. Zero means DefaultSASLMaxReceiveBytes.
+	MaxReceiveBytes int32
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -44,6 +49,20 @@ type SASLExchange interface {
 	Principal() string
 	// Expiry is when the credential stops being valid; zero for never.
 	Expiry() time.Time
+}
+
+// DefaultSASLMaxReceiveBytes is Kafka's default sasl.server.max.receive.size
+// (512 KiB): SASL tokens are small, and a client that has not authenticated
+// may not make the node read a request of socket.request.max.bytes.
+const DefaultSASLMaxReceiveBytes = 512 << 10
+
+// maxReceiveBytes is the largest frame the SASL gate lets an
+// unauthenticated connection send.
+func (s *SASL) maxReceiveBytes() int32 {
+	if s.MaxReceiveBytes > 0 {
+		return s.MaxReceiveBytes
+	}
+	return DefaultSASLMaxReceiveBytes
 }
 
 // handshakeTimeout bounds a TLS handshake when no idle timeout is set.

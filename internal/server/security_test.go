@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,5 +248,50 @@ func TestSASLUnauthenticatedRequests(t *testing.T) {
 	}
 	if code := resp.(*kmsg.SASLAuthenticateResponse).ErrorCode; code != kerr.IllegalSaslState.Code {
 		t.Fatalf("SaslAuthenticate without a handshake: %v", kerr.ErrorForCode(code))
+	}
+}
+
+// TestSASLMaxReceiveSize: before authenticating, a frame larger than
+// sasl.server.max.receive.size closes the connection once its size is
+// read, before its body is; once authenticated, socket.request.max.bytes
+// applies again (Kafka's SaslServerAuthenticator).
+func TestSASLMaxReceiveSize(t *testing.T) {
+	s := saslListen(t, &fakeClock{now: time.Now()})
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A SaslHandshake frame announcing 1 MiB: only its size and header are
+	// sent, so a server that waits for the body never closes.
+	var hdr [14]byte
+	binary.BigEndian.PutUint32(hdr[:], DefaultSASLMaxReceiveBytes+1)
+	binary.BigEndian.PutUint16(hdr[4:], uint16(kmsg.SASLHandshake))
+	binary.BigEndian.PutUint16(hdr[6:], 1)
+	binary.BigEndian.PutUint32(hdr[8:], 1)
+	binary.BigEndian.PutUint16(hdr[12:], 0xffff)
+	if _, err := c.Write(hdr[:]); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("oversized frame before authenticating: %v, want the connection closed", err)
+	}
+
+	c2, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if r := authenticate(t, c2, "PLAIN", "\x00alice\x00a", 1); r.ErrorCode != 0 {
+		t.Fatalf("authenticate: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	m := kmsg.NewPtrMetadataRequest()
+	m.SetVersion(9)
+	m.Topics = make([]kmsg.MetadataRequestTopic, 1)
+	big := strings.Repeat("t", DefaultSASLMaxReceiveBytes)
+	m.Topics[0].Topic = &big
+	if _, err := send(t, c2, m, 3); err != nil {
+		t.Fatalf("large request after authenticating: %v", err)
 	}
 }

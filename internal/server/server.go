@@ -496,7 +496,17 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			case buf = <-frames:
 			default:
 			}
-			frame, err := wire.ReadFrame(br, buf, s.cfg.MaxRequestBytes)
+			maxBytes := s.cfg.MaxRequestBytes
+			if s.cfg.SASL != nil {
+				// The limit is chosen once the frame's size has arrived: the
+				// client sends its first request after authenticating only
+				// once it has read the answer, written after authenticated
+				// is set.
+				if _, err := br.Peek(4); err == nil && !authenticated.Load() {
+					maxBytes = min(maxBytes, s.cfg.SASL.maxReceiveBytes())
+				}
+			}
+			frame, err := wire.ReadFrame(br, buf, maxBytes)
 			if err != nil {
 				switch {
 				case errors.Is(err, os.ErrDeadlineExceeded):
