@@ -292,8 +292,8 @@ func (c *Coordinator) IsShareGroup(groupID string) bool {
 // subscription. Errors: INVALID_REQUEST for a missing group id, member id
 // or subscription on join; UNKNOWN_MEMBER_ID; FENCED_MEMBER_EPOCH for an
 // epoch other than the member's; GROUP_ID_NOT_FOUND when isOther reports a
-// group of another type under the id. It returns the members that left
-// (their records are released by the caller).
+// group of another type under the id. A member that leaves is reported to
+// the function set by OnMemberLeave (its records are released there).
 func (c *Coordinator) Heartbeat(req *kmsg.ShareGroupHeartbeatRequest, cl Client, isOther func(string) bool) *kmsg.ShareGroupHeartbeatResponse {
 	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
 	fail := func(err *kerr.Error, msg string) *kmsg.ShareGroupHeartbeatResponse {
@@ -462,8 +462,9 @@ func (c *Coordinator) List() []Listing {
 	return out
 }
 
-// Delete deletes a share group with no members (DeleteGroups), its configs
-// and the share-partitions this broker keeps for it: GROUP_ID_NOT_FOUND
+// Delete deletes a share group with no members (DeleteGroups) and the
+// share-partitions this broker keeps for it (its group configs stay in the
+// metadata image): GROUP_ID_NOT_FOUND
 // when unknown, NON_EMPTY_GROUP with members.
 func (c *Coordinator) Delete(groupID string) error {
 	c.mu.Lock()
