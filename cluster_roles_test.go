@@ -95,12 +95,10 @@ func TestClusterSeparateRoles(t *testing.T) {
 		}
 	}()
 	waitFor(t, 40*time.Second, "every broker in the metadata", func() bool {
-		md, err := adm.BrokerMetadata(ctx)
-		if err != nil {
+		var err error
+		if seenIDs, err = brokerIDs(ctx, cl); err != nil {
 			t.Fatal(err)
 		}
-		seenIDs = md.Brokers.NodeIDs()
-		slices.Sort(seenIDs)
 		return slices.Equal(seenIDs, brokers)
 	})
 

@@ -446,3 +446,23 @@ func TestFollowerFollowsLogStart(t *testing.T) {
 		t.Fatalf("log start on the new leader: %d, want 60", o.Offset)
 	}
 }
+
+// brokerIDs asks a broker for the cluster's brokers with a Metadata request
+// of no topics and returns their ids, increasing. It does not use kadm's
+// BrokerMetadata, which answers from kgo's metadata cache: a cluster's first
+// answer (from a node that had not yet seen the others register) would be
+// kept for minutes.
+func brokerIDs(ctx context.Context, cl *kgo.Client) ([]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int32, 0, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}

@@ -605,12 +605,11 @@ func TestShareGroupDeadLetterOtherLeader(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	// The first metadata may come from a node that has not yet seen
 	// every broker register.
-	var bm kadm.Metadata
+	var ids []int32
 	waitFor(t, 30*time.Second, "three brokers", func() bool {
-		bm, err = adm.BrokerMetadata(ctx)
-		return err == nil && len(bm.Brokers) == 3
+		ids, err = brokerIDs(ctx, cl)
+		return err == nil && len(ids) == 3
 	})
-	ids := bm.Brokers.NodeIDs()
 	const topic, dlqTopic, group, total = "jobs", "dlq.jobs", "workers", 30
 	createAssigned(t, ctx, cl, topic, []int32{ids[0], ids[1], ids[2]}, nil)
 	createAssigned(t, ctx, cl, dlqTopic, []int32{ids[1], ids[2], ids[0]}, nil)
