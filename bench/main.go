@@ -75,7 +75,7 @@ func run() error {
 	flag.BoolVar(&s.quick, "quick", false, "50,000 records and a 3 s e2e: a smoke test of the script")
 	flag.StringVar(&s.repo, "repo", "..", "the repository root (where cmd/samsa is)")
 	flag.StringVar(&s.out, "out", "", "markdown report to write, its charts and results.json beside it in bench/ (default REPO/docs/BENCHMARKS.md; with -quick TMPDIR/samsa-bench-quick/BENCHMARKS.md)")
-	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp")
+	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp; or replication: Samsa's single node acks=1 and the three-node cluster acks=all")
 	flag.IntVar(&s.reps, "reps", 2, "runs of each throughput workload (the best is reported)")
 	flag.Parse()
 	s.records, s.recordSize, s.partitions = 1_000_000, 1024, 8
@@ -142,6 +142,19 @@ func run() error {
 			// what the producer sent uncompressed.
 			add(kafkaProduce(s, "samsa", "1", "none", false, "--topic-config", "compression.type=lz4")...)
 		}
+		if s.only == "replication" {
+			// The baseline of the cluster's ratio alone.
+			add(kafkaProduce(s, "samsa", "1", "none", false)...)
+		}
+		if want("samsa") || s.only == "replication" {
+			// Replication: three nodes, acks=all, beside the single
+			// node's acks=1 above. -quick runs only the layout that
+			// also measures the followers' CPU.
+			add(clusterProduce(s, true))
+			if !s.quick {
+				add(clusterProduce(s, false))
+			}
+		}
 	}
 	for _, t := range kafka[:2] {
 		if want(t) {
@@ -196,6 +209,11 @@ type row struct {
 	Max      float64 `json:"max_ms,omitempty"`
 	// SendDelay (e2e) is how late the generator sent its latest record.
 	SendDelay float64 `json:"max_send_delay_ms,omitempty"`
+	// FollowerCPUPerGB (the cluster workload with one leader) is the
+	// follower processes' CPU seconds per GB (10^9 bytes) their logs grew
+	// by; ReplicatedMB is those bytes.
+	FollowerCPUPerGB float64 `json:"follower_cpu_s_per_gb,omitempty"`
+	ReplicatedMB     float64 `json:"replicated_mb,omitempty"`
 	Server    usage   `json:"server"`
 	Client    usage   `json:"client"`
 	Err       string  `json:"error,omitempty"`
@@ -209,7 +227,11 @@ func (r row) brief() string {
 	if r.P99 > 0 {
 		s += fmt.Sprintf("  p50 %.2f p99 %.2f p99.9 %.2f ms", r.P50, r.P99, r.P999)
 	}
-	return s + fmt.Sprintf("  server cpu %.1fs rss %.0f MB", r.Server.CPUSeconds, r.Server.PeakRSSMB)
+	s += fmt.Sprintf("  server cpu %.1fs rss %.0f MB", r.Server.CPUSeconds, r.Server.PeakRSSMB)
+	if r.FollowerCPUPerGB > 0 {
+		s += fmt.Sprintf("  followers %.2f cpu s/GB of %.0f MB", r.FollowerCPUPerGB, r.ReplicatedMB)
+	}
+	return s
 }
 
 // fromResult fills a row from a client's final JSON line.

@@ -84,6 +84,12 @@ func (rp *report) targets() []target {
 	cmp("produce (acks=1, none) ≥ 2x kfake", samsaP, rp.find("kfake", "produce acks=1 none"), 2)
 	cmp("produce (acks=1, none) ≥ 0.7x the blackhole ceiling", samsaP, rp.find("kfake blackhole", "produce acks=1 none"), 0.7)
 	cmp("produce (acks=1, none) ≥ 3x NATS JetStream publish", samsaP, rp.find("NATS JetStream", "publish"), 3)
+	cluster := rp.find("Samsa", "produce acks=all none, 3 nodes RF 3, leader node 1")
+	cmp("3 nodes RF 3 acks=all (leader node 1) ≥ 0.4x 1 node acks=1", cluster, samsaP, 0.4)
+	if cluster != nil && cluster.FollowerCPUPerGB > 0 && ts[len(ts)-1].known {
+		ts[len(ts)-1].measured += fmt.Sprintf(" (followers' CPU: %.2f s per GB replicated)", cluster.FollowerCPUPerGB)
+	}
+	cmp("3 nodes RF 3 acks=all (leaders spread) ≥ 0.4x 1 node acks=1", rp.find("Samsa", "produce acks=all none, 3 nodes RF 3, leaders spread"), samsaP, 0.4)
 	cmp("consume ≥ 2x kfake", rp.find("Samsa", "consume"), rp.find("kfake", "consume"), 2)
 	e2e := rp.find("Samsa", "e2e")
 	t := target{what: fmt.Sprintf("e2e p99 at %.0f records/s ≤ 10 ms", rp.Settings.e2eRate), known: e2e != nil}
