@@ -214,9 +214,9 @@ type row struct {
 	// by; ReplicatedMB is those bytes.
 	FollowerCPUPerGB float64 `json:"follower_cpu_s_per_gb,omitempty"`
 	ReplicatedMB     float64 `json:"replicated_mb,omitempty"`
-	Server    usage   `json:"server"`
-	Client    usage   `json:"client"`
-	Err       string  `json:"error,omitempty"`
+	Server           usage   `json:"server"`
+	Client           usage   `json:"client"`
+	Err              string  `json:"error,omitempty"`
 }
 
 func (r row) brief() string {
