@@ -153,7 +153,9 @@ func (f *fetcher) run() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
-		resp, err := client.Request(ctx, req)
+		// The records are appended before the next request: they may
+		// alias the client's receive buffer.
+		resp, err := client.RequestReusing(ctx, req)
 		cancel()
 		if err != nil {
 			f.sess.reset() // the leader may or may not have seen it
