@@ -77,11 +77,15 @@ func run() error {
 	flag.StringVar(&s.out, "out", "", "markdown report to write, its charts and results.json beside it in bench/ (default REPO/docs/BENCHMARKS.md; with -quick TMPDIR/samsa-bench-quick/BENCHMARKS.md)")
 	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp; or replication: Samsa's single node acks=1 and the three-node cluster acks=all")
 	flag.IntVar(&s.reps, "reps", 2, "runs of each throughput workload (the best is reported)")
+	records := flag.Int("records", 0, "records per throughput workload (default 1,000,000; 50,000 with -quick)")
 	flag.Parse()
 	s.records, s.recordSize, s.partitions = 1_000_000, 1024, 8
 	s.e2eRate, s.e2eFor, s.e2eWarmup = 20000, 30*time.Second, 5*time.Second
 	if s.quick {
 		s.records, s.e2eFor, s.e2eWarmup, s.reps = 50_000, 3*time.Second, time.Second, 1
+	}
+	if *records > 0 {
+		s.records = *records
 	}
 	if s.out == "" {
 		s.out = filepath.Join(s.repo, "docs", "BENCHMARKS.md")
