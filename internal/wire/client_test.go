@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -117,5 +118,72 @@ func waitReadable(t *testing.T, c net.Conn) {
 		return !errors.Is(err, unix.EAGAIN) // false: wait for readiness
 	}); err != nil {
 		t.Fatalf("waiting for the connection to be readable: %v", err)
+	}
+}
+
+// TestRequestReusing: responses read into the client's kept buffer decode
+// whole, whether larger or smaller than the one before, and a response
+// of Request does not share that buffer (it stays as it was after later
+// RequestReusing calls).
+func TestRequestReusing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	v := NewVersions()
+	v.Add(kmsg.Fetch, 12, 12)
+	sizes := []int{300_000, 10, 70_000, 500_000}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for i := 0; ; i++ {
+			frame, err := ReadFrame(c, nil, 1<<20)
+			if err != nil {
+				return
+			}
+			req, err := ParseRequest(frame, v)
+			if err != nil {
+				t.Errorf("server: %v", err)
+				return
+			}
+			resp := req.Body.ResponseKind().(*kmsg.FetchResponse)
+			resp.SetVersion(12)
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = "t"
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.RecordBatches = bytes.Repeat([]byte{byte(i + 1)}, sizes[i%len(sizes)])
+			rt.Partitions = append(rt.Partitions, rp)
+			resp.Topics = append(resp.Topics, rt)
+			if _, err := c.Write(AppendResponse(nil, req.CorrelationID, resp)); err != nil {
+				return
+			}
+		}
+	}()
+	cl := NewClient(ln.Addr().String(), "test", 1<<20)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(12)
+	records := func(r kmsg.Response) []byte { return r.(*kmsg.FetchResponse).Topics[0].Partitions[0].RecordBatches }
+	kept, err := cl.Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 2*len(sizes); i++ {
+		r, err := cl.RequestReusing(ctx, req)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if want := bytes.Repeat([]byte{byte(i + 1)}, sizes[i%len(sizes)]); !bytes.Equal(records(r), want) {
+			t.Fatalf("request %d: %d bytes of records, want %d bytes of %d", i, len(records(r)), len(want), i+1)
+		}
+	}
+	if want := bytes.Repeat([]byte{1}, sizes[0]); !bytes.Equal(records(kept), want) {
+		t.Fatal("the response of Request changed after RequestReusing calls")
 	}
 }
