@@ -330,6 +330,16 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 	if err != nil {
 		return resp, err
 	}
+	if d, ok := resp.(*server.Deferred); ok {
+		// Completed later (a Produce waiting for acks=all): the gates
+		// and quotas apply once it is, on the connection's goroutine.
+		d.Finish = func(r kmsg.Response) kmsg.Response {
+			r = finish(r)
+			b.throttle(c, req, r, time.Since(start))
+			return r
+		}
+		return d, nil
+	}
 	if resp != nil {
 		resp = finish(resp)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 	"github.com/samsahq/samsa/internal/server"
@@ -79,12 +78,6 @@ func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Req
 		}
 	}
 	now := time.Now().UnixMilli()
-	type pending struct {
-		p      *replica.Partition
-		last   int64
-		ti, pi int // index of the response entry
-		resp   *kmsg.ProduceResponseTopicPartition
-	}
 	type job struct {
 		p       *replica.Partition
 		records []byte
@@ -212,69 +205,82 @@ func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Req
 			appendOne(i)
 		}
 	}
-	var waits []pending
+	var waits []ackWait
 	if req.Acks == -1 {
 		for i, j := range jobs {
-			if resp.Topics[j.ti].Partitions[j.pi].ErrorCode == 0 {
-				waits = append(waits, pending{p: j.p, last: lasts[i], ti: j.ti, pi: j.pi})
+			if sp := &resp.Topics[j.ti].Partitions[j.pi]; sp.ErrorCode == 0 {
+				waits = append(waits, ackWait{p: j.p, last: lasts[i], resp: sp})
 			}
 		}
 	}
 	if len(waits) > 0 {
-		// Point each wait at its response entry now that the slices no
-		// longer grow.
-		for i := range waits {
-			waits[i].resp = &resp.Topics[waits[i].ti].Partitions[waits[i].pi]
-		}
-		waiter := replica.NewWaiter()
-		defer waiter.Close()
-		for _, w := range waits {
-			w.p.WatchHighWatermark(waiter, w.last)
-		}
-		timer := time.NewTimer(time.Duration(req.TimeoutMillis) * time.Millisecond)
-		defer timer.Stop()
-		waitStart := time.Now()
-		defer func() { metrics.AddRemote(ctx, time.Since(waitStart)) }()
-		for {
-			open := 0
-			for _, w := range waits {
-				if w.resp.ErrorCode != 0 {
-					continue
-				}
-				done, err := w.p.AckState(w.last)
-				switch {
-				case err != nil:
-					w.resp.ErrorCode = errCode(err)
-				case !done:
-					open++
-				}
-			}
-			if open == 0 {
-				break
-			}
-			select {
-			case <-waiter.C():
-				continue
-			case <-ctx.Done():
-			case <-timer.C:
-			}
-			for _, w := range waits {
-				if w.resp.ErrorCode != 0 {
-					continue
-				}
-				if done, err := w.p.AckState(w.last); err != nil {
-					w.resp.ErrorCode = errCode(err)
-				} else if !done {
-					w.resp.ErrorCode = kerr.RequestTimedOut.Code
-				}
-			}
-			break
-		}
+		// The wait runs on its own: the connection goes on with the
+		// Produce requests that follow while it waits, and writes the
+		// responses in order (server.Deferred).
+		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+		return server.Defer(resp, func() { waitAcks(ctx, waits, timeout) }), nil
 	}
 	if req.Acks == 0 {
 		return nil, nil
 	}
 	return resp, nil
+}
+
+// ackWait is a partition of an acks=all Produce waiting for the
+// high-watermark to pass last, with its response entry.
+type ackWait struct {
+	p    *replica.Partition
+	last int64
+	resp *kmsg.ProduceResponseTopicPartition
+}
+
+// waitAcks waits until the high-watermark of every partition of waits
+// passed its records, or it can no longer (an error in its response entry:
+// NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND), or until
+// timeout (REQUEST_TIMED_OUT for those still waiting) or ctx is done.
+func waitAcks(ctx context.Context, waits []ackWait, timeout time.Duration) {
+	waiter := replica.NewWaiter()
+	defer waiter.Close()
+	for _, w := range waits {
+		w.p.WatchHighWatermark(waiter, w.last)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		open := 0
+		for _, w := range waits {
+			if w.resp.ErrorCode != 0 {
+				continue
+			}
+			done, err := w.p.AckState(w.last)
+			switch {
+			case err != nil:
+				w.resp.ErrorCode = errCode(err)
+			case !done:
+				open++
+			}
+		}
+		if open == 0 {
+			return
+		}
+		select {
+		case <-waiter.C():
+			continue
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		for _, w := range waits {
+			if w.resp.ErrorCode != 0 {
+				continue
+			}
+			if done, err := w.p.AckState(w.last); err != nil {
+				w.resp.ErrorCode = errCode(err)
+			} else if !done {
+				w.resp.ErrorCode = kerr.RequestTimedOut.Code
+			}
+		}
+		return
+	}
 }
 
 // checkProduceRecords applies Kafka's checks of a Produce v3+ partition's

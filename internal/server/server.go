@@ -542,14 +542,120 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			}
 		}
 	}()
+	// pending are the answered requests whose responses are not written
+	// yet, oldest first: Deferred ones waiting for replication, and
+	// those handled after them (see Deferred).
+	var pending []answer
 	defer func() {
 		nc.Close()
 		cancel()
+		for _, a := range pending {
+			if a.d != nil {
+				<-a.d.done // the waits end with ctx
+			}
+		}
 		<-readerDone
 	}()
 
 	var out []byte
 	var auth saslState
+	// send writes a's response; false means the connection closes.
+	send := func(a answer) bool {
+		req, resp, t, handled := a.r.Request, a.resp, &timing, a.handled
+		if a.d != nil {
+			resp, handled = a.d.Response, time.Now()
+			if a.d.Finish != nil {
+				resp = a.d.Finish(resp)
+			}
+			// Its own remote time: the connection's Timing belongs to
+			// the request handled last.
+			t = new(metrics.Timing)
+			metrics.AddRemote(metrics.WithTiming(context.Background(), t), a.d.remote)
+			if a.r.frame != nil && cap(a.r.frame) <= maxPooledFrame {
+				select {
+				case frames <- a.r.frame[:0]:
+				default:
+				}
+			}
+		}
+		writeDeadline()
+		if fw, ok := resp.(framedWriter); ok {
+			// Responses that splice file regions write themselves.
+			if err := fw.WriteFramed(nc, req.CorrelationID, writeDeadline); err != nil {
+				log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
+				return false
+			}
+			s.cfg.Requests.Observe(req.Key, t, a.r.parse, a.r.decoded, a.started, handled, time.Now())
+			return true
+		}
+		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
+		if _, err := (wire.ProgressWriter{Conn: nc, Progress: writeDeadline}).Write(out); err != nil {
+			log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
+			return false
+		}
+		s.cfg.Requests.Observe(req.Key, t, a.r.parse, a.r.decoded, a.started, handled, time.Now())
+		if a.closeAfter {
+			log.Debug("closing connection after SASL failure", "api", kmsg.NameForKey(req.Key))
+			return false
+		}
+		if cap(out) > 1<<20 {
+			out = nil // do not pin large buffers on idle connections
+		}
+		return true
+	}
+	// sendReady writes the pending responses that are complete, oldest
+	// first, or all of them, waiting, when all is set; false means the
+	// connection closes.
+	sendReady := func(all bool) bool {
+		for len(pending) > 0 {
+			if d := pending[0].d; d != nil {
+				if all {
+					<-d.done
+				} else if !isDone(d) {
+					return true
+				}
+			}
+			a := pending[0]
+			pending[0] = answer{}
+			pending = pending[1:]
+			if !send(a) {
+				return false
+			}
+			if len(pending) == 0 {
+				setBusy(false)
+			}
+		}
+		return true
+	}
+	// next returns the next request, writing pending responses as they
+	// complete; while some are pending, a Produce is handled at once and
+	// any other request once they are all written. stop means the
+	// connection closes.
+	next := func() (r request, ok, stop bool) {
+		for {
+			if !sendReady(false) {
+				return r, false, true
+			}
+			if len(pending) == 0 {
+				r, ok = <-reqs
+				return r, ok, false
+			}
+			head := pending[0].d.done // not done: sendReady stopped there
+			if len(pending) >= maxDeferred {
+				<-head
+				continue
+			}
+			select {
+			case <-head:
+				continue
+			case r, ok = <-reqs:
+			}
+			if ok && r.raw == nil && r.Key == int16(kmsg.Produce) {
+				return r, true, false
+			}
+			return r, ok, !sendReady(true)
+		}
+	}
 	for {
 		if d := conn.throttle; d > 0 {
 			conn.throttle = 0
@@ -561,7 +667,10 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 				return
 			}
 		}
-		r, ok := <-reqs
+		r, ok, stop := next()
+		if stop {
+			return
+		}
 		if !ok {
 			break // the reader stopped, or diverts the connection
 		}
@@ -605,8 +714,11 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 			f.Sendfile = false
 		}
 		handled := time.Now()
-		if r.frame != nil && cap(r.frame) <= maxPooledFrame {
+		d, deferred := resp.(*Deferred)
+		if r.frame != nil && cap(r.frame) <= maxPooledFrame && !deferred {
 			// Answered (acks=0 included) or failed: the frame is free.
+			// A Deferred gives it back once written (its request is
+			// used until then).
 			select {
 			case frames <- r.frame[:0]:
 			default:
@@ -618,38 +730,46 @@ func (s *Server) serve(nc net.Conn, tc *tracked) {
 		}
 		if resp == nil {
 			s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, handled)
-			setBusy(false)
-			continue
-		}
-		writeDeadline()
-		if fw, ok := resp.(framedWriter); ok {
-			// Responses that splice file regions write themselves.
-			if err := fw.WriteFramed(nc, req.CorrelationID, writeDeadline); err != nil {
-				log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
-				return
+			if len(pending) == 0 {
+				setBusy(false)
 			}
-			s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, time.Now())
-			setBusy(false)
 			continue
 		}
-		out = wire.AppendResponse(out[:0], req.CorrelationID, resp)
-		if _, err := (wire.ProgressWriter{Conn: nc, Progress: writeDeadline}).Write(out); err != nil {
-			log.Debug("writing response failed", "api", kmsg.NameForKey(req.Key), "err", err)
-			return
+		a := answer{r: r, started: started, handled: handled, resp: resp, d: d, closeAfter: closeAfter}
+		if deferred || len(pending) > 0 {
+			pending = append(pending, a) // written in order by next
+			continue
 		}
-		s.cfg.Requests.Observe(req.Key, &timing, r.parse, r.decoded, started, handled, time.Now())
-		if closeAfter {
-			log.Debug("closing connection after SASL failure", "api", kmsg.NameForKey(req.Key))
+		if !send(a) {
 			return
 		}
 		setBusy(false)
-		if cap(out) > 1<<20 {
-			out = nil // do not pin large buffers on idle connections
-		}
+	}
+	if !sendReady(true) {
+		return
 	}
 	<-readerDone
 	if divertTo != nil {
 		divert(divertTo)
+	}
+}
+
+// answer is a handled request whose response is to be written: resp,
+// or, for a Deferred d, d's once complete.
+type answer struct {
+	r                request
+	started, handled time.Time
+	resp             kmsg.Response
+	d                *Deferred
+	closeAfter       bool
+}
+
+func isDone(d *Deferred) bool {
+	select {
+	case <-d.done:
+		return true
+	default:
+		return false
 	}
 }
 
