@@ -1,0 +1,128 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/testutil"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// TestProducePipelined: a Produce that follows an acks=all Produce on the
+// same connection is appended while the first waits for its followers,
+// and the two responses come back in request order. The followers'
+// fetches are cut (they reach the leader through a proxy), so the acks=all
+// request waits until its 5 s timeout (the ISR does not shrink within
+// replica.lag.time.max.ms=60000); the acks=1 request sent after it must
+// be in the leader's log within 4 s. Before server.Deferred it was
+// appended only once the first was answered.
+func TestProducePipelined(t *testing.T) {
+	c := startCluster(t, true, "replica.lag.time.max.ms=60000")
+	cl := newClient(t, c)
+	createTopic(t, c, cl, "pipe", 1, nil)
+	leader := mustView(t, c, "pipe", c.Brokers()...).parts[0].leader
+	n := c.Node(leader)
+	addr := "127.0.0.1:" + strconv.Itoa(n.BrokerPort)
+	n.BrokerProxy.Cut()
+	defer n.BrokerProxy.Heal()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	produce := func(acks int16, timeout int32) kmsg.Request {
+		b, err := record.Build(record.Spec{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]record.Record{{Value: []byte("v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(8) // no flexible header: the responses are read by hand
+		req.Acks, req.TimeoutMillis = acks, timeout
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "pipe"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = b
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return req
+	}
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("pipelined"))
+	reqs := []kmsg.Request{produce(-1, 5000), produce(1, 5000)}
+	var out []byte
+	for i, r := range reqs {
+		// AppendRequest writes the size at the start of its dst.
+		out = append(out, f.AppendRequest(nil, r, int32(i+1))...)
+	}
+	sent := time.Now()
+	if _, err := conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader's log end offset (ListOffsets latest with replica id
+	// -2 reads to the log end, not the high-watermark).
+	lc := wire.NewClient(addr, "pipelined-check", 1<<20)
+	defer lc.Close()
+	logEnd := func() int64 {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.SetVersion(7)
+		req.ReplicaID = -2
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "pipe"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.CurrentLeaderEpoch = -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		r, err := lc.Request(ctx, req)
+		if err != nil {
+			t.Logf("ListOffsets: %v", err)
+			return -1
+		}
+		p := r.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Logf("ListOffsets: %v", kerr.ErrorForCode(p.ErrorCode))
+			return -1
+		}
+		return p.Offset
+	}
+	testutil.WaitFor(t, 4*time.Second, "the second produce appended while the first waits for acks=all", func() bool { return logEnd() >= 2 })
+	if waited := time.Since(sent); waited >= 5*time.Second {
+		t.Fatalf("second produce appended after %v, past the first's timeout", waited)
+	}
+
+	want := []struct {
+		code int16
+		base int64
+	}{{kerr.RequestTimedOut.Code, 0}, {0, 1}}
+	for i, w := range want {
+		conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		body, err := wire.ReadFrame(conn, nil, 1<<20)
+		if err != nil {
+			t.Fatalf("response %d: %v", i+1, err)
+		}
+		if corr := int32(binary.BigEndian.Uint32(body)); corr != int32(i+1) {
+			t.Fatalf("response %d has correlation id %d: out of order", i+1, corr)
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.SetVersion(8)
+		if err := resp.ReadFrom(body[4:]); err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != w.code || p.BaseOffset != w.base {
+			t.Errorf("response %d: %v at base offset %d, want %v at %d", i+1, kerr.ErrorForCode(p.ErrorCode), p.BaseOffset, kerr.ErrorForCode(w.code), w.base)
+		}
+	}
+}
