@@ -23,7 +23,8 @@ import (
 // request waits until its 5 s timeout (the ISR does not shrink within
 // replica.lag.time.max.ms=60000); the acks=1 request sent after it must
 // be in the leader's log within 4 s. Before server.Deferred it was
-// appended only once the first was answered.
+// appended only once the first was answered. An ApiVersions sent third is
+// answered third.
 func TestProducePipelined(t *testing.T) {
 	c := startCluster(t, true, "replica.lag.time.max.ms=60000")
 	cl := newClient(t, c)
@@ -60,7 +61,9 @@ func TestProducePipelined(t *testing.T) {
 		return req
 	}
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("pipelined"))
-	reqs := []kmsg.Request{produce(-1, 5000), produce(1, 5000)}
+	// Then an ApiVersions, which must wait for both: only Produce
+	// requests are handled while responses are pending.
+	reqs := []kmsg.Request{produce(-1, 5000), produce(1, 5000), kmsg.NewPtrApiVersionsRequest()}
 	var out []byte
 	for i, r := range reqs {
 		// AppendRequest writes the size at the start of its dst.
@@ -124,5 +127,12 @@ func TestProducePipelined(t *testing.T) {
 		if p.ErrorCode != w.code || p.BaseOffset != w.base {
 			t.Errorf("response %d: %v at base offset %d, want %v at %d", i+1, kerr.ErrorForCode(p.ErrorCode), p.BaseOffset, kerr.ErrorForCode(w.code), w.base)
 		}
+	}
+	body, err := wire.ReadFrame(conn, nil, 1<<20)
+	if err != nil {
+		t.Fatalf("ApiVersions response: %v", err)
+	}
+	if corr := binary.BigEndian.Uint32(body); corr != 3 {
+		t.Fatalf("third response has correlation id %d", corr)
 	}
 }
