@@ -38,21 +38,10 @@ func BenchmarkClientFetch(b *testing.B) {
 			name = "RequestReusing"
 		}
 		b.Run(name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
+			addr, done := serveOne(b, func(c net.Conn) {
 				out := append([]byte(nil), frame...)
 				var in []byte
+				var err error
 				for {
 					if in, err = ReadFrame(c, in, 1<<20); err != nil {
 						return
@@ -62,8 +51,8 @@ func BenchmarkClientFetch(b *testing.B) {
 						return
 					}
 				}
-			}()
-			cl := NewClient(ln.Addr().String(), "bench", 2<<20)
+			})
+			cl := NewClient(addr, "bench", 2<<20)
 			defer cl.Close()
 			req := kmsg.NewPtrFetchRequest()
 			req.SetVersion(12)
@@ -72,6 +61,7 @@ func BenchmarkClientFetch(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var r kmsg.Response
+				var err error
 				if reuse {
 					r, err = cl.RequestReusing(ctx, req)
 				} else {
@@ -85,8 +75,7 @@ func BenchmarkClientFetch(b *testing.B) {
 				}
 			}
 			cl.Close()
-			ln.Close()
-			<-done
+			done()
 		})
 	}
 }

@@ -126,20 +126,10 @@ func waitReadable(t *testing.T, c net.Conn) {
 // of Request does not share that buffer (it stays as it was after later
 // RequestReusing calls).
 func TestRequestReusing(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	v := NewVersions()
 	v.Add(kmsg.Fetch, 12, 12)
 	sizes := []int{300_000, 10, 70_000, 500_000}
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	addr, done := serveOne(t, func(c net.Conn) {
 		for i := 0; ; i++ {
 			frame, err := ReadFrame(c, nil, 1<<20)
 			if err != nil {
@@ -162,8 +152,9 @@ func TestRequestReusing(t *testing.T) {
 				return
 			}
 		}
-	}()
-	cl := NewClient(ln.Addr().String(), "test", 1<<20)
+	})
+	defer done()
+	cl := NewClient(addr, "test", 1<<20)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

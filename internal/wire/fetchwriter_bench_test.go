@@ -29,22 +29,8 @@ func BenchmarkWriteFramed(b *testing.B) {
 			name = "sendfile"
 		}
 		b.Run(name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, c)
-				c.Close()
-			}()
-			c, err := net.Dial("tcp", ln.Addr().String())
+			addr, done := serveOne(b, func(c net.Conn) { io.Copy(io.Discard, c) })
+			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -67,12 +53,37 @@ func BenchmarkWriteFramed(b *testing.B) {
 				i++
 			}
 			c.Close()
-			<-done
+			done()
 			// CPU of the whole process (the discarding reader included,
 			// the same for both paths) per response.
 			syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 			cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// serveOne listens on a loopback port and serves its first connection with
+// serve on a goroutine, closing the connection after it; wait closes the
+// listener and waits for serve to return.
+func serveOne(tb testing.TB, serve func(net.Conn)) (addr string, wait func()) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+	return ln.Addr().String(), func() {
+		ln.Close()
+		<-done
 	}
 }
