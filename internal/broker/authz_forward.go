@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,9 +25,9 @@ type gate func(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(
 var gates = map[kmsg.Key]gate{
 	kmsg.CreateTopics:               gateCreateTopics,
 	kmsg.DeleteTopics:               gateDeleteTopics,
-	kmsg.CreatePartitions:           gateCreatePartitions,
-	kmsg.AlterConfigs:               gateAlterConfigs,
-	kmsg.IncrementalAlterConfigs:    gateIncrementalAlterConfigs,
+	kmsg.CreatePartitions:           gateEntries, // ALTER on each topic
+	kmsg.AlterConfigs:               gateEntries, // ALTER_CONFIGS (entryAuths)
+	kmsg.IncrementalAlterConfigs:    gateEntries,
 	kmsg.AlterPartitionAssignments:  gateCluster(opAlter),
 	kmsg.ListPartitionReassignments: gateCluster(opDescribe),
 	kmsg.CreateACLs:                 gateCluster(opAlter),
@@ -66,13 +67,18 @@ func gateCluster(op kmsg.ACLOperation) gate {
 	}
 }
 
-// clusterDenied answers req with CLUSTER_AUTHORIZATION_FAILED.
+// clusterDenied answers req with CLUSTER_AUTHORIZATION_FAILED: in the
+// response's top-level ErrorCode when it has one, and in each entry of the
+// APIs whose entries carry codes.
 func clusterDenied(req kmsg.Request) kmsg.Response {
 	code := kerr.ClusterAuthorizationFailed.Code
+	resp := req.ResponseKind()
+	if f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode"); f.IsValid() {
+		f.SetInt(int64(code))
+	}
 	switch r := req.(type) {
 	case *kmsg.ElectLeadersRequest:
-		resp := r.ResponseKind().(*kmsg.ElectLeadersResponse)
-		resp.ErrorCode = code
+		resp := resp.(*kmsg.ElectLeadersResponse)
 		for _, t := range r.Topics {
 			rt := kmsg.NewElectLeadersResponseTopic()
 			rt.Topic = t.Topic
@@ -83,17 +89,8 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
-		return resp
-	case *kmsg.AlterPartitionAssignmentsRequest:
-		resp := r.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.ListPartitionReassignmentsRequest:
-		resp := r.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-		resp.ErrorCode = code
-		return resp
 	case *kmsg.AlterClientQuotasRequest:
-		resp := r.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+		resp := resp.(*kmsg.AlterClientQuotasResponse)
 		for _, e := range r.Entries {
 			re := kmsg.NewAlterClientQuotasResponseEntry()
 			re.ErrorCode = code
@@ -104,22 +101,15 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 			}
 			resp.Entries = append(resp.Entries, re)
 		}
-		return resp
-	case *kmsg.DescribeClientQuotasRequest:
-		resp := r.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
-		resp.ErrorCode = code
-		return resp
 	case *kmsg.DescribeUserSCRAMCredentialsRequest:
-		resp := r.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-		resp.ErrorCode = code
+		resp := resp.(*kmsg.DescribeUserSCRAMCredentialsResponse)
 		for _, u := range r.Users {
 			ru := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
 			ru.User, ru.ErrorCode = u.Name, code
 			resp.Results = append(resp.Results, ru)
 		}
-		return resp
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
-		resp := r.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+		resp := resp.(*kmsg.AlterUserSCRAMCredentialsResponse)
 		users := map[string]bool{}
 		add := func(user string) {
 			if !users[user] {
@@ -135,38 +125,10 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 		for _, u := range r.Upsertions {
 			add(u.Name)
 		}
-		return resp
-	case *kmsg.DescribeACLsRequest:
-		resp := r.ResponseKind().(*kmsg.DescribeACLsResponse)
-		resp.ErrorCode = code
-		return resp
 	case *kmsg.BrokerRegistrationRequest:
-		resp := r.ResponseKind().(*kmsg.BrokerRegistrationResponse)
-		resp.ErrorCode, resp.BrokerEpoch = code, -1
-		return resp
-	case *kmsg.BrokerHeartbeatRequest:
-		resp := r.ResponseKind().(*kmsg.BrokerHeartbeatResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.AlterPartitionRequest:
-		resp := r.ResponseKind().(*kmsg.AlterPartitionResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.AllocateProducerIDsRequest:
-		resp := r.ResponseKind().(*kmsg.AllocateProducerIDsResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.DescribeQuorumRequest:
-		resp := r.ResponseKind().(*kmsg.DescribeQuorumResponse)
-		resp.ErrorCode = code
-		return resp
-	case *kmsg.DescribeLogDirsRequest:
-		// v0-2 have no error code: an empty answer, as Kafka's.
-		resp := r.ResponseKind().(*kmsg.DescribeLogDirsResponse)
-		resp.ErrorCode = code
-		return resp
+		resp.(*kmsg.BrokerRegistrationResponse).BrokerEpoch = -1
 	case *kmsg.WriteTxnMarkersRequest:
-		resp := r.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		resp := resp.(*kmsg.WriteTxnMarkersResponse)
 		for _, m := range r.Markers {
 			rm := kmsg.NewWriteTxnMarkersResponseMarker()
 			rm.ProducerID = m.ProducerID
@@ -182,78 +144,30 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 			}
 			resp.Markers = append(resp.Markers, rm)
 		}
-		return resp
 	case *kmsg.CreateACLsRequest:
-		resp := r.ResponseKind().(*kmsg.CreateACLsResponse)
+		resp := resp.(*kmsg.CreateACLsResponse)
 		for range r.Creations {
 			rc := kmsg.NewCreateACLsResponseResult()
 			rc.ErrorCode = code
 			resp.Results = append(resp.Results, rc)
 		}
-		return resp
 	case *kmsg.DeleteACLsRequest:
-		resp := r.ResponseKind().(*kmsg.DeleteACLsResponse)
+		resp := resp.(*kmsg.DeleteACLsResponse)
 		for range r.Filters {
 			rf := kmsg.NewDeleteACLsResponseResult()
 			rf.ErrorCode = code
 			resp.Results = append(resp.Results, rf)
 		}
-		return resp
 	}
-	return req.ResponseKind()
+	return resp
 }
 
-// gateCreateTopics: CREATE on the cluster or on the topic.
-func gateCreateTopics(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
+// gateCreateTopics: CREATE on the cluster or on each topic.
+func gateCreateTopics(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	if b.authorizedCluster(c, opCreate) {
-		return noGate(kreq)
+		return noGate(req)
 	}
-	return filterCreateTopics(kreq.(*kmsg.CreateTopicsRequest), func(t kmsg.CreateTopicsRequestTopic) int16 {
-		if !b.authorized(c, opCreate, resTopic, t.Topic) {
-			return kerr.TopicAuthorizationFailed.Code
-		}
-		return 0
-	})
-}
-
-// filterCreateTopics takes out the topics check gives an error code and
-// answers them with it; a name listed twice is decided once.
-func filterCreateTopics(req *kmsg.CreateTopicsRequest, check func(kmsg.CreateTopicsRequestTopic) int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	out := *req
-	var denied []kmsg.CreateTopicsResponseTopic
-	out.Topics, denied = splitByName(req.Topics, func(t kmsg.CreateTopicsRequestTopic) string { return t.Topic }, check,
-		func(name string, code int16) kmsg.CreateTopicsResponseTopic {
-			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode, rt.ErrorMessage = name, code, codeMessage(code)
-			rt.NumPartitions, rt.ReplicationFactor = -1, -1
-			return rt
-		})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.CreateTopicsResponseTopic) {
-		resp := r.(*kmsg.CreateTopicsResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
-}
-
-// splitByName is split for entries named by name: the entries of a name
-// are decided once, by its first, and a denied name gets one response
-// entry.
-func splitByName[T, R any](in []T, name func(T) string, code func(T) int16, deny func(string, int16) R) (kept []T, denied []R) {
-	decided := map[string]int16{}
-	for _, t := range in {
-		n := name(t)
-		c, seen := decided[n]
-		if !seen {
-			c = code(t)
-			decided[n] = c
-			if c != 0 {
-				denied = append(denied, deny(n, c))
-			}
-		}
-		if c == 0 {
-			kept = append(kept, t)
-		}
-	}
-	return kept, denied
+	return gateEntries(b, c, req)
 }
 
 // gateDeleteTopics: DELETE on each topic (named, or by v6 id when the id
@@ -320,33 +234,6 @@ func filterDeleteTopics(b *Broker, req *kmsg.DeleteTopicsRequest, check func(nam
 	}
 }
 
-// gateCreatePartitions: ALTER on each topic.
-func gateCreatePartitions(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	return filterCreatePartitions(kreq.(*kmsg.CreatePartitionsRequest), func(t kmsg.CreatePartitionsRequestTopic) int16 {
-		if !b.authorized(c, opAlter, resTopic, t.Topic) {
-			return kerr.TopicAuthorizationFailed.Code
-		}
-		return 0
-	})
-}
-
-// filterCreatePartitions takes out the topics check gives an error code
-// and answers them with it; a name listed twice is decided once.
-func filterCreatePartitions(req *kmsg.CreatePartitionsRequest, check func(kmsg.CreatePartitionsRequestTopic) int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	out := *req
-	var denied []kmsg.CreatePartitionsResponseTopic
-	out.Topics, denied = splitByName(req.Topics, func(t kmsg.CreatePartitionsRequestTopic) string { return t.Topic }, check,
-		func(name string, code int16) kmsg.CreatePartitionsResponseTopic {
-			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode, rt.ErrorMessage = name, code, codeMessage(code)
-			return rt
-		})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.CreatePartitionsResponseTopic) {
-		resp := r.(*kmsg.CreatePartitionsResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
-}
-
 // configResourceDenied is the error of a config resource c may not apply
 // op to, 0 when it may: ALTER_CONFIGS or DESCRIBE_CONFIGS on the topic
 // (TOPIC_AUTHORIZATION_FAILED), on the group for group resources
@@ -369,40 +256,6 @@ func (b *Broker) configResourceDenied(c *server.Conn, op kmsg.ACLOperation, typ 
 		}
 	}
 	return 0
-}
-
-func gateAlterConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.AlterConfigsRequest)
-	out := *req
-	var denied []kmsg.AlterConfigsResponseResource
-	out.Resources, denied = split(req.Resources, func(r kmsg.AlterConfigsRequestResource) int16 {
-		return b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName)
-	}, func(r kmsg.AlterConfigsRequestResource, code int16) kmsg.AlterConfigsResponseResource {
-		rr := kmsg.NewAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-		return rr
-	})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.AlterConfigsResponseResource) {
-		resp := r.(*kmsg.AlterConfigsResponse)
-		resp.Resources = append(resp.Resources, d...)
-	})
-}
-
-func gateIncrementalAlterConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
-	out := *req
-	var denied []kmsg.IncrementalAlterConfigsResponseResource
-	out.Resources, denied = split(req.Resources, func(r kmsg.IncrementalAlterConfigsRequestResource) int16 {
-		return b.configResourceDenied(c, opAlterConfigs, r.ResourceType, r.ResourceName)
-	}, func(r kmsg.IncrementalAlterConfigsRequestResource, code int16) kmsg.IncrementalAlterConfigsResponseResource {
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-		return rr
-	})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.IncrementalAlterConfigsResponseResource) {
-		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
-		resp.Resources = append(resp.Resources, d...)
-	})
 }
 
 // codeMessage is Kafka's message of an error code.

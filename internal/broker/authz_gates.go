@@ -28,11 +28,13 @@ func init() {
 	gates[kmsg.TxnOffsetCommit] = gateTxnOffsetCommit
 	gates[kmsg.DescribeTransactions] = gateDescribeTransactions
 	gates[kmsg.ListTransactions] = gateListTransactions
-	gates[kmsg.ListOffsets] = gateListOffsets
 	gates[kmsg.OffsetForLeaderEpoch] = gateOffsetForLeaderEpoch
-	gates[kmsg.DeleteRecords] = gateDeleteRecords
-	gates[kmsg.DescribeProducers] = gateDescribeProducers
-	gates[kmsg.DescribeConfigs] = gateDescribeConfigs
+	// ListOffsets: DESCRIBE on each topic; DeleteRecords: DELETE;
+	// DescribeProducers: READ; DescribeConfigs: DESCRIBE_CONFIGS on each
+	// topic, group or (broker resources) the cluster (entryAuths).
+	for _, k := range []kmsg.Key{kmsg.ListOffsets, kmsg.DeleteRecords, kmsg.DescribeProducers, kmsg.DescribeConfigs} {
+		gates[k] = gateEntries
+	}
 }
 
 // deny answers the whole request with resp.
@@ -92,14 +94,6 @@ func withDenied[R any](req, out kmsg.Request, denied []R, add func(kmsg.Response
 	}
 }
 
-// code is TOPIC_AUTHORIZATION_FAILED for a denied topic, else 0.
-func (d *topicDenier) code(topic string) int16 {
-	if d.deny(topic) {
-		return kerr.TopicAuthorizationFailed.Code
-	}
-	return 0
-}
-
 // gateGroupRead: JoinGroup, SyncGroup, Heartbeat and LeaveGroup need READ
 // on the group, else GROUP_AUTHORIZATION_FAILED.
 func gateGroupRead(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
@@ -140,33 +134,7 @@ func gateOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 	if !b.authorized(c, opRead, resGroup, req.Group) {
 		whole = kerr.GroupAuthorizationFailed.Code
 	}
-	d := b.topicDenier(c, opRead)
-	out := *req
-	var denied []kmsg.OffsetCommitResponseTopic
-	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetCommitRequestTopic) int16 {
-		if whole != 0 {
-			return whole
-		}
-		return d.code(t.Topic)
-	}, func(t kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
-		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		return rt
-	})
-	if whole != 0 {
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		resp.Topics = denied
-		return deny(resp)
-	}
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetCommitResponseTopic) {
-		resp := r.(*kmsg.OffsetCommitResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
+	return filterEntries(req, b.entryCheck(c, req), whole)
 }
 
 // gateOffsetFetch: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) and
@@ -431,24 +399,7 @@ func gateOffsetDelete(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Reques
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 		return deny(resp)
 	}
-	d := b.topicDenier(c, opRead)
-	out := *req
-	var denied []kmsg.OffsetDeleteResponseTopic
-	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) int16 { return d.code(t.Topic) },
-		func(t kmsg.OffsetDeleteRequestTopic, code int16) kmsg.OffsetDeleteResponseTopic {
-			rt := kmsg.NewOffsetDeleteResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			return rt
-		})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetDeleteResponseTopic) {
-		resp := r.(*kmsg.OffsetDeleteResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
+	return gateEntries(b, c, req)
 }
 
 // gateInitProducerID: a transactional id needs WRITE on it
@@ -558,33 +509,7 @@ func gateTxnOffsetCommit(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Req
 	case !b.authorized(c, opRead, resGroup, req.Group):
 		whole = kerr.GroupAuthorizationFailed.Code
 	}
-	d := b.topicDenier(c, opRead)
-	out := *req
-	var denied []kmsg.TxnOffsetCommitResponseTopic
-	out.Topics, denied = split(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) int16 {
-		if whole != 0 {
-			return whole
-		}
-		return d.code(t.Topic)
-	}, func(t kmsg.TxnOffsetCommitRequestTopic, code int16) kmsg.TxnOffsetCommitResponseTopic {
-		rt := kmsg.NewTxnOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		return rt
-	})
-	if whole != 0 {
-		resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		resp.Topics = denied
-		return deny(resp)
-	}
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.TxnOffsetCommitResponseTopic) {
-		resp := r.(*kmsg.TxnOffsetCommitResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
+	return filterEntries(req, b.entryCheck(c, req), whole)
 }
 
 // gateDescribeTransactions: DESCRIBE on each transactional id.
@@ -624,120 +549,19 @@ func gateListTransactions(b *Broker, c *server.Conn, req kmsg.Request) (kmsg.Req
 	}
 }
 
-// gateListOffsets: DESCRIBE on each topic.
-func gateListOffsets(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.ListOffsetsRequest)
-	d := b.topicDenier(c, opDescribe)
-	out := *req
-	var denied []kmsg.ListOffsetsResponseTopic
-	out.Topics, denied = split(req.Topics, func(t kmsg.ListOffsetsRequestTopic) int16 { return d.code(t.Topic) },
-		func(t kmsg.ListOffsetsRequestTopic, code int16) kmsg.ListOffsetsResponseTopic {
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			return rt
-		})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.ListOffsetsResponseTopic) {
-		resp := r.(*kmsg.ListOffsetsResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
-}
-
 // gateOffsetForLeaderEpoch: a follower (replica id >= 0) needs
 // CLUSTER_ACTION, else every partition is denied; a consumer DESCRIBE on
 // each topic.
 func gateOffsetForLeaderEpoch(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
-	all := req.ReplicaID >= 0 && !b.authorizedCluster(c, opClusterAction)
-	d := b.topicDenier(c, opDescribe)
-	out := *req
-	var denied []kmsg.OffsetForLeaderEpochResponseTopic
-	out.Topics, denied = split(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) int16 {
-		if all || req.ReplicaID < 0 && d.deny(t.Topic) {
+	if req.ReplicaID < 0 {
+		return gateEntries(b, c, req)
+	}
+	all := !b.authorizedCluster(c, opClusterAction)
+	return filterEntries(req, func(entry) int16 {
+		if all {
 			return kerr.TopicAuthorizationFailed.Code
 		}
 		return 0
-	}, func(t kmsg.OffsetForLeaderEpochRequestTopic, code int16) kmsg.OffsetForLeaderEpochResponseTopic {
-		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		return rt
-	})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.OffsetForLeaderEpochResponseTopic) {
-		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
-}
-
-// gateDeleteRecords: DELETE on each topic.
-func gateDeleteRecords(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.DeleteRecordsRequest)
-	d := b.topicDenier(c, opDelete)
-	out := *req
-	var denied []kmsg.DeleteRecordsResponseTopic
-	out.Topics, denied = split(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) int16 { return d.code(t.Topic) },
-		func(t kmsg.DeleteRecordsRequestTopic, code int16) kmsg.DeleteRecordsResponseTopic {
-			rt := kmsg.NewDeleteRecordsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			return rt
-		})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DeleteRecordsResponseTopic) {
-		resp := r.(*kmsg.DeleteRecordsResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
-}
-
-// gateDescribeProducers: READ on each topic.
-func gateDescribeProducers(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.DescribeProducersRequest)
-	d := b.topicDenier(c, opRead)
-	out := *req
-	var denied []kmsg.DescribeProducersResponseTopic
-	out.Topics, denied = split(req.Topics, func(t kmsg.DescribeProducersRequestTopic) int16 { return d.code(t.Topic) },
-		func(t kmsg.DescribeProducersRequestTopic, code int16) kmsg.DescribeProducersResponseTopic {
-			rt := kmsg.NewDescribeProducersResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewDescribeProducersResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			return rt
-		})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeProducersResponseTopic) {
-		resp := r.(*kmsg.DescribeProducersResponse)
-		resp.Topics = append(resp.Topics, d...)
-	})
-}
-
-// gateDescribeConfigs: DESCRIBE_CONFIGS on each topic or on the cluster
-// for broker resources.
-func gateDescribeConfigs(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
-	req := kreq.(*kmsg.DescribeConfigsRequest)
-	out := *req
-	var denied []kmsg.DescribeConfigsResponseResource
-	out.Resources, denied = split(req.Resources, func(r kmsg.DescribeConfigsRequestResource) int16 {
-		return b.configResourceDenied(c, opDescribeConfigs, r.ResourceType, r.ResourceName)
-	}, func(r kmsg.DescribeConfigsRequestResource, code int16) kmsg.DescribeConfigsResponseResource {
-		rr := kmsg.NewDescribeConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, code
-		return rr
-	})
-	return withDenied(req, &out, denied, func(r kmsg.Response, d []kmsg.DescribeConfigsResponseResource) {
-		resp := r.(*kmsg.DescribeConfigsResponse)
-		resp.Resources = append(resp.Resources, d...)
-	})
+	}, 0)
 }

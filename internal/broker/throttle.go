@@ -196,7 +196,8 @@ func (b *Broker) mutationGate(c *server.Conn, req *wire.Request) (kmsg.Request, 
 	switch r := body.(type) {
 	case *kmsg.CreateTopicsRequest:
 		strict = r.Version >= 6
-		out, finish = filterCreateTopics(r, func(t kmsg.CreateTopicsRequestTopic) int16 {
+		out, finish = filterEntries(r, func(e entry) int16 {
+			t := e.req.(kmsg.CreateTopicsRequestTopic)
 			n := t.NumPartitions
 			if len(t.ReplicaAssignment) > 0 {
 				n = int32(len(t.ReplicaAssignment))
@@ -204,16 +205,16 @@ func (b *Broker) mutationGate(c *server.Conn, req *wire.Request) (kmsg.Request, 
 				n = b.node.NumPartitions
 			}
 			return charge(n)
-		})
+		}, 0)
 	case *kmsg.CreatePartitionsRequest:
 		strict = r.Version >= 3
-		out, finish = filterCreatePartitions(r, func(t kmsg.CreatePartitionsRequestTopic) int16 {
-			n := t.Count
-			if mt := im.Topic(t.Topic); mt != nil {
+		out, finish = filterEntries(r, func(e entry) int16 {
+			n := e.req.(kmsg.CreatePartitionsRequestTopic).Count
+			if mt := im.Topic(e.name); mt != nil {
 				n -= int32(len(mt.Partitions))
 			}
 			return charge(n)
-		})
+		}, 0)
 	case *kmsg.DeleteTopicsRequest:
 		strict = r.Version >= 5
 		out, finish = filterDeleteTopics(b, r, func(name string) int16 {
