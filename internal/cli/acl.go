@@ -1,13 +1,15 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -77,42 +79,33 @@ Read on the groups, as kafka-acls.sh does.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			cl, err := f.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			req := kmsg.NewPtrCreateACLsRequest()
-			for _, b := range bs {
-				c := kmsg.NewCreateACLsRequestCreation()
-				c.ResourceType, c.ResourceName, c.ResourcePatternType = b.typ, b.name, b.pattern
-				c.Principal, c.Host, c.Operation, c.PermissionType = b.principal, b.host, b.op, b.perm
-				req.Creations = append(req.Creations, c)
-			}
-			resp, err := req.RequestWith(ctx, cl)
-			if err != nil {
-				return fmt.Errorf("create acls: %w", err)
-			}
-			var errs []error
-			for i, r := range resp.Results {
-				if r.ErrorCode != 0 && i < len(bs) {
-					msg := ""
-					if r.ErrorMessage != nil {
-						msg = *r.ErrorMessage
-					}
-					errs = append(errs, fmt.Errorf("%s: %s", bs[i], kafkaError(kerr.ErrorForCode(r.ErrorCode), msg)))
+			return f.withAdmin(cmd, func(ctx context.Context, cl *kgo.Client, _ *kadm.Client) error {
+				req := kmsg.NewPtrCreateACLsRequest()
+				for _, b := range bs {
+					c := kmsg.NewCreateACLsRequestCreation()
+					c.ResourceType, c.ResourceName, c.ResourcePatternType = b.typ, b.name, b.pattern
+					c.Principal, c.Host, c.Operation, c.PermissionType = b.principal, b.host, b.op, b.perm
+					req.Creations = append(req.Creations, c)
 				}
-			}
-			if len(errs) > 0 {
-				return errors.Join(errs...)
-			}
-			w := cmd.OutOrStdout()
-			for _, b := range bs {
-				fmt.Fprintf(w, "Added %s\n", b)
-			}
-			return nil
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					return fmt.Errorf("create acls: %w", err)
+				}
+				var errs []error
+				for i, r := range resp.Results {
+					if r.ErrorCode != 0 && i < len(bs) {
+						errs = append(errs, fmt.Errorf("%s: %s", bs[i], codeError(r.ErrorCode, r.ErrorMessage)))
+					}
+				}
+				if len(errs) > 0 {
+					return errors.Join(errs...)
+				}
+				w := cmd.OutOrStdout()
+				for _, b := range bs {
+					fmt.Fprintf(w, "Added %s\n", b)
+				}
+				return nil
+			})
 		},
 	}
 	f.addBindingFlags(cmd)
@@ -137,37 +130,28 @@ default) those of that exact name, whatever their pattern type.`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			cl, err := f.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			var rows []aclBinding
-			for _, flt := range filters {
-				req := kmsg.NewPtrDescribeACLsRequest()
-				req.ResourceType, req.ResourceName, req.ResourcePatternType = flt.typ, flt.name, flt.pattern
-				req.Principal, req.Host, req.Operation, req.PermissionType = flt.principal, nil, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
-				resp, err := req.RequestWith(ctx, cl)
-				if err != nil {
-					return fmt.Errorf("describe acls: %w", err)
-				}
-				if resp.ErrorCode != 0 {
-					msg := ""
-					if resp.ErrorMessage != nil {
-						msg = *resp.ErrorMessage
+			return f.withAdmin(cmd, func(ctx context.Context, cl *kgo.Client, _ *kadm.Client) error {
+				var rows []aclBinding
+				for _, flt := range filters {
+					req := kmsg.NewPtrDescribeACLsRequest()
+					req.ResourceType, req.ResourceName, req.ResourcePatternType = flt.typ, flt.name, flt.pattern
+					req.Principal, req.Host, req.Operation, req.PermissionType = flt.principal, nil, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+					resp, err := req.RequestWith(ctx, cl)
+					if err != nil {
+						return fmt.Errorf("describe acls: %w", err)
 					}
-					return fmt.Errorf("describe acls: %s", kafkaError(kerr.ErrorForCode(resp.ErrorCode), msg))
-				}
-				for _, r := range resp.Resources {
-					for _, a := range r.ACLs {
-						rows = append(rows, aclBinding{r.ResourceType, r.ResourceName, r.ResourcePatternType, a.Principal, a.Host, a.Operation, a.PermissionType})
+					if resp.ErrorCode != 0 {
+						return fmt.Errorf("describe acls: %s", codeError(resp.ErrorCode, resp.ErrorMessage))
+					}
+					for _, r := range resp.Resources {
+						for _, a := range r.ACLs {
+							rows = append(rows, aclBinding{r.ResourceType, r.ResourceName, r.ResourcePatternType, a.Principal, a.Host, a.Operation, a.PermissionType})
+						}
 					}
 				}
-			}
-			printBindings(cmd, rows)
-			return nil
+				printBindings(cmd, rows)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&f.patternType, "resource-pattern-type", "any", "any, match, literal or prefixed")
@@ -188,44 +172,35 @@ principals, hosts and operations given; a flag left out matches any value
 			if err != nil {
 				return err
 			}
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			cl, err := f.newClient(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			req := kmsg.NewPtrDeleteACLsRequest()
-			for _, flt := range filters {
-				d := kmsg.NewDeleteACLsRequestFilter()
-				d.ResourceType, d.ResourceName, d.ResourcePatternType = flt.typ, flt.name, flt.pattern
-				d.Principal, d.Host, d.Operation, d.PermissionType = flt.principal, flt.host, flt.op, flt.perm
-				req.Filters = append(req.Filters, d)
-			}
-			resp, err := req.RequestWith(ctx, cl)
-			if err != nil {
-				return fmt.Errorf("delete acls: %w", err)
-			}
-			var rows []aclBinding
-			for _, r := range resp.Results {
-				if r.ErrorCode != 0 {
-					msg := ""
-					if r.ErrorMessage != nil {
-						msg = *r.ErrorMessage
+			return f.withAdmin(cmd, func(ctx context.Context, cl *kgo.Client, _ *kadm.Client) error {
+				req := kmsg.NewPtrDeleteACLsRequest()
+				for _, flt := range filters {
+					d := kmsg.NewDeleteACLsRequestFilter()
+					d.ResourceType, d.ResourceName, d.ResourcePatternType = flt.typ, flt.name, flt.pattern
+					d.Principal, d.Host, d.Operation, d.PermissionType = flt.principal, flt.host, flt.op, flt.perm
+					req.Filters = append(req.Filters, d)
+				}
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					return fmt.Errorf("delete acls: %w", err)
+				}
+				var rows []aclBinding
+				for _, r := range resp.Results {
+					if r.ErrorCode != 0 {
+						return fmt.Errorf("delete acls: %s", codeError(r.ErrorCode, r.ErrorMessage))
 					}
-					return fmt.Errorf("delete acls: %s", kafkaError(kerr.ErrorForCode(r.ErrorCode), msg))
+					for _, m := range r.MatchingACLs {
+						rows = append(rows, aclBinding{m.ResourceType, m.ResourceName, m.ResourcePatternType, m.Principal, m.Host, m.Operation, m.PermissionType})
+					}
 				}
-				for _, m := range r.MatchingACLs {
-					rows = append(rows, aclBinding{m.ResourceType, m.ResourceName, m.ResourcePatternType, m.Principal, m.Host, m.Operation, m.PermissionType})
+				for _, b := range rows {
+					fmt.Fprintf(cmd.OutOrStdout(), "Removed %s\n", b)
 				}
-			}
-			for _, b := range rows {
-				fmt.Fprintf(cmd.OutOrStdout(), "Removed %s\n", b)
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "No ACL matched")
-			}
-			return nil
+				if len(rows) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "No ACL matched")
+				}
+				return nil
+			})
 		},
 	}
 	f.addBindingFlags(cmd)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -121,6 +122,15 @@ func kafkaError(err error, msg string) string {
 		s += " (" + msg + ")"
 	}
 	return s
+}
+
+// codeError formats a response's error code and message as kafkaError.
+func codeError(code int16, msg *string) string {
+	m := ""
+	if msg != nil {
+		m = *msg
+	}
+	return kafkaError(kerr.ErrorForCode(code), m)
 }
 
 // progress writes a status line to w about once a second while a long

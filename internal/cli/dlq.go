@@ -55,59 +55,54 @@ func newDLQListCommand(f *adminFlags) *cobra.Command {
 			"records they hold (end offset minus start offset, summed over partitions).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			adm, err := f.newAdmin(cmd)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			topics, err := adm.ListTopics(ctx)
-			if err != nil {
-				return fmt.Errorf("list topics: %w", err)
-			}
-			names := topics.Names()
-			configs, err := adm.DescribeTopicConfigs(ctx, names...)
-			if err != nil {
-				return fmt.Errorf("describe topic configs: %w", err)
-			}
-			enabled := map[string]bool{}
-			for _, rc := range configs {
-				for _, c := range rc.Configs {
-					if c.Key == dlqTopicEnableConfig && c.Value != nil && strings.EqualFold(*c.Value, "true") {
-						enabled[rc.Name] = true
+			return f.withAdmin(cmd, func(ctx context.Context, _ *kgo.Client, adm *kadm.Client) error {
+				topics, err := adm.ListTopics(ctx)
+				if err != nil {
+					return fmt.Errorf("list topics: %w", err)
+				}
+				names := topics.Names()
+				configs, err := adm.DescribeTopicConfigs(ctx, names...)
+				if err != nil {
+					return fmt.Errorf("describe topic configs: %w", err)
+				}
+				enabled := map[string]bool{}
+				for _, rc := range configs {
+					for _, c := range rc.Configs {
+						if c.Key == dlqTopicEnableConfig && c.Value != nil && strings.EqualFold(*c.Value, "true") {
+							enabled[rc.Name] = true
+						}
 					}
 				}
-			}
-			var dead []string
-			for _, n := range names {
-				if enabled[n] || looksDeadLetter(n) {
-					dead = append(dead, n)
-				}
-			}
-			sort.Strings(dead)
-			counts := map[string]int64{}
-			if len(dead) > 0 {
-				starts, err := adm.ListStartOffsets(ctx, dead...)
-				if err != nil {
-					return fmt.Errorf("list start offsets: %w", err)
-				}
-				ends, err := adm.ListEndOffsets(ctx, dead...)
-				if err != nil {
-					return fmt.Errorf("list end offsets: %w", err)
-				}
-				ends.Each(func(o kadm.ListedOffset) {
-					if s, ok := starts.Lookup(o.Topic, o.Partition); ok && o.Err == nil && s.Err == nil {
-						counts[o.Topic] += o.Offset - s.Offset
+				var dead []string
+				for _, n := range names {
+					if enabled[n] || looksDeadLetter(n) {
+						dead = append(dead, n)
 					}
-				})
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TOPIC\tPARTITIONS\tRECORDS\tGROUP DLQ ENABLED")
-			for _, n := range dead {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%t\n", n, len(topics[n].Partitions), counts[n], enabled[n])
-			}
-			return w.Flush()
+				}
+				sort.Strings(dead)
+				counts := map[string]int64{}
+				if len(dead) > 0 {
+					starts, err := adm.ListStartOffsets(ctx, dead...)
+					if err != nil {
+						return fmt.Errorf("list start offsets: %w", err)
+					}
+					ends, err := adm.ListEndOffsets(ctx, dead...)
+					if err != nil {
+						return fmt.Errorf("list end offsets: %w", err)
+					}
+					ends.Each(func(o kadm.ListedOffset) {
+						if s, ok := starts.Lookup(o.Topic, o.Partition); ok && o.Err == nil && s.Err == nil {
+							counts[o.Topic] += o.Offset - s.Offset
+						}
+					})
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TOPIC\tPARTITIONS\tRECORDS\tGROUP DLQ ENABLED")
+				for _, n := range dead {
+					fmt.Fprintf(w, "%s\t%d\t%d\t%t\n", n, len(topics[n].Partitions), counts[n], enabled[n])
+				}
+				return w.Flush()
+			})
 		},
 	}
 }
@@ -133,15 +128,25 @@ type dlqRecord struct {
 	err    error
 }
 
+// withDLQ is the RunE of a command that reads the dead-letter topic
+// args[0]: it runs fn on the records that r selects (readDLQ), within
+// --timeout.
+func withDLQ(f *adminFlags, r *dlqReadFlags, fn func(ctx context.Context, cmd *cobra.Command, recs []dlqRecord) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		return f.withAdmin(cmd, func(ctx context.Context, _ *kgo.Client, adm *kadm.Client) error {
+			recs, err := readDLQ(ctx, cmd, f, adm, args[0], r)
+			if err != nil {
+				return err
+			}
+			return fn(ctx, cmd, recs)
+		})
+	}
+}
+
 // readDLQ reads topic from its start offsets to the end offsets listed when
 // it starts, and returns the records that match r, in partition and offset
 // order.
-func readDLQ(ctx context.Context, cmd *cobra.Command, f *adminFlags, topic string, r *dlqReadFlags) ([]dlqRecord, error) {
-	adm, err := f.newAdmin(cmd)
-	if err != nil {
-		return nil, err
-	}
-	defer adm.Close()
+func readDLQ(ctx context.Context, cmd *cobra.Command, f *adminFlags, adm *kadm.Client, topic string, r *dlqReadFlags) ([]dlqRecord, error) {
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("list start offsets: %w", err)
@@ -229,13 +234,7 @@ func newDLQInspectCommand(f *adminFlags) *cobra.Command {
 			"the group, the delivery count, the reason (KIP-1191 message, or Spring's exception class and message) " +
 			"and its key. Records without origin headers are shown with '-' and the reason they cannot be replayed.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			recs, err := readDLQ(ctx, cmd, f, args[0], r)
-			if err != nil {
-				return err
-			}
+		RunE: withDLQ(f, r, func(ctx context.Context, cmd *cobra.Command, recs []dlqRecord) error {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "PARTITION\tOFFSET\tSOURCE\tFORMAT\tGROUP\tDELIVERIES\tREASON\tKEY")
 			for _, d := range recs {
@@ -256,7 +255,7 @@ func newDLQInspectCommand(f *adminFlags) *cobra.Command {
 					o.Offset, o.Format, dash(o.Group), deliveries, dash(reason), printable(d.rec.Key))
 			}
 			return w.Flush()
-		},
+		}),
 	}
 	r.add(cmd)
 	return cmd
@@ -291,13 +290,7 @@ func newDLQReplayCommand(f *adminFlags) *cobra.Command {
 			"(__dlq.errors.*, kafka_dlt-*). A record without origin headers stops the replay before anything is " +
 			"produced. The dead-letter topic is left as it is (delete its records with `samsa topic delete-records`).",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := f.context(cmd)
-			defer cancel()
-			recs, err := readDLQ(ctx, cmd, f, args[0], r)
-			if err != nil {
-				return err
-			}
+		RunE: withDLQ(f, r, func(ctx context.Context, cmd *cobra.Command, recs []dlqRecord) error {
 			batch := make([]*kgo.Record, 0, len(recs))
 			perTopic := map[string]int{}
 			for _, d := range recs {
@@ -334,7 +327,7 @@ func newDLQReplayCommand(f *adminFlags) *cobra.Command {
 				fmt.Fprintln(cmd.OutOrStdout(), "no records to replay")
 			}
 			return nil
-		},
+		}),
 	}
 	r.add(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "read and check the records, produce nothing")
