@@ -114,6 +114,24 @@ func TestClusterSeparateRoles(t *testing.T) {
 		return q.LeaderID == active && q.HighWatermark > 0 &&
 			slices.Equal(replicaIDs(q.CurrentVoters), []int32{1, 2, 3}) && slices.Equal(replicaIDs(q.Observers), brokers)
 	})
+	// Every voter and observer has fetched and caught up (Kafka's
+	// LastFetchTimestamp and LastCaughtUpTimestamp, DescribeQuorum v1+);
+	// the voters reported -1 before.
+	waitFor(t, 20*time.Second, "fetch and caught-up times of every replica", func() bool {
+		q, err := describeQuorum(ctx, cl)
+		if err != nil {
+			t.Logf("describe quorum: %v", err)
+			return false
+		}
+		now := time.Now().UnixMilli()
+		for _, r := range append(q.CurrentVoters, q.Observers...) {
+			if r.LastFetchTimestamp <= 0 || r.LastCaughtUpTimestamp <= 0 || r.LastFetchTimestamp > now+1000 {
+				t.Logf("replica %d: last fetch %d, last caught up %d", r.ReplicaID, r.LastFetchTimestamp, r.LastCaughtUpTimestamp)
+				return false
+			}
+		}
+		return true
+	})
 
 	checkControllerListeners(t, ctx, c, active)
 
@@ -289,12 +307,18 @@ func TestDescribeQuorumSingleNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	before := time.Now().UnixMilli()
 	q, err := describeQuorum(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if q.LeaderID != 1 || q.LeaderEpoch != 0 || q.HighWatermark <= 0 || len(q.CurrentVoters) != 1 || q.CurrentVoters[0].LogEndOffset != q.HighWatermark {
 		t.Fatalf("DescribeQuorum %+v", q)
+	}
+	// The leader reports itself fetched and caught up now, as Kafka's.
+	if v, after := q.CurrentVoters[0], time.Now().UnixMilli(); v.LastFetchTimestamp < before || v.LastFetchTimestamp > after ||
+		v.LastCaughtUpTimestamp != v.LastFetchTimestamp {
+		t.Fatalf("leader's last fetch %d, last caught up %d, want both in [%d, %d]", v.LastFetchTimestamp, v.LastCaughtUpTimestamp, before, after)
 	}
 }
 

@@ -115,7 +115,8 @@ func (b *Broker) describeQuorumResponse(req *kmsg.DescribeQuorumRequest, qi quor
 	sp.LeaderID, sp.LeaderEpoch, sp.HighWatermark = qi.LeaderID, int32(qi.Epoch), qi.HighWatermark
 	replica := func(v quorum.VoterState) kmsg.DescribeQuorumResponseTopicPartitionReplicaState {
 		r := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
-		r.ReplicaID, r.LogEndOffset, r.LastFetchTimestamp = v.ID, v.LogEndOffset, v.LastFetchTimestamp
+		r.ReplicaID, r.LogEndOffset = v.ID, v.LogEndOffset
+		r.LastFetchTimestamp, r.LastCaughtUpTimestamp = v.LastFetchTimestamp, v.LastCaughtUpTimestamp
 		return r
 	}
 	for _, v := range qi.Voters {

@@ -45,6 +45,7 @@ type fetchServer struct {
 type observerState struct {
 	logEndOffset int64
 	lastFetch    time.Time
+	times        replicaTimes
 }
 
 func newFetchServer(l *storage.Log, d *dispatcher, self int32, clusterID string) *fetchServer {
@@ -183,7 +184,14 @@ func (s *fetchServer) servePartition(ctx context.Context, req *kmsg.FetchRequest
 func (s *fetchServer) noteObserver(replica int32, offset int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.observers[replica] = observerState{logEndOffset: offset, lastFetch: s.now()}
+	now := s.now()
+	o, ok := s.observers[replica]
+	if !ok {
+		o.times = newReplicaTimes()
+	}
+	o.logEndOffset, o.lastFetch = offset, now
+	o.times.fetched(now.UnixMilli(), offset, s.log.LogEndOffset())
+	s.observers[replica] = o
 }
 
 // observerStates lists the observers seen within ObserverSessionTimeout,
@@ -198,7 +206,8 @@ func (s *fetchServer) observerStates() []VoterState {
 			delete(s.observers, id)
 			continue
 		}
-		out = append(out, VoterState{ID: id, LogEndOffset: o.logEndOffset, LastFetchTimestamp: o.lastFetch.UnixMilli()})
+		out = append(out, VoterState{ID: id, LogEndOffset: o.logEndOffset,
+			LastFetchTimestamp: o.times.lastFetch, LastCaughtUpTimestamp: o.times.lastCaughtUp})
 	}
 	slices.SortFunc(out, func(a, b VoterState) int { return int(a.ID) - int(b.ID) })
 	return out

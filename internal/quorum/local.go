@@ -82,10 +82,11 @@ func (l *Local) HandleFetch(ctx context.Context, req *kmsg.FetchRequest) *kmsg.F
 // alone, in epoch 0, with its observers. It never fails.
 func (l *Local) Describe(context.Context) (QuorumInfo, error) {
 	committed, ld, _ := l.d.state()
+	now := time.Now().UnixMilli()
 	return QuorumInfo{
 		Leadership:    ld,
 		HighWatermark: committed,
-		Voters:        []VoterState{{ID: ld.LeaderID, LogEndOffset: l.log.LogEndOffset(), LastFetchTimestamp: -1}},
+		Voters:        []VoterState{{ID: ld.LeaderID, LogEndOffset: l.log.LogEndOffset(), LastFetchTimestamp: now, LastCaughtUpTimestamp: now}},
 		Observers:     l.fetch.observerStates(),
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -79,6 +80,9 @@ type Raft struct {
 	pending map[uint64]*proposal // by index
 	leading bool
 	status  raft.BasicStatus
+	// fetches are the voters' fetch times in this leadership, by node
+	// id; reset when it changes.
+	fetches map[int32]*replicaTimes
 
 	vote atomic.Int32 // node id voted for in the current term, -1 none
 }
@@ -110,9 +114,40 @@ type QuorumInfo struct {
 type VoterState struct {
 	ID           int32
 	LogEndOffset int64 // -1 unknown
-	// LastFetchTimestamp is when an observer last fetched, in Unix
-	// milliseconds; -1 for voters (raft does not track it).
+	// LastFetchTimestamp is when the replica last fetched from the
+	// leader, in Unix milliseconds; -1 never in this leader's epoch. A
+	// voter fetches when it answers the leader's appends and heartbeats
+	// (raft's MsgAppResp, MsgHeartbeatResp). The leader itself: now.
 	LastFetchTimestamp int64
+	// LastCaughtUpTimestamp is the last time the replica had all the
+	// leader had, in Unix milliseconds, as Kafka's
+	// LeaderState.ReplicaState computes it: the time of a fetch at the
+	// leader's log end, or of the previous fetch when this one reached
+	// the log end the leader had then; -1 never. The leader itself: now.
+	LastCaughtUpTimestamp int64
+}
+
+// replicaTimes are a replica's LastFetchTimestamp and
+// LastCaughtUpTimestamp as the leader tracks them.
+type replicaTimes struct {
+	lastFetch, lastCaughtUp int64 // Unix ms; -1 never
+	leaderEnd               int64 // the leader's log end at the last fetch; -1 none
+}
+
+func newReplicaTimes() replicaTimes { return replicaTimes{-1, -1, -1} }
+
+// fetched records a fetch at nowMs that reached offset (the replica's log
+// end) while the leader's log ended at leaderEnd, as Kafka's
+// ReplicaState.updateFollowerState.
+func (t *replicaTimes) fetched(nowMs, offset, leaderEnd int64) {
+	switch {
+	case offset >= leaderEnd:
+		t.lastCaughtUp = max(t.lastCaughtUp, nowMs)
+	case t.leaderEnd >= 0 && offset >= t.leaderEnd:
+		t.lastCaughtUp = max(t.lastCaughtUp, t.lastFetch)
+	}
+	t.leaderEnd = leaderEnd
+	t.lastFetch = max(t.lastFetch, nowMs)
 }
 
 // Defaults of RaftConfig and limits passed to raft.
@@ -174,8 +209,9 @@ func OpenRaft(cfg RaftConfig) (_ *Raft, err error) {
 		unreachc: make(chan uint64, 64),
 		infoc:    make(chan chan QuorumInfo),
 		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
 		pending:  map[uint64]*proposal{},
+		fetches:  map[int32]*replicaTimes{},
+		done:     make(chan struct{}),
 	}
 	r.vote.Store(-1)
 	commit := store.commit()
@@ -285,6 +321,7 @@ func (r *Raft) run() {
 					// Errors are messages raft ignores (from an unknown
 					// peer, a stale local message type).
 					_ = r.rn.Step(m)
+					r.noteFetch(m)
 					select {
 					case m = <-r.recvc:
 						continue
@@ -446,6 +483,7 @@ func (r *Raft) updateLeadership() {
 		}
 	}
 	if leading != r.leading {
+		r.fetches = map[int32]*replicaTimes{}
 		r.logger.Info("metadata quorum leadership changed", "leader", nodeID(r.status.Lead), "leader_epoch", r.status.GetTerm(), "leading", leading)
 	}
 	r.leading = leading
@@ -458,17 +496,52 @@ func (r *Raft) info() QuorumInfo {
 	committed, _, _ := r.d.state()
 	qi := QuorumInfo{Leadership: r.leadership(), HighWatermark: committed}
 	st := r.rn.Status()
+	now := time.Now().UnixMilli()
 	for _, v := range r.store.voters {
-		vs := VoterState{ID: v, LogEndOffset: -1, LastFetchTimestamp: -1}
+		vs := VoterState{ID: v, LogEndOffset: -1, LastFetchTimestamp: -1, LastCaughtUpTimestamp: -1}
 		if pr, ok := st.Progress[raftID(v)]; ok && r.leading {
 			vs.LogEndOffset = r.store.endOffset(pr.Match)
+			if t := r.fetches[v]; t != nil {
+				vs.LastFetchTimestamp, vs.LastCaughtUpTimestamp = t.lastFetch, t.lastCaughtUp
+			}
 		}
 		if v == r.cfg.NodeID {
 			vs.LogEndOffset = r.store.end
+			if r.leading {
+				vs.LastFetchTimestamp, vs.LastCaughtUpTimestamp = now, now
+			}
 		}
 		qi.Voters = append(qi.Voters, vs)
 	}
 	return qi
+}
+
+// noteFetch records, on the leader, that a voter answered an append or a
+// heartbeat (m, just stepped): Kafka's voters fetch, ours are sent
+// entries, and an answer is the fetch that says how far the voter's log
+// reaches (its match index).
+func (r *Raft) noteFetch(m *raftpb.Message) {
+	if typ := m.GetType(); !r.leading || !(typ == raftpb.MsgAppResp && !m.GetReject() || typ == raftpb.MsgHeartbeatResp) {
+		return
+	}
+	var match uint64
+	found := false
+	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == m.GetFrom() {
+			match, found = pr.Match, true
+		}
+	})
+	if !found {
+		return
+	}
+	v := nodeID(m.GetFrom())
+	t := r.fetches[v]
+	if t == nil {
+		t = new(replicaTimes)
+		*t = newReplicaTimes()
+		r.fetches[v] = t
+	}
+	t.fetched(time.Now().UnixMilli(), int64(match), int64(r.store.last))
 }
 
 // closedErr is why the loop ended.

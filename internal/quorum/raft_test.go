@@ -118,7 +118,44 @@ func TestRaftElectsAndCommits(t *testing.T) {
 	if caughtUp < 2 {
 		t.Fatalf("describe: %d voters past the last append, want a majority: %+v", caughtUp, qi)
 	}
+	// Every voter answered the leader's appends and heartbeats: each has
+	// fetched and caught up (the leader: now).
+	h.waitFor("fetch and caught-up times of every voter", 10*time.Second, func() bool {
+		qi, err := h.nodes[lead].r.Describe(context.Background())
+		if err != nil {
+			return false
+		}
+		now := time.Now().UnixMilli()
+		for _, v := range qi.Voters {
+			if v.LastFetchTimestamp <= 0 || v.LastCaughtUpTimestamp <= 0 || v.LastFetchTimestamp > now || v.LastCaughtUpTimestamp > v.LastFetchTimestamp {
+				return false
+			}
+		}
+		return true
+	})
 	h.sameLogs()
+}
+
+// TestReplicaTimes follows Kafka's ReplicaState.updateFollowerState: a
+// fetch at the leader's log end catches the replica up now; one that
+// reaches the end the leader had at the previous fetch, then; one short
+// of both leaves the caught-up time as it was.
+func TestReplicaTimes(t *testing.T) {
+	rt := newReplicaTimes()
+	step := func(now, offset, leaderEnd, wantFetch, wantCaughtUp int64) {
+		t.Helper()
+		rt.fetched(now, offset, leaderEnd)
+		if rt.lastFetch != wantFetch || rt.lastCaughtUp != wantCaughtUp {
+			t.Fatalf("fetch at %d of offset %d, leader end %d: last fetch %d, caught up %d; want %d, %d",
+				now, offset, leaderEnd, rt.lastFetch, rt.lastCaughtUp, wantFetch, wantCaughtUp)
+		}
+	}
+	step(100, 0, 10, 100, -1)   // behind, no earlier fetch
+	step(200, 5, 20, 200, -1)   // behind the end at 100 (10)
+	step(300, 20, 30, 300, 200) // reached the end at 200 (20): caught up then
+	step(400, 30, 30, 400, 400) // at the end now
+	step(350, 25, 40, 400, 400) // a late answer moves neither time back
+	step(500, 45, 45, 500, 500)
 }
 
 func TestRaftFailoverAndCatchUp(t *testing.T) {
