@@ -30,7 +30,11 @@ type acked struct {
 func TestKillDuringProduce(t *testing.T) {
 	dir := t.TempDir()
 	srv := proctest.Start(t, dir, "log.segment.bytes=262144", "log.index.interval.bytes=1024")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.RecordRetries(0), kgo.ProducerLinger(time.Millisecond))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.RecordRetries(0), kgo.ProducerLinger(time.Millisecond),
+		// Uncompressed: the records are mostly zeros, and the large batches
+		// a loaded machine makes compress 20,000 of them (4.6 MB) into less
+		// than one 256 KiB segment a partition.
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		t.Fatal(err)
 	}
