@@ -718,7 +718,7 @@ func TestCompactTombstoneAtLogEnd(t *testing.T) {
 		if len(recs) == 0 || recs[0].Offset != 1 || string(recs[0].Value) != "v" {
 			t.Fatalf("read %v: want keep=v at 1 first", recs)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the pace of the reads over a window in which nothing may change
 	}
 	if hw := fetchAt(t, cl, topic, 0, 0).HighWatermark; hw != 4 {
 		t.Fatalf("high-watermark %d, want 4", hw)

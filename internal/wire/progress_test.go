@@ -111,7 +111,7 @@ func TestWriteFramedSendfileProgress(t *testing.T) {
 		buf := make([]byte, 512<<10)
 		var n int
 		for n < size {
-			time.Sleep(40 * time.Millisecond)
+			time.Sleep(40 * time.Millisecond) // the pace of a slow reader on a real socket, not a wait for a condition
 			m, err := io.ReadFull(c, buf)
 			n += m
 			if err != nil {
