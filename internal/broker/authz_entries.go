@@ -88,7 +88,7 @@ func (b *Broker) entryCheck(c *server.Conn, req kmsg.Request) func(entry) int16 
 // itself and a finish that does nothing when check denies none. whole,
 // when not 0, is the code of a check of the whole request that failed
 // (the group of OffsetCommit): every entry gets it, and the request is
-// answered at once.
+// answered at once, even without entries.
 func filterEntries(req kmsg.Request, check func(entry) int16, whole int16) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	auth, ok := entryAuths[kmsg.Key(req.Key())]
 	if !ok {
@@ -98,8 +98,8 @@ func filterEntries(req kmsg.Request, check func(entry) int16, whole int16) (kmsg
 	isConfig := hasField(in.Type().Elem(), "ResourceName")
 	out := reflect.New(reflect.TypeOf(req).Elem())
 	out.Elem().Set(reflect.ValueOf(req).Elem())
-	kept := reflect.MakeSlice(in.Type(), 0, in.Len())
-	var denied []reflect.Value // request entries
+	kept := reflect.Zero(in.Type()) // nil when all are denied, as before
+	var denied []reflect.Value      // request entries
 	var codes []int16
 	decided := map[string]int16{}
 	for i := range in.Len() {
@@ -128,7 +128,7 @@ func filterEntries(req kmsg.Request, check func(entry) int16, whole int16) (kmsg
 			kept = reflect.Append(kept, t)
 		}
 	}
-	if len(denied) == 0 {
+	if len(denied) == 0 && whole == 0 {
 		return noGate(req)
 	}
 	finish := func(r kmsg.Response) kmsg.Response {

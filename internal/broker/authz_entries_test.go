@@ -21,7 +21,7 @@ func TestFilterEntries(t *testing.T) {
 	msg, _ := json.Marshal(kerr.TopicAuthorizationFailed.Message)
 	for _, tc := range []struct {
 		key       kmsg.Key
-		req, kept string // the request, and the entries it keeps
+		req, kept string // the request, and the entries it keeps (null: none)
 		denied    string // the response's entries
 	}{
 		{kmsg.OffsetCommit,
@@ -34,7 +34,7 @@ func TestFilterEntries(t *testing.T) {
 			`[{"Topic":"no","Partitions":[{"Partition":2,"ErrorCode":CODE}]}]`},
 		{kmsg.OffsetDelete,
 			`{"Topics":[{"Topic":"no","Partitions":[{"Partition":1}]}]}`,
-			`[]`,
+			`null`,
 			`[{"Topic":"no","Partitions":[{"Partition":1,"ErrorCode":CODE}]}]`},
 		{kmsg.OffsetForLeaderEpoch,
 			`{"Topics":[{"Topic":"no","Partitions":[{"Partition":1,"LeaderEpoch":4}]},{"Topic":"ok","Partitions":[{"Partition":0}]}]}`,
@@ -42,7 +42,7 @@ func TestFilterEntries(t *testing.T) {
 			`[{"Topic":"no","Partitions":[{"Partition":1,"ErrorCode":CODE,"LeaderEpoch":-1,"EndOffset":-1}]}]`},
 		{kmsg.ListOffsets,
 			`{"Topics":[{"Topic":"no","Partitions":[{"Partition":5,"Timestamp":-2}]}]}`,
-			`[]`,
+			`null`,
 			`[{"Topic":"no","Partitions":[{"Partition":5,"ErrorCode":CODE,"Timestamp":-1,"Offset":-1,"LeaderEpoch":-1}]}]`},
 		{kmsg.DescribeProducers,
 			`{"Topics":[{"Topic":"ok","Partitions":[1]},{"Topic":"no","Partitions":[0,1]}]}`,
@@ -50,7 +50,7 @@ func TestFilterEntries(t *testing.T) {
 			`[{"Topic":"no","Partitions":[{"Partition":0,"ErrorCode":CODE},{"Partition":1,"ErrorCode":CODE}]}]`},
 		{kmsg.DeleteRecords,
 			`{"Topics":[{"Topic":"no","Partitions":[{"Partition":0,"Offset":10}]}]}`,
-			`[]`,
+			`null`,
 			`[{"Topic":"no","Partitions":[{"Partition":0,"ErrorCode":CODE,"LowWatermark":-1}]}]`},
 		// A name listed twice is decided and answered once.
 		{kmsg.CreateTopics,
@@ -59,7 +59,7 @@ func TestFilterEntries(t *testing.T) {
 			`[{"Topic":"no","ErrorCode":CODE,"ErrorMessage":MSG,"NumPartitions":-1,"ReplicationFactor":-1}]`},
 		{kmsg.CreatePartitions,
 			`{"Topics":[{"Topic":"no","Count":3},{"Topic":"no","Count":4}]}`,
-			`[]`,
+			`null`,
 			`[{"Topic":"no","ErrorCode":CODE,"ErrorMessage":MSG}]`},
 		{kmsg.AlterConfigs,
 			`{"Resources":[{"ResourceType":"TOPIC","ResourceName":"no"},{"ResourceType":"BROKER","ResourceName":"ok"}]}`,
@@ -71,7 +71,7 @@ func TestFilterEntries(t *testing.T) {
 			`[{"ResourceType":"TOPIC","ResourceName":"no","ErrorCode":CODE}]`},
 		{kmsg.DescribeConfigs,
 			`{"Resources":[{"ResourceType":"TOPIC","ResourceName":"no"},{"ResourceType":"TOPIC","ResourceName":"no"}]}`,
-			`[]`,
+			`null`,
 			`[{"ResourceType":"TOPIC","ResourceName":"no","ErrorCode":CODE},{"ResourceType":"TOPIC","ResourceName":"no","ErrorCode":CODE}]`},
 	} {
 		t.Run(tc.key.Name(), func(t *testing.T) {
@@ -125,6 +125,14 @@ func TestFilterEntries(t *testing.T) {
 			resp := entryList(reflect.ValueOf(finish(nil)))
 			if resp.Len() == 0 || calls != 0 {
 				t.Fatalf("whole denial: %d entries answered, check called %d times", resp.Len(), calls)
+			}
+
+			// ... also when there are none.
+			empty := reflect.New(reflect.TypeOf(req).Elem())
+			empty.Elem().Set(reflect.ValueOf(req).Elem())
+			entryList(empty).Set(reflect.Zero(entryList(empty).Type()))
+			if out, _ := filterEntries(empty.Interface().(kmsg.Request), deny, kerr.GroupAuthorizationFailed.Code); out != nil {
+				t.Fatal("whole denial of a request without entries let it through")
 			}
 
 			// Nothing denied: the request itself goes on.
