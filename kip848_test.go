@@ -164,6 +164,23 @@ func TestClusterKIP848Consumers(t *testing.T) {
 	}
 	produceN(t, admin, topic, total)
 	runKIP848(t, c.Addrs(), admin, topic, partitions, total, func(ctx context.Context) {
+		// The new coordinator restarts the members' sessions when it
+		// loads the group, as Kafka's does; a member that reaches it
+		// only after a session timeout is fenced and loses its
+		// partitions. Reaching it takes the client's retry backoffs
+		// (up to 2.5 s) after the old one went: more than the 3 s
+		// session on a loaded machine ("c1 lost partitions"). The
+		// crashed member's expiry is behind us: the group's session
+		// (KIP-848 group config) becomes 20 s, on every node.
+		if code, msg := alterGroupConfig(t, admin, "kip848-group", set("consumer.session.timeout.ms", "20000")); code != 0 {
+			t.Fatalf("alter group config: %v %s", kerr.ErrorForCode(code), msg)
+		}
+		for _, id := range []int{1, 2, 3} {
+			waitFor(t, 30*time.Second, "the group's session timeout on every node", func() bool {
+				cfg, err := tryDescribeGroupConfig(admin.Broker(id), "kip848-group")
+				return err == nil && orNull(cfg["consumer.session.timeout.ms"].Value) == "20000"
+			})
+		}
 		coord := adm.FindGroupCoordinators(ctx, "kip848-group")["kip848-group"]
 		if coord.Err != nil {
 			t.Fatalf("FindCoordinator: %v", coord.Err)
