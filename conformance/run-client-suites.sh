@@ -11,7 +11,11 @@
 # taken from the Go module cache (go mod download), run with
 # KAFKA_VERSION=3.7.0 against a broker advertised as localhost:9092 with
 # node id 1, one top-level test at a time from a compiled test binary (one
-# panic would abort a whole package). Needs port 9092 free.
+# panic would abort a whole package). As kafka-go's docker-compose-370.yml,
+# a SASL_PLAINTEXT listener on localhost:9093 (PLAIN user adminplain,
+# SCRAM user adminscram with admin-secret-256 and admin-secret-512) and the
+# authorizer with allow.everyone.if.no.acl.found=true. Needs ports 9092
+# and 9093 free.
 #
 # kafkajs: its specs are not in the npm package; set KAFKAJS_SRC to a
 # checkout of kafkajs v2.2.4 to run them (see below); without it the suite
@@ -55,26 +59,38 @@ else
   (cd "$root" && go build -o "$work/samsa" ./cmd/samsa)
 fi
 
-server_extra=() # more --override flags, per suite
+server_extra=()   # more --override flags, per suite
+server_sasl=""    # 1: a SASL_PLAINTEXT listener on localhost:9093 too (kafka-go)
+server_setup=""   # a command run once the server is up (users), per suite
 start_server() { # starts samsa on localhost:9092 as node 1, fresh data
-  local i
-  for i in $(seq 1 60); do
-    (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null || break
-    [ "$i" = 60 ] && { echo "port 9092 is in use: cannot run the suites" >&2; exit 1; }
-    sleep 1
+  local i port listeners=PLAINTEXT://localhost:9092 ports=9092 sasl=()
+  if [ -n "$server_sasl" ]; then
+    listeners=$listeners,SASL_PLAINTEXT://localhost:9093 ports="9092 9093"
+    # With a SASL listener CONTROLLER needs its entry, as in Kafka.
+    sasl=(--override listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT)
+  fi
+  for port in $ports; do
+    for i in $(seq 1 60); do
+      (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null || break
+      [ "$i" = 60 ] && { echo "port $port is in use: cannot run the suites" >&2; exit 1; }
+      sleep 1
+    done
   done
   rm -rf "$work/data"
   "$work/samsa" server \
     --override node.id=1 \
     --override log.dirs="$work/data" \
-    --override listeners=PLAINTEXT://localhost:9092,CONTROLLER://127.0.0.1:0 \
-    --override advertised.listeners=PLAINTEXT://localhost:9092 \
+    --override listeners="$listeners",CONTROLLER://127.0.0.1:0 \
+    --override advertised.listeners="$listeners" \
     --override auto.create.topics.enable=true \
-    "${server_extra[@]}" \
+    "${sasl[@]}" "${server_extra[@]}" \
     >>"$work/server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 100); do
-    grep -q "bootstrap=" "$work/server.log" 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null && return 0
+    if grep -q "bootstrap=" "$work/server.log" 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
+      [ -z "$server_setup" ] || $server_setup >>"$work/server.log" 2>&1 || { echo "server setup failed:"; tail -20 "$work/server.log"; exit 1; }
+      return 0
+    fi
     kill -0 "$server_pid" 2>/dev/null || { echo "samsa exited at startup:"; tail -20 "$work/server.log"; exit 1; }
     sleep 0.1
   done
@@ -157,6 +173,13 @@ run_go_test_binary() {
 
 mkdir -p "$work/out"
 
+# kafka_go_users creates the SCRAM user of kafka-go's docker-compose-370.yml
+# (its kafka-configs.sh line): adminscram, one password per mechanism.
+kafka_go_users() {
+  "$work/samsa" user create adminscram --password admin-secret-256 --mechanism SCRAM-SHA-256 -b localhost:9092 &&
+    "$work/samsa" user alter adminscram --password admin-secret-512 --mechanism SCRAM-SHA-512 -b localhost:9092
+}
+
 run_kafka_go() {
   local v src
   # As kafka-go's docker-compose-370.yml sets it; its image starts from
@@ -164,7 +187,15 @@ run_kafka_go() {
   # group.initial.rebalance.delay.ms=0 (consumer_group_rebalance of
   # TestReaderConsumerGroup counts on the first reader forming the group
   # alone).
-  server_extra=(--override message.max.bytes=200000000 --override group.initial.rebalance.delay.ms=0)
+  server_extra=(--override message.max.bytes=200000000 --override group.initial.rebalance.delay.ms=0
+    # Its SASL_PLAINTEXT listener on 9093 (sasl_test.go, TestWriter's
+    # SASL subtest, TestUnsupportedSASLMechanism): PLAIN from the JAAS
+    # line, SCRAM users from kafka_go_users; and its authorizer.
+    --override sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+    --override 'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="adminplain" password="admin-secret" user_adminplain="admin-secret";'
+    --override authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+    --override allow.everyone.if.no.acl.found=true)
+  server_sasl=1 server_setup=kafka_go_users
   stop_server
   v=$(cd "$here" && go list -m -f '{{.Version}}' github.com/segmentio/kafka-go)
   versions[kafka-go]=$v
@@ -172,8 +203,7 @@ run_kafka_go() {
   cp -r "$src" "$work/kafka-go"
   chmod -R u+w "$work/kafka-go"
   (cd "$work/kafka-go" && go mod download)
-  # One test binary per package with tests; sasl and the like fail fast
-  # without a SASL listener, which samsa does not have yet.
+  # One test binary per package with tests.
   local pkg name
   for pkg in $(cd "$work/kafka-go" && go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./...); do
     name=$(echo "${pkg#"$work/kafka-go"}" | tr / _)
@@ -207,6 +237,7 @@ run_kafkajs() {
     ignore+=(--testPathIgnorePatterns "$f"); excluded=$((excluded + 1))
   done
   server_extra=(--override group.initial.rebalance.delay.ms=0) # as kafkajs's docker-compose.2_4.yml
+  server_sasl="" server_setup=""
   stop_server; start_server # a fresh log, without kafka-go's topics
   echo "running kafkajs specs ($excluded spec files excluded: SSL/SASL)"
   # One jest run per group of specs (as kafkajs's CI splits them), each
@@ -287,7 +318,7 @@ section="$work/section.md"
 {
   echo "## The clients' own test suites"
   echo
-  echo "Run by \`conformance/run-client-suites.sh\` (not in CI: it needs port 9092 and takes about half an hour). kafka-go: one top-level test at a time, ${test_timeout} each, \`KAFKA_VERSION=3.7.0\`. The server runs with \`group.initial.rebalance.delay.ms=0\`, as in both suites' Docker setups. Counts are of top-level tests (kafka-go) or spec files (kafkajs), and in brackets of leaf tests."
+  echo "Run by \`conformance/run-client-suites.sh\` (not in CI: it needs port 9092 and takes about half an hour). kafka-go: one top-level test at a time, ${test_timeout} each, \`KAFKA_VERSION=3.7.0\`. The server runs with \`group.initial.rebalance.delay.ms=0\`, as in both suites' Docker setups. For kafka-go, as its docker-compose-370.yml: a SASL_PLAINTEXT listener on localhost:9093 (PLAIN \`adminplain\`, SCRAM \`adminscram\`), \`sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\` and the authorizer with \`allow.everyone.if.no.acl.found=true\`. Counts are of top-level tests (kafka-go) or spec files (kafkajs), and in brackets of leaf tests."
   echo
   echo "| suite | version | last run | samsa commit | pass | fail | skip | note |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
