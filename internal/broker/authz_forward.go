@@ -69,7 +69,8 @@ func gateCluster(op kmsg.ACLOperation) gate {
 
 // clusterDenied answers req with CLUSTER_AUTHORIZATION_FAILED: in the
 // response's top-level ErrorCode when it has one, and in each entry of the
-// APIs whose entries carry codes.
+// APIs whose entries carry codes. A response version without the field
+// (DescribeLogDirs v0-v2) is an empty answer, as Kafka's.
 func clusterDenied(req kmsg.Request) kmsg.Response {
 	code := kerr.ClusterAuthorizationFailed.Code
 	resp := req.ResponseKind()
