@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,7 +23,68 @@ var (
 	clusterPartitions = flag.Int("cluster.partitions", 100, "TestClusterScale: partitions per topic")
 	clusterReport     = flag.String("cluster.report", "", "TestClusterScale: file to append the figures to")
 	clusterSession    = flag.Int("cluster.session", 3000, "TestClusterScale: broker.session.timeout.ms (heartbeats every tenth of it)")
+	clusterProfile    = flag.String("cluster.profile", "", "TestClusterScale: directory for CPU profiles of the nodes during the failover and the controlled shutdown, and their logs")
 )
+
+// profileNodes, with -cluster.profile, takes CPU profiles of the running
+// nodes of ids over d in the background (<dir>/<name>-node-<id>.pprof);
+// the returned func waits for them.
+func profileNodes(t *testing.T, c *proctest.Cluster, name string, d time.Duration, ids ...int32) (wait func()) {
+	if *clusterProfile == "" {
+		return func() {}
+	}
+	done := make(chan struct{}, len(ids))
+	for _, id := range ids {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			path := filepath.Join(*clusterProfile, fmt.Sprintf("%s-node-%d.pprof", name, id))
+			if err := c.Node(id).Profile(context.Background(), d, path); err != nil {
+				t.Logf("profile %s: %v", path, err)
+			}
+		}()
+	}
+	return func() {
+		for range ids {
+			<-done
+		}
+	}
+}
+
+// ledBy returns the topic of st in which broker id leads the most
+// partitions: leadership moves away from a broker in one metadata commit,
+// so a check of that topic alone tells when the whole move is visible,
+// without a Metadata request of every partition (seconds at 30,000) on
+// every poll.
+func ledBy(st clusterState, id int32) string {
+	best, most := "", -1
+	for name, ps := range st.parts {
+		n := 0
+		for _, p := range ps {
+			if p.leader == id {
+				n++
+			}
+		}
+		if n > most || n == most && name < best {
+			best, most = name, n
+		}
+	}
+	return best
+}
+
+// topicEvery reports whether the node at addr shows every partition of
+// topic satisfying ok (one Metadata request of that topic).
+func topicEvery(addr, topic string, n int, ok func(partState) bool) bool {
+	v, err := view(addr, topic)
+	if err != nil || len(v.parts) != n {
+		return false
+	}
+	for _, p := range v.parts {
+		if !ok(p) {
+			return false
+		}
+	}
+	return true
+}
 
 // clusterState is one node's Metadata answer for every topic.
 type clusterState struct {
@@ -87,10 +149,22 @@ func every(addr string, topics []string, n int, ok func(partState) bool) bool {
 // into every ISR. It asserts the properties and reports the times.
 func TestClusterScale(t *testing.T) {
 	nTopics, nParts := *clusterTopics, *clusterPartitions
-	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: []string{
+	if *clusterProfile != "" {
+		if err := os.MkdirAll(*clusterProfile, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Pprof: *clusterProfile != "", Overrides: []string{
 		// A killed broker's partitions move once its session expires.
 		fmt.Sprintf("broker.session.timeout.ms=%d", *clusterSession), fmt.Sprintf("broker.heartbeat.interval.ms=%d", *clusterSession/10),
 	}, StartTimeout: 5 * time.Minute})
+	if *clusterProfile != "" {
+		t.Cleanup(func() {
+			for _, n := range c.Nodes {
+				os.WriteFile(filepath.Join(*clusterProfile, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
+			}
+		})
+	}
 	report := func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
 		t.Log(line)
@@ -139,6 +213,12 @@ func TestClusterScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest := others(c, ctrl)
+	st, err := allState(c.Node(rest[0]).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := ledBy(st, ctrl)
+	profiled := profileNodes(t, c, "failover", 10*time.Second, rest...)
 	c.Node(ctrl).Kill()
 	start = time.Now()
 	var newCtrl int32
@@ -148,11 +228,17 @@ func TestClusterScale(t *testing.T) {
 		return err == nil && l >= 0 && l != ctrl
 	})
 	elected := time.Since(start)
+	liveLeader := func(p partState) bool { return p.leader >= 0 && p.leader != ctrl }
+	var led time.Duration
 	waitFor(t, 2*time.Minute, "a live leader for every partition", func() bool {
-		return every(c.Node(rest[0]).Addr(), topics, nParts, func(p partState) bool { return p.leader >= 0 && p.leader != ctrl })
+		if led == 0 && topicEvery(c.Node(rest[0]).Addr(), sample, nParts, liveLeader) {
+			led = time.Since(start)
+		}
+		return led > 0 && every(c.Node(rest[0]).Addr(), topics, nParts, liveLeader)
 	})
-	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=%d)",
-		ctrl, newCtrl, elected.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), *clusterSession)
+	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v, all checked at %v (broker.session.timeout.ms=%d)",
+		ctrl, newCtrl, elected.Round(time.Millisecond), led.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), *clusterSession)
+	profiled()
 	start = time.Now()
 	if err := c.Node(ctrl).Start(); err != nil {
 		t.Fatal(err)
@@ -175,7 +261,7 @@ func TestClusterScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	watch := l
-	st, err := allState(c.Node(watch).Addr())
+	st, err = allState(c.Node(watch).Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,19 +277,31 @@ func TestClusterScale(t *testing.T) {
 			victim = id
 		}
 	}
-	led := leads[victim]
-	if led == 0 {
+	nLed := leads[victim]
+	if nLed == 0 {
 		t.Fatalf("no broker but the controller leads a partition: %v", leads)
 	}
+	sample = ledBy(st, victim)
+	profiled = profileNodes(t, c, "shutdown", 10*time.Second, 1, 2, 3)
 	start = time.Now()
 	moved := make(chan time.Duration, 1)
 	go func() {
-		// Leadership moves before the process exits.
+		// Leadership moves before the process exits: poll the topic in
+		// which the victim led the most, every 50 ms.
+		notVictim := func(p partState) bool { return p.leader >= 0 && p.leader != victim }
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
 		for time.Since(start) < 2*time.Minute {
-			if every(c.Node(watch).Addr(), topics, nParts, func(p partState) bool { return p.leader >= 0 && p.leader != victim }) {
-				moved <- time.Since(start)
+			if topicEvery(c.Node(watch).Addr(), sample, nParts, notVictim) {
+				d := time.Since(start)
+				if every(c.Node(watch).Addr(), topics, nParts, notVictim) {
+					moved <- d
+				} else {
+					moved <- -2
+				}
 				return
 			}
+			<-tick.C
 		}
 		moved <- -1
 	}()
@@ -212,10 +310,14 @@ func TestClusterScale(t *testing.T) {
 	}
 	stopped := time.Since(start)
 	d := <-moved
-	if d < 0 {
+	switch d {
+	case -1:
 		t.Fatalf("leadership of node %d did not move", victim)
+	case -2:
+		t.Fatalf("leadership of node %d moved in topic %s but not in every topic at once", victim, sample)
 	}
-	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v", victim, led, d.Round(time.Millisecond), stopped.Round(time.Millisecond))
+	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v", victim, nLed, d.Round(time.Millisecond), stopped.Round(time.Millisecond))
+	profiled()
 	start = time.Now()
 	if err := c.Node(victim).Start(); err != nil {
 		t.Fatal(err)

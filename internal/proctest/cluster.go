@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,6 +45,9 @@ type ClusterConfig struct {
 	// LogLevel is the servers' --log-level (debug, info, ...); default
 	// $PROCTEST_LOG_LEVEL, else info.
 	LogLevel string
+	// Pprof gives every node `--pprof 127.0.0.1:<Node.PprofPort>` (Go's
+	// /debug/pprof/ handlers, for profiling a run; see Node.Profile).
+	Pprof bool
 }
 
 // Cluster is a set of samsa server processes on loopback forming one
@@ -70,6 +75,9 @@ type Node struct {
 	// BrokerPort and ControllerPort are the node's own listeners (0 for
 	// a role it does not have).
 	BrokerPort, ControllerPort int
+	// PprofPort serves /debug/pprof/ on 127.0.0.1 (ClusterConfig.Pprof
+	// only, else 0).
+	PprofPort int
 	// BrokerProxy (Proxied only) is where the other nodes, and clients
 	// following metadata, reach this node's broker listener.
 	BrokerProxy *Proxy
@@ -173,7 +181,7 @@ func (c *Cluster) layout() error {
 		}
 	}
 	total := c.cfg.Nodes + c.cfg.Controllers + c.cfg.Brokers
-	ports, err := freePorts(2 * total)
+	ports, err := freePorts(3 * total)
 	if err != nil {
 		return err
 	}
@@ -186,6 +194,9 @@ func (c *Cluster) layout() error {
 		}
 		if n.Controller {
 			n.ControllerPort = ports[2*i+1]
+		}
+		if c.cfg.Pprof {
+			n.PprofPort = ports[2*total+i]
 		}
 		if c.cfg.Proxied {
 			if n.Broker {
@@ -238,6 +249,9 @@ func (c *Cluster) layout() error {
 		n.args = []string{"server"}
 		if level != "" {
 			n.args = append(n.args, "--log-level", level)
+		}
+		if n.PprofPort != 0 {
+			n.args = append(n.args, "--pprof", "127.0.0.1:"+strconv.Itoa(n.PprofPort))
 		}
 		for _, p := range props {
 			n.args = append(n.args, "--override", p)
@@ -512,4 +526,35 @@ func (n *Node) Logs() string {
 		out += n.srv.Logs()
 	}
 	return out
+}
+
+// Profile writes a CPU profile of the node's process over d to path
+// (ClusterConfig.Pprof only), e.g. `go tool pprof -top path`. It blocks
+// for d; a node not running or not profiled returns an error.
+func (n *Node) Profile(ctx context.Context, d time.Duration, path string) error {
+	if n.PprofPort == 0 {
+		return fmt.Errorf("node %d: no pprof port (ClusterConfig.Pprof)", n.ID)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", n.PprofPort, max(1, int(d/time.Second)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("node %d: %w", n.ID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("node %d: profile: %s", n.ID, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
