@@ -19,6 +19,13 @@ import (
 // (single-voter) metadata log in a temporary directory.
 func newLocalController(t *testing.T) *Controller {
 	t.Helper()
+	return newLocalControllerWith(t, nil)
+}
+
+// newLocalControllerWith is newLocalController over wrap(the local log)
+// when wrap is not nil.
+func newLocalControllerWith(t *testing.T, wrap func(quorum.Log) quorum.Log) *Controller {
+	t.Helper()
 	dir := t.TempDir()
 	node, err := config.Parse(map[string]string{"node.id": "1", "log.dirs": dir})
 	if err != nil {
@@ -32,7 +39,11 @@ func newLocalController(t *testing.T) *Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(node, q, "controller-test", nil, nil)
+	var ql quorum.Log = q
+	if wrap != nil {
+		ql = wrap(q)
+	}
+	c, err := New(node, ql, "controller-test", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

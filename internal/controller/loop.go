@@ -21,9 +21,12 @@ import (
 // heartbeat that changes nothing is answered by the loop at once, even
 // while a CreateTopics of 100,000 partitions is being committed.
 //
-// A failed append fails its writes and every write queued behind it
-// (computed over records that will not be), with the append's error or
-// ErrNotController; the loop then starts over from the committed image.
+// A failed append fails its own writes, with the append's error or
+// ErrNotController. The writes queued behind it were computed over records
+// that will not be: the loop starts over from the committed image and
+// computes them again, as it does for the queued writes of a leadership
+// that changed; while this controller is not active they fail with
+// ErrNotController, which the caller retries on the new one.
 
 // maxGroupRecords bounds the records of queued writes appended as one
 // entry (a single larger write goes alone); 2,000 partition records are
@@ -239,16 +242,45 @@ func (c *Controller) syncGen(s *loopState) {
 		return
 	}
 	s.gen = g
-	for _, j := range s.queued {
-		j.finish(ErrNotController)
-	}
+	c.recompute(s)
+}
+
+// recompute computes the queued writes again over the committed image and
+// the jobs appended before them (it drops their records first): they were
+// computed over records that will not be appended, or in a leadership
+// generation that ended. A barrier waiting on one of them waits on the
+// write before it instead.
+func (c *Controller) recompute(s *loopState) {
+	queued := s.queued
 	s.queued = nil
 	c.rebuildSpec(s)
+	for _, j := range queued {
+		c.compute(s, j.req)
+		for _, r := range j.barriers {
+			c.queueBarrier(s, r)
+		}
+	}
+}
+
+// queueBarrier completes barrier r with the latest write in flight, at
+// once when there is none.
+func (c *Controller) queueBarrier(s *loopState, r *writeReq) {
+	if j := s.lastJob(); j != nil {
+		j.barriers = append(j.barriers, r)
+		return
+	}
+	r.done <- nil
 }
 
 // runWrite computes one write and queues its records.
 func (c *Controller) runWrite(s *loopState, r *writeReq) {
 	defer close(r.ran)
+	c.compute(s, r)
+}
+
+// compute runs r's fn over the latest image and queues its records, or
+// completes r when there are none or it failed.
+func (c *Controller) compute(s *loopState, r *writeReq) {
 	if err := r.ctx.Err(); err != nil {
 		r.done <- err
 		return
@@ -263,8 +295,8 @@ func (c *Controller) runWrite(s *loopState, r *writeReq) {
 		r.done <- err
 		return
 	case len(recs) == 0:
-		if j := s.lastJob(); r.barrier && j != nil {
-			j.barriers = append(j.barriers, r)
+		if r.barrier {
+			c.queueBarrier(s, r)
 			return
 		}
 		r.done <- nil
@@ -278,8 +310,8 @@ func (c *Controller) runWrite(s *loopState, r *writeReq) {
 	s.queued = append(s.queued, &job{req: r, recs: recs, gen: s.gen})
 }
 
-// failFrom fails the jobs of a failed append and every job queued behind
-// them, then starts over from the committed image and the parked jobs.
+// failFrom fails the jobs of a failed append and computes the jobs queued
+// behind them again, over the committed image and the parked jobs.
 func (c *Controller) failFrom(s *loopState, res appendResult) {
 	err := res.err
 	if errors.Is(err, quorum.ErrNotLeader) {
@@ -288,11 +320,8 @@ func (c *Controller) failFrom(s *loopState, res appendResult) {
 	for _, j := range res.jobs {
 		j.finish(err)
 	}
-	for _, j := range s.queued {
-		j.finish(fmt.Errorf("%w: an earlier metadata write failed: %v", ErrNotController, res.err))
-	}
-	s.queued = nil
-	c.rebuildSpec(s)
+	s.gen = c.leaderGen.Load()
+	c.recompute(s)
 }
 
 // rebuildSpec recomputes the speculative image from the committed one and
