@@ -112,7 +112,14 @@ type Broker struct {
 
 	leaderThrottle, followerThrottle *replica.Throttle
 
-	ctrlChan controllerChannel
+	// ctrlChan carries forwarded admin requests (CreateTopics, ...),
+	// DescribeQuorum and AllocateProducerIds; alterChan carries
+	// AlterPartition on a connection of its own, as Kafka's
+	// AlterPartitionManager has its own channel: a forwarded request must
+	// not wait behind the AlterPartitions of thousands of leaders
+	// shrinking their ISRs after a broker died (a DescribeQuorum took
+	// tens of seconds then).
+	ctrlChan, alterChan controllerChannel
 	// lifeChan carries registrations and heartbeats on connections of
 	// their own, as Kafka's BrokerLifecycleManager has its own channel: a
 	// connection answers its requests in order, and a heartbeat queued
@@ -195,6 +202,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.dyn.Store(cfg.Node)
 	b.ctrlChan.b = b
+	b.alterChan.b = b
 	b.lifeChan.b = b
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
@@ -267,6 +275,7 @@ func (b *Broker) Close() {
 	b.closeGroups()
 	b.replicas.Close()
 	b.ctrlChan.close()
+	b.alterChan.close()
 	b.lifeChan.close()
 	b.lag.close()
 }

@@ -210,7 +210,7 @@ func (b *Broker) sendAlterPartitions(ctx context.Context, batch []*alterItem) {
 		k := key{it.TopicID, it.Partition}
 		byKey[k] = append(byKey[k], it)
 	}
-	resp, err := b.ctrlChan.send(ctx, req, func(r kmsg.Response) bool {
+	resp, err := b.alterChan.send(ctx, req, func(r kmsg.Response) bool {
 		return r.(*kmsg.AlterPartitionResponse).ErrorCode == kerr.NotController.Code
 	})
 	if err != nil {
