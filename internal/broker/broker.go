@@ -129,10 +129,12 @@ type Broker struct {
 	alters      alterBatcher // AlterPartition batching (controllerchannel.go)
 	incarnation [16]byte     // this process's incarnation id (BrokerRegistration)
 	brokerEpoch atomic.Int64 // from the active controller's registration
-	endpoints   []metadata.Endpoint
-	stop        chan struct{}
-	dirOffline  chan struct{} // LogDirOffline's kick of the heartbeat loop, buffered 1
-	wg          sync.WaitGroup
+	// shuttingDown is set once Shutdown began: heartbeats ask for it.
+	shuttingDown atomic.Bool
+	endpoints    []metadata.Endpoint
+	stop         chan struct{}
+	dirOffline   chan struct{} // LogDirOffline's kick of the heartbeat loop, buffered 1
+	wg           sync.WaitGroup
 	// dialBroker and dialController: see Config.
 	dialBroker, dialController wire.DialFunc
 

@@ -164,7 +164,10 @@ func (b *Broker) heartbeats() {
 			// Tell the controller now, not at the next tick.
 		}
 		hctx, hcancel := context.WithTimeout(ctx, interval)
-		_, err := b.heartbeat(hctx, false)
+		// Once Shutdown began, every heartbeat asks for it, as Kafka's
+		// BrokerLifecycleManager's do: one without it unfenced the
+		// broker again while its leaderships were being moved away.
+		_, err := b.heartbeat(hctx, b.shuttingDown.Load())
 		hcancel()
 		switch {
 		case errors.Is(err, controller.ErrStaleBrokerEpoch), errors.Is(err, kerr.StaleBrokerEpoch):
@@ -182,6 +185,7 @@ func (b *Broker) heartbeats() {
 // leadership of this broker's partitions to other in-sync replicas and
 // waits until it has, or ctx ends. Call it before Close.
 func (b *Broker) Shutdown(ctx context.Context) error {
+	b.shuttingDown.Store(true)
 	for {
 		should, err := b.heartbeat(ctx, true)
 		if err == nil && should {

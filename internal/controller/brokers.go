@@ -241,6 +241,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 		write = c.writeBarrier
 	}
 	offline := len(offlineDirs) > 0 && !wantShutdown
+	stays := false // fenced in controlled shutdown
 	err = write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 		if !c.active.Load() {
 			return nil, ErrNotController
@@ -251,6 +252,15 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 			return nil, ErrStaleBrokerEpoch
 		}
 		c.brokers.seen(id)
+		if c.shuttingDown[id] && !wantShutdown && !offline {
+			// A broker in controlled shutdown stays in it until a new
+			// process registers (Kafka's CONTROLLED_SHUTDOWN state):
+			// a heartbeat without WantShutdown, one its periodic
+			// heartbeats sent while it stopped, must not unfence it and
+			// give it leaderships back.
+			fenced, stays = true, true
+			return nil, nil
+		}
 		if wantShutdown {
 			fenced, shouldShutdown = true, true
 			c.shuttingDown[id] = true
@@ -282,7 +292,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	if err != nil {
 		return fenced, false, err
 	}
-	if fenced && !wantShutdown && !offline {
+	if fenced && !wantShutdown && !offline && !stays {
 		c.logger.Info("unfenced broker", "broker", id)
 		fenced = false
 	}

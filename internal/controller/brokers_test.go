@@ -247,3 +247,38 @@ func registerBrokers(t *testing.T, ctx context.Context, c *Controller, n int32) 
 	}
 	return epochs
 }
+
+// A broker in controlled shutdown stays fenced and out of its
+// leaderships when a heartbeat without WantShutdown follows (its periodic
+// heartbeats while it stops), as Kafka's CONTROLLED_SHUTDOWN state lasts
+// until the broker registers again; such a heartbeat unfenced it and gave
+// it its leaderships back before. A new process registering ends it.
+func TestControlledShutdownStaysFenced(t *testing.T) {
+	c := newLocalController(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	epochs := registerBrokers(t, ctx, c, 2)
+	errs, err := c.CreateTopics(ctx, []CreateTopic{{Name: "t", Partitions: 1, ReplicationFactor: 2, Assignments: [][]int32{{1, 2}}}}, false)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("create: %v %v", err, errs)
+	}
+	if _, should, err := c.Heartbeat(ctx, 1, epochs[1], true, nil); err != nil || !should {
+		t.Fatalf("controlled shutdown: should shut down %v, %v", should, err)
+	}
+	for range 2 {
+		fenced, _, err := c.Heartbeat(ctx, 1, epochs[1], false, nil)
+		if err != nil || !fenced {
+			t.Fatalf("heartbeat during the shutdown: fenced %v, %v", fenced, err)
+		}
+		if p := c.Image().Topic("t").Partitions[0]; p.Leader != 2 || !c.Image().Broker(1).Fenced {
+			t.Fatalf("during the shutdown: leader %d, broker 1 fenced %v", p.Leader, c.Image().Broker(1).Fenced)
+		}
+	}
+	epoch, err := c.RegisterBroker(ctx, 1, incarnation(11), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fenced, _, err := c.Heartbeat(ctx, 1, epoch, false, nil); err != nil || fenced {
+		t.Fatalf("heartbeat of the new process: fenced %v, %v", fenced, err)
+	}
+}
