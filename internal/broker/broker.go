@@ -7,6 +7,7 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -337,6 +338,14 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 		resp, err = b.forward(ctx, body)
 	} else {
 		resp, err = a.handle(withClientID(ctx, req.ClientID), b, c, body)
+		if forwarded[a.key] && !forwardsItself[a.key] && errors.Is(err, controller.ErrNotController) && !b.node.IsControllerListener(c.Listener) {
+			// This node's controller lost the leadership during the
+			// write: the new active one answers (KIP-590), as when this
+			// one was not active. The error closed the client's
+			// connection before (a CreateTopics while the quorum
+			// re-elected under load).
+			resp, err = b.forward(ctx, body)
+		}
 	}
 	if err != nil {
 		return resp, err
@@ -406,6 +415,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 	}
 	reconfigured := b.applyDynamicConfigs(old, next)
 	var removed []*metadata.Topic
+	var batch []replica.ApplyItem
 	if d := next.Delta(); old != nil && d != nil && d.From == old.Offset && !reconfigured {
 		for id, parts := range d.Partitions {
 			t := next.TopicByID(id)
@@ -416,13 +426,13 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			cfg := b.logConfig(t)
 			if prev == nil || d.Configs[id] {
 				for i := range t.Partitions {
-					note(b.applyPartition(t, prev, int32(i), cfg))
+					b.applyPartition(&batch, t, prev, int32(i), cfg)
 				}
 				continue
 			}
 			slices.Sort(parts)
 			for _, i := range slices.Compact(slices.Clone(parts)) {
-				note(b.applyPartition(t, prev, i, cfg))
+				b.applyPartition(&batch, t, prev, i, cfg)
 			}
 		}
 		for id := range d.Configs {
@@ -432,7 +442,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			if t := next.TopicByID(id); t != nil {
 				cfg := b.logConfig(t)
 				for i := range t.Partitions {
-					note(b.applyPartition(t, old.TopicByID(id), int32(i), cfg))
+					b.applyPartition(&batch, t, old.TopicByID(id), int32(i), cfg)
 				}
 			}
 		}
@@ -454,7 +464,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			}
 			cfg := b.logConfig(t)
 			for i := range t.Partitions {
-				note(b.applyPartition(t, prev, int32(i), cfg))
+				b.applyPartition(&batch, t, prev, int32(i), cfg)
 			}
 		}
 		if old != nil {
@@ -465,6 +475,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 			}
 		}
 	}
+	note(b.applyPartitions(batch))
 	var deleted []string
 	self := b.node.NodeID
 	for _, t := range removed {
@@ -492,12 +503,14 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 	return firstErr
 }
 
-// applyPartition leads, follows or stops hosting partition i of t as the
-// image says; prev is the topic in the previous image (nil when new).
-func (b *Broker) applyPartition(t, prev *metadata.Topic, i int32, cfg replica.LogConfig) error {
+// applyPartition queues partition i of t on batch when this broker is a
+// replica of it (to lead or follow it as the image says), or stops hosting
+// it when it no longer is; prev is the topic in the previous image (nil
+// when new).
+func (b *Broker) applyPartition(batch *[]replica.ApplyItem, t, prev *metadata.Topic, i int32, cfg replica.LogConfig) {
 	self := b.node.NodeID
 	if i < 0 || int(i) >= len(t.Partitions) {
-		return nil
+		return
 	}
 	p := t.Partitions[i]
 	tp := replica.TopicPartition{Topic: t.Name, Partition: i}
@@ -507,14 +520,26 @@ func (b *Broker) applyPartition(t, prev *metadata.Topic, i int32, cfg replica.Lo
 				b.logger.Error("removing partition failed", "topic", t.Name, "partition", i, "err", err)
 			}
 		}
-		return nil
+		return
 	}
 	st := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
-	if _, err := b.replicas.Apply(tp, t.ID, st, cfg); err != nil {
-		b.logger.Error("hosting partition failed", "topic", t.Name, "partition", i, "err", err)
-		return err
+	*batch = append(*batch, replica.ApplyItem{TopicPartition: tp, TopicID: t.ID, State: st, Config: cfg})
+}
+
+// applyPartitions hosts the partitions of batch (replica.ApplyBatch: the
+// replica manager's lock taken once per chunk, not once per partition)
+// and returns the first error.
+func (b *Broker) applyPartitions(batch []replica.ApplyItem) error {
+	var first error
+	for i, err := range b.replicas.ApplyBatch(batch) {
+		if err != nil {
+			b.logger.Error("hosting partition failed", "topic", batch[i].Topic, "partition", batch[i].Partition, "err", err)
+			if first == nil {
+				first = err
+			}
+		}
 	}
-	return nil
+	return first
 }
 
 // topicConfig returns the effective value of a topic config and its

@@ -186,6 +186,10 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 func (m *Manager) Apply(tp TopicPartition, topicID [16]byte, st State, cfg LogConfig) (*Partition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.applyLocked(tp, topicID, st, cfg)
+}
+
+func (m *Manager) applyLocked(tp TopicPartition, topicID [16]byte, st State, cfg LogConfig) (*Partition, error) {
 	p, err := m.openLocked(tp, topicID, cfg)
 	if err != nil {
 		// Clients asking for it get KAFKA_STORAGE_ERROR at once.
