@@ -11,6 +11,10 @@
 #   scripts/scale-cluster.sh
 #   TOPICS=100 scripts/scale-cluster.sh               # 10,000 partitions
 #   SESSION_MS=9000 scripts/scale-cluster.sh          # broker.session.timeout.ms (default 3000)
+#   PROFILE=/tmp/prof scripts/scale-cluster.sh         # (absolute path) CPU profiles (10 s) of the nodes during the
+#                                                      # failover and the controlled shutdown, and
+#                                                      # the nodes' logs, in that directory
+#                                                      # (go tool pprof -top /tmp/prof/shutdown-node-2.pprof)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)/samsa
@@ -18,5 +22,6 @@ go build -o "$bin" ./cmd/samsa
 report=${REPORT:-/dev/stdout}
 echo "ulimit -n: $(ulimit -n); load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$report"
 PROCTEST_BIN=$bin go test -count=1 -timeout "${TIMEOUT:-60m}" -v -run '^TestClusterScale$' ./e2e/cluster \
-	-args -cluster.topics "${TOPICS:-300}" -cluster.partitions "${PARTITIONS:-100}" -cluster.report "$report" -cluster.session "${SESSION_MS:-3000}"
+	-args -cluster.topics "${TOPICS:-300}" -cluster.partitions "${PARTITIONS:-100}" -cluster.report "$report" -cluster.session "${SESSION_MS:-3000}" \
+	${PROFILE:+-cluster.profile "$PROFILE"}
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$report"
