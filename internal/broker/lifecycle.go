@@ -163,11 +163,16 @@ func (b *Broker) heartbeats() {
 		case <-b.dirOffline:
 			// Tell the controller now, not at the next tick.
 		}
+		if b.shuttingDown.Load() {
+			// Shutdown heartbeats (asking for it) in its own loop, as
+			// Kafka's BrokerLifecycleManager does once in controlled
+			// shutdown: one without WantShutdown unfenced the broker
+			// while its leaderships were being moved away, and a second
+			// heartbeat would queue on the same connection.
+			continue
+		}
 		hctx, hcancel := context.WithTimeout(ctx, interval)
-		// Once Shutdown began, every heartbeat asks for it, as Kafka's
-		// BrokerLifecycleManager's do: one without it unfenced the
-		// broker again while its leaderships were being moved away.
-		_, err := b.heartbeat(hctx, b.shuttingDown.Load())
+		_, err := b.heartbeat(hctx, false)
 		hcancel()
 		switch {
 		case errors.Is(err, controller.ErrStaleBrokerEpoch), errors.Is(err, kerr.StaleBrokerEpoch):
