@@ -85,8 +85,17 @@ func handleAlterShareGroupOffsets(ctx context.Context, b *Broker, c *server.Conn
 			case rp.StartOffset < 0:
 				err = kerr.InvalidRequest
 			default:
+				// A new state epoch, as Kafka's InitializeShareGroupState:
+				// the state starts afresh (no state batches).
 				k := share.StateKey{Group: req.GroupID, TopicID: t.ID, Partition: rp.Partition}
-				err = b.writeShareState(wctx, k, &share.State{LeaderEpoch: t.Partitions[rp.Partition].LeaderEpoch, StartOffset: rp.StartOffset})
+				var st *share.State
+				if st, err = b.readShareState(wctx, k, -1); err == nil {
+					w := share.Write{Initialize: true, LeaderEpoch: -1, StartOffset: rp.StartOffset}
+					if st != nil {
+						w.StateEpoch = st.StateEpoch + 1
+					}
+					err = b.writeShareState(wctx, k, w)
+				}
 			}
 			op.ErrorCode = errCode(err)
 			ot.Partitions = append(ot.Partitions, op)

@@ -33,15 +33,28 @@ type shareGroups struct {
 	store *share.Store      // the share coordinator's partitions of __share_group_state (sharestate.go)
 	loads *coordinatorLoads // of __share_group_state
 
-	mu      sync.Mutex    // guards changed
-	changed chan struct{} // closed and replaced when records become available by a release
+	mu       sync.Mutex                         // guards the fields below
+	changed  chan struct{}                      // closed and replaced when records become available by a release
+	expiries map[*share.Partition]*expiryTimer // the armed lock-expiry timer of each share-partition with locks
+	stopped  bool                               // no timer is armed or runs any more
+	timers   sync.WaitGroup                     // the expiry timers' callbacks running
+}
+
+// expiryTimer is the lock-expiry timer of one share-partition, armed for
+// its earliest lock (share.Partition.NextExpiry): one timer per
+// share-partition holding locks, re-armed after each expiry, so the cost
+// is proportional to the expiries, not to the records.
+type expiryTimer struct {
+	at    time.Time
+	timer *time.Timer
 }
 
 func (b *Broker) startShareGroups() {
 	s := &shareGroups{
 		coord:   share.New(shareTopics{b}, b.shareSettings),
 		store:   share.NewStore(),
-		changed: make(chan struct{}),
+		changed:  make(chan struct{}),
+		expiries: map[*share.Partition]*expiryTimer{},
 	}
 	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
 	s.coord.OnMemberLeave(b.releaseShareMember)
@@ -86,16 +99,96 @@ func (b *Broker) shareSettings(groupID string) share.Settings {
 		DeliveryLimit:     int16(g.ShareDeliveryCountLimit),
 		SessionTimeout:    g.ShareSessionTimeout,
 		HeartbeatInterval: g.ShareHeartbeatInterval,
+		MaxLocks:          int(b.node.GroupSharePartitionMaxRecordLocks),
 	}
 }
 
-// closeShareGroups cancels the loads of __share_group_state in flight.
+// closeShareGroups cancels the loads of __share_group_state in flight and
+// stops the lock-expiry timers, waiting for those running.
 func (b *Broker) closeShareGroups() {
 	if b.share == nil {
 		return
 	}
-	b.share.loads.cancel()
-	b.share.loads.wg.Wait()
+	s := b.share
+	s.mu.Lock()
+	s.stopped = true
+	for sp, e := range s.expiries {
+		e.timer.Stop()
+		delete(s.expiries, sp)
+	}
+	s.mu.Unlock()
+	s.timers.Wait()
+	s.loads.cancel()
+	s.loads.wg.Wait()
+}
+
+// armShareExpiry arms the lock-expiry timer of sp, the share-partition of
+// group on t/p, for its next lock expiry when no timer is armed for that
+// time or earlier.
+func (b *Broker) armShareExpiry(groupID string, t *metadata.Topic, p int32, sp *share.Partition) {
+	next := sp.NextExpiry()
+	if next.IsZero() {
+		return
+	}
+	s := b.share
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.expiries[sp]
+	if s.stopped || e != nil && !e.at.After(next) {
+		return
+	}
+	if e != nil {
+		e.timer.Stop() // a callback already running sees it was replaced
+	}
+	e = &expiryTimer{at: next}
+	name, id := t.Name, t.ID
+	e.timer = time.AfterFunc(time.Until(next), func() { b.expireShareLocks(groupID, name, id, p, sp, e) })
+	s.expiries[sp] = e
+}
+
+// expireShareLocks is the lock-expiry timer e of sp firing, as Kafka's
+// acquisition lock timeout task: the expired records become available
+// again (or are archived at group.share.delivery.count.limit, written to
+// the dead-letter topic), the state with the new delivery counts is
+// written to __share_group_state, and the ShareFetch requests waiting for
+// records are woken. The timer is armed again for the next expiry while
+// this broker leads the partition and keeps sp.
+func (b *Broker) expireShareLocks(groupID, topic string, topicID [16]byte, p int32, sp *share.Partition, e *expiryTimer) {
+	s := b.share
+	s.mu.Lock()
+	if s.stopped || s.expiries[sp] != e {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.expiries, sp)
+	s.timers.Add(1)
+	s.mu.Unlock()
+	defer s.timers.Done()
+
+	rp := b.replicas.Get(topic, p)
+	if rp == nil || !rp.IsLeader() || b.share.coord.Partition(groupID, topic, p, false) != sp || sp.LoadedAt() != rp.LeaderEpoch() {
+		return // leadership moved or the group's state was dropped
+	}
+	dead, n := sp.Expire(time.Now())
+	if n > 0 {
+		b.deadLetters(groupID, topic, p, rp, dead)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		go func() { // a stopping broker gives up
+			select {
+			case <-b.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if err := b.persistShare(ctx, groupID, topicID, p, rp.LeaderEpoch(), sp); err != nil {
+			b.logger.Warn("writing share-partition state after a lock expiry", "group", groupID, "topic", topic, "partition", p, "err", err)
+		}
+		cancel()
+		s.released()
+	}
+	if t := b.image().Topic(topic); t != nil && t.ID == topicID {
+		b.armShareExpiry(groupID, t, p, sp)
+	}
 }
 
 // wait returns a channel closed at the next release.
@@ -149,8 +242,10 @@ func (b *Broker) sharePartition(ctx context.Context, groupID string, t *metadata
 			}
 			if st != nil {
 				sp.Restore(st.StartOffset, st.Batches)
+				sp.SetStateEpoch(st.StateEpoch)
 			} else {
 				sp.Reset(b.shareResetOffset(groupID, rp))
+				sp.SetStateEpoch(0)
 			}
 			sp.SetLoadedAt(epoch)
 		}
@@ -234,6 +329,7 @@ func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadat
 	}
 	got, dead := sp.Acquire(member, maxRecords, strict, spans, now)
 	b.deadLetters(groupID, t.Name, p, rp, dead)
+	b.armShareExpiry(groupID, t, p, sp)
 	if len(got) == 0 {
 		return nil, nil, nil
 	}
@@ -294,6 +390,7 @@ func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metada
 	if release {
 		b.share.released()
 	}
+	b.armShareExpiry(groupID, t, p, sp)
 	if err := b.persistShare(ctx, groupID, t.ID, p, rp.LeaderEpoch(), sp); err != nil {
 		b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", p, "err", err)
 		return err
@@ -373,10 +470,11 @@ func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string
 		if sp == nil {
 			continue
 		}
-		dead := sp.ReleaseMember(member, now)
-		// A lock is not durable (Acquired is written as Available): the
-		// state changes only when a release archived records.
-		if rp := b.replicas.Get(t.Name, tp.Partition); len(dead) > 0 && rp != nil && rp.IsLeader() {
+		dead, n := sp.ReleaseMember(member, now)
+		// Acquired is written as Available with its delivery count: the
+		// durable state changes when records were released, as Kafka
+		// writes it on a release.
+		if rp := b.replicas.Get(t.Name, tp.Partition); n > 0 && rp != nil && rp.IsLeader() {
 			b.deadLetters(groupID, t.Name, tp.Partition, rp, dead)
 			if err := b.persistShare(ctx, groupID, t.ID, tp.Partition, rp.LeaderEpoch(), sp); err != nil {
 				b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", tp.Partition, "err", err)

@@ -16,15 +16,21 @@ import (
 )
 
 // The share coordinator (KIP-932): the durable state of share-partitions in
-// __share_group_state, one record per share-partition (the latest snapshot;
-// the topic is compacted). Each partition of the topic is served by its
-// leader from memory, loaded when leadership is gained. A share-partition
-// leader reads its state on first use or after its leadership moved
-// (ReadShareGroupState, API 84) and writes a snapshot after every
-// acknowledgement before answering it (WriteShareGroupState, API 85), so a
-// failover loses no acknowledgement and redelivers only what was not
-// acknowledged; both go to the coordinator's broker, in-process when that is
-// this one.
+// __share_group_state, in Kafka's records (internal/coordinator/share
+// records.go): a ShareUpdate per write, merged into the state, and a
+// ShareSnapshot holding the whole state first and after every
+// share.coordinator.snapshot.update.records.per.snapshot (500) updates; the
+// topic is compacted. Each partition of the topic is served by its leader
+// from memory, loaded (replayed) when leadership is gained. A
+// share-partition leader reads its state on first use or after its
+// leadership moved (ReadShareGroupState, API 84) and writes its state after
+// every acknowledgement before answering it, and after a release or a lock
+// expiry changed delivery counts (WriteShareGroupState, API 85), so a
+// failover loses no acknowledgement, redelivers only what was not
+// acknowledged and keeps the delivery counts of records released or timed
+// out; both go to the coordinator's broker, in-process when that is this
+// one. AlterShareGroupOffsets starts a state afresh
+// (InitializeShareGroupState, API 83).
 
 // ReadShareGroupState: v0
 //
@@ -41,10 +47,17 @@ import (
 // Version notes:
 //   - v0: the version Kafka 4.x serves (inter-broker, KIP-932)
 
+// InitializeShareGroupState: v0
+//
+// Version notes:
+//   - v0: the version Kafka 4.x serves (inter-broker, KIP-932)
+
 func init() {
 	register(kmsg.ReadShareGroupState, 0, 0, handleReadShareGroupState)
 	register(kmsg.WriteShareGroupState, 0, 0, handleWriteShareGroupState)
 	register(kmsg.DeleteShareGroupState, 0, 0, handleDeleteShareGroupState)
+	register(kmsg.InitializeShareGroupState, 0, 0, handleInitializeShareGroupState)
+	gates[kmsg.InitializeShareGroupState] = gateCluster(opClusterAction)
 	gates[kmsg.ReadShareGroupState] = gateCluster(opClusterAction)
 	gates[kmsg.WriteShareGroupState] = gateCluster(opClusterAction)
 	gates[kmsg.DeleteShareGroupState] = gateCluster(opClusterAction)
@@ -65,7 +78,7 @@ func (b *Broker) loadShareState(ctx context.Context, p, _ int32) error {
 	if rp == nil {
 		return kerr.NotLeaderForPartition
 	}
-	states := map[share.StateKey]*share.State{}
+	shard := share.NewShard()
 	for off := rp.LogStartOffset(); off < rp.LogEndOffset(); {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -84,16 +97,12 @@ func (b *Broker) loadShareState(ctx context.Context, p, _ int32) error {
 				return nil
 			}
 			return record.Records(batch, func(r record.Record) error {
-				k, st, err := share.DecodeStateRecord(r.Key, r.Value)
+				sr, err := share.DecodeStateRecord(r.Key, r.Value)
 				if err != nil {
 					b.logger.Warn("skipping a malformed share state record", "partition", p, "offset", r.Offset, "err", err)
 					return nil
 				}
-				if st == nil {
-					delete(states, k)
-				} else {
-					states[k] = st
-				}
+				shard.Apply(sr)
 				return nil
 			})
 		})
@@ -105,7 +114,7 @@ func (b *Broker) loadShareState(ctx context.Context, p, _ int32) error {
 		}
 		off = next
 	}
-	b.share.store.Load(p, states)
+	b.share.store.Load(p, shard)
 	return nil
 }
 
@@ -184,27 +193,28 @@ func (b *Broker) readShareStateOnce(ctx context.Context, k share.StateKey, leade
 	return st, nil
 }
 
-// persistShare writes the snapshot of sp as the durable state of
-// group/topic/partition and waits until it is committed.
+// persistShare writes the state of sp (its start offset and in-flight
+// records) as the durable state of group/topic/partition and waits until
+// it is committed.
 func (b *Broker) persistShare(ctx context.Context, groupID string, topicID [16]byte, partition int32, leaderEpoch int32, sp *share.Partition) error {
 	sp.LockPersist()
 	defer sp.UnlockPersist()
 	start, batches, _ := sp.Snapshot()
 	k := share.StateKey{Group: groupID, TopicID: topicID, Partition: partition}
-	st := &share.State{LeaderEpoch: leaderEpoch, StartOffset: start, Batches: batches}
+	w := share.Write{StateEpoch: sp.StateEpoch(), LeaderEpoch: leaderEpoch, StartOffset: start, Batches: batches}
 	if _, _, ok := b.shareStateLeader(k); !ok {
 		if _, err := b.share.loads.ensureTopic(ctx, b, share.StateTopicPartitions, share.StateTopicReplicationFactor, shareStateTopicConfigs); err != nil {
 			return err
 		}
 	}
-	return b.writeShareState(ctx, k, st)
+	return b.writeShareState(ctx, k, w)
 }
 
-// writeShareState writes st as the durable state of k, retrying while the
+// writeShareState applies w to the durable state of k, retrying while the
 // share coordinator moves or loads until ctx is done (REQUEST_TIMED_OUT).
-func (b *Broker) writeShareState(ctx context.Context, k share.StateKey, st *share.State) error {
+func (b *Broker) writeShareState(ctx context.Context, k share.StateKey, w share.Write) error {
 	for {
-		err := b.writeShareStateOnce(ctx, k, st)
+		err := b.writeShareStateOnce(ctx, k, w)
 		if err == nil || !kerr.IsRetriable(err) && !errors.Is(err, errShareStateUnloaded) {
 			return err
 		}
@@ -216,55 +226,107 @@ func (b *Broker) writeShareState(ctx context.Context, k share.StateKey, st *shar
 	}
 }
 
-func (b *Broker) writeShareStateOnce(ctx context.Context, k share.StateKey, st *share.State) error {
+// writeShareStateOnce sends w to the share coordinator of k:
+// WriteShareGroupState, or InitializeShareGroupState for w.Initialize.
+func (b *Broker) writeShareStateOnce(ctx context.Context, k share.StateKey, w share.Write) error {
 	p, leader, ok := b.shareStateLeader(k)
 	switch {
 	case !ok || leader < 0:
 		return kerr.CoordinatorNotAvailable
 	case leader == b.node.NodeID:
-		return b.writeShareStateLocal(ctx, p, k, st)
+		return b.writeShareStateLocal(ctx, p, k, w)
 	}
-	req := kmsg.NewPtrWriteShareGroupStateRequest()
-	req.GroupID = k.Group
-	rt := kmsg.NewWriteShareGroupStateRequestTopic()
-	rt.TopicID = k.TopicID
-	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
-	rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, st.StateEpoch, st.LeaderEpoch, st.StartOffset
-	for _, sb := range st.Batches {
-		w := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
-		w.FirstOffset, w.LastOffset, w.DeliveryState, w.DeliveryCount = sb.First, sb.Last, share.DeliveryState(sb.State), sb.DeliveryCount
-		rp.StateBatches = append(rp.StateBatches, w)
+	var req kmsg.Request
+	if w.Initialize {
+		r := kmsg.NewPtrInitializeShareGroupStateRequest()
+		r.GroupID = k.Group
+		rt := kmsg.NewInitializeShareGroupStateRequestTopic()
+		rt.TopicID = k.TopicID
+		rp := kmsg.NewInitializeShareGroupStateRequestTopicPartition()
+		rp.Partition, rp.StateEpoch, rp.StartOffset = k.Partition, w.StateEpoch, w.StartOffset
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		req = r
+	} else {
+		r := kmsg.NewPtrWriteShareGroupStateRequest()
+		r.GroupID = k.Group
+		rt := kmsg.NewWriteShareGroupStateRequestTopic()
+		rt.TopicID = k.TopicID
+		rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+		rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, w.StateEpoch, w.LeaderEpoch, w.StartOffset
+		for _, sb := range w.Batches {
+			sw := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
+			sw.FirstOffset, sw.LastOffset, sw.DeliveryState, sw.DeliveryCount = sb.First, sb.Last, share.DeliveryState(sb.State), sb.DeliveryCount
+			rp.StateBatches = append(rp.StateBatches, sw)
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		req = r
 	}
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	kresp, err := b.requestBroker(ctx, leader, req)
 	if err != nil {
 		return kerr.CoordinatorNotAvailable
 	}
-	resp := kresp.(*kmsg.WriteShareGroupStateResponse)
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return kerr.UnknownServerError
+	switch resp := kresp.(type) {
+	case *kmsg.WriteShareGroupStateResponse:
+		if len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
+			return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+		}
+	case *kmsg.InitializeShareGroupStateResponse:
+		if len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
+			return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+		}
 	}
-	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	return kerr.UnknownServerError
 }
 
-// writeShareStateLocal appends the state record of k to partition p of
-// __share_group_state, led here, waits until the high-watermark passes it,
-// and keeps it in the store. A write from an older leader epoch than the
-// one stored is FENCED_LEADER_EPOCH.
-func (b *Broker) writeShareStateLocal(ctx context.Context, p int32, k share.StateKey, st *share.State) error {
-	if !b.share.store.Loaded(p) {
+// writeShareStateLocal appends the record for w on k to partition p of
+// __share_group_state, led here (a ShareUpdate, or a ShareSnapshot every
+// share.coordinator.snapshot.update.records.per.snapshot updates, as
+// share.Store.Prepare decides), waits until the high-watermark passes it,
+// and applies it to the store. Errors: FENCED_LEADER_EPOCH,
+// FENCED_STATE_EPOCH, errShareStateUnloaded, appendShareState's.
+func (b *Broker) writeShareStateLocal(ctx context.Context, p int32, k share.StateKey, w share.Write) error {
+	rec, err := b.share.store.Prepare(p, k, w, b.shareUpdatesPerSnapshot(), time.Now())
+	switch {
+	case errors.Is(err, share.ErrNotLoaded):
 		return errShareStateUnloaded
-	}
-	if old := b.share.store.Get(p, k); old != nil && old.LeaderEpoch > st.LeaderEpoch {
+	case errors.Is(err, share.ErrFencedLeaderEpoch):
 		return kerr.FencedLeaderEpoch
+	case errors.Is(err, share.ErrFencedStateEpoch):
+		return kerr.FencedStateEpoch
+	case err != nil:
+		return err
 	}
-	key, value := share.EncodeStateRecord(k, st)
+	key, value := share.EncodeStateRecord(rec)
 	if err := b.appendShareState(ctx, p, []record.Record{{Key: key, Value: value}}); err != nil {
 		return err
 	}
-	b.share.store.Put(p, k, st)
+	b.share.store.Apply(p, rec)
 	return nil
+}
+
+// shareUpdatesPerSnapshot is share.coordinator.snapshot.update.records.per.snapshot.
+// Zero writes a snapshot every time.
+func (b *Broker) shareUpdatesPerSnapshot() int {
+	if _, set := b.node.Set["share.coordinator.snapshot.update.records.per.snapshot"]; set {
+		return int(b.node.ShareCoordinatorSnapshotUpdateRecordsPerSnapshot)
+	}
+	return share.DefaultUpdatesPerSnapshot
+}
+
+// shareCoordinatorError checks that k's partition of __share_group_state is
+// led and loaded here: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; its
+// partition when nil.
+func (b *Broker) shareCoordinatorError(k share.StateKey) (int32, error) {
+	sp, leader, ok := b.shareStateLeader(k)
+	switch {
+	case !ok || leader != b.node.NodeID:
+		return sp, kerr.NotCoordinator
+	case !b.share.store.Loaded(sp):
+		return sp, kerr.CoordinatorLoadInProgress
+	}
+	return sp, nil
 }
 
 func handleReadShareGroupState(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -277,20 +339,14 @@ func handleReadShareGroupState(_ context.Context, b *Broker, _ *server.Conn, kre
 			rp := kmsg.NewReadShareGroupStateResponseTopicPartition()
 			rp.Partition, rp.StartOffset = p.Partition, -1
 			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
-			sp, leader, ok := b.shareStateLeader(k)
-			switch {
-			case !ok || leader != b.node.NodeID:
-				rp.ErrorCode = kerr.NotCoordinator.Code
-			case !b.share.store.Loaded(sp):
-				rp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-			default:
-				if st := b.share.store.Get(sp, k); st != nil {
-					rp.StateEpoch, rp.StartOffset = st.StateEpoch, st.StartOffset
-					for _, sb := range st.Batches {
-						r := kmsg.NewReadShareGroupStateResponseTopicPartitionStateBatch()
-						r.FirstOffset, r.LastOffset, r.DeliveryState, r.DeliveryCount = sb.First, sb.Last, share.DeliveryState(sb.State), sb.DeliveryCount
-						rp.StateBatches = append(rp.StateBatches, r)
-					}
+			sp, err := b.shareCoordinatorError(k)
+			rp.ErrorCode = errCode(err)
+			if st := b.share.store.Get(sp, k); err == nil && st != nil {
+				rp.StateEpoch, rp.StartOffset = st.StateEpoch, st.StartOffset
+				for _, sb := range st.Batches {
+					r := kmsg.NewReadShareGroupStateResponseTopicPartitionStateBatch()
+					r.FirstOffset, r.LastOffset, r.DeliveryState, r.DeliveryCount = sb.First, sb.Last, share.DeliveryState(sb.State), sb.DeliveryCount
+					rp.StateBatches = append(rp.StateBatches, r)
 				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)
@@ -310,22 +366,59 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, 
 			rp := kmsg.NewWriteShareGroupStateResponseTopicPartition()
 			rp.Partition = p.Partition
 			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
-			st := &share.State{StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch, StartOffset: p.StartOffset}
+			w := share.Write{StateEpoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch, StartOffset: p.StartOffset}
 			var err error
+			if p.Partition < 0 || p.StartOffset < -1 {
+				err = kerr.InvalidRequest
+			}
 			for _, sb := range p.StateBatches {
 				s, ok := share.RecordStateOf(sb.DeliveryState)
 				if !ok || sb.LastOffset < sb.FirstOffset {
 					err = kerr.InvalidRequest
 					break
 				}
-				st.Batches = append(st.Batches, share.StateBatch{First: sb.FirstOffset, Last: sb.LastOffset, State: s, DeliveryCount: sb.DeliveryCount})
+				w.Batches = append(w.Batches, share.StateBatch{First: sb.FirstOffset, Last: sb.LastOffset, State: s, DeliveryCount: sb.DeliveryCount})
 			}
 			if err == nil {
-				sp, leader, ok := b.shareStateLeader(k)
-				if !ok || leader != b.node.NodeID {
-					err = kerr.NotCoordinator
-				} else {
-					err = b.writeShareStateLocal(ctx, sp, k, st)
+				var sp int32
+				if sp, err = b.shareCoordinatorError(k); err == nil {
+					err = b.writeShareStateLocal(ctx, sp, k, w)
+				}
+			}
+			if errors.Is(err, errShareStateUnloaded) {
+				err = kerr.CoordinatorLoadInProgress
+			}
+			rp.ErrorCode = errCode(err)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// InitializeShareGroupState (API 83, KIP-932, inter-broker): starts the
+// state of share-partitions afresh at a start offset with a new state
+// epoch (a ShareSnapshot without state batches). Errors per partition:
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, FENCED_STATE_EPOCH for an
+// epoch older than the state's, INVALID_REQUEST for a negative partition
+// or a start offset below -1.
+func handleInitializeShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.InitializeShareGroupStateRequest)
+	resp := req.ResponseKind().(*kmsg.InitializeShareGroupStateResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewInitializeShareGroupStateResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewInitializeShareGroupStateResponseTopicPartition()
+			rp.Partition = p.Partition
+			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
+			var err error
+			if p.Partition < 0 || p.StartOffset < -1 {
+				err = kerr.InvalidRequest
+			} else {
+				var sp int32
+				if sp, err = b.shareCoordinatorError(k); err == nil {
+					err = b.writeShareStateLocal(ctx, sp, k, share.Write{Initialize: true, StateEpoch: p.StateEpoch, LeaderEpoch: -1, StartOffset: p.StartOffset})
 				}
 			}
 			if errors.Is(err, errShareStateUnloaded) {
@@ -450,14 +543,14 @@ func (b *Broker) applyDeleteShareGroupState(ctx context.Context, req *kmsg.Delet
 func (b *Broker) writeShareTombstones(ctx context.Context, p int32, keys []share.StateKey) error {
 	recs := make([]record.Record, len(keys))
 	for i, k := range keys {
-		key, _ := share.EncodeStateRecord(k, nil)
+		key, _ := share.EncodeStateRecord(share.StateRecord{Key: k, Kind: share.KindSnapshot})
 		recs[i] = record.Record{OffsetDelta: int32(i), Key: key}
 	}
 	if err := b.appendShareState(ctx, p, recs); err != nil {
 		return err
 	}
 	for _, k := range keys {
-		b.share.store.Put(p, k, nil)
+		b.share.store.Apply(p, share.StateRecord{Key: k, Kind: share.KindSnapshot})
 	}
 	return nil
 }

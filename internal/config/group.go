@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -28,6 +29,9 @@ var shareGroupProps = map[string]nodeProp{
 	"group.share.delivery.count.limit":        {"5", i32Between(func(n *Node) *int32 { return &n.GroupShareDeliveryCountLimit }, 2, 10), "deliveries of a record before a share group archives it"},
 	"group.share.min.delivery.count.limit":    {"2", i32Between(func(n *Node) *int32 { return &n.GroupShareMinDeliveryCountLimit }, 2, 5), "smallest share.delivery.count.limit of a group"},
 	"group.share.max.delivery.count.limit":    {"10", i32Between(func(n *Node) *int32 { return &n.GroupShareMaxDeliveryCountLimit }, 5, 25), "largest share.delivery.count.limit of a group"},
+	"group.share.partition.max.record.locks":  {"2000", i32Between(func(n *Node) *int32 { return &n.GroupSharePartitionMaxRecordLocks }, 100, 10000), "in-flight records of a share-partition, from its start offset to its end offset"},
+	"share.coordinator.snapshot.update.records.per.snapshot": {"500", i32Between(func(n *Node) *int32 { return &n.ShareCoordinatorSnapshotUpdateRecordsPerSnapshot }, 0, math.MaxInt32),
+		"ShareUpdate records the share coordinator writes to __share_group_state between two ShareSnapshot records of a share-partition"},
 }
 
 func init() { maps.Copy(nodeProps, shareGroupProps) }

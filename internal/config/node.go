@@ -256,6 +256,17 @@ type Node struct {
 	GroupShareDeliveryCountLimit    int32
 	GroupShareMinDeliveryCountLimit int32
 	GroupShareMaxDeliveryCountLimit int32
+	// GroupSharePartitionMaxRecordLocks is
+	// group.share.partition.max.record.locks: the records in flight in one
+	// share-partition, from its start offset to its end offset (default
+	// 2000, 100 to 10000).
+	GroupSharePartitionMaxRecordLocks int32
+	// ShareCoordinatorSnapshotUpdateRecordsPerSnapshot is
+	// share.coordinator.snapshot.update.records.per.snapshot: the
+	// ShareUpdate records written to __share_group_state for a
+	// share-partition between two ShareSnapshot records (default 500, at
+	// least 0; 0 writes a snapshot every time).
+	ShareCoordinatorSnapshotUpdateRecordsPerSnapshot int32
 	// GroupConsumerAssignors is group.consumer.assignors: the server-side
 	// assignors of consumer groups by name, the first the default
 	// (default uniform, range; Kafka's class names are accepted too).

@@ -1,6 +1,7 @@
 package share
 
 import (
+	"container/heap"
 	"errors"
 	"slices"
 	"sync"
@@ -130,10 +131,14 @@ type Partition struct {
 	started bool  // the start offset was initialized (share.auto.offset.reset)
 	start   int64 // SPSO
 	recs    []recState
-	epoch   int64 // bumped on every change, for persistence
+	locks   lockHeap // acquisition ranges by lock expiry, some stale
+	epoch   int64    // bumped on every change, for persistence
 	// loadedAt is the leader epoch of the partition when its state was
 	// loaded; another epoch means leadership moved and back: reload.
 	loadedAt int32
+	// stateEpoch is the state epoch of the durable state loaded (bumped
+	// by AlterShareGroupOffsets), sent with every write.
+	stateEpoch int32
 
 	persist sync.Mutex // held across a snapshot and its write, so writes stay in order
 }
@@ -150,6 +155,20 @@ func (p *Partition) SetLoadedAt(epoch int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.loadedAt = epoch
+}
+
+// StateEpoch returns the state epoch of the durable state loaded.
+func (p *Partition) StateEpoch() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stateEpoch
+}
+
+// SetStateEpoch records the state epoch of the durable state loaded.
+func (p *Partition) SetStateEpoch(e int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stateEpoch = e
 }
 
 // LockPersist serializes the writers of the partition's durable state: hold
@@ -203,7 +222,7 @@ func (p *Partition) Offsets() (start, end int64) {
 func (p *Partition) Reset(off int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.started, p.start, p.recs = true, off, nil
+	p.started, p.start, p.recs, p.locks = true, off, nil, nil
 	p.epoch++
 }
 
@@ -222,14 +241,44 @@ func (p *Partition) AdvanceStart(logStart int64) {
 }
 
 // expireLocked makes the records whose lock expired by now available
-// again, or archives them at the delivery limit.
-func (p *Partition) expireLocked(now time.Time, dead *[]DeadLetter) {
-	for i := range p.recs {
-		r := &p.recs[i]
-		if r.state == Acquired && !now.Before(r.expiry) {
-			p.releaseLocked(int64(i), dead)
+// again, or archives them at the delivery limit, and returns how many. It
+// visits only the acquisition ranges whose lock time passed (a range whose
+// records were acknowledged, or whose locks were renewed, is stale and
+// skipped), so its cost is proportional to the expiries.
+func (p *Partition) expireLocked(now time.Time, dead *[]DeadLetter) int {
+	n := 0
+	end := p.start + int64(len(p.recs))
+	for len(p.locks) > 0 && !now.Before(p.locks[0].expiry) {
+		lr := heap.Pop(&p.locks).(lockRange)
+		for off := max(lr.first, p.start); off <= lr.last && off < end; off++ {
+			r := &p.recs[off-p.start]
+			if r.state == Acquired && !now.Before(r.expiry) {
+				p.releaseLocked(off-p.start, dead)
+				n++
+			}
 		}
 	}
+	return n
+}
+
+// lockLocked records that [first, last] are locked until expiry.
+func (p *Partition) lockLocked(first, last int64, expiry time.Time) {
+	heap.Push(&p.locks, lockRange{expiry: expiry, first: first, last: last})
+}
+
+// Expire releases the records whose acquisition lock expired by now
+// (group.share.record.lock.duration.ms), as Kafka's acquisition lock
+// timer task: Available again, or Archived at the delivery limit. It
+// returns the records given up on and how many records changed; the
+// caller persists the state when any did, and arms its timer for
+// NextExpiry.
+func (p *Partition) Expire(now time.Time) ([]DeadLetter, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var dead []DeadLetter
+	n := p.expireLocked(now, &dead)
+	p.advanceLocked()
+	return dead, n
 }
 
 // releaseLocked releases the acquired record at index i.
@@ -258,18 +307,16 @@ func (p *Partition) advanceLocked() {
 	}
 }
 
-// NextExpiry returns when the earliest lock expires; zero when none is
-// held.
+// NextExpiry returns when the earliest lock may expire (it may be early:
+// those records were acknowledged or renewed meanwhile); zero when no lock
+// is held. O(1).
 func (p *Partition) NextExpiry() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var next time.Time
-	for _, r := range p.recs {
-		if r.state == Acquired && (next.IsZero() || r.expiry.Before(next)) {
-			next = r.expiry
-		}
+	if len(p.locks) == 0 {
+		return time.Time{}
 	}
-	return next
+	return p.locks[0].expiry
 }
 
 // ReadFrom returns the offset from which the log must be read to find new
@@ -357,6 +404,9 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []
 			}
 		}
 	}
+	for _, r := range out {
+		p.lockLocked(r.First, r.Last, now.Add(p.cfg.LockDuration))
+	}
 	p.advanceLocked()
 	return out, dead
 }
@@ -401,6 +451,7 @@ func (p *Partition) Ack(member string, first, last int64, types []AckType, now t
 			return dead, ErrInvalidRecordState
 		}
 	}
+	renewed := false
 	for off := max(first, p.start); off <= last; off++ {
 		i := off - p.start
 		r := &p.recs[i]
@@ -416,27 +467,33 @@ func (p *Partition) Ack(member string, first, last int64, types []AckType, now t
 			p.releaseLocked(i, &dead)
 		case AckRenew:
 			r.expiry = now.Add(p.cfg.LockDuration)
+			renewed = true
 		}
 		p.epoch++
+	}
+	if renewed {
+		p.lockLocked(max(first, p.start), last, now.Add(p.cfg.LockDuration))
 	}
 	p.advanceLocked()
 	return dead, nil
 }
 
 // ReleaseMember releases every record member holds (its share session
-// closed, or it left the group) and returns the records given up on.
-func (p *Partition) ReleaseMember(member string, now time.Time) []DeadLetter {
+// closed, or it left the group) and returns the records given up on and
+// how many records changed (released, expired or archived).
+func (p *Partition) ReleaseMember(member string, now time.Time) ([]DeadLetter, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var dead []DeadLetter
-	p.expireLocked(now, &dead)
+	n := p.expireLocked(now, &dead)
 	for i := range p.recs {
 		if p.recs[i].state == Acquired && p.recs[i].member == member {
 			p.releaseLocked(int64(i), &dead)
+			n++
 		}
 	}
 	p.advanceLocked()
-	return dead
+	return dead, n
 }
 
 // StateBatch is a run of offsets in the same state with the same delivery
@@ -475,7 +532,7 @@ func (p *Partition) Snapshot() (start int64, batches []StateBatch, epoch int64) 
 func (p *Partition) Restore(start int64, batches []StateBatch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.started, p.start, p.recs = true, start, nil
+	p.started, p.start, p.recs, p.locks = true, start, nil, nil
 	for _, b := range batches {
 		if b.Last < start || b.Last < b.First || b.Last-b.First > int64(p.cfg.MaxLocks)*4 {
 			continue
@@ -520,4 +577,25 @@ func (p *Partition) State(off int64) (RecordState, int16) {
 		return Available, r.deliveries
 	}
 	return r.state, r.deliveries
+}
+
+// lockRange is a range of offsets acquired (or renewed) together, locked
+// until expiry.
+type lockRange struct {
+	expiry      time.Time
+	first, last int64
+}
+
+// lockHeap is a min-heap of lock ranges by expiry.
+type lockHeap []lockRange
+
+func (h lockHeap) Len() int           { return len(h) }
+func (h lockHeap) Less(i, j int) bool { return h[i].expiry.Before(h[j].expiry) }
+func (h lockHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *lockHeap) Push(x any)        { *h = append(*h, x.(lockRange)) }
+func (h *lockHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }

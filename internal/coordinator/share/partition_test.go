@@ -181,3 +181,55 @@ func TestStrictAcquire(t *testing.T) {
 	got, _ = p.Acquire("a", 3, false, spans(0, 9), time.Now())
 	wantRanges(t, got, AcquiredRange{6, 9, 1})
 }
+
+// TestExpireTimer: Expire, driven by NextExpiry as the broker's timer
+// does, releases expired locks without any fetch or acknowledgement;
+// acknowledged and renewed records are not expired by their first lock's
+// time, and a record out of deliveries is archived.
+func TestExpireTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPartition(PartitionConfig{LockDuration: 10 * time.Second, DeliveryLimit: 2})
+		p.Init(0)
+		got, _ := p.Acquire("a", 10, false, spans(0, 5), time.Now())
+		wantRanges(t, got, AcquiredRange{0, 5, 1})
+		time.Sleep(5 * time.Second)
+		if _, err := p.Ack("a", 0, 1, []AckType{AckAccept}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Ack("a", 2, 2, []AckType{AckRenew}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if dead, n := p.Expire(time.Now()); n != 0 || len(dead) != 0 {
+			t.Fatalf("expired %d before the lock time", n)
+		}
+		next := p.NextExpiry()
+		if want := time.Now().Add(5 * time.Second); !next.Equal(want) {
+			t.Fatalf("next expiry %v, want %v", next, want)
+		}
+		time.Sleep(time.Until(next))
+		if dead, n := p.Expire(time.Now()); n != 3 || len(dead) != 0 {
+			t.Fatalf("expired %d (dead %v), want 3 (offsets 3-5)", n, dead)
+		}
+		if st, dc := p.State(2); st != Acquired || dc != 1 {
+			t.Fatalf("renewed record %v %d", st, dc)
+		}
+		if st, dc := p.State(3); st != Available || dc != 1 {
+			t.Fatalf("expired record %v %d", st, dc)
+		}
+		next = p.NextExpiry()
+		time.Sleep(time.Until(next))
+		if _, n := p.Expire(time.Now()); n != 1 {
+			t.Fatalf("renewed lock: expired %d, want 1", n)
+		}
+		got, _ = p.Acquire("b", 10, false, nil, time.Now())
+		wantRanges(t, got, AcquiredRange{2, 5, 2})
+		time.Sleep(10 * time.Second)
+		dead, n := p.Expire(time.Now())
+		if n != 4 || len(dead) != 4 || dead[0] != (DeadLetter{Offset: 2, DeliveryCount: 2}) {
+			t.Fatalf("at the delivery limit: expired %d, dead %+v", n, dead)
+		}
+		if s, e := p.Offsets(); s != 6 || e != 6 || !p.NextExpiry().IsZero() {
+			t.Fatalf("offsets %d %d, next expiry %v", s, e, p.NextExpiry())
+		}
+	})
+}

@@ -1,0 +1,300 @@
+package share
+
+import (
+	"cmp"
+	"container/heap"
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultUpdatesPerSnapshot is how many ShareUpdate records the share
+// coordinator writes for a share-partition between two ShareSnapshot
+// records (Kafka's share.coordinator.snapshot.update.records.per.snapshot).
+const DefaultUpdatesPerSnapshot = 500
+
+// Errors of Store.Prepare; the broker maps them to Kafka's codes.
+var (
+	// ErrNotLoaded: the partition of __share_group_state is not loaded
+	// here (COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR).
+	ErrNotLoaded = errors.New("share: state partition not loaded")
+	// ErrFencedLeaderEpoch: a write from an older share-partition leader
+	// than the state's (FENCED_LEADER_EPOCH).
+	ErrFencedLeaderEpoch = errors.New("share: write from an older leader epoch")
+	// ErrFencedStateEpoch: a write or initialization with an older state
+	// epoch than the state's (FENCED_STATE_EPOCH).
+	ErrFencedStateEpoch = errors.New("share: write with an older state epoch")
+)
+
+type stateEntry struct {
+	state   *State
+	updates int // ShareUpdate records since the last ShareSnapshot
+}
+
+// Shard is the state of the share-partitions kept in one partition of
+// __share_group_state, built by replaying its records in order. Not safe
+// for concurrent use; Store.Load hands it to the store.
+type Shard struct {
+	m map[StateKey]*stateEntry
+}
+
+// NewShard returns an empty shard.
+func NewShard() *Shard { return &Shard{m: map[StateKey]*stateEntry{}} }
+
+// Apply replays r: a snapshot replaces the key's state (a tombstone removes
+// it), an update is merged into it (Combine; the start offset and leader
+// epoch change unless -1).
+func (s *Shard) Apply(r StateRecord) {
+	e := s.m[r.Key]
+	switch {
+	case r.State == nil:
+		delete(s.m, r.Key)
+	case r.Kind == KindSnapshot:
+		s.m[r.Key] = &stateEntry{state: r.State}
+	case e == nil:
+		st := *r.State
+		st.Batches = Combine(st.StartOffset, st.Batches)
+		s.m[r.Key] = &stateEntry{state: &st}
+	default:
+		st := *e.state
+		if r.State.StartOffset != -1 {
+			st.StartOffset = r.State.StartOffset
+		}
+		if r.State.LeaderEpoch != -1 {
+			st.LeaderEpoch = r.State.LeaderEpoch
+		}
+		st.Batches = Combine(st.StartOffset, e.state.Batches, r.State.Batches)
+		s.m[r.Key] = &stateEntry{state: &st, updates: e.updates + 1}
+	}
+}
+
+// Len returns the number of share-partitions with a state.
+func (s *Shard) Len() int { return len(s.m) }
+
+// Store is the share coordinator's view of the partitions of
+// __share_group_state this broker leads: the latest state of every
+// share-partition in them. Safe for concurrent use.
+type Store struct {
+	mu     sync.Mutex // guards shards
+	shards map[int32]*Shard
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store { return &Store{shards: map[int32]*Shard{}} }
+
+// Load makes sh the state of partition p (a partition loaded).
+func (s *Store) Load(p int32, sh *Shard) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shards[p] = sh
+}
+
+// Unload forgets partition p (leadership lost).
+func (s *Store) Unload(p int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.shards, p)
+}
+
+// Loaded reports whether partition p is loaded.
+func (s *Store) Loaded(p int32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.shards[p]
+	return ok
+}
+
+// Get returns the state of k kept in partition p; nil when none. The
+// caller must not modify it.
+func (s *Store) Get(p int32, k StateKey) *State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sh := s.shards[p]; sh != nil {
+		if e := sh.m[k]; e != nil {
+			return e.state
+		}
+	}
+	return nil
+}
+
+// Has reports whether partition p holds a state for k.
+func (s *Store) Has(p int32, k StateKey) bool { return s.Get(p, k) != nil }
+
+// Apply records r, written and committed to partition p.
+func (s *Store) Apply(p int32, r StateRecord) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sh := s.shards[p]; sh != nil {
+		sh.Apply(r)
+	}
+}
+
+// Write is a change of a share-partition's durable state: a
+// WriteShareGroupState (API 85) partition, or with Initialize an
+// InitializeShareGroupState (API 83) one.
+type Write struct {
+	StateEpoch  int32 // -1: not checked
+	LeaderEpoch int32 // -1: not checked, unchanged
+	StartOffset int64 // -1: unchanged (writes only)
+	Batches     []StateBatch
+	// Initialize starts the state afresh at StartOffset with StateEpoch,
+	// dropping every state batch.
+	Initialize bool
+}
+
+// Prepare returns the record to append to partition p for w on k, as
+// Kafka's share coordinator does: a ShareSnapshot for an initialization,
+// for a key without state and after perSnapshot updates (at most 0: every
+// write), otherwise a ShareUpdate holding w's batches. Errors:
+// ErrNotLoaded, ErrFencedLeaderEpoch, ErrFencedStateEpoch. Apply the
+// record once committed.
+func (s *Store) Prepare(p int32, k StateKey, w Write, perSnapshot int, now time.Time) (StateRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := StateRecord{Key: k, Kind: KindSnapshot}
+	sh := s.shards[p]
+	if sh == nil {
+		return r, ErrNotLoaded
+	}
+	e := sh.m[k]
+	ms := now.UnixMilli()
+	if e != nil && w.StateEpoch != -1 && e.state.StateEpoch > w.StateEpoch {
+		return r, ErrFencedStateEpoch
+	}
+	if w.Initialize {
+		st := &State{StateEpoch: w.StateEpoch, LeaderEpoch: -1, StartOffset: w.StartOffset, CreateTimestamp: ms, WriteTimestamp: ms}
+		if e != nil {
+			st.SnapshotEpoch = e.state.SnapshotEpoch + 1
+		}
+		r.State = st
+		return r, nil
+	}
+	if e != nil && w.LeaderEpoch != -1 && e.state.LeaderEpoch > w.LeaderEpoch {
+		return r, ErrFencedLeaderEpoch
+	}
+	if e == nil {
+		r.State = &State{StateEpoch: max(w.StateEpoch, 0), LeaderEpoch: w.LeaderEpoch, StartOffset: max(w.StartOffset, 0),
+			CreateTimestamp: ms, WriteTimestamp: ms}
+		r.State.Batches = Combine(r.State.StartOffset, w.Batches)
+		return r, nil
+	}
+	cur := e.state
+	leader := cur.LeaderEpoch
+	if w.LeaderEpoch != -1 {
+		leader = w.LeaderEpoch
+	}
+	if e.updates >= perSnapshot {
+		start := cur.StartOffset
+		if w.StartOffset != -1 {
+			start = w.StartOffset
+		}
+		r.State = &State{SnapshotEpoch: cur.SnapshotEpoch + 1, StateEpoch: cur.StateEpoch, LeaderEpoch: leader, StartOffset: start,
+			CreateTimestamp: ms, WriteTimestamp: ms, Batches: Combine(start, cur.Batches, w.Batches)}
+		return r, nil
+	}
+	r.Kind = KindUpdate
+	start := w.StartOffset
+	prune := start
+	if prune == -1 {
+		prune = cur.StartOffset
+	}
+	r.State = &State{SnapshotEpoch: cur.SnapshotEpoch, LeaderEpoch: leader, StartOffset: start, Batches: Combine(prune, w.Batches)}
+	return r, nil
+}
+
+// Combine merges lists of state batches into one sorted list without
+// overlaps, from start on: where batches overlap, the one with the higher
+// delivery count wins, then the later state (Available, Acknowledged,
+// Archived), as Kafka's PersisterStateBatchCombiner; adjacent batches of
+// the same state and count are joined. Batches ending before start are
+// dropped, one across it is cut, and reversed ones are ignored. It costs
+// O(n log n) for n batches in all.
+func Combine(start int64, lists ...[]StateBatch) []StateBatch {
+	var all []StateBatch
+	for _, l := range lists {
+		for _, b := range l {
+			if b.Last < b.First || b.Last < start || b.Last == math.MaxInt64 {
+				continue
+			}
+			b.First = max(b.First, start)
+			all = append(all, b)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	if sortedDisjoint(all) {
+		return joinAdjacent(all)
+	}
+	slices.SortFunc(all, func(a, b StateBatch) int { return cmp.Compare(a.First, b.First) })
+	points := make([]int64, 0, 2*len(all))
+	for _, b := range all {
+		points = append(points, b.First, b.Last+1)
+	}
+	slices.Sort(points)
+	points = slices.Compact(points)
+	var active batchHeap
+	var out []StateBatch
+	next := 0
+	for i := 0; i < len(points)-1; i++ {
+		at := points[i]
+		for next < len(all) && all[next].First <= at {
+			heap.Push(&active, all[next])
+			next++
+		}
+		for len(active) > 0 && active[0].Last < at {
+			heap.Pop(&active)
+		}
+		if len(active) == 0 {
+			continue
+		}
+		top := active[0]
+		seg := StateBatch{First: at, Last: points[i+1] - 1, State: top.State, DeliveryCount: top.DeliveryCount}
+		if k := len(out) - 1; k >= 0 && out[k].Last == seg.First-1 && out[k].State == seg.State && out[k].DeliveryCount == seg.DeliveryCount {
+			out[k].Last = seg.Last
+			continue
+		}
+		out = append(out, seg)
+	}
+	return out
+}
+
+func sortedDisjoint(bs []StateBatch) bool {
+	for i := 1; i < len(bs); i++ {
+		if bs[i].First <= bs[i-1].Last {
+			return false
+		}
+	}
+	return true
+}
+
+func joinAdjacent(bs []StateBatch) []StateBatch {
+	out := make([]StateBatch, 0, len(bs))
+	for _, b := range bs {
+		if k := len(out) - 1; k >= 0 && out[k].Last == b.First-1 && out[k].State == b.State && out[k].DeliveryCount == b.DeliveryCount {
+			out[k].Last = b.Last
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// rank orders overlapping batches: delivery count, then state id.
+func rank(b StateBatch) int32 { return int32(b.DeliveryCount)<<8 | int32(DeliveryState(b.State)) }
+
+// batchHeap is a max-heap of batches by rank.
+type batchHeap []StateBatch
+
+func (h batchHeap) Len() int           { return len(h) }
+func (h batchHeap) Less(i, j int) bool { return rank(h[i]) > rank(h[j]) }
+func (h batchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *batchHeap) Push(x any)        { *h = append(*h, x.(StateBatch)) }
+func (h *batchHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
