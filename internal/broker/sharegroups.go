@@ -33,11 +33,11 @@ type shareGroups struct {
 	store *share.Store      // the share coordinator's partitions of __share_group_state (sharestate.go)
 	loads *coordinatorLoads // of __share_group_state
 
-	mu       sync.Mutex                         // guards the fields below
-	changed  chan struct{}                      // closed and replaced when records become available by a release
+	mu       sync.Mutex                        // guards the fields below
+	changed  chan struct{}                     // closed and replaced when records become available by a release
 	expiries map[*share.Partition]*expiryTimer // the armed lock-expiry timer of each share-partition with locks
-	stopped  bool                               // no timer is armed or runs any more
-	timers   sync.WaitGroup                     // the expiry timers' callbacks running
+	stopped  bool                              // no timer is armed or runs any more
+	timers   sync.WaitGroup                    // the expiry timers' callbacks running
 }
 
 // expiryTimer is the lock-expiry timer of one share-partition, armed for
@@ -51,8 +51,8 @@ type expiryTimer struct {
 
 func (b *Broker) startShareGroups() {
 	s := &shareGroups{
-		coord:   share.New(shareTopics{b}, b.shareSettings),
-		store:   share.NewStore(),
+		coord:    share.New(shareTopics{b}, b.shareSettings),
+		store:    share.NewStore(),
 		changed:  make(chan struct{}),
 		expiries: map[*share.Partition]*expiryTimer{},
 	}

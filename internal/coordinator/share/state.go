@@ -96,4 +96,3 @@ func kafkaUUID(id [16]byte) string {
 	}
 	return string(out)
 }
-
