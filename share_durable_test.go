@@ -200,3 +200,29 @@ func checkShareStateRecords(t *testing.T, seeds []string) {
 		}
 	}
 }
+
+// TestShareVersionFeature: ApiVersions v3 reports share.version supported
+// 0-1 and finalized at 1, as a Kafka 4.2 broker with share groups enabled;
+// the Java clients and kafka-features.sh read it there.
+func TestShareVersionFeature(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "samsa-test", "1"
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("api versions: %v %v", err, resp)
+	}
+	supported, finalized := false, false
+	for _, f := range resp.SupportedFeatures {
+		supported = supported || f.Name == "share.version" && f.MinVersion == 0 && f.MaxVersion == 1
+	}
+	for _, f := range resp.FinalizedFeatures {
+		finalized = finalized || f.Name == "share.version" && f.MaxVersionLevel == 1
+	}
+	if !supported || !finalized || resp.FinalizedFeaturesEpoch < 0 {
+		t.Fatalf("v%d features: supported %+v, finalized %+v at epoch %d", resp.Version, resp.SupportedFeatures, resp.FinalizedFeatures, resp.FinalizedFeaturesEpoch)
+	}
+}

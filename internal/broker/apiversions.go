@@ -59,7 +59,32 @@ func handleApiVersions(_ context.Context, b *Broker, c *server.Conn, kreq kmsg.R
 	req := kreq.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = b.advertisedKeys(c)
+	b.features(resp)
 	return resp, nil
+}
+
+// ShareVersion is the level of the share.version feature (KIP-932's
+// feature flag): 1 enables share groups, finalized in Kafka 4.2 (a preview
+// in 4.1).
+const ShareVersion = 1
+
+// features sets the feature flags of an ApiVersions v3+ response (KIP-584;
+// tagged fields, not sent before v3): share.version supported from 0 to 1
+// and finalized at 1, with the metadata log offset as the finalized
+// features epoch, as Kafka brokers report them. Samsa's other behaviours
+// have no feature flag (metadata.version, group.version and
+// transaction.version are not reported).
+func (b *Broker) features(resp *kmsg.ApiVersionsResponse) {
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = "share.version", 0, ShareVersion
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "share.version", ShareVersion, ShareVersion
+	resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{sf}
+	resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{ff}
+	resp.FinalizedFeaturesEpoch = 0
+	if im := b.image(); im != nil {
+		resp.FinalizedFeaturesEpoch = max(im.Offset, 0)
+	}
 }
 
 // advertisedKeys is the version table ApiVersions advertises on c's
