@@ -93,4 +93,18 @@ func TestGroupConfigs(t *testing.T) {
 	if _, err := Parse(map[string]string{"group.share.delivery.count.limit": "7", "group.share.max.delivery.count.limit": "6"}); err == nil {
 		t.Error("group.share.delivery.count.limit above its max accepted")
 	}
+	// Kafka's ShareGroupConfig and ShareCoordinatorConfig bounds.
+	if n.GroupSharePartitionMaxRecordLocks != 2000 || n.ShareCoordinatorSnapshotUpdateRecordsPerSnapshot != 500 {
+		t.Errorf("defaults: max record locks %d, updates per snapshot %d", n.GroupSharePartitionMaxRecordLocks, n.ShareCoordinatorSnapshotUpdateRecordsPerSnapshot)
+	}
+	for v, ok := range map[string]bool{"99": false, "100": true, "10000": true, "10001": false} {
+		if _, err := Parse(map[string]string{"group.share.partition.max.record.locks": v}); (err == nil) != ok {
+			t.Errorf("group.share.partition.max.record.locks=%s: %v", v, err)
+		}
+	}
+	for v, ok := range map[string]bool{"-1": false, "0": true, "100000": true} {
+		if _, err := Parse(map[string]string{"share.coordinator.snapshot.update.records.per.snapshot": v}); (err == nil) != ok {
+			t.Errorf("share.coordinator.snapshot.update.records.per.snapshot=%s: %v", v, err)
+		}
+	}
 }
