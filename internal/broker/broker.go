@@ -271,6 +271,7 @@ func (b *Broker) Close() {
 	if b.closed.Swap(true) {
 		return
 	}
+	b.stopShareTimers()
 	close(b.stop)
 	b.wg.Wait()
 	b.closeTxns()

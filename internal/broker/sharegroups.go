@@ -36,8 +36,7 @@ type shareGroups struct {
 	mu       sync.Mutex                        // guards the fields below
 	changed  chan struct{}                     // closed and replaced when records become available by a release
 	expiries map[*share.Partition]*expiryTimer // the armed lock-expiry timer of each share-partition with locks
-	stopped  bool                              // no timer is armed or runs any more
-	timers   sync.WaitGroup                    // the expiry timers' callbacks running
+	stopped  bool                              // the broker is closing: no timer is armed or starts its work
 }
 
 // expiryTimer is the lock-expiry timer of one share-partition, armed for
@@ -103,23 +102,29 @@ func (b *Broker) shareSettings(groupID string) share.Settings {
 	}
 }
 
-// closeShareGroups cancels the loads of __share_group_state in flight and
-// stops the lock-expiry timers, waiting for those running.
+// closeShareGroups cancels the loads of __share_group_state in flight.
 func (b *Broker) closeShareGroups() {
+	if b.share == nil {
+		return
+	}
+	b.share.loads.cancel()
+	b.share.loads.wg.Wait()
+}
+
+// stopShareTimers stops the lock-expiry timers; called by Close before it
+// closes b.stop and waits for b.wg, which the timers' work joins.
+func (b *Broker) stopShareTimers() {
 	if b.share == nil {
 		return
 	}
 	s := b.share
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.stopped = true
 	for sp, e := range s.expiries {
 		e.timer.Stop()
 		delete(s.expiries, sp)
 	}
-	s.mu.Unlock()
-	s.timers.Wait()
-	s.loads.cancel()
-	s.loads.wg.Wait()
 }
 
 // armShareExpiry arms the lock-expiry timer of sp, the share-partition of
@@ -161,9 +166,9 @@ func (b *Broker) expireShareLocks(groupID, topic string, topicID [16]byte, p int
 		return
 	}
 	delete(s.expiries, sp)
-	s.timers.Add(1)
+	b.wg.Add(1) // before stopShareTimers returns, so before Close waits
 	s.mu.Unlock()
-	defer s.timers.Done()
+	defer b.wg.Done()
 
 	rp := b.replicas.Get(topic, p)
 	if rp == nil || !rp.IsLeader() || b.share.coord.Partition(groupID, topic, p, false) != sp || sp.LoadedAt() != rp.LeaderEpoch() {
