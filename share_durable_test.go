@@ -10,11 +10,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/coordinator/share"
 )
 
 // Durable share-partition state across share-partition leader failovers:
 // delivery counts written when locks expire, read back by the new leader.
+
+// clusterClients returns a client of every node of c and its admin client,
+// closed when the test ends.
+func clusterClients(t *testing.T, c *samsa.Cluster) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
 
 // shareFetchOnce sends one ShareFetch for partition 0 of topicID as member
 // to broker id (a new share session, closed by the next) and returns the
@@ -98,12 +111,7 @@ func TestShareGroupDeliveryCountsFailover(t *testing.T) {
 	c := startCluster(t, 3, props)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c)
 	const topic, group, total = "jobs", "workers", 10
 	if _, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil {
 		t.Fatal(err)

@@ -380,13 +380,7 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, 
 				w.Batches = append(w.Batches, share.StateBatch{First: sb.FirstOffset, Last: sb.LastOffset, State: s, DeliveryCount: sb.DeliveryCount})
 			}
 			if err == nil {
-				var sp int32
-				if sp, err = b.shareCoordinatorError(k); err == nil {
-					err = b.writeShareStateLocal(ctx, sp, k, w)
-				}
-			}
-			if errors.Is(err, errShareStateUnloaded) {
-				err = kerr.CoordinatorLoadInProgress
+				err = b.coordinateShareWrite(ctx, k, w)
 			}
 			rp.ErrorCode = errCode(err)
 			rt.Partitions = append(rt.Partitions, rp)
@@ -394,6 +388,20 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, 
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// coordinateShareWrite applies w to k at this broker, its share
+// coordinator: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, then
+// writeShareStateLocal's errors.
+func (b *Broker) coordinateShareWrite(ctx context.Context, k share.StateKey, w share.Write) error {
+	sp, err := b.shareCoordinatorError(k)
+	if err == nil {
+		err = b.writeShareStateLocal(ctx, sp, k, w)
+	}
+	if errors.Is(err, errShareStateUnloaded) {
+		return kerr.CoordinatorLoadInProgress
+	}
+	return err
 }
 
 // InitializeShareGroupState (API 83, KIP-932, inter-broker): starts the
@@ -412,17 +420,9 @@ func handleInitializeShareGroupState(ctx context.Context, b *Broker, _ *server.C
 			rp := kmsg.NewInitializeShareGroupStateResponseTopicPartition()
 			rp.Partition = p.Partition
 			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
-			var err error
-			if p.Partition < 0 || p.StartOffset < -1 {
-				err = kerr.InvalidRequest
-			} else {
-				var sp int32
-				if sp, err = b.shareCoordinatorError(k); err == nil {
-					err = b.writeShareStateLocal(ctx, sp, k, share.Write{Initialize: true, StateEpoch: p.StateEpoch, LeaderEpoch: -1, StartOffset: p.StartOffset})
-				}
-			}
-			if errors.Is(err, errShareStateUnloaded) {
-				err = kerr.CoordinatorLoadInProgress
+			err := error(kerr.InvalidRequest)
+			if p.Partition >= 0 && p.StartOffset >= -1 {
+				err = b.coordinateShareWrite(ctx, k, share.Write{Initialize: true, StateEpoch: p.StateEpoch, LeaderEpoch: -1, StartOffset: p.StartOffset})
 			}
 			rp.ErrorCode = errCode(err)
 			rt.Partitions = append(rt.Partitions, rp)
