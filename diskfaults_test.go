@@ -715,3 +715,28 @@ func fullISR(t *testing.T, adm *kadm.Client, topic string, partitions int) bool 
 	}
 	return len(td.Partitions) == partitions
 }
+
+// TestCheckpointFailureOffline: an fsync that fails on the
+// replication-offset-checkpoint (the high-watermark checkpoint, every
+// replica.high.watermark.checkpoint.interval.ms) takes the log dir
+// offline, as Kafka's checkpointHighWatermarks reports the IOException to
+// LogDirFailureChannel; with its only dir offline the node halts. Before,
+// the failure was logged at every interval and the node went on (found by
+// the chaos harness's fsync nemesis).
+func TestCheckpointFailureOffline(t *testing.T) {
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpSync, PathContains: "replication-offset-checkpoint"}}
+	n := startConfig(t, samsa.Config{Dir: t.TempDir(), FS: errorfs.Wrap(vfs.Default, fail),
+		Properties: map[string]string{"replica.high.watermark.checkpoint.interval.ms": "100"}})
+	cl := newClient(t, n)
+	createTopic(t, cl, "hwck", 1, nil)
+	produceOK(t, cl, "hwck", "v", 3)
+	fail.Set(true)
+	select {
+	case <-n.Halted():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the node did not halt: %d checkpoint fsyncs failed", fail.Count())
+	}
+	if fail.Count() == 0 {
+		t.Fatal("no checkpoint fsync failed")
+	}
+}
