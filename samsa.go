@@ -181,11 +181,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // ./samsa-data; see docs/configuration.md). An unknown property or an
 // invalid value is an error. logger nil discards the node's logs.
 func StartProperties(ctx context.Context, props map[string]string, logger *slog.Logger) (*Node, error) {
+	return StartPropertiesFS(ctx, props, logger, nil)
+}
+
+// StartPropertiesFS is StartProperties with the log dirs on fsys (nil is
+// the operating system's filesystem), as Config.FS: the fault harness's
+// build of the samsa command (e2e/chaos/faultfs) runs the server on a
+// fault-injecting filesystem.
+func StartPropertiesFS(ctx context.Context, props map[string]string, logger *slog.Logger, fsys vfs.FS) (*Node, error) {
 	nc, err := config.Parse(props)
 	if err != nil {
 		return nil, err
 	}
-	return startNode(ctx, nc, logger, nil, nil)
+	return startNode(ctx, nc, logger, nil, fsys)
 }
 
 // lateHandler lets listeners bind before the broker exists. Requests on

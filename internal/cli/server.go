@@ -11,9 +11,12 @@ import (
 	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/buildinfo"
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
-func newServerCommand() *cobra.Command {
+// newServerCommand is samsa server with its log dirs on fsys (nil: the
+// operating system's filesystem).
+func newServerCommand(fsys vfs.FS) *cobra.Command {
 	var (
 		nf        nodeFlags
 		logLevel  string
@@ -57,7 +60,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				}
 				defer stop()
 			}
-			n, err := samsa.StartProperties(cmd.Context(), props, logger)
+			n, err := samsa.StartPropertiesFS(cmd.Context(), props, logger, fsys)
 			if err != nil {
 				return err
 			}
