@@ -740,3 +740,44 @@ func TestCheckpointFailureOffline(t *testing.T) {
 		t.Fatal("no checkpoint fsync failed")
 	}
 }
+
+// TestReadErrorOffline: a read of a segment that fails with EIO (a fetch
+// of records already on disk) answers KAFKA_STORAGE_ERROR and takes the
+// log dir offline, as Kafka's UnifiedLog.read reports the IOException to
+// LogDirFailureChannel; with its only dir offline the node halts. Before,
+// the fetch failed and the dir stayed online.
+func TestReadErrorOffline(t *testing.T) {
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpRead, PathContains: "readfail-0" + string(filepath.Separator)}}
+	n := startFSNode(t, t.TempDir(), errorfs.Wrap(vfs.Default, fail))
+	cl := newClient(t, n)
+	createTopic(t, cl, "readfail", 1, nil)
+	produceOK(t, cl, "readfail", "v", 5)
+	fail.Set(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11
+	req.ReplicaID = -1
+	req.MaxBytes = 1 << 20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "readfail"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch with reads failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+	}
+	if fail.Count() == 0 {
+		t.Fatal("no read failed: the fetch did not read the segment")
+	}
+	select {
+	case <-n.Halted():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not halt with its only log dir offline")
+	}
+}
