@@ -781,3 +781,36 @@ func TestReadErrorOffline(t *testing.T) {
 		t.Fatal("the node did not halt with its only log dir offline")
 	}
 }
+
+// TestMetadataLogFullHalts: a voter whose metadata log (__cluster_metadata)
+// meets a full disk halts, as Kafka's fatal fault handler ends the
+// process when the raft log cannot be written. Before, the raft voter
+// stopped and the node stayed up with no metadata quorum and its
+// partitions' leaderships ("no active controller known" for minutes; the
+// chaos harness's disk-full nemesis, seed 7000), since ENOSPC does not
+// take the log dir offline.
+func TestMetadataLogFullHalts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	full := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpWrite, PathContains: "__cluster_metadata-0"}, Err: errorfs.ENOSPC}
+	const victim = 2
+	c, _, adm := startReplicatedTopic(t, ctx, "mdfull", 1, nil, samsa.ClusterConfig{FS: func(id int32) vfs.FS {
+		if id != victim {
+			return nil
+		}
+		return errorfs.Wrap(vfs.Default, full)
+	}})
+	full.Set(true)
+	// Every topic created appends metadata records on every voter.
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "mdfull-2"); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	select {
+	case <-c.Node(victim).Halted():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the voter did not halt: %d metadata log writes failed", full.Count())
+	}
+	if err := c.Node(victim).HaltError(); err == nil || !strings.Contains(err.Error(), "metadata quorum voter stopped") {
+		t.Fatalf("HaltError %v, want the voter's", err)
+	}
+}

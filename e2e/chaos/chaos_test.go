@@ -122,6 +122,12 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 	}
 	defer nf.Close()
 	rec := check.NewRecorder(hf)
+	// The servers' logs, also when the schedule fails half-way.
+	defer func() {
+		for _, n := range c.Nodes {
+			os.WriteFile(filepath.Join(out, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
+		}
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *duration+3*time.Minute)
 	defer cancel()
@@ -196,9 +202,6 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 		t.Fatal(err)
 	}
 	r := check.Analyze(ops)
-	for _, n := range c.Nodes {
-		os.WriteFile(filepath.Join(out, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
-	}
 	a, _ := json.MarshalIndent(r, "", "  ")
 	if err := os.WriteFile(filepath.Join(out, "analysis.json"), a, 0o644); err != nil {
 		t.Fatal(err)

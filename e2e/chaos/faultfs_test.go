@@ -176,7 +176,7 @@ func TestHaltExitsOne(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit status %d, want 1", code)
 	}
-	for _, re := range []string{`every log dir is offline: the node halts`, `exiting: every log dir is offline after an I/O error`, `samsa: every log dir is offline`} {
+	for _, re := range []string{`msg="the node halts \(closes\)" .*every log dir is offline`, `msg="exiting: the node halted"`, `samsa: every log dir is offline after an I/O error`} {
 		if !regexp.MustCompile(re).MatchString(s.Logs()) {
 			t.Errorf("the node's log lacks %q", re)
 		}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -71,9 +70,9 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				// Kafka halts the broker when its last log dir goes
 				// offline: what is left serves nothing. Exit 1, so
 				// that a supervisor restarts it once the disk is fixed.
-				logger.Error("exiting: every log dir is offline after an I/O error (see the log line above)")
+				logger.Error("exiting: the node halted", "err", n.HaltError())
 				n.Close()
-				return errors.New("every log dir is offline")
+				return n.HaltError()
 			}
 			logger.Info("stopping")
 			if err := n.Close(); err != nil {
