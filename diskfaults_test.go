@@ -765,12 +765,12 @@ func TestReadErrorOffline(t *testing.T) {
 	rp.PartitionMaxBytes = 1 << 20
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	// The node may halt before it answers: then the connection closes.
 	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("fetch: %v", err)
-	}
-	if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.KafkaStorageError.Code {
-		t.Fatalf("fetch with reads failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+	if err == nil {
+		if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.KafkaStorageError.Code {
+			t.Fatalf("fetch with reads failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+		}
 	}
 	if fail.Count() == 0 {
 		t.Fatal("no read failed: the fetch did not read the segment")
@@ -801,9 +801,10 @@ func TestMetadataLogFullHalts(t *testing.T) {
 		return errorfs.Wrap(vfs.Default, full)
 	}})
 	full.Set(true)
-	// Every topic created appends metadata records on every voter.
+	// Every topic created appends metadata records on every voter. The
+	// create may fail: the victim may be the active controller.
 	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "mdfull-2"); err != nil {
-		t.Fatalf("create: %v", err)
+		t.Logf("create: %v", err)
 	}
 	select {
 	case <-c.Node(victim).Halted():
