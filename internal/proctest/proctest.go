@@ -272,6 +272,9 @@ func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
 // Wait waits up to timeout for the process to exit and returns its exit
 // status: -1 when a signal ended it, an error when it is still running.
 func (s *Server) Wait(timeout time.Duration) (int, error) {
+	if s.Exited() {
+		return s.cmd.ProcessState.ExitCode(), nil
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
