@@ -753,24 +753,9 @@ func TestReadErrorOffline(t *testing.T) {
 	createTopic(t, cl, "readfail", 1, nil)
 	produceOK(t, cl, "readfail", "v", 5)
 	fail.Set(true)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrFetchRequest()
-	req.Version = 11
-	req.ReplicaID = -1
-	req.MaxBytes = 1 << 20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "readfail"
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.PartitionMaxBytes = 1 << 20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	// The node may halt before it answers: then the connection closes.
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.KafkaStorageError.Code {
-			t.Fatalf("fetch with reads failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
-		}
+	if p, err := fetchAtErr(cl, "readfail", 0, 0); err == nil && p.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch with reads failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(p.ErrorCode))
 	}
 	if fail.Count() == 0 {
 		t.Fatal("no read failed: the fetch did not read the segment")
