@@ -715,3 +715,88 @@ func fullISR(t *testing.T, adm *kadm.Client, topic string, partitions int) bool 
 	}
 	return len(td.Partitions) == partitions
 }
+
+// TestCheckpointFailureOffline: an fsync that fails on the
+// replication-offset-checkpoint (the high-watermark checkpoint, every
+// replica.high.watermark.checkpoint.interval.ms) takes the log dir
+// offline, as Kafka's checkpointHighWatermarks reports the IOException to
+// LogDirFailureChannel; with its only dir offline the node halts. Before,
+// the failure was logged at every interval and the node went on (found by
+// the chaos harness's fsync nemesis).
+func TestCheckpointFailureOffline(t *testing.T) {
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpSync, PathContains: "replication-offset-checkpoint"}}
+	n := startConfig(t, samsa.Config{Dir: t.TempDir(), FS: errorfs.Wrap(vfs.Default, fail),
+		Properties: map[string]string{"replica.high.watermark.checkpoint.interval.ms": "100"}})
+	cl := newClient(t, n)
+	createTopic(t, cl, "hwck", 1, nil)
+	produceOK(t, cl, "hwck", "v", 3)
+	fail.Set(true)
+	select {
+	case <-n.Halted():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the node did not halt: %d checkpoint fsyncs failed", fail.Count())
+	}
+	if fail.Count() == 0 {
+		t.Fatal("no checkpoint fsync failed")
+	}
+}
+
+// TestReadErrorOffline: a read of a segment that fails with EIO (a fetch
+// of records already on disk) answers KAFKA_STORAGE_ERROR and takes the
+// log dir offline, as Kafka's UnifiedLog.read reports the IOException to
+// LogDirFailureChannel; with its only dir offline the node halts. Before,
+// the fetch failed and the dir stayed online.
+func TestReadErrorOffline(t *testing.T) {
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpRead, PathContains: "readfail-0" + string(filepath.Separator)}}
+	n := startFSNode(t, t.TempDir(), errorfs.Wrap(vfs.Default, fail))
+	cl := newClient(t, n)
+	createTopic(t, cl, "readfail", 1, nil)
+	produceOK(t, cl, "readfail", "v", 5)
+	fail.Set(true)
+	// The node may halt before it answers: then the connection closes.
+	if p, err := fetchAtErr(cl, "readfail", 0, 0); err == nil && p.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch with reads failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(p.ErrorCode))
+	}
+	if fail.Count() == 0 {
+		t.Fatal("no read failed: the fetch did not read the segment")
+	}
+	select {
+	case <-n.Halted():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node did not halt with its only log dir offline")
+	}
+}
+
+// TestMetadataLogFullHalts: a voter whose metadata log (__cluster_metadata)
+// meets a full disk halts, as Kafka's fatal fault handler ends the
+// process when the raft log cannot be written. Before, the raft voter
+// stopped and the node stayed up with no metadata quorum and its
+// partitions' leaderships ("no active controller known" for minutes; the
+// chaos harness's disk-full nemesis, seed 7000), since ENOSPC does not
+// take the log dir offline.
+func TestMetadataLogFullHalts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	full := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpWrite, PathContains: "__cluster_metadata-0"}, Err: errorfs.ENOSPC}
+	const victim = 2
+	c, _, adm := startReplicatedTopic(t, ctx, "mdfull", 1, nil, samsa.ClusterConfig{FS: func(id int32) vfs.FS {
+		if id != victim {
+			return nil
+		}
+		return errorfs.Wrap(vfs.Default, full)
+	}})
+	full.Set(true)
+	// Every topic created appends metadata records on every voter. The
+	// create may fail: the victim may be the active controller.
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "mdfull-2"); err != nil {
+		t.Logf("create: %v", err)
+	}
+	select {
+	case <-c.Node(victim).Halted():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the voter did not halt: %d metadata log writes failed", full.Count())
+	}
+	if err := c.Node(victim).HaltError(); err == nil || !strings.Contains(err.Error(), "metadata quorum voter stopped") {
+		t.Fatalf("HaltError %v, want the voter's", err)
+	}
+}

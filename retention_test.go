@@ -369,6 +369,15 @@ func startOffset(t *testing.T, cl *kgo.Client, topic string) int64 {
 // partition's response.
 func fetchAt(t *testing.T, cl *kgo.Client, topic string, partition int32, offset int64) kmsg.FetchResponseTopicPartition {
 	t.Helper()
+	p, err := fetchAtErr(cl, topic, partition, offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// fetchAtErr is fetchAt returning the request's error.
+func fetchAtErr(cl *kgo.Client, topic string, partition int32, offset int64) (kmsg.FetchResponseTopicPartition, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 11
 	req.ReplicaID = -1
@@ -387,9 +396,9 @@ func fetchAt(t *testing.T, cl *kgo.Client, topic string, partition int32, offset
 	defer cancel()
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		t.Fatal(err)
+		return kmsg.FetchResponseTopicPartition{}, err
 	}
-	return resp.Topics[0].Partitions[0]
+	return resp.Topics[0].Partitions[0], nil
 }
 
 // TestRetention deletes whole closed segments by time and then by size

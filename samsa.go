@@ -95,6 +95,7 @@ type Node struct {
 	// node then closes itself once startNode has returned (startDone).
 	halted    chan struct{}
 	haltOnce  sync.Once
+	haltErr   error // why, set before halted is closed
 	startDone chan struct{}
 	closeMu   sync.Mutex
 	closed    bool
@@ -102,21 +103,36 @@ type Node struct {
 }
 
 // Halted is closed once an I/O error has taken every log dir of the node
-// offline (a failed write, fsync, roll or checkpoint: see
-// docs/reliability.md). Kafka halts the broker process at this point; the
-// node closes itself (without a controlled shutdown: its heartbeat
-// already had the controller move its leaderships), and the samsa
-// command exits with status 1. Start it again once the disk is healthy.
+// offline (a failed write, fsync, read, roll or checkpoint: see
+// docs/reliability.md), or an error stopped its metadata quorum voter
+// (the metadata log could not be written, a full disk included). Kafka
+// halts the process at this point; the node closes itself (without a
+// controlled shutdown: its heartbeat already had the controller move its
+// leaderships), and the samsa command exits with status 1. HaltError
+// says why. Start it again once the disk is healthy.
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
-// halt stops a node whose last log dir went offline, as Kafka halts the
-// broker process (ReplicaManager.handleLogDirFailure): it closes Halted
-// and then the node, without a controlled shutdown (the controller moved
-// its leaderships when its heartbeat reported the dir). It is called from
-// the goroutine that met the I/O error, maybe with a log's lock held, so
-// the node is closed in a goroutine of its own, once startNode returned.
-func (n *Node) halt(path, dirID string) {
-	n.logger.Error("every log dir is offline: the node halts (closes)", "dir", path, "directory_id", dirID)
+// HaltError is why the node halted once Halted is closed, nil before.
+func (n *Node) HaltError() error {
+	select {
+	case <-n.halted:
+		return n.haltErr
+	default:
+		return nil
+	}
+}
+
+// halt stops a node whose last log dir went offline or whose metadata
+// quorum voter stopped (why), as Kafka halts the process
+// (ReplicaManager.handleLogDirFailure, the controller's fatal fault
+// handler): it closes Halted and then the node, without a controlled
+// shutdown (the controller moved its leaderships when its heartbeat
+// reported the dir). It is called from the goroutine that met the error,
+// maybe with a log's lock held, so the node is closed in a goroutine of
+// its own, once startNode returned.
+func (n *Node) halt(why error) {
+	n.logger.Error("the node halts (closes)", "err", why)
+	n.haltErr = why
 	close(n.halted)
 	n.noControlledShutdown.Store(true)
 	// A Close from elsewhere waits for this one (closeMu).
@@ -181,11 +197,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // ./samsa-data; see docs/configuration.md). An unknown property or an
 // invalid value is an error. logger nil discards the node's logs.
 func StartProperties(ctx context.Context, props map[string]string, logger *slog.Logger) (*Node, error) {
+	return StartPropertiesFS(ctx, props, logger, nil)
+}
+
+// StartPropertiesFS is StartProperties with the log dirs on fsys (nil is
+// the operating system's filesystem), as Config.FS: the fault harness's
+// build of the samsa command (e2e/chaos/faultfs) runs the server on a
+// fault-injecting filesystem.
+func StartPropertiesFS(ctx context.Context, props map[string]string, logger *slog.Logger, fsys vfs.FS) (*Node, error) {
 	nc, err := config.Parse(props)
 	if err != nil {
 		return nil, err
 	}
-	return startNode(ctx, nc, logger, nil, nil)
+	return startNode(ctx, nc, logger, nil, fsys)
 }
 
 // lateHandler lets listeners bind before the broker exists. Requests on
@@ -304,7 +328,9 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 				b.LogDirOffline()
 			}
 			if all {
-				n.haltOnce.Do(func() { n.halt(path, dirID) })
+				n.haltOnce.Do(func() {
+					n.halt(fmt.Errorf("every log dir is offline after an I/O error (last: %s, directory.id %s)", path, dirID))
+				})
 			}
 		},
 	})
@@ -445,7 +471,10 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	var voter broker.MetadataQuorum
 	switch {
 	case transport != nil:
-		n.raft, err = quorum.OpenRaft(quorum.RaftConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, Transport: transport, ClusterID: n.logs.ClusterID(), Logger: logger.With("component", "raft")})
+		n.raft, err = quorum.OpenRaft(quorum.RaftConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Log: mlog, Transport: transport, ClusterID: n.logs.ClusterID(), Logger: logger.With("component", "raft"),
+			OnStop: func(err error) {
+				n.haltOnce.Do(func() { n.halt(fmt.Errorf("the metadata quorum voter stopped: %w", err)) })
+			}})
 		if err != nil {
 			transport.Close()
 			return nil, err

@@ -50,7 +50,7 @@ func TestChaos(t *testing.T) {
 	}
 	total := 0
 	var table strings.Builder
-	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | transfer | reassign | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | transfer | reassign | disk full | fsync fails (halted) | power loss | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i := range *schedules {
 		s := *seed + uint64(i)
 		out := filepath.Join(dir, fmt.Sprintf("schedule-%03d-seed-%d", i, s))
@@ -67,7 +67,8 @@ func TestChaos(t *testing.T) {
 		}
 		n := r.Count()
 		total += n
-		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], faults["transfer"], faults["reassign"], r.Ops, r.OK,
+		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], faults["transfer"], faults["reassign"],
+			faults["disk-full"], faults["fsync-fail"], faults["halted"], faults["power-loss"], r.Ops, r.OK,
 			r.Failed[check.FSend], r.Unknown[check.FSend], r.Failed[check.FTxn], r.Unknown[check.FTxn], n, summary(r))
 		t.Logf("schedule seed %d: %d ops (%d ok), %d anomalies %s", s, r.Ops, r.OK, n, summary(r))
 	}
@@ -95,7 +96,12 @@ func summary(r *check.Result) string {
 // seed for -chaos.duration, heals, reads everything and analyzes.
 // It returns the analysis and the faults injected by kind.
 func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[string]int) {
-	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Proxied: true, Overrides: []string{
+	// Every node runs the faultfs build of the command, so that the
+	// nemesis can fill its disk, fail its fsyncs or cut its power.
+	faultfs := proctest.BinaryOf(t, faultfsPkg)
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Proxied: true, Command: func(n *proctest.Node) []string {
+		return []string{faultfs, "-control", controlSocket(n)}
+	}, Overrides: []string{
 		"replica.lag.time.max.ms=2000",
 		"broker.session.timeout.ms=3000",
 		"broker.heartbeat.interval.ms=300",
@@ -116,6 +122,12 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 	}
 	defer nf.Close()
 	rec := check.NewRecorder(hf)
+	// The servers' logs, also when the schedule fails half-way.
+	defer func() {
+		for _, n := range c.Nodes {
+			os.WriteFile(filepath.Join(out, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
+		}
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), *duration+3*time.Minute)
 	defer cancel()
@@ -190,9 +202,6 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 		t.Fatal(err)
 	}
 	r := check.Analyze(ops)
-	for _, n := range c.Nodes {
-		os.WriteFile(filepath.Join(out, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
-	}
 	a, _ := json.MarshalIndent(r, "", "  ")
 	if err := os.WriteFile(filepath.Join(out, "analysis.json"), a, 0o644); err != nil {
 		t.Fatal(err)
@@ -472,9 +481,36 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, adm *kadm.C
 		}
 	}
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+rnd.IntN(hi-lo)) * time.Millisecond }
+	// restart starts node n again if its process ended (it halted, or a
+	// fault ended it); it reports false when that failed.
+	restart := func(n *proctest.Node) bool {
+		if n.Running() {
+			return true
+		}
+		code, _ := n.Wait(0)
+		note("node %d exited with status %d: restart", n.ID, code)
+		if err := n.TryRestart(); err != nil {
+			note("restart of node %d failed: %v", n.ID, err)
+			t.Errorf("nemesis: restarting node %d: %v", n.ID, err)
+			return false
+		}
+		note("restarted node %d", n.ID)
+		return true
+	}
 	for wait(ms(2000, 5000)) {
+		for _, n := range c.Nodes {
+			// Only the faults below end a process, and each restarts
+			// it: a node that exited on its own is worth a look.
+			if !n.Running() {
+				faults["exited"]++
+				note("node %d is not running (see its log)", n.ID)
+				if !restart(n) {
+					return
+				}
+			}
+		}
 		n := c.Nodes[rnd.IntN(len(c.Nodes))]
-		switch k := rnd.IntN(6); k {
+		switch k := rnd.IntN(9); k {
 		case 0, 1:
 			what, kind := "node", "kill"
 			if k == 1 {
@@ -559,9 +595,82 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, adm *kadm.C
 			back := append(append(append([]int32(nil), fewer[:j]...), gone), fewer[j:]...)
 			note("reassign partition %d back to %v", p, back)
 			note("  %s", reassign(ctx, adm, p, back, 20*time.Second))
+		case 6:
+			// A full disk: every write of the node fails with ENOSPC
+			// (the last one short) until space returns. Samsa refuses
+			// the writes and goes on (docs/reliability.md); a node that
+			// halts anyway is restarted once space is back.
+			d := ms(1000, 5000)
+			faults["disk-full"]++
+			note("disk of node %d full for %v", n.ID, d)
+			if _, err := faultCommand(controlSocket(n), "full"); err != nil {
+				note("  %v", err)
+				continue
+			}
+			wait(d)
+			answer, err := faultCommand(controlSocket(n), "free")
+			note("disk of node %d has space again: %s %v", n.ID, answer, err)
+			if !restart(n) {
+				return
+			}
+		case 7:
+			// fsync fails from now on: the first fsync that fails takes
+			// the node's only log dir offline, and the node halts
+			// (KIP-858, Kafka's LogDirFailureChannel). It must not
+			// acknowledge what it could not make durable.
+			faults["fsync-fail"]++
+			note("fsync fails on node %d", n.ID)
+			if _, err := faultCommand(controlSocket(n), "fsync-fail"); err != nil {
+				note("  %v", err)
+				continue
+			}
+			start := time.Now()
+			if code, err := n.Wait(10 * time.Second); err == nil {
+				faults["halted"]++
+				note("node %d halted after %v with status %d", n.ID, time.Since(start).Round(time.Millisecond), code)
+				if code != 1 {
+					t.Errorf("nemesis: node %d exited with status %d after an fsync failure, want 1", n.ID, code)
+				}
+			} else {
+				answer, err := faultCommand(controlSocket(n), "fsync-ok")
+				note("node %d still running after 10 s: fsync works again: %s %v", n.ID, answer, err)
+				if answer != "ok failed=0" {
+					t.Errorf("nemesis: node %d met a failed fsync (%s) and did not halt", n.ID, answer)
+				}
+			}
+			wait(ms(1000, 4000))
+			if !restart(n) {
+				return
+			}
+		case 8:
+			// Power loss: the node's files are left as of their last
+			// fsync (half of the time with a torn writeback of the
+			// rest), the process dies, and it restarts 1-4 s later.
+			// With the default flush it loses its recent records; the
+			// other replicas hold every acknowledged one.
+			torn := uint64(0)
+			if rnd.IntN(2) == 0 {
+				torn = rnd.Uint64() | 1
+			}
+			faults["power-loss"]++
+			note("power loss of node %d (torn writeback seed %d; 0: every unsynced write lost)", n.ID, torn)
+			if _, err := faultCommand(controlSocket(n), fmt.Sprintf("crash %d", torn)); err != nil {
+				note("  %v", err)
+			}
+			if _, err := n.Wait(10 * time.Second); err != nil {
+				note("  %v: kill -9", err)
+				n.Kill()
+			}
+			wait(ms(1000, 4000))
+			if !restart(n) {
+				return
+			}
 		}
 	}
 }
+
+// controlSocket is where node n's faultfs process takes fault commands.
+func controlSocket(n *proctest.Node) string { return n.Dir + ".sock" }
 
 // assignment is the replica list of partition p of the topic.
 func assignment(ctx context.Context, adm *kadm.Client, p int32) ([]int32, error) {

@@ -2,8 +2,11 @@
 // workload (idempotent acks=all producers, a transactional producer,
 // read_committed and read_uncommitted consumers) against a 3-node cluster
 // of samsa processes while a seeded nemesis kills (SIGKILL), restarts and
-// pauses (SIGSTOP/SIGCONT) nodes and the active controller and cuts a node
-// from the others (internal/proctest proxies). Each schedule's
+// pauses (SIGSTOP/SIGCONT) nodes and the active controller, cuts a node
+// from the others (internal/proctest proxies), moves leaderships and
+// replicas, and fills a node's disk, fails its fsyncs or cuts its power
+// (the nodes run faultfs, the samsa command on vfs/errorfs, with a control
+// socket each; see faultfs's doc). Each schedule's
 // history and its analysis (internal/chaos/check) go under a results
 // directory. `go test ./e2e/chaos` runs one short schedule;
 // scripts/chaos.sh runs many.

@@ -12,14 +12,27 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/samsahq/samsa/internal/buildinfo"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // Main runs the samsa command line with args (without the program name) and
 // returns the process exit code.
-func Main(args []string) int {
+func Main(args []string) int { return Run(args, Options{}) }
+
+// Options are what a program embedding the command line gives it besides
+// the arguments. The zero value is the samsa command's.
+type Options struct {
+	// FS is the filesystem of samsa server's log dirs; nil is the
+	// operating system's. Only the fault harness's build of the command
+	// (e2e/chaos/faultfs) sets it, to a fault-injecting one.
+	FS vfs.FS
+}
+
+// Run is Main with opts.
+func Run(args []string, opts Options) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := newRoot()
+	root := newRootWith(opts)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "samsa:", err)
@@ -28,7 +41,9 @@ func Main(args []string) int {
 	return 0
 }
 
-func newRoot() *cobra.Command {
+func newRoot() *cobra.Command { return newRootWith(Options{}) }
+
+func newRootWith(opts Options) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "samsa",
 		Short:         "Samsa: a Kafka-compatible streaming platform",
@@ -38,7 +53,7 @@ func newRoot() *cobra.Command {
 		Version: buildinfo.Version(),
 	}
 	root.SetVersionTemplate("samsa {{.Version}}\n")
-	root.AddCommand(newServerCommand(), newVersionCommand())
+	root.AddCommand(newServerCommand(opts.FS), newVersionCommand())
 	for _, add := range clientCommands {
 		root.AddCommand(add())
 	}

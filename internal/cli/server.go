@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,9 +10,12 @@ import (
 	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/buildinfo"
 	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
-func newServerCommand() *cobra.Command {
+// newServerCommand is samsa server with its log dirs on fsys (nil: the
+// operating system's filesystem).
+func newServerCommand(fsys vfs.FS) *cobra.Command {
 	var (
 		nf        nodeFlags
 		logLevel  string
@@ -57,7 +59,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				}
 				defer stop()
 			}
-			n, err := samsa.StartProperties(cmd.Context(), props, logger)
+			n, err := samsa.StartPropertiesFS(cmd.Context(), props, logger, fsys)
 			if err != nil {
 				return err
 			}
@@ -68,9 +70,9 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				// Kafka halts the broker when its last log dir goes
 				// offline: what is left serves nothing. Exit 1, so
 				// that a supervisor restarts it once the disk is fixed.
-				logger.Error("exiting: every log dir is offline after an I/O error (see the log line above)")
+				logger.Error("exiting: the node halted", "err", n.HaltError())
 				n.Close()
-				return errors.New("every log dir is offline")
+				return n.HaltError()
 			}
 			logger.Info("stopping")
 			if err := n.Close(); err != nil {

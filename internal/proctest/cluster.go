@@ -48,6 +48,12 @@ type ClusterConfig struct {
 	// Pprof gives every node `--pprof 127.0.0.1:<Node.PprofPort>` (Go's
 	// /debug/pprof/ handlers, for profiling a run; see Node.Profile).
 	Pprof bool
+	// Command, when set, gives the program and leading arguments of a
+	// node's process, run with "server ..." after them, instead of the
+	// binary of Binary: the fault harness runs its build of the command
+	// (e2e/chaos/faultfs) with a control socket per node. It is called at
+	// every start of the node.
+	Command func(n *Node) []string
 }
 
 // Cluster is a set of samsa server processes on loopback forming one
@@ -127,7 +133,10 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 60 * time.Second
 	}
-	c := &Cluster{t: t, bin: Binary(t), cfg: cfg, ID: "proctest-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	c := &Cluster{t: t, cfg: cfg, ID: "proctest-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if cfg.Command == nil {
+		c.bin = Binary(t)
+	}
 	t.Cleanup(c.cleanup)
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -278,7 +287,12 @@ func (c *Cluster) startAll() error {
 func (n *Node) brokerAddr() string { return "127.0.0.1:" + strconv.Itoa(n.BrokerPort) }
 
 func (n *Node) start() error {
-	s, err := StartProcess(n.c.bin, n.Dir, n.c.cfg.StartTimeout, n.args...)
+	bin, args := n.c.bin, n.args
+	if n.c.cfg.Command != nil {
+		cmd := n.c.cfg.Command(n)
+		bin, args = cmd[0], append(cmd[1:len(cmd):len(cmd)], n.args...)
+	}
+	s, err := StartProcess(bin, n.Dir, n.c.cfg.StartTimeout, args...)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s != nil {
@@ -447,6 +461,17 @@ func (n *Node) Kill() {
 	if s := n.server(); s != nil {
 		s.Kill()
 	}
+}
+
+// Wait waits up to timeout for the node's process to exit and returns
+// its exit status (-1 when a signal ended it); an error when it is still
+// running after timeout or was never started.
+func (n *Node) Wait(timeout time.Duration) (int, error) {
+	s := n.server()
+	if s == nil {
+		return 0, fmt.Errorf("node %d: not started", n.ID)
+	}
+	return s.Wait(timeout)
 }
 
 // Pause sends SIGSTOP.

@@ -21,42 +21,70 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildMu sync.Mutex
+	builds  = map[string]*build{} // by package path
 )
+
+// build is one binary built by this test process.
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 // Binary builds ./cmd/samsa once per test process and returns its path;
 // when PROCTEST_BIN names a file, that prebuilt binary is used instead.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if bin := os.Getenv("PROCTEST_BIN"); bin != "" {
-			binPath, buildErr = filepath.Abs(bin)
-			if buildErr == nil {
-				_, buildErr = os.Stat(binPath)
+	if bin := os.Getenv("PROCTEST_BIN"); bin != "" {
+		return binaryOf(t, "", func() (string, error) {
+			path, err := filepath.Abs(bin)
+			if err == nil {
+				_, err = os.Stat(path)
 			}
-			return
-		}
+			return path, err
+		})
+	}
+	return BinaryOf(t, "./cmd/samsa")
+}
+
+// BinaryOf builds the main package pkg (a path relative to the module's
+// root, such as "./cmd/samsa" or the fault harness's
+// "./e2e/chaos/faultfs") once per test process and returns the binary's
+// path.
+func BinaryOf(t testing.TB, pkg string) string {
+	t.Helper()
+	return binaryOf(t, pkg, func() (string, error) {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := os.MkdirTemp("", "samsa-bin-")
 		if err != nil {
-			buildErr = err
-			return
+			return "", err
 		}
-		binPath = filepath.Join(dir, "samsa")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/samsa")
+		path := filepath.Join(dir, filepath.Base(pkg))
+		cmd := exec.Command("go", "build", "-o", path, pkg)
 		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
+		return path, nil
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+}
+
+func binaryOf(t testing.TB, key string, do func() (string, error)) string {
+	t.Helper()
+	buildMu.Lock()
+	b := builds[key]
+	if b == nil {
+		b = &build{}
+		builds[key] = b
 	}
-	return binPath
+	buildMu.Unlock()
+	b.once.Do(func() { b.path, b.err = do() })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }
 
 // Server is a running samsa server process.
@@ -240,6 +268,22 @@ func (s *Server) Pause() { s.cmd.Process.Signal(syscall.SIGSTOP) }
 
 // Resume sends SIGCONT to a paused process.
 func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Wait waits up to timeout for the process to exit and returns its exit
+// status: -1 when a signal ended it, an error when it is still running.
+func (s *Server) Wait(timeout time.Duration) (int, error) {
+	if s.Exited() {
+		return s.cmd.ProcessState.ExitCode(), nil
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-s.done:
+		return s.cmd.ProcessState.ExitCode(), nil
+	case <-timer.C:
+		return 0, fmt.Errorf("process %d still running after %v", s.Pid(), timeout)
+	}
+}
 
 // Exited reports whether the process has exited.
 func (s *Server) Exited() bool {

@@ -48,6 +48,12 @@ type RaftConfig struct {
 	// ClusterID, when set, is checked against the cluster id of observers'
 	// fetches (INCONSISTENT_CLUSTER_ID when they differ).
 	ClusterID string
+	// OnStop, when set, is called once, from the voter's loop, with the
+	// error that stopped the voter (its log could not be written, a full
+	// disk included; raft panicked); not at Close. The voter answers
+	// nothing from then on: the node should halt, as Kafka's fatal fault
+	// handler ends the process.
+	OnStop func(err error)
 	// Logger nil discards.
 	Logger *slog.Logger
 }
@@ -343,6 +349,9 @@ func (r *Raft) run() {
 		if err != nil {
 			r.logger.Error("metadata quorum voter stopped", "err", err)
 			r.finish(err)
+			if r.cfg.OnStop != nil {
+				r.cfg.OnStop(err)
+			}
 			return
 		}
 	}

@@ -29,7 +29,11 @@ func (m *Manager) checkpointedHWLocked(log *storage.Log, tp TopicPartition) int6
 }
 
 // Checkpoint writes every hosted partition's high-watermark to the
-// replication-offset-checkpoint of its log dir.
+// replication-offset-checkpoint of its log dir. A dir whose write fails
+// with an I/O error other than ENOSPC goes offline
+// (storage.Manager.DirFailed), as Kafka's checkpointHighWatermarks
+// reports it to LogDirFailureChannel; an offline dir's checkpoint is no
+// longer written (the last good one is read at the next start).
 func (m *Manager) Checkpoint() error {
 	byDir := map[string]map[storage.TopicPartition]int64{}
 	fsys := map[string]vfs.FS{}
@@ -45,7 +49,14 @@ func (m *Manager) Checkpoint() error {
 	m.mu.RUnlock()
 	var errs []error
 	for dir, hws := range byDir {
-		errs = append(errs, storage.WriteOffsetCheckpoint(fsys[dir], filepath.Join(dir, storage.ReplicationOffsetCheckpointFile), hws))
+		if m.logs.DirFailed(dir, nil) {
+			continue
+		}
+		err := storage.WriteOffsetCheckpoint(fsys[dir], filepath.Join(dir, storage.ReplicationOffsetCheckpointFile), hws)
+		if err != nil {
+			m.logs.DirFailed(dir, err)
+		}
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -276,14 +276,34 @@ func (l *Log) ioError(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || !isIOError(err) {
 		return err
 	}
+	return l.offline("write", err)
+}
+
+// offline fails the log, and takes its dir offline, after err, an I/O
+// error of a what ("write", "read") of its files; it returns err wrapping
+// ErrOffline.
+func (l *Log) offline(what string, err error) error {
 	err = fmt.Errorf("%w: %w", ErrOffline, err)
 	if l.flushFailed.CompareAndSwap(nil, &err) {
-		l.logger.Error("write failed: the log takes no more writes until it is reopened", "err", err)
+		l.logger.Error(what+" failed: the log takes no more writes until it is reopened", "err", err)
 	}
 	if fn := l.ioFailed.Load(); fn != nil {
 		(*fn)(err)
 	}
 	return err
+}
+
+// readError handles err, the error of a read of the log's files (nil
+// passes through): an I/O error of the disk (EIO) takes the log's dir
+// offline, as Kafka's UnifiedLog.read reports an IOException to
+// LogDirFailureChannel, and comes back wrapping ErrOffline. A file that is
+// gone (a segment removed under a reader) and the log's own errors
+// (ErrOffsetOutOfRange, ErrCorruptSegment, ...) are returned as they are.
+func (l *Log) readError(err error) error {
+	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrClosed) || !isIOError(err) {
+		return err
+	}
+	return l.offline("read", err)
 }
 
 // isIOError reports whether err comes from the filesystem (an

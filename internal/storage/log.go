@@ -478,7 +478,7 @@ func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64, minOneBatch bo
 			}
 			if err != nil || found {
 				res.Records = data
-				return res, err
+				return res, l.readError(err)
 			}
 			if i == len(segs)-1 {
 				return res, nil
@@ -901,14 +901,14 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 					retry = true
 					break
 				}
-				return none, res, err
+				return none, res, l.readError(err)
 			}
 			pos, n, found, err := s.locateLocked(f, offset, maxBytes, maxOffset, minOneBatch)
 			if err != nil || !found || n == 0 {
 				s.rw.RUnlock()
 				s.log.release()
 				if err != nil || found {
-					return none, res, err
+					return none, res, l.readError(err)
 				}
 				continue
 			}
@@ -918,7 +918,7 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 				s.rw.RUnlock()
 				s.log.release()
 				if err != nil {
-					return none, res, fmt.Errorf("storage: read %s at %d: %w", s, pos, err)
+					return none, res, l.readError(fmt.Errorf("storage: read %s at %d: %w", s, pos, err))
 				}
 				return FileSlice{Position: pos, Length: n, Release: func() {}, Data: data}, res, nil
 			}

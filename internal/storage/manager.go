@@ -538,6 +538,29 @@ func (m *Manager) watchIO(l *Log, tp TopicPartition, d *logDir) {
 	}
 }
 
+// DirFailed takes the log dir at path (a dir of the Manager, as
+// filepath.Dir of a Log.Dir in it) offline after err, an I/O error of a
+// file there that another package writes (the replica manager's
+// replication-offset-checkpoint), as Kafka's
+// CheckpointFileWithFailureHandler reports to LogDirFailureChannel. As
+// for the Manager's own checkpoints, ENOSPC (the previous file stays in
+// place) and errors that are not the filesystem's leave the dir online.
+// It reports whether the dir is offline now (with err nil it only tells
+// that). Safe for concurrent use.
+func (m *Manager) DirFailed(path string, err error) bool {
+	path = filepath.Clean(path)
+	for _, d := range m.dirs {
+		if filepath.Clean(d.path) != path {
+			continue
+		}
+		if err != nil && !errors.Is(err, syscall.ENOSPC) && isIOError(err) {
+			m.dirFailed(d, err)
+		}
+		return d.offline.Load() != nil
+	}
+	return false
+}
+
 // dirFailed takes log dir d offline after err, an I/O error of one of its
 // files (Kafka's LogDirFailureChannel.maybeAddOfflineLogDir): every log in
 // it refuses writes from now on (watchIO) and OnDirOffline is told, once.
