@@ -78,7 +78,10 @@ func (b *Broker) startGroups() {
 	coord.SetTopics(imageTopics{b})
 	b.groups = &groups{coord: coord, loads: newCoordinatorLoads(offsetsTopic, coord.NumPartitions(),
 		func(ctx context.Context, p, _ int32) error { return coord.LoadPartition(ctx, p) },
-		coord.UnloadPartition, group.ErrPartitionUnloaded)}
+		func(p int32) {
+			coord.UnloadPartition(p)
+			b.unloadShareGroups(p)
+		}, group.ErrPartitionUnloaded)}
 }
 
 // closeGroups stops the coordinator: parked group requests are answered
