@@ -2,6 +2,7 @@ package samsa_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +143,72 @@ func TestShareGroupCoordinator(t *testing.T) {
 	}
 	if g := dgresp.Groups[0]; g.ErrorCode != kerr.GroupIDNotFound.Code || deref(g.ErrorMessage) != "Group "+group+" is not a classic group." {
 		t.Errorf("DescribeGroups of a share group: %v %q", kerr.ErrorForCode(g.ErrorCode), deref(g.ErrorMessage))
+	}
+}
+
+// TestClusterShareGroupDeleteStartsAfresh, 3 nodes: the share-partition
+// states of a deleted share group, spread over partitions of
+// __share_group_state led by different brokers, are all deleted (each
+// broker finds the group's keys in its own store), so the group created
+// again under the same name reads every record again.
+func TestClusterShareGroupDeleteStartsAfresh(t *testing.T) {
+	c := startCluster(t, 3, groupProps)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic, group, partitions, total = "jobs", "workers", 6, 60
+	if _, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "leaders", func() bool {
+		td := describe(t, adm, topic)
+		for _, p := range td.Partitions {
+			if p.Leader < 0 {
+				return false
+			}
+		}
+		return len(td.Partitions) == partitions
+	})
+	setShareGroupConfigs(t, c.Addrs()[0], group, map[string]string{"share.auto.offset.reset": "earliest"})
+	recs := make([]*kgo.Record, total)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: int32(i % partitions), Key: []byte(strconv.Itoa(i))}
+	}
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	sc := shareConsumer(t, c.Addrs(), group, topic)
+	shareConsumeUntil(ctx, t, sc, seen, func() bool { return len(seen) >= total })
+	sc.Close()
+
+	waitFor(t, 30*time.Second, "the share group deleted", func() bool {
+		res, err := adm.DeleteGroups(ctx, group)
+		return err == nil && res[group].Err == nil
+	})
+	again := map[string]int{}
+	sc = shareConsumer(t, c.Addrs(), group, topic)
+	defer sc.Close()
+	actx, acancel := context.WithTimeout(ctx, 20*time.Second)
+	defer acancel()
+	for len(again) < total {
+		fs := sc.PollFetches(actx)
+		if actx.Err() != nil {
+			t.Fatalf("the recreated group got %d of %d records: it kept the deleted group's state", len(again), total)
+		}
+		for _, r := range fs.Records() {
+			again[string(r.Key)]++
+			r.Ack(kgo.AckAccept)
+		}
 	}
 }

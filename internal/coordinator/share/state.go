@@ -212,24 +212,28 @@ func DecodeStateRecord(key, value []byte) (StateKey, *State, error) {
 // __share_group_state this broker leads: the latest state of every
 // share-partition in them. Safe for concurrent use.
 type Store struct {
-	mu     sync.Mutex // guards states
+	mu     sync.Mutex // guards states and groups
 	states map[int32]map[StateKey]*State
+	groups groupIndex // the keys of states by group (storegroups.go)
 }
 
 // NewStore returns an empty store.
-func NewStore() *Store { return &Store{states: map[int32]map[StateKey]*State{}} }
+func NewStore() *Store { return &Store{states: map[int32]map[StateKey]*State{}, groups: groupIndex{}} }
 
 // Load replaces the states of partition p (a partition loaded).
 func (s *Store) Load(p int32, states map[StateKey]*State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.groups.drop(p, s.states[p])
 	s.states[p] = states
+	s.groups.add(p, states)
 }
 
 // Unload forgets partition p (leadership lost).
 func (s *Store) Unload(p int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.groups.drop(p, s.states[p])
 	delete(s.states, p)
 }
 
@@ -266,7 +270,9 @@ func (s *Store) Put(p int32, k StateKey, st *State) {
 	}
 	if st == nil {
 		delete(m, k)
+		s.groups.remove(k)
 	} else {
 		m[k] = st
+		s.groups.put(p, k)
 	}
 }
