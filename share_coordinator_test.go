@@ -150,7 +150,7 @@ func TestShareGroupCoordinator(t *testing.T) {
 // states of a deleted share group, spread over partitions of
 // __share_group_state led by different brokers, are all deleted (each
 // broker finds the group's keys in its own store), so the group created
-// again under the same name reads every record again.
+// again under the same name reads every record again; its configs stay.
 func TestClusterShareGroupDeleteStartsAfresh(t *testing.T) {
 	c := startCluster(t, 3, groupProps)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -196,6 +196,11 @@ func TestClusterShareGroupDeleteStartsAfresh(t *testing.T) {
 		res, err := adm.DeleteGroups(ctx, group)
 		return err == nil && res[group].Err == nil
 	})
+	// As in Kafka, the group's configs outlive it (they are in the
+	// metadata log, which the group coordinator does not write).
+	if c := describeGroupConfig(t, cl, group)["share.auto.offset.reset"]; c.Value == nil || *c.Value != "earliest" {
+		t.Fatalf("share.auto.offset.reset after DeleteGroups: %v, want earliest", c.Value)
+	}
 	again := map[string]int{}
 	sc = shareConsumer(t, c.Addrs(), group, topic)
 	defer sc.Close()
