@@ -49,8 +49,10 @@ func joinShareGroup(ctx context.Context, t *testing.T, cl *kgo.Client, node int3
 // ShareGroupDescribe and DescribeShareGroupOffsets with NOT_COORDINATOR, as
 // Kafka does, so that a client finds the coordinator again. Every broker
 // answered and kept its own membership before. A share group cannot take
-// the id of a classic group (GROUP_ID_NOT_FOUND); describing a group as
-// another type than its own is GROUP_ID_NOT_FOUND with Kafka's message.
+// the id of a classic group (GROUP_ID_NOT_FOUND), nor a classic or
+// consumer group that of a share group (INCONSISTENT_GROUP_PROTOCOL,
+// GROUP_ID_NOT_FOUND); describing a group as another type than its own is
+// GROUP_ID_NOT_FOUND with Kafka's message.
 func TestShareGroupCoordinator(t *testing.T) {
 	c := startCluster(t, 3, groupProps)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -105,6 +107,30 @@ func TestShareGroupCoordinator(t *testing.T) {
 		if code := oresp.Groups[0].ErrorCode; node != coord && code != kerr.NotCoordinator.Code || node == coord && code != 0 {
 			t.Errorf("offsets at node %d (coordinator %d): %v", node, coord, kerr.ErrorForCode(code))
 		}
+	}
+
+	// The share group holds its id against classic and consumer groups.
+	jreq := kmsg.NewPtrJoinGroupRequest()
+	jreq.Group, jreq.ProtocolType, jreq.SessionTimeoutMillis, jreq.RebalanceTimeoutMillis = group, "consumer", 10000, 10000
+	jp := kmsg.NewJoinGroupRequestProtocol()
+	jp.Name, jp.Metadata = "range", []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+	jreq.Protocols = append(jreq.Protocols, jp)
+	jresp, err := jreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jresp.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Errorf("JoinGroup of a share group's id: %v, want INCONSISTENT_GROUP_PROTOCOL", kerr.ErrorForCode(jresp.ErrorCode))
+	}
+	hreq := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hreq.Group, hreq.MemberID, hreq.MemberEpoch, hreq.RebalanceTimeoutMillis = group, "kip848-member", 0, 10000
+	hreq.SubscribedTopicNames = []string{topic}
+	hresp, err := hreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hresp.ErrorCode != kerr.GroupIDNotFound.Code || deref(hresp.ErrorMessage) != "Group "+group+" is not a consumer group." {
+		t.Errorf("ConsumerGroupHeartbeat of a share group's id: %v %q", kerr.ErrorForCode(hresp.ErrorCode), deref(hresp.ErrorMessage))
 	}
 
 	// A classic group (offsets committed by a tool) holds its id.

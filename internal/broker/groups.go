@@ -67,6 +67,7 @@ func (b *Broker) startGroups() {
 			gc := b.GroupConfig(id)
 			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}
 		},
+		ShareGroup: func(id string) bool { return b.share != nil && b.share.coord.IsShareGroup(id) },
 	}
 	if cfg.InitialRebalanceDelay == 0 {
 		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)

@@ -253,6 +253,11 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.Consu
 	return r
 }
 
+// isShareGroup reports whether a share group holds id (Config.ShareGroup).
+func (c *Coordinator) isShareGroup(id string) bool {
+	return c.cfg.ShareGroup != nil && c.cfg.ShareGroup(id)
+}
+
 // GroupType returns the type of the group groupID as ListGroups v5 shows
 // it ("classic" or "consumer"; "" when this coordinator holds no live
 // group under the id), and 0; or NOT_COORDINATOR when the group's
