@@ -68,8 +68,8 @@ func TestShareGroupCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "three brokers", func() bool {
-		m, err := adm.BrokerMetadata(ctx)
-		return err == nil && len(m.Brokers) == 3
+		ids, err := brokerIDs(ctx, cl)
+		return err == nil && len(ids) == 3
 	})
 	coord := groupCoordinator(ctx, t, cl, group)
 	for _, node := range []int32{1, 2, 3} {
