@@ -72,14 +72,22 @@ func TestShareGroupCoordinator(t *testing.T) {
 		return err == nil && len(ids) == 3
 	})
 	coord := groupCoordinator(ctx, t, cl, group)
-	for _, node := range []int32{1, 2, 3} {
-		code, msg := joinShareGroup(ctx, t, cl, node, group, "member-"+string(rune('0'+node)), topic)
-		want := kerr.NotCoordinator.Code
-		if node == coord {
-			want = 0
+	// The coordinator answers NOT_COORDINATOR (or LOAD_IN_PROGRESS) until
+	// its metadata image has it lead the group's partition: clients retry.
+	waitFor(t, 10*time.Second, "the join at the coordinator", func() bool {
+		code, _ := joinShareGroup(ctx, t, cl, coord, group, "member-"+string(rune('0'+coord)), topic)
+		if code != 0 && !kerr.IsRetriable(kerr.ErrorForCode(code)) {
+			t.Fatalf("join at the coordinator %d: %v", coord, kerr.ErrorForCode(code))
 		}
-		if code != want {
-			t.Errorf("join at node %d (coordinator %d): %v %q, want %v", node, coord, kerr.ErrorForCode(code), msg, kerr.ErrorForCode(want))
+		return code == 0
+	})
+	for _, node := range []int32{1, 2, 3} {
+		if node == coord {
+			continue
+		}
+		code, msg := joinShareGroup(ctx, t, cl, node, group, "member-"+string(rune('0'+node)), topic)
+		if code != kerr.NotCoordinator.Code {
+			t.Errorf("join at node %d (coordinator %d): %v %q, want NOT_COORDINATOR", node, coord, kerr.ErrorForCode(code), msg)
 		}
 	}
 	for _, node := range []int32{1, 2, 3} {

@@ -509,9 +509,18 @@ func newRawShareMember(t *testing.T, n *samsa.Node, group, id, topic string) *ra
 	m := &rawShareMember{cl: cl, group: group, id: id, topicID: td[topic].ID}
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
 	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, id, 0, []string{topic}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("join %s: %v %v", id, err, resp)
+	// The coordinator answers COORDINATOR_LOAD_IN_PROGRESS while it loads
+	// the group's __consumer_offsets partition: retry, as clients do.
+	var resp *kmsg.ShareGroupHeartbeatResponse
+	waitFor(t, 10*time.Second, "the join of "+id, func() bool {
+		resp, err = req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("join %s: %v", id, err)
+		}
+		return !kerr.IsRetriable(kerr.ErrorForCode(resp.ErrorCode))
+	})
+	if resp.ErrorCode != 0 {
+		t.Fatalf("join %s: %v", id, kerr.ErrorForCode(resp.ErrorCode))
 	}
 	return m
 }
