@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa"
 )
 
 // groupCoordinator returns the node FindCoordinator names for group.
@@ -54,23 +56,11 @@ func joinShareGroup(ctx context.Context, t *testing.T, cl *kgo.Client, node int3
 // GROUP_ID_NOT_FOUND); describing a group as another type than its own is
 // GROUP_ID_NOT_FOUND with Kafka's message.
 func TestShareGroupCoordinator(t *testing.T) {
-	c := startCluster(t, 3, groupProps)
+	const topic, group, classic = "jobs", "workers", "classic-readers"
+	_, cl := startShareCluster(t, topic, 2)
+	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	const topic, group, classic = "jobs", "workers", "classic-readers"
-	if _, err := adm.CreateTopic(ctx, 2, 3, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 30*time.Second, "three brokers", func() bool {
-		ids, err := brokerIDs(ctx, cl)
-		return err == nil && len(ids) == 3
-	})
 	coord := groupCoordinator(ctx, t, cl, group)
 	// The coordinator answers NOT_COORDINATOR (or LOAD_IN_PROGRESS) until
 	// its metadata image has it lead the group's partition: clients retry.
@@ -180,34 +170,46 @@ func TestShareGroupCoordinator(t *testing.T) {
 	}
 }
 
-// TestClusterShareGroupDeleteStartsAfresh, 3 nodes: the share-partition
-// states of a deleted share group, spread over partitions of
-// __share_group_state led by different brokers, are all deleted (each
-// broker finds the group's keys in its own store), so the group created
-// again under the same name reads every record again; its configs stay.
-func TestClusterShareGroupDeleteStartsAfresh(t *testing.T) {
+// startShareCluster starts 3 nodes and creates topic with partitions
+// replicated 3 times, led; it returns the cluster and a client of it,
+// closed at the end of the test.
+func startShareCluster(t *testing.T, topic string, partitions int32) (*samsa.Cluster, *kgo.Client) {
+	t.Helper()
 	c := startCluster(t, 3, groupProps)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
-	const topic, group, partitions, total = "jobs", "workers", 6, 60
 	if _, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "leaders", func() bool {
+	waitFor(t, 30*time.Second, "three brokers and the topic's leaders", func() bool {
+		if ids, err := brokerIDs(ctx, cl); err != nil || len(ids) != 3 {
+			return false
+		}
 		td := describe(t, adm, topic)
 		for _, p := range td.Partitions {
 			if p.Leader < 0 {
 				return false
 			}
 		}
-		return len(td.Partitions) == partitions
+		return len(td.Partitions) == int(partitions)
 	})
+	return c, cl
+}
+
+// TestClusterShareGroupDeleteStartsAfresh, 3 nodes: the share-partition
+// states of a deleted share group, spread over partitions of
+// __share_group_state led by different brokers, are all deleted (each
+// broker finds the group's keys in its own store), so the group created
+// again under the same name reads every record again; its configs stay.
+func TestClusterShareGroupDeleteStartsAfresh(t *testing.T) {
+	const topic, group, partitions, total = "jobs", "workers", 6, 60
+	c, cl := startShareCluster(t, topic, partitions)
 	setShareGroupConfigs(t, c.Addrs()[0], group, map[string]string{"share.auto.offset.reset": "earliest"})
 	recs := make([]*kgo.Record, total)
 	for i := range recs {
@@ -218,36 +220,8 @@ func TestClusterShareGroupDeleteStartsAfresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pcl.Close()
-	if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	if err := pcl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]int{}
-	sc := shareConsumer(t, c.Addrs(), group, topic)
-	shareConsumeUntil(ctx, t, sc, seen, func() bool { return len(seen) >= total })
-	sc.Close()
-
-	waitFor(t, 30*time.Second, "the share group deleted", func() bool {
-		res, err := adm.DeleteGroups(ctx, group)
-		return err == nil && res[group].Err == nil
-	})
-	// As in Kafka, the group's configs outlive it (they are in the
-	// metadata log, which the group coordinator does not write).
-	if c := describeGroupConfig(t, cl, group)["share.auto.offset.reset"]; c.Value == nil || *c.Value != "earliest" {
-		t.Fatalf("share.auto.offset.reset after DeleteGroups: %v, want earliest", c.Value)
-	}
-	again := map[string]int{}
-	sc = shareConsumer(t, c.Addrs(), group, topic)
-	defer sc.Close()
-	actx, acancel := context.WithTimeout(ctx, 20*time.Second)
-	defer acancel()
-	for len(again) < total {
-		fs := sc.PollFetches(actx)
-		if actx.Err() != nil {
-			t.Fatalf("the recreated group got %d of %d records: it kept the deleted group's state", len(again), total)
-		}
-		for _, r := range fs.Records() {
-			again[string(r.Key)]++
-			r.Ack(kgo.AckAccept)
-		}
-	}
+	checkDeleteStartsAfresh(t, c.Addrs(), cl, topic, group, total)
 }
