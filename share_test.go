@@ -456,24 +456,35 @@ func TestShareGroupDeleteStartsAfresh(t *testing.T) {
 	createTopic(t, admin, topic, 2, nil)
 	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
 	produceN(t, admin, topic, total)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	checkDeleteStartsAfresh(t, []string{n.Addr()}, admin, topic, group, total)
+}
+
+// checkDeleteStartsAfresh: a share consumer of group reads the total
+// records of topic, the group is deleted (DeleteGroups through admin), its
+// configs stay (as in Kafka, they are in the metadata log, which the group
+// coordinator does not write), and a new consumer of the group reads every
+// record again.
+func checkDeleteStartsAfresh(t *testing.T, seeds []string, admin *kgo.Client, topic, group string, total int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	seen := map[string]int{}
-	cl := shareConsumer(t, []string{n.Addr()}, group, topic)
+	cl := shareConsumer(t, seeds, group, topic)
 	shareConsumeUntil(ctx, t, cl, seen, func() bool { return len(seen) >= total })
 	cl.Close()
 
 	adm := kadm.NewClient(admin)
-	waitFor(t, 10*time.Second, "the share group deleted", func() bool {
+	waitFor(t, 30*time.Second, "the share group deleted", func() bool {
 		res, err := adm.DeleteGroups(ctx, group)
 		return err == nil && res[group].Err == nil
 	})
-	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
-
+	if c := describeGroupConfig(t, admin, group)["share.auto.offset.reset"]; c.Value == nil || *c.Value != "earliest" {
+		t.Fatalf("share.auto.offset.reset after DeleteGroups: %v, want earliest", c.Value)
+	}
 	again := map[string]int{}
-	cl = shareConsumer(t, []string{n.Addr()}, group, topic)
+	cl = shareConsumer(t, seeds, group, topic)
 	defer cl.Close()
-	actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+	actx, acancel := context.WithTimeout(ctx, 20*time.Second)
 	defer acancel()
 	for len(again) < total {
 		fs := cl.PollFetches(actx)
@@ -509,9 +520,18 @@ func newRawShareMember(t *testing.T, n *samsa.Node, group, id, topic string) *ra
 	m := &rawShareMember{cl: cl, group: group, id: id, topicID: td[topic].ID}
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
 	req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = group, id, 0, []string{topic}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("join %s: %v %v", id, err, resp)
+	// The coordinator answers COORDINATOR_LOAD_IN_PROGRESS while it loads
+	// the group's __consumer_offsets partition: retry, as clients do.
+	var resp *kmsg.ShareGroupHeartbeatResponse
+	waitFor(t, 10*time.Second, "the join of "+id, func() bool {
+		resp, err = req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("join %s: %v", id, err)
+		}
+		return !kerr.IsRetriable(kerr.ErrorForCode(resp.ErrorCode))
+	})
+	if resp.ErrorCode != 0 {
+		t.Fatalf("join %s: %v", id, kerr.ErrorForCode(resp.ErrorCode))
 	}
 	return m
 }

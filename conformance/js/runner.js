@@ -566,6 +566,8 @@ async function run(c, a) {
     case 'group-kip848':
     case 'group-migration':
       throw new NA('kafkajs has no KIP-848 consumer')
+    case 'share-group':
+      throw new NA('kafkajs has no share consumer (KIP-932)')
     case 'transactions':
       return scenarioTransactions(c, a)
     case 'compacted-read':

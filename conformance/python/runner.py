@@ -729,6 +729,8 @@ def run(c, a):
         # here has one (NA from the member's creation).
         c.kip848 = True
         scenario_group(c, a)
+    elif s == "share-group":
+        raise NA("%s has no share consumer (KIP-932)" % ("librdkafka" if a.client == "confluent" else a.client))
     elif s == "transactions":
         scenario_transactions(c, a)
     elif s == "compacted-read":

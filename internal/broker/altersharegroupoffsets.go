@@ -31,16 +31,31 @@ func init() {
 // DeleteShareGroupOffsets, as Kafka: GROUP_AUTHORIZATION_FAILED without op
 // on the group (READ to alter, DELETE to delete), GROUP_ID_NOT_FOUND when
 // a consumer group holds the id (or, to delete, no share group does),
-// NON_EMPTY_GROUP while the share group has members.
+// NON_EMPTY_GROUP while the share group has members; NOT_COORDINATOR
+// when another broker coordinates the group.
 func (b *Broker) shareOffsetsGroupError(ctx context.Context, c *server.Conn, groupID string, op kmsg.ACLOperation, create bool) *kerr.Error {
 	switch {
 	case !b.authorized(c, op, resGroup, groupID):
 		return kerr.GroupAuthorizationFailed
 	case groupID == "":
 		return kerr.InvalidGroupID
-	case !b.share.coord.IsShareGroup(groupID) && (!create || b.isConsumerGroup(ctx, groupID)):
-		return kerr.GroupIDNotFound
-	case b.share.coord.HasMembers(groupID):
+	}
+	if err := b.shareCoordinatorError(groupID); err != nil {
+		return err
+	}
+	if !b.share.coord.IsShareGroup(groupID) {
+		if !create {
+			return kerr.GroupIDNotFound
+		}
+		typ, err := b.otherGroupType(ctx, groupID)
+		switch {
+		case err != nil:
+			return err
+		case typ != "":
+			return kerr.GroupIDNotFound
+		}
+	}
+	if b.share.coord.HasMembers(groupID) {
 		return kerr.NonEmptyGroup
 	}
 	return nil

@@ -33,6 +33,7 @@ func init() { registerGroupAPI(kmsg.DescribeGroups, handleDescribeGroups) }
 func handleDescribeGroups(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	resp := b.groups.coord.DescribeGroups(ctx, req)
+	b.markShareGroupsInDescribeGroups(resp)
 	if req.IncludeAuthorizedOperations {
 		for i := range resp.Groups {
 			setGroupOperations(&resp.Groups[i].AuthorizedOperations, resp.Groups[i].ErrorCode)

@@ -23,7 +23,8 @@ import (
 // acknowledged or archived; -1 otherwise). Topics null means the topics
 // the group's members subscribe to. DESCRIBE on the group, else
 // GROUP_AUTHORIZATION_FAILED; DESCRIBE on each topic, else
-// TOPIC_AUTHORIZATION_FAILED for its partitions.
+// TOPIC_AUTHORIZATION_FAILED for its partitions; NOT_COORDINATOR on a
+// broker that is not the group's coordinator.
 func init() { register(kmsg.DescribeShareGroupOffsets, 0, 1, handleDescribeShareGroupOffsets) }
 
 func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -35,6 +36,11 @@ func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, c *server.C
 		rg.GroupID = g.GroupID
 		if !b.authorized(c, opDescribe, resGroup, g.GroupID) {
 			rg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, rg)
+			continue
+		}
+		if err := b.shareCoordinatorError(g.GroupID); err != nil {
+			rg.ErrorCode = err.Code
 			resp.Groups = append(resp.Groups, rg)
 			continue
 		}

@@ -67,6 +67,7 @@ func (b *Broker) startGroups() {
 			gc := b.GroupConfig(id)
 			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}
 		},
+		ShareGroup: func(id string) bool { return b.share != nil && b.share.coord.IsShareGroup(id) },
 	}
 	if cfg.InitialRebalanceDelay == 0 {
 		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)
@@ -78,7 +79,10 @@ func (b *Broker) startGroups() {
 	coord.SetTopics(imageTopics{b})
 	b.groups = &groups{coord: coord, loads: newCoordinatorLoads(offsetsTopic, coord.NumPartitions(),
 		func(ctx context.Context, p, _ int32) error { return coord.LoadPartition(ctx, p) },
-		coord.UnloadPartition, group.ErrPartitionUnloaded)}
+		func(p int32) {
+			coord.UnloadPartition(p)
+			b.unloadShareGroups(p)
+		}, group.ErrPartitionUnloaded)}
 }
 
 // closeGroups stops the coordinator: parked group requests are answered

@@ -14,14 +14,16 @@ import (
 //   - v1: the version Kafka 4.1+ serves (KIP-932)
 
 // ShareGroupDescribe (KIP-932): the members of share groups, their
-// subscriptions and assignments; GROUP_ID_NOT_FOUND for an unknown group.
+// subscriptions and assignments; GROUP_ID_NOT_FOUND for an unknown group
+// or one of another type ("Group X is not a share group."),
+// NOT_COORDINATOR on a broker that is not the group's coordinator.
 func init() { register(kmsg.ShareGroupDescribe, 1, 1, handleShareGroupDescribe) }
 
-func handleShareGroupDescribe(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+func handleShareGroupDescribe(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ShareGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 	for _, id := range req.GroupIDs {
-		resp.Groups = append(resp.Groups, b.share.coord.Describe(id))
+		resp.Groups = append(resp.Groups, b.describeShareGroup(ctx, id))
 	}
 	return resp, nil
 }

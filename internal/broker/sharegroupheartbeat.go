@@ -2,9 +2,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/coordinator/share"
@@ -19,25 +21,76 @@ import (
 // ShareGroupHeartbeat (KIP-932): joins, keeps or leaves a member of a share
 // group; every member is assigned every partition of the topics it
 // subscribes to (Kafka's SimpleAssignor for a homogeneous group).
+// NOT_COORDINATOR on a broker that does not lead the group's partition of
+// __consumer_offsets; GROUP_ID_NOT_FOUND when a classic or consumer group
+// holds the id.
 func init() { register(kmsg.ShareGroupHeartbeat, 1, 1, handleShareGroupHeartbeat) }
 
 func handleShareGroupHeartbeat(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ShareGroupHeartbeatRequest)
-	var other func(string) bool
-	if req.MemberEpoch == 0 && !b.share.coord.IsShareGroup(req.GroupID) {
-		other = func(id string) bool { return b.isConsumerGroup(ctx, id) }
+	var isOther func(string) bool
+	if req.GroupID != "" {
+		err := b.shareCoordinatorError(req.GroupID)
+		if err == nil && req.MemberEpoch == 0 && !b.share.coord.IsShareGroup(req.GroupID) {
+			var typ string
+			if typ, err = b.otherGroupType(ctx, req.GroupID); typ != "" {
+				isOther = func(string) bool { return true }
+			}
+		}
+		if err != nil {
+			resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+			resp.ErrorCode = err.Code
+			return resp, nil
+		}
 	}
 	cl := share.Client{ID: clientIDFrom(ctx), Host: clientHost(c.RemoteAddr)}
-	return b.share.coord.Heartbeat(req, cl, other), nil
+	return b.share.coord.Heartbeat(req, cl, isOther), nil
 }
 
-// isConsumerGroup reports whether the group coordinator holds a classic or
-// consumer group under id (a share group cannot share its id).
-func (b *Broker) isConsumerGroup(ctx context.Context, id string) bool {
-	req := kmsg.NewPtrListGroupsRequest()
-	req.Version = 5
-	resp := b.groups.coord.ListGroups(ctx, req)
-	return slices.ContainsFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return g.Group == id })
+// shareCoordinatorError checks that this broker is the coordinator of
+// share group id, the leader of its partition of __consumer_offsets in
+// the metadata image (FindCoordinator's answer for the group), as Kafka
+// routes share groups to their group coordinator: NOT_COORDINATOR when
+// another broker leads it, COORDINATOR_NOT_AVAILABLE when the topic or
+// the partition's leader is missing; nil when this broker is the one.
+func (b *Broker) shareCoordinatorError(id string) *kerr.Error {
+	t := b.image().Topic(offsetsTopic)
+	p := b.groups.coord.Partition(id)
+	switch {
+	case t == nil || int(p) >= len(t.Partitions) || t.Partitions[p].Leader < 0:
+		return kerr.CoordinatorNotAvailable
+	case t.Partitions[p].Leader != b.node.NodeID:
+		return kerr.NotCoordinator
+	}
+	return nil
+}
+
+// otherGroupType returns the type of the classic or consumer group the
+// group coordinator holds under id ("" when none; a share group cannot
+// share its id), or the coordinator's error (NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE). One lookup of
+// the group, whatever the number of groups.
+func (b *Broker) otherGroupType(ctx context.Context, id string) (string, *kerr.Error) {
+	typ, code := b.groups.coord.GroupType(ctx, id)
+	if code != 0 {
+		var ke *kerr.Error
+		if !errors.As(kerr.ErrorForCode(code), &ke) {
+			return "", kerr.UnknownServerError
+		}
+		return "", ke
+	}
+	return typ, nil
+}
+
+// unloadShareGroups forgets the membership of the share groups of
+// partition p of __consumer_offsets, which this broker no longer leads:
+// their members rejoin at the new coordinator (NOT_COORDINATOR here from
+// now on), and keep what they hold.
+func (b *Broker) unloadShareGroups(p int32) {
+	if b.share == nil {
+		return
+	}
+	b.share.coord.DropGroups(func(id string) bool { return b.groups.coord.Partition(id) == p })
 }
 
 // listShareGroups adds the share groups to a ListGroups response, filtered

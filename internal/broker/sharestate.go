@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -315,10 +317,10 @@ func (b *Broker) shareUpdatesPerSnapshot() int {
 	return share.DefaultUpdatesPerSnapshot
 }
 
-// shareCoordinatorError checks that k's partition of __share_group_state is
+// shareStateCoordinatorError checks that k's partition of __share_group_state is
 // led and loaded here: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; its
 // partition when nil.
-func (b *Broker) shareCoordinatorError(k share.StateKey) (int32, error) {
+func (b *Broker) shareStateCoordinatorError(k share.StateKey) (int32, error) {
 	sp, leader, ok := b.shareStateLeader(k)
 	switch {
 	case !ok || leader != b.node.NodeID:
@@ -339,7 +341,7 @@ func handleReadShareGroupState(_ context.Context, b *Broker, _ *server.Conn, kre
 			rp := kmsg.NewReadShareGroupStateResponseTopicPartition()
 			rp.Partition, rp.StartOffset = p.Partition, -1
 			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
-			sp, err := b.shareCoordinatorError(k)
+			sp, err := b.shareStateCoordinatorError(k)
 			rp.ErrorCode = errCode(err)
 			if st := b.share.store.Get(sp, k); err == nil && st != nil {
 				rp.StateEpoch, rp.StartOffset = st.StateEpoch, st.StartOffset
@@ -394,7 +396,7 @@ func handleWriteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, 
 // coordinator: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, then
 // writeShareStateLocal's errors.
 func (b *Broker) coordinateShareWrite(ctx context.Context, k share.StateKey, w share.Write) error {
-	sp, err := b.shareCoordinatorError(k)
+	sp, err := b.shareStateCoordinatorError(k)
 	if err == nil {
 		err = b.writeShareStateLocal(ctx, sp, k, w)
 	}
@@ -434,16 +436,17 @@ func handleInitializeShareGroupState(ctx context.Context, b *Broker, _ *server.C
 
 // deleteShareGroupState removes the share-partition state of a deleted
 // share group everywhere, so that a group created again under its name
-// starts afresh: a DeleteShareGroupState naming every partition of every
-// topic (the coordinator does not keep which ones the group initialized,
-// as Kafka's ShareGroupStatePartitionMetadata does; hashing each is about
-// a microsecond, 0.1 s at 100,000 partitions, once per deleted group) is
+// starts afresh: a DeleteShareGroupState naming the whole group (one topic
+// of id zero without partitions: beyond Kafka, whose group coordinator
+// names the partitions it initialized, from its
+// ShareGroupStatePartitionMetadata records; ours does not keep them) is
 // applied here and sent to every other registered broker: each writes
-// tombstones to the partitions of __share_group_state it leads for the
-// keys that have a state, and forgets the group's share-partitions it
-// keeps in memory. A broker that cannot be reached is logged; its
-// in-memory share-partitions stay until its next leadership change. The
-// error is the first tombstone write that failed here.
+// tombstones for the group's keys in the partitions of __share_group_state
+// it leads (found in its store's index by group: the cost is the group's
+// share-partitions, not the cluster's partitions), and forgets the group's
+// share-partitions it keeps in memory. A broker that cannot be reached is
+// logged; its in-memory share-partitions stay until its next leadership
+// change. The error is the first tombstone write that failed here.
 //
 // With topics given, only their partitions' state is deleted (and every
 // in-memory share-partition of the group is forgotten, to be loaded again
@@ -451,11 +454,11 @@ func handleInitializeShareGroupState(ctx context.Context, b *Broker, _ *server.C
 // AlterShareGroupOffsets after writing the new states.
 func (b *Broker) deleteShareGroupState(ctx context.Context, groupID string, topics []*metadata.Topic) error {
 	im := b.image()
-	if topics == nil {
-		topics = slices.Collect(im.Topics())
-	}
 	req := kmsg.NewPtrDeleteShareGroupStateRequest()
 	req.GroupID = groupID
+	if topics == nil {
+		req.Topics = []kmsg.DeleteShareGroupStateRequestTopic{kmsg.NewDeleteShareGroupStateRequestTopic()}
+	}
 	for _, t := range topics {
 		rt := kmsg.NewDeleteShareGroupStateRequestTopic()
 		rt.TopicID = t.ID
@@ -501,16 +504,26 @@ func (b *Broker) deleteShareGroupState(ctx context.Context, groupID string, topi
 // group kept here and writes a tombstone for each of its keys with a state
 // in a partition of __share_group_state led here, one batch per partition;
 // keys of partitions led elsewhere are left to their leaders (0 in the
-// response).
+// response). A request naming the whole group (wholeGroup: Samsa's brokers
+// deleting a group, deleteShareGroupState) deletes every key of the group
+// held here, and the response lists them.
 func (b *Broker) applyDeleteShareGroupState(ctx context.Context, req *kmsg.DeleteShareGroupStateRequest) *kmsg.DeleteShareGroupStateResponse {
 	b.share.coord.DropGroupPartitions(req.GroupID)
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupStateResponse)
 	byPart := map[int32][]share.StateKey{}
+	if wholeGroup(req) {
+		for sp, keys := range b.share.store.GroupKeys(req.GroupID) {
+			if rp := b.replicas.Get(share.StateTopic, sp); rp != nil && rp.IsLeader() {
+				byPart[sp] = keys
+			}
+		}
+		req = deleteRequestOf(req.GroupID, byPart)
+	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
 			sp, leader, ok := b.shareStateLeader(k)
-			if ok && leader == b.node.NodeID && b.share.store.Has(sp, k) {
+			if ok && leader == b.node.NodeID && b.share.store.Has(sp, k) && !slices.Contains(byPart[sp], k) {
 				byPart[sp] = append(byPart[sp], k)
 			}
 		}
@@ -591,6 +604,40 @@ func internalBatch(recs []record.Record) ([]byte, error) {
 		ProducerEpoch: record.NoProducerEpoch,
 		BaseSequence:  record.NoSequence,
 	}, recs)
+}
+
+// wholeGroup reports whether a DeleteShareGroupState names every
+// share-partition of its group: one topic of id zero (no topic has it)
+// without partitions, as Samsa's brokers send when a group is deleted. A
+// Kafka broker would find no state under it.
+func wholeGroup(req *kmsg.DeleteShareGroupStateRequest) bool {
+	return len(req.Topics) == 1 && req.Topics[0].TopicID == [16]byte{} && len(req.Topics[0].Partitions) == 0
+}
+
+// deleteRequestOf is the DeleteShareGroupState request naming the keys of
+// groupID in byPart, topics and partitions sorted.
+func deleteRequestOf(groupID string, byPart map[int32][]share.StateKey) *kmsg.DeleteShareGroupStateRequest {
+	byTopic := map[[16]byte][]int32{}
+	for _, keys := range byPart {
+		for _, k := range keys {
+			byTopic[k.TopicID] = append(byTopic[k.TopicID], k.Partition)
+		}
+	}
+	req := kmsg.NewPtrDeleteShareGroupStateRequest()
+	req.GroupID = groupID
+	for _, id := range slices.SortedFunc(maps.Keys(byTopic), func(a, b [16]byte) int { return bytes.Compare(a[:], b[:]) }) {
+		rt := kmsg.NewDeleteShareGroupStateRequestTopic()
+		rt.TopicID = id
+		ps := byTopic[id]
+		slices.Sort(ps)
+		for _, p := range ps {
+			rp := kmsg.NewDeleteShareGroupStateRequestTopicPartition()
+			rp.Partition = p
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
 }
 
 func handleDeleteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {

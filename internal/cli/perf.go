@@ -30,7 +30,7 @@ func newPerfCommand() *cobra.Command {
 	f := new(clientFlags)
 	cmd := &cobra.Command{
 		Use:   "perf",
-		Short: "Measure produce, consume and end-to-end performance",
+		Short: "Measure produce, consume, end-to-end and queue performance",
 		Long: `Load generators that measure a Kafka cluster (Samsa or any other) from
 the client side, on franz-go:
 
@@ -38,6 +38,8 @@ the client side, on franz-go:
   perf consume   records/s and MB/s reading a topic from its start
   perf e2e       end-to-end latency at a fixed rate (OpenMessaging
                  Benchmark style)
+  perf queue     records/s acknowledged by N share consumers (KIP-932),
+                 one by one or in batches, or by a consumer group
 
 Each prints a progress line to standard error about once a second and, at
 the end, one JSON object on a line of its own to standard output (MB is
@@ -55,7 +57,7 @@ Go's default of 100 on 2 cores).`,
 		},
 	}
 	f.add(cmd)
-	cmd.AddCommand(newPerfProduceCommand(f), newPerfConsumeCommand(f), newPerfE2ECommand(f))
+	cmd.AddCommand(newPerfProduceCommand(f), newPerfConsumeCommand(f), newPerfE2ECommand(f), newPerfQueueCommand(f))
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -400,5 +401,44 @@ func TestPerfInterrupt(t *testing.T) {
 				t.Fatal("still running 20s after the interrupt")
 			}
 		})
+	}
+}
+
+// TestPerfQueue: perf queue consumes a topic with N consumers of a share
+// group, acknowledging in batches and one by one, and of a consumer group
+// (the baseline): each run counts every record once.
+func TestPerfQueue(t *testing.T) {
+	addr := startSamsa(t, "")
+	mustRun(t, nil, "perf", "produce", "jobs", "-b", addr, "--partitions", "2", "--records", "2000", "--record-size", "10", "-q")
+	for _, c := range []struct {
+		groupType, ack, consumers string
+		records                   int64 // 0: the whole topic
+	}{
+		{"share", "batch", "1", 0},
+		{"share", "batch", "3", 0},
+		{"share", "one", "2", 100}, // a round trip per record
+		{"consumer", "batch", "2", 0},
+	} {
+		r := mustRun(t, nil, "perf", "queue", "jobs", "-b", addr, "--group-type", c.groupType, "--ack", c.ack,
+			"--consumers", c.consumers, "--records", strconv.FormatInt(c.records, 10), "--report-interval", "100ms")
+		res := lastJSON(t, r.stdout)
+		want := cmp.Or(c.records, 2000)
+		s, _ := res.Settings.(map[string]any)
+		// Consumers acknowledging when the target is reached may count
+		// a few more (one each, or a poll's in batches).
+		if res.Tool != "queue" || res.Records < want || c.records == 0 && res.Records != want || res.Bytes != res.Records*10 ||
+			res.RecordsPerSec <= 0 || s["group_type"] != c.groupType {
+			t.Fatalf("queue %+v: %+v, want %d records of 10 bytes", c, res, want)
+		}
+		if !strings.Contains(r.stderr, fmt.Sprintf("samsa perf queue: done: %d records", res.Records)) {
+			t.Errorf("stderr %q: no summary", r.stderr)
+		}
+	}
+	r := run(t, nil, "perf", "queue", "jobs", "-b", addr, "--records", "3000", "--idle", "1s", "-q")
+	if r.err == nil || !strings.Contains(r.err.Error(), "acknowledged 2000 of 3000 records") {
+		t.Fatalf("err %v: want acknowledged 2000 of 3000 records", r.err)
+	}
+	if r := run(t, nil, "perf", "queue", "jobs", "-b", addr, "--ack", "some"); r.err == nil || !strings.Contains(r.err.Error(), "--ack") {
+		t.Fatalf("--ack some: %v", r.err)
 	}
 }

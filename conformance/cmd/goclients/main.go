@@ -191,6 +191,8 @@ func run(ctx context.Context, c client) error {
 		return scenarioGroup(ctx, c)
 	case "group-migration":
 		return scenarioMigration(ctx, c)
+	case "share-group":
+		return scenarioShareGroup(ctx, c)
 	case "transactions":
 		return scenarioTransactions(ctx, c)
 	case "compacted-read":

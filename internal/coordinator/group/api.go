@@ -252,3 +252,43 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.Consu
 	}
 	return r
 }
+
+// isShareGroup reports whether a share group holds id (Config.ShareGroup).
+func (c *Coordinator) isShareGroup(id string) bool {
+	return c.cfg.ShareGroup != nil && c.cfg.ShareGroup(id)
+}
+
+// GroupType returns the type of the group groupID as ListGroups v5 shows
+// it ("classic" or "consumer"; "" when this coordinator holds no live
+// group under the id), and 0; or NOT_COORDINATOR when the group's
+// partition of __consumer_offsets is not loaded here,
+// COORDINATOR_LOAD_IN_PROGRESS while it loads, COORDINATOR_NOT_AVAILABLE
+// when ctx ends or the Coordinator closes first. The share coordinator
+// calls it when a share group joins, so that a share group does not take
+// the id of another kind of group (GROUP_ID_NOT_FOUND); it costs one map
+// lookup on the coordinator's goroutine.
+func (c *Coordinator) GroupType(ctx context.Context, groupID string) (typ string, code int16) {
+	type result struct {
+		typ  string
+		code int16
+	}
+	r, ok := call(c, ctx, func(reply func(result)) {
+		part, code := c.partitionOf(groupID)
+		if code != 0 {
+			reply(result{code: code})
+			return
+		}
+		switch g := part.groups[groupID]; {
+		case g == nil || g.state == stateDead:
+			reply(result{})
+		case g.cg != nil:
+			reply(result{typ: ConsumerProtocolType})
+		default:
+			reply(result{typ: groupType})
+		}
+	})
+	if !ok {
+		return "", codeUnavailable
+	}
+	return r.typ, r.code
+}

@@ -265,6 +265,10 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		fail(kerr.GroupIDNotFound.Code, "")
 		return
 	}
+	if g == nil && c.isShareGroup(req.Group) {
+		fail(kerr.GroupIDNotFound.Code, "Group "+req.Group+" is not a consumer group.")
+		return
+	}
 	// Everything below changes the group in memory before its records are
 	// written; a failed write puts it back (rollback.go).
 	snap := c.snapshotConsumer(part, req.Group)

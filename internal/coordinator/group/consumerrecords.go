@@ -145,7 +145,10 @@ func cgMemberRecord(group string, m *cmember) Record {
 		return Record{Key: cgKey(cgMemberMetadataType, group, m.id), Value: append(v, 0)}
 	}
 	// Tagged field 0: ClassicMemberMetadata (session timeout, supported
-	// protocols) of a member using the classic protocol.
+	// protocols) of a member using the classic protocol. A nullable
+	// struct: Kafka's generated code writes a marker byte first (1
+	// present; the field is left out when null) and counts it in the
+	// tagged field's size.
 	cm := binary.BigEndian.AppendUint32(nil, uint32(m.classic.sessionTimeoutMs))
 	cm = binary.AppendUvarint(cm, uint64(len(m.classic.protocols))+1)
 	for _, p := range m.classic.protocols {
@@ -157,7 +160,8 @@ func cgMemberRecord(group string, m *cmember) Record {
 	cm = append(cm, 0)
 	v = binary.AppendUvarint(v, 1)
 	v = binary.AppendUvarint(v, 0)
-	v = binary.AppendUvarint(v, uint64(len(cm)))
+	v = binary.AppendUvarint(v, uint64(len(cm))+1)
+	v = append(v, 1)
 	v = append(v, cm...)
 	return Record{Key: cgKey(cgMemberMetadataType, group, m.id), Value: v}
 }
@@ -452,7 +456,7 @@ func (cr *ConsumerRecord) record() Record {
 	case *cgMemberValue:
 		return cgMemberRecord(cr.Group, &cmember{id: cr.MemberID, instanceID: v.instanceID, rackID: v.rackID,
 			clientID: v.clientID, clientHost: v.clientHost, topics: v.topics, regex: v.regex,
-			rebalanceTimeoutMs: v.rebalanceTimeoutMs, assignor: v.assignor})
+			rebalanceTimeoutMs: v.rebalanceTimeoutMs, assignor: v.assignor, classic: v.classic})
 	case assignment:
 		return cgTargetMemberRecord(cr.Group, cr.MemberID, v)
 	case *cgCurrentValue:
@@ -466,8 +470,19 @@ func (cr *ConsumerRecord) record() Record {
 	return Record{Key: cgKey(cr.Type, cr.Group)}
 }
 
-// readClassicMeta decodes ClassicMemberMetadata; nil if malformed.
+// readClassicMeta decodes ClassicMemberMetadata, the body of tagged field
+// 0 of a member's metadata value: Kafka's nullable struct, a marker byte
+// (1 present, -1 null) then the struct; nil if null or malformed. Samsa
+// wrote no marker before 2026-12: such a body starts with the session
+// timeout's high byte, 0 for any timeout below 2^24 ms (4.6 hours), and is
+// read as it was written.
 func readClassicMeta(b []byte) *classicMeta {
+	switch {
+	case len(b) > 0 && b[0] == 1:
+		b = b[1:]
+	case len(b) > 0 && b[0] == 0xff:
+		return nil
+	}
 	r := &cgReader{b: b}
 	cm := &classicMeta{sessionTimeoutMs: r.int32()}
 	n := r.arrayLen(3)

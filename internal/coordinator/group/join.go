@@ -146,6 +146,10 @@ func (c *Coordinator) joinGroup(cl Client, req *kmsg.JoinGroupRequest, reply fun
 			fail(kerr.UnknownMemberID.Code, req.MemberID)
 			return
 		}
+		if c.isShareGroup(req.Group) {
+			fail(kerr.InconsistentGroupProtocol.Code, "")
+			return
+		}
 		g = newGroup(part, req.Group, now)
 		part.groups[g.id] = g
 	}

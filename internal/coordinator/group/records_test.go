@@ -363,3 +363,47 @@ func TestConsumerRecordsRoundTrip(t *testing.T) {
 		t.Fatalf("tombstone decoded as %+v, %v", d.Consumer, err)
 	}
 }
+
+// TestClassicMemberMetadataLayout: a member of a consumer group that uses
+// the classic protocol is written in the layout of Kafka's
+// ConsumerGroupMemberMetadataValue v0, its ClassicMemberMetadata in tagged
+// field 0 as a nullable struct (a marker byte 1, then SessionTimeoutMs and
+// SupportedProtocols), bytes built here by hand from the schema; the
+// layout Samsa wrote before, without the marker, still reads.
+func TestClassicMemberMetadataLayout(t *testing.T) {
+	m := &cmember{id: "m", clientID: "c", clientHost: "h", topics: []string{"x"}, rebalanceTimeoutMs: 9,
+		classic: &classicMeta{sessionTimeoutMs: 45000, protocols: []protocol{{name: "range", metadata: []byte{7, 8}}}}}
+	classic := []byte{0, 0, 0xaf, 0xc8, // SessionTimeoutMs 45000
+		2,                                      // SupportedProtocols: 1 element
+		6, 'r', 'a', 'n', 'g', 'e', 3, 7, 8, 0, // Name, Metadata, no tagged fields
+		0} // ClassicMemberMetadata's tagged fields
+	want := []byte{0, 0, // value version 0
+		0, 0, // InstanceId, RackId: null
+		2, 'c', 2, 'h', // ClientId, ClientHost
+		2, 2, 'x', // SubscribedTopicNames
+		0,          // SubscribedTopicRegex: null
+		0, 0, 0, 9, // RebalanceTimeoutMs
+		0,                               // ServerAssignor: null
+		1, 0, byte(len(classic) + 1), 1} // one tagged field: tag 0, size, present
+	want = append(want, classic...)
+	r := cgMemberRecord("g", m)
+	if !bytes.Equal(r.Value, want) {
+		t.Fatalf("member value\n% x, want\n% x", r.Value, want)
+	}
+	legacy := append(append([]byte{}, want[:len(want)-len(classic)-2]...), byte(len(classic)))
+	legacy = append(legacy, classic...)
+	for name, v := range map[string][]byte{"kafka": want, "samsa before the marker": legacy} {
+		d, err := Decode(Record{Key: r.Key, Value: v})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := d.Consumer.Value.(*cgMemberValue).classic
+		if got == nil || got.sessionTimeoutMs != 45000 || len(got.protocols) != 1 || got.protocols[0].name != "range" ||
+			!bytes.Equal(got.protocols[0].metadata, []byte{7, 8}) {
+			t.Fatalf("%s: classic member metadata decoded as %+v", name, got)
+		}
+		if re := d.Consumer.record(); !bytes.Equal(re.Value, want) {
+			t.Fatalf("%s: re-encoded as % x", name, re.Value)
+		}
+	}
+}

@@ -77,24 +77,28 @@ func (s *Shard) Len() int { return len(s.m) }
 // __share_group_state this broker leads: the latest state of every
 // share-partition in them. Safe for concurrent use.
 type Store struct {
-	mu     sync.Mutex // guards shards
+	mu     sync.Mutex // guards shards and groups
 	shards map[int32]*Shard
+	groups groupIndex // the keys of the shards by group (storegroups.go)
 }
 
 // NewStore returns an empty store.
-func NewStore() *Store { return &Store{shards: map[int32]*Shard{}} }
+func NewStore() *Store { return &Store{shards: map[int32]*Shard{}, groups: groupIndex{}} }
 
 // Load makes sh the state of partition p (a partition loaded).
 func (s *Store) Load(p int32, sh *Shard) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.groups.drop(p, s.shards[p])
 	s.shards[p] = sh
+	s.groups.add(p, sh)
 }
 
 // Unload forgets partition p (leadership lost).
 func (s *Store) Unload(p int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.groups.drop(p, s.shards[p])
 	delete(s.shards, p)
 }
 
@@ -128,6 +132,11 @@ func (s *Store) Apply(p int32, r StateRecord) {
 	defer s.mu.Unlock()
 	if sh := s.shards[p]; sh != nil {
 		sh.Apply(r)
+		if sh.m[r.Key] != nil {
+			s.groups.put(p, r.Key)
+		} else {
+			s.groups.remove(r.Key)
+		}
 	}
 }
 
