@@ -86,7 +86,7 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	}
 
 	// The same process again: nothing changes.
-	e, err := c.RegisterBroker(ctx, 1, incarnation(1), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	e, err := c.RegisterBroker(ctx, 1, incarnation(1), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
 	if err != nil || e != epochs[1] {
 		t.Fatalf("same incarnation: epoch %d (%v), want %d", e, err, epochs[1])
 	}
@@ -95,7 +95,7 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	}
 
 	// A new process of broker 1, before its session expired.
-	e, err = c.RegisterBroker(ctx, 1, incarnation(9), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	e, err = c.RegisterBroker(ctx, 1, incarnation(9), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +115,59 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	}
 }
 
+// A new process of a broker that shows the registered broker epoch as its
+// PreviousBrokerEpoch (KIP-966: its logs were closed cleanly after that
+// registration) keeps its ISRs and leaderships at their epochs: the
+// registration is one record, not one per partition. A stale previous
+// epoch (an older process's, or one from before a re-registration) proves
+// nothing and the broker leaves its ISRs as after an unclean shutdown.
+func TestRegisterAfterCleanShutdownKeepsLeadership(t *testing.T) {
+	c := newLocalController(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	epochs := registerBrokers(t, ctx, c, 3)
+	errs, err := c.CreateTopics(ctx, []CreateTopic{
+		{Name: "shared", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}},
+		{Name: "alone", Partitions: 1, ReplicationFactor: 1, Assignments: [][]int32{{1}}},
+	}, false)
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("create: %v %v", err, errs)
+	}
+	part := func(topic string) metadata.Partition {
+		return c.Image().Topic(topic).Partitions[0]
+	}
+	shared, alone := part("shared"), part("alone")
+	offset := c.Image().Offset
+
+	e, err := c.RegisterBroker(ctx, 1, incarnation(11), epochs[1], []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e <= epochs[1] {
+		t.Fatalf("clean restart: broker epoch %d, not above %d", e, epochs[1])
+	}
+	if got := c.Image().Offset - offset; got != 1 {
+		t.Errorf("clean restart wrote %d records, want 1 (the registration)", got)
+	}
+	if got := part("shared"); !reflect.DeepEqual(got, shared) {
+		t.Errorf("shared after a clean restart: %+v, want unchanged %+v", got, shared)
+	}
+	if got := part("alone"); !reflect.DeepEqual(got, alone) {
+		t.Errorf("alone after a clean restart: %+v, want unchanged %+v", got, alone)
+	}
+
+	// Another process showing the epoch before the last registration.
+	if _, err := c.RegisterBroker(ctx, 1, incarnation(12), epochs[1], []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := part("shared"); got.Leader == 1 || slices.Contains(got.ISR, 1) || got.LeaderEpoch <= shared.LeaderEpoch {
+		t.Errorf("shared after a restart with a stale previous epoch: leader %d epoch %d ISR %v", got.Leader, got.LeaderEpoch, got.ISR)
+	}
+	if got := part("alone"); got.Leader != 1 || got.LeaderEpoch <= alone.LeaderEpoch {
+		t.Errorf("alone after a restart with a stale previous epoch: leader %d epoch %d, want 1 at a new epoch", got.Leader, got.LeaderEpoch)
+	}
+}
+
 // A heartbeat that changes nothing is answered while another write waits
 // for its commit to be applied (here a CreateTopics whose image a slow
 // listener, as the broker creating thousands of logs, holds up): it does
@@ -123,7 +176,7 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 func TestHeartbeatDoesNotWaitForCommits(t *testing.T) {
 	c := newLocalController(t)
 	ctx := context.Background()
-	epoch, err := c.RegisterBroker(ctx, 1, incarnation(1), nil, nil)
+	epoch, err := c.RegisterBroker(ctx, 1, incarnation(1), -1, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +281,7 @@ func registerBrokers(t *testing.T, ctx context.Context, c *Controller, n int32) 
 	t.Helper()
 	epochs := map[int32]int64{}
 	for id := int32(1); id <= n; id++ {
-		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
+		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
