@@ -58,17 +58,13 @@ func newLocalController(t *testing.T) *Controller {
 
 func incarnation(b byte) metadata.UUID { return metadata.UUID{b} }
 
-// A broker that registers with a new incarnation while its previous
-// process's session is still open (a restart quicker than
-// broker.session.timeout.ms) may have lost an unflushed log tail: it
-// leaves every ISR and its leaderships move to other in-sync replicas
-// with a new leader epoch, as when its session expires (KIP-903's
-// premise). A broker that was the only in-sync replica leads again, at a
-// new epoch. The same process registering again changes nothing.
-func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
+// sharedAndAlone registers brokers 1 to 3 on a new controller and creates
+// "shared" (replicas 1, 2, 3) and "alone" (replica 1), each of one
+// partition led by broker 1. It returns the controller, the broker epochs
+// and a function giving a topic's partition in the current image.
+func sharedAndAlone(t *testing.T, ctx context.Context) (*Controller, map[int32]int64, func(topic string) metadata.Partition) {
+	t.Helper()
 	c := newLocalController(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	epochs := registerBrokers(t, ctx, c, 3)
 	errs, err := c.CreateTopics(ctx, []CreateTopic{
 		{Name: "shared", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}},
@@ -77,9 +73,22 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("create: %v %v", err, errs)
 	}
-	part := func(topic string) metadata.Partition {
+	return c, epochs, func(topic string) metadata.Partition {
 		return c.Image().Topic(topic).Partitions[0]
 	}
+}
+
+// A broker that registers with a new incarnation while its previous
+// process's session is still open (a restart quicker than
+// broker.session.timeout.ms) may have lost an unflushed log tail: it
+// leaves every ISR and its leaderships move to other in-sync replicas
+// with a new leader epoch, as when its session expires (KIP-903's
+// premise). A broker that was the only in-sync replica leads again, at a
+// new epoch. The same process registering again changes nothing.
+func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, epochs, part := sharedAndAlone(t, ctx)
 	before, beforeAlone := part("shared"), part("alone")
 	if before.Leader != 1 || beforeAlone.Leader != 1 {
 		t.Fatalf("leaders %d, %d; want 1", before.Leader, beforeAlone.Leader)
@@ -122,20 +131,9 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 // epoch (an older process's, or one from before a re-registration) proves
 // nothing and the broker leaves its ISRs as after an unclean shutdown.
 func TestRegisterAfterCleanShutdownKeepsLeadership(t *testing.T) {
-	c := newLocalController(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	epochs := registerBrokers(t, ctx, c, 3)
-	errs, err := c.CreateTopics(ctx, []CreateTopic{
-		{Name: "shared", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}},
-		{Name: "alone", Partitions: 1, ReplicationFactor: 1, Assignments: [][]int32{{1}}},
-	}, false)
-	if err != nil || errs[0] != nil || errs[1] != nil {
-		t.Fatalf("create: %v %v", err, errs)
-	}
-	part := func(topic string) metadata.Partition {
-		return c.Image().Topic(topic).Partitions[0]
-	}
+	c, epochs, part := sharedAndAlone(t, ctx)
 	shared, alone := part("shared"), part("alone")
 	offset := c.Image().Offset
 
