@@ -131,7 +131,7 @@ func (f *perfProducerFlags) options() ([]kgo.Opt, error) {
 	// fills whole batches one partition at a time, as the Java producer
 	// does since KIP-480.
 	switch f.partitioner {
-	case "sticky":
+	case "sticky", "": // the zero value is the default
 		opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
 	case "round-robin":
 		opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
