@@ -61,13 +61,17 @@ type settings struct {
 	e2eRate    float64
 	e2eFor     time.Duration
 	e2eWarmup  time.Duration
-	reps       int
-	only       string
-	repo       string
-	out        string
-	samsa      string // built binary
-	self       string // this program, for its server subcommands
-	tmp        string
+	// manyPartitions and manyRate: the many-partitions e2e workload
+	// (issue 13), records spread round-robin.
+	manyPartitions int
+	manyRate       float64
+	reps           int
+	only           string
+	repo           string
+	out            string
+	samsa          string // built binary
+	self           string // this program, for its server subcommands
+	tmp            string
 }
 
 func run() error {
@@ -81,8 +85,10 @@ func run() error {
 	flag.Parse()
 	s.records, s.recordSize, s.partitions = 1_000_000, 1024, 8
 	s.e2eRate, s.e2eFor, s.e2eWarmup = 20000, 30*time.Second, 5*time.Second
+	s.manyPartitions, s.manyRate = 10_000, 20000
 	if s.quick {
 		s.records, s.e2eFor, s.e2eWarmup, s.reps = 50_000, 3*time.Second, time.Second, 1
+		s.manyPartitions = 1000
 	}
 	if *records > 0 {
 		s.records = *records
@@ -168,6 +174,11 @@ func run() error {
 	if want("nats") {
 		add(natsE2E(s))
 	}
+	for _, t := range kafka[:2] {
+		if want(t) {
+			add(kafkaManyPartitions(s, t))
+		}
+	}
 	rows = best(rows)
 	rep := report{Settings: s, Rows: rows, Started: started, Took: time.Since(started), Load: [2]string{loadBefore, loadAverage()}}
 	if err := rep.write(); err != nil {
@@ -218,9 +229,13 @@ type row struct {
 	// by; ReplicatedMB is those bytes.
 	FollowerCPUPerGB float64 `json:"follower_cpu_s_per_gb,omitempty"`
 	ReplicatedMB     float64 `json:"replicated_mb,omitempty"`
-	Server           usage   `json:"server"`
-	Client           usage   `json:"client"`
-	Err              string  `json:"error,omitempty"`
+	// PubP50 and PubP99 (e2e) are the publish latency: from when a
+	// record was due to its acknowledgement.
+	PubP50 float64 `json:"publish_p50_ms,omitempty"`
+	PubP99 float64 `json:"publish_p99_ms,omitempty"`
+	Server usage   `json:"server"`
+	Client usage   `json:"client"`
+	Err    string  `json:"error,omitempty"`
 }
 
 func (r row) brief() string {
@@ -249,6 +264,8 @@ func fromResult(target, workload string, c *clientRun) row {
 	r.P999 = num(c.Result, "latency_ms.p99_9")
 	r.Max = num(c.Result, "latency_ms.max")
 	r.SendDelay = num(c.Result, "max_send_delay_ms")
+	r.PubP50 = num(c.Result, "publish_latency_ms.p50")
+	r.PubP99 = num(c.Result, "publish_latency_ms.p99")
 	return r
 }
 
@@ -387,6 +404,33 @@ func kafkaE2E(s settings, target string) row {
 	before := srv.sample()
 	c, err := runClient(clientLimit, append([]string{s.samsa, "perf", "e2e", "e2e", "-b", srv.addr,
 		"--rate", fmt.Sprint(s.e2eRate), "--duration", s.e2eFor.String(), "--warmup", s.e2eWarmup.String(), "--acks", "all"}, kafkaArgs(s)...)...)
+	if err != nil {
+		return row{Target: name, Workload: workload, Err: err.Error()}
+	}
+	r := fromResult(name, workload, c)
+	r.Server = delta(before, srv.sample())
+	return r
+}
+
+// kafkaManyPartitions runs the many-partitions workload against a fresh
+// server: the e2e workload over s.manyPartitions partitions at s.manyRate
+// records/s in all, one record to each partition in turn (round-robin),
+// so that each partition gets a low rate and each produce request names
+// many partitions. The row has both the end-to-end and the publish
+// (due to acknowledgement) latency.
+func kafkaManyPartitions(s settings, target string) row {
+	name := targetNames[target]
+	workload := fmt.Sprintf("many partitions: %d, %.0f/s in all, acks=all", s.manyPartitions, s.manyRate)
+	srv, err := kafkaServer(s, target)
+	if err != nil {
+		return row{Target: name, Workload: workload, Err: err.Error()}
+	}
+	defer srv.stop()
+	before := srv.sample()
+	c, err := runClient(clientLimit, s.samsa, "perf", "e2e", "many", "-b", srv.addr,
+		"--partitions", strconv.Itoa(s.manyPartitions), "--partitioner", "round-robin",
+		"--rate", fmt.Sprint(s.manyRate), "--duration", s.e2eFor.String(), "--warmup", s.e2eWarmup.String(), "--acks", "all",
+		"--record-size", strconv.Itoa(s.recordSize), "--linger", "5ms", "--batch-max-bytes", strconv.Itoa(1<<20), "-q")
 	if err != nil {
 		return row{Target: name, Workload: workload, Err: err.Error()}
 	}

@@ -168,6 +168,21 @@ func (rp *report) write() error {
 		p("| %s | %s | %.0f | %.1f | %s | %s | %s | %s | %.1f | %.0f | %.1f | %.0f | %s |\n", r.Target, r.Workload, r.RecPerS, r.MBPerS,
 			lat(r.P50), lat(r.P99), lat(r.P999), lat(r.Max), r.Server.CPUSeconds, r.Server.PeakRSSMB, r.Client.CPUSeconds, r.Client.PeakRSSMB, lat(r.SendDelay))
 	}
+	var many []row
+	for _, r := range rp.Rows {
+		if strings.HasPrefix(r.Workload, "many partitions") && r.Err == "" {
+			many = append(many, r)
+		}
+	}
+	if len(many) > 0 {
+		p("\n## Many partitions\n\n%d partitions at %.0f records/s in all (%.1f records/s each), records of %d bytes sent round-robin (`samsa perf e2e --partitioner round-robin`), acks=all, linger 5 ms, %s after a %s warm-up. Publish latency is from when a record was due to its acknowledgement; end to end, to when the consumer (one client reading every partition) got it; in milliseconds.\n\n",
+			s.manyPartitions, s.manyRate, s.manyRate/float64(s.manyPartitions), s.recordSize, s.e2eFor, s.e2eWarmup)
+		p("| target | records/s | publish p50 | publish p99 | e2e p50 | e2e p99 | e2e p99.9 | broker CPU s | broker peak RSS MB | generator late by, max ms |\n")
+		p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, r := range many {
+			p("| %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.0f | %.2f |\n", r.Target, r.RecPerS, r.PubP50, r.PubP99, r.P50, r.P99, r.P999, r.Server.CPUSeconds, r.Server.PeakRSSMB, r.SendDelay)
+		}
+	}
 	p("\n## Charts\n\n")
 	for _, c := range charts {
 		p("![%s](bench/%s)\n\n", c.title, c.file)

@@ -132,10 +132,14 @@ type Broker struct {
 	brokerEpoch atomic.Int64 // from the active controller's registration
 	// shuttingDown is set once Shutdown began: heartbeats ask for it.
 	shuttingDown atomic.Bool
-	endpoints    []metadata.Endpoint
-	stop         chan struct{}
-	dirOffline   chan struct{} // LogDirOffline's kick of the heartbeat loop, buffered 1
-	wg           sync.WaitGroup
+	// previousEpoch is the broker epoch of the previous process, from the
+	// logs' clean shutdown marker (KIP-966), until a registration has
+	// carried it; -1 after that or without one.
+	previousEpoch atomic.Int64
+	endpoints     []metadata.Endpoint
+	stop          chan struct{}
+	dirOffline    chan struct{} // LogDirOffline's kick of the heartbeat loop, buffered 1
+	wg            sync.WaitGroup
 	// dialBroker and dialController: see Config.
 	dialBroker, dialController wire.DialFunc
 
@@ -209,6 +213,7 @@ func New(cfg Config) (*Broker, error) {
 	b.lifeChan.b = b
 	rand.Read(b.incarnation[:])
 	b.brokerEpoch.Store(-1)
+	b.previousEpoch.Store(cfg.Logs.CleanShutdownBrokerEpoch())
 	b.replicas = replica.NewManager(cfg.Logs, replica.Options{
 		NodeID:         cfg.Node.NodeID,
 		Dial:           cfg.DialBroker,
@@ -282,6 +287,10 @@ func (b *Broker) Close() {
 	b.alterChan.close()
 	b.lifeChan.close()
 	b.lag.close()
+	// The logs' clean shutdown marker carries this process's broker
+	// epoch, which the next one shows the controller (KIP-966); it is
+	// written only if every log closes cleanly.
+	b.logs.SetBrokerEpoch(b.brokerEpoch.Load())
 }
 
 // brokerAddr is the address other brokers reach broker id at.

@@ -12,11 +12,13 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// BrokerRegistration: v0-1
+// BrokerRegistration: v0-3
 //
 // Version notes:
 //   - v0: the lowest version served
 //   - v1: IsMigratingZkBroker (request)
+//   - v2: LogDirs (request; ignored: Samsa's metadata assigns no replica to a directory)
+//   - v3: PreviousBrokerEpoch (request, KIP-966: a clean restart keeps the broker's leaderships)
 
 // BrokerHeartbeat: v0-1
 //
@@ -38,7 +40,7 @@ import (
 // listener (KIP-631, KIP-497, KIP-730). A node whose controller is not the
 // active one answers NOT_CONTROLLER.
 func init() {
-	registerController(kmsg.BrokerRegistration, 0, 1, handleBrokerRegistration)
+	registerController(kmsg.BrokerRegistration, 0, 3, handleBrokerRegistration)
 	registerController(kmsg.BrokerHeartbeat, 0, 1, handleBrokerHeartbeat)
 	registerController(kmsg.AlterPartition, 2, 2, handleAlterPartition)
 	registerController(kmsg.AllocateProducerIDs, 0, 0, handleAllocateProducerIDs)
@@ -56,7 +58,11 @@ func handleBrokerRegistration(ctx context.Context, b *Broker, _ *server.Conn, kr
 	for _, l := range req.Listeners {
 		eps = append(eps, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port)})
 	}
-	epoch, err := b.ctrl.RegisterBroker(ctx, req.BrokerID, req.IncarnationID, eps, req.Rack)
+	prev := int64(-1)
+	if req.Version >= 3 {
+		prev = req.PreviousBrokerEpoch
+	}
+	epoch, err := b.ctrl.RegisterBroker(ctx, req.BrokerID, req.IncarnationID, prev, eps, req.Rack)
 	resp.ErrorCode = errCode(err)
 	if err == nil {
 		resp.BrokerEpoch = epoch

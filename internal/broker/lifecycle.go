@@ -65,10 +65,12 @@ func (b *Broker) register(ctx context.Context) error {
 }
 
 func (b *Broker) registerOnce(ctx context.Context) error {
+	prev := b.previousEpoch.Load()
 	local := func() (done bool, err error) {
-		epoch, err := b.ctrl.RegisterBroker(ctx, b.node.NodeID, b.incarnation, b.endpoints, b.rack())
+		epoch, err := b.ctrl.RegisterBroker(ctx, b.node.NodeID, b.incarnation, prev, b.endpoints, b.rack())
 		if err == nil {
 			b.brokerEpoch.Store(epoch)
+			b.previousEpoch.Store(-1)
 		}
 		return !errors.Is(err, controller.ErrNotController), err
 	}
@@ -79,6 +81,13 @@ func (b *Broker) registerOnce(ctx context.Context) error {
 	}
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.SetVersion(1)
+	if prev >= 0 {
+		// v3 carries PreviousBrokerEpoch (KIP-966). Should it fail (a
+		// controller of an older Samsa serves v0-1), the next attempt
+		// registers as after an unclean shutdown, with v1.
+		req.SetVersion(3)
+		req.PreviousBrokerEpoch = prev
+	}
 	req.BrokerID, req.ClusterID, req.IncarnationID = b.node.NodeID, b.image().ClusterID, b.incarnation
 	req.Rack = b.rack()
 	for _, ep := range b.endpoints {
@@ -96,14 +105,17 @@ func (b *Broker) registerOnce(ctx context.Context) error {
 		_, err = local()
 		return err
 	}
+	if err == nil && resp.(*kmsg.BrokerRegistrationResponse).ErrorCode != 0 {
+		err = kerr.ErrorForCode(resp.(*kmsg.BrokerRegistrationResponse).ErrorCode)
+	}
 	if err != nil {
+		if prev >= 0 && !errors.Is(err, kerr.NotController) && ctx.Err() == nil {
+			b.previousEpoch.Store(-1)
+		}
 		return err
 	}
-	rr := resp.(*kmsg.BrokerRegistrationResponse)
-	if rr.ErrorCode != 0 {
-		return kerr.ErrorForCode(rr.ErrorCode)
-	}
-	b.brokerEpoch.Store(rr.BrokerEpoch)
+	b.brokerEpoch.Store(resp.(*kmsg.BrokerRegistrationResponse).BrokerEpoch)
+	b.previousEpoch.Store(-1)
 	return nil
 }
 

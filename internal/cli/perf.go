@@ -79,6 +79,7 @@ type perfProducerFlags struct {
 	replication     int16
 	topicConfigs    []string
 	payload         string
+	partitioner     string
 	quiet           bool
 	reportInterval  time.Duration
 }
@@ -97,6 +98,7 @@ func (f *perfProducerFlags) add(cmd *cobra.Command) {
 	fl.Int16Var(&f.replication, "replication-factor", -1, "replication factor of a topic created by --partitions (-1: the broker's default)")
 	fl.StringArrayVar(&f.topicConfigs, "topic-config", nil, "`key=value` config of a topic created by --partitions (compression.type=lz4, ...); may be repeated; needs --partitions, and only warns on standard error when the topic exists already (its configs are left as they are)")
 	fl.StringVar(&f.payload, "payload", "text", "record values: text (words, like logs or JSON: 1 KB records compress about 2.7x with lz4, 3.3x with snappy, 4.5x with gzip or zstd) or random (incompressible: kgo then sends the batches uncompressed whatever -z says, since compression would not shrink them)")
+	fl.StringVar(&f.partitioner, "partitioner", "sticky", "how records spread over partitions: sticky (whole batches to one partition at a time, as the Java producer since KIP-480) or round-robin (one record to each partition in turn: every partition gets rate/partitions records/s, and each produce request names many partitions)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
 	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
 }
@@ -130,7 +132,14 @@ func (f *perfProducerFlags) options() ([]kgo.Opt, error) {
 	// records have no key, and kgo's sticky partitioner (the default)
 	// fills whole batches one partition at a time, as the Java producer
 	// does since KIP-480.
-	opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	switch f.partitioner {
+	case "sticky", "": // the zero value is the default
+		opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	case "round-robin":
+		opts = append(opts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	default:
+		return nil, fmt.Errorf("--partitioner %q: want sticky or round-robin", f.partitioner)
+	}
 	if f.recordSize < 0 {
 		return nil, fmt.Errorf("--record-size %d: want 0 or more", f.recordSize)
 	}

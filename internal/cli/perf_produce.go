@@ -163,6 +163,7 @@ func perfSettings(f *perfProducerFlags) map[string]any {
 		"linger_ms":          ms(f.linger),
 		"batch_max_bytes":    f.batchMaxBytes,
 		"payload":            f.payload,
+		"partitioner":        f.partitioner,
 		"max_in_flight":      f.maxInFlight,
 		"partitions":         f.partitions,
 		"topic_configs":      f.topicConfigs,

@@ -69,6 +69,36 @@ func TestPerfProduceConsume(t *testing.T) {
 	})
 }
 
+// TestPerfRoundRobin: --partitioner round-robin gives every partition its
+// share of the records (the many-partitions benchmark: each of 10,000
+// partitions at a low rate); the sticky default fills one partition's
+// batch at a time.
+func TestPerfRoundRobin(t *testing.T) {
+	addr := startSamsa(t, "")
+	mustRun(t, nil, "perf", "produce", "rr", "-b", addr, "--partitions", "8", "--records", "80", "--partitioner", "round-robin", "-q")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "rr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		n++
+		if o.Err != nil || o.Offset != 10 {
+			t.Errorf("partition %d: end offset %d (%v), want 10", o.Partition, o.Offset, o.Err)
+		}
+	})
+	if n != 8 {
+		t.Fatalf("%d partitions listed, want 8", n)
+	}
+}
+
 // TestPerfConsumeCount: --records beyond what the topic holds fails after
 // --idle with what was read.
 func TestPerfConsumeCount(t *testing.T) {
@@ -116,6 +146,7 @@ func TestPerfFlags(t *testing.T) {
 		{[]string{"produce", "--record-size", "-1"}, "--record-size"},
 		{[]string{"e2e", "--record-size", "4"}, "--record-size"},
 		{[]string{"produce", "--payload", "zeros"}, "--payload"},
+		{[]string{"e2e", "--partitioner", "hash"}, "--partitioner"},
 		{[]string{"produce", "--records", "0"}, "--records"},
 		{[]string{"e2e", "--rate", "0"}, "--rate"},
 		{[]string{"e2e", "--rate", "-3"}, "--rate"},

@@ -20,6 +20,7 @@ func newServerCommand(fsys vfs.FS) *cobra.Command {
 		nf        nodeFlags
 		logLevel  string
 		pprofAddr string
+		phaseDir  string
 	)
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -59,9 +60,25 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				}
 				defer stop()
 			}
+			var prof *phaseProfiler
+			if phaseDir != "" {
+				if prof, err = startPhaseProfiler(phaseDir); err != nil {
+					return err
+				}
+				defer func() {
+					if err := prof.end(); err != nil {
+						logger.Warn("writing profiles", "err", err)
+					}
+				}()
+			}
 			n, err := samsa.StartPropertiesFS(cmd.Context(), props, logger, fsys)
 			if err != nil {
 				return err
+			}
+			if prof != nil {
+				if err := prof.end(); err != nil {
+					logger.Warn("writing profiles", "err", err)
+				}
 			}
 			logger.Info("samsa started", "version", buildinfo.Version(), "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr(), "http", n.HTTPAddr())
 			select {
@@ -75,6 +92,11 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				return n.HaltError()
 			}
 			logger.Info("stopping")
+			if prof != nil {
+				if err := prof.begin("stop"); err != nil {
+					logger.Warn("profiling the stop", "err", err)
+				}
+			}
 			if err := n.Close(); err != nil {
 				return err
 			}
@@ -84,6 +106,7 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 	}
 	nf.add(cmd)
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringVar(&phaseDir, "profile-phases", "", "write CPU, block and trace profiles of the start (until serving) and of the stop (signal to exit) to this `dir` (start.cpu.pprof, stop.trace, ...)")
 	cmd.Flags().StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof/ profiles on this `host:port` (for profiling; keep it on loopback)")
 	return cmd
 }

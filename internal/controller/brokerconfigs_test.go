@@ -18,7 +18,7 @@ func TestUncleanElectionOnConfigChange(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for id := int32(1); id <= 3; id++ {
-		if _, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil); err != nil {
+		if _, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +36,7 @@ func TestUncleanElectionOnConfigChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.RegisterBroker(ctx, 3, incarnation(33), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9003}}, nil); err != nil {
+	if _, err := c.RegisterBroker(ctx, 3, incarnation(33), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9003}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	leader := func(topic string) int32 { return c.Image().Topic(topic).Partitions[0].Leader }

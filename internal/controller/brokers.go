@@ -155,7 +155,20 @@ func (t *brokerTracker) run(stopc chan struct{}) {
 // rejoins ISRs only through its leaders' AlterPartition and cannot lead a
 // partition it lags on (it leads again only where it was the last in-sync
 // replica).
-func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation metadata.UUID, endpoints []metadata.Endpoint, rack *string) (int64, error) {
+//
+// previousEpoch is BrokerRegistration v3's PreviousBrokerEpoch (KIP-966):
+// the broker epoch the new process found in its log dirs' clean shutdown
+// marker, -1 for none. When it is the registered epoch, the previous
+// process closed every log cleanly after its last registration, so its
+// logs hold everything it acknowledged, and nobody else led its partitions
+// since (that would be in the image): the broker keeps its ISRs and
+// leaderships at their epochs, and registering writes one record however
+// many partitions it holds (a single node restarted with 100,000 partitions
+// rewrote every one). Kafka's controller, on a clean re-registration,
+// still moves the broker out as when it is fenced; it has no effect there
+// because its controlled shutdown already did, which Samsa skips when no
+// other broker could take over (Heartbeat).
+func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation metadata.UUID, previousEpoch int64, endpoints []metadata.Endpoint, rack *string) (int64, error) {
 	var epoch int64
 	err := c.writeThen(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 		if b := im.Broker(id); b != nil && !b.Fenced && equalEndpoints(b.Endpoints, endpoints) && ptrEq(b.Rack, rack) && b.Epoch >= 0 && c.brokerIncarnation[id] == incarnation {
@@ -164,7 +177,9 @@ func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation m
 			return nil, nil
 		}
 		var recs []metadata.Record
-		if b := im.Broker(id); b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation {
+		if b := im.Broker(id); b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation && previousEpoch >= 0 && previousEpoch == b.Epoch {
+			c.logger.Info("broker restarted after a clean shutdown: keeping its ISRs and leaderships", "broker", id, "previous_broker_epoch", previousEpoch)
+		} else if b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation {
 			// A new process of a broker whose session is still open (it
 			// restarted within broker.session.timeout.ms, or registered
 			// with another active controller): what its previous process

@@ -69,17 +69,13 @@ func newLocalControllerWith(t *testing.T, wrap func(quorum.Log) quorum.Log) *Con
 
 func incarnation(b byte) metadata.UUID { return metadata.UUID{b} }
 
-// A broker that registers with a new incarnation while its previous
-// process's session is still open (a restart quicker than
-// broker.session.timeout.ms) may have lost an unflushed log tail: it
-// leaves every ISR and its leaderships move to other in-sync replicas
-// with a new leader epoch, as when its session expires (KIP-903's
-// premise). A broker that was the only in-sync replica leads again, at a
-// new epoch. The same process registering again changes nothing.
-func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
+// sharedAndAlone registers brokers 1 to 3 on a new controller and creates
+// "shared" (replicas 1, 2, 3) and "alone" (replica 1), each of one
+// partition led by broker 1. It returns the controller, the broker epochs
+// and a function giving a topic's partition in the current image.
+func sharedAndAlone(t *testing.T, ctx context.Context) (*Controller, map[int32]int64, func(topic string) metadata.Partition) {
+	t.Helper()
 	c := newLocalController(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	epochs := registerBrokers(t, ctx, c, 3)
 	errs, err := c.CreateTopics(ctx, []CreateTopic{
 		{Name: "shared", Partitions: 1, ReplicationFactor: 3, Assignments: [][]int32{{1, 2, 3}}},
@@ -88,16 +84,29 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("create: %v %v", err, errs)
 	}
-	part := func(topic string) metadata.Partition {
+	return c, epochs, func(topic string) metadata.Partition {
 		return c.Image().Topic(topic).Partitions[0]
 	}
+}
+
+// A broker that registers with a new incarnation while its previous
+// process's session is still open (a restart quicker than
+// broker.session.timeout.ms) may have lost an unflushed log tail: it
+// leaves every ISR and its leaderships move to other in-sync replicas
+// with a new leader epoch, as when its session expires (KIP-903's
+// premise). A broker that was the only in-sync replica leads again, at a
+// new epoch. The same process registering again changes nothing.
+func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, epochs, part := sharedAndAlone(t, ctx)
 	before, beforeAlone := part("shared"), part("alone")
 	if before.Leader != 1 || beforeAlone.Leader != 1 {
 		t.Fatalf("leaders %d, %d; want 1", before.Leader, beforeAlone.Leader)
 	}
 
 	// The same process again: nothing changes.
-	e, err := c.RegisterBroker(ctx, 1, incarnation(1), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	e, err := c.RegisterBroker(ctx, 1, incarnation(1), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
 	if err != nil || e != epochs[1] {
 		t.Fatalf("same incarnation: epoch %d (%v), want %d", e, err, epochs[1])
 	}
@@ -106,7 +115,7 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	}
 
 	// A new process of broker 1, before its session expired.
-	e, err = c.RegisterBroker(ctx, 1, incarnation(9), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	e, err = c.RegisterBroker(ctx, 1, incarnation(9), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +135,48 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 	}
 }
 
+// A new process of a broker that shows the registered broker epoch as its
+// PreviousBrokerEpoch (KIP-966: its logs were closed cleanly after that
+// registration) keeps its ISRs and leaderships at their epochs: the
+// registration is one record, not one per partition. A stale previous
+// epoch (an older process's, or one from before a re-registration) proves
+// nothing and the broker leaves its ISRs as after an unclean shutdown.
+func TestRegisterAfterCleanShutdownKeepsLeadership(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, epochs, part := sharedAndAlone(t, ctx)
+	shared, alone := part("shared"), part("alone")
+	offset := c.Image().Offset
+
+	e, err := c.RegisterBroker(ctx, 1, incarnation(11), epochs[1], []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e <= epochs[1] {
+		t.Fatalf("clean restart: broker epoch %d, not above %d", e, epochs[1])
+	}
+	if got := c.Image().Offset - offset; got != 1 {
+		t.Errorf("clean restart wrote %d records, want 1 (the registration)", got)
+	}
+	if got := part("shared"); !reflect.DeepEqual(got, shared) {
+		t.Errorf("shared after a clean restart: %+v, want unchanged %+v", got, shared)
+	}
+	if got := part("alone"); !reflect.DeepEqual(got, alone) {
+		t.Errorf("alone after a clean restart: %+v, want unchanged %+v", got, alone)
+	}
+
+	// Another process showing the epoch before the last registration.
+	if _, err := c.RegisterBroker(ctx, 1, incarnation(12), epochs[1], []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := part("shared"); got.Leader == 1 || slices.Contains(got.ISR, 1) || got.LeaderEpoch <= shared.LeaderEpoch {
+		t.Errorf("shared after a restart with a stale previous epoch: leader %d epoch %d ISR %v", got.Leader, got.LeaderEpoch, got.ISR)
+	}
+	if got := part("alone"); got.Leader != 1 || got.LeaderEpoch <= alone.LeaderEpoch {
+		t.Errorf("alone after a restart with a stale previous epoch: leader %d epoch %d, want 1 at a new epoch", got.Leader, got.LeaderEpoch)
+	}
+}
+
 // A heartbeat that changes nothing is answered while another write waits
 // for its commit to be applied (here a CreateTopics whose image a slow
 // listener, as the broker creating thousands of logs, holds up): it does
@@ -134,7 +185,7 @@ func TestRegisterNewIncarnationLeavesISRs(t *testing.T) {
 func TestHeartbeatDoesNotWaitForCommits(t *testing.T) {
 	c := newLocalController(t)
 	ctx := context.Background()
-	epoch, err := c.RegisterBroker(ctx, 1, incarnation(1), nil, nil)
+	epoch, err := c.RegisterBroker(ctx, 1, incarnation(1), -1, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +290,7 @@ func registerBrokers(t *testing.T, ctx context.Context, c *Controller, n int32) 
 	t.Helper()
 	epochs := map[int32]int64{}
 	for id := int32(1); id <= n; id++ {
-		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
+		e, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +325,7 @@ func TestControlledShutdownStaysFenced(t *testing.T) {
 			t.Fatalf("during the shutdown: leader %d, broker 1 fenced %v", p.Leader, c.Image().Broker(1).Fenced)
 		}
 	}
-	epoch, err := c.RegisterBroker(ctx, 1, incarnation(11), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+	epoch, err := c.RegisterBroker(ctx, 1, incarnation(11), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

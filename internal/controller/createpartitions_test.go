@@ -17,7 +17,7 @@ func TestCreatePartitionsAssignments(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for id := int32(1); id <= 2; id++ {
-		if _, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil); err != nil {
+		if _, err := c.RegisterBroker(ctx, id, incarnation(byte(id)), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9000 + id}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

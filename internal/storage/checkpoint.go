@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,8 +22,28 @@ const (
 	ReplicationOffsetCheckpointFile = "replication-offset-checkpoint"
 	CleanerOffsetCheckpointFile     = "cleaner-offset-checkpoint"
 	// CleanShutdownFile marks a log dir whose logs were all closed cleanly.
+	// It holds the broker epoch of the process that closed them, as
+	// Kafka's CleanShutdownFileHandler writes it (KIP-966):
+	// {"version":0,"brokerEpoch":N}.
 	CleanShutdownFile = ".kafka_cleanshutdown"
 )
+
+// cleanShutdown is the content of CleanShutdownFile.
+type cleanShutdown struct {
+	Version     int   `json:"version"`
+	BrokerEpoch int64 `json:"brokerEpoch"`
+}
+
+// decodeCleanShutdown returns the broker epoch of a CleanShutdownFile's
+// content, or -1 when it holds none: empty (written by Samsa before it
+// recorded the epoch), not JSON, or a version other than 0.
+func decodeCleanShutdown(b []byte) int64 {
+	c := cleanShutdown{BrokerEpoch: -1}
+	if err := json.Unmarshal(b, &c); err != nil || c.Version != 0 || c.BrokerEpoch < 0 {
+		return -1
+	}
+	return c.BrokerEpoch
+}
 
 // ErrCorruptCheckpoint reports a checkpoint file that does not parse.
 var ErrCorruptCheckpoint = errors.New("storage: corrupt checkpoint file")

@@ -9,7 +9,7 @@
 //	<log.dir>/log-start-offset-checkpoint          per partition: log start offset
 //	<log.dir>/replication-offset-checkpoint        per partition: high-watermark (written by replica)
 //	<log.dir>/cleaner-offset-checkpoint            per compacted partition: first dirty offset (log cleaner)
-//	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown
+//	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown: {"version":0,"brokerEpoch":N} (KIP-966)
 //	<log.dir>/<topic>-<partition>/                 one partition's log
 //	<log.dir>/<topic>-<partition>.<uuid>-delete/   a deleted partition, removed in the background
 //

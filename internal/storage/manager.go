@@ -3,6 +3,7 @@ package storage
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -177,6 +178,12 @@ type Manager struct {
 	// Cleaner.DedupeBufferSize, which SetCleaner changes.
 	cleanerBackoff, cleanerDedupe atomic.Int64
 	ckptHook                      atomic.Pointer[func() error]
+
+	// brokerEpoch is what Close writes into CleanShutdownFile
+	// (SetBrokerEpoch); cleanEpoch is what the files found at open held
+	// (CleanShutdownBrokerEpoch).
+	brokerEpoch atomic.Int64
+	cleanEpoch  int64
 }
 
 type logDir struct {
@@ -264,6 +271,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1),
 		throttle: rateThrottler(opts.Cleaner.IOMaxBytesPerSecond)}
 	m.cleanerBackoff.Store(int64(opts.Cleaner.Backoff))
+	m.brokerEpoch.Store(-1)
 	m.cleanerDedupe.Store(opts.Cleaner.DedupeBufferSize)
 	m.flushKick = make(chan struct{}, 1)
 	m.files = newFileCache(opts.OpenFilesMax, opts.FS)
@@ -271,11 +279,18 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if err := m.prepareDirs(); err != nil {
 		return nil, err
 	}
-	for _, d := range m.dirs {
-		if err := m.loadDir(d); err != nil {
+	m.cleanEpoch = -1
+	for i, d := range m.dirs {
+		epoch, err := m.loadDir(d)
+		if err != nil {
 			m.closeLogs()
 			m.wg.Wait()
 			return nil, err
+		}
+		if i == 0 {
+			m.cleanEpoch = epoch
+		} else if epoch != m.cleanEpoch {
+			m.cleanEpoch = -1
 		}
 	}
 	m.startTasks()
@@ -337,11 +352,17 @@ func (m *Manager) prepareDirs() error {
 	return nil
 }
 
-// loadDir opens the partition logs of one log dir.
-func (m *Manager) loadDir(d *logDir) error {
+// loadDir opens the partition logs of one log dir. It returns the broker
+// epoch its CleanShutdownFile held, -1 when the dir was not shut down
+// cleanly or the file held none.
+func (m *Manager) loadDir(d *logDir) (int64, error) {
 	cleanPath := filepath.Join(d.path, CleanShutdownFile)
-	_, err := m.fsys.Stat(cleanPath)
+	marker, err := vfs.ReadFile(m.fsys, cleanPath)
 	clean := err == nil
+	cleanEpoch := int64(-1)
+	if clean {
+		cleanEpoch = decodeCleanShutdown(marker)
+	}
 	rps, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile))
 	if err != nil {
 		m.logger.Warn("ignoring recovery point checkpoint: every log will be recovered in full", "err", err)
@@ -359,7 +380,7 @@ func (m *Manager) loadDir(d *logDir) error {
 	}
 	entries, err := m.fsys.ReadDir(d.path)
 	if err != nil {
-		return fmt.Errorf("storage: read log dir: %w", err)
+		return -1, fmt.Errorf("storage: read log dir: %w", err)
 	}
 	start := time.Now()
 	type job struct {
@@ -387,10 +408,10 @@ func (m *Manager) loadDir(d *logDir) error {
 			continue
 		}
 		if other, dup := m.logs[tp]; dup {
-			return fmt.Errorf("storage: partition %s in both %s and %s", tp, other.dir.path, d.path)
+			return -1, fmt.Errorf("storage: partition %s in both %s and %s", tp, other.dir.path, d.path)
 		}
 		if o, dup := m.offline[tp]; dup {
-			return fmt.Errorf("storage: partition %s in both %s and %s", tp, o.dir.path, d.path)
+			return -1, fmt.Errorf("storage: partition %s in both %s and %s", tp, o.dir.path, d.path)
 		}
 		if seen[tp] {
 			continue
@@ -444,14 +465,14 @@ func (m *Manager) loadDir(d *logDir) error {
 	if clean {
 		// From now on a crash must recover from the checkpoints.
 		if err := m.fsys.Remove(cleanPath); err != nil {
-			return fmt.Errorf("storage: %w", err)
+			return -1, fmt.Errorf("storage: %w", err)
 		}
 		if err := syncDir(m.fsys, d.path); err != nil {
-			return err
+			return -1, err
 		}
 	}
 	m.logger.Info("loaded log dir", "dir", d.path, "logs", m.perDir[d], "offline", len(jobs)-m.perDir[d], "clean_shutdown", clean, "threads", threads, "duration", time.Since(start))
-	return nil
+	return cleanEpoch, nil
 }
 
 // removeInBackground removes a directory tree; Close waits for it.
@@ -805,6 +826,18 @@ func (m *Manager) Flush() error {
 	return errors.Join(errs...)
 }
 
+// SetBrokerEpoch sets the broker epoch that Close writes into each log
+// dir's CleanShutdownFile (KIP-966: the next process of the broker shows it
+// in its BrokerRegistration as PreviousBrokerEpoch, proof that its logs
+// were closed cleanly). -1, the default, proves nothing. Safe for
+// concurrent use.
+func (m *Manager) SetBrokerEpoch(epoch int64) { m.brokerEpoch.Store(epoch) }
+
+// CleanShutdownBrokerEpoch returns the broker epoch that every log dir's
+// CleanShutdownFile held at open (see SetBrokerEpoch), or -1 when a dir was
+// not shut down cleanly, the files disagree or hold none.
+func (m *Manager) CleanShutdownBrokerEpoch() int64 { return m.cleanEpoch }
+
 // Close flushes and closes every log, writes the checkpoints, marks each
 // log dir cleanly shut down (so the next open skips recovery) and waits for
 // background removals. Later calls give ErrClosed.
@@ -822,8 +855,9 @@ func (m *Manager) Close() error {
 		err = errors.Join(err, cerr)
 	}
 	if err == nil {
+		marker, _ := json.Marshal(cleanShutdown{BrokerEpoch: m.brokerEpoch.Load()}) // cannot fail
 		for _, d := range m.dirs {
-			err = errors.Join(err, writeFile(m.fsys, filepath.Join(d.path, CleanShutdownFile), nil, true))
+			err = errors.Join(err, writeFile(m.fsys, filepath.Join(d.path, CleanShutdownFile), marker, true))
 		}
 	}
 	m.wg.Wait()

@@ -178,3 +178,58 @@ func globDirs(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// The clean shutdown marker carries the broker epoch given to
+// SetBrokerEpoch, in Kafka's format (KIP-966), and the next open reports
+// it only when every log dir holds the same one; a dir without a marker
+// (a crash), an empty marker (an older Samsa) or two dirs that disagree
+// report -1.
+func TestManagerCleanShutdownBrokerEpoch(t *testing.T) {
+	dirs := []string{t.TempDir(), t.TempDir()}
+	open := func() *Manager {
+		t.Helper()
+		m, err := OpenManager(ManagerOptions{Dirs: dirs, NodeID: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	closeWith := func(m *Manager, epoch int64) {
+		t.Helper()
+		m.SetBrokerEpoch(epoch)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := open()
+	if got := m.CleanShutdownBrokerEpoch(); got != -1 {
+		t.Fatalf("new dirs: %d, want -1", got)
+	}
+	closeWith(m, 42)
+	b, err := os.ReadFile(filepath.Join(dirs[1], CleanShutdownFile))
+	if err != nil || string(b) != `{"version":0,"brokerEpoch":42}` {
+		t.Fatalf("marker %q (%v)", b, err)
+	}
+	m = open()
+	if got := m.CleanShutdownBrokerEpoch(); got != 42 {
+		t.Fatalf("after a clean shutdown at epoch 42: %d", got)
+	}
+	closeWith(m, 43)
+	for name, change := range map[string]func(){
+		"crash": func() { os.Remove(filepath.Join(dirs[0], CleanShutdownFile)) },
+		"empty": func() { os.WriteFile(filepath.Join(dirs[1], CleanShutdownFile), nil, 0o644) },
+		"disagree": func() {
+			os.WriteFile(filepath.Join(dirs[1], CleanShutdownFile), []byte(`{"version":0,"brokerEpoch":7}`), 0o644)
+		},
+		"version 1": func() {
+			os.WriteFile(filepath.Join(dirs[0], CleanShutdownFile), []byte(`{"version":1,"brokerEpoch":43}`), 0o644)
+		},
+	} {
+		change()
+		m = open()
+		if got := m.CleanShutdownBrokerEpoch(); got != -1 {
+			t.Errorf("%s: %d, want -1", name, got)
+		}
+		closeWith(m, 43)
+	}
+}

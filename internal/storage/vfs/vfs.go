@@ -65,13 +65,27 @@ var Default FS = osFS{}
 
 type osFS struct{}
 
+// OpenFile opens with open(2) and wraps the descriptor with os.NewFile,
+// which leaves it out of Go's network poller: os.OpenFile makes every
+// descriptor non-blocking, tries to add it to the poller (which refuses
+// regular files) and makes it blocking again, four more system calls per
+// file (a node opening 100,000 logs opens 200,000 files). The file behaves
+// as os.OpenFile's for files and directories; perm keeps only its
+// permission bits.
 func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
-	f, err := os.OpenFile(name, flag, perm)
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+		if err != unix.EINTR {
+			break
+		}
+	}
 	if err != nil {
 		// A nil *os.File must not become a non-nil File.
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return f, nil
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 func (osFS) Rename(oldpath, newpath string) error              { return os.Rename(oldpath, newpath) }
