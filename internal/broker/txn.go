@@ -444,11 +444,13 @@ func (b *Broker) verifyPartitionsInTxn(ctx context.Context, txnID string, pid in
 	}
 	per := map[txn.TopicPartition]int16{}
 	var code int16
+	addedLocally := false
 	switch leader := b.txnCoordinatorOf(txnID); {
 	case leader < 0:
 		code = kerr.CoordinatorNotAvailable.Code
 	case leader == b.node.NodeID:
 		code, per = b.txns.coord.AddPartitions(ctx, txnID, pid, epoch, ttps, mode)
+		addedLocally = mode != txn.AddVerifyOnly // every partition added when code is 0
 	default:
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.Version = 4
@@ -498,8 +500,8 @@ func (b *Broker) verifyPartitionsInTxn(ctx context.Context, txnID string, pid in
 	}
 	for i, k := range tps {
 		c, ok := per[ttps[i]]
-		if !ok {
-			c = kerr.InvalidTxnState.Code
+		if !ok && !addedLocally {
+			c = kerr.InvalidTxnState.Code // not answered: not verified
 		}
 		out[k] = mapCode(c)
 	}
