@@ -2,6 +2,8 @@ package samsa_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
 )
 
@@ -197,4 +200,73 @@ func TestTxnV2LostEndTxn(t *testing.T) {
 			t.Fatalf("second transaction: %s, want CompleteCommit (the v1 hazard)", state)
 		}
 	})
+}
+
+// TestTxnV2Franz runs franz-go's transactional producer, which opts into
+// KIP-890 part 2 when ApiVersions finalizes transaction.version 2: then
+// every EndTxn (v5) bumps the producer epoch and partitions are added by
+// Produce v12 without AddPartitionsToTxn. A node formatted with
+// transaction.version=1 keeps franz-go on version 1: the epoch stays.
+func TestTxnV2Franz(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		level int16
+		bump  int16 // epoch change per transaction
+	}{
+		{"default", -1, 1},
+		{"transaction.version=1", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if tc.level >= 0 {
+				if err := metadata.WriteBootstrap(dir, []metadata.Record{metadata.FeatureLevelRecord{Name: metadata.FeatureTransactionVersion, FeatureLevel: tc.level}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := startNode(t, dir, txnProps(nil))
+			admin := newClient(t, n)
+			createTopic(t, admin, "franz2", 3, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p := newClient(t, n, kgo.TransactionalID("franz2"), kgo.DefaultProduceTopic("franz2"))
+			var epochs []int16
+			var want []string
+			for i, commit := range []bool{true, false, true, true} {
+				if err := p.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				for j := range 6 {
+					v := fmt.Sprintf("%d-%d", i, j)
+					if err := p.ProduceSync(ctx, &kgo.Record{Key: []byte(v), Value: []byte(v)}).FirstErr(); err != nil {
+						t.Fatalf("produce %s: %v", v, err)
+					}
+					if commit {
+						want = append(want, v)
+					}
+				}
+				if err := p.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+					t.Fatalf("end %d: %v", i, err)
+				}
+				epochs = append(epochs, describeTxn(t, admin, "franz2").ProducerEpoch)
+			}
+			// franz-go learns the features with its first responses: it
+			// opts in after the first transaction (and reloads its
+			// producer id, one more bump), so count from the second.
+			for i := 2; i < len(epochs); i++ {
+				if epochs[i]-epochs[i-1] != tc.bump {
+					t.Fatalf("producer epochs after each transaction %v: want a change of %d per transaction", epochs, tc.bump)
+				}
+			}
+			got := readTopic(t, n.Addr(), "franz2", kgo.ReadCommitted(), len(want), 10*time.Second)
+			var vs []string
+			for _, r := range got {
+				vs = append(vs, string(r.Value))
+			}
+			slices.Sort(vs)
+			if strings.Join(vs, ",") != strings.Join(want, ",") {
+				t.Fatalf("read_committed %q, want %q", vs, want)
+			}
+			t.Logf("epochs after each transaction: %v", epochs)
+		})
+	}
 }
