@@ -270,3 +270,63 @@ func TestTxnV2Franz(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateFeatures turns transaction.version down and up again with
+// UpdateFeatures (API 57), as kafka-features does: ApiVersions follows,
+// a downgrade needs a downgrade type, unknown features and levels out of
+// range are INVALID_UPDATE_VERSION.
+func TestUpdateFeatures(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	level := func() int16 {
+		t.Helper()
+		av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range av.FinalizedFeatures {
+			if f.Name == "transaction.version" {
+				return f.MaxVersionLevel
+			}
+		}
+		return 0
+	}
+	update := func(name string, lvl int16, upgradeType int8, validateOnly bool) int16 {
+		t.Helper()
+		req := kmsg.NewPtrUpdateFeaturesRequest()
+		req.TimeoutMillis, req.ValidateOnly = 10000, validateOnly
+		u := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+		u.Feature, u.MaxVersionLevel, u.UpgradeType = name, lvl, upgradeType
+		req.FeatureUpdates = append(req.FeatureUpdates, u)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			return resp.ErrorCode
+		}
+		return resp.Results[0].ErrorCode
+	}
+	if l := level(); l != 2 {
+		t.Fatalf("new cluster: transaction.version %d, want 2", l)
+	}
+	wantErr(t, "downgrade as an upgrade", update("transaction.version", 1, 1, false), kerr.InvalidUpdateVersion)
+	wantErr(t, "unknown feature", update("no.such.feature", 1, 1, false), kerr.InvalidUpdateVersion)
+	wantErr(t, "level out of range", update("transaction.version", 3, 1, false), kerr.InvalidUpdateVersion)
+	wantErr(t, "validate-only downgrade", update("transaction.version", 1, 2, true), nil)
+	if l := level(); l != 2 {
+		t.Fatalf("after validate-only: %d", l)
+	}
+	wantErr(t, "safe downgrade", update("transaction.version", 1, 2, false), nil)
+	// The write is committed and applied to this node's image before
+	// the answer (one node: the controller is this node).
+	if l := level(); l != 1 {
+		t.Fatalf("after the downgrade: %d", l)
+	}
+	wantErr(t, "upgrade", update("transaction.version", 2, 1, false), nil)
+	if l := level(); l != 2 {
+		t.Fatalf("after the upgrade: %d", l)
+	}
+}
