@@ -65,28 +65,36 @@ func (c *Coordinator) InitProducerID(ctx context.Context, req *kmsg.InitProducer
 	if req.Version >= 3 {
 		expPID, expEpoch = req.ProducerID, req.ProducerEpoch
 	}
+	r := c.callWithPID(ctx, func(newPID int64, reply func(pidResult)) {
+		c.initProducerID(id, req.TransactionTimeoutMillis, expPID, expEpoch, newPID, reply)
+	})
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = r.code, r.pid, r.epoch
+	return resp
+}
+
+// callWithPID runs fn on the run goroutine with newPID -1 and, while it
+// asks for a new producer id (needsPID), allocates one on the caller's
+// goroutine and runs fn again with it: three runs at most, then
+// CONCURRENT_TRANSACTIONS. COORDINATOR_NOT_AVAILABLE when ctx ends or the
+// Coordinator closes first.
+func (c *Coordinator) callWithPID(ctx context.Context, fn func(newPID int64, reply func(pidResult))) pidResult {
+	fail := func(code int16) pidResult { return pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch} }
 	newPID := int64(-1)
 	for range 3 {
-		r, ok := call(c, ctx, func(reply func(initResult)) {
-			c.initProducerID(id, req.TransactionTimeoutMillis, expPID, expEpoch, newPID, reply)
-		})
+		r, ok := call(c, ctx, func(reply func(pidResult)) { fn(newPID, reply) })
 		switch {
 		case !ok:
-			resp.ErrorCode = codeUnavailable
-			return resp
+			return fail(codeUnavailable)
 		case r.needsPID:
 			var code int16
 			if newPID, code = c.allocatePID(ctx); code != 0 {
-				resp.ErrorCode = code
-				return resp
+				return fail(code)
 			}
 			continue
 		}
-		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = r.code, r.pid, r.epoch
-		return resp
+		return r
 	}
-	resp.ErrorCode = kerr.ConcurrentTransactions.Code
-	return resp
+	return fail(kerr.ConcurrentTransactions.Code)
 }
 
 // AddPartitionsToTxn handles AddPartitionsToTxn: v0-v3 add the partitions
@@ -245,30 +253,13 @@ func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) *kmsg
 		return resp
 	}
 	tv2 := req.Version >= 5
-	newPID := int64(-1)
-	for range 3 {
-		r, ok := call(c, ctx, func(reply func(endResult)) {
-			c.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, tv2, newPID, reply)
-		})
-		switch {
-		case !ok:
-			resp.ErrorCode = codeUnavailable
-			return resp
-		case r.needsPID:
-			var code int16
-			if newPID, code = c.allocatePID(ctx); code != 0 {
-				resp.ErrorCode = code
-				return resp
-			}
-			continue
-		}
-		resp.ErrorCode = r.code
-		if r.code == 0 && tv2 {
-			resp.ProducerID, resp.ProducerEpoch = r.pid, r.epoch
-		}
-		return resp
+	r := c.callWithPID(ctx, func(newPID int64, reply func(pidResult)) {
+		c.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, tv2, newPID, reply)
+	})
+	resp.ErrorCode = r.code
+	if r.code == 0 && tv2 {
+		resp.ProducerID, resp.ProducerEpoch = r.pid, r.epoch
 	}
-	resp.ErrorCode = kerr.ConcurrentTransactions.Code
 	return resp
 }
 

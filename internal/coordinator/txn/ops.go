@@ -15,8 +15,11 @@ import (
 // is written to __transaction_state before it takes effect and before the
 // request is answered.
 
-// initResult is the outcome of InitProducerId on the run goroutine.
-type initResult struct {
+// pidResult is the outcome of InitProducerId or EndTxn on the run
+// goroutine: a code, and the producer id and epoch the producer goes on
+// with (-1 with an error; for EndTxn v5 the bumped epoch, or a new
+// producer id at epoch 0 when the epoch is exhausted).
+type pidResult struct {
 	code     int16
 	pid      int64
 	epoch    int16
@@ -26,8 +29,8 @@ type initResult struct {
 // initProducerID handles InitProducerId for a transactional id (run
 // goroutine). newPID is a fresh producer id, or -1 when none was allocated;
 // expectedPID/expectedEpoch are the request's (KIP-360, -1 when absent).
-func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int64, expectedEpoch int16, newPID int64, reply func(initResult)) {
-	fail := func(code int16) { reply(initResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
+func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int64, expectedEpoch int16, newPID int64, reply func(pidResult)) {
+	fail := func(code int16) { reply(pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
 	part, code := c.partitionOf(id)
 	if code != 0 {
 		fail(code)
@@ -37,7 +40,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int
 	m := part.txns[id]
 	if m == nil {
 		if newPID < 0 {
-			reply(initResult{needsPID: true})
+			reply(pidResult{needsPID: true})
 			return
 		}
 		m = &txnMeta{id: id, snapshot: snapshot{producerID: newPID, lastProducerID: noProducerID, epoch: noProducerEpoch,
@@ -80,7 +83,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int
 	switch {
 	case m.epochExhausted() && (!expected || expectedEpoch == m.epoch):
 		if newPID < 0 {
-			reply(initResult{needsPID: true})
+			reply(pidResult{needsPID: true})
 			return
 		}
 		next.lastProducerID, next.producerID = m.producerID, newPID
@@ -105,7 +108,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int
 			return
 		}
 		part.log.Info("initialized transactional id", "transactional_id", id, "producer_id", m.producerID, "producer_epoch", m.epoch)
-		reply(initResult{pid: m.producerID, epoch: m.epoch})
+		reply(pidResult{pid: m.producerID, epoch: m.epoch})
 	})
 }
 
@@ -176,24 +179,13 @@ func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []Top
 	c.write(part, m, &next, func(err error) { reply(appendErrorCode(err), nil) })
 }
 
-// endResult is the outcome of EndTxn on the run goroutine.
-type endResult struct {
-	code int16
-	// pid and epoch are what the producer uses next (EndTxn v5+): the
-	// bumped epoch, or a new producer id at epoch 0 when the bump
-	// exhausted the epoch; -1 when code is not zero.
-	pid      int64
-	epoch    int16
-	needsPID bool // a new producer id is needed: allocate one and call again
-}
-
 // endTxn handles EndTxn (run goroutine): it writes PrepareCommit or
 // PrepareAbort, answers, then writes the markers and completes. tv2 is
 // set for EndTxn v5+ (transaction version 2, KIP-890 part 2); newPID is a
 // fresh producer id for a tv2 bump that exhausts the epoch, -1 when none
 // was allocated.
-func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit, tv2 bool, newPID int64, reply func(endResult)) {
-	fail := func(code int16) { reply(endResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
+func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit, tv2 bool, newPID int64, reply func(pidResult)) {
+	fail := func(code int16) { reply(pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
 	part, code := c.partitionOf(id)
 	if code != 0 {
 		fail(code)
@@ -215,7 +207,7 @@ func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit, tv2 bool
 		fail(kerr.ConcurrentTransactions.Code)
 		return
 	}
-	ok := func() { reply(endResult{pid: m.producerID, epoch: m.epoch}) }
+	ok := func() { reply(pidResult{pid: m.producerID, epoch: m.epoch}) }
 	switch m.state {
 	case stateOngoing:
 		c.prepare(part, m, commit, false, false, false, noProducerID, func(code int16) {
@@ -257,8 +249,8 @@ func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit, tv2 bool
 // epoch on a completed or empty transaction is the next transaction: an
 // abort of it (nothing added) bumps the epoch again, a commit is
 // INVALID_TXN_STATE.
-func (c *Coordinator) endTxnV2(part *partition, m *txnMeta, pid int64, epoch int16, commit bool, newPID int64, reply func(endResult)) {
-	fail := func(code int16) { reply(endResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
+func (c *Coordinator) endTxnV2(part *partition, m *txnMeta, pid int64, epoch int16, commit bool, newPID int64, reply func(pidResult)) {
+	fail := func(code int16) { reply(pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
 	if m == nil {
 		fail(kerr.InvalidProducerIDMapping.Code)
 		return
@@ -288,7 +280,7 @@ func (c *Coordinator) endTxnV2(part *partition, m *txnMeta, pid int64, epoch int
 	retry := retryOnBump || retryOnOverflow
 	end := func(commit, empty bool) {
 		if m.epochExhausted() && newPID < 0 {
-			reply(endResult{needsPID: true})
+			reply(pidResult{needsPID: true})
 			return
 		}
 		if !m.epochExhausted() {
@@ -300,13 +292,13 @@ func (c *Coordinator) endTxnV2(part *partition, m *txnMeta, pid int64, epoch int
 				return
 			}
 			if m.nextProducerID >= 0 {
-				reply(endResult{pid: m.nextProducerID, epoch: 0})
+				reply(pidResult{pid: m.nextProducerID, epoch: 0})
 				return
 			}
-			reply(endResult{pid: m.producerID, epoch: m.epoch})
+			reply(pidResult{pid: m.producerID, epoch: m.epoch})
 		})
 	}
-	same := func() { reply(endResult{pid: m.producerID, epoch: m.epoch}) }
+	same := func() { reply(pidResult{pid: m.producerID, epoch: m.epoch}) }
 	switch m.state {
 	case stateOngoing:
 		end(commit, false)
