@@ -423,6 +423,7 @@ func TestPartitionForMatchesKafka(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(keyOf("x"), valueOf(snapshot{producerID: 1, state: stateOngoing, partitions: []TopicPartition{tp("t", 0)}}))
+	f.Add(keyOf("x"), valueOf(snapshot{producerID: 1, lastProducerID: 0, nextProducerID: 2, tv2: true, state: statePrepareAbort, partitions: []TopicPartition{tp("t", 0)}}))
 	f.Add(keyOf(""), []byte(nil))
 	f.Fuzz(func(t *testing.T, k, v []byte) {
 		d, err := Decode(Record{Key: k, Value: v})
