@@ -371,7 +371,8 @@ func TestControllerListenerAPIs(t *testing.T) {
 	want := []string{"AllocateProducerIDs", "AlterClientQuotas", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "AlterUserSCRAMCredentials",
 		"ApiVersions", "BrokerHeartbeat", "BrokerRegistration", "CreateACLs", "CreatePartitions", "CreateTopics",
 		"DeleteACLs", "DeleteTopics", "DescribeACLs", "DescribeCluster", "DescribeConfigs", "DescribeQuorum",
-		"ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments", "SASLAuthenticate", "SASLHandshake"}
+		"ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments", "SASLAuthenticate", "SASLHandshake",
+		"UpdateFeatures"}
 	if !slices.Equal(got, want) {
 		t.Errorf("controller listener advertises %v, want %v", got, want)
 	}

@@ -991,9 +991,12 @@ func wantErr(t *testing.T, what string, got int16, want *kerr.Error) {
 // transactional produce to a partition not added to the open transaction
 // is rejected, and so are a late produce after the transaction ended and
 // the requests of a fenced epoch.
+//
+// It runs transaction version 1 (EndTxn v4 at most): TestTxnV2LostEndTxn
+// covers version 2.
 func TestTxnServerChecks(t *testing.T) {
 	n := startNode(t, t.TempDir(), txnProps(nil))
-	cl := newClient(t, n)
+	cl := newClient(t, n, kgo.MaxVersions(txnV1Versions()))
 	createTopic(t, cl, "checks", 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

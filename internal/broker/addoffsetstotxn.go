@@ -8,7 +8,7 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// AddOffsetsToTxn: v0-3
+// AddOffsetsToTxn: v0-4
 //
 // Version notes:
 //   - v0: the lowest version served
@@ -16,8 +16,9 @@ import (
 //     themselves (KIP-219)
 //   - v2: PRODUCER_FENCED may be returned for a fenced producer (KIP-588)
 //   - v3: flexible versions: compact encodings and tagged fields (KIP-482)
+//   - v4: TRANSACTION_ABORTABLE may be returned (KIP-890); never returned here
 
-// AddOffsetsToTxn v0-v3: the transaction coordinator adds the group's
+// AddOffsetsToTxn v0-v4: the transaction coordinator adds the group's
 // partition of __consumer_offsets to the transaction, so that the
 // TxnOffsetCommit that follows ends with it.
 func init() { registerTxnAPI(kmsg.AddOffsetsToTxn, handleAddOffsetsToTxn) }

@@ -10,7 +10,7 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// AddPartitionsToTxn: v0-4
+// AddPartitionsToTxn: v0-5
 //
 // Version notes:
 //   - v0: the lowest version served
@@ -22,13 +22,16 @@ import (
 //     ProducerEpoch (request), drops Topics (request), Transactions
 //     (request), ErrorCode (response), Transactions (response), drops Topics
 //     (response)
+//   - v5: TRANSACTION_ABORTABLE may be returned (KIP-890); never returned here
 
-// AddPartitionsToTxn v0-v4, answered by the transaction coordinator once
+// AddPartitionsToTxn v0-v5, answered by the transaction coordinator once
 // the partitions are written to __transaction_state. As Kafka's KafkaApis,
 // a request naming a partition that does not exist adds nothing: those get
-// UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED. v4 is
-// broker to broker (KIP-890): several transactions, and verify_only checks
-// of partition leaders.
+// UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED. v4+
+// is broker to broker (KIP-890): several transactions, and verify_only
+// checks of partition leaders; without verify_only a leader adds the
+// partitions of a Produce v12+ or TxnOffsetCommit v5+ (KIP-890 part 2),
+// and the transaction runs under transaction version 2.
 func init() { registerTxnAPI(kmsg.AddPartitionsToTxn, handleAddPartitionsToTxn) }
 
 func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -80,7 +83,11 @@ func handleAddPartitionsToTxn(ctx context.Context, b *Broker, _ *server.Conn, kr
 		var code int16
 		var per map[txn.TopicPartition]int16
 		if !unknown {
-			code, per = b.txns.coord.AddPartitions(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
+			mode := txn.AddImplicit // from a partition leader for Produce v12+ (KIP-890 part 2)
+			if tx.VerifyOnly {
+				mode = txn.AddVerifyOnly
+			}
+			code, per = b.txns.coord.AddPartitions(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, mode)
 		}
 		rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rt.TransactionalID = tx.TransactionalID

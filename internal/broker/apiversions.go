@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/server"
 )
 
@@ -69,11 +70,17 @@ func handleApiVersions(_ context.Context, b *Broker, c *server.Conn, kreq kmsg.R
 const ShareVersion = 1
 
 // features sets the feature flags of an ApiVersions v3+ response (KIP-584;
-// tagged fields, not sent before v3): share.version supported from 0 to 1
-// and finalized at 1, with the metadata log offset as the finalized
-// features epoch, as Kafka brokers report them. Samsa's other behaviours
-// have no feature flag (metadata.version, group.version and
-// transaction.version are not reported).
+// tagged fields, not sent before v3), with the metadata log offset as the
+// finalized features epoch, as Kafka brokers report them:
+//   - share.version supported from 0 to 1 and always finalized at 1;
+//   - transaction.version supported from 0 to 2 and finalized at the level
+//     of the metadata log (FeatureLevelRecord; 2 for a new cluster, set by
+//     storage format --feature or UpdateFeatures): with 2, clients run
+//     transactions under KIP-890 part 2 (EndTxn v5, Produce v12,
+//     TxnOffsetCommit v5).
+//
+// Samsa's other behaviours have no feature flag (metadata.version and
+// group.version are not reported).
 func (b *Broker) features(resp *kmsg.ApiVersionsResponse) {
 	sf := kmsg.NewApiVersionsResponseSupportedFeature()
 	sf.Name, sf.MinVersion, sf.MaxVersion = "share.version", 0, ShareVersion
@@ -82,8 +89,22 @@ func (b *Broker) features(resp *kmsg.ApiVersionsResponse) {
 	resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{sf}
 	resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{ff}
 	resp.FinalizedFeaturesEpoch = 0
-	if im := b.image(); im != nil {
+	im := b.image()
+	if im != nil {
 		resp.FinalizedFeaturesEpoch = max(im.Offset, 0)
+	}
+	for _, f := range metadata.SupportedFeatures {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = f.Name, f.Min, f.Max
+		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+		if im == nil {
+			continue
+		}
+		if l := im.FeatureLevel(f.Name); l > 0 {
+			ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+			ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.Name, l, l
+			resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+		}
 	}
 }
 

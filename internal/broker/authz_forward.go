@@ -34,6 +34,7 @@ var gates = map[kmsg.Key]gate{
 	kmsg.DeleteACLs:                 gateCluster(opAlter),
 	kmsg.DescribeACLs:               gateCluster(opDescribe),
 	kmsg.AlterClientQuotas:          gateCluster(opAlterConfigs),
+	kmsg.UpdateFeatures:             gateCluster(opAlter),
 	kmsg.DescribeClientQuotas:       gateCluster(opDescribeConfigs),
 	// KIP-554: KafkaApis checks DESCRIBE, ControllerApis ALTER, on the
 	// cluster.
@@ -101,6 +102,13 @@ func clusterDenied(req kmsg.Request) kmsg.Response {
 				re.Entity = append(re.Entity, rc)
 			}
 			resp.Entries = append(resp.Entries, re)
+		}
+	case *kmsg.UpdateFeaturesRequest:
+		resp := resp.(*kmsg.UpdateFeaturesResponse)
+		for _, u := range r.FeatureUpdates {
+			rr := kmsg.NewUpdateFeaturesResponseResult()
+			rr.Feature, rr.ErrorCode = u.Feature, code
+			resp.Results = append(resp.Results, rr)
 		}
 	case *kmsg.DescribeUserSCRAMCredentialsRequest:
 		resp := resp.(*kmsg.DescribeUserSCRAMCredentialsResponse)

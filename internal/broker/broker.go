@@ -394,6 +394,7 @@ var forwarded = map[kmsg.Key]bool{
 	kmsg.CreateACLs:                 true,
 	kmsg.DeleteACLs:                 true,
 	kmsg.AlterClientQuotas:          true,
+	kmsg.UpdateFeatures:             true,
 }
 
 // forwardsItself are the forwarded APIs whose handlers answer part of a

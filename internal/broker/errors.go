@@ -50,6 +50,7 @@ var errorCodes = []struct {
 
 	{controller.ErrStaleEpoch, kerr.FencedLeaderEpoch},
 	{controller.ErrNotController, kerr.NotController},
+	{controller.ErrInvalidFeatureUpdate, kerr.InvalidUpdateVersion},
 	{controller.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
 	{controller.ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress},
 	{controller.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},

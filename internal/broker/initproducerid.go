@@ -9,7 +9,7 @@ import (
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// InitProducerID: v0-4
+// InitProducerID: v0-5
 //
 // Version notes:
 //   - v0: the lowest version served
@@ -18,13 +18,14 @@ import (
 //   - v2: flexible versions: compact encodings and tagged fields (KIP-482)
 //   - v3: ProducerID (request), ProducerEpoch (request)
 //   - v4: PRODUCER_FENCED may be returned for a fenced producer (KIP-588)
+//   - v5: TRANSACTION_ABORTABLE may be returned (KIP-890); never returned here
 
-// InitProducerId v0-v4. Idempotent producers (no transactional id) get a
+// InitProducerId v0-v5. Idempotent producers (no transactional id) get a
 // fresh producer id with epoch 0, from blocks the controller reserves in
 // the metadata log so that no id is reused after a restart (KIP-730).
 // Transactional ids are answered by the transaction coordinator (epoch
 // bump and fencing, see txn.Coordinator.InitProducerID).
-func init() { register(kmsg.InitProducerID, 0, 4, handleInitProducerID) }
+func init() { register(kmsg.InitProducerID, 0, 5, handleInitProducerID) }
 
 func handleInitProducerID(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.InitProducerIDRequest)

@@ -17,7 +17,7 @@ import (
 	"github.com/samsahq/samsa/internal/storage"
 )
 
-// Produce: v3-11
+// Produce: v3-12
 //
 // Version notes:
 //   - v3: the lowest version served: record batch v2 (magic 2) and
@@ -32,8 +32,11 @@ import (
 //   - v9: flexible versions: compact encodings and tagged fields (KIP-482)
 //   - v10: tagged CurrentLeader and NodeEndpoints in the response (KIP-951)
 //   - v11: TRANSACTION_ABORTABLE may be returned (KIP-890)
+//   - v12: a transactional batch adds its partition to the transaction
+//     (KIP-890 part 2): the leader asks the coordinator to add it
+//     (AddPartitionsToTxn v5) instead of checking it was added
 
-// Produce v3-v11 (record batch v2 only). Each partition is validated and
+// Produce v3-v12 (record batch v2 only). Each partition is validated and
 // appended on its own: a bad batch fails its partition with INVALID_RECORD,
 // CORRUPT_MESSAGE, MESSAGE_TOO_LARGE or RECORD_LIST_TOO_LARGE while the
 // others succeed. As in Kafka, each partition's records must be exactly one
@@ -42,7 +45,7 @@ import (
 // acks=-1 (all) waits until the high-watermark passes the appended records,
 // that is until every in-sync replica has them, or until the request's
 // timeout (REQUEST_TIMED_OUT).
-func init() { register(kmsg.Produce, 3, 11, handleProduce) }
+func init() { register(kmsg.Produce, 3, 12, handleProduce) }
 
 func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) { //nolint:gocyclo // one pass over the request's partitions
 	req := kreq.(*kmsg.ProduceRequest)
@@ -152,7 +155,7 @@ func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Req
 		for i, j := range jobs {
 			targets[i] = verifyTarget{key: j.key, p: j.p, h: j.batch.Header}
 		}
-		verified, verifyErrs := b.verifyTxnProduce(ctx, *req.TransactionID, targets)
+		verified, verifyErrs := b.verifyTxnProduce(ctx, *req.TransactionID, targets, req.Version >= 12)
 		kept := jobs[:0]
 		for _, j := range jobs {
 			if c := verifyErrs[j.key]; c != 0 {

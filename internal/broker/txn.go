@@ -428,8 +428,10 @@ func (b *Broker) txnCoordinatorOf(transactionalID string) int32 {
 // codes are per partition, zero when it is. Codes a producer would not
 // retry but that only say the coordinator is busy or moving become
 // NOT_ENOUGH_REPLICAS, which it retries, as Kafka's ReplicaManager does;
-// PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH.
-func (b *Broker) verifyPartitionsInTxn(ctx context.Context, txnID string, pid int64, epoch int16, tps []verifyKey) map[verifyKey]int16 {
+// PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH. With mode
+// txn.AddImplicit (Produce v12+, TxnOffsetCommit v5+: KIP-890 part 2) the
+// coordinator adds the partitions instead of checking them.
+func (b *Broker) verifyPartitionsInTxn(ctx context.Context, txnID string, pid int64, epoch int16, tps []verifyKey, mode txn.AddMode) map[verifyKey]int16 {
 	out := make(map[verifyKey]int16, len(tps))
 	set := func(code int16) {
 		for _, k := range tps {
@@ -442,16 +444,21 @@ func (b *Broker) verifyPartitionsInTxn(ctx context.Context, txnID string, pid in
 	}
 	per := map[txn.TopicPartition]int16{}
 	var code int16
+	addedLocally := false
 	switch leader := b.txnCoordinatorOf(txnID); {
 	case leader < 0:
 		code = kerr.CoordinatorNotAvailable.Code
 	case leader == b.node.NodeID:
-		code, per = b.txns.coord.AddPartitions(ctx, txnID, pid, epoch, ttps, true)
+		code, per = b.txns.coord.AddPartitions(ctx, txnID, pid, epoch, ttps, mode)
+		addedLocally = mode != txn.AddVerifyOnly // every partition added when code is 0
 	default:
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.Version = 4
+		if mode == txn.AddImplicit {
+			req.Version = 5 // as Kafka 4.0's AddPartitionsToTxnManager
+		}
 		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
-		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = txnID, pid, epoch, true
+		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = txnID, pid, epoch, mode == txn.AddVerifyOnly
 		for _, tp := range ttps {
 			if n := len(tx.Topics); n == 0 || tx.Topics[n-1].Topic != tp.Topic {
 				t := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
@@ -493,8 +500,8 @@ func (b *Broker) verifyPartitionsInTxn(ctx context.Context, txnID string, pid in
 	}
 	for i, k := range tps {
 		c, ok := per[ttps[i]]
-		if !ok {
-			c = kerr.InvalidTxnState.Code
+		if !ok && !addedLocally {
+			c = kerr.InvalidTxnState.Code // not answered: not verified
 		}
 		out[k] = mapCode(c)
 	}

@@ -6,10 +6,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/coordinator/txn"
 	"github.com/samsahq/samsa/internal/server"
 )
 
-// TxnOffsetCommit: v0-3
+// TxnOffsetCommit: v0-5
 //
 // Version notes:
 //   - v0: the lowest version served
@@ -18,8 +19,11 @@ import (
 //   - v2: LeaderEpoch (request TopicPartition)
 //   - v3: flexible versions: compact encodings and tagged fields (KIP-482),
 //     Generation (request), MemberID (request), InstanceID (request)
+//   - v4: TRANSACTION_ABORTABLE may be returned (KIP-890); never returned here
+//   - v5: the group's partition of __consumer_offsets is added to the
+//     transaction by the broker (KIP-890 part 2), no AddOffsetsToTxn first
 
-// TxnOffsetCommit v0-v3 (KIP-98, KIP-447 from v3): the group coordinator
+// TxnOffsetCommit v0-v5 (KIP-98, KIP-447 from v3): the group coordinator
 // writes the offsets as part of the producer's transaction; they become
 // visible when it commits. Partitions of topics that do not exist get
 // UNKNOWN_TOPIC_OR_PARTITION. The group's partition of __consumer_offsets
@@ -27,7 +31,8 @@ import (
 // transaction coordinator is asked first, as a partition leader asks it
 // for a transactional produce (KIP-890), so that no offsets are left
 // pending without a marker to come; otherwise every partition gets
-// INVALID_TXN_STATE (or the coordinator's error).
+// INVALID_TXN_STATE (or the coordinator's error). From v5 the coordinator
+// is asked to add that partition instead, as for Produce v12.
 func init() { registerGroupAPI(kmsg.TxnOffsetCommit, handleTxnOffsetCommit) }
 
 func handleTxnOffsetCommit(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -69,7 +74,11 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, _ *server.Conn, kreq 
 			b.txns.offsetsGuards.Delete(gk)
 		}
 	}
-	codes := b.verifyPartitionsInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []verifyKey{k})
+	mode := txn.AddVerifyOnly
+	if req.Version >= 5 {
+		mode = txn.AddImplicit
+	}
+	codes := b.verifyPartitionsInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []verifyKey{k}, mode)
 	if codes[k] != 0 {
 		b.txns.offsetsGuards.Delete(gk)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/samsahq/samsa/internal/coordinator/txn"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
 )
@@ -29,7 +30,10 @@ type verifyTarget struct {
 // transaction (AddPartitionsToTxn v4 verify_only, answered locally when
 // this broker is the coordinator). It returns the guards to append with
 // and, per partition, the error code to answer instead of appending.
-func (b *Broker) verifyTxnProduce(ctx context.Context, transactionalID string, targets []verifyTarget) (map[verifyKey]*replica.TxnVerification, map[verifyKey]int16) {
+// With add (Produce v12+, KIP-890 part 2) it asks the coordinator to add
+// the partitions to the transaction instead (AddPartitionsToTxn v5
+// without verify_only).
+func (b *Broker) verifyTxnProduce(ctx context.Context, transactionalID string, targets []verifyTarget, add bool) (map[verifyKey]*replica.TxnVerification, map[verifyKey]int16) {
 	var (
 		guards  map[verifyKey]*replica.TxnVerification
 		errs    map[verifyKey]int16
@@ -61,7 +65,11 @@ func (b *Broker) verifyTxnProduce(ctx context.Context, transactionalID string, t
 	if len(pending) == 0 {
 		return guards, errs
 	}
-	codes := b.verifyPartitionsInTxn(ctx, transactionalID, pid, epoch, pending)
+	mode := txn.AddVerifyOnly
+	if add {
+		mode = txn.AddImplicit
+	}
+	codes := b.verifyPartitionsInTxn(ctx, transactionalID, pid, epoch, pending, mode)
 	for _, k := range pending {
 		if c := codes[k]; c != 0 {
 			errs[k] = c

@@ -107,6 +107,7 @@ func newStorageFormatCommand() *cobra.Command {
 		clusterID       string
 		ignoreFormatted bool
 		addScram        []string
+		features        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "format",
@@ -123,7 +124,13 @@ as kafka-storage format) adds a SCRAM user the cluster starts with, for
 SASL listeners whose clients have no other way in: iterations=N (4096 by
 default) may be given too. The salted credential is written to
 bootstrap.json in each dir and to the metadata log by the first active
-controller; format every controller with the same --add-scram.`,
+controller; format every controller with the same --add-scram.
+
+--feature transaction.version=N (as kafka-storage format) sets the level
+a feature starts at. transaction.version 2, the default as in Kafka 4.x,
+makes clients run transactions under KIP-890 part 2 (every commit or
+abort bumps the producer epoch, so a late EndTxn retry cannot end the
+next transaction); 0 or 1 keeps them on transaction version 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validClusterID(clusterID); err != nil {
@@ -142,6 +149,18 @@ controller; format every controller with the same --add-scram.`,
 				if err != nil {
 					return err
 				}
+				boot = append(boot, r)
+			}
+			seen := map[string]bool{}
+			for _, spec := range features {
+				r, err := metadata.ParseFeatureLevel(spec)
+				if err != nil {
+					return err
+				}
+				if seen[r.Name] {
+					return fmt.Errorf("feature %s given more than once", r.Name)
+				}
+				seen[r.Name] = true
 				boot = append(boot, r)
 			}
 			var todo []string
@@ -183,6 +202,7 @@ controller; format every controller with the same --add-scram.`,
 	cmd.Flags().StringVarP(&clusterID, "cluster-id", "t", "", "the cluster id (samsa storage random-uuid makes one)")
 	cmd.Flags().BoolVarP(&ignoreFormatted, "ignore-formatted", "g", false, "skip dirs already formatted for this cluster and node")
 	cmd.Flags().StringArrayVarP(&addScram, "add-scram", "S", nil, "a SCRAM user to start with: 'SCRAM-SHA-512=[name=admin,password=admin-secret]' (repeatable)")
+	cmd.Flags().StringArrayVarP(&features, "feature", "f", nil, "a feature level to start with, name=level: transaction.version=0|1|2 (default 2) (repeatable)")
 	return cmd
 }
 

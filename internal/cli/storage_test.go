@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/storage"
 )
 
@@ -115,5 +117,36 @@ func TestStorageFormatEnvironment(t *testing.T) {
 	mustRun(t, nil, "storage", "format", "--cluster-id", "envcluster", "--override", "log.dirs="+other)
 	if _, err := os.Stat(filepath.Join(other, storage.MetaPropertiesFile)); err != nil {
 		t.Fatalf("--override log.dirs: %v", err)
+	}
+}
+
+// TestStorageFormatFeature: --feature transaction.version=N is written to
+// bootstrap.json as a FeatureLevelRecord; unknown features, levels out of
+// range and repeats are refused.
+func TestStorageFormatFeature(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--feature", "transaction.version=3"}, "not in [0, 2]"},
+		{[]string{"--feature", "metadata.version=20"}, "unknown feature"},
+		{[]string{"--feature", "transaction.version"}, "name=level"},
+		{[]string{"-f", "transaction.version=1", "-f", "transaction.version=2"}, "more than once"},
+	} {
+		dir := t.TempDir()
+		r := run(t, nil, append([]string{"storage", "format", "-t", "c1", "--override", "log.dirs=" + dir}, tc.args...)...)
+		if r.err == nil || !strings.Contains(r.err.Error(), tc.err) {
+			t.Fatalf("%v: %v, want %q", tc.args, r.err, tc.err)
+		}
+	}
+	dir := t.TempDir()
+	mustRun(t, nil, "storage", "format", "-t", "c1", "--override", "log.dirs="+dir, "-f", "transaction.version=1")
+	recs, err := metadata.ReadBootstrap([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []metadata.Record{metadata.FeatureLevelRecord{Name: "transaction.version", FeatureLevel: 1}}
+	if !reflect.DeepEqual(recs, want) {
+		t.Fatalf("bootstrap records %#v, want %#v", recs, want)
 	}
 }

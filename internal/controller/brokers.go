@@ -56,7 +56,7 @@ func (t *brokerTracker) start() {
 		t.wg.Add(1)
 		go t.leaderBalancer(t.stopc)
 	}
-	if len(t.c.bootstrap) > 0 && !t.c.image.Load().Bootstrapped {
+	if !t.c.image.Load().Bootstrapped {
 		t.wg.Add(1)
 		go t.writeBootstrap(t.stopc)
 	}
@@ -64,7 +64,11 @@ func (t *brokerTracker) start() {
 
 // writeBootstrap writes the bootstrap records once this controller is
 // active, unless an earlier controller did; a failure is logged and tried
-// again on the next activation.
+// again on the next activation. A new cluster (no topic yet) also gets the
+// default level of each feature the bootstrap records do not set
+// (transaction.version=2, as kafka-storage format of Kafka 4.x); a cluster
+// that ran before without bootstrap records keeps its features at level
+// 0, so that upgrading its nodes one by one changes no client's protocol.
 func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
 	defer t.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -83,7 +87,11 @@ func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
 			return nil, nil
 		}
 		wrote = true
-		return append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...), nil
+		recs := append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...)
+		if im.TopicCount() == 0 {
+			recs = append(recs, metadata.DefaultFeatureLevels(c.bootstrap)...)
+		}
+		return recs, nil
 	})
 	if err != nil {
 		c.logger.Warn("writing the bootstrap records failed", "err", err)

@@ -15,6 +15,7 @@ func FuzzDecode(f *testing.F) {
 		RemoveUserScramCredentialRecord{Name: "alice", Mechanism: 1},
 		BootstrapRecord{},
 		TopicRecord{Name: "t"},
+		FeatureLevelRecord{Name: FeatureTransactionVersion, FeatureLevel: 2},
 	} {
 		k, v, err := Encode(r)
 		if err != nil {

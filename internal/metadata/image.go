@@ -44,7 +44,17 @@ type Image struct {
 	aclIndex *acl.Index
 	// quotas are the client quotas by entity (ClientQuotaRecord).
 	quotas quota.Configs
+	// features are the finalized feature levels above 0, by name
+	// (FeatureLevelRecord).
+	features map[string]int16
 }
+
+// FeatureLevel returns the finalized level of feature name, 0 when none
+// was finalized (Kafka's FeaturesImage).
+func (im *Image) FeatureLevel(name string) int16 { return im.features[name] }
+
+// Features returns a copy of the finalized feature levels above 0, by name.
+func (im *Image) Features() map[string]int16 { return maps.Clone(im.features) }
 
 // ScramKey names one SCRAM credential: a user and a mechanism (1
 // SCRAM-SHA-256, 2 SCRAM-SHA-512).
@@ -236,6 +246,7 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 		acls:           im.acls,
 		aclIndex:       im.aclIndex,
 		quotas:         im.quotas,
+		features:       im.features,
 		delta:          &Delta{From: im.Offset},
 	}
 	d := next.delta
@@ -443,6 +454,16 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 			d.Brokers = true
 		case BootstrapRecord:
 			next.Bootstrapped = true
+		case FeatureLevelRecord:
+			next.features = maps.Clone(next.features)
+			if next.features == nil {
+				next.features = map[string]int16{}
+			}
+			if r.FeatureLevel <= 0 {
+				delete(next.features, r.Name)
+			} else {
+				next.features[r.Name] = r.FeatureLevel
+			}
 		case UserScramCredentialRecord:
 			mutableScram()[ScramKey{r.Name, r.Mechanism}] = r
 		case RemoveUserScramCredentialRecord:

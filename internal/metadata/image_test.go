@@ -52,3 +52,29 @@ func TestApplyAndEncode(t *testing.T) {
 		t.Fatal("unknown type decoded")
 	}
 }
+
+// A FeatureLevelRecord finalizes a level; level 0 removes the feature, as
+// Kafka's FeaturesImage does; images before stay as they were.
+func TestFeatureLevels(t *testing.T) {
+	im := Empty("c")
+	if l := im.FeatureLevel(FeatureTransactionVersion); l != 0 {
+		t.Fatalf("empty image: level %d", l)
+	}
+	im2 := im.Apply(0, []Record{FeatureLevelRecord{Name: FeatureTransactionVersion, FeatureLevel: 2}})
+	if l := im2.FeatureLevel(FeatureTransactionVersion); l != 2 {
+		t.Fatalf("level %d, want 2", l)
+	}
+	im3 := im2.Apply(1, []Record{FeatureLevelRecord{Name: FeatureTransactionVersion, FeatureLevel: 0}})
+	if l := im3.FeatureLevel(FeatureTransactionVersion); l != 0 || len(im3.Features()) != 0 {
+		t.Fatalf("after level 0: %v", im3.Features())
+	}
+	if l := im2.FeatureLevel(FeatureTransactionVersion); l != 2 {
+		t.Fatalf("the older image changed: level %d", l)
+	}
+	if got := DefaultFeatureLevels([]Record{FeatureLevelRecord{Name: FeatureTransactionVersion, FeatureLevel: 1}}); len(got) != 0 {
+		t.Fatalf("defaults over a set level: %v", got)
+	}
+	if got := DefaultFeatureLevels(nil); len(got) != 1 || got[0] != (FeatureLevelRecord{Name: FeatureTransactionVersion, FeatureLevel: 2}) {
+		t.Fatalf("defaults: %v", got)
+	}
+}

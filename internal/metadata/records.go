@@ -112,6 +112,16 @@ type RemoveUserScramCredentialRecord struct {
 // bootstrap.checkpoint the same way).
 type BootstrapRecord struct{}
 
+// FeatureLevelRecord finalizes the level of a feature for the whole
+// cluster (Kafka's FeatureLevelRecord, KIP-584): clients read it in
+// ApiVersions v3+ FinalizedFeatures and choose their protocol by it. Level
+// 0 removes the feature (Kafka does not finalize level 0 either). The one
+// feature Samsa knows is transaction.version (see FeatureTransactionVersion).
+type FeatureLevelRecord struct {
+	Name         string `json:"name"`
+	FeatureLevel int16  `json:"feature_level"`
+}
+
 // AccessControlEntryRecord adds an ACL binding (Kafka's
 // AccessControlEntryRecord); ID names it for removal.
 type AccessControlEntryRecord struct {
@@ -145,6 +155,7 @@ func (AccessControlEntryRecord) Type() string        { return "acl" }
 func (RemoveAccessControlEntryRecord) Type() string  { return "remove_acl" }
 func (ClientQuotaRecord) Type() string               { return "client_quota" }
 func (BootstrapRecord) Type() string                 { return "bootstrap" }
+func (FeatureLevelRecord) Type() string              { return "feature_level" }
 func (UserScramCredentialRecord) Type() string       { return "user_scram_credential" }
 func (RemoveUserScramCredentialRecord) Type() string { return "remove_user_scram_credential" }
 
@@ -175,6 +186,8 @@ func Decode(key, value []byte) (Record, error) {
 		r = new(ProducerIDsRecord)
 	case "bootstrap":
 		r = new(BootstrapRecord)
+	case "feature_level":
+		r = new(FeatureLevelRecord)
 	case "user_scram_credential":
 		r = new(UserScramCredentialRecord)
 	case "remove_user_scram_credential":
@@ -209,6 +222,8 @@ func deref(r Record) Record {
 	case *ProducerIDsRecord:
 		return *v
 	case *BootstrapRecord:
+		return *v
+	case *FeatureLevelRecord:
 		return *v
 	case *UserScramCredentialRecord:
 		return *v

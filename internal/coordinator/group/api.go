@@ -30,7 +30,7 @@ var APIVersions = []APIVersion{
 	{Key: int16(kmsg.ListGroups), Min: 0, Max: 5},
 	{Key: int16(kmsg.DeleteGroups), Min: 0, Max: 2},
 	{Key: int16(kmsg.OffsetDelete), Min: 0, Max: 0},
-	{Key: int16(kmsg.TxnOffsetCommit), Min: 0, Max: 3},
+	{Key: int16(kmsg.TxnOffsetCommit), Min: 0, Max: 5},
 	{Key: int16(kmsg.ConsumerGroupHeartbeat), Min: 0, Max: 1},
 	{Key: int16(kmsg.ConsumerGroupDescribe), Min: 0, Max: 1},
 }

@@ -21,7 +21,7 @@ type txnCompletion struct {
 	commit     bool
 }
 
-// TxnOffsetCommit handles TxnOffsetCommit (v0-v3) and returns once the
+// TxnOffsetCommit handles TxnOffsetCommit (v0-v5) and returns once the
 // offsets are written as a transactional batch of the producer; they are
 // applied when the transaction commits. From v3 the member id, generation
 // and group.instance.id are checked as for OffsetCommit (KIP-447), except
@@ -30,8 +30,8 @@ type txnCompletion struct {
 // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 // OFFSET_METADATA_TOO_LARGE, INVALID_COMMIT_OFFSET_SIZE, PRODUCER_FENCED
 // (an epoch older than the producer's on the partition). The broker checks
-// that the partition is in the producer's transaction (AddOffsetsToTxn)
-// as it sees fit; the log checks the producer epoch.
+// that the partition is in the producer's transaction (AddOffsetsToTxn,
+// or an implicit add for v5+, KIP-890 part 2) as it sees fit; the log checks the producer epoch.
 func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCommitRequest) *kmsg.TxnOffsetCommitResponse {
 	r, ok := call(c, ctx, func(reply func(*kmsg.TxnOffsetCommitResponse)) { c.txnOffsetCommit(req, reply) })
 	if !ok {

@@ -18,15 +18,17 @@ type APIVersion struct {
 }
 
 // APIVersions lists the versions of the transaction APIs the Coordinator
-// implements (transaction version 1: the versions before KIP-890 part 2's
-// TRANSACTION_ABORTABLE and implicit partition adds). InitProducerId for
+// implements: up to KIP-890 part 2 (transaction version 2: EndTxn v5
+// bumps the epoch; AddPartitionsToTxn v5, AddOffsetsToTxn v4 and
+// InitProducerId v5 only allow TRANSACTION_ABORTABLE, which this
+// coordinator never answers). InitProducerId for
 // producers without a transactional id, FindCoordinator, WriteTxnMarkers
 // and TxnOffsetCommit are the broker's and the group coordinator's.
 var APIVersions = []APIVersion{
-	{Key: int16(kmsg.InitProducerID), Min: 0, Max: 4},
-	{Key: int16(kmsg.AddPartitionsToTxn), Min: 0, Max: 4},
-	{Key: int16(kmsg.AddOffsetsToTxn), Min: 0, Max: 3},
-	{Key: int16(kmsg.EndTxn), Min: 0, Max: 3},
+	{Key: int16(kmsg.InitProducerID), Min: 0, Max: 5},
+	{Key: int16(kmsg.AddPartitionsToTxn), Min: 0, Max: 5},
+	{Key: int16(kmsg.AddOffsetsToTxn), Min: 0, Max: 4},
+	{Key: int16(kmsg.EndTxn), Min: 0, Max: 5},
 	{Key: int16(kmsg.DescribeTransactions), Min: 0, Max: 0},
 	{Key: int16(kmsg.ListTransactions), Min: 0, Max: 2},
 }
@@ -63,28 +65,36 @@ func (c *Coordinator) InitProducerID(ctx context.Context, req *kmsg.InitProducer
 	if req.Version >= 3 {
 		expPID, expEpoch = req.ProducerID, req.ProducerEpoch
 	}
+	r := c.callWithPID(ctx, func(newPID int64, reply func(pidResult)) {
+		c.initProducerID(id, req.TransactionTimeoutMillis, expPID, expEpoch, newPID, reply)
+	})
+	resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = r.code, r.pid, r.epoch
+	return resp
+}
+
+// callWithPID runs fn on the run goroutine with newPID -1 and, while it
+// asks for a new producer id (needsPID), allocates one on the caller's
+// goroutine and runs fn again with it: three runs at most, then
+// CONCURRENT_TRANSACTIONS. COORDINATOR_NOT_AVAILABLE when ctx ends or the
+// Coordinator closes first.
+func (c *Coordinator) callWithPID(ctx context.Context, fn func(newPID int64, reply func(pidResult))) pidResult {
+	fail := func(code int16) pidResult { return pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch} }
 	newPID := int64(-1)
 	for range 3 {
-		r, ok := call(c, ctx, func(reply func(initResult)) {
-			c.initProducerID(id, req.TransactionTimeoutMillis, expPID, expEpoch, newPID, reply)
-		})
+		r, ok := call(c, ctx, func(reply func(pidResult)) { fn(newPID, reply) })
 		switch {
 		case !ok:
-			resp.ErrorCode = codeUnavailable
-			return resp
+			return fail(codeUnavailable)
 		case r.needsPID:
 			var code int16
 			if newPID, code = c.allocatePID(ctx); code != 0 {
-				resp.ErrorCode = code
-				return resp
+				return fail(code)
 			}
 			continue
 		}
-		resp.ErrorCode, resp.ProducerID, resp.ProducerEpoch = r.code, r.pid, r.epoch
-		return resp
+		return r
 	}
-	resp.ErrorCode = kerr.ConcurrentTransactions.Code
-	return resp
+	return fail(kerr.ConcurrentTransactions.Code)
 }
 
 // AddPartitionsToTxn handles AddPartitionsToTxn: v0-v3 add the partitions
@@ -106,7 +116,7 @@ func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddParti
 				tps = append(tps, TopicPartition{t.Topic, p})
 			}
 		}
-		code, per := c.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, false)
+		code, per := c.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, AddExplicit)
 		resp.Topics = partitionResults(tps, code, per)
 		return resp
 	}
@@ -117,7 +127,11 @@ func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddParti
 				tps = append(tps, TopicPartition{t.Topic, p})
 			}
 		}
-		code, per := c.AddPartitions(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, tx.VerifyOnly)
+		mode := AddImplicit
+		if tx.VerifyOnly {
+			mode = AddVerifyOnly
+		}
+		code, per := c.AddPartitions(ctx, tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tps, mode)
 		rt := kmsg.NewAddPartitionsToTxnResponseTransaction()
 		rt.TransactionalID = tx.TransactionalID
 		for _, t := range partitionResults(tps, code, per) {
@@ -135,10 +149,29 @@ func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *kmsg.AddParti
 	return resp
 }
 
+// AddMode says what AddPartitions does with its partitions.
+type AddMode int8
+
+const (
+	// AddExplicit adds them for the producer (AddPartitionsToTxn v0-v3,
+	// AddOffsetsToTxn).
+	AddExplicit AddMode = iota
+	// AddVerifyOnly only reports whether each is in the open transaction,
+	// for a partition leader's check of a transactional produce
+	// (AddPartitionsToTxn v4+ verify_only, KIP-890 part 1).
+	AddVerifyOnly
+	// AddImplicit adds them for a partition leader that got a
+	// transactional Produce v12+ or TxnOffsetCommit v5+ (AddPartitionsToTxn
+	// v4+ without verify_only, KIP-890 part 2): the transaction then runs
+	// under transaction version 2.
+	AddImplicit
+)
+
 // AddPartitions is AddPartitionsToTxn for one transaction: it returns a
 // code for the whole request, or per-partition codes when that is zero
-// and per is not nil (verifyOnly).
-func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []TopicPartition, verifyOnly bool) (int16, map[TopicPartition]int16) {
+// and per is not nil (AddVerifyOnly).
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []TopicPartition, mode AddMode) (int16, map[TopicPartition]int16) {
+	verifyOnly, implicit := mode == AddVerifyOnly, mode == AddImplicit
 	if id == "" {
 		return kerr.InvalidRequest.Code, nil
 	}
@@ -147,7 +180,7 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, pid int64, e
 		per  map[TopicPartition]int16
 	}
 	r, ok := call(c, ctx, func(reply func(result)) {
-		c.addPartitions(id, pid, epoch, tps, verifyOnly, func(code int16, per map[TopicPartition]int16) { reply(result{code, per}) })
+		c.addPartitions(id, pid, epoch, tps, verifyOnly, implicit, func(code int16, per map[TopicPartition]int16) { reply(result{code, per}) })
 	})
 	if !ok {
 		return codeUnavailable, nil
@@ -185,31 +218,48 @@ func partitionResults(tps []TopicPartition, code int16, per map[TopicPartition]i
 func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *kmsg.AddOffsetsToTxnRequest) *kmsg.AddOffsetsToTxnResponse {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	tp := TopicPartition{offsetsTopic, PartitionFor(req.Group, c.cfg.OffsetsTopicNumPartitions)}
-	resp.ErrorCode, _ = c.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []TopicPartition{tp}, false)
+	resp.ErrorCode, _ = c.AddPartitions(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []TopicPartition{tp}, AddExplicit)
 	return resp
 }
 
-// EndTxn handles EndTxn (v0-v3): it writes PrepareCommit or PrepareAbort,
+// EndTxn handles EndTxn (v0-v5): it writes PrepareCommit or PrepareAbort,
 // answers, then writes a COMMIT or ABORT marker to every partition of the
-// transaction and finally CompleteCommit or CompleteAbort. A retry of an
-// EndTxn already completed succeeds. Errors: INVALID_PRODUCER_ID_MAPPING,
-// PRODUCER_FENCED (an epoch other than the current one: a late EndTxn of a
-// fenced or timed-out producer), CONCURRENT_TRANSACTIONS (still ending),
-// INVALID_TXN_STATE (no transaction open, or the opposite outcome),
-// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.
+// transaction and finally CompleteCommit or CompleteAbort. Errors:
+// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (an epoch other than the
+// current one: a late EndTxn of a fenced or timed-out producer),
+// CONCURRENT_TRANSACTIONS (still ending), INVALID_TXN_STATE (no
+// transaction open, or the opposite outcome), NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.
+//
+// v0-v4 (transaction version 1) keep the producer epoch: a retry of an
+// EndTxn already completed succeeds, and so does a late copy of it that
+// arrives once the producer has begun its next transaction at the same
+// epoch, which it then ends.
+//
+// v5+ (transaction version 2, KIP-890 part 2) bump the epoch with every
+// commit or abort: the markers carry the bumped epoch, and the response
+// the producer id and epoch of the producer's next transaction (a new
+// producer id at epoch 0 when the epoch is exhausted). A retry carries the
+// epoch before the bump and gets NONE, with the current id and epoch, once
+// the transaction is complete; a late copy that arrives once the next
+// transaction began is PRODUCER_FENCED and leaves it alone. An abort with
+// nothing added (the producer cannot know whether a produce added a
+// partition) bumps the epoch too.
 func (c *Coordinator) EndTxn(ctx context.Context, req *kmsg.EndTxnRequest) *kmsg.EndTxnResponse {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	resp.ProducerID, resp.ProducerEpoch = noProducerID, noProducerEpoch
 	if req.TransactionalID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp
 	}
-	code, ok := call(c, ctx, func(reply func(int16)) {
-		c.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, reply)
+	tv2 := req.Version >= 5
+	r := c.callWithPID(ctx, func(newPID int64, reply func(pidResult)) {
+		c.endTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, tv2, newPID, reply)
 	})
-	if !ok {
-		code = codeUnavailable
+	resp.ErrorCode = r.code
+	if r.code == 0 && tv2 {
+		resp.ProducerID, resp.ProducerEpoch = r.pid, r.epoch
 	}
-	resp.ErrorCode = code
 	return resp
 }
 

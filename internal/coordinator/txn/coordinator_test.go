@@ -379,9 +379,23 @@ func TestRecordsRoundTrip(t *testing.T) {
 		t.Fatal(d, err)
 	}
 	got := snapshotFrom(d.Value)
-	s.lastProducerID, s.lastEpoch = noProducerID, noProducerEpoch
+	s.lastProducerID, s.lastEpoch, s.nextProducerID = noProducerID, noProducerEpoch, noProducerID
 	if !reflect.DeepEqual(got, s) {
 		t.Fatalf("%+v, want %+v", got, s)
+	}
+	if d.Value.Version != 0 {
+		t.Fatalf("transaction version 1 value written as version %d", d.Value.Version)
+	}
+	// Transaction version 2: value version 1 with the producer id rotation
+	// in tagged fields, as Kafka's TransactionLog writes it.
+	s2 := s
+	s2.tv2, s2.lastProducerID, s2.nextProducerID, s2.state = true, 4, 6, statePrepareCommit
+	d, err = Decode(Record{Key: keyOf("x"), Value: valueOf(s2)})
+	if err != nil || d.Value.Version != 1 || d.Value.ClientTransactionVersion != 2 || d.Value.NextProducerID != 6 || d.Value.PreviousProducerID != 4 {
+		t.Fatalf("tv2 value: %+v %v", d.Value, err)
+	}
+	if got := snapshotFrom(d.Value); !reflect.DeepEqual(got, s2) {
+		t.Fatalf("%+v, want %+v", got, s2)
 	}
 	empty := snapshot{producerID: 5, state: stateEmpty, startMs: -1}
 	v := valueOf(empty)
@@ -409,6 +423,7 @@ func TestPartitionForMatchesKafka(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add(keyOf("x"), valueOf(snapshot{producerID: 1, state: stateOngoing, partitions: []TopicPartition{tp("t", 0)}}))
+	f.Add(keyOf("x"), valueOf(snapshot{producerID: 1, lastProducerID: 0, nextProducerID: 2, tv2: true, state: statePrepareAbort, partitions: []TopicPartition{tp("t", 0)}}))
 	f.Add(keyOf(""), []byte(nil))
 	f.Fuzz(func(t *testing.T, k, v []byte) {
 		d, err := Decode(Record{Key: k, Value: v})

@@ -3,7 +3,7 @@
 // of each open transaction, and ends transactions by writing COMMIT or
 // ABORT markers to those partitions, after Kafka's TransactionCoordinator,
 // TransactionStateManager and TransactionMarkerChannelManager (transaction
-// version 1).
+// versions 1 and 2: KIP-890 part 2's epoch bump on every EndTxn v5).
 //
 // # Who coordinates a transactional id
 //
@@ -43,8 +43,12 @@
 // never written). LoadPartition replays a partition keeping the latest
 // value per id; transactions found PrepareCommit or PrepareAbort get their
 // markers written again and are completed, so a coordinator that stopped
-// between the two never leaves a transaction hanging. Values of version 1
-// (flexible, written by Kafka for transaction version 2) are read too.
+// between the two never leaves a transaction hanging. Transactions of
+// transaction version 2 are written as value version 1 (flexible), with
+// the tagged fields PreviousProducerId (tag 0, the producer id before a
+// rotation), NextProducerId (tag 1, the one a prepared transaction rotates
+// to) and ClientTransactionVersion (tag 2, = 2), as Kafka writes them;
+// both versions are read.
 //
 // # Protocol
 //
@@ -57,7 +61,11 @@
 //	EndTxn              Ongoing -> PrepareCommit|PrepareAbort, answered; then
 //	                    markers to every partition (MarkerWriter), retried
 //	                    until each partition took one, then
-//	                    CompleteCommit|CompleteAbort.
+//	                    CompleteCommit|CompleteAbort. v5 (transaction
+//	                    version 2) bumps the epoch at Prepare*, writes the
+//	                    markers with it and answers it; an exhausted epoch
+//	                    rotates the producer id at Complete*. v5 may also
+//	                    abort Empty|Complete* (nothing added): epoch+1.
 //	timeout             Ongoing longer than its transaction.timeout.ms ->
 //	                    abort with epoch+1 (checked every
 //	                    transaction.abort.timed.out.transaction.cleanup.interval.ms)
@@ -68,7 +76,9 @@
 // another epoch PRODUCER_FENCED; requests for an id whose write or markers
 // are in flight get CONCURRENT_TRANSACTIONS, which clients retry.
 // AddPartitionsToTxn v4 with verify_only answers, for a partition leader,
-// whether a partition is in the open transaction (KIP-890 part 1).
+// whether a partition is in the open transaction (KIP-890 part 1); without
+// verify_only (Produce v12, TxnOffsetCommit v5) it adds the partition and
+// marks the transaction as of transaction version 2 (KIP-890 part 2).
 //
 // # Concurrency
 //

@@ -218,6 +218,28 @@ func (h *harness) end(id string, pid int64, epoch int16, commit bool) int16 {
 	return h.c.EndTxn(h.t.Context(), req).ErrorCode
 }
 
+// endV5 sends EndTxn v5 (transaction version 2) and returns its response.
+func (h *harness) endV5(id string, pid int64, epoch int16, commit bool) *kmsg.EndTxnResponse {
+	req := kmsg.NewPtrEndTxnRequest()
+	req.Version = 5
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = id, pid, epoch, commit
+	return h.c.EndTxn(h.t.Context(), req)
+}
+
+// addImplicit adds tps as a partition leader does for Produce v12
+// (AddPartitionsToTxn v5 without verify_only).
+func (h *harness) addImplicit(id string, pid int64, epoch int16, tps ...TopicPartition) int16 {
+	code, per := h.c.AddPartitions(h.t.Context(), id, pid, epoch, tps, AddImplicit)
+	if code == 0 {
+		for _, c := range per {
+			if c != 0 {
+				return c
+			}
+		}
+	}
+	return code
+}
+
 func (h *harness) describe(id string) kmsg.DescribeTransactionsResponseTransactionState {
 	req := kmsg.NewPtrDescribeTransactionsRequest()
 	req.TransactionalIDs = []string{id}

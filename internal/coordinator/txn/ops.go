@@ -15,8 +15,11 @@ import (
 // is written to __transaction_state before it takes effect and before the
 // request is answered.
 
-// initResult is the outcome of InitProducerId on the run goroutine.
-type initResult struct {
+// pidResult is the outcome of InitProducerId or EndTxn on the run
+// goroutine: a code, and the producer id and epoch the producer goes on
+// with (-1 with an error; for EndTxn v5 the bumped epoch, or a new
+// producer id at epoch 0 when the epoch is exhausted).
+type pidResult struct {
 	code     int16
 	pid      int64
 	epoch    int16
@@ -26,8 +29,8 @@ type initResult struct {
 // initProducerID handles InitProducerId for a transactional id (run
 // goroutine). newPID is a fresh producer id, or -1 when none was allocated;
 // expectedPID/expectedEpoch are the request's (KIP-360, -1 when absent).
-func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int64, expectedEpoch int16, newPID int64, reply func(initResult)) {
-	fail := func(code int16) { reply(initResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
+func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int64, expectedEpoch int16, newPID int64, reply func(pidResult)) {
+	fail := func(code int16) { reply(pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
 	part, code := c.partitionOf(id)
 	if code != 0 {
 		fail(code)
@@ -37,11 +40,11 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int
 	m := part.txns[id]
 	if m == nil {
 		if newPID < 0 {
-			reply(initResult{needsPID: true})
+			reply(pidResult{needsPID: true})
 			return
 		}
 		m = &txnMeta{id: id, snapshot: snapshot{producerID: newPID, lastProducerID: noProducerID, epoch: noProducerEpoch,
-			lastEpoch: noProducerEpoch, timeoutMs: timeoutMs, state: stateEmpty, startMs: -1, updateMs: now}}
+			lastEpoch: noProducerEpoch, timeoutMs: timeoutMs, state: stateEmpty, startMs: -1, updateMs: now, nextProducerID: noProducerID}}
 		part.txns[id] = m
 		newPID = -1
 	}
@@ -80,7 +83,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int
 	switch {
 	case m.epochExhausted() && (!expected || expectedEpoch == m.epoch):
 		if newPID < 0 {
-			reply(initResult{needsPID: true})
+			reply(pidResult{needsPID: true})
 			return
 		}
 		next.lastProducerID, next.producerID = m.producerID, newPID
@@ -105,7 +108,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int
 			return
 		}
 		part.log.Info("initialized transactional id", "transactional_id", id, "producer_id", m.producerID, "producer_epoch", m.epoch)
-		reply(initResult{pid: m.producerID, epoch: m.epoch})
+		reply(pidResult{pid: m.producerID, epoch: m.epoch})
 	})
 }
 
@@ -130,7 +133,11 @@ func checkProducer(m *txnMeta, pid int64, epoch int16) int16 {
 // partition, whether it is in the transaction (INVALID_TXN_STATE when not),
 // for a partition leader's check of a transactional produce (KIP-890).
 // reply gets a top-level code, or per-partition codes when it is zero.
-func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []TopicPartition, verifyOnly bool, reply func(int16, map[TopicPartition]int16)) {
+//
+// implicit marks adds a partition leader makes for a Produce v12+ or
+// TxnOffsetCommit v5+ (KIP-890 part 2): the transaction then runs under
+// transaction version 2.
+func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []TopicPartition, verifyOnly, implicit bool, reply func(int16, map[TopicPartition]int16)) {
 	part, code := c.partitionOf(id)
 	if code != 0 {
 		reply(code, nil)
@@ -154,7 +161,7 @@ func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []Top
 		reply(0, out)
 		return
 	}
-	if m.state == stateOngoing && m.hasAll(tps) {
+	if m.state == stateOngoing && m.hasAll(tps) && (!implicit || m.tv2) {
 		reply(0, nil)
 		return
 	}
@@ -163,6 +170,9 @@ func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []Top
 	if m.state != stateOngoing {
 		next.startMs = now
 	}
+	if implicit {
+		next.tv2 = true
+	}
 	next.state = stateOngoing
 	next.partitions = m.withPartitions(tps)
 	next.updateMs = now
@@ -170,48 +180,166 @@ func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []Top
 }
 
 // endTxn handles EndTxn (run goroutine): it writes PrepareCommit or
-// PrepareAbort, answers, then writes the markers and completes.
-func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit bool, reply func(int16)) {
+// PrepareAbort, answers, then writes the markers and completes. tv2 is
+// set for EndTxn v5+ (transaction version 2, KIP-890 part 2); newPID is a
+// fresh producer id for a tv2 bump that exhausts the epoch, -1 when none
+// was allocated.
+func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit, tv2 bool, newPID int64, reply func(pidResult)) {
+	fail := func(code int16) { reply(pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
 	part, code := c.partitionOf(id)
 	if code != 0 {
-		reply(code)
+		fail(code)
 		return
 	}
 	m := part.txns[id]
-	switch {
-	case m == nil || m.producerID != pid:
-		reply(kerr.InvalidProducerIDMapping.Code)
-		return
-	case m.epoch != epoch:
-		reply(kerr.ProducerFenced.Code)
-		return
-	case m.pending:
-		reply(kerr.ConcurrentTransactions.Code)
+	if tv2 {
+		c.endTxnV2(part, m, pid, epoch, commit, newPID, reply)
 		return
 	}
+	switch {
+	case m == nil || m.producerID != pid:
+		fail(kerr.InvalidProducerIDMapping.Code)
+		return
+	case m.epoch != epoch:
+		fail(kerr.ProducerFenced.Code)
+		return
+	case m.pending:
+		fail(kerr.ConcurrentTransactions.Code)
+		return
+	}
+	ok := func() { reply(pidResult{pid: m.producerID, epoch: m.epoch}) }
 	switch m.state {
 	case stateOngoing:
-		c.prepare(part, m, commit, false, reply)
+		c.prepare(part, m, commit, false, false, false, noProducerID, func(code int16) {
+			if code != 0 {
+				fail(code)
+				return
+			}
+			ok()
+		})
 	case stateCompleteCommit, statePrepareCommit:
 		switch {
 		case !commit:
-			reply(kerr.InvalidTxnState.Code)
+			fail(kerr.InvalidTxnState.Code)
 		case m.state == stateCompleteCommit:
-			reply(0) // a retry
+			ok() // a retry
 		default:
-			reply(kerr.ConcurrentTransactions.Code)
+			fail(kerr.ConcurrentTransactions.Code)
 		}
 	case stateCompleteAbort, statePrepareAbort:
 		switch {
 		case commit:
-			reply(kerr.InvalidTxnState.Code)
+			fail(kerr.InvalidTxnState.Code)
 		case m.state == stateCompleteAbort:
-			reply(0)
+			ok()
 		default:
-			reply(kerr.ConcurrentTransactions.Code)
+			fail(kerr.ConcurrentTransactions.Code)
 		}
 	default:
-		reply(kerr.InvalidTxnState.Code)
+		fail(kerr.InvalidTxnState.Code)
+	}
+}
+
+// endTxnV2 is EndTxn v5+ (transaction version 2, KIP-890 part 2), after
+// Kafka's TransactionCoordinator.endTransaction: every commit or abort
+// bumps the producer epoch, so the request of a retry carries the epoch
+// before the bump (or the last epoch of the previous producer id after a
+// rotation), and any other epoch is fenced. A retry of an EndTxn already
+// completed gets NONE with the current producer id and epoch; the same
+// epoch on a completed or empty transaction is the next transaction: an
+// abort of it (nothing added) bumps the epoch again, a commit is
+// INVALID_TXN_STATE.
+func (c *Coordinator) endTxnV2(part *partition, m *txnMeta, pid int64, epoch int16, commit bool, newPID int64, reply func(pidResult)) {
+	fail := func(code int16) { reply(pidResult{code: code, pid: noProducerID, epoch: noProducerEpoch}) }
+	if m == nil {
+		fail(kerr.InvalidProducerIDMapping.Code)
+		return
+	}
+	retryOnOverflow := m.lastProducerID == pid && m.producerID != pid && epoch == maxProducerEpoch && m.epoch == 0
+	retryOnBump := m.producerID == pid && int32(m.epoch) == int32(epoch)+1
+	var valid bool
+	switch m.state {
+	case statePrepareCommit, statePrepareAbort:
+		valid = retryOnBump
+	case stateCompleteCommit, stateCompleteAbort:
+		valid = retryOnBump || retryOnOverflow || epoch == m.epoch
+	default:
+		valid = epoch == m.epoch
+	}
+	switch {
+	case m.producerID != pid && !retryOnOverflow:
+		fail(kerr.InvalidProducerIDMapping.Code)
+		return
+	case !valid:
+		fail(kerr.ProducerFenced.Code)
+		return
+	case m.pending:
+		fail(kerr.ConcurrentTransactions.Code)
+		return
+	}
+	retry := retryOnBump || retryOnOverflow
+	end := func(commit, empty bool) {
+		if m.epochExhausted() && newPID < 0 {
+			reply(pidResult{needsPID: true})
+			return
+		}
+		if !m.epochExhausted() {
+			newPID = noProducerID
+		}
+		c.prepare(part, m, commit, false, true, empty, newPID, func(code int16) {
+			if code != 0 {
+				fail(code)
+				return
+			}
+			if m.nextProducerID >= 0 {
+				reply(pidResult{pid: m.nextProducerID, epoch: 0})
+				return
+			}
+			reply(pidResult{pid: m.producerID, epoch: m.epoch})
+		})
+	}
+	same := func() { reply(pidResult{pid: m.producerID, epoch: m.epoch}) }
+	switch m.state {
+	case stateOngoing:
+		end(commit, false)
+	case stateCompleteCommit:
+		switch {
+		case commit && retry:
+			same()
+		case !commit && !retry:
+			end(false, true)
+		default:
+			fail(kerr.InvalidTxnState.Code)
+		}
+	case stateCompleteAbort:
+		switch {
+		case !commit && retry:
+			same()
+		case !commit:
+			end(false, true)
+		default:
+			fail(kerr.InvalidTxnState.Code)
+		}
+	case statePrepareCommit:
+		if commit {
+			fail(kerr.ConcurrentTransactions.Code)
+		} else {
+			fail(kerr.InvalidTxnState.Code)
+		}
+	case statePrepareAbort:
+		if !commit {
+			fail(kerr.ConcurrentTransactions.Code)
+		} else {
+			fail(kerr.InvalidTxnState.Code)
+		}
+	case stateEmpty:
+		if !commit {
+			end(false, true)
+		} else {
+			fail(kerr.InvalidTxnState.Code)
+		}
+	default:
+		fail(kerr.InvalidTxnState.Code)
 	}
 }
 
@@ -219,12 +347,21 @@ func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit bool, rep
 // producer epoch first, so the producer's later requests are rejected
 // (a new instance's InitProducerId, or the transaction timeout).
 func (c *Coordinator) abort(part *partition, m *txnMeta, fence bool, reply func(int16)) {
-	c.prepare(part, m, false, fence, reply)
+	c.prepare(part, m, false, fence, m.tv2, false, noProducerID, reply)
 }
 
-// prepare writes PrepareCommit or PrepareAbort (with a bumped epoch when
-// fence), calls reply, and starts writing the markers.
-func (c *Coordinator) prepare(part *partition, m *txnMeta, commit, fence bool, reply func(int16)) {
+// prepare writes PrepareCommit or PrepareAbort, calls reply, and starts
+// writing the markers. With fence it bumps the producer epoch first (the
+// fenced producer never learns it). With bump (transaction version 2) the
+// epoch is bumped for the markers and returned to the producer (once more
+// after a fence, so that a late EndTxn of the fenced producer is not taken
+// for a retry); at an exhausted epoch newPID is the producer id the
+// transaction rotates to once complete (no rotation when -1: a fence
+// leaves the rotation to the next InitProducerId). empty is an abort of a
+// transaction with nothing added (transaction version 2 only): it starts
+// now.
+func (c *Coordinator) prepare(part *partition, m *txnMeta, commit, fence, bump, empty bool, newPID int64, reply func(int16)) {
+	now := time.Now().UnixMilli()
 	next := m.snapshot
 	next.state = statePrepareAbort
 	if commit {
@@ -239,14 +376,29 @@ func (c *Coordinator) prepare(part *partition, m *txnMeta, commit, fence bool, r
 			next.epoch, next.lastEpoch = m.epoch+1, noProducerEpoch
 		}
 	}
-	next.updateMs = time.Now().UnixMilli()
+	if bump {
+		next.tv2 = true
+		switch {
+		case fence && next.epoch < maxProducerEpoch:
+			next.epoch++
+		case !fence && m.epoch < maxProducerEpoch+1 && (newPID >= 0 || !m.epochExhausted()):
+			next.lastEpoch = m.epoch
+			next.epoch = m.epoch + 1
+			next.nextProducerID = newPID
+		}
+	}
+	if empty {
+		next.partitions = nil
+		next.startMs = now
+	}
+	next.updateMs = now
 	c.write(part, m, &next, func(err error) {
 		if code := appendErrorCode(err); code != 0 {
 			reply(code)
 			return
 		}
 		part.log.Info("ending transaction", "transactional_id", m.id, "producer_id", m.producerID, "producer_epoch", m.epoch,
-			"commit", commit, "fenced", fence, "partitions", len(m.partitions))
+			"commit", commit, "fenced", fence, "epoch_bump", bump, "partitions", len(m.partitions))
 		reply(0)
 		c.sendMarkers(part, m)
 	})
@@ -304,6 +456,14 @@ func (c *Coordinator) complete(part *partition, m *txnMeta, prepared kmsg.Transa
 	}
 	next.partitions = nil
 	next.updateMs = time.Now().UnixMilli()
+	if next.nextProducerID >= 0 {
+		// Transaction version 2 at an exhausted epoch: the markers took
+		// the last epoch of the old producer id; the producer goes on
+		// with the new one (Kafka's prepareComplete).
+		next.lastProducerID, next.producerID = m.producerID, m.nextProducerID
+		next.lastEpoch, next.epoch = m.lastEpoch, 0
+		next.nextProducerID = noProducerID
+	}
 	c.write(part, m, &next, func(err error) {
 		if err == nil {
 			m.markers = false

@@ -13,7 +13,8 @@ import (
 // Versions of the __transaction_state schemas.
 const (
 	keyVersion      = 0 // TxnMetadataKey: the only key type
-	valueVersion    = 0 // TxnMetadataValue written (Kafka writes 1 only for transaction.version 2)
+	valueVersion    = 0 // TxnMetadataValue written for transaction version 1 transactions
+	valueVersionTV2 = 1 // written for transaction version 2 ones (flexible, with the tagged fields below)
 	maxValueVersion = 1 // highest TxnMetadataValue version decoded (flexible, KIP-915)
 )
 
@@ -94,6 +95,14 @@ func valueOf(s snapshot) []byte {
 	}
 	v.Default()
 	v.Version = valueVersion
+	if s.tv2 {
+		// Kafka's TransactionLog for transaction.version 2: the tagged
+		// fields carry the producer id rotation and the client's version.
+		v.Version = valueVersionTV2
+		v.PreviousProducerID = s.lastProducerID
+		v.NextProducerID = s.nextProducerID
+		v.ClientTransactionVersion = 2
+	}
 	if s.state != stateEmpty {
 		v.Topics = []kmsg.TxnMetadataValueTopic{}
 		for _, tp := range s.partitions {

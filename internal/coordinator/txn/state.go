@@ -55,6 +55,16 @@ type snapshot struct {
 	partitions     []TopicPartition // sorted
 	startMs        int64            // -1 when no transaction was started
 	updateMs       int64
+	// nextProducerID is the producer id a transaction version 2 commit or
+	// abort rotates to once complete, its epoch having reached
+	// maxProducerEpoch+1 with the markers; -1 when none (Kafka's
+	// TxnMetadataValue.NextProducerId).
+	nextProducerID int64
+	// tv2 is set when the transaction runs under transaction version 2
+	// (KIP-890 part 2): EndTxn v5+, or partitions added by a partition
+	// leader for Produce v12+; its commit or abort bumps the epoch
+	// (Kafka's ClientTransactionVersion).
+	tv2 bool
 }
 
 // txnMeta is one transactional id on its partition of __transaction_state,
@@ -118,9 +128,16 @@ func snapshotFrom(v *kmsg.TxnMetadataValue) snapshot {
 		state:          v.State,
 		startMs:        v.StartTimestamp,
 		updateMs:       v.LastUpdateTimestamp,
+		nextProducerID: noProducerID,
 	}
-	if v.Version >= 1 && v.PreviousProducerID >= 0 {
-		s.lastProducerID = v.PreviousProducerID
+	if v.Version >= 1 {
+		if v.PreviousProducerID >= 0 {
+			s.lastProducerID = v.PreviousProducerID
+		}
+		if v.NextProducerID >= 0 {
+			s.nextProducerID = v.NextProducerID
+		}
+		s.tv2 = v.ClientTransactionVersion >= 2
 	}
 	for _, t := range v.Topics {
 		for _, p := range t.Partitions {
