@@ -662,6 +662,15 @@ func (n *Node) Close() error {
 		}
 		cancel()
 	}
+	if n.ctrl != nil && n.ctrl.Active() {
+		// Other brokers stopping at the same time need this controller
+		// (and its quorum) for their controlled shutdowns.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		if err := n.ctrl.AwaitPeersShutdown(ctx, n.node.NodeID); err != nil {
+			n.logger.Info("stopping before every other stopping broker finished its controlled shutdown", "err", err)
+		}
+		cancel()
+	}
 	for _, l := range n.listeners {
 		errs = append(errs, l.Close())
 	}

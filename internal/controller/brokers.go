@@ -256,12 +256,28 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 		return false, false, ErrNotController
 	}
 	write := c.write
-	if wantShutdown {
+	own := id == c.node.NodeID
+	switch {
+	case wantShutdown && own:
+		// This controller's own broker: once its answer is given the
+		// node may stop its quorum, so it first waits for the other
+		// brokers' shutdowns being answered (below). Not a barrier on
+		// every write before it: when the other nodes stopping with it
+		// have already left, an AlterPartition queued meanwhile can
+		// never commit.
+		defer func() {
+			if err == nil {
+				err = c.awaitOtherShutdowns(ctx)
+			}
+		}()
+	case wantShutdown:
 		// The answer waits for the writes before it: when every node
 		// stops at once, the last one (the active controller among
 		// them) must not leave while the others' leadership moves are
 		// still being committed by its quorum.
 		write = c.writeBarrier
+		c.otherShutdowns.Add(1)
+		defer c.otherShutdowns.Add(-1)
 	}
 	offline := len(offlineDirs) > 0 && !wantShutdown
 	stays := false // fenced in controlled shutdown
@@ -475,4 +491,59 @@ func (c *Controller) otherLiveBroker(im *metadata.Image, id int32) bool {
 		}
 	}
 	return false
+}
+
+// AwaitPeersShutdown is called by the active controller's own node once
+// its broker's controlled shutdown is done, before its quorum stops. When
+// other brokers are stopping too (at least one asked for a controlled
+// shutdown since it registered), it waits until every other live broker
+// has asked as well and every such request has been answered (its
+// leadership moves committed), or ctx ends: a node of a cluster stopped all at once
+// whose shutdown heartbeat arrives a moment later would otherwise find no
+// controller (and no quorum) and wait out its whole controlled-shutdown
+// time. When no other broker is stopping (a rolling restart), it returns
+// at once. Returns ctx's error when it gave up.
+func (c *Controller) AwaitPeersShutdown(ctx context.Context, self int32) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		done := true
+		err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+			stopping, waiting := false, false
+			for _, b := range im.Brokers() {
+				switch {
+				case b.ID == self:
+				case c.shuttingDown[b.ID]:
+					stopping = true
+				case !b.Fenced:
+					waiting = true
+				}
+			}
+			done = !stopping || !waiting
+			return nil, nil
+		})
+		if err != nil || done && c.otherShutdowns.Load() == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// awaitOtherShutdowns waits until no controlled-shutdown heartbeat of
+// another broker is being answered (their moves committed), or ctx ends.
+func (c *Controller) awaitOtherShutdowns(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for c.otherShutdowns.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }

@@ -84,9 +84,12 @@ type Controller struct {
 	// another broker can take, and do not count as a place leadership
 	// can go (Kafka's BrokerHeartbeatManager.inControlledShutdown).
 	shuttingDown map[int32]bool
-	unregister   func()
-	closed       atomic.Bool
-	bootstrap    []metadata.Record // written once per cluster (see New)
+	// otherShutdowns counts the controlled-shutdown heartbeats of other
+	// brokers being answered (Heartbeat).
+	otherShutdowns atomic.Int32
+	unregister     func()
+	closed         atomic.Bool
+	bootstrap      []metadata.Record // written once per cluster (see New)
 
 	// UncleanElections counts the leaders this controller chose outside
 	// the ISR (unclean.leader.election.enable, or ElectLeaders UNCLEAN);
