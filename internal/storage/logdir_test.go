@@ -110,25 +110,21 @@ func TestCheckpointOutOfDescriptors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer m.Close()
-			a, err := m.Create(TopicPartition{"a", 0}, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			t.Cleanup(func() { m.Close() })
 			fail.Set(true)
 			if err := m.Checkpoint(); !errors.Is(err, tc.err) {
 				t.Fatalf("checkpoint with opens failing: %v, want %v", err, tc.err)
 			}
 			fail.Set(false)
-			_, errA := a.Append(testBatch(t, 1, 0, "x"), 0)
+			_, errCreate := m.Create(TopicPartition{"a", 0}, Config{})
 			if got := len(m.OfflineDirs()) != 0; got != tc.offline {
 				t.Fatalf("after %v: dir offline %v, want %v", tc.err, got, tc.offline)
 			}
 			if tc.offline {
 				return
 			}
-			if errA != nil {
-				t.Fatalf("append after %v: %v", tc.err, errA)
+			if errCreate != nil {
+				t.Fatalf("create after %v: %v", tc.err, errCreate)
 			}
 			if err := m.Checkpoint(); err != nil {
 				t.Fatalf("checkpoint once descriptors are back: %v", err)
