@@ -2,6 +2,7 @@ package samsa_test
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,19 @@ func TestPartitionLimitRefusedUpFront(t *testing.T) {
 	if !kerrIs(resp.Err, kerr.InvalidPartitions) || !strings.Contains(resp.ErrMessage, "log.partitions.max") {
 		t.Fatalf("CreateTopics past the limit: %v %q, want INVALID_PARTITIONS naming log.partitions.max", resp.Err, resp.ErrMessage)
 	}
+	// A count no node could host is refused before the controller builds
+	// a record for it (it built 2^31 records, GBs over minutes, and the
+	// node stopped answering), and the controller answers the next request.
+	huge, cancelHuge := context.WithTimeout(ctx, 10*time.Second)
+	resp, _ = adm.CreateTopic(huge, math.MaxInt32, 1, nil, "huge")
+	if !kerrIs(resp.Err, kerr.InvalidPartitions) || !strings.Contains(resp.ErrMessage, "log.partitions.max") {
+		t.Fatalf("CreateTopics of 2^31-1 partitions: %v %q, want INVALID_PARTITIONS naming log.partitions.max", resp.Err, resp.ErrMessage)
+	}
+	hcp, err := adm.CreatePartitions(huge, math.MaxInt32-6, "fits")
+	if err != nil || !kerrIs(hcp["fits"].Err, kerr.InvalidPartitions) {
+		t.Fatalf("CreatePartitions to 2^31-1: %v %+v", err, hcp["fits"])
+	}
+	cancelHuge()
 	// Two topics in one request: the first fits, the second does not.
 	rs, err := adm.CreateTopics(ctx, 3, 1, nil, "second", "third")
 	if err != nil {

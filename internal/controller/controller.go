@@ -262,7 +262,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 		seen := map[string]bool{}
 		load := newReplicaLoad(im)
 		for i, t := range topics {
-			trecs, err := c.createTopicRecords(im, t)
+			trecs, err := c.createTopicRecords(im, load, t)
 			if err == nil && seen[t.Name] {
 				err = fmt.Errorf("%w: %s listed twice", ErrInvalidRequest, t.Name)
 			}
@@ -283,7 +283,7 @@ func (c *Controller) CreateTopics(ctx context.Context, topics []CreateTopic, val
 	return errs, err
 }
 
-func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]metadata.Record, error) {
+func (c *Controller) createTopicRecords(im *metadata.Image, load *replicaLoad, t CreateTopic) ([]metadata.Record, error) {
 	if err := ValidTopicName(t.Name); err != nil {
 		return nil, err
 	}
@@ -323,6 +323,9 @@ func (c *Controller) createTopicRecords(im *metadata.Image, t CreateTopic) ([]me
 	}
 	if err := config.ValidateTopicConfigs(t.Configs, c.topicDefaults(im)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if err := c.checkRoom(load, brokers, parts, rf); err != nil {
+		return nil, err
 	}
 	var id metadata.UUID
 	rand.Read(id[:])
@@ -465,15 +468,28 @@ func (c *Controller) createPartitionRecords(im *metadata.Image, topic string, co
 			return nil, fmt.Errorf("%w: %d replicas, the topic has %d", ErrInvalidReplicaAssignment, len(a), rf)
 		}
 	}
+	brokers := unfencedBrokers(im)
+	if assignments == nil {
+		if len(brokers) == 0 {
+			return nil, fmt.Errorf("%w: no registered broker", ErrInvalidReplication)
+		}
+		if int(rf) > len(brokers) {
+			return nil, fmt.Errorf("%w: %d larger than available brokers: %d", ErrInvalidReplication, rf, len(brokers))
+		}
+	}
+	load := newReplicaLoad(im)
+	if err := c.checkRoom(load, brokers, count-have, rf); err != nil {
+		return nil, err
+	}
 	var recs []metadata.Record
 	for p := have; p < count; p++ {
-		replicas := placeReplicas(unfencedBrokers(im), p, rf)
+		replicas := placeReplicas(brokers, p, rf)
 		if assignments != nil {
 			replicas = assignments[p-have]
 		}
 		recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: p, Replicas: replicas, ISR: replicas, Leader: replicas[0]})
 	}
-	if err := c.reserveReplicas(newReplicaLoad(im), recs); err != nil {
+	if err := c.reserveReplicas(load, recs); err != nil {
 		return nil, err
 	}
 	if validateOnly {
@@ -686,6 +702,26 @@ func newReplicaLoad(im *metadata.Image) *replicaLoad {
 }
 
 func (l *replicaLoad) count(b int32) int { return l.im.ReplicaCount(b) + l.added[b] }
+
+// checkRoom refuses, before any record is built, parts new partitions of
+// rf replicas that cannot fit on brokers under log.partitions.max even if
+// spread perfectly: without it a CreateTopics or CreatePartitions asking
+// for 2^31 partitions had the controller loop build 2^31 records (GBs,
+// minutes) before reserveReplicas could refuse them.
+func (c *Controller) checkRoom(load *replicaLoad, brokers []*metadata.Broker, parts int32, rf int16) error {
+	limit := int64(c.node.LogPartitionsMax)
+	if limit <= 0 {
+		return nil
+	}
+	var room int64
+	for _, b := range brokers {
+		room += max(0, limit-int64(load.count(b.ID)))
+	}
+	if need := int64(parts) * int64(rf); need > room {
+		return fmt.Errorf("%w: %d partitions of %d replicas need %d partition replicas, the %d available brokers have room for %d under their limit of %d each (log.partitions.max)", ErrInvalidPartitions, parts, rf, need, len(brokers), room, limit)
+	}
+	return nil
+}
 
 // reserveReplicas adds the replicas of recs' partitions to load, or
 // changes nothing and returns ErrInvalidPartitions when that would put

@@ -393,21 +393,32 @@ const PartitionMemory = 64 << 10
 
 // DefaultPartitionsMax is log.partitions.max when unset: the partitions
 // the machine's memory (or the cgroup's limit, when lower) holds at
-// PartitionMemory each and, when openFilesMax is negative (every segment
-// keeps its 3 files open), half the descriptor limit allows; at least
-// 1,000.
+// PartitionMemory each, at least 1,000, and, when openFilesMax is
+// negative (every segment keeps its 3 files open), no more than half the
+// descriptor limit allows.
 func DefaultPartitionsMax(openFilesMax int) int {
+	var nofile uint64
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		nofile = lim.Cur
+	}
+	return partitionsMax(memoryLimit(), nofile, openFilesMax)
+}
+
+// partitionsMax is DefaultPartitionsMax for a memory limit in bytes and a
+// descriptor limit (zero when unknown). The floor of 1,000 is memory's
+// only: with every file open, a node at 1,000 partitions under a 1,024
+// descriptor limit ran out at its first segment rolls, took its log dir
+// offline and could not start again.
+func partitionsMax(mem int64, nofile uint64, openFilesMax int) int {
 	n := 1 << 20
-	if mem := memoryLimit(); mem > 0 {
-		n = min(n, int(mem/PartitionMemory))
+	if mem > 0 {
+		n = min(n, max(int(mem/PartitionMemory), 1000))
 	}
-	if openFilesMax < 0 {
-		var lim syscall.Rlimit
-		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 1<<30 {
-			n = min(n, int(lim.Cur/2/3))
-		}
+	if openFilesMax < 0 && nofile > 0 && nofile < 1<<30 {
+		n = min(n, max(int(nofile/2/3), 1))
 	}
-	return max(n, 1000)
+	return n
 }
 
 // memoryLimit is the smaller of MemTotal (/proc/meminfo) and the cgroup v2

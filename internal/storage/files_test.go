@@ -340,3 +340,29 @@ func TestReadSliceCopiesWhenFilesFull(t *testing.T) {
 		s.Release()
 	}
 }
+
+// TestPartitionsMaxFollowsDescriptors: with every file open
+// (log.open.files.max=-1) the default partition limit stays under half the
+// descriptor limit at 3 files a partition, however small; memory's limit
+// has a floor of 1,000.
+func TestPartitionsMaxFollowsDescriptors(t *testing.T) {
+	const gib = 1 << 30
+	for _, c := range []struct {
+		mem          int64
+		nofile       uint64
+		openFilesMax int
+		want         int
+	}{
+		{24 * gib, 1024, -1, 170},
+		{24 * gib, 1024, 0, 24 * gib / PartitionMemory},
+		{24 * gib, 20000, -1, 3333},
+		{24 * gib, 0, -1, 24 * gib / PartitionMemory},
+		{32 << 20, 1 << 20, 0, 1000},
+		{0, 4, -1, 1},
+		{0, 0, 0, 1 << 20},
+	} {
+		if got := partitionsMax(c.mem, c.nofile, c.openFilesMax); got != c.want {
+			t.Errorf("partitionsMax(%d, %d, %d) = %d, want %d", c.mem, c.nofile, c.openFilesMax, got, c.want)
+		}
+	}
+}

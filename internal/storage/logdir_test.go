@@ -92,3 +92,43 @@ func TestLogDirOffline(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointOutOfDescriptors: a checkpoint that cannot open its
+// temporary file because the process is out of descriptors (EMFILE: 500
+// idle client connections under ulimit -n 1024 took a node's every
+// descriptor for a minute) leaves the dir online and the last checkpoint
+// in place; the next checkpoint writes. EIO still takes the dir offline.
+func TestCheckpointOutOfDescriptors(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		offline bool
+	}{{syscall.EMFILE, false}, {syscall.ENFILE, false}, {syscall.EIO, true}} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			dir := t.TempDir()
+			fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpOpen, PathContains: "checkpoint"}, Err: tc.err}
+			m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, FS: errorfs.Wrap(vfs.Default, fail)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			fail.Set(true)
+			if err := m.Checkpoint(); !errors.Is(err, tc.err) {
+				t.Fatalf("checkpoint with opens failing: %v, want %v", err, tc.err)
+			}
+			fail.Set(false)
+			_, errCreate := m.Create(TopicPartition{"a", 0}, Config{})
+			if got := len(m.OfflineDirs()) != 0; got != tc.offline {
+				t.Fatalf("after %v: dir offline %v, want %v", tc.err, got, tc.offline)
+			}
+			if tc.offline {
+				return
+			}
+			if errCreate != nil {
+				t.Fatalf("create after %v: %v", tc.err, errCreate)
+			}
+			if err := m.Checkpoint(); err != nil {
+				t.Fatalf("checkpoint once descriptors are back: %v", err)
+			}
+		})
+	}
+}

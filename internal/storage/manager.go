@@ -793,14 +793,23 @@ func (m *Manager) checkpoint() error {
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
-		if err != nil && !errors.Is(err, syscall.ENOSPC) {
-			// A full disk leaves the last checkpoint in place
-			// (written to a temporary file, then renamed).
+		if err != nil && !errors.Is(err, syscall.ENOSPC) && !outOfDescriptors(err) {
+			// A full disk, or a process out of descriptors (clients
+			// holding every one the limit allows), leaves the last
+			// checkpoint in place (written to a temporary file, then
+			// renamed) and says nothing of the disk: the next
+			// checkpoint tries again.
 			m.dirFailed(d, err)
 		}
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// outOfDescriptors reports EMFILE or ENFILE: the process or the system is
+// out of file descriptors, a condition of the process, not of its disk.
+func outOfDescriptors(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // MaybeRoll rolls every log whose active segment is older than its
