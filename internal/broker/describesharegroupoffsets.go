@@ -18,9 +18,10 @@ import (
 //   - v1: Lag (response partition, KIP-1226)
 
 // DescribeShareGroupOffsets (KIP-932): each share-partition's start offset
-// from its durable state (-1: never initialized) and, when this broker
-// leads the partition, its lag (records below the high-watermark not yet
-// acknowledged or archived; -1 otherwise). Topics null means the topics
+// from its durable state (-1: never initialized) and its lag (records
+// below the high-watermark not yet acknowledged or archived; the
+// high-watermark from the partition's leader, ListOffsets latest when
+// another broker leads it; -1 when the leader cannot be reached). Topics null means the topics
 // the group's members subscribe to. DESCRIBE on the group, else
 // GROUP_AUTHORIZATION_FAILED; DESCRIBE on each topic, else
 // TOPIC_AUTHORIZATION_FAILED for its partitions; NOT_COORDINATOR on a
@@ -84,8 +85,8 @@ func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, c *server.C
 						break
 					}
 					op.StartOffset, op.LeaderEpoch = st.StartOffset, st.LeaderEpoch
-					if rp := b.replicas.Get(t.Name, p); rp != nil && rp.IsLeader() {
-						lag := rp.HighWatermark() - st.StartOffset
+					if hwm, ok := b.highWatermark(ctx, t.Name, p, t.Partitions[p].Leader); ok {
+						lag := hwm - st.StartOffset
 						for _, sb := range st.Batches {
 							if sb.State == share.Acknowledged || sb.State == share.Archived {
 								lag -= sb.Last - sb.First + 1
@@ -101,4 +102,37 @@ func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, c *server.C
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil
+}
+
+// highWatermark is partition p of topic's high-watermark: this broker's
+// replica when it leads the partition, else ListOffsets (latest,
+// read_uncommitted) sent to leader over the inter-broker connection, within
+// 5 s. ok is false when neither answers.
+func (b *Broker) highWatermark(ctx context.Context, topic string, p, leader int32) (hwm int64, ok bool) {
+	if rp := b.replicas.Get(topic, p); rp != nil && rp.IsLeader() {
+		return rp.HighWatermark(), true
+	}
+	if leader < 0 || leader == b.node.NodeID {
+		return 0, false
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 4 // v0 answers in OldStyleOffsets
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = p, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	kresp, err := b.requestBroker(rctx, leader, req)
+	if err != nil {
+		return 0, false
+	}
+	resp := kresp.(*kmsg.ListOffsetsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		return 0, false
+	}
+	return resp.Topics[0].Partitions[0].Offset, true
 }
