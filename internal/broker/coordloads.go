@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/samsahq/samsa/internal/controller"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -111,8 +112,20 @@ func (c *coordinatorLoads) ensureTopic(ctx context.Context, b *Broker, partition
 		return nil, fmt.Errorf("creating %s: %w", c.topic, err)
 	}
 	b.logger.Info("created internal topic", "topic", c.topic, "partitions", partitions, "replication_factor", rf)
-	if t := b.image().Topic(c.topic); t != nil {
+	// The topic is committed (or was being created by another broker:
+	// TOPIC_ALREADY_EXISTS) but this node may not have applied it yet,
+	// the active controller's CreateTopics not waiting for it: wait for it
+	// here, else the caller fails (a share acknowledgement applied in
+	// memory but never written to __share_group_state).
+	wctx, cancel := context.WithTimeout(ctx, topicVisibleTimeout)
+	defer cancel()
+	var t *metadata.Topic
+	if b.ctrl.WaitImage(wctx, func(im *metadata.Image) bool { t = im.Topic(c.topic); return t != nil }) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("%s not in the metadata after creation", c.topic)
 }
+
+// topicVisibleTimeout bounds ensureTopic's wait for a created internal
+// topic to reach this node's metadata image.
+const topicVisibleTimeout = 10 * time.Second
