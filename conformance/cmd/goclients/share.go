@@ -60,6 +60,12 @@ func scenarioShareGroup(ctx context.Context, c client) error {
 			return
 		}
 		defer cl.Close()
+		if stopped != nil {
+			// Closed however this consumer ends, so that the one
+			// waiting to replace it does not wait for the deadline when
+			// the others took every record first.
+			defer close(stopped)
+		}
 		mine := 0
 		for ctx.Err() == nil && !done() {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -97,7 +103,6 @@ func scenarioShareGroup(ctx context.Context, c client) error {
 			}
 			if stopAfter > 0 && mine >= stopAfter {
 				logf("%s: closing after %d accepted", name, mine)
-				close(stopped)
 				return
 			}
 		}
