@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // TestShareGroupKillLeader: a 3-node cluster of real processes; a share
@@ -60,16 +62,10 @@ func TestShareGroupKillLeader(t *testing.T) {
 	dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
 	dreq.Resources = append(dreq.Resources, dr)
 	for _, id := range c.Brokers() {
-		for {
+		testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("the group configs on node %d", id), func() bool {
 			resp, err := dreq.RequestWith(ctx, cl.Broker(int(id)))
-			if err == nil && len(resp.Resources) == 1 && len(resp.Resources[0].Configs) > 0 && describedAll(resp.Resources[0].Configs) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("group configs never reached node %d", id)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil && len(resp.Resources) == 1 && len(resp.Resources[0].Configs) > 0 && describedAll(resp.Resources[0].Configs)
+		})
 	}
 	recs := make([]*kgo.Record, total)
 	for i := range recs {
