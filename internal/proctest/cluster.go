@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,7 +210,7 @@ func (c *Cluster) layout() error {
 		}
 		if c.cfg.Proxied {
 			if n.Broker {
-				n.BrokerProxy = NewProxy(c.t, n.brokerAddr())
+				n.BrokerProxy = NewKafkaProxy(c.t, n.brokerAddr())
 			}
 			n.ControllerProxies = map[int32]*Proxy{}
 		}
@@ -405,9 +406,8 @@ func (c *Cluster) Dial(ctx context.Context, network, addr string) (net.Conn, err
 
 // Isolate cuts every proxied link to and from node id: its broker proxy
 // and the controller links both ways. The node still reaches the other
-// brokers' listeners through their broker proxies (a proxy cannot tell
-// which node dials it), so a test isolating a partition leader should not
-// rely on it being cut off as a follower.
+// brokers' listeners through their broker proxies (Partition cuts those
+// too).
 func (c *Cluster) Isolate(id int32) {
 	c.links(id, (*Proxy).Cut)
 }
@@ -415,6 +415,73 @@ func (c *Cluster) Isolate(id int32) {
 // Heal undoes Isolate.
 func (c *Cluster) Heal(id int32) {
 	c.links(id, (*Proxy).Heal)
+}
+
+// CutLink cuts (cut true) or heals the links between nodes a and b in
+// both directions, and only those: a's connections to b's broker listener
+// and b's to a's (the broker proxies tell them by client.id), and the
+// controller links between them. Cutting the links of A and C only is
+// Jepsen's bridge: B still talks to both.
+func (c *Cluster) CutLink(a, b int32, cut bool) {
+	if !c.cfg.Proxied {
+		c.t.Fatal("proctest: CutLink needs ClusterConfig.Proxied")
+	}
+	na, nb := c.Node(a), c.Node(b)
+	for _, x := range [][2]*Node{{na, nb}, {nb, na}} {
+		if p := x[0].BrokerProxy; p != nil {
+			p.CutFrom(x[1].ID, cut)
+		}
+		if p := x[0].ControllerProxies[x[1].ID]; p != nil {
+			if cut {
+				p.Cut()
+			} else {
+				p.Heal()
+			}
+		}
+	}
+}
+
+// Partition cuts every link between the nodes of side and the others
+// (CutLink): a minority of one node with the leader of a partition, say.
+func (c *Cluster) Partition(side ...int32) {
+	for _, a := range side {
+		for _, n := range c.Nodes {
+			if !slices.Contains(side, n.ID) {
+				c.CutLink(a, n.ID, true)
+			}
+		}
+	}
+}
+
+// Slow makes every proxied link of the nodes ids slow (their broker
+// proxy, and the controller links to and from them); the zero Slowness
+// undoes it. A node's own fetches from others' brokers stay fast unless
+// those are slow too.
+func (c *Cluster) Slow(s Slowness, ids ...int32) {
+	for _, id := range ids {
+		c.links(id, func(p *Proxy) { p.SetSlow(s) })
+	}
+}
+
+// Flaky makes every proxied link of the nodes ids close each connection
+// with probability prob at every frame or chunk it forwards (0 stops it).
+func (c *Cluster) Flaky(prob float64, ids ...int32) {
+	for _, id := range ids {
+		c.links(id, func(p *Proxy) { p.SetFlaky(prob) })
+	}
+}
+
+// HealAll resets every proxy of the cluster (Proxy.Reset): no cut, no
+// slow or flaky link.
+func (c *Cluster) HealAll() {
+	for _, n := range c.Nodes {
+		if n.BrokerProxy != nil {
+			n.BrokerProxy.Reset()
+		}
+		for _, p := range n.ControllerProxies {
+			p.Reset()
+		}
+	}
 }
 
 func (c *Cluster) links(id int32, fn func(*Proxy)) {
