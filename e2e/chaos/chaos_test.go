@@ -50,7 +50,7 @@ func TestChaos(t *testing.T) {
 	}
 	total := 0
 	var table strings.Builder
-	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | transfer | reassign | disk full | fsync fails (halted) | power loss | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	table.WriteString("| seed | kill -9 | kill -9 controller | SIGSTOP | isolate | bridge | minority with leader / controller | slow node / cluster | flaky | transfer | reassign | disk full | fsync fails (halted) | power loss | EndTxn lost / delayed (of v5 / v4) | ops | ok | sends fail / unknown | txns fail / unknown | anomalies | kinds |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i := range *schedules {
 		s := *seed + uint64(i)
 		out := filepath.Join(dir, fmt.Sprintf("schedule-%03d-seed-%d", i, s))
@@ -67,8 +67,9 @@ func TestChaos(t *testing.T) {
 		}
 		n := r.Count()
 		total += n
-		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"], faults["transfer"], faults["reassign"],
-			faults["disk-full"], faults["fsync-fail"], faults["halted"], faults["power-loss"], r.Ops, r.OK,
+		fmt.Fprintf(&table, "| %d | %d | %d | %d | %d | %d | %d / %d | %d / %d | %d | %d | %d | %d | %d (%d) | %d | %d / %d (%d / %d) | %d | %d | %d / %d | %d / %d | %d | %s |\n", s, faults["kill"], faults["kill-controller"], faults["stop"], faults["isolate"],
+			faults["bridge"], faults["minority-leader"], faults["minority-controller"], faults["slow-node"], faults["slow-cluster"], faults["flaky"], faults["transfer"], faults["reassign"],
+			faults["disk-full"], faults["fsync-fail"], faults["halted"], faults["power-loss"], faults["endtxn-lost"], faults["endtxn-delayed"], faults["endtxn-v5"], faults["endtxn-v4"], r.Ops, r.OK,
 			r.Failed[check.FSend], r.Unknown[check.FSend], r.Failed[check.FTxn], r.Unknown[check.FTxn], n, summary(r))
 		t.Logf("schedule seed %d: %d ops (%d ok), %d anomalies %s", s, r.Ops, r.OK, n, summary(r))
 	}
@@ -160,13 +161,23 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 	} else {
 		t.Log("no confluent_kafka for /usr/bin/python3: no librdkafka producer")
 	}
-	proc++
-	tp := proc
-	tcl := func() *kgo.Client {
-		return newClient(t, c, kgo.TransactionalID(fmt.Sprintf("chaos-%d", seed)), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Second), kgo.RecordDeliveryTimeout(10*time.Second))
+	// The transactional producers reach the brokers through proxies of
+	// their own that lose or delay EndTxn responses (endTxnFaults); one
+	// runs transactions v2 (EndTxn v5, KIP-890 part 2, the cluster's
+	// default transaction.version 2), one v1 (EndTxn capped at v4).
+	txnFaults := newEndTxnFaults(seed)
+	txnDial := txnFaults.dialer(t, c)
+	for _, v2 := range []bool{true, false} {
+		proc++
+		tp := proc
+		opts := []kgo.Opt{kgo.TransactionalID(fmt.Sprintf("chaos-%d-%d", seed, tp)), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10 * time.Second), kgo.RecordDeliveryTimeout(10 * time.Second), kgo.Dialer(txnDial)}
+		if !v2 {
+			opts = append(opts, kgo.MaxVersions(transactionsV1()))
+		}
+		tcl := func() *kgo.Client { return newClient(t, c, opts...) }
+		trd := newClient(t, c, kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart())), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		wg.Go(func() { transactor(wctx, rec, tp, tcl, trd, &values, seed+uint64(tp)) })
 	}
-	trd := newClient(t, c, kgo.ConsumePartitions(allPartitions(kgo.NewOffset().AtStart())), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	wg.Go(func() { transactor(wctx, rec, tp, tcl, trd, &values, seed+uint64(tp)) })
 	for _, rc := range []bool{true, false} {
 		proc++
 		p := proc
@@ -181,12 +192,14 @@ func runSchedule(t *testing.T, seed uint64, out string) (*check.Result, map[stri
 	nadm := kadm.NewClient(newClient(t, c))
 	wg.Go(func() { nemesis(wctx, t, c, nadm, nf, seed, faults) })
 	wg.Wait()
+	txnFaults.stop()
+	txnFaults.count(faults)
 
 	// Heal: every node running and resumed, then a fresh consumer reads
 	// every partition to its high-watermark.
+	c.HealAll()
 	for _, n := range c.Nodes {
 		n.Resume()
-		c.Heal(n.ID)
 		if !n.Running() {
 			n.Restart()
 		}
@@ -456,16 +469,22 @@ func final(ctx context.Context, t *testing.T, rec *check.Recorder, proc int, c *
 // nemesis injects one fault every 2-5 s until ctx ends: SIGKILL of a
 // random node or of the active controller with a restart 1-4 s later,
 // SIGSTOP of a random node for 1-5 s (past replica.lag.time.max.ms and
-// broker.session.timeout.ms when long), or a cut of every link between a
-// random node and the others for 1-6 s (the proxies), a leadership
-// transfer of a random partition (its replicas reordered, then a
-// preferred leader election), or a reassignment that removes one of its
-// replicas and adds it back (the replica copies the log again). Faults do
-// not overlap.
+// broker.session.timeout.ms when long), a cut of every link between a
+// random node and the others for 1-6 s (the proxies), a bridge (two nodes
+// cut from each other, the third talking to both) or a minority of the
+// leader of a partition or of the active controller for 1-6 s, slow links
+// (50-500 ms each way, jitter, a byte rate cap) of one node or of every
+// node for 2-6 s, flaky links of one node closing connections at random
+// for 2-5 s, a leadership transfer of a random partition (its replicas
+// reordered, then a preferred leader election), a reassignment that
+// removes one of its replicas and adds it back (the replica copies the
+// log again), or a disk fault (full, fsync failing, power loss) of a
+// random node. Faults do not overlap.
 //
-// faults counts the faults by kind (kill, kill-controller, stop,
-// isolate, transfer, reassign); it is the caller's once ctx ended and
-// nemesis returned.
+// faults counts the faults by kind (kill, kill-controller, stop, isolate,
+// bridge, minority-leader, minority-controller, slow-node, slow-cluster,
+// flaky, transfer, reassign, disk-full, fsync-fail, halted, power-loss);
+// it is the caller's once ctx ended and nemesis returned.
 func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, adm *kadm.Client, log *os.File, seed uint64, faults map[string]int) {
 	rnd := rand.New(rand.NewPCG(seed, 3))
 	start := time.Now()
@@ -510,7 +529,7 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, adm *kadm.C
 			}
 		}
 		n := c.Nodes[rnd.IntN(len(c.Nodes))]
-		switch k := rnd.IntN(9); k {
+		switch k := rnd.IntN(13); k {
 		case 0, 1:
 			what, kind := "node", "kill"
 			if k == 1 {
@@ -665,8 +684,102 @@ func nemesis(ctx context.Context, t *testing.T, c *proctest.Cluster, adm *kadm.C
 			if !restart(n) {
 				return
 			}
+		case 9:
+			// Bridge (Jepsen): the two other nodes cannot talk to each
+			// other, n talks to both.
+			var a, b int32
+			for _, o := range c.Nodes {
+				if o != n {
+					if a == 0 {
+						a = o.ID
+					} else {
+						b = o.ID
+					}
+				}
+			}
+			d := ms(1000, 6000)
+			faults["bridge"]++
+			note("bridge through node %d: nodes %d and %d cut from each other for %v", n.ID, a, b, d)
+			c.CutLink(a, b, true)
+			wait(d)
+			c.CutLink(a, b, false)
+			note("heal the link of nodes %d and %d", a, b)
+		case 10:
+			// Majority and minority, the minority holding the leader of
+			// a partition or the active controller: every link between
+			// it and the others cut (as a follower too), clients still
+			// reach it.
+			kind, what := "minority-leader", ""
+			if rnd.IntN(2) == 0 {
+				p := int32(rnd.IntN(partitions))
+				if id, err := leader(ctx, adm, p); err == nil && id > 0 {
+					n, what = c.Node(id), fmt.Sprintf("leader of partition %d", p)
+				}
+			} else if id, err := activeController(c); err == nil {
+				n, kind, what = c.Node(id), "minority-controller", "active controller"
+			}
+			if what == "" {
+				what = "node (no leader known)"
+			}
+			d := ms(1000, 6000)
+			faults[kind]++
+			note("minority of node %d (%s) for %v", n.ID, what, d)
+			c.Partition(n.ID)
+			wait(d)
+			for _, o := range c.Nodes {
+				if o != n {
+					c.CutLink(n.ID, o.ID, false)
+				}
+			}
+			note("heal the minority of node %d", n.ID)
+		case 11:
+			// Slow links: 50-500 ms each way with up to as much jitter,
+			// half of the time capped at 256 KiB/s-2 MiB/s, on the links
+			// of one node or of the whole cluster.
+			s := proctest.Slowness{Latency: ms(50, 500)}
+			s.Jitter = time.Duration(rnd.Int64N(int64(s.Latency)))
+			if rnd.IntN(2) == 0 {
+				s.BytesPerSecond = (256 + rnd.IntN(1792)) << 10
+			}
+			ids, kind, what := []int32{n.ID}, "slow-node", fmt.Sprintf("node %d", n.ID)
+			if rnd.IntN(3) == 0 {
+				ids, kind, what = c.Brokers(), "slow-cluster", "every node"
+			}
+			d := ms(2000, 6000)
+			faults[kind]++
+			note("slow links of %s for %v: %v latency, %v jitter, %d B/s (0: no cap)", what, d, s.Latency, s.Jitter, s.BytesPerSecond)
+			c.Slow(s, ids...)
+			wait(d)
+			c.Slow(proctest.Slowness{}, ids...)
+			note("links of %s fast again", what)
+		case 12:
+			// A flaky link: the node's links close connections at random
+			// (each frame or chunk with probability 2-20%).
+			prob := float64(2+rnd.IntN(19)) / 100
+			d := ms(2000, 5000)
+			faults["flaky"]++
+			note("flaky links of node %d for %v: %.0f%% of frames close their connection", n.ID, d, prob*100)
+			c.Flaky(prob, n.ID)
+			wait(d)
+			c.Flaky(0, n.ID)
+			note("links of node %d steady again", n.ID)
 		}
 	}
+}
+
+// leader is the leader of partition p of the topic.
+func leader(ctx context.Context, adm *kadm.Client, p int32) (int32, error) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tds, err := adm.ListTopics(rctx, topic)
+	if err != nil {
+		return -1, err
+	}
+	pd, ok := tds[topic].Partitions[p]
+	if !ok || pd.Err != nil {
+		return -1, fmt.Errorf("partition %d not described: %v", p, pd.Err)
+	}
+	return pd.Leader, nil
 }
 
 // controlSocket is where node n's faultfs process takes fault commands.
