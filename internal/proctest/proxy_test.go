@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// echo serves connections on a loopback port by echoing them.
-func echo(t *testing.T) string {
+// serve accepts connections on a loopback port and runs handle on each
+// (which closes it), until test cleanup.
+func serve(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -27,7 +28,7 @@ func echo(t *testing.T) string {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()
@@ -36,6 +37,12 @@ func echo(t *testing.T) string {
 		<-done
 	})
 	return ln.Addr().String()
+}
+
+// echo serves connections on a loopback port by echoing them.
+func echo(t *testing.T) string {
+	t.Helper()
+	return serve(t, func(c net.Conn) { io.Copy(c, c) })
 }
 
 func roundTrip(t *testing.T, c net.Conn, msg string, wait time.Duration) error {
@@ -106,44 +113,24 @@ func TestProxyCutHeal(t *testing.T) {
 // the request.
 func kafkaEcho(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return serve(t, func(c net.Conn) {
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			var size [4]byte
+			if _, err := io.ReadFull(c, size[:]); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				for {
-					var size [4]byte
-					if _, err := io.ReadFull(c, size[:]); err != nil {
-						return
-					}
-					req := make([]byte, binary.BigEndian.Uint32(size[:]))
-					if _, err := io.ReadFull(c, req); err != nil {
-						return
-					}
-					// The response: size, correlation id, the request.
-					resp := binary.BigEndian.AppendUint32(nil, uint32(4+len(req)))
-					resp = append(resp, req[4:8]...)
-					if _, err := c.Write(append(resp, req...)); err != nil {
-						return
-					}
-				}
-			}()
+			req := make([]byte, binary.BigEndian.Uint32(size[:]))
+			if _, err := io.ReadFull(c, req); err != nil {
+				return
+			}
+			// The response: size, correlation id, the request.
+			resp := binary.BigEndian.AppendUint32(nil, uint32(4+len(req)))
+			resp = append(resp, req[4:8]...)
+			if _, err := c.Write(append(resp, req...)); err != nil {
+				return
+			}
 		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
 	})
-	return ln.Addr().String()
 }
 
 // request is a Kafka request frame: header v1 (api key, version,
