@@ -40,6 +40,14 @@ func txn(proc int, typ string, commit int64, mops ...Mop) Op {
 	return Op{Type: typ, Process: proc, F: FTxn, CommitTime: commit, ReadCommitted: true, Mops: mops}
 }
 
+// txnAt is a committed transaction completed at op index i and time at,
+// its commit begun at commit.
+func txnAt(i, proc int, at, commit int64, mops ...Mop) Op {
+	o := txn(proc, OK, commit, mops...)
+	o.Index, o.Time = i, at
+	return o
+}
+
 func tsend(p int32, v, off int64) Mop { return Mop{F: FSend, Partition: p, Value: v, Offset: off} }
 
 func TestAnalyze(t *testing.T) {
@@ -109,6 +117,26 @@ func TestAnalyze(t *testing.T) {
 			txn(2, OK, 1, tsend(0, 2, 1), tsend(1, 3, 0)),
 			poll(3, false, rec(0, 1, 0), rec(0, 2, 1), rec(1, 3, 0)),
 		), map[string]int{G1c: 1}},
+		{"G1c across time", h(
+			// T2 runs after T1 ended; in partition 0 T2's write lies
+			// below T1's (ww T2->T1), in partition 1 above it (ww
+			// T1->T2), and T1 read T2's value 3 (wr T2->T1, and a read
+			// before T2's commit began).
+			txn(1, OK, 1, tsend(0, 1, 1), tsend(1, 4, 0), rec(1, 3, 1)),
+			txn(2, OK, 3, tsend(0, 2, 0), tsend(1, 3, 1)),
+			poll(3, false, rec(0, 2, 0), rec(0, 1, 1), rec(1, 4, 0), rec(1, 3, 1)),
+		), map[string]int{G1c: 1, UncommittedRead: 1}},
+		{"concurrent transactions interleave their writes", []Op{
+			// T1 and T2 overlap in time; T1 wrote offsets 0 and 2 of
+			// partition 0, T2 offset 1 between them (seed 9102 of the
+			// chaos harness, two transactional producers): no anomaly.
+			{Index: 0, Type: Invoke, Process: 1, F: FTxn, Time: 0},
+			{Index: 1, Type: Invoke, Process: 2, F: FTxn, Time: 1},
+			txnAt(2, 1, 5, 4, tsend(0, 1, 0), tsend(0, 3, 2)),
+			txnAt(3, 2, 6, 4, tsend(0, 2, 1)),
+			{Index: 4, Type: Invoke, Process: 3, F: FPoll, Time: 7},
+			{Index: 5, Type: OK, Process: 3, F: FPoll, Time: 8, Mops: []Mop{rec(0, 1, 0), rec(0, 2, 1), rec(0, 3, 2)}},
+		}, nil},
 		{"no G1c in a chain", h(
 			txn(1, OK, 1, tsend(0, 1, 0)),
 			txn(2, OK, 1, tsend(0, 2, 1), rec(0, 1, 0)),
