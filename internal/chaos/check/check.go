@@ -250,7 +250,8 @@ func reads2[T any](rs []T, f func(T) (int, int64)) [][2]int64 {
 // concurrent transactions in a partition as their produce requests
 // arrive, not as they commit, so two concurrent producers interleaving
 // their writes in two partitions, or in one, make a write-write cycle
-// (Adya's G0) that Kafka allows (Jepsen saw it in Kafka itself). What
+// (Adya's G0) that Kafka's transaction model allows (Jepsen's Redpanda
+// 21.10.1 analysis, on write isolation in Kafka). What
 // overlaps in time has no order that the log must follow.
 func g1c(r *Result, writes map[int64]*write, spans map[int][2]int64, txnReads [][2]int64) {
 	overlap := func(a, b int) bool {
