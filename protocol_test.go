@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // rawRequest writes one request frame on conn and reads the response body
@@ -42,15 +43,7 @@ func rawRequest(t *testing.T, conn net.Conn, req kmsg.Request, correlationID int
 	return buf[4:]
 }
 
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+func dial(t *testing.T, addr string) net.Conn { return testutil.Dial(t, addr) }
 
 // expectClosed checks the server closed conn.
 func expectClosed(t *testing.T, conn net.Conn) {

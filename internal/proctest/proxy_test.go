@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // serve accepts connections on a loopback port and runs handle on each
@@ -166,21 +168,11 @@ func call(t *testing.T, c net.Conn, req []byte, wait time.Duration) (int32, erro
 	return int32(binary.BigEndian.Uint32(resp)), nil
 }
 
-func dial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // CutFrom cuts the connections of one node (told by its client.id) and
 // lets the others pass; healed, the held response arrives.
 func TestProxyCutFrom(t *testing.T) {
 	p := NewKafkaProxy(t, kafkaEcho(t))
-	n2, n3, cl := dial(t, p.Addr()), dial(t, p.Addr()), dial(t, p.Addr())
+	n2, n3, cl := testutil.Dial(t, p.Addr()), testutil.Dial(t, p.Addr()), testutil.Dial(t, p.Addr())
 	for i, c := range []net.Conn{n2, n3, cl} {
 		id := []string{"samsa-replica-2", "samsa-broker-3", "kgo"}[i]
 		if corr, err := call(t, c, request(1, 12, 1, id), 5*time.Second); err != nil || corr != 1 {
@@ -197,7 +189,7 @@ func TestProxyCutFrom(t *testing.T) {
 		}
 	}
 	// A new connection of node 2 is cut too.
-	n2b := dial(t, p.Addr())
+	n2b := testutil.Dial(t, p.Addr())
 	if _, err := call(t, n2b, request(3, 12, 7, "samsa-broker-2"), 200*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("new connection of node 2 through its cut: %v", err)
 	}
@@ -215,7 +207,7 @@ func TestProxyCutFrom(t *testing.T) {
 // faster than its byte rate.
 func TestProxySlow(t *testing.T) {
 	p := NewKafkaProxy(t, kafkaEcho(t))
-	c := dial(t, p.Addr())
+	c := testutil.Dial(t, p.Addr())
 	p.SetSlow(Slowness{Latency: 150 * time.Millisecond, Jitter: 50 * time.Millisecond})
 	start := time.Now()
 	if _, err := call(t, c, request(1, 12, 1, "kgo"), 5*time.Second); err != nil {
@@ -249,13 +241,13 @@ func TestProxyFlaky(t *testing.T) {
 		var c net.Conn
 		if kafka {
 			p = NewKafkaProxy(t, kafkaEcho(t))
-			c = dial(t, p.Addr())
+			c = testutil.Dial(t, p.Addr())
 			if _, err := call(t, c, request(1, 12, 1, "kgo"), 5*time.Second); err != nil {
 				t.Fatal(err)
 			}
 		} else {
 			p = NewProxy(t, echo(t))
-			c = dial(t, p.Addr())
+			c = testutil.Dial(t, p.Addr())
 		}
 		p.SetFlaky(1)
 		var err error
@@ -283,7 +275,7 @@ func TestProxyResponseFault(t *testing.T) {
 		}
 		return ResponseFault{}
 	})
-	c := dial(t, p.Addr())
+	c := testutil.Dial(t, p.Addr())
 	if corr, err := call(t, c, request(0, 11, 1, "kgo"), 5*time.Second); err != nil || corr != 1 {
 		t.Fatalf("produce: %d, %v", corr, err)
 	}

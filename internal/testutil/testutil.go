@@ -13,6 +13,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -148,4 +149,16 @@ func WaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// Dial connects to addr over TCP and closes the connection at test
+// cleanup; it fails the test when the connection cannot be made.
+func Dial(tb testing.TB, addr string) net.Conn {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
 }
