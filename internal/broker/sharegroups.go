@@ -433,26 +433,37 @@ func (b *Broker) ackPartition(ctx context.Context, c *server.Conn, groupID, memb
 	switch {
 	case topic == nil:
 		return kerr.UnknownTopicID
+	case !validAckBatches(batches, renew):
+		return kerr.InvalidRequest
 	case !b.authorized(c, opRead, resTopic, topic.Name):
 		return kerr.TopicAuthorizationFailed
-	}
-	if !renew {
-		for _, ab := range batches {
-			if containsRenew(ab.types) {
-				return kerr.InvalidRequest
-			}
-		}
+	case p < 0 || int(p) >= len(topic.Partitions):
+		return kerr.UnknownTopicOrPartition
 	}
 	return b.shareAck(ctx, groupID, member, topic, p, batches)
 }
 
-func containsRenew(types []int8) bool {
-	for _, t := range types {
-		if share.AckType(t) == share.AckRenew {
-			return true
+// validAckBatches is Kafka's KafkaApis.validateAcknowledgementBatches for
+// the batches of one partition: each batch's first offset at most its
+// last, at or after the previous batch's last (which starts at -1, so no
+// negative offsets), one type or one per offset, types Gap to Reject, and
+// Renew only in a renew request (v2 IsRenewAck, KIP-1222). False is
+// INVALID_REQUEST for the partition, before any batch applies.
+func validAckBatches(batches []ackBatch, renew bool) bool {
+	prev := int64(-1)
+	for _, ab := range batches {
+		n := int64(len(ab.types))
+		if ab.first > ab.last || ab.first < prev || n == 0 || n > 1 && ab.last-ab.first != n-1 {
+			return false
 		}
+		for _, t := range ab.types {
+			if t < int8(share.AckGap) || t > int8(share.AckRenew) || !renew && share.AckType(t) == share.AckRenew {
+				return false
+			}
+		}
+		prev = ab.last
 	}
-	return false
+	return true
 }
 
 // ackBatch is one acknowledgement batch of ShareFetch or ShareAcknowledge.

@@ -442,6 +442,9 @@ func (p *Partition) Ack(member string, first, last int64, types []AckType, now t
 	for off := first; off <= last; off++ {
 		if off < p.start || off >= end {
 			if typ(off) == AckGap && off < p.start {
+				if len(types) == 1 {
+					off = p.start - 1 // the whole run below start: O(1), not O(start)
+				}
 				continue // already archived or acknowledged
 			}
 			return dead, ErrInvalidRecordState

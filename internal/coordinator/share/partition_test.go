@@ -2,6 +2,7 @@ package share
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -232,4 +233,40 @@ func TestExpireTimer(t *testing.T) {
 			t.Fatalf("offsets %d %d, next expiry %v", s, e, p.NextExpiry())
 		}
 	})
+}
+
+// TestGapBelowStart: a Gap acknowledgement reaching below the start offset
+// skips what is below in one step (a hostile ShareAcknowledge of
+// [math.MinInt64, start] spun under the partition lock for 2^63 offsets, the
+// share-partition stuck and a core busy), and still archives the records
+// it names at and above the start; any other type below the start is
+// INVALID_RECORD_STATE.
+func TestGapBelowStart(t *testing.T) {
+	const start = int64(1) << 40
+	p := NewPartition(PartitionConfig{})
+	p.Init(start)
+	got, _ := p.Acquire("a", 100, false, spans(start, start+2), time.Now())
+	wantRanges(t, got, AcquiredRange{start, start + 2, 1})
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Ack("a", math.MinInt64, start, []AckType{AckGap}, time.Now())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("gap below the start: %v", err)
+		}
+	case <-time.After(30 * time.Second): // a liveness bound, not a speed claim
+		t.Fatal("a gap from math.MinInt64 did not return")
+	}
+	if _, err := p.Ack("a", start, start, []AckType{AckAccept}, time.Now()); !errors.Is(err, ErrInvalidRecordState) {
+		t.Errorf("accept of the record the gap archived: %v, want ErrInvalidRecordState", err)
+	}
+	if _, err := p.Ack("a", 0, start+1, []AckType{AckAccept}, time.Now()); !errors.Is(err, ErrInvalidRecordState) {
+		t.Errorf("accept below the start: %v, want ErrInvalidRecordState", err)
+	}
+	if _, err := p.Ack("a", start+1, start+2, []AckType{AckAccept}, time.Now()); err != nil {
+		t.Errorf("accept of the rest: %v", err)
+	}
 }
