@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -270,18 +271,20 @@ func TestShareGroupFailover(t *testing.T) {
 }
 
 // TestShareGroupPropertyKills: share consumers killed and restarted at
-// random (gracefully: acks flushed, then closed; or abruptly: closed with
-// records in hand), with some records always released (archived after the
-// delivery limit) and some rejected. In the end every record was accepted
-// or is in the dead-letter topic, nothing accepted and flushed is delivered
-// again, dead letters are written once each with the right reason, and
-// every share-partition start offset reached the log end.
+// random (gracefully: acks flushed, then closed; abruptly: closed with
+// records in hand and acks unsent; or crashed: every connection cut and
+// nothing said, no session close, no leave, acks lost), with some records
+// always released (archived after the delivery limit) and some rejected.
+// In the end every record was accepted or is in the dead-letter topic,
+// nothing accepted and flushed is delivered again, dead letters are written
+// once each with the right reason, and every share-partition start offset
+// reached the log end.
 func TestShareGroupPropertyKills(t *testing.T) {
 	props := map[string]string{"group.share.min.record.lock.duration.ms": "1000"}
 	maps.Copy(props, groupProps)
 	n := startNode(t, t.TempDir(), props)
 	admin := newClient(t, n)
-	const topic, group, dlqTopic, total, workers, limit = "jobs", "workers", "dlq.jobs", 600, 4, 3
+	const topic, group, dlqTopic, total, workers, limit = "jobs", "workers", "dlq.jobs", 1000, 4, 3
 	createTopic(t, admin, topic, 2, nil)
 	createTopic(t, admin, dlqTopic, 1, nil)
 	setShareGroupConfigs(t, n.Addr(), group, map[string]string{
@@ -302,11 +305,22 @@ func TestShareGroupPropertyKills(t *testing.T) {
 	afterConfirm := map[string]int{}
 	rejected := map[string]bool{}
 	rng := rand.New(rand.NewPCG(1, 2))
+	var crashes atomic.Int64
 
-	worker := func(stop <-chan bool, done chan<- struct{}) {
+	const (
+		graceful = iota // acks flushed, then Close
+		abrupt          // Close with acks unsent
+		crash           // connections cut, nothing sent
+		stopModes
+	)
+	worker := func(stop <-chan int, done chan<- struct{}) {
 		defer close(done)
 		var ackErr atomic.Bool
+		cctx, kill := context.WithCancel(ctx)
+		defer kill()
+		conns := &severableDialer{}
 		cl := shareConsumer(t, []string{n.Addr()}, group, topic, kgo.ShareMaxRecords(5), kgo.ShareMaxRecordsStrict(),
+			kgo.WithContext(cctx), kgo.Dialer(conns.DialContext),
 			kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 				if !rs.Ok() {
 					ackErr.Store(true)
@@ -315,13 +329,20 @@ func TestShareGroupPropertyKills(t *testing.T) {
 		var mine []string
 		for {
 			select {
-			case graceful := <-stop:
-				if graceful && cl.FlushAcks(ctx) == nil && !ackErr.Load() {
-					mu.Lock()
-					for _, k := range mine {
-						confirmed[k] = true
+			case mode := <-stop:
+				switch mode {
+				case graceful:
+					if cl.FlushAcks(ctx) == nil && !ackErr.Load() {
+						mu.Lock()
+						for _, k := range mine {
+							confirmed[k] = true
+						}
+						mu.Unlock()
 					}
-					mu.Unlock()
+				case crash:
+					conns.sever()
+					kill() // Close then sends nothing: no leave, no session close
+					crashes.Add(1)
 				}
 				cl.Close()
 				return
@@ -352,11 +373,11 @@ func TestShareGroupPropertyKills(t *testing.T) {
 		}
 	}
 	type running struct {
-		stop chan bool // true: flush the acks, then close
+		stop chan int // graceful, abrupt or crash
 		done chan struct{}
 	}
 	start := func() running {
-		r := running{make(chan bool, 1), make(chan struct{})}
+		r := running{make(chan int, 1), make(chan struct{})}
 		go worker(r.stop, r.done)
 		return r
 	}
@@ -396,14 +417,17 @@ func TestShareGroupPropertyKills(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // the pace of the kills, not a wait for a condition
 		i := rng.IntN(workers)
-		ws[i].stop <- rng.IntN(2) == 0
+		ws[i].stop <- rng.IntN(stopModes)
 		<-ws[i].done
 		ws[i] = start()
 		kills++
 	}
 	for _, w := range ws {
-		w.stop <- true
+		w.stop <- graceful
 		<-w.done
+	}
+	if crashes.Load() == 0 {
+		t.Errorf("no consumer crashed in %d kills", kills)
 	}
 
 	ends, err := adm.ListEndOffsets(ctx, dlqTopic)
@@ -441,7 +465,40 @@ func TestShareGroupPropertyKills(t *testing.T) {
 	for k, c := range afterConfirm {
 		t.Errorf("%s delivered %d times after its acceptance was flushed", k, c)
 	}
-	t.Logf("%d kills, %d accepted (%d confirmed), %d dead letters", kills, len(accepted), len(confirmed), len(dead))
+	t.Logf("%d kills (%d crashes), %d accepted (%d confirmed), %d dead letters", kills, crashes.Load(), len(accepted), len(confirmed), len(dead))
+}
+
+// severableDialer dials loopback TCP and can cut every connection it made
+// at once, as a client process killed with SIGKILL; dials after the cut
+// fail.
+type severableDialer struct {
+	mu    sync.Mutex // guards the fields below
+	conns []net.Conn
+	cut   bool
+}
+
+func (d *severableDialer) DialContext(ctx context.Context, network, host string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cut {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	d.conns = append(d.conns, c)
+	return c, nil
+}
+
+func (d *severableDialer) sever() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cut = true
+	for _, c := range d.conns {
+		c.Close()
+	}
 }
 
 // TestShareGroupDeleteStartsAfresh: DeleteGroups of an empty share group
