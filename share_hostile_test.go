@@ -20,12 +20,8 @@ import (
 // the share-partition's lock. After them the member still accepts its
 // records one by one.
 func TestShareAcknowledgeHostileBatches(t *testing.T) {
-	n := startNode(t, t.TempDir(), groupProps)
-	admin := newClient(t, n)
 	const topic, group, total = "jobs", "workers", 10
-	createTopic(t, admin, topic, 1, nil)
-	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
-	produceN(t, admin, topic, total)
+	n, _ := startShareNode(t, topic, 1, group, total)
 	m := newRawShareMember(t, n, group, "member-hostile-000000001", topic)
 	if got := m.fetch(t, 5*time.Second); got != total {
 		t.Fatalf("acquired %d, want %d", got, total)

@@ -507,13 +507,22 @@ func (d *severableDialer) sever() {
 // name starts as share.auto.offset.reset says, not where the old one
 // stopped.
 func TestShareGroupDeleteStartsAfresh(t *testing.T) {
+	const topic, group, total = "jobs", "workers", 40
+	n, admin := startShareNode(t, topic, 2, group, total)
+	checkDeleteStartsAfresh(t, []string{n.Addr()}, admin, topic, group, total)
+}
+
+// startShareNode starts a node with topic (partitions partitions) holding
+// total records, for share group group reading from the earliest offset
+// (share.auto.offset.reset), and returns it with an admin client.
+func startShareNode(t *testing.T, topic string, partitions int32, group string, total int) (*samsa.Node, *kgo.Client) {
+	t.Helper()
 	n := startNode(t, t.TempDir(), groupProps)
 	admin := newClient(t, n)
-	const topic, group, total = "jobs", "workers", 40
-	createTopic(t, admin, topic, 2, nil)
+	createTopic(t, admin, topic, partitions, nil)
 	setShareGroupConfigs(t, n.Addr(), group, map[string]string{"share.auto.offset.reset": "earliest"})
 	produceN(t, admin, topic, total)
-	checkDeleteStartsAfresh(t, []string{n.Addr()}, admin, topic, group, total)
+	return n, admin
 }
 
 // checkDeleteStartsAfresh: a share consumer of group reads the total
