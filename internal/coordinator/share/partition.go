@@ -115,9 +115,19 @@ func (c PartitionConfig) withDefaults() PartitionConfig {
 type recState struct {
 	state      RecordState
 	deliveries int16
-	member     string
-	expiry     time.Time
+	// pending: the record's last transition (an acknowledgement or a
+	// release) is applied but not yet durable (Change); it is neither
+	// acquired nor acknowledged again, nor passed by the start offset,
+	// until the change commits or rolls back.
+	pending bool
+	// dirty: the record changed since the last durable write (Delta).
+	dirty  bool
+	member string
+	expiry time.Time
 }
+
+// counts reports whether r counts as available to acquire.
+func (r *recState) counts() bool { return r.state == Available && !r.pending }
 
 // Partition is the state of one topic-partition for one share group, kept
 // by the partition's leader: the share-partition start offset (SPSO), below
@@ -125,6 +135,13 @@ type recState struct {
 // next offset never acquired, and the state of every offset between them.
 // The clock is time.Now, so testing/synctest drives lock expiry. Safe for
 // concurrent use.
+//
+// Durable writes carry only what changed (Delta), as Kafka's SharePartition
+// writes only the state batches it changed: an acknowledgement or a release
+// is a Change, applied in memory, written, then committed, or rolled back
+// when the write fails (Finish). Hold LockPersist from the change (or
+// Expire) to Finish, so that one change at a time is in flight and the
+// writes go out in order.
 type Partition struct {
 	mu      sync.Mutex // guards the fields below
 	cfg     PartitionConfig
@@ -133,6 +150,19 @@ type Partition struct {
 	recs    []recState
 	locks   lockHeap // acquisition ranges by lock expiry, some stale
 	epoch   int64    // bumped on every change, for persistence
+	// avail counts the records Available and not pending, so that a
+	// fetch finds whether any is there in O(1); availFrom is an offset
+	// below which none is.
+	avail     int
+	availFrom int64
+	// dirty lists the offsets marked dirty (some may be below the start
+	// offset by now); startDirty: the start offset moved since the last
+	// durable write; durableStart is the start offset last written or
+	// loaded.
+	dirty        []int64
+	startDirty   bool
+	durableStart int64
+	watchers     map[chan struct{}]struct{} // woken when records become available (Watch)
 	// loadedAt is the leader epoch of the partition when its state was
 	// loaded; another epoch means leadership moved and back: reload.
 	loadedAt int32
@@ -140,7 +170,7 @@ type Partition struct {
 	// by AlterShareGroupOffsets), sent with every write.
 	stateEpoch int32
 
-	persist sync.Mutex // held across a snapshot and its write, so writes stay in order
+	persist sync.Mutex // held across a change and its write, so writes stay in order
 }
 
 // LoadedAt returns the leader epoch the state was loaded at (-1: never).
@@ -172,7 +202,7 @@ func (p *Partition) SetStateEpoch(e int32) {
 }
 
 // LockPersist serializes the writers of the partition's durable state: hold
-// it from Snapshot until the write is done.
+// it from a change (Acknowledge, ReleaseMember, Expire) until Finish.
 func (p *Partition) LockPersist() { p.persist.Lock() }
 
 // UnlockPersist releases LockPersist.
@@ -199,7 +229,7 @@ func (p *Partition) Init(start int64) bool {
 	if p.started {
 		return false
 	}
-	p.started, p.start = true, start
+	p.started, p.start, p.durableStart, p.availFrom = true, start, start, start
 	return true
 }
 
@@ -218,16 +248,19 @@ func (p *Partition) Offsets() (start, end int64) {
 }
 
 // Reset moves the start offset to off, forgetting every record state
-// (AlterShareGroupOffsets; the group must have no members).
+// (AlterShareGroupOffsets; the group must have no members). The state is
+// taken as durable.
 func (p *Partition) Reset(off int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.started, p.start, p.recs, p.locks = true, off, nil, nil
+	p.avail, p.availFrom, p.dirty, p.startDirty, p.durableStart = 0, off, nil, false, off
 	p.epoch++
 }
 
 // AdvanceStart moves the start offset up to logStart when records below it
-// were deleted (retention, DeleteRecords).
+// were deleted (retention, DeleteRecords); the next write carries it. Records
+// with a change in flight stay (the change's Finish finds them).
 func (p *Partition) AdvanceStart(logStart int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -235,16 +268,89 @@ func (p *Partition) AdvanceStart(logStart int64) {
 		return
 	}
 	n := min(int(logStart-p.start), len(p.recs))
+	for i := range n {
+		if p.recs[i].pending {
+			n = i
+			break
+		}
+		if p.recs[i].counts() {
+			p.avail--
+		}
+	}
 	p.recs = p.recs[n:]
-	p.start = logStart
+	if n < int(logStart-p.start) && len(p.recs) > 0 {
+		p.start += int64(n)
+	} else {
+		p.start = logStart
+	}
+	p.availFrom = max(p.availFrom, p.start)
+	p.startDirty = true
 	p.epoch++
+}
+
+// Watch registers w to be woken (a non-blocking send) whenever records of
+// the partition become available: released, or their lock expired. w
+// should have a buffer of 1; Unwatch removes it. A ShareFetch waiting for
+// records watches the share-partitions of its session, and only those.
+func (p *Partition) Watch(w chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.watchers == nil {
+		p.watchers = map[chan struct{}]struct{}{}
+	}
+	p.watchers[w] = struct{}{}
+}
+
+// Unwatch removes w registered by Watch.
+func (p *Partition) Unwatch(w chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.watchers, w)
+}
+
+func (p *Partition) notifyLocked() {
+	for w := range p.watchers {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// setLocked gives the record at index i the state st, keeping the count of
+// available records and marking it dirty.
+func (p *Partition) setLocked(i int64, st RecordState) {
+	r := &p.recs[i]
+	if r.counts() {
+		p.avail--
+	}
+	r.state = st
+	if st != Acquired {
+		r.member, r.expiry = "", time.Time{}
+	}
+	if r.counts() {
+		p.avail++
+		p.availFrom = min(p.availFrom, p.start+i)
+	}
+	p.markLocked(i)
+	p.epoch++
+}
+
+// markLocked marks the record at index i dirty.
+func (p *Partition) markLocked(i int64) {
+	if r := &p.recs[i]; !r.dirty {
+		r.dirty = true
+		p.dirty = append(p.dirty, p.start+i)
+	}
 }
 
 // expireLocked makes the records whose lock expired by now available
 // again, or archives them at the delivery limit, and returns how many. It
 // visits only the acquisition ranges whose lock time passed (a range whose
 // records were acknowledged, or whose locks were renewed, is stale and
-// skipped), so its cost is proportional to the expiries.
+// skipped), so its cost is proportional to the expiries. Expiries are not
+// rolled back: they are written with the next write, as Kafka's
+// acquisition lock timeout is.
 func (p *Partition) expireLocked(now time.Time, dead *[]DeadLetter) int {
 	n := 0
 	end := p.start + int64(len(p.recs))
@@ -252,11 +358,14 @@ func (p *Partition) expireLocked(now time.Time, dead *[]DeadLetter) int {
 		lr := heap.Pop(&p.locks).(lockRange)
 		for off := max(lr.first, p.start); off <= lr.last && off < end; off++ {
 			r := &p.recs[off-p.start]
-			if r.state == Acquired && !now.Before(r.expiry) {
+			if r.state == Acquired && !r.pending && !now.Before(r.expiry) {
 				p.releaseLocked(off-p.start, dead)
 				n++
 			}
 		}
+	}
+	if n > 0 && p.avail > 0 {
+		p.notifyLocked()
 	}
 	return n
 }
@@ -270,7 +379,7 @@ func (p *Partition) lockLocked(first, last int64, expiry time.Time) {
 // (group.share.record.lock.duration.ms), as Kafka's acquisition lock
 // timer task: Available again, or Archived at the delivery limit. It
 // returns the records given up on and how many records changed; the
-// caller persists the state when any did, and arms its timer for
+// caller writes the Delta when any did, and arms its timer for
 // NextExpiry.
 func (p *Partition) Expire(now time.Time) ([]DeadLetter, int) {
 	p.mu.Lock()
@@ -284,26 +393,32 @@ func (p *Partition) Expire(now time.Time) ([]DeadLetter, int) {
 // releaseLocked releases the acquired record at index i.
 func (p *Partition) releaseLocked(i int64, dead *[]DeadLetter) {
 	r := &p.recs[i]
-	r.member, r.expiry = "", time.Time{}
 	if r.deliveries >= p.cfg.DeliveryLimit {
-		r.state = Archived
+		p.setLocked(i, Archived)
 		*dead = append(*dead, DeadLetter{Offset: p.start + i, DeliveryCount: r.deliveries})
 	} else {
-		r.state = Available
+		p.setLocked(i, Available)
 	}
-	p.epoch++
+}
+
+// doneLocked reports how many records from the start offset on are
+// acknowledged or archived, pending ones included when withPending.
+func (p *Partition) doneLocked(withPending bool) int {
+	n := 0
+	for n < len(p.recs) && (p.recs[n].state == Acknowledged || p.recs[n].state == Archived) && (withPending || !p.recs[n].pending) {
+		n++
+	}
+	return n
 }
 
 // advanceLocked moves the start offset past the leading acknowledged and
-// archived records.
+// archived records, stopping at a record whose change is in flight.
 func (p *Partition) advanceLocked() {
-	n := 0
-	for n < len(p.recs) && (p.recs[n].state == Acknowledged || p.recs[n].state == Archived) {
-		n++
-	}
-	if n > 0 {
+	if n := p.doneLocked(false); n > 0 {
 		p.recs = slices.Delete(p.recs, 0, n)
 		p.start += int64(n)
+		p.availFrom = max(p.availFrom, p.start)
+		p.startDirty = true
 	}
 }
 
@@ -328,17 +443,15 @@ func (p *Partition) ReadFrom() (end int64, room int) {
 	return p.start + int64(len(p.recs)), p.cfg.MaxLocks - len(p.recs)
 }
 
-// HasAvailable reports whether a fetch would acquire something without
-// reading the log: a released or expired record below the end offset.
+// HasAvailable reports whether a fetch may acquire something without
+// reading the log: a released or expired record below the end offset, or a
+// lock due by now (which may have been acknowledged meanwhile: a false
+// positive). O(1): a count of the available records, and the earliest
+// lock.
 func (p *Partition) HasAvailable(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, r := range p.recs {
-		if r.state == Available || r.state == Acquired && !now.Before(r.expiry) {
-			return true
-		}
-	}
-	return false
+	return p.avail > 0 || len(p.locks) > 0 && !now.Before(p.locks[0].expiry)
 }
 
 // Acquire hands up to maxRecords records to member: first those available
@@ -349,7 +462,9 @@ func (p *Partition) HasAvailable(now time.Time) bool {
 // batch-optimized mode does; strict (ShareFetch v2's record_limit mode,
 // KIP-1206) acquires no more than maxRecords. It returns the acquired
 // ranges in offset order and the records it gave up on meanwhile (expired
-// at the delivery limit).
+// at the delivery limit). Records with a change in flight are not
+// acquired. An acquisition is not written (as in Kafka): its delivery count
+// is written with the record's next change.
 func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []Span, now time.Time) ([]AcquiredRange, []DeadLetter) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -359,6 +474,9 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []
 	n := 0
 	take := func(i int) {
 		r := &p.recs[i]
+		if r.counts() {
+			p.avail--
+		}
 		r.state, r.member, r.expiry = Acquired, member, now.Add(p.cfg.LockDuration)
 		r.deliveries++
 		off := p.start + int64(i)
@@ -370,12 +488,17 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []
 		n++
 		p.epoch++
 	}
-	for i := range p.recs {
-		if n >= maxRecords {
-			break
+	if p.avail > 0 {
+		i := int(max(p.availFrom-p.start, 0))
+		for ; i < len(p.recs) && n < maxRecords && p.avail > 0; i++ {
+			if p.recs[i].counts() {
+				take(i)
+			}
 		}
-		if p.recs[i].state == Available {
-			take(i)
+		if p.avail == 0 {
+			p.availFrom = p.start + int64(len(p.recs))
+		} else {
+			p.availFrom = p.start + int64(i)
 		}
 	}
 	for _, s := range spans {
@@ -398,8 +521,10 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []
 		for i := base; i < len(p.recs); i++ {
 			if s.Skip {
 				p.recs[i].state = Archived
+				p.markLocked(int64(i))
 				p.epoch++
 			} else {
+				p.recs[i].state = Acquired // new: never counted as available
 				take(i)
 			}
 		}
@@ -411,93 +536,310 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []
 	return out, dead
 }
 
-// Ack applies acknowledgements of member to [first, last] with one type
-// per offset (types of length 1 applies to the whole range; otherwise one
-// per offset, as ShareAcknowledge's AcknowledgeTypes). Accept acknowledges,
-// Release makes available again (or archives at the delivery limit),
-// Reject and Gap archive, Renew extends the lock by the lock duration. The
-// whole range is checked before anything changes: every offset must be
-// Acquired by member with its lock unexpired, else ErrInvalidRecordState.
-// It returns the records given up on (rejected, or released at the limit).
-func (p *Partition) Ack(member string, first, last int64, types []AckType, now time.Time) ([]DeadLetter, error) {
-	if last < first || len(types) == 0 || len(types) != 1 && int64(len(types)) != last-first+1 {
-		return nil, ErrInvalidAck
-	}
-	for _, t := range types {
-		if t < AckGap || t > AckRenew {
+// AckBatch is one acknowledgement batch of ShareFetch or ShareAcknowledge:
+// offsets [First, Last] with one type for all (len(Types) == 1) or one
+// per offset.
+type AckBatch struct {
+	First, Last int64
+	Types       []AckType
+}
+
+// Change is an acknowledgement or a release applied in memory whose write
+// is in flight: Finish commits it or rolls it back.
+type Change struct {
+	prev []prevState
+	// dead are the records the change gives up on (rejected, released
+	// at the delivery limit): written to the dead-letter topic once
+	// committed. expired are those lock expiries archived meanwhile,
+	// which are not rolled back.
+	dead, expired []DeadLetter
+	released      bool // some record became available
+}
+
+type prevState struct {
+	off int64
+	rec recState
+}
+
+// Empty reports whether c changed no record.
+func (c *Change) Empty() bool { return c == nil || len(c.prev) == 0 }
+
+// Acknowledge applies the acknowledgement batches of member as one change,
+// as Kafka's SharePartition.acknowledge: Accept acknowledges, Release makes
+// available again (or archives at the delivery limit), Reject and Gap
+// archive, Renew extends the lock by the lock duration. Every offset must
+// be Acquired by member with its lock unexpired and no change in flight,
+// else ErrInvalidRecordState (a Gap below the start offset is skipped);
+// types out of range or ranges empty or reversed are ErrInvalidAck. On an
+// error nothing changes (the batches applied before it are undone). The
+// change is pending until Finish; the start offset does not move past it.
+func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time) (*Change, error) {
+	for _, b := range batches {
+		if b.Last < b.First || len(b.Types) == 0 || len(b.Types) != 1 && int64(len(b.Types)) != b.Last-b.First+1 {
 			return nil, ErrInvalidAck
+		}
+		for _, t := range b.Types {
+			if t < AckGap || t > AckRenew {
+				return nil, ErrInvalidAck
+			}
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var dead []DeadLetter
-	p.expireLocked(now, &dead)
-	typ := func(off int64) AckType {
-		if len(types) == 1 {
-			return types[0]
+	c := &Change{}
+	p.expireLocked(now, &c.expired)
+	for _, b := range batches {
+		if err := p.ackLocked(c, member, b, now); err != nil {
+			p.rollbackLocked(c)
+			c.prev, c.dead, c.released = nil, nil, false
+			return c, err
 		}
-		return types[off-first]
+	}
+	return c, nil
+}
+
+func (p *Partition) ackLocked(c *Change, member string, b AckBatch, now time.Time) error {
+	typ := func(off int64) AckType {
+		if len(b.Types) == 1 {
+			return b.Types[0]
+		}
+		return b.Types[off-b.First]
 	}
 	end := p.start + int64(len(p.recs))
-	for off := first; off <= last; off++ {
+	for off := b.First; off <= b.Last; off++ {
 		if off < p.start || off >= end {
 			if typ(off) == AckGap && off < p.start {
-				if len(types) == 1 {
+				if len(b.Types) == 1 {
 					off = p.start - 1 // the whole run below start: O(1), not O(start)
 				}
 				continue // already archived or acknowledged
 			}
-			return dead, ErrInvalidRecordState
+			return ErrInvalidRecordState
 		}
-		r := p.recs[off-p.start]
-		if r.state != Acquired || r.member != member {
-			return dead, ErrInvalidRecordState
+		r := &p.recs[off-p.start]
+		if r.state != Acquired || r.member != member || r.pending {
+			return ErrInvalidRecordState
 		}
 	}
 	renewed := false
-	for off := max(first, p.start); off <= last; off++ {
+	for off := max(b.First, p.start); off <= b.Last; off++ {
 		i := off - p.start
 		r := &p.recs[i]
+		c.prev = append(c.prev, prevState{off: off, rec: *r})
+		r.pending = true
 		switch typ(off) {
 		case AckAccept:
-			r.state, r.member, r.expiry = Acknowledged, "", time.Time{}
+			p.setLocked(i, Acknowledged)
 		case AckGap:
-			r.state, r.member, r.expiry = Archived, "", time.Time{}
+			p.setLocked(i, Archived)
 		case AckReject:
-			r.state, r.member, r.expiry = Archived, "", time.Time{}
-			dead = append(dead, DeadLetter{Offset: off, DeliveryCount: r.deliveries, Rejected: true})
+			p.setLocked(i, Archived)
+			c.dead = append(c.dead, DeadLetter{Offset: off, DeliveryCount: r.deliveries, Rejected: true})
 		case AckRelease:
-			p.releaseLocked(i, &dead)
+			p.releaseLocked(i, &c.dead)
+			c.released = c.released || r.state == Available
 		case AckRenew:
 			r.expiry = now.Add(p.cfg.LockDuration)
 			renewed = true
+			p.epoch++
+		}
+	}
+	if renewed {
+		p.lockLocked(max(b.First, p.start), b.Last, now.Add(p.cfg.LockDuration))
+	}
+	return nil
+}
+
+// rollbackLocked undoes c: its records get back their state, member, lock
+// and delivery count (a lock that expired meanwhile expires at the next
+// Expire).
+func (p *Partition) rollbackLocked(c *Change) {
+	for j := len(c.prev) - 1; j >= 0; j-- {
+		ps := c.prev[j]
+		if ps.off < p.start || ps.off >= p.start+int64(len(p.recs)) {
+			continue // cannot happen: the start offset stops at pending records
+		}
+		i := ps.off - p.start
+		r := &p.recs[i]
+		if r.counts() {
+			p.avail--
+		}
+		dirty := r.dirty
+		*r = ps.rec
+		r.dirty = dirty // it stays listed in p.dirty
+		if r.counts() {
+			p.avail++
+			p.availFrom = min(p.availFrom, ps.off)
 		}
 		p.epoch++
 	}
-	if renewed {
-		p.lockLocked(max(first, p.start), last, now.Add(p.cfg.LockDuration))
+	// The records Acquired again are locked until their old expiry, in
+	// runs of one expiry.
+	var run *lockRange
+	for _, ps := range c.prev {
+		if ps.rec.state != Acquired {
+			continue
+		}
+		if run != nil && run.last == ps.off-1 && run.expiry.Equal(ps.rec.expiry) {
+			run.last = ps.off
+			continue
+		}
+		if run != nil {
+			p.lockLocked(run.first, run.last, run.expiry)
+		}
+		run = &lockRange{expiry: ps.rec.expiry, first: ps.off, last: ps.off}
+	}
+	if run != nil {
+		p.lockLocked(run.first, run.last, run.expiry)
+	}
+}
+
+// commitLocked makes c's transitions final and moves the start offset.
+func (p *Partition) commitLocked(c *Change) {
+	for _, ps := range c.prev {
+		if i := ps.off - p.start; i >= 0 && i < int64(len(p.recs)) {
+			r := &p.recs[i]
+			r.pending = false
+			if r.counts() {
+				p.avail++
+				p.availFrom = min(p.availFrom, ps.off)
+			}
+		}
+	}
+	if c.released {
+		p.notifyLocked()
 	}
 	p.advanceLocked()
-	return dead, nil
+}
+
+// Ack applies and commits the acknowledgements of member to [first, last]
+// at once (Acknowledge and Finish without a write: for state kept in
+// memory only). It returns the records given up on.
+func (p *Partition) Ack(member string, first, last int64, types []AckType, now time.Time) ([]DeadLetter, error) {
+	c, err := p.Acknowledge(member, []AckBatch{{First: first, Last: last, Types: types}}, now)
+	if err != nil {
+		if c != nil {
+			return c.expired, err
+		}
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.commitLocked(c)
+	return append(c.expired, c.dead...), nil
 }
 
 // ReleaseMember releases every record member holds (its share session
-// closed, or it left the group) and returns the records given up on and
-// how many records changed (released, expired or archived).
-func (p *Partition) ReleaseMember(member string, now time.Time) ([]DeadLetter, int) {
+// closed, or it left the group) as one change, and returns it (nil when
+// member held nothing and no lock expired) and how many records changed
+// (released, expired or archived). Its cost is proportional to the
+// in-flight records.
+func (p *Partition) ReleaseMember(member string, now time.Time) (*Change, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var dead []DeadLetter
-	n := p.expireLocked(now, &dead)
+	c := &Change{}
+	n := p.expireLocked(now, &c.expired)
 	for i := range p.recs {
-		if p.recs[i].state == Acquired && p.recs[i].member == member {
-			p.releaseLocked(int64(i), &dead)
+		r := &p.recs[i]
+		if r.state == Acquired && r.member == member && !r.pending {
+			c.prev = append(c.prev, prevState{off: p.start + int64(i), rec: *r})
+			r.pending = true
+			p.releaseLocked(int64(i), &c.dead)
+			c.released = c.released || r.state == Available
 			n++
 		}
 	}
+	if n == 0 {
+		return nil, 0
+	}
 	p.advanceLocked()
-	return dead, n
+	return c, n
 }
+
+// Delta is a write of a share-partition's durable state carrying only what
+// changed, as Kafka's SharePartition writes: the start offset the partition
+// has once the change in flight commits, and the state batches of the
+// records changed since the last write at or past it (Acquired written as
+// Available with its delivery count: a lock does not survive a failover).
+type Delta struct {
+	Start   int64
+	Batches []StateBatch
+	offsets []int64
+	moved   bool
+}
+
+// Empty reports whether d has nothing to write.
+func (d Delta) Empty() bool { return len(d.Batches) == 0 && !d.moved }
+
+// Delta collects what changed since the last write, with c (nil: none) in
+// flight; Finish says whether it was written. Its cost is proportional to
+// the records changed and those the start offset passes.
+func (p *Partition) Delta(c *Change) Delta {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := Delta{Start: p.start + int64(p.doneLocked(true))}
+	d.moved = d.Start != p.durableStart || p.startDirty
+	slices.Sort(p.dirty)
+	d.offsets, p.dirty = slices.Compact(p.dirty), nil
+	for _, off := range d.offsets {
+		if off < p.start || off >= p.start+int64(len(p.recs)) {
+			continue
+		}
+		r := &p.recs[off-p.start]
+		r.dirty = false
+		if off < d.Start {
+			continue
+		}
+		st := r.state
+		if st == Acquired {
+			st = Available
+		}
+		if k := len(d.Batches) - 1; k >= 0 && d.Batches[k].Last == off-1 && d.Batches[k].State == st && d.Batches[k].DeliveryCount == r.deliveries {
+			d.Batches[k].Last = off
+			continue
+		}
+		d.Batches = append(d.Batches, StateBatch{First: off, Last: off, State: st, DeliveryCount: r.deliveries})
+	}
+	return d
+}
+
+// Finish ends the write of d with c (nil: none) in flight: written, c
+// commits (its records are final, the start offset moves past them, and
+// waiting fetches are woken for the records it released); not written, c
+// rolls back (its records are Acquired by their member again, as Kafka's
+// SharePartition rolls back a failed write) and d's records stay to be
+// written next time. It returns the records given up on, for the
+// dead-letter topic: c's only when it committed, and the expiries either
+// way.
+func (p *Partition) Finish(c *Change, d Delta, written bool) []DeadLetter {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if written {
+		p.durableStart = d.Start
+		if d.Start >= p.start && !p.startDirtyAfterLocked(d.Start) {
+			p.startDirty = false
+		}
+	} else {
+		for _, off := range d.offsets {
+			if off >= p.start && off < p.start+int64(len(p.recs)) {
+				p.markLocked(off - p.start)
+			}
+		}
+	}
+	if c == nil {
+		return nil
+	}
+	if !written {
+		p.rollbackLocked(c)
+		return c.expired
+	}
+	p.commitLocked(c)
+	return append(c.expired, c.dead...)
+}
+
+// startDirtyAfterLocked reports whether the start offset moved past start,
+// which the write of start did not carry.
+func (p *Partition) startDirtyAfterLocked(start int64) bool { return p.start > start }
 
 // StateBatch is a run of offsets in the same state with the same delivery
 // count: the unit of durable share-partition state (ShareSnapshot's
@@ -530,8 +872,9 @@ func (p *Partition) Snapshot() (start int64, batches []StateBatch, epoch int64) 
 }
 
 // Restore replaces the state with a snapshot (a new leader loading
-// __share_group_state). Batches outside [start, ...) and gaps between
-// batches are dropped/filled as Available with no deliveries.
+// __share_group_state), taken as durable. Batches outside [start, ...) and
+// gaps between batches are dropped/filled as Available with no
+// deliveries.
 func (p *Partition) Restore(start int64, batches []StateBatch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -558,6 +901,12 @@ func (p *Partition) Restore(start int64, batches []StateBatch) {
 	// Trailing Available records with no deliveries are simply unread.
 	for len(p.recs) > 0 && p.recs[len(p.recs)-1] == (recState{}) {
 		p.recs = p.recs[:len(p.recs)-1]
+	}
+	p.avail, p.availFrom, p.dirty, p.startDirty, p.durableStart = 0, start, nil, false, start
+	for i := range p.recs {
+		if p.recs[i].counts() {
+			p.avail++
+		}
 	}
 	p.advanceLocked()
 }

@@ -3,6 +3,7 @@ package share
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -268,5 +269,146 @@ func TestGapBelowStart(t *testing.T) {
 	}
 	if _, err := p.Ack("a", start+1, start+2, []AckType{AckAccept}, time.Now()); err != nil {
 		t.Errorf("accept of the rest: %v", err)
+	}
+}
+
+// checkCounts fails when the partition's count of available records is not
+// the number of records Available without a change in flight.
+func checkCounts(t *testing.T, p *Partition) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for i := range p.recs {
+		if p.recs[i].counts() {
+			n++
+			if off := p.start + int64(i); off < p.availFrom {
+				t.Fatalf("offset %d available below availFrom %d", off, p.availFrom)
+			}
+		}
+	}
+	if n != p.avail {
+		t.Fatalf("avail %d, counted %d", p.avail, n)
+	}
+}
+
+// TestAckRollback: an acknowledgement whose write fails is rolled back, as
+// Kafka's SharePartition rolls back: the records are Acquired by their
+// member again with their delivery count and lock, the start offset did
+// not move, no dead letter is given; while the write is in flight its
+// records are neither acquired by another member nor acknowledged again.
+// The same acknowledgement then succeeds.
+func TestAckRollback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPartition(PartitionConfig{LockDuration: 10 * time.Second})
+		p.Init(0)
+		w := make(chan struct{}, 1)
+		p.Watch(w)
+		defer p.Unwatch(w)
+		p.Acquire("a", 100, false, spans(0, 9), time.Now())
+		acks := []AckBatch{{First: 0, Last: 4, Types: []AckType{AckAccept}}, {First: 5, Last: 6, Types: []AckType{AckReject, AckRelease}}}
+		c, err := p.Acknowledge("a", acks, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkCounts(t, p)
+		if got, _ := p.Acquire("b", 100, false, nil, time.Now()); len(got) != 0 {
+			t.Fatalf("b acquired %+v, released by a write in flight", got)
+		}
+		if _, err := p.Acknowledge("a", acks[:1], time.Now()); !errors.Is(err, ErrInvalidRecordState) {
+			t.Fatalf("acknowledged twice while the write is in flight: %v", err)
+		}
+		d := p.Delta(c)
+		if want := []StateBatch{{First: 6, Last: 6, State: Available, DeliveryCount: 1}}; d.Start != 6 || !slices.Equal(d.Batches, want) {
+			t.Fatalf("delta start %d %+v, want 6 %+v", d.Start, d.Batches, want)
+		}
+		if dead := p.Finish(c, d, false); len(dead) != 0 {
+			t.Fatalf("dead letters of a rolled back change: %+v", dead)
+		}
+		checkCounts(t, p)
+		select {
+		case <-w:
+			t.Fatal("woken by a rolled back release")
+		default:
+		}
+		for off := int64(0); off <= 9; off++ {
+			if st, dc := p.State(off); st != Acquired || dc != 1 {
+				t.Fatalf("offset %d after the rollback: %v %d", off, st, dc)
+			}
+		}
+		if s, _ := p.Offsets(); s != 0 {
+			t.Fatalf("start %d after the rollback", s)
+		}
+		c, err = p.Acknowledge("a", acks, time.Now())
+		if err != nil {
+			t.Fatalf("acknowledgement after the rollback: %v", err)
+		}
+		d = p.Delta(c)
+		dead := p.Finish(c, d, true)
+		if len(dead) != 1 || dead[0] != (DeadLetter{Offset: 5, DeliveryCount: 1, Rejected: true}) {
+			t.Fatalf("dead letters %+v", dead)
+		}
+		select {
+		case <-w:
+		default:
+			t.Fatal("the committed release woke no watcher")
+		}
+		checkCounts(t, p)
+		if s, _ := p.Offsets(); s != 6 {
+			t.Fatalf("start %d, want 6", s)
+		}
+		got, _ := p.Acquire("b", 100, false, nil, time.Now())
+		wantRanges(t, got, AcquiredRange{6, 6, 2})
+		// A lock that expired while the failed write was in flight
+		// expires once rolled back.
+		c, _ = p.Acknowledge("a", []AckBatch{{First: 7, Last: 7, Types: []AckType{AckAccept}}}, time.Now())
+		time.Sleep(11 * time.Second)
+		p.Finish(c, p.Delta(c), false)
+		if _, n := p.Expire(time.Now()); n != 4 {
+			t.Fatalf("expired %d after the rollback, want 4 (6-9)", n)
+		}
+		checkCounts(t, p)
+	})
+}
+
+// TestDelta: a write carries the records changed since the last one at or
+// past the start offset it carries (not the whole in-flight state), and
+// none when nothing changed; a failed write's records are carried again.
+func TestDelta(t *testing.T) {
+	p := NewPartition(PartitionConfig{})
+	p.Init(0)
+	now := time.Now()
+	p.Acquire("a", 1000, false, []Span{{First: 0, Last: 999}, {First: 1000, Last: 1000, Skip: true}}, now)
+	write := func(acks []AckBatch, ok bool) Delta {
+		t.Helper()
+		c, err := p.Acknowledge("a", acks, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := p.Delta(c)
+		p.Finish(c, d, ok)
+		checkCounts(t, p)
+		return d
+	}
+	d := write([]AckBatch{{First: 500, Last: 500, Types: []AckType{AckAccept}}}, true)
+	want := []StateBatch{{First: 500, Last: 500, State: Acknowledged, DeliveryCount: 1}, {First: 1000, Last: 1000, State: Archived}}
+	if d.Start != 0 || !slices.Equal(d.Batches, want) {
+		t.Fatalf("delta %d %+v, want 0 %+v", d.Start, d.Batches, want)
+	}
+	if d := p.Delta(nil); !d.Empty() {
+		t.Fatalf("delta without a change: %+v", d)
+	}
+	d = write([]AckBatch{{First: 501, Last: 502, Types: []AckType{AckRelease}}}, false)
+	if want := []StateBatch{{First: 501, Last: 502, State: Available, DeliveryCount: 1}}; !slices.Equal(d.Batches, want) {
+		t.Fatalf("delta %+v, want %+v", d.Batches, want)
+	}
+	d = write([]AckBatch{{First: 0, Last: 499, Types: []AckType{AckAccept}}}, true)
+	// 501-502 rolled back (Acquired again) are written again, as
+	// Available with their delivery count.
+	if want := []StateBatch{{First: 501, Last: 502, State: Available, DeliveryCount: 1}}; d.Start != 501 || !slices.Equal(d.Batches, want) {
+		t.Fatalf("delta %d %+v, want 501 %+v", d.Start, d.Batches, want)
+	}
+	if s, _ := p.Offsets(); s != 501 {
+		t.Fatalf("start %d", s)
 	}
 }

@@ -147,9 +147,11 @@ func TestCombine(t *testing.T) {
 	}
 }
 
-// TestStorePrepare: a snapshot first, then updates with the write's
-// batches, and a snapshot of the merged state after perSnapshot updates;
-// the state replayed from the records equals the store's.
+// TestStorePrepare: a write before the state is initialized is refused
+// (INVALID_REQUEST, as Kafka 4.1+); the initialization is a snapshot, then
+// updates carry the write's batches, and a snapshot of the merged state
+// follows perSnapshot updates; the state replayed from the records equals
+// the store's.
 func TestStorePrepare(t *testing.T) {
 	s := NewStore()
 	s.Load(0, NewShard())
@@ -171,11 +173,16 @@ func TestStorePrepare(t *testing.T) {
 		replay.Apply(d)
 		kinds = append(kinds, r.Kind)
 	}
-	write(Write{LeaderEpoch: 1, StartOffset: 0, Batches: []StateBatch{{First: 0, Last: 9, State: Available, DeliveryCount: 1}}})
+	first := Write{LeaderEpoch: 1, StartOffset: 0, Batches: []StateBatch{{First: 0, Last: 9, State: Available, DeliveryCount: 1}}}
+	if r, err := s.Prepare(0, testKey, first, 2, now); !errors.Is(err, ErrUninitialized) {
+		t.Fatalf("write before initialization: %+v, %v", r.State, err)
+	}
+	write(Write{Initialize: true, LeaderEpoch: -1, StartOffset: 0})
+	write(first)
 	write(Write{LeaderEpoch: 1, StartOffset: 0, Batches: []StateBatch{{First: 0, Last: 4, State: Acknowledged, DeliveryCount: 1}}})
 	write(Write{LeaderEpoch: -1, StartOffset: 5, Batches: []StateBatch{{First: 5, Last: 5, State: Available, DeliveryCount: 2}}})
 	write(Write{LeaderEpoch: 2, StartOffset: -1, Batches: []StateBatch{{First: 9, Last: 9, State: Archived, DeliveryCount: 1}}})
-	if want := []RecordKind{KindSnapshot, KindUpdate, KindUpdate, KindSnapshot}; !reflect.DeepEqual(kinds, want) {
+	if want := []RecordKind{KindSnapshot, KindUpdate, KindUpdate, KindSnapshot, KindUpdate}; !reflect.DeepEqual(kinds, want) {
 		t.Fatalf("kinds %v, want %v", kinds, want)
 	}
 	got := s.Get(0, testKey)
@@ -186,11 +193,14 @@ func TestStorePrepare(t *testing.T) {
 	if r := replay.m[testKey].state; !reflect.DeepEqual(r, got) {
 		t.Fatalf("replayed %+v, stored %+v", r, got)
 	}
+	if _, _, err := s.Read(0, StateKey{Group: "other"}, 2, 2, now); !errors.Is(err, ErrUninitialized) {
+		t.Fatalf("read of a key never initialized: %v", err)
+	}
 	if _, err := s.Prepare(0, testKey, Write{LeaderEpoch: 1, StartOffset: -1}, 2, now); !errors.Is(err, ErrFencedLeaderEpoch) {
 		t.Fatalf("older leader epoch: %v", err)
 	}
 	r, err := s.Prepare(0, testKey, Write{Initialize: true, StateEpoch: 1, LeaderEpoch: -1, StartOffset: 50}, 2, now)
-	if err != nil || r.Kind != KindSnapshot || r.State.StartOffset != 50 || len(r.State.Batches) != 0 || r.State.SnapshotEpoch != 2 {
+	if err != nil || r.Kind != KindSnapshot || r.State.StartOffset != 50 || len(r.State.Batches) != 0 || r.State.SnapshotEpoch != 2 || r.State.LeaderEpoch != 2 {
 		t.Fatalf("initialize: %+v %v", r.State, err)
 	}
 	s.Apply(0, r)
@@ -203,6 +213,56 @@ func TestStorePrepare(t *testing.T) {
 	s.Apply(0, StateRecord{Key: testKey, Kind: KindSnapshot})
 	if s.Has(0, testKey) {
 		t.Fatal("tombstone kept the state")
+	}
+}
+
+// TestStoreRead: ReadShareGroupState as Kafka's ShareCoordinatorShard
+// answers it: the state as it is, an older leader epoch fenced, a newer one
+// recorded by a record written before the answer (so that the writes of
+// the leader it replaced are fenced), -1 neither checked nor recorded.
+func TestStoreRead(t *testing.T) {
+	s := NewStore()
+	s.Load(0, NewShard())
+	now := time.UnixMilli(1700000000000)
+	apply := func(w Write) {
+		t.Helper()
+		r, err := s.Prepare(0, testKey, w, 500, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Apply(0, r)
+	}
+	apply(Write{Initialize: true, StartOffset: 7})
+	apply(Write{LeaderEpoch: 3, StartOffset: 7, Batches: []StateBatch{{First: 7, Last: 8, State: Acknowledged, DeliveryCount: 1}}})
+	for _, tc := range []struct {
+		epoch  int32
+		err    error
+		record bool
+	}{
+		{epoch: 3},
+		{epoch: -1},
+		{epoch: 2, err: ErrFencedLeaderEpoch},
+		{epoch: 4, record: true},
+	} {
+		st, rec, err := s.Read(0, testKey, tc.epoch, 500, now)
+		if !errors.Is(err, tc.err) || (rec != nil) != tc.record {
+			t.Fatalf("read at leader epoch %d: record %+v, %v; want record %v, %v", tc.epoch, rec, err, tc.record, tc.err)
+		}
+		if err == nil && (st.StartOffset != 7 || len(st.Batches) != 1) {
+			t.Fatalf("read at leader epoch %d: %+v", tc.epoch, st)
+		}
+		if rec != nil {
+			if rec.Kind != KindUpdate || rec.State.LeaderEpoch != tc.epoch || len(rec.State.Batches) != 0 {
+				t.Fatalf("leader epoch record %+v", rec.State)
+			}
+			s.Apply(0, *rec)
+		}
+	}
+	if _, err := s.Prepare(0, testKey, Write{LeaderEpoch: 3, StartOffset: -1}, 500, now); !errors.Is(err, ErrFencedLeaderEpoch) {
+		t.Fatalf("write of the leader a read replaced: %v", err)
+	}
+	if st := s.Get(0, testKey); st.LeaderEpoch != 4 || st.StartOffset != 7 || len(st.Batches) != 1 {
+		t.Fatalf("state after the leader epoch record: %+v", st)
 	}
 }
 

@@ -26,6 +26,10 @@ var (
 	// ErrFencedStateEpoch: a write or initialization with an older state
 	// epoch than the state's (FENCED_STATE_EPOCH).
 	ErrFencedStateEpoch = errors.New("share: write with an older state epoch")
+	// ErrUninitialized: a read or write of a share-partition whose state
+	// was never initialized (InitializeShareGroupState), or was deleted:
+	// INVALID_REQUEST, as Kafka's ShareCoordinatorShard answers.
+	ErrUninitialized = errors.New("share: share-partition state not initialized")
 )
 
 type stateEntry struct {
@@ -154,20 +158,57 @@ type Write struct {
 }
 
 // Prepare returns the record to append to partition p for w on k, as
-// Kafka's share coordinator does: a ShareSnapshot for an initialization,
-// for a key without state and after perSnapshot updates (at most 0: every
-// write), otherwise a ShareUpdate holding w's batches. Errors:
-// ErrNotLoaded, ErrFencedLeaderEpoch, ErrFencedStateEpoch. Apply the
-// record once committed.
+// Kafka's share coordinator does: a ShareSnapshot for an initialization
+// and after perSnapshot updates (at most 0: every write), otherwise a
+// ShareUpdate holding w's batches. Errors: ErrNotLoaded,
+// ErrUninitialized (a write to a key never initialized: Kafka 4.1+
+// refuses it instead of creating a snapshot), ErrFencedLeaderEpoch,
+// ErrFencedStateEpoch. Apply the record once committed.
 func (s *Store) Prepare(p int32, k StateKey, w Write, perSnapshot int, now time.Time) (StateRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := StateRecord{Key: k, Kind: KindSnapshot}
 	sh := s.shards[p]
 	if sh == nil {
-		return r, ErrNotLoaded
+		return StateRecord{Key: k, Kind: KindSnapshot}, ErrNotLoaded
+	}
+	return prepare(sh.m[k], k, w, perSnapshot, now)
+}
+
+// Read returns the state of k kept in partition p for a share-partition
+// leader at leaderEpoch, as Kafka's ShareCoordinatorShard
+// readStateAndMaybeUpdateLeaderEpoch (ReadShareGroupState, API 84): a
+// state whose leader epoch is newer is ErrFencedLeaderEpoch; a leader
+// epoch other than the state's is recorded by the record returned (a
+// ShareUpdate, or a ShareSnapshot every perSnapshot updates, carrying the
+// new leader epoch and no batches), to append and Apply before answering,
+// so that writes of older leaders are fenced from then on. leaderEpoch -1
+// reads without checking or recording. Errors: ErrNotLoaded,
+// ErrUninitialized, ErrFencedLeaderEpoch. The state must not be modified.
+func (s *Store) Read(p int32, k StateKey, leaderEpoch int32, perSnapshot int, now time.Time) (*State, *StateRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh := s.shards[p]
+	if sh == nil {
+		return nil, nil, ErrNotLoaded
 	}
 	e := sh.m[k]
+	switch {
+	case e == nil:
+		return nil, nil, ErrUninitialized
+	case leaderEpoch == -1 || e.state.LeaderEpoch == leaderEpoch:
+		return e.state, nil, nil
+	case e.state.LeaderEpoch > leaderEpoch:
+		return nil, nil, ErrFencedLeaderEpoch
+	}
+	r, err := prepare(e, k, Write{StateEpoch: e.state.StateEpoch, LeaderEpoch: leaderEpoch, StartOffset: -1}, perSnapshot, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.state, &r, nil
+}
+
+func prepare(e *stateEntry, k StateKey, w Write, perSnapshot int, now time.Time) (StateRecord, error) {
+	r := StateRecord{Key: k, Kind: KindSnapshot}
 	ms := now.UnixMilli()
 	if e != nil && w.StateEpoch != -1 && e.state.StateEpoch > w.StateEpoch {
 		return r, ErrFencedStateEpoch
@@ -175,19 +216,18 @@ func (s *Store) Prepare(p int32, k StateKey, w Write, perSnapshot int, now time.
 	if w.Initialize {
 		st := &State{StateEpoch: w.StateEpoch, LeaderEpoch: -1, StartOffset: w.StartOffset, CreateTimestamp: ms, WriteTimestamp: ms}
 		if e != nil {
-			st.SnapshotEpoch = e.state.SnapshotEpoch + 1
+			// The leader epoch stays recorded, as Kafka's share
+			// coordinator keeps the highest one it saw.
+			st.SnapshotEpoch, st.LeaderEpoch = e.state.SnapshotEpoch+1, e.state.LeaderEpoch
 		}
 		r.State = st
 		return r, nil
 	}
-	if e != nil && w.LeaderEpoch != -1 && e.state.LeaderEpoch > w.LeaderEpoch {
-		return r, ErrFencedLeaderEpoch
-	}
 	if e == nil {
-		r.State = &State{StateEpoch: max(w.StateEpoch, 0), LeaderEpoch: w.LeaderEpoch, StartOffset: max(w.StartOffset, 0),
-			CreateTimestamp: ms, WriteTimestamp: ms}
-		r.State.Batches = Combine(r.State.StartOffset, w.Batches)
-		return r, nil
+		return r, ErrUninitialized
+	}
+	if w.LeaderEpoch != -1 && e.state.LeaderEpoch > w.LeaderEpoch {
+		return r, ErrFencedLeaderEpoch
 	}
 	cur := e.state
 	leader := cur.LeaderEpoch
