@@ -168,15 +168,17 @@ func handleShareFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.
 		}
 		var next time.Time
 		rps := make([]*replica.Partition, len(targets))
+		var sps []*share.Partition
 		for i, tg := range targets {
 			rps[i] = tg.rp
 			if sp := b.share.coord.Partition(groupID, tg.topic.Name, tg.tp.Partition, false); sp != nil {
+				sps = append(sps, sp)
 				if e := sp.NextExpiry(); !e.IsZero() && (next.IsZero() || e.Before(next)) {
 					next = e
 				}
 			}
 		}
-		b.waitShareFetch(ctx, rps, next, left)
+		b.waitShareFetch(ctx, rps, sps, next, left)
 	}
 	return parts.done(), nil
 }

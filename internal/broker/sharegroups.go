@@ -34,7 +34,6 @@ type shareGroups struct {
 	loads *coordinatorLoads // of __share_group_state
 
 	mu       sync.Mutex                        // guards the fields below
-	changed  chan struct{}                     // closed and replaced when records become available by a release
 	expiries map[*share.Partition]*expiryTimer // the armed lock-expiry timer of each share-partition with locks
 	stopped  bool                              // the broker is closing: no timer is armed or starts its work
 }
@@ -52,7 +51,6 @@ func (b *Broker) startShareGroups() {
 	s := &shareGroups{
 		coord:    share.New(shareTopics{b}, b.shareSettings),
 		store:    share.NewStore(),
-		changed:  make(chan struct{}),
 		expiries: map[*share.Partition]*expiryTimer{},
 	}
 	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
@@ -154,10 +152,11 @@ func (b *Broker) armShareExpiry(groupID string, t *metadata.Topic, p int32, sp *
 // expireShareLocks is the lock-expiry timer e of sp firing, as Kafka's
 // acquisition lock timeout task: the expired records become available
 // again (or are archived at group.share.delivery.count.limit, written to
-// the dead-letter topic), the state with the new delivery counts is
-// written to __share_group_state, and the ShareFetch requests waiting for
-// records are woken. The timer is armed again for the next expiry while
-// this broker leads the partition and keeps sp.
+// the dead-letter topic), the ShareFetch requests waiting on sp are woken,
+// and the records' new states are written to __share_group_state (not
+// undone when the write fails, as in Kafka: the next write carries them).
+// The timer is armed again for the next expiry while this broker leads the
+// partition and keeps sp.
 func (b *Broker) expireShareLocks(groupID, topic string, topicID [16]byte, p int32, sp *share.Partition, e *expiryTimer) {
 	s := b.share
 	s.mu.Lock()
@@ -174,6 +173,7 @@ func (b *Broker) expireShareLocks(groupID, topic string, topicID [16]byte, p int
 	if rp == nil || !rp.IsLeader() || b.share.coord.Partition(groupID, topic, p, false) != sp || sp.LoadedAt() != rp.LeaderEpoch() {
 		return // leadership moved or the group's state was dropped
 	}
+	sp.LockPersist()
 	dead, n := sp.Expire(time.Now())
 	if n > 0 {
 		b.deadLetters(groupID, topic, p, rp, dead)
@@ -185,30 +185,15 @@ func (b *Broker) expireShareLocks(groupID, topic string, topicID [16]byte, p int
 			case <-ctx.Done():
 			}
 		}()
-		if err := b.persistShare(ctx, groupID, topicID, p, rp.LeaderEpoch(), sp); err != nil {
+		if _, err := b.writeShareChange(ctx, groupID, topicID, p, rp.LeaderEpoch(), sp, nil); err != nil {
 			b.logger.Warn("writing share-partition state after a lock expiry", "group", groupID, "topic", topic, "partition", p, "err", err)
 		}
 		cancel()
-		s.released()
 	}
+	sp.UnlockPersist()
 	if t := b.image().Topic(topic); t != nil && t.ID == topicID {
 		b.armShareExpiry(groupID, t, p, sp)
 	}
-}
-
-// wait returns a channel closed at the next release.
-func (s *shareGroups) wait() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.changed
-}
-
-// released wakes the ShareFetch requests waiting for records.
-func (s *shareGroups) released() {
-	s.mu.Lock()
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
 }
 
 // shareTopics resolves subscribed topics for the share assignor from the
@@ -239,25 +224,48 @@ func (b *Broker) sharePartition(ctx context.Context, groupID string, t *metadata
 		sp.LockPersist()
 		if !sp.Started() || sp.LoadedAt() != epoch {
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			st, err := b.readShareState(ctx, share.StateKey{Group: groupID, TopicID: t.ID, Partition: p}, epoch)
+			st, err := b.loadSharePartition(ctx, groupID, t.ID, p, epoch, rp)
 			cancel()
 			if err != nil {
 				sp.UnlockPersist()
 				return nil, nil, err
 			}
-			if st != nil {
-				sp.Restore(st.StartOffset, st.Batches)
-				sp.SetStateEpoch(st.StateEpoch)
-			} else {
-				sp.Reset(b.shareResetOffset(groupID, rp))
-				sp.SetStateEpoch(0)
-			}
+			sp.Restore(st.StartOffset, st.Batches)
+			sp.SetStateEpoch(st.StateEpoch)
 			sp.SetLoadedAt(epoch)
 		}
 		sp.UnlockPersist()
 	}
 	sp.AdvanceStart(rp.LogStartOffset())
 	return rp, sp, nil
+}
+
+// loadSharePartition reads the durable state of group/topic/partition for
+// its leader at leaderEpoch (recorded by the share coordinator); a state
+// never initialized is initialized first where share.auto.offset.reset
+// says (InitializeShareGroupState, state epoch 0; Kafka's group
+// coordinator does it when it assigns the partition), creating
+// __share_group_state when it is missing, and then read.
+func (b *Broker) loadSharePartition(ctx context.Context, groupID string, topicID [16]byte, p, leaderEpoch int32, rp *replica.Partition) (*share.State, error) {
+	k := share.StateKey{Group: groupID, TopicID: topicID, Partition: p}
+	if _, _, ok := b.shareStateLeader(k); !ok {
+		if _, err := b.share.loads.ensureTopic(ctx, b, share.StateTopicPartitions, share.StateTopicReplicationFactor, shareStateTopicConfigs); err != nil {
+			return nil, err
+		}
+	}
+	st, err := b.readShareState(ctx, k, leaderEpoch)
+	if err != nil || st != nil {
+		return st, err
+	}
+	init := share.Write{Initialize: true, StateEpoch: 0, LeaderEpoch: -1, StartOffset: b.shareResetOffset(groupID, rp)}
+	if err := b.writeShareState(ctx, k, init); err != nil {
+		return nil, err
+	}
+	st, err = b.readShareState(ctx, k, leaderEpoch)
+	if err == nil && st == nil {
+		err = kerr.CoordinatorLoadInProgress // deleted meanwhile: try again
+	}
+	return st, err
 }
 
 // shareResetOffset is where a share-partition without durable state
@@ -365,9 +373,15 @@ func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadat
 
 var errStopBatches = errors.New("stop")
 
-// shareAck applies acknowledgement batches of member to a share-partition,
-// writes what the partition gave up on to the dead-letter topic, and the
-// new state to __share_group_state before returning.
+// shareAck applies acknowledgement batches of member to a share-partition
+// as one change, writes what changed to __share_group_state, and only then
+// commits it (the start offset moves, released records become available to
+// other members, rejected ones go to the dead-letter topic) and answers;
+// when the write fails the change is rolled back, as Kafka's SharePartition
+// does: the records are the member's again, with their lock and delivery
+// count, and the error is the answer. An invalid batch applies none
+// (INVALID_REQUEST for a type or range that can never be valid,
+// INVALID_RECORD_STATE for records the member does not hold), as in Kafka.
 func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metadata.Topic, p int32, batches []ackBatch) error {
 	rp := b.replicas.Get(t.Name, p)
 	if rp == nil || !rp.IsLeader() {
@@ -377,36 +391,51 @@ func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metada
 	if sp == nil || sp.LoadedAt() != rp.LeaderEpoch() {
 		return kerr.InvalidRecordState
 	}
-	now := time.Now()
-	var firstErr error
-	release := false
-	for _, ab := range batches {
+	acks := make([]share.AckBatch, len(batches))
+	for i, ab := range batches {
 		types := make([]share.AckType, len(ab.types))
-		for i, t := range ab.types {
-			types[i] = share.AckType(t)
-			release = release || types[i] == share.AckRelease
+		for j, t := range ab.types {
+			types[j] = share.AckType(t)
 		}
-		dead, err := sp.Ack(member, ab.first, ab.last, types, now)
-		b.deadLetters(groupID, t.Name, p, rp, dead)
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
+		acks[i] = share.AckBatch{First: ab.first, Last: ab.last, Types: types}
 	}
-	if release {
-		b.share.released()
-	}
-	b.armShareExpiry(groupID, t, p, sp)
-	if err := b.persistShare(ctx, groupID, t.ID, p, rp.LeaderEpoch(), sp); err != nil {
-		b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", p, "err", err)
-		return err
-	}
+	sp.LockPersist()
+	defer sp.UnlockPersist()
+	c, err := sp.Acknowledge(member, acks, time.Now())
 	switch {
-	case errors.Is(firstErr, share.ErrInvalidAck):
+	case errors.Is(err, share.ErrInvalidAck):
 		return kerr.InvalidRequest
-	case firstErr != nil:
+	case err != nil:
+		b.deadLetters(groupID, t.Name, p, rp, c.Expired())
 		return kerr.InvalidRecordState
 	}
+	dead, err := b.writeShareChange(ctx, groupID, t.ID, p, rp.LeaderEpoch(), sp, c)
+	b.deadLetters(groupID, t.Name, p, rp, dead)
+	b.armShareExpiry(groupID, t, p, sp)
+	if err != nil {
+		b.logger.Warn("writing share-partition state; acknowledgement rolled back", "group", groupID, "topic", t.Name, "partition", p, "err", err)
+		return shareWriteError(err)
+	}
 	return nil
+}
+
+// shareWriteError is the answer to an acknowledgement whose write failed,
+// as Kafka's SharePartition maps the persister's errors: the coordinator
+// moving is COORDINATOR_NOT_AVAILABLE, a newer leader's epoch
+// NOT_LEADER_OR_FOLLOWER; other Kafka errors are given as they are (a
+// storage error KAFKA_STORAGE_ERROR, where Kafka answers
+// UNKNOWN_SERVER_ERROR).
+func shareWriteError(err error) error {
+	var ke *kerr.Error
+	switch {
+	case retriableShareState(err):
+		return kerr.CoordinatorNotAvailable
+	case errors.Is(err, kerr.FencedLeaderEpoch):
+		return kerr.NotLeaderForPartition
+	case errors.As(err, &ke):
+		return ke
+	}
+	return err
 }
 
 // shareRequestDenied checks the group and member of a ShareFetch or
@@ -486,18 +515,24 @@ func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string
 		if sp == nil {
 			continue
 		}
-		dead, n := sp.ReleaseMember(member, now)
-		// Acquired is written as Available with its delivery count: the
-		// durable state changes when records were released, as Kafka
-		// writes it on a release.
-		if rp := b.replicas.Get(t.Name, tp.Partition); n > 0 && rp != nil && rp.IsLeader() {
+		// The released records are written as Available with their
+		// delivery count, as Kafka writes a release; a failed write
+		// rolls the release back (the records come back at their lock
+		// expiry).
+		rp := b.replicas.Get(t.Name, tp.Partition)
+		if rp == nil || !rp.IsLeader() {
+			continue
+		}
+		sp.LockPersist()
+		if c, n := sp.ReleaseMember(member, now); n > 0 {
+			dead, err := b.writeShareChange(ctx, groupID, t.ID, tp.Partition, rp.LeaderEpoch(), sp, c)
 			b.deadLetters(groupID, t.Name, tp.Partition, rp, dead)
-			if err := b.persistShare(ctx, groupID, t.ID, tp.Partition, rp.LeaderEpoch(), sp); err != nil {
-				b.logger.Warn("writing share-partition state", "group", groupID, "topic", t.Name, "partition", tp.Partition, "err", err)
+			if err != nil {
+				b.logger.Warn("writing share-partition state; release rolled back", "group", groupID, "topic", t.Name, "partition", tp.Partition, "err", err)
 			}
 		}
+		sp.UnlockPersist()
 	}
-	b.share.released()
 }
 
 // deadLetters writes the records a share-partition gave up on to the
@@ -662,9 +697,11 @@ func clone(b []byte) []byte {
 	return append([]byte{}, b...)
 }
 
-// waitShareFetch blocks until a record may be acquirable from rps, a
-// release happened, a lock expires (next), d passed, or ctx is done.
-func (b *Broker) waitShareFetch(ctx context.Context, rps []*replica.Partition, next time.Time, d time.Duration) {
+// waitShareFetch blocks until a record may be acquirable from rps (any
+// byte the high-watermark passes, or a change of leadership), records of
+// sps (the fetch's share-partitions, and only those) were released or their
+// lock expired, a lock expires (next), d passed, or ctx is done.
+func (b *Broker) waitShareFetch(ctx context.Context, rps []*replica.Partition, sps []*share.Partition, next time.Time, d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -673,19 +710,22 @@ func (b *Broker) waitShareFetch(ctx context.Context, rps []*replica.Partition, n
 			d = max(until, time.Millisecond)
 		}
 	}
-	// Any byte the high-watermark passes, or a change of leadership,
-	// wakes it.
 	w := replica.NewWaiter()
 	defer w.Close()
 	for _, rp := range rps {
 		rp.WatchBytes(w, false)
 	}
 	w.Arm(1)
+	released := make(chan struct{}, 1)
+	for _, sp := range sps {
+		sp.Watch(released)
+		defer sp.Unwatch(released)
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-w.C():
-	case <-b.share.wait():
+	case <-released:
 	case <-t.C:
 	case <-ctx.Done():
 	case <-b.stop:

@@ -25,14 +25,20 @@ import (
 // topic is compacted. Each partition of the topic is served by its leader
 // from memory, loaded (replayed) when leadership is gained. A
 // share-partition leader reads its state on first use or after its
-// leadership moved (ReadShareGroupState, API 84) and writes its state after
-// every acknowledgement before answering it, and after a release or a lock
-// expiry changed delivery counts (WriteShareGroupState, API 85), so a
+// leadership moved (ReadShareGroupState, API 84, which records its leader
+// epoch so that the writes of the leader it replaced are fenced),
+// initializing it first when there is none (InitializeShareGroupState, API
+// 83, at share.auto.offset.reset's offset: a write or read of a state never
+// initialized is INVALID_REQUEST, as in Kafka 4.1+), and writes what
+// changed after every acknowledgement before answering it, and after a
+// release or a lock expiry changed delivery counts (WriteShareGroupState,
+// API 85, with the changed records only, as Kafka's SharePartition); an
+// acknowledgement or release whose write fails is rolled back. So a
 // failover loses no acknowledgement, redelivers only what was not
 // acknowledged and keeps the delivery counts of records released or timed
-// out; both go to the coordinator's broker, in-process when that is this
+// out. Both go to the coordinator's broker, in-process when that is this
 // one. AlterShareGroupOffsets starts a state afresh
-// (InitializeShareGroupState, API 83).
+// (InitializeShareGroupState).
 
 // ReadShareGroupState: v0
 //
@@ -131,12 +137,25 @@ func (b *Broker) shareStateLeader(k share.StateKey) (p, leader int32, ok bool) {
 	return p, t.Partitions[p].Leader, true
 }
 
-// readShareState returns the durable state of k (nil: none), retrying
-// while the coordinator moves or loads until ctx is done.
+// retriableShareState reports whether a read or write of share state is
+// tried again: the coordinator moving or loading, as Kafka's
+// PersisterStateManager retries (COORDINATOR_NOT_AVAILABLE,
+// COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR); any other error is the
+// answer.
+func retriableShareState(err error) bool {
+	return errors.Is(err, errShareStateUnloaded) || errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.CoordinatorLoadInProgress) || errors.Is(err, kerr.NotCoordinator)
+}
+
+// readShareState returns the durable state of k (nil: none, never
+// initialized), retrying while the coordinator moves or loads until ctx is
+// done. leaderEpoch is the reader's, recorded by the coordinator (-1: a
+// read that neither checks nor records it); an older one than the state's
+// is FENCED_LEADER_EPOCH.
 func (b *Broker) readShareState(ctx context.Context, k share.StateKey, leaderEpoch int32) (*share.State, error) {
 	for {
 		st, err := b.readShareStateOnce(ctx, k, leaderEpoch)
-		if err == nil || !kerr.IsRetriable(err) && !errors.Is(err, errShareStateUnloaded) {
+		if err == nil || !retriableShareState(err) {
 			return st, err
 		}
 		select {
@@ -153,10 +172,11 @@ func (b *Broker) readShareStateOnce(ctx context.Context, k share.StateKey, leade
 		return nil, nil
 	}
 	if leader == b.node.NodeID {
-		if !b.share.store.Loaded(p) {
-			return nil, errShareStateUnloaded
+		st, err := b.readShareStateLocal(ctx, p, k, leaderEpoch)
+		if errors.Is(err, kerr.InvalidRequest) {
+			return nil, nil // never initialized
 		}
-		return b.share.store.Get(p, k), nil
+		return st, err
 	}
 	if leader < 0 {
 		return nil, kerr.CoordinatorNotAvailable
@@ -178,7 +198,9 @@ func (b *Broker) readShareStateOnce(ctx context.Context, k share.StateKey, leade
 		return nil, kerr.UnknownServerError
 	}
 	r := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+	if err := kerr.ErrorForCode(r.ErrorCode); errors.Is(err, kerr.InvalidRequest) {
+		return nil, nil // never initialized (the request is well formed)
+	} else if err != nil {
 		return nil, err
 	}
 	if r.StartOffset < 0 {
@@ -195,21 +217,26 @@ func (b *Broker) readShareStateOnce(ctx context.Context, k share.StateKey, leade
 	return st, nil
 }
 
-// persistShare writes the state of sp (its start offset and in-flight
-// records) as the durable state of group/topic/partition and waits until
-// it is committed.
-func (b *Broker) persistShare(ctx context.Context, groupID string, topicID [16]byte, partition int32, leaderEpoch int32, sp *share.Partition) error {
-	sp.LockPersist()
-	defer sp.UnlockPersist()
-	start, batches, _ := sp.Snapshot()
-	k := share.StateKey{Group: groupID, TopicID: topicID, Partition: partition}
-	w := share.Write{StateEpoch: sp.StateEpoch(), LeaderEpoch: leaderEpoch, StartOffset: start, Batches: batches}
-	if _, _, ok := b.shareStateLeader(k); !ok {
-		if _, err := b.share.loads.ensureTopic(ctx, b, share.StateTopicPartitions, share.StateTopicReplicationFactor, shareStateTopicConfigs); err != nil {
-			return err
-		}
+// shareWriteTimeout bounds a share-partition's write of its state, through
+// coordinator moves (the coordinators' 30 s wait for their writes).
+const shareWriteTimeout = 30 * time.Second
+
+// writeShareChange writes what changed in sp, the share-partition of
+// group/topic/partition, with c in flight (nil: none, only expiries), and
+// commits c when it was written or rolls it back otherwise (Kafka's
+// SharePartition.rollbackOrProcessStateUpdates). The caller holds
+// sp.LockPersist from the change on. It returns the records to write to the
+// dead-letter topic and the write's error.
+func (b *Broker) writeShareChange(ctx context.Context, groupID string, topicID [16]byte, partition int32, leaderEpoch int32, sp *share.Partition, c *share.Change) ([]share.DeadLetter, error) {
+	d := sp.Delta(c)
+	var err error
+	if !d.Empty() {
+		ctx, cancel := context.WithTimeout(ctx, shareWriteTimeout)
+		k := share.StateKey{Group: groupID, TopicID: topicID, Partition: partition}
+		err = b.writeShareState(ctx, k, share.Write{StateEpoch: sp.StateEpoch(), LeaderEpoch: leaderEpoch, StartOffset: d.Start, Batches: d.Batches})
+		cancel()
 	}
-	return b.writeShareState(ctx, k, w)
+	return sp.Finish(c, d, err == nil), err
 }
 
 // writeShareState applies w to the durable state of k, retrying while the
@@ -217,7 +244,7 @@ func (b *Broker) persistShare(ctx context.Context, groupID string, topicID [16]b
 func (b *Broker) writeShareState(ctx context.Context, k share.StateKey, w share.Write) error {
 	for {
 		err := b.writeShareStateOnce(ctx, k, w)
-		if err == nil || !kerr.IsRetriable(err) && !errors.Is(err, errShareStateUnloaded) {
+		if err == nil || !retriableShareState(err) {
 			return err
 		}
 		select {
@@ -286,26 +313,62 @@ func (b *Broker) writeShareStateOnce(ctx context.Context, k share.StateKey, w sh
 // __share_group_state, led here (a ShareUpdate, or a ShareSnapshot every
 // share.coordinator.snapshot.update.records.per.snapshot updates, as
 // share.Store.Prepare decides), waits until the high-watermark passes it,
-// and applies it to the store. Errors: FENCED_LEADER_EPOCH,
+// and applies it to the store. Errors: INVALID_REQUEST for a write to a
+// state never initialized (as Kafka 4.1+), FENCED_LEADER_EPOCH,
 // FENCED_STATE_EPOCH, errShareStateUnloaded, appendShareState's.
 func (b *Broker) writeShareStateLocal(ctx context.Context, p int32, k share.StateKey, w share.Write) error {
 	rec, err := b.share.store.Prepare(p, k, w, b.shareUpdatesPerSnapshot(), time.Now())
-	switch {
-	case errors.Is(err, share.ErrNotLoaded):
-		return errShareStateUnloaded
-	case errors.Is(err, share.ErrFencedLeaderEpoch):
-		return kerr.FencedLeaderEpoch
-	case errors.Is(err, share.ErrFencedStateEpoch):
-		return kerr.FencedStateEpoch
-	case err != nil:
-		return err
+	if err != nil {
+		return shareStoreError(err)
 	}
+	return b.appendShareRecord(ctx, p, rec)
+}
+
+// appendShareRecord appends rec to partition p of __share_group_state, led
+// here, waits until it is committed and applies it to the store.
+func (b *Broker) appendShareRecord(ctx context.Context, p int32, rec share.StateRecord) error {
 	key, value := share.EncodeStateRecord(rec)
 	if err := b.appendShareState(ctx, p, []record.Record{{Key: key, Value: value}}); err != nil {
 		return err
 	}
 	b.share.store.Apply(p, rec)
 	return nil
+}
+
+// shareStoreError maps the errors of share.Store to Kafka's codes.
+func shareStoreError(err error) error {
+	switch {
+	case errors.Is(err, share.ErrNotLoaded):
+		return errShareStateUnloaded
+	case errors.Is(err, share.ErrUninitialized):
+		return kerr.InvalidRequest
+	case errors.Is(err, share.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch
+	case errors.Is(err, share.ErrFencedStateEpoch):
+		return kerr.FencedStateEpoch
+	}
+	return err
+}
+
+// readShareStateLocal answers a read of k's state from partition p of
+// __share_group_state, led here, by a share-partition leader at
+// leaderEpoch, as Kafka's ShareCoordinatorShard
+// readStateAndMaybeUpdateLeaderEpoch: a newer leader epoch than the state's
+// is written (and committed) before the answer, so that the writes of the
+// leader it replaced are FENCED_LEADER_EPOCH from then on; an older one is
+// FENCED_LEADER_EPOCH; a state never initialized is INVALID_REQUEST.
+// leaderEpoch -1 neither checks nor records.
+func (b *Broker) readShareStateLocal(ctx context.Context, p int32, k share.StateKey, leaderEpoch int32) (*share.State, error) {
+	st, rec, err := b.share.store.Read(p, k, leaderEpoch, b.shareUpdatesPerSnapshot(), time.Now())
+	if err != nil {
+		return nil, shareStoreError(err)
+	}
+	if rec != nil {
+		if err := b.appendShareRecord(ctx, p, *rec); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 // shareUpdatesPerSnapshot is share.coordinator.snapshot.update.records.per.snapshot.
@@ -331,7 +394,12 @@ func (b *Broker) shareStateCoordinatorError(k share.StateKey) (int32, error) {
 	return sp, nil
 }
 
-func handleReadShareGroupState(_ context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+// ReadShareGroupState (API 84, KIP-932, inter-broker): the state of
+// share-partitions for their leader, whose leader epoch is recorded
+// (readShareStateLocal). Errors per partition: NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST (a negative partition, a
+// state never initialized), FENCED_LEADER_EPOCH.
+func handleReadShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ReadShareGroupStateRequest)
 	resp := req.ResponseKind().(*kmsg.ReadShareGroupStateResponse)
 	for _, t := range req.Topics {
@@ -342,8 +410,18 @@ func handleReadShareGroupState(_ context.Context, b *Broker, _ *server.Conn, kre
 			rp.Partition, rp.StartOffset = p.Partition, -1
 			k := share.StateKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}
 			sp, err := b.shareStateCoordinatorError(k)
+			var st *share.State
+			switch {
+			case p.Partition < 0:
+				err = kerr.InvalidRequest
+			case err == nil:
+				st, err = b.readShareStateLocal(ctx, sp, k, p.LeaderEpoch)
+				if errors.Is(err, errShareStateUnloaded) {
+					err = kerr.CoordinatorLoadInProgress
+				}
+			}
 			rp.ErrorCode = errCode(err)
-			if st := b.share.store.Get(sp, k); err == nil && st != nil {
+			if err == nil {
 				rp.StateEpoch, rp.StartOffset = st.StateEpoch, st.StartOffset
 				for _, sb := range st.Batches {
 					r := kmsg.NewReadShareGroupStateResponseTopicPartitionStateBatch()
@@ -358,6 +436,15 @@ func handleReadShareGroupState(_ context.Context, b *Broker, _ *server.Conn, kre
 	return resp, nil
 }
 
+// WriteShareGroupState (API 85, KIP-932, inter-broker): merges state
+// batches into share-partitions' states (a ShareUpdate record, or a
+// ShareSnapshot every
+// share.coordinator.snapshot.update.records.per.snapshot updates). Errors
+// per partition: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+// INVALID_REQUEST (a negative partition, a start offset below -1, an
+// unknown delivery state, a reversed batch, or a state never initialized:
+// Kafka 4.1+ refuses it instead of creating one), FENCED_LEADER_EPOCH,
+// FENCED_STATE_EPOCH.
 func handleWriteShareGroupState(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.WriteShareGroupStateRequest)
 	resp := req.ResponseKind().(*kmsg.WriteShareGroupStateResponse)

@@ -564,6 +564,15 @@ type prevState struct {
 // Empty reports whether c changed no record.
 func (c *Change) Empty() bool { return c == nil || len(c.prev) == 0 }
 
+// Expired returns the records whose lock expired at the delivery limit
+// while c was applied (archived whatever becomes of c).
+func (c *Change) Expired() []DeadLetter {
+	if c == nil {
+		return nil
+	}
+	return c.expired
+}
+
 // Acknowledge applies the acknowledgement batches of member as one change,
 // as Kafka's SharePartition.acknowledge: Accept acknowledges, Release makes
 // available again (or archives at the delivery limit), Reject and Gap
