@@ -8,6 +8,10 @@
 #
 #   scripts/queue-bench.sh [RECORDS] [ROUNDS] [ONE_BY_ONE]   (defaults 100000, 2, 3000)
 #
+# QUEUE_BENCH_BIN=path runs that samsa binary instead of building this tree's
+# (to compare two builds, run the script once for each, alternating; not
+# SAMSA_BIN: samsa reads SAMSA_* variables as properties).
+#
 # RECORDS records of 100 bytes in 8 partitions are read by every batch and
 # consumer-group run; the one-by-one runs stop after ONE_BY_ONE records (a
 # round trip and a durable state write per record).
@@ -19,8 +23,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-go build -o "$work/samsa" "$root/cmd/samsa"
-s="$work/samsa"
+if [ -n "${QUEUE_BENCH_BIN:-}" ]; then
+  s=$QUEUE_BENCH_BIN
+else
+  go build -o "$work/samsa" "$root/cmd/samsa"
+  s="$work/samsa"
+fi
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 pp=$(free_port); pc=$(free_port); ph=$(free_port)
 cat >"$work/server.properties" <<P

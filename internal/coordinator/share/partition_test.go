@@ -412,3 +412,47 @@ func TestDelta(t *testing.T) {
 		t.Fatalf("start %d", s)
 	}
 }
+
+// TestWatchers: a fetch watching a share-partition is woken by its
+// releases and lock expiries only, not by another share-partition's (every
+// release on the broker woke every waiting fetch before); HasAvailable
+// follows the count of available records.
+func TestWatchers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, q := NewPartition(PartitionConfig{LockDuration: time.Second}), NewPartition(PartitionConfig{LockDuration: time.Minute})
+		p.Init(0)
+		q.Init(0)
+		w := make(chan struct{}, 1)
+		p.Watch(w)
+		woken := func() bool {
+			select {
+			case <-w:
+				return true
+			default:
+				return false
+			}
+		}
+		p.Acquire("a", 10, false, spans(0, 1), time.Now())
+		q.Acquire("a", 10, false, spans(0, 1), time.Now())
+		if _, err := q.Ack("a", 0, 1, []AckType{AckRelease}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if woken() {
+			t.Fatal("woken by another share-partition's release")
+		}
+		if !q.HasAvailable(time.Now()) || p.HasAvailable(time.Now()) {
+			t.Fatal("HasAvailable does not follow the released records")
+		}
+		time.Sleep(time.Second)
+		if _, n := p.Expire(time.Now()); n != 2 || !woken() {
+			t.Fatalf("expired %d, woken %v", n, false)
+		}
+		p.Unwatch(w)
+		p.Acquire("b", 10, false, nil, time.Now())
+		if _, err := p.Ack("b", 0, 0, []AckType{AckRelease}, time.Now()); err != nil || woken() {
+			t.Fatalf("woken after Unwatch (%v)", err)
+		}
+		checkCounts(t, p)
+		checkCounts(t, q)
+	})
+}
