@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -287,4 +289,38 @@ func FuzzDecodeStateRecord(f *testing.F) {
 		}
 		NewShard().Apply(r)
 	})
+}
+
+// TestMergeTwo: the one-pass merge of two sorted lists gives what the
+// general sweep gives, on random lists with overlaps, gaps and ties.
+func TestMergeTwo(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	list := func() []StateBatch {
+		var out []StateBatch
+		off := int64(rng.IntN(5))
+		for range rng.IntN(8) {
+			n := int64(1 + rng.IntN(6))
+			out = append(out, StateBatch{First: off, Last: off + n - 1, State: []RecordState{Available, Acknowledged, Archived}[rng.IntN(3)], DeliveryCount: int16(rng.IntN(3))})
+			off += n + int64(rng.IntN(3))
+		}
+		return out
+	}
+	for i := range 5000 {
+		a, b := list(), list()
+		start := int64(rng.IntN(12))
+		var all []StateBatch
+		for _, x := range append(slices.Clone(a), b...) {
+			if x.Last >= start {
+				x.First = max(x.First, start)
+				all = append(all, x)
+			}
+		}
+		var want []StateBatch
+		if len(all) > 0 {
+			want = sweep(all)
+		}
+		if got := Combine(start, a, b); !slices.Equal(got, want) {
+			t.Fatalf("case %d: merge of %+v and %+v from %d: %+v, want %+v", i, a, b, start, got, want)
+		}
+	}
 }

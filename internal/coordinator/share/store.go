@@ -259,9 +259,41 @@ func prepare(e *stateEntry, k StateKey, w Write, perSnapshot int, now time.Time)
 // Archived), as Kafka's PersisterStateBatchCombiner; adjacent batches of
 // the same state and count are joined. Batches ending before start are
 // dropped, one across it is cut, and reversed ones are ignored. It costs
-// O(n log n) for n batches in all.
+// O(n log n) for n batches in all; O(n) when there are two lists or fewer,
+// each sorted without overlaps (a state and the batches of a write merged
+// into it: the coordinator's work per write is then linear in the state,
+// without sorting it).
 func Combine(start int64, lists ...[]StateBatch) []StateBatch {
-	var all []StateBatch
+	var parts [][]StateBatch
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+		if !ordered(l) {
+			parts = nil
+			break
+		}
+		i := 0
+		for i < len(l) && l[i].Last < start {
+			i++
+		}
+		if i < len(l) {
+			parts = append(parts, l[i:])
+		}
+	}
+	if len(parts) <= 2 && (parts != nil || n == 0) {
+		var a, b []StateBatch
+		if len(parts) > 0 {
+			a = parts[0]
+		}
+		if len(parts) > 1 {
+			b = parts[1]
+		}
+		if len(a)+len(b) == 0 {
+			return nil
+		}
+		return mergeTwo(start, a, b)
+	}
+	all := make([]StateBatch, 0, n)
 	for _, l := range lists {
 		for _, b := range l {
 			if b.Last < b.First || b.Last < start || b.Last == math.MaxInt64 {
@@ -274,6 +306,23 @@ func Combine(start int64, lists ...[]StateBatch) []StateBatch {
 	if len(all) == 0 {
 		return nil
 	}
+	return sweep(all)
+}
+
+// ordered reports whether l is sorted without overlaps and holds no
+// reversed batch nor one ending at the largest offset.
+func ordered(l []StateBatch) bool {
+	for i, b := range l {
+		if b.Last < b.First || b.Last == math.MaxInt64 || i > 0 && b.First <= l[i-1].Last {
+			return false
+		}
+	}
+	return true
+}
+
+// sweep is Combine of batches in any order: sorted, cut at every boundary,
+// the batch of highest rank kept on each piece. O(n log n).
+func sweep(all []StateBatch) []StateBatch {
 	if sortedDisjoint(all) {
 		return joinAdjacent(all)
 	}
@@ -308,6 +357,68 @@ func Combine(start int64, lists ...[]StateBatch) []StateBatch {
 		out = append(out, seg)
 	}
 	return out
+}
+
+// mergeTwo is Combine of two lists each sorted without overlaps (ordered)
+// and ending at or past start, in one pass: where they overlap, the batch
+// of higher rank wins; a batch across start is cut there.
+func mergeTwo(start int64, a, b []StateBatch) []StateBatch {
+	out := make([]StateBatch, 0, len(a)+2*len(b))
+	emit := func(x StateBatch) {
+		if k := len(out) - 1; k >= 0 && out[k].Last == x.First-1 && out[k].State == x.State && out[k].DeliveryCount == x.DeliveryCount {
+			out[k].Last = x.Last
+			return
+		}
+		out = append(out, x)
+	}
+	var x, y StateBatch
+	hasX, hasY := false, false
+	for {
+		if !hasX && len(a) > 0 {
+			x, a, hasX = a[0], a[1:], true
+			x.First = max(x.First, start)
+		}
+		if !hasY && len(b) > 0 {
+			y, b, hasY = b[0], b[1:], true
+			y.First = max(y.First, start)
+		}
+		switch {
+		case !hasX && !hasY:
+			return out
+		case !hasY || hasX && x.Last < y.First:
+			emit(x)
+			hasX = false
+		case !hasX || y.Last < x.First:
+			emit(y)
+			hasY = false
+		default:
+			// Overlapping: the part before the overlap, then the
+			// overlap itself to the nearer end.
+			if x.First < y.First {
+				emit(StateBatch{First: x.First, Last: y.First - 1, State: x.State, DeliveryCount: x.DeliveryCount})
+				x.First = y.First
+			} else if y.First < x.First {
+				emit(StateBatch{First: y.First, Last: x.First - 1, State: y.State, DeliveryCount: y.DeliveryCount})
+				y.First = x.First
+			}
+			end := min(x.Last, y.Last)
+			win := x
+			if rank(y) > rank(x) {
+				win = y
+			}
+			emit(StateBatch{First: x.First, Last: end, State: win.State, DeliveryCount: win.DeliveryCount})
+			if x.Last == end {
+				hasX = false
+			} else {
+				x.First = end + 1
+			}
+			if y.Last == end {
+				hasY = false
+			} else {
+				y.First = end + 1
+			}
+		}
+	}
 }
 
 func sortedDisjoint(bs []StateBatch) bool {
