@@ -141,7 +141,8 @@ func (r *recState) counts() bool { return r.state == Available && !r.pending }
 // is a Change, applied in memory, written, then committed, or rolled back
 // when the write fails (Finish). Hold LockPersist from the change (or
 // Expire) to Finish, so that one change at a time is in flight and the
-// writes go out in order.
+// writes go out in order. Lock order: the persist lock, then the state
+// lock (mu), which is never held across a write.
 type Partition struct {
 	mu      sync.Mutex // guards the fields below
 	cfg     PartitionConfig
