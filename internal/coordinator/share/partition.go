@@ -421,6 +421,11 @@ func (p *Partition) advanceLocked() {
 		p.availFrom = max(p.availFrom, p.start)
 		p.startDirty = true
 	}
+	// Offsets the start passed need no write: drop them when they pile
+	// up without one (control records archived, nothing acknowledged).
+	if len(p.dirty) > 2*len(p.recs)+64 {
+		p.dirty = slices.DeleteFunc(p.dirty, func(off int64) bool { return off < p.start })
+	}
 }
 
 // NextExpiry returns when the earliest lock may expire (it may be early:

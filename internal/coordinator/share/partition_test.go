@@ -456,3 +456,20 @@ func TestWatchers(t *testing.T) {
 		checkCounts(t, q)
 	})
 }
+
+// TestDirtyBounded: records archived without delivery (control records)
+// and passed by the start offset while nothing is written do not pile up
+// in the list of records to write.
+func TestDirtyBounded(t *testing.T) {
+	p := NewPartition(PartitionConfig{})
+	p.Init(0)
+	for off := int64(0); off < 10000; off++ {
+		p.Acquire("a", 1, false, []Span{{First: off, Last: off, Skip: true}}, time.Now())
+	}
+	if s, _ := p.Offsets(); s != 10000 || len(p.dirty) > 100 {
+		t.Fatalf("start %d, %d offsets listed to write", s, len(p.dirty))
+	}
+	if d := p.Delta(nil); d.Start != 10000 || len(d.Batches) != 0 || d.Empty() {
+		t.Fatalf("delta %+v", d)
+	}
+}
