@@ -636,7 +636,6 @@ func (p *Partition) ackLocked(c *Change, member string, b AckBatch, now time.Tim
 			return ErrInvalidRecordState
 		}
 	}
-	renewed := false
 	for off := max(b.First, p.start); off <= b.Last; off++ {
 		i := off - p.start
 		r := &p.recs[i]
@@ -654,13 +653,9 @@ func (p *Partition) ackLocked(c *Change, member string, b AckBatch, now time.Tim
 			p.releaseLocked(i, &c.dead)
 			c.released = c.released || r.state == Available
 		case AckRenew:
-			r.expiry = now.Add(p.cfg.LockDuration)
-			renewed = true
+			r.expiry = now.Add(p.cfg.LockDuration) // locked by commitLocked
 			p.epoch++
 		}
-	}
-	if renewed {
-		p.lockLocked(max(b.First, p.start), b.Last, now.Add(p.cfg.LockDuration))
 	}
 	return nil
 }
@@ -688,21 +683,30 @@ func (p *Partition) rollbackLocked(c *Change) {
 		}
 		p.epoch++
 	}
-	// The records Acquired again are locked until their old expiry, in
-	// runs of one expiry.
+	p.relockLocked(c)
+}
+
+// relockLocked puts the records of c that are Acquired (again, after a
+// rollback, or still, after a committed Renew) back in the lock heap until
+// their expiry, in runs of one expiry: a fetch that expired locks while c
+// was in flight took their ranges off the heap, skipping them, and without
+// this they would stay Acquired past their lock.
+func (p *Partition) relockLocked(c *Change) {
 	var run *lockRange
 	for _, ps := range c.prev {
-		if ps.rec.state != Acquired {
+		i := ps.off - p.start
+		if i < 0 || i >= int64(len(p.recs)) || p.recs[i].state != Acquired {
 			continue
 		}
-		if run != nil && run.last == ps.off-1 && run.expiry.Equal(ps.rec.expiry) {
+		expiry := p.recs[i].expiry
+		if run != nil && run.last == ps.off-1 && run.expiry.Equal(expiry) {
 			run.last = ps.off
 			continue
 		}
 		if run != nil {
 			p.lockLocked(run.first, run.last, run.expiry)
 		}
-		run = &lockRange{expiry: ps.rec.expiry, first: ps.off, last: ps.off}
+		run = &lockRange{expiry: expiry, first: ps.off, last: ps.off}
 	}
 	if run != nil {
 		p.lockLocked(run.first, run.last, run.expiry)
@@ -721,6 +725,7 @@ func (p *Partition) commitLocked(c *Change) {
 			}
 		}
 	}
+	p.relockLocked(c)
 	if c.released {
 		p.notifyLocked()
 	}

@@ -371,6 +371,38 @@ func TestAckRollback(t *testing.T) {
 	})
 }
 
+// TestRenewExpiresDuringWrite: a Renew written with other acknowledgements
+// whose write outlasts the renewed lock, while a fetch expires locks (and
+// skips the records in flight), still expires once committed. Before, the
+// fetch took the record's lock ranges off the heap and the commit put none
+// back: the record stayed Acquired by its member past every lock.
+func TestRenewExpiresDuringWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := NewPartition(PartitionConfig{LockDuration: 10 * time.Second})
+		p.Init(0)
+		p.Acquire("a", 100, false, spans(0, 1), time.Now())
+		c, err := p.Acknowledge("a", []AckBatch{{First: 0, Last: 1, Types: []AckType{AckAccept, AckRenew}}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := p.Delta(c)
+		time.Sleep(11 * time.Second) // the write is slow
+		if got, _ := p.Acquire("b", 100, false, nil, time.Now()); len(got) != 0 {
+			t.Fatalf("b acquired %+v in flight", got)
+		}
+		p.Finish(c, d, true)
+		if st, _ := p.State(0); st != Acknowledged {
+			t.Fatalf("offset 0 %v after the commit", st)
+		}
+		if _, n := p.Expire(time.Now()); n != 1 {
+			t.Fatalf("expired %d, want 1: the renewed lock ran out during the write", n)
+		}
+		got, _ := p.Acquire("b", 100, false, nil, time.Now())
+		wantRanges(t, got, AcquiredRange{1, 1, 2})
+		checkCounts(t, p)
+	})
+}
+
 // TestDelta: a write carries the records changed since the last one at or
 // past the start offset it carries (not the whole in-flight state), and
 // none when nothing changed; a failed write's records are carried again.
