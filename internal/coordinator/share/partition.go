@@ -661,8 +661,8 @@ func (p *Partition) ackLocked(c *Change, member string, b AckBatch, now time.Tim
 }
 
 // rollbackLocked undoes c: its records get back their state, member, lock
-// and delivery count (a lock that expired meanwhile expires at the next
-// Expire).
+// and delivery count (a lock that ran out meanwhile expires at the next
+// Expire or Acquire, as Kafka's rollback makes such records available).
 func (p *Partition) rollbackLocked(c *Change) {
 	for j := len(c.prev) - 1; j >= 0; j-- {
 		ps := c.prev[j]
