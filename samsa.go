@@ -512,6 +512,14 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	if err != nil {
 		return nil, err
 	}
+	if sn, ok := n.quorum.(quorum.Snapshots); ok {
+		interval := time.Duration(nc.MetadataSnapshotMaxIntervalMs) * time.Millisecond
+		if interval == 0 {
+			interval = -1 // Kafka's 0: no time limit
+		}
+		offer := sn.StartSnapshots(quorum.SnapshotConfig{MaxRecordBytes: nc.MetadataSnapshotMaxRecordBytes, MaxInterval: interval, Logger: logger.With("component", "metadata-snapshots")})
+		n.ctrl.OnImage(func(_, im *metadata.Image) { offer(im) })
+	}
 	h.ctrl.Store(n.ctrl)
 	// A controller-only node has a Broker too, unregistered and hosting
 	// nothing: it answers the controller listener's APIs.

@@ -185,7 +185,7 @@ func roundTrip(t *testing.T, recs []Record) []Record {
 // random record sequences; a snapshot holds no more records than the log
 // it summarises.
 func TestSnapshotEqualsReplay(t *testing.T) {
-	for seed := range uint64(400) {
+	for seed := range uint64(200) {
 		r := rand.New(rand.NewPCG(seed, 13))
 		g := &recordGen{r: r, live: map[string]UUID{}}
 		var batches [][]Record

@@ -23,7 +23,11 @@ type Log interface {
 	Append(ctx context.Context, recs []metadata.Record) (int64, error)
 	// Replay calls fn for every committed batch of records in order, up to
 	// the commit point when called; it stops at fn's first error and
-	// returns it.
+	// returns it. When a metadata snapshot covers the start of the log
+	// (see StartSnapshots), the first call carries the snapshot's records
+	// (metadata.Image.Records) as one batch ending at the snapshot's end
+	// offset E: offset E-len(recs), so that applying it to an empty image
+	// gives the image at offset E-1; the batches from E follow.
 	Replay(fn func(offset int64, recs []metadata.Record) error) error
 	// Register delivers to l, from a goroutine of the log, the committed
 	// batches whose offset is at or after from (the offset of Replay's last

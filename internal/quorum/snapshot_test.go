@@ -1,0 +1,344 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
+)
+
+// topicRecords is a topic of n partitions as the controller creates it.
+func topicRecords(name string, n int) []metadata.Record {
+	id := topicID(name)
+	recs := []metadata.Record{metadata.TopicRecord{Name: name, ID: id}}
+	for p := range n {
+		recs = append(recs, metadata.PartitionRecord{TopicID: id, Partition: int32(p), Replicas: []int32{1}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 1})
+	}
+	return recs
+}
+
+func topicID(name string) (id metadata.UUID) {
+	copy(id[:], name)
+	return id
+}
+
+func sampleSnapshot(t testing.TB, id SnapshotID, topics int) ([]byte, []metadata.Record) {
+	t.Helper()
+	im := metadata.Empty("c")
+	for i := range topics {
+		im = im.Apply(im.Offset+1, topicRecords(fmt.Sprintf("t%d", i), 3))
+	}
+	recs := im.Records()
+	b, err := encodeSnapshot(id, 1234, 5678, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, recs
+}
+
+func TestSnapshotFileName(t *testing.T) {
+	id := SnapshotID{EndOffset: 12345, Epoch: 7}
+	if got, want := id.FileName(), "00000000000000012345-0000000007.checkpoint"; got != want {
+		t.Fatalf("file name %s, want %s (Kafka's)", got, want)
+	}
+	if got, ok := parseSnapshotName(id.FileName()); !ok || got != id {
+		t.Fatalf("parsed %v %v", got, ok)
+	}
+	for _, bad := range []string{"00000000000000012345-0000000007.checkpoint.part", "12345-7.checkpoint", "0000000000000001234x-0000000007.checkpoint", "quorum-state"} {
+		if _, ok := parseSnapshotName(bad); ok {
+			t.Errorf("%q parsed as a snapshot", bad)
+		}
+	}
+}
+
+// A snapshot decodes to its records; every truncation and every single
+// bit flip of it is refused (ErrCorruptSnapshot), never decoded to other
+// records.
+func TestSnapshotDecodeRejectsDamage(t *testing.T) {
+	id := SnapshotID{EndOffset: 100, Epoch: 3}
+	b, recs := sampleSnapshot(t, id, 2)
+	got, ts, err := decodeSnapshot(b, id.Epoch)
+	if err != nil || ts != 1234 || !reflect.DeepEqual(got, recs) {
+		t.Fatalf("decoded %d records, timestamp %d, err %v; want %d records", len(got), ts, err, len(recs))
+	}
+	if _, _, err := decodeSnapshot(b, 4); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("other epoch: %v", err)
+	}
+	for n := range len(b) {
+		if _, _, err := decodeSnapshot(b[:n], id.Epoch); !errors.Is(err, ErrCorruptSnapshot) {
+			t.Fatalf("truncated to %d of %d bytes: %v", n, len(b), err)
+		}
+	}
+	for i := range len(b) * 8 {
+		c := slices.Clone(b)
+		c[i/8] ^= 1 << (i % 8)
+		got, _, err := decodeSnapshot(c, id.Epoch)
+		if err == nil && !reflect.DeepEqual(got, recs) {
+			t.Fatalf("bit %d flipped: decoded other records", i)
+		}
+		// Flips in the base offset and epoch fields are not covered by
+		// the CRC; they are still caught by the offset and epoch checks.
+		if err == nil {
+			t.Fatalf("bit %d flipped: accepted", i)
+		}
+	}
+	if _, _, err := decodeSnapshot(append(slices.Clone(b), b...), id.Epoch); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("data after the footer: %v", err)
+	}
+}
+
+// FuzzDecodeSnapshot: no panic on any file contents, and what decodes
+// encodes back to a snapshot that decodes to the same records.
+func FuzzDecodeSnapshot(f *testing.F) {
+	b, _ := sampleSnapshot(f, SnapshotID{EndOffset: 10, Epoch: 2}, 2)
+	f.Add(b, int32(2))
+	empty, _ := encodeSnapshot(SnapshotID{EndOffset: 1}, 0, 0, nil)
+	f.Add(empty, int32(0))
+	f.Add(b[:len(b)/2], int32(2))
+	f.Fuzz(func(t *testing.T, b []byte, epoch int32) {
+		recs, ts, err := decodeSnapshot(b, epoch)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptSnapshot) {
+				t.Fatalf("error %v not ErrCorruptSnapshot", err)
+			}
+			return
+		}
+		again, err := encodeSnapshot(SnapshotID{EndOffset: 1, Epoch: epoch}, ts, 0, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs2, ts2, err := decodeSnapshot(again, epoch)
+		if err != nil || ts2 != ts || !reflect.DeepEqual(recs, recs2) {
+			t.Fatalf("re-encoded snapshot decodes differently: %v", err)
+		}
+	})
+}
+
+// crashAt is an errorfs injector that crashes the CrashFS under it at the
+// n-th call.
+type crashAt struct {
+	mu    sync.Mutex
+	n     int
+	crash func()
+}
+
+func (c *crashAt) MaybeError(errorfs.Op) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n--; c.n == 0 {
+		c.crash()
+	}
+	return nil
+}
+
+// A crash (power loss, keeping a random part of what was not fsynced) at
+// any step of writing a snapshot leaves either the previous snapshots only
+// or the new one whole, and the directory lists and loads without error.
+func TestSnapshotWriteCrash(t *testing.T) {
+	old := SnapshotID{EndOffset: 50, Epoch: 1}
+	oldData, oldRecs := sampleSnapshot(t, old, 2)
+	id := SnapshotID{EndOffset: 100, Epoch: 2}
+	data, recs := sampleSnapshot(t, id, 30)
+	for step := 1; ; step++ {
+		dir := t.TempDir()
+		if err := writeSnapshot(vfs.Default, dir, old, oldData); err != nil {
+			t.Fatal(err)
+		}
+		cfs := errorfs.NewCrashFS(nil)
+		inj := &crashAt{n: step}
+		fsys := errorfs.Wrap(cfs, inj)
+		inj.crash = func() { _ = cfs.Crash(errorfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(step), 1))}) }
+		err := writeSnapshot(fsys, dir, id, data)
+		ids, lerr := listSnapshots(vfs.Default, dir)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		var loaded []SnapshotID
+		for _, sid := range ids {
+			got, rerr := readSnapshot(vfs.Default, dir, sid)
+			switch {
+			case rerr != nil:
+				t.Fatalf("step %d: snapshot %s left corrupt: %v", step, sid.FileName(), rerr)
+			case sid == old && !reflect.DeepEqual(got, oldRecs), sid == id && !reflect.DeepEqual(got, recs):
+				t.Fatalf("step %d: snapshot %s has other records", step, sid.FileName())
+			case sid != old && sid != id:
+				t.Fatalf("step %d: unexpected snapshot %s", step, sid.FileName())
+			}
+			loaded = append(loaded, sid)
+		}
+		if err == nil && !slices.Contains(loaded, id) {
+			t.Fatalf("step %d: the write succeeded and the snapshot is gone", step)
+		}
+		if !slices.Contains(loaded, old) {
+			t.Fatalf("step %d: the previous snapshot is gone: %v", step, loaded)
+		}
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if filepath.Ext(e.Name()) == ".part" {
+				t.Fatalf("step %d: %s left after listing", step, e.Name())
+			}
+		}
+		if inj.n > 0 { // the write ended before the crash step: all steps covered
+			if err != nil || !slices.Contains(loaded, id) {
+				t.Fatalf("uncrashed write: %v, snapshots %v", err, loaded)
+			}
+			if step < 4 {
+				t.Fatalf("only %d steps", step)
+			}
+			return
+		}
+	}
+}
+
+// localNode is a Local log with an image kept as the controller keeps it:
+// replayed at open, then applied from the listener, each committed image
+// offered to the snapshot writer.
+type localNode struct {
+	logs    *storage.Manager
+	l       *Local
+	replays int           // calls of the Replay function
+	events  chan struct{} // poked on each commit
+	mu      sync.Mutex
+	im      *metadata.Image
+	unreg   func()
+}
+
+func openLocalNode(t *testing.T, dir string, cfg SnapshotConfig) *localNode {
+	t.Helper()
+	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{dir}, NodeID: 1, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLocal(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &localNode{logs: logs, l: l, im: metadata.Empty("c"), events: make(chan struct{}, 1)}
+	next := int64(0)
+	if err := l.Replay(func(off int64, recs []metadata.Record) error {
+		n.replays++
+		n.im = n.im.Apply(off, recs)
+		next = off + int64(len(recs))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	offer := l.StartSnapshots(cfg)
+	n.unreg = l.Register(next, Listener{Commit: func(off int64, recs []metadata.Record) {
+		n.mu.Lock()
+		n.im = n.im.Apply(off, recs)
+		im := n.im
+		n.mu.Unlock()
+		offer(im)
+		select {
+		case n.events <- struct{}{}:
+		default:
+		}
+	}})
+	return n
+}
+
+func (n *localNode) image() *metadata.Image {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.im
+}
+
+func (n *localNode) close() {
+	n.unreg()
+	n.l.Close()
+	n.logs.Close()
+}
+
+// A single node writes snapshots every MaxRecordBytes of log, keeps the
+// newest two, and at restart loads the newest and replays only the log
+// after it; the image equals the full replay's. A corrupt newest snapshot
+// falls back to the one before it, and with every snapshot corrupt the
+// whole log is replayed: the same image each time.
+func TestLocalSnapshotRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := openLocalNode(t, dir, SnapshotConfig{MaxRecordBytes: 4 << 10, Logger: testLogger(t)})
+	ctx := context.Background()
+	for i := range 60 {
+		if _, err := n.l.Append(ctx, topicRecords(fmt.Sprintf("topic-%d", i), 10)); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 3 {
+			if _, err := n.l.Append(ctx, []metadata.Record{metadata.RemoveTopicRecord{ID: topicID(fmt.Sprintf("topic-%d", i-1))}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	end := n.l.log.LogEndOffset()
+	waitRec(t, n.events, "the last image", func() bool { return n.image().Offset == end-1 })
+	want := n.image()
+	n.close()
+	mdir := filepath.Join(dir, MetadataTopic+"-0")
+	ids, err := listSnapshots(vfs.Default, mdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 {
+		t.Fatalf("%d snapshots kept, want 2: %v", len(ids), ids)
+	}
+
+	fullReplays := 0
+	check := func(what string, wantSnap SnapshotID) {
+		t.Helper()
+		n := openLocalNode(t, dir, SnapshotConfig{MaxRecordBytes: 1 << 30})
+		defer n.close()
+		if wantSnap.EndOffset == 0 {
+			fullReplays = n.replays
+		}
+		got, ok := n.l.LatestSnapshot()
+		if wantSnap.EndOffset == 0 && ok || wantSnap.EndOffset != 0 && got != wantSnap {
+			t.Fatalf("%s: loaded snapshot %v (%v), want %v", what, got, ok, wantSnap)
+		}
+		if wantSnap.EndOffset != 0 && n.replays >= fullReplays/2 {
+			t.Fatalf("%s: %d batches replayed, the whole log has %d", what, n.replays, fullReplays)
+		}
+		if im := n.image(); im.Offset != want.Offset || !reflect.DeepEqual(im.Records(), want.Records()) {
+			t.Fatalf("%s: image at offset %d with %d records, want offset %d, %d records", what, im.Offset, len(im.Records()), want.Offset, len(want.Records()))
+		}
+	}
+	// The whole log first (snapshots moved away), to count its batches.
+	tmp := t.TempDir()
+	for _, id := range ids {
+		if err := os.Rename(filepath.Join(mdir, id.FileName()), filepath.Join(tmp, id.FileName())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("no snapshot", SnapshotID{})
+	for _, id := range ids {
+		if err := os.Rename(filepath.Join(tmp, id.FileName()), filepath.Join(mdir, id.FileName())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("newest snapshot", ids[0])
+	corrupt := func(id SnapshotID) {
+		p := filepath.Join(mdir, id.FileName())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 0xff
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	corrupt(ids[0])
+	check("newest corrupt", ids[1])
+	corrupt(ids[1])
+	check("all corrupt", SnapshotID{})
+}

@@ -1,0 +1,335 @@
+package quorum
+
+import (
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/storage/vfs"
+)
+
+// SnapshotConfig says when a node writes snapshots of its metadata image
+// (KIP-630). Zero values mean the defaults.
+type SnapshotConfig struct {
+	// MaxRecordBytes is metadata.log.max.record.bytes.between.snapshots:
+	// a snapshot is written once the metadata log grew by this many bytes
+	// of batches since the last one (or since the start, counting the
+	// batches replayed after the snapshot loaded). Default 20 MiB, as
+	// Kafka's.
+	MaxRecordBytes int64
+	// MaxInterval is metadata.log.max.snapshot.interval.ms: a snapshot is
+	// also written when a commit comes this long after the last snapshot
+	// (or the start). Default 1 h, as Kafka's; negative disables it
+	// (Kafka's 0).
+	MaxInterval time.Duration
+	// Retain is how many snapshots are kept, newest first (default 2: a
+	// corrupt newest one leaves the one before it). Kafka keeps those
+	// above the log start offset; Samsa does not compact the log yet.
+	Retain int
+	// Logger nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults of SnapshotConfig.
+const (
+	DefaultSnapshotMaxRecordBytes = 20 << 20
+	DefaultSnapshotMaxInterval    = time.Hour
+	defaultSnapshotRetain         = 2
+)
+
+// snapshotter loads the newest valid snapshot at replay and writes new
+// ones from the images offered to it, on its own goroutine (started by
+// start, stopped by close). Images are immutable, so a snapshot is
+// written while commits go on.
+type snapshotter struct {
+	log    *storage.Log
+	fsys   vfs.FS
+	dir    string
+	now    func() time.Time
+	logger *slog.Logger
+
+	latest atomic.Pointer[metadata.Image]
+	wake   chan struct{} // capacity 1
+	stop   chan struct{}
+	done   chan struct{} // closed when run ends; nil before start
+
+	mu       sync.Mutex // guards the fields below
+	cfg      SnapshotConfig
+	started  bool
+	last     SnapshotID // newest snapshot written or loaded; EndOffset 0 for none
+	lastTime time.Time  // when last was written or loaded (or the start)
+	base     int64      // log size in bytes that last covers
+}
+
+func newSnapshotter(l *storage.Log, logger *slog.Logger) *snapshotter {
+	fsys := l.FS()
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	return &snapshotter{
+		log: l, fsys: fsys, dir: l.Dir(), now: time.Now, logger: logger,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), lastTime: time.Now(),
+	}
+}
+
+// load returns the records of the newest snapshot that loads whole and
+// fits the log: its end offset in [from, to] (to: the committed end) and,
+// above from, the batch ending there in the log with the snapshot's
+// epoch. Snapshots that do not fit or are corrupt are logged and skipped;
+// ok is false when none is left (the log is replayed from from).
+func (s *snapshotter) load(from, to int64) (id SnapshotID, recs []metadata.Record, ok bool) {
+	ids, err := listSnapshots(s.fsys, s.dir)
+	if err != nil {
+		s.logger.Warn("listing metadata snapshots failed; replaying the whole log", "err", err)
+		return id, nil, false
+	}
+	for _, id := range ids {
+		if id.EndOffset <= from || id.EndOffset > to {
+			s.logger.Info("skipping metadata snapshot outside the committed log", "snapshot", id.FileName(), "log_start_offset", from, "high_watermark", to)
+			continue
+		}
+		if !s.endsBatch(id) {
+			s.logger.Warn("skipping metadata snapshot that does not end at a batch of its epoch in the log", "snapshot", id.FileName())
+			continue
+		}
+		recs, err := readSnapshot(s.fsys, s.dir, id)
+		if err != nil {
+			s.logger.Warn("skipping unreadable metadata snapshot", "snapshot", id.FileName(), "err", err)
+			continue
+		}
+		return id, recs, true
+	}
+	return id, nil, false
+}
+
+// endsBatch reports whether the log holds a batch of epoch id.Epoch that
+// ends at id.EndOffset.
+func (s *snapshotter) endsBatch(id SnapshotID) bool {
+	found := false
+	err := readBatches(s.log, id.EndOffset-1, id.EndOffset, func(_ []byte, h record.Header) error {
+		found = h.NextOffset() == id.EndOffset && h.PartitionLeaderEpoch == id.Epoch
+		return nil
+	})
+	return err == nil && found
+}
+
+// replayed records that the image was rebuilt from snapshot id (EndOffset
+// 0: none) and replayedBytes of batches after it.
+func (s *snapshotter) replayed(id SnapshotID, replayedBytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id.EndOffset >= s.last.EndOffset {
+		s.last = id
+		s.base = max(s.log.Size()-replayedBytes, 0)
+		s.lastTime = s.now()
+	}
+}
+
+// start starts the goroutine writing snapshots under cfg; later calls
+// change nothing.
+func (s *snapshotter) start(cfg SnapshotConfig) {
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = DefaultSnapshotMaxRecordBytes
+	}
+	if cfg.MaxInterval == 0 {
+		cfg.MaxInterval = DefaultSnapshotMaxInterval
+	}
+	if cfg.Retain <= 0 {
+		cfg.Retain = defaultSnapshotRetain
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.stop:
+		return // closed
+	default:
+	}
+	if s.started {
+		return
+	}
+	s.started, s.cfg = true, cfg
+	if cfg.Logger != nil {
+		s.logger = cfg.Logger
+	}
+	s.done = make(chan struct{})
+	go s.run()
+}
+
+// offer hands im, a committed image, to the writer, without blocking.
+func (s *snapshotter) offer(im *metadata.Image) {
+	s.latest.Store(im)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the writer (after the snapshot in progress) and waits.
+func (s *snapshotter) close() {
+	s.mu.Lock()
+	done := s.done
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+func (s *snapshotter) run() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+		}
+		im := s.latest.Load()
+		size, due := s.due(im)
+		if !due {
+			continue
+		}
+		if err := s.write(im, size); err != nil {
+			s.logger.Warn("writing a metadata snapshot failed", "end_offset", im.Offset+1, "err", err)
+		}
+	}
+}
+
+// due reports whether a snapshot of im is due, with the log size now.
+func (s *snapshotter) due(im *metadata.Image) (size int64, due bool) {
+	if im == nil {
+		return 0, false
+	}
+	size = s.log.Size()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if im.Offset+1 <= s.last.EndOffset {
+		return size, false
+	}
+	if size-s.base >= s.cfg.MaxRecordBytes {
+		return size, true
+	}
+	return size, s.cfg.MaxInterval > 0 && s.now().Sub(s.lastTime) >= s.cfg.MaxInterval
+}
+
+// write writes the snapshot of im and removes the snapshots beyond
+// Retain. size is the log size the snapshot is taken to cover: the next
+// one is due MaxRecordBytes above it, even when this one fails (a full
+// disk is not retried on every commit).
+func (s *snapshotter) write(im *metadata.Image, size int64) error {
+	start := s.now()
+	s.mu.Lock()
+	s.base, s.lastTime = size, start
+	retain := s.cfg.Retain
+	s.mu.Unlock()
+	end := im.Offset + 1
+	id := SnapshotID{EndOffset: end, Epoch: -1}
+	lastTimestamp := int64(-1)
+	err := readBatches(s.log, end-1, end, func(_ []byte, h record.Header) error {
+		if h.NextOffset() == end {
+			id.Epoch, lastTimestamp = h.PartitionLeaderEpoch, h.MaxTimestamp
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if id.Epoch < 0 {
+		return errors.New("quorum: no batch of the log ends at the image's offset")
+	}
+	recs := im.Records()
+	if len(recs) == 0 {
+		return nil
+	}
+	data, err := encodeSnapshot(id, lastTimestamp, start.UnixMilli(), recs)
+	if err != nil {
+		return err
+	}
+	if err := writeSnapshot(s.fsys, s.dir, id, data); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.last = id
+	s.mu.Unlock()
+	s.logger.Info("wrote metadata snapshot", "snapshot", id.FileName(), "records", len(recs), "bytes", len(data), "duration", s.now().Sub(start))
+	ids, err := listSnapshots(s.fsys, s.dir)
+	if err != nil {
+		return err
+	}
+	// Keep id and the retain-1 newest below it; snapshots above it were
+	// skipped at load (past the committed log after a crash): drop them.
+	kept := 1
+	for _, old := range ids {
+		if old == id {
+			continue
+		}
+		if old.EndOffset < id.EndOffset && kept < retain {
+			kept++
+			continue
+		}
+		if err := s.fsys.Remove(filepath.Join(s.dir, old.FileName())); err != nil {
+			s.logger.Warn("removing an old metadata snapshot failed", "snapshot", old.FileName(), "err", err)
+		}
+	}
+	return nil
+}
+
+// latestID is the newest snapshot this node wrote or loaded; ok is false
+// when none.
+func (s *snapshotter) latestID() (id SnapshotID, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, s.last.EndOffset > 0
+}
+
+// Snapshots is implemented by Local, Raft and Observer: the node's image
+// source hands each committed image to the function StartSnapshots
+// returns.
+type Snapshots interface {
+	// StartSnapshots starts writing a snapshot of the metadata image
+	// (KIP-630) to the __cluster_metadata-0 directory whenever cfg says
+	// one is due, from the images given to offer: committed images
+	// (metadata.Image, immutable), in commit order. offer never blocks;
+	// it may be called from a Listener. Close stops the writer. Calling
+	// StartSnapshots again returns the same offer and changes nothing.
+	StartSnapshots(cfg SnapshotConfig) (offer func(*metadata.Image))
+	// LatestSnapshot is the newest snapshot this node loaded or wrote;
+	// ok is false when none.
+	LatestSnapshot() (id SnapshotID, ok bool)
+}
+
+// StartSnapshots implements Snapshots.
+func (l *Local) StartSnapshots(cfg SnapshotConfig) func(*metadata.Image) {
+	l.d.snap.start(cfg)
+	return l.d.snap.offer
+}
+
+// LatestSnapshot implements Snapshots.
+func (l *Local) LatestSnapshot() (SnapshotID, bool) { return l.d.snap.latestID() }
+
+// StartSnapshots implements Snapshots.
+func (r *Raft) StartSnapshots(cfg SnapshotConfig) func(*metadata.Image) {
+	r.d.snap.start(cfg)
+	return r.d.snap.offer
+}
+
+// LatestSnapshot implements Snapshots.
+func (r *Raft) LatestSnapshot() (SnapshotID, bool) { return r.d.snap.latestID() }
+
+// StartSnapshots implements Snapshots.
+func (o *Observer) StartSnapshots(cfg SnapshotConfig) func(*metadata.Image) {
+	o.d.snap.start(cfg)
+	return o.d.snap.offer
+}
+
+// LatestSnapshot implements Snapshots.
+func (o *Observer) LatestSnapshot() (SnapshotID, bool) { return o.d.snap.latestID() }
