@@ -165,7 +165,7 @@ func (d *dispatcher) replay(fn func(offset int64, recs []metadata.Record) error)
 		return fn(h.BaseOffset, recs)
 	})
 	if err == nil {
-		d.snap.replayed(id, replayed)
+		d.snap.replayed(id, replayed, committed)
 	}
 	return err
 }

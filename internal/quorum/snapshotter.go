@@ -64,7 +64,9 @@ type snapshotter struct {
 	started  bool
 	last     SnapshotID // newest snapshot written or loaded; EndOffset 0 for none
 	lastTime time.Time  // when last was written or loaded (or the start)
-	base     int64      // log size in bytes that last covers
+	// applied is the bytes of the log's batches in [last.EndOffset,
+	// counted): applied to the image since the last snapshot.
+	applied, counted int64
 }
 
 func newSnapshotter(l *storage.Log, logger *slog.Logger) *snapshotter {
@@ -120,14 +122,13 @@ func (s *snapshotter) endsBatch(id SnapshotID) bool {
 }
 
 // replayed records that the image was rebuilt from snapshot id (EndOffset
-// 0: none) and replayedBytes of batches after it.
-func (s *snapshotter) replayed(id SnapshotID, replayedBytes int64) {
+// 0: none) and replayedBytes of batches after it, up to end.
+func (s *snapshotter) replayed(id SnapshotID, replayedBytes, end int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id.EndOffset >= s.last.EndOffset {
-		s.last = id
-		s.base = max(s.log.Size()-replayedBytes, 0)
-		s.lastTime = s.now()
+		s.last, s.lastTime = id, s.now()
+		s.applied, s.counted = replayedBytes, end
 	}
 }
 
@@ -194,41 +195,62 @@ func (s *snapshotter) run() {
 		case <-s.wake:
 		}
 		im := s.latest.Load()
-		size, due := s.due(im)
-		if !due {
+		if !s.due(im) {
 			continue
 		}
-		if err := s.write(im, size); err != nil {
+		if err := s.write(im); err != nil {
 			s.logger.Warn("writing a metadata snapshot failed", "end_offset", im.Offset+1, "err", err)
 		}
 	}
 }
 
-// due reports whether a snapshot of im is due, with the log size now.
-func (s *snapshotter) due(im *metadata.Image) (size int64, due bool) {
+// due counts the bytes of the batches applied up to im (reading their
+// headers from the log: each batch is read once) and reports whether a
+// snapshot of im is due.
+func (s *snapshotter) due(im *metadata.Image) bool {
 	if im == nil {
-		return 0, false
+		return false
 	}
-	size = s.log.Size()
+	end := im.Offset + 1
+	s.mu.Lock()
+	from := s.counted
+	s.mu.Unlock()
+	var n int64
+	if end > from {
+		err := readBatches(s.log, from, end, func(b []byte, h record.Header) error {
+			if h.NextOffset() > from {
+				n += int64(len(b))
+			}
+			return nil
+		})
+		if err != nil {
+			s.logger.Warn("reading the metadata log for snapshots failed", "err", err)
+			return false
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if im.Offset+1 <= s.last.EndOffset {
-		return size, false
+	if end > s.counted {
+		s.applied += n
+		s.counted = end
 	}
-	if size-s.base >= s.cfg.MaxRecordBytes {
-		return size, true
+	if end <= s.last.EndOffset {
+		return false
 	}
-	return size, s.cfg.MaxInterval > 0 && s.now().Sub(s.lastTime) >= s.cfg.MaxInterval
+	if s.applied >= s.cfg.MaxRecordBytes {
+		return true
+	}
+	return s.cfg.MaxInterval > 0 && s.now().Sub(s.lastTime) >= s.cfg.MaxInterval
 }
 
-// write writes the snapshot of im and removes the snapshots beyond
-// Retain. size is the log size the snapshot is taken to cover: the next
-// one is due MaxRecordBytes above it, even when this one fails (a full
-// disk is not retried on every commit).
-func (s *snapshotter) write(im *metadata.Image, size int64) error {
+// write writes the snapshot of im (after due said so) and removes the
+// snapshots beyond Retain. The bytes counted towards the next one start
+// at im, even when this one fails (a full disk is not retried on every
+// commit).
+func (s *snapshotter) write(im *metadata.Image) error {
 	start := s.now()
 	s.mu.Lock()
-	s.base, s.lastTime = size, start
+	s.applied, s.lastTime = 0, start
 	retain := s.cfg.Retain
 	s.mu.Unlock()
 	end := im.Offset + 1
