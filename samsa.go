@@ -494,7 +494,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			return nil, fmt.Errorf("catching up with the metadata quorum: %w", err)
 		}
 	default:
-		n.local, err = quorum.OpenLocal(n.logs)
+		n.local, err = quorum.OpenLocalLogger(n.logs, logger.With("component", "quorum"))
 		if err != nil {
 			return nil, err
 		}

@@ -64,13 +64,20 @@ type Local struct {
 	fetch *fetchServer
 }
 
-// OpenLocal opens (creating when missing) __cluster_metadata-0 in logs.
-func OpenLocal(logs *storage.Manager) (*Local, error) {
+// OpenLocal opens (creating when missing) __cluster_metadata-0 in logs,
+// logging nothing (see OpenLocalLogger).
+func OpenLocal(logs *storage.Manager) (*Local, error) { return OpenLocalLogger(logs, nil) }
+
+// OpenLocalLogger is OpenLocal logging to logger (nil discards): the
+// snapshot loaded by Replay, those skipped.
+func OpenLocalLogger(logs *storage.Manager, logger *slog.Logger) (*Local, error) {
 	l, err := MetadataLog(logs)
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.DiscardHandler)
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	self := logs.NodeID()
 	d := newDispatcher(l, self, l.LogEndOffset(), Leadership{Epoch: 0, LeaderID: self}, logger)
 	return &Local{log: l, d: d, fetch: newFetchServer(l, d, self, logs.ClusterID())}, nil
