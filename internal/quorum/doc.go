@@ -46,13 +46,52 @@
 // entries are appended. Entries and the hard state are fsynced before the
 // messages that depend on them are sent.
 //
-// The log is never compacted yet: FirstIndex is always 1, no snapshots are
-// taken or sent, and Raft refuses a log whose start offset is not 0. A long
-// log works (reads go through storage's offset index; the base offset of
-// every entry, 8 bytes each, and the terms, one run per epoch, are kept in
-// memory) but every voter keeps the whole history and scans its batch
-// headers once at open. Snapshots of the image and compaction are left for
-// later.
+// The log is never compacted yet: FirstIndex is always 1, raft never
+// takes or sends a snapshot, and Raft refuses a log whose start offset is
+// not 0. A long log works (reads go through storage's offset index; the
+// base offset of every entry, 8 bytes each, and the terms, one run per
+// epoch, are kept in memory) but every voter keeps the whole history and
+// scans its batch headers once at open. Snapshots of the image (below)
+// spare the replay of that history, not its storage.
+//
+// # Snapshots
+//
+// Every node (Local, Raft voter, Observer) writes snapshots of its own
+// metadata image, as KRaft's nodes do (KIP-630): the image's owner hands
+// each committed image to the function StartSnapshots returns, and a
+// snapshot is written, on a goroutine of its own, once
+// SnapshotConfig.MaxRecordBytes of batches were applied since the last
+// one (metadata.log.max.record.bytes.between.snapshots, 20 MiB) or a
+// commit comes MaxInterval after it (metadata.log.max.snapshot.interval.ms,
+// 1 h). Images are immutable, so commits go on meanwhile.
+//
+// A snapshot is the file <end offset>-<epoch>.checkpoint in the
+// __cluster_metadata-0 directory, named as Kafka names them
+// (%020d-%010d: the offset after the last one the image covers, and the
+// partition leader epoch of the batch ending there). It holds v2 record
+// batches in the log's own encoding, uncompressed, at offsets 0, 1, … of
+// the file, each of partition leader epoch <epoch> and with its CRC-32C:
+//
+//	control batch  one SNAPSHOT_HEADER record (type 3): int16 version 0,
+//	               int64 last contained log timestamp, no tagged fields
+//	batches        the records of metadata.Image.Records (key = type,
+//	               value = JSON), about 1 MiB each
+//	control batch  one SNAPSHOT_FOOTER record (type 4): int16 version 0,
+//	               no tagged fields
+//
+// It is written to <name>.checkpoint.part, fsynced, renamed and the
+// directory fsynced (through the log's vfs.FS), so a crash leaves the
+// whole snapshot or none; .part files are removed when snapshots are
+// listed. The newest two are kept.
+//
+// Replay (at start) loads the newest snapshot that decodes whole (every
+// CRC, header first, footer last, nothing after it), ends at or below the
+// committed end (a voter's commit index is not fsynced on its own) and at
+// a batch of the log with its epoch; it hands its records to the caller as
+// one batch ending at the snapshot's end offset, then replays the log
+// after it. A snapshot that fails any check is logged and skipped for the
+// one before it, and with none the whole log is replayed: never an image
+// other than the log's.
 //
 // # Observers
 //
