@@ -231,3 +231,21 @@ func TestSnapshotEqualsReplay(t *testing.T) {
 		}
 	}
 }
+
+// Records and viewOf know every field of Image: a new field fails this
+// test until both carry it (or it is derived from others).
+func TestRecordsCoversImage(t *testing.T) {
+	known := map[string]string{
+		"Offset": "FromSnapshot", "ClusterID": "FromSnapshot", "topics": "TopicRecord", "byID": "TopicRecord",
+		"brokers": "RegisterBrokerRecord", "replicas": "derived from partitions", "delta": "not carried",
+		"brokerConfigs": "ConfigRecord", "groupConfigs": "ConfigRecord", "NextProducerID": "ProducerIDsRecord",
+		"Bootstrapped": "BootstrapRecord", "scram": "UserScramCredentialRecord", "acls": "AccessControlEntryRecord",
+		"aclIndex": "derived from acls", "quotas": "ClientQuotaRecord", "features": "FeatureLevelRecord",
+	}
+	typ := reflect.TypeFor[Image]()
+	for i := range typ.NumField() {
+		if f := typ.Field(i); known[f.Name] == "" {
+			t.Errorf("Image.%s is not carried by Records (snapshot.go) nor compared by viewOf", f.Name)
+		}
+	}
+}

@@ -512,3 +512,60 @@ func TestRaftSnapshotsRestart(t *testing.T) {
 		}
 	}
 }
+
+// An observer (a broker-only node) writes snapshots of the image it
+// follows and restarts from its newest one, then catches up with the
+// leader from its log end.
+func TestObserverSnapshotsRestart(t *testing.T) {
+	h := newHarness(t, 3, false)
+	h.startAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(cfg SnapshotConfig) (*Observer, *storage.Log, *follower) {
+		t.Helper()
+		l := h.openObserverLog(10)
+		o, err := OpenObserver(ObserverConfig{NodeID: 10, Voters: h.voters, Log: l, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+			Fetcher: &memFetcher{h: h, self: 10}, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := o.WaitCaughtUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return o, l, follow(t, o, cfg, h.poke)
+	}
+	o, l, f := open(SnapshotConfig{MaxRecordBytes: 4 << 10, Logger: testLogger(t)})
+	appendTopic := func(i int) {
+		t.Helper()
+		for range 50 {
+			lead := h.waitLeader(nil, 10*time.Second)
+			if _, err := h.raft(lead).Append(ctx, topicRecords(fmt.Sprintf("topic-%d", i), 10)); err == nil {
+				return
+			}
+		}
+		t.Fatal("no append succeeded")
+	}
+	for i := range 30 {
+		appendTopic(i)
+	}
+	h.waitFor("the observer's image", 10*time.Second, func() bool { return f.image().Topic("topic-29") != nil })
+	want := f.image()
+	f.unreg()
+	o.Close()
+	l.Close()
+	ids, err := listSnapshots(vfs.Default, filepath.Join(h.dir, "observer10", MetadataTopic+"-0"))
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("observer snapshots %v, %v", ids, err)
+	}
+	appendTopic(30)
+	o, l, f = open(SnapshotConfig{MaxRecordBytes: 1 << 30})
+	defer func() { f.unreg(); o.Close(); l.Close() }()
+	if got, ok := o.LatestSnapshot(); !ok || got != ids[0] {
+		t.Fatalf("observer loaded %v (%v), want its newest %v", got, ok, ids[0])
+	}
+	h.waitFor("the observer to catch up", 10*time.Second, func() bool { return f.image().Topic("topic-30") != nil })
+	im := f.image()
+	if im.Topic("topic-29") == nil || len(im.Records()) != len(want.Records())+11 {
+		t.Fatalf("image after restart: %d records, want %d + 11", len(im.Records()), len(want.Records()))
+	}
+}
