@@ -256,24 +256,24 @@ func listSnapshots(fsys vfs.FS, dir string) ([]SnapshotID, error) {
 	return ids, nil
 }
 
-// readSnapshot reads and decodes the snapshot id in dir. Errors:
-// ErrCorruptSnapshot (wrapped), I/O errors.
-func readSnapshot(fsys vfs.FS, dir string, id SnapshotID) ([]metadata.Record, error) {
+// readSnapshot reads and decodes the snapshot id in dir; size is the
+// file's. Errors: ErrCorruptSnapshot (wrapped), I/O errors.
+func readSnapshot(fsys vfs.FS, dir string, id SnapshotID) (recs []metadata.Record, size int64, err error) {
 	f, err := vfs.Open(fsys, filepath.Join(dir, id.FileName()))
 	if err != nil {
-		return nil, fmt.Errorf("quorum: read snapshot: %w", err)
+		return nil, 0, fmt.Errorf("quorum: read snapshot: %w", err)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSnapshotBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("quorum: read snapshot %s: %w", id.FileName(), err)
+		return nil, 0, fmt.Errorf("quorum: read snapshot %s: %w", id.FileName(), err)
 	}
 	if len(b) > maxSnapshotBytes {
-		return nil, fmt.Errorf("%w: %s larger than %d bytes", ErrCorruptSnapshot, id.FileName(), maxSnapshotBytes)
+		return nil, 0, fmt.Errorf("%w: %s larger than %d bytes", ErrCorruptSnapshot, id.FileName(), maxSnapshotBytes)
 	}
-	recs, _, err := decodeSnapshot(b, id.Epoch)
+	recs, _, err = decodeSnapshot(b, id.Epoch)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", id.FileName(), err)
+		return nil, 0, fmt.Errorf("%s: %w", id.FileName(), err)
 	}
-	return recs, nil
+	return recs, int64(len(b)), nil
 }

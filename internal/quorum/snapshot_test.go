@@ -167,7 +167,7 @@ func TestSnapshotWriteCrash(t *testing.T) {
 		}
 		var loaded []SnapshotID
 		for _, sid := range ids {
-			got, rerr := readSnapshot(vfs.Default, dir, sid)
+			got, _, rerr := readSnapshot(vfs.Default, dir, sid)
 			switch {
 			case rerr != nil:
 				t.Fatalf("step %d: snapshot %s left corrupt: %v", step, sid.FileName(), rerr)

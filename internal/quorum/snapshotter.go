@@ -67,6 +67,8 @@ type snapshotter struct {
 	// applied is the bytes of the log's batches in [last.EndOffset,
 	// counted): applied to the image since the last snapshot.
 	applied, counted int64
+	lastBytes        int64 // size of last's file
+	loads            int64 // snapshots loaded by Replay
 }
 
 func newSnapshotter(l *storage.Log, logger *slog.Logger) *snapshotter {
@@ -100,11 +102,15 @@ func (s *snapshotter) load(from, to int64) (id SnapshotID, recs []metadata.Recor
 			s.logger.Warn("skipping metadata snapshot that does not end at a batch of its epoch in the log", "snapshot", id.FileName())
 			continue
 		}
-		recs, err := readSnapshot(s.fsys, s.dir, id)
+		recs, size, err := readSnapshot(s.fsys, s.dir, id)
 		if err != nil {
 			s.logger.Warn("skipping unreadable metadata snapshot", "snapshot", id.FileName(), "err", err)
 			continue
 		}
+		s.mu.Lock()
+		s.lastBytes = size
+		s.loads++
+		s.mu.Unlock()
 		return id, recs, true
 	}
 	return id, nil, false
@@ -280,7 +286,7 @@ func (s *snapshotter) write(im *metadata.Image) error {
 		return err
 	}
 	s.mu.Lock()
-	s.last = id
+	s.last, s.lastBytes, s.lastTime = id, int64(len(data)), s.now()
 	s.mu.Unlock()
 	s.logger.Info("wrote metadata snapshot", "snapshot", id.FileName(), "records", len(recs), "bytes", len(data), "duration", s.now().Sub(start))
 	ids, err := listSnapshots(s.fsys, s.dir)
@@ -313,6 +319,26 @@ func (s *snapshotter) latestID() (id SnapshotID, ok bool) {
 	return s.last, s.last.EndOffset > 0
 }
 
+// SnapshotStats are the metadata snapshot metrics of a node, as Kafka's
+// SnapshotEmitter and MetadataLoader report them.
+type SnapshotStats struct {
+	// Latest is the newest snapshot written or loaded (EndOffset 0: none).
+	Latest SnapshotID
+	// Bytes is its file size, 0 for none (LatestSnapshotGeneratedBytes).
+	Bytes int64
+	// Time is when it was written or loaded, or when the log opened when
+	// there is none (LatestSnapshotGeneratedAgeMs is the time since).
+	Time time.Time
+	// Loads counts the snapshots Replay loaded (HandleLoadSnapshotCount).
+	Loads int64
+}
+
+func (s *snapshotter) stats() SnapshotStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SnapshotStats{Latest: s.last, Bytes: s.lastBytes, Time: s.lastTime, Loads: s.loads}
+}
+
 // Snapshots is implemented by Local, Raft and Observer: the node's image
 // source hands each committed image to the function StartSnapshots
 // returns.
@@ -327,6 +353,8 @@ type Snapshots interface {
 	// LatestSnapshot is the newest snapshot this node loaded or wrote;
 	// ok is false when none.
 	LatestSnapshot() (id SnapshotID, ok bool)
+	// SnapshotStats are the snapshot metrics. Safe for concurrent use.
+	SnapshotStats() SnapshotStats
 }
 
 // StartSnapshots implements Snapshots.
@@ -355,3 +383,12 @@ func (o *Observer) StartSnapshots(cfg SnapshotConfig) func(*metadata.Image) {
 
 // LatestSnapshot implements Snapshots.
 func (o *Observer) LatestSnapshot() (SnapshotID, bool) { return o.d.snap.latestID() }
+
+// SnapshotStats implements Snapshots.
+func (l *Local) SnapshotStats() SnapshotStats { return l.d.snap.stats() }
+
+// SnapshotStats implements Snapshots.
+func (r *Raft) SnapshotStats() SnapshotStats { return r.d.snap.stats() }
+
+// SnapshotStats implements Snapshots.
+func (o *Observer) SnapshotStats() SnapshotStats { return o.d.snap.stats() }
