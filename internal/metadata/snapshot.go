@@ -109,8 +109,9 @@ func (p Partition) padding() bool {
 // FromSnapshot returns the image of a metadata log whose offsets below
 // endOffset are summarised by recs (what Records returned, as a snapshot
 // holds it): Empty(clusterID) with recs applied, Offset endOffset-1, and
-// a nil Delta (a listener handed this image has no previous one to
-// compare with; see Diff).
+// a nil Delta (there is no previous image to compare with). It is what
+// Empty(clusterID).Apply(endOffset-len(recs), recs) gives, which is how
+// quorum's Replay hands a snapshot to the controller, but for the Delta.
 func FromSnapshot(clusterID string, endOffset int64, recs []Record) *Image {
 	im := Empty(clusterID).Apply(0, recs)
 	im.Offset = endOffset - 1
