@@ -157,11 +157,5 @@ func encodeBatch(recs []metadata.Record, now int64) ([]byte, error) {
 		}
 		rs[i] = record.Record{OffsetDelta: int32(i), Key: k, Value: v}
 	}
-	return record.Build(record.Spec{
-		PartitionLeaderEpoch: -1,
-		BaseTimestamp:        now,
-		ProducerID:           record.NoProducerID,
-		ProducerEpoch:        record.NoProducerEpoch,
-		BaseSequence:         record.NoSequence,
-	}, rs)
+	return buildBatch(0, -1, false, now, rs)
 }

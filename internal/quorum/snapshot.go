@@ -81,15 +81,7 @@ func encodeSnapshot(id SnapshotID, lastTimestamp, now int64, recs []metadata.Rec
 	var out []byte
 	next := int64(0)
 	add := func(control bool, rs []record.Record) error {
-		b, err := record.Build(record.Spec{
-			BaseOffset:           next,
-			PartitionLeaderEpoch: id.Epoch,
-			Control:              control,
-			BaseTimestamp:        now,
-			ProducerID:           record.NoProducerID,
-			ProducerEpoch:        record.NoProducerEpoch,
-			BaseSequence:         record.NoSequence,
-		}, rs)
+		b, err := buildBatch(next, id.Epoch, control, now, rs)
 		if err != nil {
 			return err
 		}

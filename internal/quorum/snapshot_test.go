@@ -460,25 +460,13 @@ func TestRaftSnapshotsRestart(t *testing.T) {
 		fs[id] = follow(t, h.nodes[id].r, cfg, h.poke)
 	}
 	ctx := context.Background()
-	appendTopic := func(i int) {
-		t.Helper()
-		for range 50 {
-			lead := h.waitLeader(nil, 10*time.Second)
-			if _, err := h.raft(lead).Append(ctx, topicRecords(fmt.Sprintf("topic-%d", i), 10)); err == nil {
-				return
-			} else if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrDropped) {
-				t.Fatal(err)
-			}
-		}
-		t.Fatal("no append succeeded")
-	}
 	for i := range 20 {
-		appendTopic(i)
+		h.appendTopic(ctx, i)
 	}
 	h.stop(3)
 	delete(fs, 3)
 	for i := 20; i < 60; i++ {
-		appendTopic(i)
+		h.appendTopic(ctx, i)
 	}
 	h.start(3)
 	fs[3] = follow(t, h.nodes[3].r, cfg, h.poke)
@@ -535,18 +523,8 @@ func TestObserverSnapshotsRestart(t *testing.T) {
 		return o, l, follow(t, o, cfg, h.poke)
 	}
 	o, l, f := open(SnapshotConfig{MaxRecordBytes: 4 << 10, Logger: testLogger(t)})
-	appendTopic := func(i int) {
-		t.Helper()
-		for range 50 {
-			lead := h.waitLeader(nil, 10*time.Second)
-			if _, err := h.raft(lead).Append(ctx, topicRecords(fmt.Sprintf("topic-%d", i), 10)); err == nil {
-				return
-			}
-		}
-		t.Fatal("no append succeeded")
-	}
 	for i := range 30 {
-		appendTopic(i)
+		h.appendTopic(ctx, i)
 	}
 	h.waitFor("the observer's image", 10*time.Second, func() bool { return f.image().Topic("topic-29") != nil })
 	want := f.image()
@@ -557,7 +535,7 @@ func TestObserverSnapshotsRestart(t *testing.T) {
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("observer snapshots %v, %v", ids, err)
 	}
-	appendTopic(30)
+	h.appendTopic(ctx, 30)
 	o, l, f = open(SnapshotConfig{MaxRecordBytes: 1 << 30})
 	defer func() { f.unreg(); o.Close(); l.Close() }()
 	if got, ok := o.LatestSnapshot(); !ok || got != ids[0] {
@@ -568,4 +546,21 @@ func TestObserverSnapshotsRestart(t *testing.T) {
 	if im.Topic("topic-29") == nil || len(im.Records()) != len(want.Records())+11 {
 		t.Fatalf("image after restart: %d records, want %d + 11", len(im.Records()), len(want.Records()))
 	}
+}
+
+// appendTopic appends topic-i, of 10 partitions, on the leader, retrying
+// while leadership moves.
+func (h *harness) appendTopic(ctx context.Context, i int) {
+	h.t.Helper()
+	for range 50 {
+		lead := h.waitLeader(nil, 10*time.Second)
+		_, err := h.raft(lead).Append(ctx, topicRecords(fmt.Sprintf("topic-%d", i), 10))
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrDropped) {
+			h.t.Fatal(err)
+		}
+	}
+	h.t.Fatal("no append succeeded")
 }
