@@ -184,10 +184,14 @@
 //
 // An Observer runs one fetch goroutine, the only writer of its log; the
 // leader's fetch handler runs on the caller's goroutine and waits on the
-// dispatcher's change channel (dispatcher.watch).
+// dispatcher's change channel (dispatcher.watch). Once StartSnapshots is
+// called, every implementation runs one snapshot goroutine (owned by the
+// dispatcher, stopped after the listeners in Close) that reads the log
+// and writes snapshot files.
 //
 // Locks: Raft.mu guards the error that stopped the loop; dispatcher.mu the
 // committed offset, leadership, listeners and change channel;
-// TCPTransport.mu its connections; fetchServer.mu the observers seen.
+// TCPTransport.mu its connections; fetchServer.mu the observers seen;
+// snapshotter.mu the newest snapshot and the bytes applied since.
 // None is held while taking another or while calling out.
 package quorum
