@@ -74,17 +74,18 @@ type subscription struct {
 }
 
 func newDispatcher(l *storage.Log, self int32, committed int64, leader Leadership, logger *slog.Logger) *dispatcher {
-	return &dispatcher{
+	d := &dispatcher{
 		log:        l,
 		self:       self,
 		logger:     logger,
-		snap:       newSnapshotter(l, logger),
 		committed:  committed,
 		leader:     leader,
 		epochStart: -1,
 		subs:       map[*subscription]struct{}{},
 		changed:    make(chan struct{}),
 	}
+	d.snap = newSnapshotter(l, func() int64 { c, _, _ := d.state(); return c }, logger)
+	return d
 }
 
 // wakeLocked nudges every listener goroutine and the watchers.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/storage"
 	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
@@ -563,4 +564,99 @@ func (h *harness) appendTopic(ctx context.Context, i int) {
 		}
 	}
 	h.t.Fatal("no append succeeded")
+}
+
+// logImage is the image of l's data batches in [0, to), as a full
+// replay builds it, and the epoch of the last batch read.
+func logImage(t *testing.T, l *storage.Log, to int64) (*metadata.Image, int32) {
+	t.Helper()
+	im, epoch := metadata.Empty("c"), int32(-1)
+	err := readBatches(l, 0, to, func(b []byte, h record.Header) error {
+		epoch = h.PartitionLeaderEpoch
+		if h.IsControl() {
+			return nil
+		}
+		recs, err := decodeBatch(b)
+		if err != nil {
+			return err
+		}
+		im = im.Apply(h.BaseOffset, recs)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return im, epoch
+}
+
+// A snapshot is only written of a committed image. A leader cut off from
+// the others appends an entry it cannot commit; the image of its log
+// with that entry is refused by the snapshot writer. Forced onto the disk
+// anyway (as a bug would write it), that snapshot is skipped at the next
+// start once the new leader's entries replaced the entry: it does not end
+// at a batch of its epoch in the log. The node's image is the quorum's.
+func TestSnapshotOnlyCommitted(t *testing.T) {
+	h := newHarness(t, 3, false)
+	h.startAll()
+	ctx := context.Background()
+	for i := range 3 {
+		h.appendTopic(ctx, i)
+	}
+	old := h.waitLeader(nil, 10*time.Second)
+	majority := others(h.ids, old)
+	h.f.isolate(old, h.ids)
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := h.raft(old).Append(actx, topicRecords("uncommitted", 10))
+	cancel()
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append on the cut-off leader: %v, want ErrNotLeader", err)
+	}
+	n := h.nodes[old]
+	im, epoch := logImage(t, n.log, n.log.LogEndOffset())
+	if im.Topic("uncommitted") == nil {
+		t.Fatal("the cut-off leader's log lacks its uncommitted entry")
+	}
+	if err := n.r.d.snap.write(im); err == nil {
+		t.Fatal("a snapshot of an image past the committed end was written")
+	}
+	mdir := filepath.Join(h.dir, fmt.Sprint("node", old), MetadataTopic+"-0")
+	if ids, err := listSnapshots(vfs.Default, mdir); err != nil || len(ids) != 0 {
+		t.Fatalf("snapshots %v, %v; want none", ids, err)
+	}
+	forged := SnapshotID{EndOffset: im.Offset + 1, Epoch: epoch}
+	data, err := encodeSnapshot(forged, 0, 0, im.Records())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSnapshot(vfs.Default, mdir, forged, data); err != nil {
+		t.Fatal(err)
+	}
+
+	// The majority elects a leader and commits past the forged snapshot.
+	lead := h.waitLeader(majority, 10*time.Second)
+	for i := 3; i < 6; i++ {
+		if _, err := h.raft(lead).Append(ctx, topicRecords(fmt.Sprintf("topic-%d", i), 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.f.heal()
+	h.waitFor("the old leader to catch up", 10*time.Second, func() bool {
+		return h.agreedLeader(nil) >= 0 && h.nodes[old].r.HighWatermark() >= h.nodes[lead].r.HighWatermark()
+	})
+	hw := h.sameLogs()
+	if hw <= forged.EndOffset {
+		t.Fatalf("high-watermark %d, want past the forged snapshot's end %d", hw, forged.EndOffset)
+	}
+	want, _ := logImage(t, h.nodes[lead].log, hw)
+	h.stop(old)
+	n = h.start(old)
+	f := follow(t, n.r, SnapshotConfig{MaxRecordBytes: 1 << 30}, h.poke)
+	defer f.unreg()
+	if id, ok := n.r.LatestSnapshot(); ok {
+		t.Fatalf("loaded snapshot %s of an uncommitted entry", id.FileName())
+	}
+	h.waitFor("the old leader's image", 10*time.Second, func() bool { return f.image().Offset >= want.Offset })
+	if got := f.image(); got.Topic("uncommitted") != nil || !reflect.DeepEqual(got.Records(), want.Records()) {
+		t.Fatalf("image after restart: %d records, want the quorum's %d", len(got.Records()), len(want.Records()))
+	}
 }

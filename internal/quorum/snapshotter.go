@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -53,6 +54,9 @@ type snapshotter struct {
 	dir    string
 	now    func() time.Time
 	logger *slog.Logger
+	// committed is the committed end of the log (dispatcher.committed):
+	// it only grows, and no offset below it is ever truncated.
+	committed func() int64
 
 	latest atomic.Pointer[metadata.Image]
 	wake   chan struct{} // capacity 1
@@ -71,13 +75,13 @@ type snapshotter struct {
 	loads            int64 // snapshots loaded by Replay
 }
 
-func newSnapshotter(l *storage.Log, logger *slog.Logger) *snapshotter {
+func newSnapshotter(l *storage.Log, committed func() int64, logger *slog.Logger) *snapshotter {
 	fsys := l.FS()
 	if fsys == nil {
 		fsys = vfs.Default
 	}
 	return &snapshotter{
-		log: l, fsys: fsys, dir: l.Dir(), now: time.Now, logger: logger,
+		log: l, fsys: fsys, dir: l.Dir(), now: time.Now, logger: logger, committed: committed,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), lastTime: time.Now(),
 	}
 }
@@ -253,7 +257,18 @@ func (s *snapshotter) due(im *metadata.Image) bool {
 // snapshots beyond Retain. The bytes counted towards the next one start
 // at im, even when this one fails (a full disk is not retried on every
 // commit).
+//
+// im must be committed: a snapshot of entries a new raft leader could
+// still overwrite would outlive them. The images offered come from the
+// batches Replay and the listeners deliver, all below the committed end,
+// and write checks it again: an image past the committed end is an error
+// and no snapshot. (Load checks it once more: a snapshot must end at or
+// below the committed end, at a batch of the log with its epoch, and one
+// (offset, epoch) names one raft entry and the log before it.)
 func (s *snapshotter) write(im *metadata.Image) error {
+	if end, committed := im.Offset+1, s.committed(); end > committed {
+		return fmt.Errorf("quorum: image at offset %d is past the committed end %d of the metadata log: not snapshotted", im.Offset, committed)
+	}
 	start := s.now()
 	s.mu.Lock()
 	s.applied, s.lastTime = 0, start
