@@ -286,7 +286,8 @@ func (n *localNode) close() {
 // newest two, and at restart loads the newest and replays only the log
 // after it; the image equals the full replay's. A corrupt newest snapshot
 // falls back to the one before it, and with every snapshot corrupt the
-// whole log is replayed: the same image each time.
+// whole log is replayed: the same image each time. The .part file of a
+// snapshot whose writing crashed is ignored and removed.
 func TestLocalSnapshotRestart(t *testing.T) {
 	dir := t.TempDir()
 	n := openLocalNode(t, dir, SnapshotConfig{MaxRecordBytes: 4 << 10, Logger: testLogger(t)})
@@ -346,7 +347,17 @@ func TestLocalSnapshotRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A crash while writing a newer snapshot left its .part file: ignored
+	// and removed at start.
+	part := filepath.Join(mdir, SnapshotID{EndOffset: ids[0].EndOffset + 11}.FileName()+".part")
+	partData, _ := sampleSnapshot(t, SnapshotID{EndOffset: ids[0].EndOffset + 11}, 3)
+	if err := os.WriteFile(part, partData[:len(partData)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
 	check("newest snapshot", ids[0])
+	if _, err := os.Stat(part); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s left at start: %v", filepath.Base(part), err)
+	}
 	corrupt := func(id SnapshotID) {
 		p := filepath.Join(mdir, id.FileName())
 		b, err := os.ReadFile(p)
