@@ -18,6 +18,7 @@ import (
 	"github.com/samsahq/samsa/internal/storage"
 	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // topicRecords is a topic of n partitions as the controller creates it.
@@ -204,8 +205,9 @@ func TestSnapshotWriteCrash(t *testing.T) {
 }
 
 // follower keeps an image of a Log as the controller does: replayed at
-// open, then applied from a listener, each committed image offered to the
-// snapshot writer.
+// open, then applied from a listener, the replayed image and each
+// committed one offered to the snapshot writer (as samsa.go offers the
+// images of Controller.OnImage).
 type follower struct {
 	replays int           // calls of the Replay function
 	events  chan struct{} // poked on each commit
@@ -233,6 +235,7 @@ func follow(t *testing.T, l snapshotLog, cfg SnapshotConfig, poke func()) *follo
 		t.Fatal(err)
 	}
 	offer := l.StartSnapshots(cfg)
+	offer(f.im) // as the controller's OnImage hands over the replayed image
 	f.unreg = l.Register(next, Listener{Commit: func(off int64, recs []metadata.Record) {
 		f.mu.Lock()
 		f.im = f.im.Apply(off, recs)
@@ -669,5 +672,64 @@ func TestSnapshotOnlyCommitted(t *testing.T) {
 	h.waitFor("the old leader's image", 10*time.Second, func() bool { return f.image().Offset >= want.Offset })
 	if got := f.image(); got.Topic("uncommitted") != nil || !reflect.DeepEqual(got.Records(), want.Records()) {
 		t.Fatalf("image after restart: %d records, want the quorum's %d", len(got.Records()), len(want.Records()))
+	}
+}
+
+// A voter and an observer that join after the others wrote snapshots
+// start from empty logs and catch up by fetching the whole log: the log
+// is never compacted, so raft never needs to send a snapshot (MsgSnap)
+// and an observer's fetch from offset 0 is always in range. Their images
+// equal the leader's, and they write snapshots of their own.
+func TestJoinAfterSnapshots(t *testing.T) {
+	h := newHarness(t, 3, false)
+	cfg := SnapshotConfig{MaxRecordBytes: 4 << 10, Logger: testLogger(t)}
+	fs := map[int32]*follower{}
+	for _, id := range h.ids[:2] { // a quorum of 3 without node 3
+		h.start(id)
+		fs[id] = follow(t, h.nodes[id].r, cfg, h.poke)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 30 {
+		h.appendTopic(ctx, i)
+	}
+	dirs := map[int32]string{}
+	for _, id := range h.ids {
+		dirs[id] = filepath.Join(h.dir, fmt.Sprint("node", id), MetadataTopic+"-0")
+	}
+	dirs[11] = filepath.Join(h.dir, "observer11", MetadataTopic+"-0")
+	snapshots := func(id int32) []SnapshotID {
+		ids, _ := listSnapshots(vfs.Default, dirs[id])
+		return ids
+	}
+	for _, id := range h.ids[:2] {
+		testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d's snapshot", id), func() bool { return len(snapshots(id)) > 0 })
+	}
+
+	n3 := h.start(3)
+	fs[3] = follow(t, n3.r, cfg, h.poke)
+	ol := h.openObserverLog(11)
+	o, err := OpenObserver(ObserverConfig{NodeID: 11, Voters: h.voters, Log: ol, MinBackoff: 10 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		Fetcher: &memFetcher{h: h, self: 11}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { o.Close(); ol.Close() }()
+	if err := o.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fs[11] = follow(t, o, cfg, h.poke)
+	defer fs[11].unreg()
+	lead := h.waitLeader(nil, 10*time.Second)
+	want := fs[lead].image()
+	for id, sn := range map[int32]Snapshots{3: n3.r, 11: o} {
+		if st := sn.SnapshotStats(); st.Loads != 0 {
+			t.Fatalf("node %d loaded %d snapshots with an empty log", id, st.Loads)
+		}
+		h.waitFor(fmt.Sprintf("node %d to catch up", id), 10*time.Second, func() bool { return fs[id].image().Offset >= want.Offset })
+		if im := fs[id].image(); !reflect.DeepEqual(im.Records(), want.Records()) {
+			t.Fatalf("node %d: image of %d records, want the leader's %d", id, len(im.Records()), len(want.Records()))
+		}
+		testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d's own snapshot", id), func() bool { return len(snapshots(id)) > 0 })
 	}
 }
