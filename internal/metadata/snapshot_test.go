@@ -317,11 +317,11 @@ func TestRecordsCoversImage(t *testing.T) {
 		}
 	}
 	set := map[string]bool{}
-	for seed := range uint64(50) {
+	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 630))
 		g := &recordGen{r: r, live: map[string]UUID{}}
 		im := Empty("c")
-		for range 80 {
+		for range 60 {
 			b := make([]Record, r.IntN(4)+1)
 			for i := range b {
 				b[i] = g.record()
