@@ -27,6 +27,7 @@ import (
 func TestKillDuringMetadataSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	opts := []string{"metadata.log.max.record.bytes.between.snapshots=1024"}
+	proctest.Binary(t) // built before the deadline starts: minutes on a loaded machine
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	created := map[string]bool{}
