@@ -84,6 +84,13 @@
 // whole snapshot or none; .part files are removed when snapshots are
 // listed. The newest two are kept.
 //
+// Only committed images are written: the images offered are those of the
+// committed batches Replay and the listeners deliver, and the writer
+// refuses an image past the dispatcher's committed end, which only grows
+// and is never truncated below (Raft overwrites only uncommitted entries;
+// an Observer refuses to truncate below what it delivered). A snapshot
+// therefore never holds an entry a new leader could overwrite.
+//
 // Replay (at start) loads the newest snapshot that decodes whole (every
 // CRC, header first, footer last, nothing after it), ends at or below the
 // committed end (a voter's commit index is not fsynced on its own) and at
@@ -91,7 +98,14 @@
 // one batch ending at the snapshot's end offset, then replays the log
 // after it. A snapshot that fails any check is logged and skipped for the
 // one before it, and with none the whole log is replayed: never an image
-// other than the log's.
+// other than the log's. (A raft entry's end offset and epoch name it and,
+// by raft's log matching, the whole log before it, so a snapshot that
+// ends at a batch of its epoch summarises this log's prefix.)
+//
+// The log itself is kept whole, so a voter or observer that lags behind,
+// or joins with an empty disk, catches up by fetching the log from where
+// its own ends, then writes snapshots of its own; no snapshot is sent
+// between nodes.
 //
 // # Observers
 //
