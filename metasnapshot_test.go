@@ -279,17 +279,7 @@ func TestMetadataSnapshotClusterRestart(t *testing.T) {
 	if next := initPID(); next <= pid {
 		t.Errorf("producer id %d after the restart, %d before", next, pid)
 	}
-	av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tv := int16(-1)
-	for _, f := range av.FinalizedFeatures {
-		if f.Name == "transaction.version" {
-			tv = f.MaxVersionLevel
-		}
-	}
-	if tv != 1 {
+	if tv := finalizedLevel(t, ctx, cl, "transaction.version"); tv != 1 {
 		t.Errorf("transaction.version %d after the restart, want 1", tv)
 	}
 	tcs, err := adm.DescribeTopicConfigs(ctx, "snap-a")
