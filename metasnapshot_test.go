@@ -3,10 +3,12 @@ package samsa_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,10 +154,18 @@ func lasting(im *metadata.Image) (recs []metadata.Record, replicas map[string][]
 // changes (leaders and epochs; the brokers' endpoints and racks, the
 // partitions' replicas stay). The clients see every setting again.
 func TestMetadataSnapshotClusterRestart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ids := []int32{1, 2, 3}
-	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(),
+	logs := new(testutil.SyncBuffer)
+	t.Cleanup(func() {
+		if t.Failed() {
+			lines := strings.Split(logs.String(), "\n")
+			t.Logf("the nodes' last log lines:\n%s", strings.Join(lines[max(0, len(lines)-300):], "\n"))
+		}
+	})
+	start := time.Now()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Properties:     map[string]string{"metadata.log.max.record.bytes.between.snapshots": "1"},
 		NodeProperties: map[int32]map[string]string{1: {"broker.rack": "r1"}, 2: {"broker.rack": "r2"}, 3: {"broker.rack": "r1"}}})
 	if err != nil {
@@ -243,6 +253,8 @@ func TestMetadataSnapshotClusterRestart(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("set up and snapshotted in %v; restarting", time.Since(start).Round(time.Millisecond))
+	logs.Write([]byte("-- restart --\n"))
 
 	// Every node starts at once: a combined node's start waits for an
 	// active controller, which needs a majority.
