@@ -63,12 +63,13 @@ func (cfg ClusterConfig) fs(id int32) vfs.FS {
 type Cluster struct {
 	cfg ClusterConfig
 
-	mu    sync.Mutex // guards nodes
-	nodes map[int32]*Node
-	ports map[int32][2]int // broker, controller port by node id (0: none)
-	http  map[int32]int    // http.listener port by node id (HTTPListeners)
-	roles map[int32]string // process.roles by node id
-	ids   []int32          // every node id, increasing
+	mu       sync.Mutex // guards nodes and starting
+	nodes    map[int32]*Node
+	starting map[int32]bool   // StartNode in progress, by node id
+	ports    map[int32][2]int // broker, controller port by node id (0: none)
+	http     map[int32]int    // http.listener port by node id (HTTPListeners)
+	roles    map[int32]string // process.roles by node id
+	ids      []int32          // every node id, increasing
 }
 
 // StartCluster starts cfg.Nodes combined nodes (ids 1..N), or
@@ -79,7 +80,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("samsa: ClusterConfig.Dir is required")
 	}
-	c := &Cluster{cfg: cfg, nodes: map[int32]*Node{}, ports: map[int32][2]int{}, http: map[int32]int{}, roles: map[int32]string{}}
+	c := &Cluster{cfg: cfg, nodes: map[int32]*Node{}, starting: map[int32]bool{}, ports: map[int32][2]int{}, http: map[int32]int{}, roles: map[int32]string{}}
 	switch {
 	case cfg.Controllers > 0 || cfg.Brokers > 0:
 		if cfg.Nodes > 0 {
@@ -308,21 +309,32 @@ func (c *Cluster) StopNode(id int32) error {
 	return n.Close()
 }
 
-// StartNode starts node id again on its data directory and ports.
+// StartNode starts node id again on its data directory and ports. It
+// returns once the node has started: a broker once it registered, which
+// needs an active controller, so a stopped majority of the voters must be
+// started concurrently (StartNode is safe for concurrent use; it held the
+// cluster's lock while starting, and a second voter's start waited for
+// the first's, which waited for a quorum).
 func (c *Cluster) StartNode(ctx context.Context, id int32) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.nodes[id] != nil {
+	if c.nodes[id] != nil || c.starting[id] {
+		c.mu.Unlock()
 		return fmt.Errorf("samsa: node %d is running", id)
 	}
 	if _, ok := c.ports[id]; !ok {
+		c.mu.Unlock()
 		return fmt.Errorf("samsa: no node %d", id)
 	}
+	c.starting[id] = true
+	c.mu.Unlock()
 	nc, err := c.nodeConfig(id)
-	if err != nil {
-		return err
+	var n *Node
+	if err == nil {
+		n, err = startNode(ctx, nc, c.cfg.Logger, nil, c.cfg.fs(id))
 	}
-	n, err := startNode(ctx, nc, c.cfg.Logger, nil, c.cfg.fs(id))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.starting, id)
 	if err != nil {
 		return err
 	}

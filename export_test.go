@@ -1,5 +1,19 @@
 package samsa
 
+import (
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/quorum"
+)
+
+// MetadataImage is the metadata image n's controller holds.
+func MetadataImage(n *Node) *metadata.Image { return n.ctrl.Image() }
+
+// MetadataSnapshotStats are n's metadata snapshot figures: the newest
+// snapshot written or loaded, and how many were loaded.
+func MetadataSnapshotStats(n *Node) quorum.SnapshotStats {
+	return n.quorum.(quorum.Snapshots).SnapshotStats()
+}
+
 // ConsumerBytesOut is the record bytes n's broker has served to consumers
 // (KIP-392 tests: which replica a consumer reads from).
 func ConsumerBytesOut(n *Node) int64 { return n.broker.ConsumerBytesOut() }

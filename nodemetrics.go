@@ -125,6 +125,9 @@ var (
 	descRaftAppend   = prometheus.NewDesc("kafka_server_raftmetrics_append_records_rate", "Metadata records per second this node's controller appended, since the previous scrape (append-records-rate).", nil, nil)
 	descRaftFetch    = prometheus.NewDesc("kafka_server_raftmetrics_fetch_records_rate", "Metadata records per second replicated into this node's copy of the log while not leading, since the previous scrape (fetch-records-rate).", nil, nil)
 	descRaftLatency  = prometheus.NewDesc("kafka_server_raftmetrics_commit_latency_avg", "Mean milliseconds from a metadata append to its commit, since the previous scrape (commit-latency-avg).", nil, nil)
+	descSnapBytes    = prometheus.NewDesc("kafka_server_snapshotemitter_latestsnapshotgeneratedbytes", "Size in bytes of the newest metadata snapshot this node wrote, else of the one it loaded, else 0 (SnapshotEmitter LatestSnapshotGeneratedBytes).", nil, nil)
+	descSnapAge      = prometheus.NewDesc("kafka_server_snapshotemitter_latestsnapshotgeneratedagems", "Milliseconds since this node wrote (or loaded) its newest metadata snapshot, else since its metadata log opened (SnapshotEmitter LatestSnapshotGeneratedAgeMs).", nil, nil)
+	descSnapLoads    = prometheus.NewDesc("kafka_server_metadataloader_handleloadsnapshotcount", "Metadata snapshots loaded since the process started (MetadataLoader HandleLoadSnapshotCount).", nil, nil)
 	descRaftLatencyS = prometheus.NewDesc("samsa_raft_commit_seconds_total", "Seconds metadata appends of this node's controller took to commit, in total (divide by samsa_raft_commits_total).", nil, nil)
 	descRaftCommits  = prometheus.NewDesc("samsa_raft_commits_total", "Metadata appends of this node's controller that committed.", nil, nil)
 
@@ -154,7 +157,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range descCleaner {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{descConnections, descRolls, descRaftLeader, descRaftEpoch, descRaftVote, descRaftState, descRaftHW, descRaftLEO, descRaftAppend, descRaftFetch, descRaftLatency, descRaftLatencyS, descRaftCommits, descRaftBytesIn, descRaftBytesOut, descRaftMsgsOut, descRaftMsgsIn} {
+	for _, d := range []*prometheus.Desc{descConnections, descRolls, descRaftLeader, descRaftEpoch, descRaftVote, descRaftState, descRaftHW, descRaftLEO, descRaftAppend, descRaftFetch, descRaftLatency, descRaftLatencyS, descRaftCommits, descSnapBytes, descSnapAge, descSnapLoads, descRaftBytesIn, descRaftBytesOut, descRaftMsgsOut, descRaftMsgsIn} {
 		ch <- d
 	}
 	// The broker's descriptions do not need a broker.
@@ -233,6 +236,12 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	g(descRaftLatency, avg)
 	ch <- prometheus.MustNewConstMetric(descRaftLatencyS, prometheus.CounterValue, float64(m.quorum.commitNanos.Load())/1e9)
 	ch <- prometheus.MustNewConstMetric(descRaftCommits, prometheus.CounterValue, float64(m.quorum.commits.Load()))
+	if sn, ok := n.quorum.(quorum.Snapshots); ok {
+		st := sn.SnapshotStats()
+		g(descSnapBytes, float64(st.Bytes))
+		g(descSnapAge, float64(now.Sub(st.Time).Milliseconds()))
+		g(descSnapLoads, float64(st.Loads))
+	}
 	if n.transport != nil {
 		st := n.transport.Stats()
 		for _, c := range []struct {

@@ -494,7 +494,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 			return nil, fmt.Errorf("catching up with the metadata quorum: %w", err)
 		}
 	default:
-		n.local, err = quorum.OpenLocal(n.logs)
+		n.local, err = quorum.OpenLocalLogger(n.logs, logger.With("component", "quorum"))
 		if err != nil {
 			return nil, err
 		}
@@ -511,6 +511,14 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	n.ctrl, err = controller.New(nc, ctrlLog, n.logs.ClusterID(), bootstrap, logger.With("component", "controller"))
 	if err != nil {
 		return nil, err
+	}
+	if sn, ok := n.quorum.(quorum.Snapshots); ok {
+		interval := time.Duration(nc.MetadataSnapshotMaxIntervalMs) * time.Millisecond
+		if interval == 0 {
+			interval = -1 // Kafka's 0: no time limit
+		}
+		offer := sn.StartSnapshots(quorum.SnapshotConfig{MaxRecordBytes: nc.MetadataSnapshotMaxRecordBytes, MaxInterval: interval, Logger: logger.With("component", "metadata-snapshots")})
+		n.ctrl.OnImage(func(_, im *metadata.Image) { offer(im) })
 	}
 	h.ctrl.Store(n.ctrl)
 	// A controller-only node has a Broker too, unregistered and hosting

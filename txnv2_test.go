@@ -271,6 +271,22 @@ func TestTxnV2Franz(t *testing.T) {
 	}
 }
 
+// finalizedLevel is the finalized level of feature name that ApiVersions
+// through r reports, 0 when none.
+func finalizedLevel(t *testing.T, ctx context.Context, r kmsg.Requestor, name string) int16 {
+	t.Helper()
+	av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range av.FinalizedFeatures {
+		if f.Name == name {
+			return f.MaxVersionLevel
+		}
+	}
+	return 0
+}
+
 // TestUpdateFeatures turns transaction.version down and up again with
 // UpdateFeatures (API 57), as kafka-features does: ApiVersions follows,
 // a downgrade needs a downgrade type, unknown features and levels out of
@@ -280,19 +296,7 @@ func TestUpdateFeatures(t *testing.T) {
 	cl := newClient(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	level := func() int16 {
-		t.Helper()
-		av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range av.FinalizedFeatures {
-			if f.Name == "transaction.version" {
-				return f.MaxVersionLevel
-			}
-		}
-		return 0
-	}
+	level := func() int16 { return finalizedLevel(t, ctx, cl, "transaction.version") }
 	update := func(name string, lvl int16, upgradeType int8, validateOnly bool) int16 {
 		t.Helper()
 		req := kmsg.NewPtrUpdateFeaturesRequest()

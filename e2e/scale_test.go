@@ -55,7 +55,7 @@ func TestScale(t *testing.T) {
 	topics, parts, batch := *scaleTopics, int32(*scalePartitions), *scaleBatch
 	total := topics * int(parts)
 	dir := t.TempDir()
-	srv := proctest.Start(t, dir)
+	srv := proctest.Start(t, dir, snapshotOverrides()...)
 	first := srv
 	t.Cleanup(func() { saveLogs(t, first, "first") })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -133,29 +133,14 @@ func TestScale(t *testing.T) {
 	}
 	put("shutdown", time.Since(start).Round(time.Millisecond).String())
 
-	start = time.Now()
-	srv = proctest.StartWithin(t, dir, 10*time.Minute)
-	restarted := srv
-	t.Cleanup(func() { saveLogs(t, restarted, "restart") })
-	adm, admCl = newAdmin(t, srv.Addr)
-	defer admCl.Close()
-	ends, err := adm.ListEndOffsets(ctx, names...)
-	if err != nil {
-		t.Fatalf("ListOffsets after restart: %v", err)
-	}
-	serving := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset == 1 {
-			serving++
-		}
-	})
-	put("restart_to_serving", time.Since(start).Round(time.Millisecond).String())
-	if serving != total {
-		t.Fatalf("after restart %d of %d partitions serve their record", serving, total)
-	}
+	srv, took := restartServing(t, ctx, dir, "restart", names, snapshotOverrides()...)
+	put("restart_to_serving", took.Round(time.Millisecond).String())
 	fds, rss = procStats(t, srv.Pid())
 	put("open_fds_after_restart", strconv.Itoa(fds))
 	put("rss_mib_after_restart", strconv.Itoa(rss>>20))
+	if *scaleCompareSnapshots {
+		compareSnapshotRestarts(t, ctx, srv, dir, names, took, put)
+	}
 	if *scaleReport != "" {
 		var b strings.Builder
 		fmt.Fprintf(&b, "partitions=%d", total)
@@ -170,6 +155,35 @@ func TestScale(t *testing.T) {
 		defer f.Close()
 		f.WriteString(b.String())
 	}
+}
+
+// restartServing starts the node of dir (a server named name for
+// saveLogs, with overrides) and waits until every partition of topics
+// serves its one record (ListOffsets: end offset 1); it returns the
+// server and the time from the start to then.
+func restartServing(t *testing.T, ctx context.Context, dir, name string, topics []string, overrides ...string) (*proctest.Server, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	srv := proctest.StartWithin(t, dir, 10*time.Minute, overrides...)
+	t.Cleanup(func() { saveLogs(t, srv, name) })
+	adm, cl := newAdmin(t, srv.Addr)
+	defer cl.Close()
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatalf("ListOffsets after restart: %v", err)
+	}
+	serving, total := 0, 0
+	ends.Each(func(o kadm.ListedOffset) {
+		total++
+		if o.Err == nil && o.Offset == 1 {
+			serving++
+		}
+	})
+	took := time.Since(start)
+	if serving != total || total == 0 {
+		t.Fatalf("after restart %d of %d partitions serve their record", serving, total)
+	}
+	return srv, took
 }
 
 func newAdmin(t *testing.T, addr string) (*kadm.Client, *kgo.Client) {

@@ -56,6 +56,15 @@ type Node struct {
 	// listeners; empty means a single combined node whose metadata log has
 	// one voter, itself. Required with process.roles=broker or =controller.
 	QuorumVoters []Voter
+	// MetadataSnapshotMaxRecordBytes is
+	// metadata.log.max.record.bytes.between.snapshots: a node writes a
+	// snapshot of its metadata image once its metadata log grew by this
+	// many bytes since the last one (default 20 MiB, at least 1).
+	MetadataSnapshotMaxRecordBytes int64
+	// MetadataSnapshotMaxIntervalMs is metadata.log.max.snapshot.interval.ms:
+	// a node also writes a snapshot when this long passed since the last
+	// one and the log grew (default 3600000, one hour; 0 disables it).
+	MetadataSnapshotMaxIntervalMs int64
 	// LogDirs is log.dirs, falling back to log.dir (Samsa's default
 	// ./samsa-data; Kafka's is /tmp/kafka-logs).
 	LogDirs []string
@@ -746,7 +755,9 @@ var nodeProps = map[string]nodeProp{
 		n.QuorumVoters, err = ParseVoters(v)
 		return err
 	}, "controllers of the metadata quorum, id@host:port,..."},
-	"controller.quorum.bootstrap.servers": {"", ignored, "accepted, unused: controller.quorum.voters names the controllers"},
+	"metadata.log.max.record.bytes.between.snapshots": {"20971520", i64(func(n *Node) *int64 { return &n.MetadataSnapshotMaxRecordBytes }, 1), "metadata log bytes between metadata image snapshots"},
+	"metadata.log.max.snapshot.interval.ms":           {"3600000", i64(func(n *Node) *int64 { return &n.MetadataSnapshotMaxIntervalMs }, 0), "time between metadata image snapshots (0: no limit)"},
+	"controller.quorum.bootstrap.servers":             {"", ignored, "accepted, unused: controller.quorum.voters names the controllers"},
 	"log.dirs": {"", func(n *Node, v string) error {
 		n.LogDirs = parseList(v)
 		return nil

@@ -51,6 +51,7 @@ type dispatcher struct {
 	log    *storage.Log
 	self   int32 // node id of this voter
 	logger *slog.Logger
+	snap   *snapshotter
 
 	mu         sync.Mutex // guards the fields below
 	committed  int64      // offsets below it are committed (the high-watermark)
@@ -73,7 +74,7 @@ type subscription struct {
 }
 
 func newDispatcher(l *storage.Log, self int32, committed int64, leader Leadership, logger *slog.Logger) *dispatcher {
-	return &dispatcher{
+	d := &dispatcher{
 		log:        l,
 		self:       self,
 		logger:     logger,
@@ -83,6 +84,8 @@ func newDispatcher(l *storage.Log, self int32, committed int64, leader Leadershi
 		subs:       map[*subscription]struct{}{},
 		changed:    make(chan struct{}),
 	}
+	d.snap = newSnapshotter(l, func() int64 { c, _, _ := d.state(); return c }, logger)
+	return d
 }
 
 // wakeLocked nudges every listener goroutine and the watchers.
@@ -135,19 +138,37 @@ func (d *dispatcher) state() (committed int64, leader Leadership, epochStart int
 	return d.committed, d.leader, d.epochStart
 }
 
-// replay calls fn for each committed batch with metadata records.
+// replay calls fn with the records of the newest valid snapshot within
+// the committed log, if any, as one batch ending at the snapshot's end
+// offset (see Log.Replay), then for each committed batch after it with
+// metadata records.
 func (d *dispatcher) replay(fn func(offset int64, recs []metadata.Record) error) error {
 	committed, _, _ := d.state()
-	return readBatches(d.log, d.log.LogStartOffset(), committed, func(b []byte, h record.Header) error {
-		if h.IsControl() {
+	from := d.log.LogStartOffset()
+	id, recs, ok := d.snap.load(from, committed)
+	if ok {
+		d.logger.Info("loaded metadata snapshot", "snapshot", id.FileName(), "records", len(recs))
+		if err := fn(id.EndOffset-int64(len(recs)), recs); err != nil {
+			return err
+		}
+		from = id.EndOffset
+	}
+	var replayed int64
+	err := readBatches(d.log, from, committed, func(b []byte, h record.Header) error {
+		if h.IsControl() || h.NextOffset() <= from {
 			return nil
 		}
+		replayed += int64(len(b))
 		recs, err := decodeBatch(b)
 		if err != nil {
 			return fmt.Errorf("metadata log at offset %d: %w", h.BaseOffset, err)
 		}
 		return fn(h.BaseOffset, recs)
 	})
+	if err == nil {
+		d.snap.replayed(id, replayed, committed)
+	}
+	return err
 }
 
 // register starts a goroutine delivering to l from offset from.
@@ -236,4 +257,5 @@ func (d *dispatcher) close() {
 	d.subs = map[*subscription]struct{}{}
 	d.mu.Unlock()
 	d.wg.Wait()
+	d.snap.close()
 }

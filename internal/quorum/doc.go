@@ -46,13 +46,66 @@
 // entries are appended. Entries and the hard state are fsynced before the
 // messages that depend on them are sent.
 //
-// The log is never compacted yet: FirstIndex is always 1, no snapshots are
-// taken or sent, and Raft refuses a log whose start offset is not 0. A long
-// log works (reads go through storage's offset index; the base offset of
-// every entry, 8 bytes each, and the terms, one run per epoch, are kept in
-// memory) but every voter keeps the whole history and scans its batch
-// headers once at open. Snapshots of the image and compaction are left for
-// later.
+// The log is never compacted yet: FirstIndex is always 1, raft never
+// takes or sends a snapshot, and Raft refuses a log whose start offset is
+// not 0. A long log works (reads go through storage's offset index; the
+// base offset of every entry, 8 bytes each, and the terms, one run per
+// epoch, are kept in memory) but every voter keeps the whole history and
+// scans its batch headers once at open. Snapshots of the image (below)
+// spare the replay of that history, not its storage.
+//
+// # Snapshots
+//
+// Every node (Local, Raft voter, Observer) writes snapshots of its own
+// metadata image, as KRaft's nodes do (KIP-630): the image's owner hands
+// each committed image to the function StartSnapshots returns, and a
+// snapshot is written, on a goroutine of its own, once
+// SnapshotConfig.MaxRecordBytes of batches were applied since the last
+// one (metadata.log.max.record.bytes.between.snapshots, 20 MiB) or a
+// commit comes MaxInterval after it (metadata.log.max.snapshot.interval.ms,
+// 1 h). Images are immutable, so commits go on meanwhile.
+//
+// A snapshot is the file <end offset>-<epoch>.checkpoint in the
+// __cluster_metadata-0 directory, named as Kafka names them
+// (%020d-%010d: the offset after the last one the image covers, and the
+// partition leader epoch of the batch ending there). It holds v2 record
+// batches in the log's own encoding, uncompressed, at offsets 0, 1, … of
+// the file, each of partition leader epoch <epoch> and with its CRC-32C:
+//
+//	control batch  one SNAPSHOT_HEADER record (type 3): int16 version 0,
+//	               int64 last contained log timestamp, no tagged fields
+//	batches        the records of metadata.Image.Records (key = type,
+//	               value = JSON), about 1 MiB each
+//	control batch  one SNAPSHOT_FOOTER record (type 4): int16 version 0,
+//	               no tagged fields
+//
+// It is written to <name>.checkpoint.part, fsynced, renamed and the
+// directory fsynced (through the log's vfs.FS), so a crash leaves the
+// whole snapshot or none; .part files are removed when snapshots are
+// listed. The newest two are kept.
+//
+// Only committed images are written: the images offered are those of the
+// committed batches Replay and the listeners deliver, and the writer
+// refuses an image past the dispatcher's committed end, which only grows
+// and is never truncated below (Raft overwrites only uncommitted entries;
+// an Observer refuses to truncate below what it delivered). A snapshot
+// therefore never holds an entry a new leader could overwrite.
+//
+// Replay (at start) loads the newest snapshot that decodes whole (every
+// CRC, header first, footer last, nothing after it), ends at or below the
+// committed end (a voter's commit index is not fsynced on its own) and at
+// a batch of the log with its epoch; it hands its records to the caller as
+// one batch ending at the snapshot's end offset, then replays the log
+// after it. A snapshot that fails any check is logged and skipped for the
+// one before it, and with none the whole log is replayed: never an image
+// other than the log's. (A raft entry's end offset and epoch name it and,
+// by raft's log matching, the whole log before it, so a snapshot that
+// ends at a batch of its epoch summarises this log's prefix.)
+//
+// The log itself is kept whole, so a voter or observer that lags behind,
+// or joins with an empty disk, catches up by fetching the log from where
+// its own ends, then writes snapshots of its own; no snapshot is sent
+// between nodes.
 //
 // # Observers
 //
@@ -145,10 +198,14 @@
 //
 // An Observer runs one fetch goroutine, the only writer of its log; the
 // leader's fetch handler runs on the caller's goroutine and waits on the
-// dispatcher's change channel (dispatcher.watch).
+// dispatcher's change channel (dispatcher.watch). Once StartSnapshots is
+// called, every implementation runs one snapshot goroutine (owned by the
+// dispatcher, stopped after the listeners in Close) that reads the log
+// and writes snapshot files.
 //
 // Locks: Raft.mu guards the error that stopped the loop; dispatcher.mu the
 // committed offset, leadership, listeners and change channel;
-// TCPTransport.mu its connections; fetchServer.mu the observers seen.
+// TCPTransport.mu its connections; fetchServer.mu the observers seen;
+// snapshotter.mu the newest snapshot and the bytes applied since.
 // None is held while taking another or while calling out.
 package quorum

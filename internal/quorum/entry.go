@@ -61,15 +61,22 @@ func leaderChangeBatch(offset int64, epoch int32, leader int32, voters []int32, 
 	for _, v := range voters {
 		msg.Voters = append(msg.Voters, kmsg.LeaderChangeMessageVoter{VoterID: v})
 	}
+	return buildBatch(offset, epoch, true, now, []record.Record{{Key: record.ControlKey(record.ControlLeaderChange), Value: msg.AppendTo(nil)}})
+}
+
+// buildBatch builds an uncompressed v2 batch of rs, without a producer, as
+// the metadata log and its snapshots hold them: at offset, of partition
+// leader epoch epoch, a control batch when control is set.
+func buildBatch(offset int64, epoch int32, control bool, now int64, rs []record.Record) ([]byte, error) {
 	return record.Build(record.Spec{
 		BaseOffset:           offset,
 		PartitionLeaderEpoch: epoch,
-		Control:              true,
+		Control:              control,
 		BaseTimestamp:        now,
 		ProducerID:           record.NoProducerID,
 		ProducerEpoch:        record.NoProducerEpoch,
 		BaseSequence:         record.NoSequence,
-	}, []record.Record{{Key: record.ControlKey(record.ControlLeaderChange), Value: msg.AppendTo(nil)}})
+	}, rs)
 }
 
 // checkEntryData checks the data of a raft entry received from a peer or

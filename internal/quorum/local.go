@@ -23,7 +23,11 @@ type Log interface {
 	Append(ctx context.Context, recs []metadata.Record) (int64, error)
 	// Replay calls fn for every committed batch of records in order, up to
 	// the commit point when called; it stops at fn's first error and
-	// returns it.
+	// returns it. When a metadata snapshot covers the start of the log
+	// (see StartSnapshots), the first call carries the snapshot's records
+	// (metadata.Image.Records) as one batch ending at the snapshot's end
+	// offset E: offset E-len(recs), so that applying it to an empty image
+	// gives the image at offset E-1; the batches from E follow.
 	Replay(fn func(offset int64, recs []metadata.Record) error) error
 	// Register delivers to l, from a goroutine of the log, the committed
 	// batches whose offset is at or after from (the offset of Replay's last
@@ -60,13 +64,20 @@ type Local struct {
 	fetch *fetchServer
 }
 
-// OpenLocal opens (creating when missing) __cluster_metadata-0 in logs.
-func OpenLocal(logs *storage.Manager) (*Local, error) {
+// OpenLocal opens (creating when missing) __cluster_metadata-0 in logs,
+// logging nothing (see OpenLocalLogger).
+func OpenLocal(logs *storage.Manager) (*Local, error) { return OpenLocalLogger(logs, nil) }
+
+// OpenLocalLogger is OpenLocal logging to logger (nil discards): the
+// snapshot loaded by Replay, those skipped.
+func OpenLocalLogger(logs *storage.Manager, logger *slog.Logger) (*Local, error) {
 	l, err := MetadataLog(logs)
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.DiscardHandler)
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	self := logs.NodeID()
 	d := newDispatcher(l, self, l.LogEndOffset(), Leadership{Epoch: 0, LeaderID: self}, logger)
 	return &Local{log: l, d: d, fetch: newFetchServer(l, d, self, logs.ClusterID())}, nil
@@ -146,11 +157,5 @@ func encodeBatch(recs []metadata.Record, now int64) ([]byte, error) {
 		}
 		rs[i] = record.Record{OffsetDelta: int32(i), Key: k, Value: v}
 	}
-	return record.Build(record.Spec{
-		PartitionLeaderEpoch: -1,
-		BaseTimestamp:        now,
-		ProducerID:           record.NoProducerID,
-		ProducerEpoch:        record.NoProducerEpoch,
-		BaseSequence:         record.NoSequence,
-	}, rs)
+	return buildBatch(0, -1, false, now, rs)
 }
