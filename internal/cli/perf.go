@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,10 +187,8 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, warn io.Writer, topic stri
 		if len(configs) > 0 {
 			fmt.Fprintf(warn, "samsa perf: warning: topic %s exists: --topic-config ignored, its configs are left as they are\n", topic)
 		}
-	case err != nil && resp.ErrMessage != "" && !strings.Contains(err.Error(), resp.ErrMessage):
-		return fmt.Errorf("creating topic %s: %w: %s", topic, err, resp.ErrMessage)
 	case err != nil:
-		return fmt.Errorf("creating topic %s: %w", topic, err)
+		return fmt.Errorf("creating topic %s: %w", topic, &responseError{err, resp.ErrMessage})
 	}
 	return nil
 }
