@@ -461,18 +461,15 @@ for k in ('log.cleaner.backoff.ms', 'log.retention.ms'):
 		}
 		// Only stdout is compared: librdkafka logs to stderr at times
 		// (a BGQUEUE line when the admin client closes).
-		cmd := exec.Command(python3, "-c", script, bootstrap, strconv.Itoa(int(broker)))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		out, stderr, err := stdoutOnly(exec.Command(python3, "-c", script, bootstrap, strconv.Itoa(int(broker))))
 		if err != nil {
-			t.Fatalf("confluent-kafka admin: %v\n%s%s", err, out, stderr.String())
+			t.Fatalf("confluent-kafka admin: %v\n%s%s", err, out, stderr)
 		}
 		got := strings.TrimSpace(string(out))
 		want := "readonly INVALID_REQUEST\nlog.cleaner.backoff.ms 4321 " + strconv.Itoa(int(kmsg.ConfigSourceDynamicBrokerConfig)) +
 			"\nlog.retention.ms 3600001 " + strconv.Itoa(int(kmsg.ConfigSourceDynamicDefaultBrokerConfig))
 		if got != want {
-			t.Errorf("confluent-kafka admin:\n%s\nwant\n%s\nstderr:\n%s", got, want, stderr.String())
+			t.Errorf("confluent-kafka admin:\n%s\nwant\n%s\nstderr:\n%s", got, want, stderr)
 		}
 	}
 	t.Run("single", func(t *testing.T) {

@@ -184,9 +184,9 @@ while n < 200:
     n += 1
 c.close()
 `
-	out, err := exec.Command(python3, "-c", script, c.Addrs()[0], topic, "rack-"+strconv.Itoa(int(follower))).CombinedOutput()
+	out, stderr, err := stdoutOnly(exec.Command(python3, "-c", script, c.Addrs()[0], topic, "rack-"+strconv.Itoa(int(follower))))
 	if err != nil {
-		t.Fatalf("librdkafka consumer: %v\n%s", err, out)
+		t.Fatalf("librdkafka consumer: %v\n%s\nstderr:\n%s", err, out, stderr)
 	}
 	after := bytesOut(c)
 	if d := after[follower] - before[follower]; d <= 0 {
