@@ -80,12 +80,7 @@ func TestClusterSeparateRoles(t *testing.T) {
 		t.Fatalf("controller-only node has a broker address %q", addr)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RequiredAcks(kgo.AllISRAcks()))
 
 	// Only brokers are in the cluster's metadata, once unfenced.
 	var seenIDs []int32

@@ -335,12 +335,7 @@ func TestBrokerLoggers(t *testing.T) {
 // survive a node's restart.
 func TestDynamicBrokerConfigsCluster(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"default.replication.factor": "3"})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordRetries(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RecordRetries(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := context.Background()
 	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, "spread"); err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)

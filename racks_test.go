@@ -42,12 +42,7 @@ func startRackCluster(t *testing.T, topic string, records int) (c *samsa.Cluster
 		t.Fatalf("start cluster: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	_, adm := clusterClients(t, c)
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create %s: %v %v", topic, err, resp.Err)
 	}
