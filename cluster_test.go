@@ -41,6 +41,44 @@ func clusterClients(t *testing.T, c *samsa.Cluster, opts ...kgo.Opt) (*kgo.Clien
 	return cl, kadm.NewClient(cl)
 }
 
+// produceTagged produces n records to topic through cl, keyed 0 to n-1
+// and valued tag-0 to tag-(n-1), and adds the values to produced; it fails
+// the test on a record not acknowledged.
+func produceTagged(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, n int, tag string, produced map[string]bool) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
+	}
+	for _, r := range cl.ProduceSync(ctx, recs...) {
+		if r.Err != nil {
+			t.Fatalf("produce %s: %v", tag, r.Err)
+		}
+		produced[string(r.Record.Value)] = true
+	}
+}
+
+// readEachOnce reads topic from its start through a new client of c until
+// it has seen every value of produced, and fails the test when ctx ends
+// first or a value was read more than once.
+func readEachOnce(t *testing.T, ctx context.Context, c *samsa.Cluster, topic string, produced map[string]bool) {
+	t.Helper()
+	cons, _ := clusterClients(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]int{}
+	for len(seen) < len(produced) {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d", len(seen), len(produced))
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	}
+	for v := range produced {
+		if seen[v] != 1 {
+			t.Fatalf("record %s read %d times", v, seen[v])
+		}
+	}
+}
+
 // createAssigned creates topic with one partition on replicas (the first
 // is the preferred leader) and the topic configs.
 func createAssigned(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, replicas []int32, configs map[string]string) {
@@ -110,19 +148,7 @@ func TestClusterReplication(t *testing.T) {
 	})
 
 	produced := map[string]bool{}
-	produce := func(n int, tag string) {
-		t.Helper()
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Topic: "rep", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
-		}
-		for _, r := range cl.ProduceSync(ctx, recs...) {
-			if r.Err != nil {
-				t.Fatalf("produce %s: %v", tag, r.Err)
-			}
-			produced[string(r.Record.Value)] = true
-		}
-	}
+	produce := func(n int, tag string) { produceTagged(t, ctx, cl, "rep", n, tag, produced) }
 	produce(2000, "before")
 
 	for p := int32(0); p < 3; p++ {
@@ -148,24 +174,7 @@ func TestClusterReplication(t *testing.T) {
 		})
 	}
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics("rep"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	seen := map[string]int{}
-	for len(seen) < len(produced) {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d", len(seen), len(produced))
-		}
-		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
-	}
-	for v := range produced {
-		if seen[v] != 1 {
-			t.Fatalf("record %s read %d times", v, seen[v])
-		}
-	}
+	readEachOnce(t, ctx, c, "rep", produced)
 }
 
 // TestPreferredLeaderElection: after a leader's broker restarts, the
