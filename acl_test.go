@@ -570,13 +570,13 @@ print('described', len(acls), err.__name__)
 for a in sorted(acls, key=lambda a: a.operation.name):
     print(a.principal, a.operation.name, a.permission_type.name, a.resource_pattern.pattern_type.name, a.resource_pattern.resource_name)
 `
-	out, err := exec.Command(python3, "-c", script, n.Addr()).CombinedOutput()
+	out, stderr, err := stdoutOnly(exec.Command(python3, "-c", script, n.Addr()))
 	if err != nil {
-		t.Fatalf("kafka-python: %v\n%s", err, out)
+		t.Fatalf("kafka-python: %v\n%s\nstderr:\n%s", err, out, stderr)
 	}
 	want := "described 2 NoError\nUser:bob READ ALLOW PREFIXED p\nUser:bob WRITE ALLOW LITERAL py\n"
 	if string(out) != want {
-		t.Fatalf("kafka-python printed\n%s\nwant\n%s", out, want)
+		t.Fatalf("kafka-python printed\n%s\nwant\n%s\nstderr:\n%s", out, want, stderr)
 	}
 	// Now that bindings name py, ANONYMOUS may no longer write to it.
 	wantCode(t, "Produce py as ANONYMOUS", produceCode(t, cl, "py"), kerr.TopicAuthorizationFailed)

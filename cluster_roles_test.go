@@ -80,12 +80,7 @@ func TestClusterSeparateRoles(t *testing.T) {
 		t.Fatalf("controller-only node has a broker address %q", addr)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RequiredAcks(kgo.AllISRAcks()))
 
 	// Only brokers are in the cluster's metadata, once unfenced.
 	var seenIDs []int32
@@ -150,19 +145,7 @@ func TestClusterSeparateRoles(t *testing.T) {
 	})
 
 	produced := map[string]bool{}
-	produce := func(n int, tag string) {
-		t.Helper()
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Topic: "roles", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
-		}
-		for _, r := range cl.ProduceSync(ctx, recs...) {
-			if r.Err != nil {
-				t.Fatalf("produce %s: %v", tag, r.Err)
-			}
-			produced[string(r.Record.Value)] = true
-		}
-	}
+	produce := func(n int, tag string) { produceTagged(t, ctx, cl, "roles", n, tag, produced) }
 	produce(1000, "before")
 
 	// The active controller stops: another takes over, topics can still
@@ -224,24 +207,7 @@ func TestClusterSeparateRoles(t *testing.T) {
 		return true
 	})
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics("roles"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	seen := map[string]int{}
-	for len(seen) < len(produced) {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d", len(seen), len(produced))
-		}
-		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
-	}
-	for v := range produced {
-		if seen[v] != 1 {
-			t.Fatalf("record %s read %d times", v, seen[v])
-		}
-	}
+	readEachOnce(t, ctx, c, "roles", produced)
 }
 
 // checkControllerListeners asks each controller listener directly, as

@@ -28,6 +28,57 @@ func startCluster(t *testing.T, nodes int, props map[string]string) *samsa.Clust
 	return c
 }
 
+// clusterClients returns a client seeded with every node of c, with opts,
+// and its admin client; the client is closed when the test ends (before
+// the cluster, which startCluster registered first).
+func clusterClients(t *testing.T, c *samsa.Cluster, opts ...kgo.Opt) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Addrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
+// produceTagged produces n records to topic through cl, keyed 0 to n-1
+// and valued tag-0 to tag-(n-1), and adds the values to produced; it fails
+// the test on a record not acknowledged.
+func produceTagged(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, n int, tag string, produced map[string]bool) {
+	t.Helper()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
+	}
+	for _, r := range cl.ProduceSync(ctx, recs...) {
+		if r.Err != nil {
+			t.Fatalf("produce %s: %v", tag, r.Err)
+		}
+		produced[string(r.Record.Value)] = true
+	}
+}
+
+// readEachOnce reads topic from its start through a new client of c until
+// it has seen every value of produced, and fails the test when ctx ends
+// first or a value was read more than once.
+func readEachOnce(t *testing.T, ctx context.Context, c *samsa.Cluster, topic string, produced map[string]bool) {
+	t.Helper()
+	cons, _ := clusterClients(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]int{}
+	for len(seen) < len(produced) {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d", len(seen), len(produced))
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	}
+	for v := range produced {
+		if seen[v] != 1 {
+			t.Fatalf("record %s read %d times", v, seen[v])
+		}
+	}
+}
+
 // createAssigned creates topic with one partition on replicas (the first
 // is the preferred leader) and the topic configs.
 func createAssigned(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, replicas []int32, configs map[string]string) {
@@ -81,12 +132,7 @@ func TestClusterReplication(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"replica.lag.time.max.ms": "3000", "broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "500"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RequiredAcks(kgo.AllISRAcks()))
 	resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, "rep")
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
@@ -102,19 +148,7 @@ func TestClusterReplication(t *testing.T) {
 	})
 
 	produced := map[string]bool{}
-	produce := func(n int, tag string) {
-		t.Helper()
-		recs := make([]*kgo.Record, n)
-		for i := range recs {
-			recs[i] = &kgo.Record{Topic: "rep", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
-		}
-		for _, r := range cl.ProduceSync(ctx, recs...) {
-			if r.Err != nil {
-				t.Fatalf("produce %s: %v", tag, r.Err)
-			}
-			produced[string(r.Record.Value)] = true
-		}
-	}
+	produce := func(n int, tag string) { produceTagged(t, ctx, cl, "rep", n, tag, produced) }
 	produce(2000, "before")
 
 	for p := int32(0); p < 3; p++ {
@@ -140,24 +174,7 @@ func TestClusterReplication(t *testing.T) {
 		})
 	}
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics("rep"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	seen := map[string]int{}
-	for len(seen) < len(produced) {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d", len(seen), len(produced))
-		}
-		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
-	}
-	for v := range produced {
-		if seen[v] != 1 {
-			t.Fatalf("record %s read %d times", v, seen[v])
-		}
-	}
+	readEachOnce(t, ctx, c, "rep", produced)
 }
 
 // TestPreferredLeaderElection: after a leader's broker restarts, the
@@ -171,12 +188,7 @@ func TestPreferredLeaderElection(t *testing.T) {
 				"auto.leader.rebalance.enable": fmt.Sprint(auto), "leader.imbalance.check.interval.seconds": "1"})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			adm := kadm.NewClient(cl)
+			_, adm := clusterClients(t, c)
 			if _, err := adm.CreateTopic(ctx, 1, 3, nil, "pref"); err != nil {
 				t.Fatal(err)
 			}
@@ -225,12 +237,7 @@ func TestReassignPartition(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"broker.heartbeat.interval.ms": "500"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	createAssigned(t, ctx, cl, "move", []int32{1}, nil)
 	waitFor(t, 20*time.Second, "leader 1", func() bool { return describe(t, adm, "move").Partitions[0].Leader == 1 })
 	var recs []*kgo.Record
@@ -302,12 +309,7 @@ func TestThrottledReassignment(t *testing.T) {
 		"follower.replication.throttled.rate": "2000000", "leader.replication.throttled.rate": "2000000"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
 		"leader.replication.throttled.replicas": kmsg.StringPtr("*"), "follower.replication.throttled.replicas": kmsg.StringPtr("*")}, "slow"); err != nil {
 		t.Fatal(err)
@@ -347,12 +349,7 @@ func TestClusterConsumerGroup(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"broker.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "6"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c)
 	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "cg"); err != nil {
 		t.Fatal(err)
 	}
@@ -402,12 +399,7 @@ func TestFollowerFollowsLogStart(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"broker.heartbeat.interval.ms": "500"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c)
 	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "ls"); err != nil {
 		t.Fatal(err)
 	}

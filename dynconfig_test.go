@@ -335,12 +335,7 @@ func TestBrokerLoggers(t *testing.T) {
 // survive a node's restart.
 func TestDynamicBrokerConfigsCluster(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"default.replication.factor": "3"})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordRetries(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RecordRetries(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := context.Background()
 	if resp, err := adm.CreateTopic(ctx, 3, 3, nil, "spread"); err != nil || resp.Err != nil {
 		t.Fatalf("create: %v %v", err, resp.Err)
@@ -461,18 +456,15 @@ for k in ('log.cleaner.backoff.ms', 'log.retention.ms'):
 		}
 		// Only stdout is compared: librdkafka logs to stderr at times
 		// (a BGQUEUE line when the admin client closes).
-		cmd := exec.Command(python3, "-c", script, bootstrap, strconv.Itoa(int(broker)))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
+		out, stderr, err := stdoutOnly(exec.Command(python3, "-c", script, bootstrap, strconv.Itoa(int(broker))))
 		if err != nil {
-			t.Fatalf("confluent-kafka admin: %v\n%s%s", err, out, stderr.String())
+			t.Fatalf("confluent-kafka admin: %v\n%s%s", err, out, stderr)
 		}
 		got := strings.TrimSpace(string(out))
 		want := "readonly INVALID_REQUEST\nlog.cleaner.backoff.ms 4321 " + strconv.Itoa(int(kmsg.ConfigSourceDynamicBrokerConfig)) +
 			"\nlog.retention.ms 3600001 " + strconv.Itoa(int(kmsg.ConfigSourceDynamicDefaultBrokerConfig))
 		if got != want {
-			t.Errorf("confluent-kafka admin:\n%s\nwant\n%s\nstderr:\n%s", got, want, stderr.String())
+			t.Errorf("confluent-kafka admin:\n%s\nwant\n%s\nstderr:\n%s", got, want, stderr)
 		}
 	}
 	t.Run("single", func(t *testing.T) {

@@ -22,12 +22,7 @@ func TestDescribeLogDirs(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if _, err := adm.CreateTopic(ctx, 2, 3, nil, "sized"); err != nil {
 		t.Fatal(err)
 	}

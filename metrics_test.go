@@ -57,12 +57,7 @@ func TestMetricsPrometheus(t *testing.T) {
 	}
 	defer c.Close()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c)
 	const topic = "metrics"
 	if _, err := adm.CreateTopic(ctx, 3, 3, nil, topic); err != nil {
 		t.Fatal(err)

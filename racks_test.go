@@ -42,12 +42,7 @@ func startRackCluster(t *testing.T, topic string, records int) (c *samsa.Cluster
 		t.Fatalf("start cluster: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	_, adm := clusterClients(t, c)
 	if resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil || resp.Err != nil {
 		t.Fatalf("create %s: %v %v", topic, err, resp.Err)
 	}
@@ -184,9 +179,9 @@ while n < 200:
     n += 1
 c.close()
 `
-	out, err := exec.Command(python3, "-c", script, c.Addrs()[0], topic, "rack-"+strconv.Itoa(int(follower))).CombinedOutput()
+	out, stderr, err := stdoutOnly(exec.Command(python3, "-c", script, c.Addrs()[0], topic, "rack-"+strconv.Itoa(int(follower))))
 	if err != nil {
-		t.Fatalf("librdkafka consumer: %v\n%s", err, out)
+		t.Fatalf("librdkafka consumer: %v\n%s\nstderr:\n%s", err, out, stderr)
 	}
 	after := bytesOut(c)
 	if d := after[follower] - before[follower]; d <= 0 {

@@ -83,11 +83,22 @@ func python(t *testing.T, module, script string, args ...string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "/usr/bin/python3", append([]string{"-c", script}, args...)...).CombinedOutput()
+	out, stderr, err := stdoutOnly(exec.CommandContext(ctx, "/usr/bin/python3", append([]string{"-c", script}, args...)...))
 	if err != nil {
-		t.Fatalf("python %s: %v\n%s", module, err, out)
+		t.Fatalf("python %s: %v\n%s\nstderr:\n%s", module, err, out, stderr)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// stdoutOnly runs cmd and returns its standard output, to be parsed, and
+// its standard error apart, for failure messages: librdkafka and the
+// Python clients log to stderr at times (a BGQUEUE line when librdkafka's
+// admin client closes), which would otherwise land inside the output.
+func stdoutOnly(cmd *exec.Cmd) (stdout []byte, stderr string, err error) {
+	var e strings.Builder
+	cmd.Stderr = &e
+	stdout, err = cmd.Output()
+	return stdout, e.String(), err
 }
 
 func jsonArg(t *testing.T, v map[string]any) string {

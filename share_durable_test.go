@@ -10,24 +10,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/coordinator/share"
 )
 
 // Durable share-partition state across share-partition leader failovers:
 // delivery counts written when locks expire, read back by the new leader.
-
-// clusterClients returns a client of every node of c and its admin client,
-// closed when the test ends.
-func clusterClients(t *testing.T, c *samsa.Cluster) (*kgo.Client, *kadm.Client) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl, kadm.NewClient(cl)
-}
 
 // shareFetchOnce sends one ShareFetch for partition 0 of topicID as member
 // to broker id (a new share session, closed by the next) and returns the

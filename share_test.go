@@ -218,12 +218,7 @@ func TestShareGroupFailover(t *testing.T) {
 	c := startCluster(t, 3, groupProps)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c)
 	const topic, group, total = "jobs", "workers", 400
 	if _, err := adm.CreateTopic(ctx, 2, 3, nil, topic); err != nil {
 		t.Fatal(err)
@@ -683,16 +678,12 @@ func TestShareGroupDeadLetterOtherLeader(t *testing.T) {
 	c := startCluster(t, 3, groupProps)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c)
 	// The first metadata may come from a node that has not yet seen
 	// every broker register.
 	var ids []int32
 	waitFor(t, 30*time.Second, "three brokers", func() bool {
+		var err error
 		ids, err = brokerIDs(ctx, cl)
 		return err == nil && len(ids) == 3
 	})
@@ -848,12 +839,7 @@ func TestShareGroupLagEveryLeader(t *testing.T) {
 	c := startCluster(t, 3, groupProps)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	const topic, group, partitions = "jobs", "workers", 3
 	if _, err := adm.CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
 		t.Fatal(err)

@@ -475,9 +475,9 @@ print('ok')
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python3, "-c", script, addr, topic).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok") {
-		t.Fatalf("python transactional producer: %v\n%s", err, out)
+	out, stderr, err := stdoutOnly(exec.CommandContext(ctx, python3, "-c", script, addr, topic))
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("python transactional producer: %v\n%s\nstderr:\n%s", err, out, stderr)
 	}
 	return 30, 15, true
 }
@@ -512,9 +512,9 @@ c.close()
 `
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, python3, "-c", script, addr, topic, level).Output()
+	out, stderr, err := stdoutOnly(exec.CommandContext(ctx, python3, "-c", script, addr, topic, level))
 	if err != nil {
-		t.Fatalf("python consumer %s: %v\n%s", level, err, out)
+		t.Fatalf("python consumer %s: %v\n%s\nstderr:\n%s", level, err, out, stderr)
 	}
 	return strings.Fields(string(out)), true
 }

@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/record/recordtest"
@@ -24,12 +22,7 @@ func TestUnhostedPartition(t *testing.T) {
 	c := startCluster(t, 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clusterClients(t, c)
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "uh"); err != nil {
 		t.Fatal(err)
 	}

@@ -49,20 +49,25 @@ type Client struct {
 	Version string   // filled from the runner's "version" scenario
 }
 
-// RunRunner runs c's runner for one scenario and parses its RESULT line.
-// The runner is killed after timeout.
+// RunRunner runs c's runner for one scenario and parses the RESULT and DATA
+// lines of its standard output; standard error (librdkafka's and the JVM's
+// logs, a Python traceback) goes only into Result.Output and, when there is
+// no RESULT line, Result.Detail. The runner is killed after timeout.
 func RunRunner(ctx context.Context, c Client, timeout time.Duration, args ...string) Result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	argv := append(append([]string{}, c.Argv...), args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
+	var out, stderr bytes.Buffer
 	cmd.Stdout = &out
-	cmd.Stderr = &out
+	cmd.Stderr = &stderr
 	start := time.Now()
 	err := cmd.Run()
 	r := Result{Duration: time.Since(start), Output: tail(out.String(), 4000)}
+	if stderr.Len() > 0 {
+		r.Output += "\n--- stderr:\n" + tail(stderr.String(), 4000)
+	}
 	line := ""
 	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -79,7 +84,11 @@ func RunRunner(ctx context.Context, c Client, timeout time.Duration, args ...str
 		r.Status, r.Detail = Fail, fmt.Sprintf("runner timed out after %v", timeout)
 		return r
 	case line == "":
-		r.Status, r.Detail = Fail, fmt.Sprintf("runner printed no RESULT line (%v): %s", err, lastLine(out.String()))
+		last := lastLine(stderr.String())
+		if last == "" {
+			last = lastLine(out.String())
+		}
+		r.Status, r.Detail = Fail, fmt.Sprintf("runner printed no RESULT line (%v): %s", err, last)
 		return r
 	}
 	var res struct{ Status, Detail string }

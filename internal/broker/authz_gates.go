@@ -335,8 +335,8 @@ func gateDescribeGroups(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Requ
 	return &out, finish
 }
 
-// gateGroupsDescribed is the gate of DescribeGroups and
-// ConsumerGroupDescribe, whose responses differ only in their types: it
+// gateGroupsDescribed is the gate of DescribeGroups, ConsumerGroupDescribe
+// and ShareGroupDescribe, whose responses differ only in their types: it
 // returns the groups c may DESCRIBE, and a finish that fills the
 // authorized operations (KIP-430) of the groups answered without error
 // when withOps, and appends an entry GROUP_AUTHORIZATION_FAILED (made by

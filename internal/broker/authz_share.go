@@ -58,29 +58,18 @@ func (b *Broker) heartbeatDenied(c *server.Conn, group string, topics []string) 
 func gateShareGroupDescribe(b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Request, func(kmsg.Response) kmsg.Response) {
 	req := kreq.(*kmsg.ShareGroupDescribeRequest)
 	out := *req
-	out.GroupIDs = nil
-	var denied []string
-	for _, g := range req.GroupIDs {
-		if b.authorized(c, opDescribe, resGroup, g) {
-			out.GroupIDs = append(out.GroupIDs, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
-	return &out, func(r kmsg.Response) kmsg.Response {
-		resp := r.(*kmsg.ShareGroupDescribeResponse)
-		if req.IncludeAuthorizedOperations {
-			for i := range resp.Groups {
-				if resp.Groups[i].ErrorCode == 0 {
-					resp.Groups[i].AuthorizedOperations = b.authorizedOps(c, resGroup, resp.Groups[i].GroupID)
-				}
-			}
-		}
-		for _, g := range denied {
-			rg := kmsg.NewShareGroupDescribeResponseGroup()
-			rg.GroupID, rg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
-			resp.Groups = append(resp.Groups, rg)
-		}
-		return resp
-	}
+	var finish func(kmsg.Response) kmsg.Response
+	out.GroupIDs, finish = gateGroupsDescribed(b, c, req.GroupIDs, req.IncludeAuthorizedOperations,
+		func(r kmsg.Response) *[]kmsg.ShareGroupDescribeResponseGroup {
+			return &r.(*kmsg.ShareGroupDescribeResponse).Groups
+		},
+		func(g *kmsg.ShareGroupDescribeResponseGroup) (string, int16, *int32) {
+			return g.GroupID, g.ErrorCode, &g.AuthorizedOperations
+		},
+		func(name string, code int16) kmsg.ShareGroupDescribeResponseGroup {
+			g := kmsg.NewShareGroupDescribeResponseGroup()
+			g.GroupID, g.ErrorCode = name, code
+			return g
+		})
+	return &out, finish
 }

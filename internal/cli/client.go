@@ -113,16 +113,35 @@ func (f *clientFlags) newAdmin(cmd *cobra.Command) (*kadm.Client, error) {
 	return kadm.NewClient(cl), nil
 }
 
-// kafkaError formats err from a Kafka response so that Kafka's error name
-// comes first (kerr's Error gives "NAME: description"), followed by the
-// broker's error message when it sent one that adds something.
+// kafkaError formats err from a Kafka response, Kafka's error name first:
+// "NAME: the broker's message" when the response carried an error message
+// (CreateTopics v1+, AlterConfigs, ...), else kerr's "NAME: description",
+// the generic text of the code, which can contradict the broker's reason
+// (INVALID_PARTITIONS says "Number of partitions is below 1." for a count
+// above log.partitions.max). An err that is not a Kafka error code (a
+// network error) keeps its text, followed by msg in parentheses.
 func kafkaError(err error, msg string) string {
+	var ke *kerr.Error
+	if msg != "" && errors.As(err, &ke) && err.Error() == ke.Error() {
+		return ke.Message + ": " + msg
+	}
 	s := err.Error()
 	if msg != "" && !strings.Contains(s, msg) {
 		s += " (" + msg + ")"
 	}
 	return s
 }
+
+// responseError is a Kafka error code from a response with the broker's
+// error message: it prints as kafkaError and unwraps to the code's
+// *kerr.Error for errors.Is.
+type responseError struct {
+	err error
+	msg string
+}
+
+func (e *responseError) Error() string { return kafkaError(e.err, e.msg) }
+func (e *responseError) Unwrap() error { return e.err }
 
 // codeError formats a response's error code and message as kafkaError.
 func codeError(code int16, msg *string) string {

@@ -40,8 +40,8 @@ func newGroupCommand() *cobra.Command {
 
 func newGroupListCommand(f *groupFlags) *cobra.Command {
 	var (
-		states []string
-		long   bool
+		states, types []string
+		long          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -50,8 +50,13 @@ func newGroupListCommand(f *groupFlags) *cobra.Command {
 
 --state keeps the groups in that state (Empty, PreparingRebalance,
 CompletingRebalance, Stable, Dead; for KIP-848 consumer groups also
-Assigning and Reconciling; any case; may be repeated). --long adds
-the state, protocol type and coordinator of each group.`,
+Assigning and Reconciling; any case; may be repeated). --type keeps the
+groups of that type (classic, consumer, share; any case; may be repeated;
+ListGroups v5, as kafka-consumer-groups --list --type). --long adds each
+group's type (classic: the JoinGroup protocol; consumer: KIP-848; share:
+KIP-932), state, protocol type (consumer for consumer groups, share for
+share groups, connect or another name for other classic groups; "-" when
+none) and coordinator.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := f.context(cmd)
@@ -61,7 +66,7 @@ the state, protocol type and coordinator of each group.`,
 				return err
 			}
 			defer adm.Close()
-			groups, err := adm.ListGroups(ctx, states...)
+			groups, err := adm.ListGroupsByType(ctx, types, states...)
 			if err != nil {
 				return fmt.Errorf("list groups: %w", err)
 			}
@@ -73,15 +78,16 @@ the state, protocol type and coordinator of each group.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR")
+			fmt.Fprintln(tw, "GROUP\tTYPE\tSTATE\tPROTOCOL-TYPE\tCOORDINATOR")
 			for _, g := range groups.Sorted() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", g.Group, g.State, dash(g.ProtocolType), g.Coordinator)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", g.Group, dash(g.GroupType), g.State, dash(g.ProtocolType), g.Coordinator)
 			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only groups in this state (repeatable)")
-	cmd.Flags().BoolVarP(&long, "long", "l", false, "show state, protocol type and coordinator")
+	cmd.Flags().StringSliceVar(&types, "type", nil, "only groups of this type: classic, consumer or share (repeatable)")
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "show type, state, protocol type and coordinator")
 	return cmd
 }
 

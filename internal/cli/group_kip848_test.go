@@ -74,6 +74,18 @@ func TestGroupDescribeConsumerGroup(t *testing.T) {
 			t.Errorf("describe output lacks %q:\n%s", want, out)
 		}
 	}
+	// ListGroups v5 gives the group's type: KIP-848's "consumer".
+	out = mustRun(t, nil, "group", "list", b, "-l").stdout
+	for _, re := range []string{`(?m)^GROUP\s+TYPE\s+STATE\s+PROTOCOL-TYPE\s+COORDINATOR$`, `(?m)^kip848\s+consumer\s+Stable\s+consumer\s+\d+$`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("list -l: no match for %s:\n%s", re, out)
+		}
+	}
+	for typ, want := range map[string]string{"consumer": "kip848\n", "Consumer": "kip848\n", "classic": "", "share": ""} {
+		if out := mustRun(t, nil, "group", "list", b, "--type", typ).stdout; out != want {
+			t.Errorf("list --type %s: %q, want %q", typ, out, want)
+		}
+	}
 	r := run(t, nil, "group", "describe", "nosuchgroup", b)
 	if r.err == nil || !strings.Contains(r.err.Error()+r.stderr, "does not exist") {
 		t.Fatalf("unknown group: %v %s", r.err, r.stderr)

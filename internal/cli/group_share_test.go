@@ -57,8 +57,13 @@ func TestGroupShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mustRun(t, nil, "group", "list", b, "--long")
-	if re := `(?m)^crew\s+Stable\s+share\s+\d+$`; !regexp.MustCompile(re).MatchString(r.stdout) {
+	if re := `(?m)^crew\s+share\s+Stable\s+share\s+\d+$`; !regexp.MustCompile(re).MatchString(r.stdout) {
 		t.Errorf("list: no match for %s:\n%s", re, r.stdout)
+	}
+	for typ, want := range map[string]string{"share": "crew\n", "consumer": "", "classic": ""} {
+		if out := mustRun(t, nil, "group", "list", b, "--type", typ).stdout; out != want {
+			t.Errorf("list --type %s: %q, want %q", typ, out, want)
+		}
 	}
 	r = mustRun(t, nil, "group", "describe", "crew", b)
 	for _, re := range []string{

@@ -82,7 +82,7 @@ func testGroupCommands(t *testing.T, addr string) {
 		t.Errorf("list: %q", r.stdout)
 	}
 	r = mustRun(t, nil, "group", "list", b, "--long", "--state", "Stable")
-	if !regexp.MustCompile(`(?m)^billing\s+Stable\s+consumer\s+\d+$`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^billing\s+classic\s+Stable\s+consumer\s+\d+$`).MatchString(r.stdout) {
 		t.Errorf("list --long --state stable:\n%s", r.stdout)
 	}
 	r = mustRun(t, nil, "group", "list", b, "--state", "Empty")

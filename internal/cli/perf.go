@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +79,35 @@ type perfProducerFlags struct {
 	topicConfigs    []string
 	payload         string
 	partitioner     string
-	quiet           bool
-	reportInterval  time.Duration
+	perfReportFlags
+}
+
+// perfReportFlags are the progress settings of every perf command.
+type perfReportFlags struct {
+	quiet          bool
+	reportInterval time.Duration
+}
+
+func (f *perfReportFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
+	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
+}
+
+// perfReadFlags are the settings perf consume and perf queue share: how
+// many records to read and when to give up; records and idle are the
+// commands' own help for --records and for what --idle waits on.
+type perfReadFlags struct {
+	records int64
+	idle    time.Duration
+	perfReportFlags
+}
+
+func (f *perfReadFlags) add(cmd *cobra.Command, records, idle string) {
+	fl := cmd.Flags()
+	fl.Int64VarP(&f.records, "records", "n", 0, records)
+	fl.DurationVar(&f.idle, "idle", 10*time.Second, "fail when "+idle+" for this long, more than 0")
+	f.perfReportFlags.add(cmd)
 }
 
 func (f *perfProducerFlags) add(cmd *cobra.Command) {
@@ -99,8 +125,7 @@ func (f *perfProducerFlags) add(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.topicConfigs, "topic-config", nil, "`key=value` config of a topic created by --partitions (compression.type=lz4, ...); may be repeated; needs --partitions, and only warns on standard error when the topic exists already (its configs are left as they are)")
 	fl.StringVar(&f.payload, "payload", "text", "record values: text (words, like logs or JSON: 1 KB records compress about 2.7x with lz4, 3.3x with snappy, 4.5x with gzip or zstd) or random (incompressible: kgo then sends the batches uncompressed whatever -z says, since compression would not shrink them)")
 	fl.StringVar(&f.partitioner, "partitioner", "sticky", "how records spread over partitions: sticky (whole batches to one partition at a time, as the Java producer since KIP-480) or round-robin (one record to each partition in turn: every partition gets rate/partitions records/s, and each produce request names many partitions)")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
-	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
+	f.perfReportFlags.add(cmd)
 }
 
 // options turns the producer flags into kgo options.
@@ -188,10 +213,8 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, warn io.Writer, topic stri
 		if len(configs) > 0 {
 			fmt.Fprintf(warn, "samsa perf: warning: topic %s exists: --topic-config ignored, its configs are left as they are\n", topic)
 		}
-	case err != nil && resp.ErrMessage != "" && !strings.Contains(err.Error(), resp.ErrMessage):
-		return fmt.Errorf("creating topic %s: %w: %s", topic, err, resp.ErrMessage)
 	case err != nil:
-		return fmt.Errorf("creating topic %s: %w", topic, err)
+		return fmt.Errorf("creating topic %s: %w", topic, &responseError{err, resp.ErrMessage})
 	}
 	return nil
 }

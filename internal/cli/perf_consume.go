@@ -12,12 +12,9 @@ import (
 )
 
 type perfConsumeFlags struct {
-	records        int64
+	perfReadFlags
 	fetchMaxBytes  int32
 	partitionBytes int32
-	idle           time.Duration
-	quiet          bool
-	reportInterval time.Duration
 }
 
 func newPerfConsumeCommand(cf *clientFlags) *cobra.Command {
@@ -41,12 +38,9 @@ its log start offset) unless --records is given.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runPerfConsume(cmd, cf, f, args[0]) },
 	}
 	fl := cmd.Flags()
-	fl.Int64VarP(&f.records, "records", "n", 0, "records to read (0: up to the end offsets at the start)")
 	fl.Int32Var(&f.fetchMaxBytes, "fetch-max-bytes", 1<<20, "bytes of one fetch response at most (fetch.max.bytes)")
 	fl.Int32Var(&f.partitionBytes, "partition-max-bytes", 1<<20, "bytes of one partition in a fetch at most (max.partition.fetch.bytes)")
-	fl.DurationVar(&f.idle, "idle", 10*time.Second, "fail when no record arrives for this long, more than 0")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
-	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
+	f.perfReadFlags.add(cmd, "records to read (0: up to the end offsets at the start)", "no record arrives")
 	return cmd
 }
 

@@ -17,15 +17,12 @@ import (
 )
 
 type perfQueueFlags struct {
-	records        int64
-	consumers      int
-	groupType      string
-	ack            string
-	group          string
-	maxRecords     int32
-	idle           time.Duration
-	quiet          bool
-	reportInterval time.Duration
+	perfReadFlags
+	consumers  int
+	groupType  string
+	ack        string
+	group      string
+	maxRecords int32
 }
 
 // Acknowledgement modes of perf queue.
@@ -67,15 +64,12 @@ when the group acknowledges nothing for --idle.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runPerfQueue(cmd, cf, f, args[0]) },
 	}
 	fl := cmd.Flags()
-	fl.Int64VarP(&f.records, "records", "n", 0, "records to acknowledge (0: the offsets between start and end at the start)")
 	fl.IntVarP(&f.consumers, "consumers", "c", 1, "consumers in the group, 1 or more")
 	fl.StringVar(&f.groupType, "group-type", "share", "share (KIP-932 share consumers) or consumer (a consumer group, the baseline)")
 	fl.StringVar(&f.ack, "ack", queueAckBatch, "share groups: batch (a poll's records accepted together) or one (each record accepted and flushed alone)")
 	fl.StringVar(&f.group, "group", "", "group id (default: samsa-perf-queue- and a random suffix, a new group)")
 	fl.Int32Var(&f.maxRecords, "max-records", 0, "share groups: records a ShareFetch acquires at most (share.max.poll.records; 0: the client's default, 500)")
-	fl.DurationVar(&f.idle, "idle", 10*time.Second, "fail when nothing is acknowledged for this long, more than 0")
-	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines; only the final JSON line")
-	fl.DurationVar(&f.reportInterval, "report-interval", time.Second, "time between progress lines")
+	f.perfReadFlags.add(cmd, "records to acknowledge (0: the offsets between start and end at the start)", "nothing is acknowledged")
 	return cmd
 }
 

@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func TestTopicLifecycle(t *testing.T) { eachBackend(t, testTopicLifecycle) }
@@ -123,5 +127,44 @@ func TestBrokersFromEnvironment(t *testing.T) {
 	r = mustRun(t, nil, "topic", "list", "--brokers", addr)
 	if r.stdout != "env-topic\n" {
 		t.Errorf("list with --brokers: stdout %q", r.stdout)
+	}
+}
+
+// TestTopicCreateServerMessage: a refused CreateTopics prints the error
+// code's name and the broker's own message, not kerr's generic description
+// of the code ("Number of partitions is below 1." for a count above
+// log.partitions.max).
+func TestTopicCreateServerMessage(t *testing.T) {
+	addr := startSamsa(t, "")
+	r := run(t, nil, "topic", "create", "big", "--brokers", addr, "--partitions", "2147483647")
+	if r.err == nil {
+		t.Fatal("topic create --partitions 2147483647 succeeded")
+	}
+	got := r.err.Error()
+	if !strings.HasPrefix(got, "create topic big: INVALID_PARTITIONS: ") || !strings.Contains(got, "log.partitions.max") ||
+		strings.Contains(got, kerr.InvalidPartitions.Description) {
+		t.Fatalf("err %q, want INVALID_PARTITIONS with the broker's message naming log.partitions.max and not %q", got, kerr.InvalidPartitions.Description)
+	}
+}
+
+func TestKafkaError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		msg  string
+		want string
+	}{
+		{kerr.InvalidPartitions, "over log.partitions.max", "INVALID_PARTITIONS: over log.partitions.max"},
+		{kerr.InvalidPartitions, "", kerr.InvalidPartitions.Error()},
+		{errors.New("dial tcp: refused"), "", "dial tcp: refused"},
+		{errors.New("dial tcp: refused"), "m", "dial tcp: refused (m)"},
+		{fmt.Errorf("topic t: %w", kerr.InvalidPartitions), "over the limit", "topic t: " + kerr.InvalidPartitions.Error() + " (over the limit)"},
+	} {
+		if got := kafkaError(tc.err, tc.msg); got != tc.want {
+			t.Errorf("kafkaError(%v, %q) = %q, want %q", tc.err, tc.msg, got, tc.want)
+		}
+	}
+	err := fmt.Errorf("creating topic t: %w", &responseError{kerr.InvalidPartitions, "m"})
+	if !errors.Is(err, kerr.InvalidPartitions) || err.Error() != "creating topic t: INVALID_PARTITIONS: m" {
+		t.Errorf("responseError: %v (errors.Is %v)", err, errors.Is(err, kerr.InvalidPartitions))
 	}
 }
