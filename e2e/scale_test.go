@@ -28,6 +28,9 @@ var (
 	scaleBatch      = flag.Int("scale.batch", 20, "TestScale: topics per CreateTopics request")
 	scaleReport     = flag.String("scale.report", "", "TestScale: file to append the figures to")
 	scaleLogs       = flag.String("scale.logs", "", "TestScale: directory to write the server's logs to")
+	scaleDir        = flag.String("scale.dir", "", "TestScale: the node's data directory, kept after the run (default: a temporary one)")
+	scaleProfile    = flag.String("scale.profile", "", "TestScale: give each server process --profile-phases DIR/<first|restart-N>")
+	scaleRestarts   = flag.Int("scale.restarts", 1, "TestScale: clean stops and restarts to measure")
 )
 
 // saveLogs writes srv's logs to <scale.logs>/<name>.log when asked.
@@ -47,18 +50,24 @@ func saveLogs(t *testing.T, srv *proctest.Server, name string) {
 // record. It fails on any error (a fenced broker session shows as
 // INVALID_REPLICATION_FACTOR from CreateTopics), a lost record, or 10,000
 // or more open descriptors; it reports (without asserting them) the
-// times, the open descriptors and the RSS at rest.
+// times, the server's CPU time and the load average of each phase, the
+// open descriptors and the RSS at rest.
 func TestScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scale run")
 	}
 	topics, parts, batch := *scaleTopics, int32(*scalePartitions), *scaleBatch
 	total := topics * int(parts)
-	dir := t.TempDir()
-	srv := proctest.Start(t, dir)
+	dir := *scaleDir
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("-scale.dir: %v (it must not exist)", err)
+	}
+	srv := startScale(t, dir, "first", 30*time.Second)
 	first := srv
 	t.Cleanup(func() { saveLogs(t, first, "first") })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	report := map[string]string{"partitions": strconv.Itoa(total)}
 	var order []string
@@ -67,27 +76,50 @@ func TestScale(t *testing.T) {
 		order = append(order, k)
 		t.Logf("%s: %s", k, v)
 	}
+	// phase reports a phase's wall time since start, the server's CPU time
+	// (user+system) since cpu0, and the load average now: on a shared
+	// machine the wall time alone says little.
+	phase := func(name string, start time.Time, srv *proctest.Server, cpu0 time.Duration) {
+		wall := time.Since(start)
+		put(name, wall.Round(time.Millisecond).String())
+		if cpu, err := srv.CPUTime(); err == nil {
+			put(name+"_cpu", (cpu - cpu0).Round(10*time.Millisecond).String())
+		}
+		put(name+"_load", loadAverage(t))
+	}
+	cpuNow := func(srv *proctest.Server) time.Duration {
+		cpu, err := srv.CPUTime()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cpu
+	}
 
 	names := make([]string, topics)
 	for i := range names {
 		names[i] = fmt.Sprintf("scale-%04d", i)
 	}
 	adm, admCl := newAdmin(t, srv.Addr)
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuNow(srv)
+	var slowest time.Duration
 	for i := 0; i < topics; i += batch {
+		reqStart := time.Now()
 		rs, err := adm.CreateTopics(ctx, parts, 1, nil, names[i:min(i+batch, topics)]...)
 		if err != nil {
-			t.Fatalf("CreateTopics: %v", err)
+			t.Fatalf("CreateTopics of topics %d-%d after %v (load average %s): %v",
+				i, min(i+batch, topics)-1, time.Since(reqStart).Round(time.Millisecond), loadAverage(t), err)
 		}
 		for _, r := range rs {
 			if r.Err != nil {
 				t.Fatalf("create %s: %v %s", r.Topic, r.Err, r.ErrMessage)
 			}
 		}
+		slowest = max(slowest, time.Since(reqStart))
 	}
-	put("create", time.Since(start).Round(time.Millisecond).String())
+	phase("create", start, srv, cpu0)
+	put("create_slowest_request", slowest.Round(time.Millisecond).String())
 
-	start = time.Now()
+	start, cpu0 = time.Now(), cpuNow(srv)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(total+1), kgo.ProducerLinger(10*time.Millisecond), kgo.RecordRetries(3))
 	if err != nil {
@@ -112,12 +144,12 @@ func TestScale(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d of %d records not acknowledged; first error: %v", n, total, firstErr.Load())
 	}
-	put("produce", time.Since(start).Round(time.Millisecond).String())
+	phase("produce", start, srv, cpu0)
 	prod.Close()
 
-	start = time.Now()
+	start, cpu0 = time.Now(), cpuNow(srv)
 	consumeEach(t, ctx, srv.Addr, names, parts)
-	put("consume", time.Since(start).Round(time.Millisecond).String())
+	phase("consume", start, srv, cpu0)
 
 	fds, rss := procStats(t, srv.Pid())
 	put("open_fds", strconv.Itoa(fds))
@@ -127,35 +159,41 @@ func TestScale(t *testing.T) {
 	}
 	admCl.Close()
 
-	start = time.Now()
-	if err := srv.Stop(2 * time.Minute); err != nil {
-		t.Fatalf("clean shutdown: %v", err)
-	}
-	put("shutdown", time.Since(start).Round(time.Millisecond).String())
-
-	start = time.Now()
-	srv = proctest.StartWithin(t, dir, 10*time.Minute)
-	restarted := srv
-	t.Cleanup(func() { saveLogs(t, restarted, "restart") })
-	adm, admCl = newAdmin(t, srv.Addr)
-	defer admCl.Close()
-	ends, err := adm.ListEndOffsets(ctx, names...)
-	if err != nil {
-		t.Fatalf("ListOffsets after restart: %v", err)
-	}
-	serving := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset == 1 {
-			serving++
+	for n := 1; n <= *scaleRestarts; n++ {
+		suffix := ""
+		if n > 1 {
+			suffix = "_" + strconv.Itoa(n)
 		}
-	})
-	put("restart_to_serving", time.Since(start).Round(time.Millisecond).String())
-	if serving != total {
-		t.Fatalf("after restart %d of %d partitions serve their record", serving, total)
+		start, cpu0 = time.Now(), cpuNow(srv)
+		if err := srv.Stop(2 * time.Minute); err != nil {
+			t.Fatalf("clean shutdown: %v", err)
+		}
+		phase("shutdown"+suffix, start, srv, cpu0)
+
+		start = time.Now()
+		srv = startScale(t, dir, "restart-"+strconv.Itoa(n), 10*time.Minute)
+		restarted := srv
+		t.Cleanup(func() { saveLogs(t, restarted, "restart-"+strconv.Itoa(n)) })
+		adm, admCl = newAdmin(t, srv.Addr)
+		defer admCl.Close()
+		ends, err := adm.ListEndOffsets(ctx, names...)
+		if err != nil {
+			t.Fatalf("ListOffsets after restart: %v", err)
+		}
+		serving := 0
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err == nil && o.Offset == 1 {
+				serving++
+			}
+		})
+		phase("restart_to_serving"+suffix, start, srv, 0)
+		if serving != total {
+			t.Fatalf("after restart %d of %d partitions serve their record", serving, total)
+		}
+		fds, rss = procStats(t, srv.Pid())
+		put("open_fds_after_restart"+suffix, strconv.Itoa(fds))
+		put("rss_mib_after_restart"+suffix, strconv.Itoa(rss>>20))
 	}
-	fds, rss = procStats(t, srv.Pid())
-	put("open_fds_after_restart", strconv.Itoa(fds))
-	put("rss_mib_after_restart", strconv.Itoa(rss>>20))
 	if *scaleReport != "" {
 		var b strings.Builder
 		fmt.Fprintf(&b, "partitions=%d", total)
@@ -170,6 +208,40 @@ func TestScale(t *testing.T) {
 		defer f.Close()
 		f.WriteString(b.String())
 	}
+}
+
+// startScale starts the node on dir, waiting up to timeout for it to
+// serve; with -scale.profile it profiles the process's start and stop
+// into <scale.profile>/<name>.
+func startScale(t *testing.T, dir, name string, timeout time.Duration) *proctest.Server {
+	t.Helper()
+	if *scaleProfile == "" {
+		return proctest.StartWithin(t, dir, timeout)
+	}
+	args := []string{"server", "--profile-phases", filepath.Join(*scaleProfile, name),
+		"--override", "log.dirs=" + dir,
+		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"--override", "http.listener=",
+	}
+	srv, err := proctest.StartProcess(proctest.Binary(t), dir, timeout, args...)
+	if srv != nil {
+		t.Cleanup(srv.Kill)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// loadAverage returns the machine's one-minute load average
+// (/proc/loadavg), "?" when it cannot be read.
+func loadAverage(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 func newAdmin(t *testing.T, addr string) (*kadm.Client, *kgo.Client) {

@@ -9,12 +9,21 @@
 #   scripts/scale.sh
 #   TOPICS=200 scripts/scale.sh                       # 20,000 partitions
 #   LOGS=/tmp/scale-logs scripts/scale.sh             # keep the server's logs
+#   DIR=/tmp/scale-data scripts/scale.sh              # keep the node's data (DIR must not exist)
+#   PROFILE=/tmp/scale-prof scripts/scale.sh          # --profile-phases of each process
+#   RESTARTS=3 scripts/scale.sh                       # three stops and restarts
+#
+# Each phase reports its wall time, the server's CPU time (user+system) and
+# the one-minute load average at its end (NAME, NAME_cpu, NAME_load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)/samsa
 go build -o "$bin" ./cmd/samsa
 args=(-scale.topics "${TOPICS:-1000}" -scale.partitions "${PARTITIONS:-100}" -scale.batch "${BATCH:-20}"
 	-scale.report "${REPORT:-/dev/stdout}")
+[[ -n "${DIR:-}" ]] && args+=(-scale.dir "$DIR")
+[[ -n "${PROFILE:-}" ]] && args+=(-scale.profile "$PROFILE")
+[[ -n "${RESTARTS:-}" ]] && args+=(-scale.restarts "$RESTARTS")
 if [[ -n "${LOGS:-}" ]]; then
 	mkdir -p "$LOGS"
 	args+=(-scale.logs "$LOGS")
