@@ -28,7 +28,7 @@ var (
 	scaleBatch      = flag.Int("scale.batch", 20, "TestScale: topics per CreateTopics request")
 	scaleReport     = flag.String("scale.report", "", "TestScale: file to append the figures to")
 	scaleLogs       = flag.String("scale.logs", "", "TestScale: directory to write the server's logs to")
-	scaleDir        = flag.String("scale.dir", "", "TestScale: the node's data directory, kept after the run (default: a temporary one)")
+	scaleDir        = flag.String("scale.dir", "", "TestScale: the node's data directory, kept after the run (default: a temporary one); when it holds a kept run, only its restarts are measured")
 	scaleProfile    = flag.String("scale.profile", "", "TestScale: give each server process --profile-phases DIR/<first|restart-N>")
 	scaleRestarts   = flag.Int("scale.restarts", 1, "TestScale: clean stops and restarts to measure")
 )
@@ -58,13 +58,16 @@ func TestScale(t *testing.T) {
 	}
 	topics, parts, batch := *scaleTopics, int32(*scalePartitions), *scaleBatch
 	total := topics * int(parts)
-	dir := *scaleDir
+	dir, reuse := *scaleDir, false
 	if dir == "" {
 		dir = t.TempDir()
-	} else if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatalf("-scale.dir: %v (it must not exist)", err)
+	} else if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		// A directory a run kept: measure its restarts only.
+		reuse = true
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	srv := startScale(t, dir, "first", 30*time.Second)
+	srv := startScale(t, dir, "first", 10*time.Minute)
 	first := srv
 	t.Cleanup(func() { saveLogs(t, first, "first") })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
@@ -87,20 +90,76 @@ func TestScale(t *testing.T) {
 		}
 		put(name+"_load", loadAverage(t))
 	}
-	cpuNow := func(srv *proctest.Server) time.Duration {
-		cpu, err := srv.CPUTime()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cpu
-	}
 
 	names := make([]string, topics)
 	for i := range names {
 		names[i] = fmt.Sprintf("scale-%04d", i)
 	}
 	adm, admCl := newAdmin(t, srv.Addr)
-	start, cpu0 := time.Now(), cpuNow(srv)
+	if !reuse {
+		fill(t, ctx, srv, adm, names, parts, batch, phase, put)
+	} else {
+		checkServing(t, ctx, adm, names, total)
+	}
+	fds, rss := procStats(t, srv.Pid())
+	put("open_fds", strconv.Itoa(fds))
+	put("rss_mib", strconv.Itoa(rss>>20))
+	if fds >= 10000 {
+		t.Errorf("%d open descriptors, want under 10,000", fds)
+	}
+	admCl.Close()
+
+	for n := 1; n <= *scaleRestarts; n++ {
+		suffix := ""
+		if n > 1 {
+			suffix = "_" + strconv.Itoa(n)
+		}
+		start, cpu0 := time.Now(), cpuTime(t, srv)
+		if err := srv.Stop(2 * time.Minute); err != nil {
+			t.Fatalf("clean shutdown: %v", err)
+		}
+		phase("shutdown"+suffix, start, srv, cpu0)
+
+		start = time.Now()
+		srv = startScale(t, dir, "restart-"+strconv.Itoa(n), 10*time.Minute)
+		restarted := srv
+		t.Cleanup(func() { saveLogs(t, restarted, "restart-"+strconv.Itoa(n)) })
+		adm, admCl = newAdmin(t, srv.Addr)
+		checkServing(t, ctx, adm, names, total)
+		phase("restart_to_serving"+suffix, start, srv, 0)
+		admCl.Close()
+		fds, rss = procStats(t, srv.Pid())
+		put("open_fds_after_restart"+suffix, strconv.Itoa(fds))
+		put("rss_mib_after_restart"+suffix, strconv.Itoa(rss>>20))
+	}
+	// A clean stop: a kept directory restarts cleanly.
+	if err := srv.Stop(2 * time.Minute); err != nil {
+		t.Errorf("clean shutdown: %v", err)
+	}
+	if *scaleReport != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "partitions=%d", total)
+		for _, k := range order {
+			fmt.Fprintf(&b, " %s=%s", k, report[k])
+		}
+		b.WriteString("\n")
+		f, err := os.OpenFile(*scaleReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		f.WriteString(b.String())
+	}
+}
+
+// fill creates names (parts partitions each) in CreateTopics requests of
+// batch topics, produces one record to each partition and reads every one
+// back, reporting each phase.
+func fill(t *testing.T, ctx context.Context, srv *proctest.Server, adm *kadm.Client, names []string, parts int32, batch int,
+	phase func(string, time.Time, *proctest.Server, time.Duration), put func(k, v string)) {
+	t.Helper()
+	topics, total := len(names), len(names)*int(parts)
+	start, cpu0 := time.Now(), cpuTime(t, srv)
 	var slowest time.Duration
 	for i := 0; i < topics; i += batch {
 		reqStart := time.Now()
@@ -119,7 +178,7 @@ func TestScale(t *testing.T) {
 	phase("create", start, srv, cpu0)
 	put("create_slowest_request", slowest.Round(time.Millisecond).String())
 
-	start, cpu0 = time.Now(), cpuNow(srv)
+	start, cpu0 = time.Now(), cpuTime(t, srv)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(total+1), kgo.ProducerLinger(10*time.Millisecond), kgo.RecordRetries(3))
 	if err != nil {
@@ -147,66 +206,28 @@ func TestScale(t *testing.T) {
 	phase("produce", start, srv, cpu0)
 	prod.Close()
 
-	start, cpu0 = time.Now(), cpuNow(srv)
+	start, cpu0 = time.Now(), cpuTime(t, srv)
 	consumeEach(t, ctx, srv.Addr, names, parts)
 	phase("consume", start, srv, cpu0)
 
-	fds, rss := procStats(t, srv.Pid())
-	put("open_fds", strconv.Itoa(fds))
-	put("rss_mib", strconv.Itoa(rss>>20))
-	if fds >= 10000 {
-		t.Errorf("%d open descriptors, want under 10,000", fds)
-	}
-	admCl.Close()
+}
 
-	for n := 1; n <= *scaleRestarts; n++ {
-		suffix := ""
-		if n > 1 {
-			suffix = "_" + strconv.Itoa(n)
-		}
-		start, cpu0 = time.Now(), cpuNow(srv)
-		if err := srv.Stop(2 * time.Minute); err != nil {
-			t.Fatalf("clean shutdown: %v", err)
-		}
-		phase("shutdown"+suffix, start, srv, cpu0)
-
-		start = time.Now()
-		srv = startScale(t, dir, "restart-"+strconv.Itoa(n), 10*time.Minute)
-		restarted := srv
-		t.Cleanup(func() { saveLogs(t, restarted, "restart-"+strconv.Itoa(n)) })
-		adm, admCl = newAdmin(t, srv.Addr)
-		defer admCl.Close()
-		ends, err := adm.ListEndOffsets(ctx, names...)
-		if err != nil {
-			t.Fatalf("ListOffsets after restart: %v", err)
-		}
-		serving := 0
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Err == nil && o.Offset == 1 {
-				serving++
-			}
-		})
-		phase("restart_to_serving"+suffix, start, srv, 0)
-		if serving != total {
-			t.Fatalf("after restart %d of %d partitions serve their record", serving, total)
-		}
-		fds, rss = procStats(t, srv.Pid())
-		put("open_fds_after_restart"+suffix, strconv.Itoa(fds))
-		put("rss_mib_after_restart"+suffix, strconv.Itoa(rss>>20))
+// checkServing checks that every partition of names (total in all) serves
+// its one record: its end offset is 1.
+func checkServing(t *testing.T, ctx context.Context, adm *kadm.Client, names []string, total int) {
+	t.Helper()
+	ends, err := adm.ListEndOffsets(ctx, names...)
+	if err != nil {
+		t.Fatalf("ListOffsets: %v", err)
 	}
-	if *scaleReport != "" {
-		var b strings.Builder
-		fmt.Fprintf(&b, "partitions=%d", total)
-		for _, k := range order {
-			fmt.Fprintf(&b, " %s=%s", k, report[k])
+	serving := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset == 1 {
+			serving++
 		}
-		b.WriteString("\n")
-		f, err := os.OpenFile(*scaleReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		f.WriteString(b.String())
+	})
+	if serving != total {
+		t.Fatalf("%d of %d partitions serve their record", serving, total)
 	}
 }
 
@@ -231,6 +252,16 @@ func startScale(t *testing.T, dir, name string, timeout time.Duration) *proctest
 		t.Fatal(err)
 	}
 	return srv
+}
+
+// cpuTime returns the CPU time (user+system) srv's process used so far.
+func cpuTime(t *testing.T, srv *proctest.Server) time.Duration {
+	t.Helper()
+	cpu, err := srv.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu
 }
 
 // loadAverage returns the machine's one-minute load average

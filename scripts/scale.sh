@@ -9,7 +9,7 @@
 #   scripts/scale.sh
 #   TOPICS=200 scripts/scale.sh                       # 20,000 partitions
 #   LOGS=/tmp/scale-logs scripts/scale.sh             # keep the server's logs
-#   DIR=/tmp/scale-data scripts/scale.sh              # keep the node's data (DIR must not exist)
+#   DIR=/tmp/scale-data scripts/scale.sh              # keep the node's data; run again to measure restarts only
 #   PROFILE=/tmp/scale-prof scripts/scale.sh          # --profile-phases of each process
 #   RESTARTS=3 scripts/scale.sh                       # three stops and restarts
 #
