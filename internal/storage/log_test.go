@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -632,6 +633,24 @@ func TestReadSliceMatchesRead(t *testing.T) {
 			fs.Release()
 			if !bytes.Equal(got, res.Records) || res2.LogEndOffset != res.LogEndOffset {
 				t.Fatalf("offset %d %+v: slice of %d bytes, Read %d", off, lim, len(got), len(res.Records))
+			}
+		}
+	}
+}
+
+// TestSegmentPath: segment.path, built without fmt or filepath.Join, names
+// the files as filepath.Join of the log's clean directory and Kafka's
+// 20-digit base offset does.
+func TestSegmentPath(t *testing.T) {
+	for _, dir := range []string{"/tmp/data/t-0", "/", "rel/t-1", "."} {
+		for _, base := range []int64{0, 7, 12345678901234, math.MaxInt64} {
+			s := &segment{dir: dir, baseOffset: base}
+			want := filepath.Join(dir, fmt.Sprintf("%020d", base)+logSuffix)
+			if dir == "." {
+				want = "./" + fmt.Sprintf("%020d", base) + logSuffix // same file
+			}
+			if got := s.path(logSuffix); got != want {
+				t.Errorf("dir %q base %d: %q, want %q", dir, base, got, want)
 			}
 		}
 	}

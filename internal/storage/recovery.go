@@ -45,7 +45,7 @@ func Open(opts OpenOptions) (*Log, error) {
 		return nil, fmt.Errorf("storage: create %s: %w", opts.Dir, err)
 	}
 	l := &Log{
-		dir:       opts.Dir,
+		dir:       filepath.Clean(opts.Dir), // segment.path joins without cleaning
 		files:     files,
 		fsys:      files.fsys,
 		logger:    logger.With("dir", opts.Dir),
@@ -153,6 +153,12 @@ func (l *Log) load(opts OpenOptions) error {
 				s.closeFiles()
 			}
 			return err
+		}
+		if len(swaps) == 0 && !slices.Contains(indexes[b], segmentName(b)+txnIndexSuffix) {
+			// The listing shows no .txnindex: replaying the producer
+			// state (which truncates the .txnindex of the segments it
+			// reads) need not try to open one, a failed open per log.
+			s.txn.loaded = true
 		}
 		segs = append(segs, s)
 	}

@@ -12,7 +12,8 @@ import (
 // BenchmarkManagerRestart opens and closes (cleanly) a log dir of 2,000
 // logs of one batch each, as a node's restart and clean shutdown do for
 // each partition (scripts/scale.sh runs it at 100,000 partitions through
-// a real node). It reports open-ms and close-ms per restart of the dir.
+// a real node). It reports open-ms and close-ms per restart of the dir,
+// and the process's CPU time per restart (cpu-ms/op).
 //
 //	go test -run '^$' -bench ManagerRestart -benchtime 5x ./internal/storage
 func BenchmarkManagerRestart(b *testing.B) {
@@ -42,6 +43,7 @@ func BenchmarkManagerRestart(b *testing.B) {
 		b.Fatal(err)
 	}
 	var open, closing int64
+	cpu0 := processCPU(b)
 	for b.Loop() {
 		start := nanotime()
 		m, err := OpenManager(opts)
@@ -60,6 +62,7 @@ func BenchmarkManagerRestart(b *testing.B) {
 	}
 	b.ReportMetric(float64(open)/float64(b.N)/1e6, "open-ms")
 	b.ReportMetric(float64(closing)/float64(b.N)/1e6, "close-ms")
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
 func nanotime() int64 { return time.Now().UnixNano() }
