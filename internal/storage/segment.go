@@ -430,16 +430,20 @@ func (s *segment) resetWriterStateLocked() (next int64, err error) {
 		pos = int64(e.Position)
 	}
 	s.bytesSinceLastIndexEntry = size - pos
+	var first *record.Header // the batch at 0, when read for rollingBasedTimestamp
 	if size == 0 {
 		s.rollingBasedTimestamp = noTimestamp
 	} else if s.rollingBasedTimestamp == noTimestamp {
 		if h, err := s.readHeaderAt(0, size); err == nil {
 			s.rollingBasedTimestamp = h.MaxTimestamp
+			first = &h
 		}
 	}
 	for pos < size {
-		h, err := s.readHeaderAt(pos, size)
-		if err != nil {
+		var h record.Header
+		if pos == 0 && first != nil {
+			h = *first // a log of one small segment: read once, not twice
+		} else if h, err = s.readHeaderAt(pos, size); err != nil {
 			return next, err
 		}
 		if h.MaxTimestamp > s.maxTimestamp.Load() {
