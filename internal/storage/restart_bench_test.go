@@ -2,11 +2,11 @@ package storage
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // BenchmarkManagerRestart opens and closes (cleanly) a log dir of 2,000
@@ -43,7 +43,7 @@ func BenchmarkManagerRestart(b *testing.B) {
 		b.Fatal(err)
 	}
 	var open, closing int64
-	cpu0 := processCPU(b)
+	cpu0 := int64(testutil.ProcessCPU(b))
 	for b.Loop() {
 		start := nanotime()
 		m, err := OpenManager(opts)
@@ -62,22 +62,10 @@ func BenchmarkManagerRestart(b *testing.B) {
 	}
 	b.ReportMetric(float64(open)/float64(b.N)/1e6, "open-ms")
 	b.ReportMetric(float64(closing)/float64(b.N)/1e6, "close-ms")
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(int64(testutil.ProcessCPU(b))-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 }
 
 func nanotime() int64 { return time.Now().UnixNano() }
-
-// processCPU is the CPU time (user+system, nanoseconds) the test process
-// used so far: on a machine shared with other work, wall time per op
-// measures the others as much as the code.
-func processCPU(b *testing.B) int64 {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
 
 // BenchmarkRollCheck is one pass of the periodic task's roll check
 // (Manager.MaybeRoll, every second) over 2,000 idle logs of one batch
@@ -106,13 +94,13 @@ func BenchmarkRollCheck(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cpu0 := processCPU(b)
+	cpu0 := int64(testutil.ProcessCPU(b))
 	for b.Loop() {
 		if err := m.MaybeRoll(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
+	b.ReportMetric(float64(int64(testutil.ProcessCPU(b))-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
 	for _, l := range m.Logs() {
 		if n := len(l.Segments()); n != 1 {
 			b.Fatalf("%d segments, want 1: a log rolled", n)
