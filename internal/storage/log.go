@@ -924,7 +924,10 @@ func (l *Log) ReadSlice(offset int64, maxBytes int32, maxOffset int64, minOneBat
 			return none, res, fmt.Errorf("%w: offset %d not in [%d, %d]", ErrOffsetOutOfRange, offset, lso, leo)
 		}
 		maxOffset = min(maxOffset, leo)
-		if offset >= maxOffset {
+		if offset >= maxOffset || maxBytes <= 0 && !minOneBatch {
+			// Nothing to read (a fetch past fetch.max.bytes or its read
+			// budget): answered without opening a file, which past
+			// log.open.files.max costs an open and a close.
 			return none, res, nil
 		}
 		retry := false
