@@ -679,6 +679,11 @@ func (n *Node) Close() error {
 		}
 		cancel()
 	}
+	if n.local != nil && n.ctrl != nil {
+		// A single node: the only broker is this one, whose heartbeats
+		// stop with it before its controller closes.
+		n.ctrl.StopFencing()
+	}
 	for _, l := range n.listeners {
 		errs = append(errs, l.Close())
 	}

@@ -28,6 +28,9 @@ var (
 	scaleBatch      = flag.Int("scale.batch", 20, "TestScale: topics per CreateTopics request")
 	scaleReport     = flag.String("scale.report", "", "TestScale: file to append the figures to")
 	scaleLogs       = flag.String("scale.logs", "", "TestScale: directory to write the server's logs to")
+	scaleDir        = flag.String("scale.dir", "", "TestScale: the node's data directory, kept after the run (default: a temporary one); when it holds a kept run, only its restarts are measured")
+	scaleProfile    = flag.String("scale.profile", "", "TestScale: give each server process --profile-phases DIR/<first|restart-N>")
+	scaleRestarts   = flag.Int("scale.restarts", 1, "TestScale: clean stops and restarts to measure")
 )
 
 // saveLogs writes srv's logs to <scale.logs>/<name>.log when asked.
@@ -47,18 +50,27 @@ func saveLogs(t *testing.T, srv *proctest.Server, name string) {
 // record. It fails on any error (a fenced broker session shows as
 // INVALID_REPLICATION_FACTOR from CreateTopics), a lost record, or 10,000
 // or more open descriptors; it reports (without asserting them) the
-// times, the open descriptors and the RSS at rest.
+// times, the server's CPU time and the load average of each phase, the
+// open descriptors and the RSS at rest.
 func TestScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scale run")
 	}
 	topics, parts, batch := *scaleTopics, int32(*scalePartitions), *scaleBatch
 	total := topics * int(parts)
-	dir := t.TempDir()
-	srv := proctest.Start(t, dir, snapshotOverrides()...)
+	dir, reuse := *scaleDir, false
+	if dir == "" {
+		dir = t.TempDir()
+	} else if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		// A directory a run kept: measure its restarts only.
+		reuse = true
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := startScale(t, dir, "first", 10*time.Minute, snapshotOverrides()...)
 	first := srv
 	t.Cleanup(func() { saveLogs(t, first, "first") })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	report := map[string]string{"partitions": strconv.Itoa(total)}
 	var order []string
@@ -67,27 +79,105 @@ func TestScale(t *testing.T) {
 		order = append(order, k)
 		t.Logf("%s: %s", k, v)
 	}
+	// phase reports a phase's wall time since start, the server's CPU time
+	// (user+system) since cpu0, and the load average now: on a shared
+	// machine the wall time alone says little.
+	phase := func(name string, start time.Time, srv *proctest.Server, cpu0 time.Duration) {
+		wall := time.Since(start)
+		put(name, wall.Round(time.Millisecond).String())
+		if cpu, err := srv.CPUTime(); err == nil {
+			put(name+"_cpu", (cpu - cpu0).Round(10*time.Millisecond).String())
+		}
+		put(name+"_load", loadAverage(t))
+	}
 
 	names := make([]string, topics)
 	for i := range names {
 		names[i] = fmt.Sprintf("scale-%04d", i)
 	}
 	adm, admCl := newAdmin(t, srv.Addr)
-	start := time.Now()
+	if !reuse {
+		fill(t, ctx, srv, adm, names, parts, batch, phase, put)
+	} else {
+		checkServing(t, ctx, adm, names, total)
+	}
+	fds, rss := procStats(t, srv.Pid())
+	put("open_fds", strconv.Itoa(fds))
+	put("rss_mib", strconv.Itoa(rss>>20))
+	if fds >= 10000 {
+		t.Errorf("%d open descriptors, want under 10,000", fds)
+	}
+	admCl.Close()
+
+	var took time.Duration // the last restart's, to serving
+	for n := 1; n <= *scaleRestarts; n++ {
+		suffix := ""
+		if n > 1 {
+			suffix = "_" + strconv.Itoa(n)
+		}
+		start, cpu0 := time.Now(), cpuTime(t, srv)
+		if err := srv.Stop(2 * time.Minute); err != nil {
+			t.Fatalf("clean shutdown: %v", err)
+		}
+		phase("shutdown"+suffix, start, srv, cpu0)
+
+		start = time.Now()
+		srv, took = restartServing(t, ctx, dir, "restart-"+strconv.Itoa(n), names, snapshotOverrides()...)
+		phase("restart_to_serving"+suffix, start, srv, 0)
+		fds, rss = procStats(t, srv.Pid())
+		put("open_fds_after_restart"+suffix, strconv.Itoa(fds))
+		put("rss_mib_after_restart"+suffix, strconv.Itoa(rss>>20))
+	}
+	if *scaleCompareSnapshots {
+		// Stops srv, restarts without and with snapshots, stops cleanly.
+		compareSnapshotRestarts(t, ctx, srv, dir, names, took, put)
+	} else if err := srv.Stop(2 * time.Minute); err != nil {
+		// A clean stop: a kept directory restarts cleanly.
+		t.Errorf("clean shutdown: %v", err)
+	}
+	if *scaleReport != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "partitions=%d", total)
+		for _, k := range order {
+			fmt.Fprintf(&b, " %s=%s", k, report[k])
+		}
+		b.WriteString("\n")
+		f, err := os.OpenFile(*scaleReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		f.WriteString(b.String())
+	}
+}
+
+// fill creates names (parts partitions each) in CreateTopics requests of
+// batch topics, produces one record to each partition and reads every one
+// back, reporting each phase.
+func fill(t *testing.T, ctx context.Context, srv *proctest.Server, adm *kadm.Client, names []string, parts int32, batch int,
+	phase func(string, time.Time, *proctest.Server, time.Duration), put func(k, v string)) {
+	t.Helper()
+	topics, total := len(names), len(names)*int(parts)
+	start, cpu0 := time.Now(), cpuTime(t, srv)
+	var slowest time.Duration
 	for i := 0; i < topics; i += batch {
+		reqStart := time.Now()
 		rs, err := adm.CreateTopics(ctx, parts, 1, nil, names[i:min(i+batch, topics)]...)
 		if err != nil {
-			t.Fatalf("CreateTopics: %v", err)
+			t.Fatalf("CreateTopics of topics %d-%d after %v (load average %s): %v",
+				i, min(i+batch, topics)-1, time.Since(reqStart).Round(time.Millisecond), loadAverage(t), err)
 		}
 		for _, r := range rs {
 			if r.Err != nil {
 				t.Fatalf("create %s: %v %s", r.Topic, r.Err, r.ErrMessage)
 			}
 		}
+		slowest = max(slowest, time.Since(reqStart))
 	}
-	put("create", time.Since(start).Round(time.Millisecond).String())
+	phase("create", start, srv, cpu0)
+	put("create_slowest_request", slowest.Round(time.Millisecond).String())
 
-	start = time.Now()
+	start, cpu0 = time.Now(), cpuTime(t, srv)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(total+1), kgo.ProducerLinger(10*time.Millisecond), kgo.RecordRetries(3))
 	if err != nil {
@@ -112,78 +202,94 @@ func TestScale(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Fatalf("%d of %d records not acknowledged; first error: %v", n, total, firstErr.Load())
 	}
-	put("produce", time.Since(start).Round(time.Millisecond).String())
+	phase("produce", start, srv, cpu0)
 	prod.Close()
 
-	start = time.Now()
+	start, cpu0 = time.Now(), cpuTime(t, srv)
 	consumeEach(t, ctx, srv.Addr, names, parts)
-	put("consume", time.Since(start).Round(time.Millisecond).String())
+	phase("consume", start, srv, cpu0)
 
-	fds, rss := procStats(t, srv.Pid())
-	put("open_fds", strconv.Itoa(fds))
-	put("rss_mib", strconv.Itoa(rss>>20))
-	if fds >= 10000 {
-		t.Errorf("%d open descriptors, want under 10,000", fds)
-	}
-	admCl.Close()
-
-	start = time.Now()
-	if err := srv.Stop(2 * time.Minute); err != nil {
-		t.Fatalf("clean shutdown: %v", err)
-	}
-	put("shutdown", time.Since(start).Round(time.Millisecond).String())
-
-	srv, took := restartServing(t, ctx, dir, "restart", names, snapshotOverrides()...)
-	put("restart_to_serving", took.Round(time.Millisecond).String())
-	fds, rss = procStats(t, srv.Pid())
-	put("open_fds_after_restart", strconv.Itoa(fds))
-	put("rss_mib_after_restart", strconv.Itoa(rss>>20))
-	if *scaleCompareSnapshots {
-		compareSnapshotRestarts(t, ctx, srv, dir, names, took, put)
-	}
-	if *scaleReport != "" {
-		var b strings.Builder
-		fmt.Fprintf(&b, "partitions=%d", total)
-		for _, k := range order {
-			fmt.Fprintf(&b, " %s=%s", k, report[k])
-		}
-		b.WriteString("\n")
-		f, err := os.OpenFile(*scaleReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		f.WriteString(b.String())
-	}
 }
 
-// restartServing starts the node of dir (a server named name for
-// saveLogs, with overrides) and waits until every partition of topics
-// serves its one record (ListOffsets: end offset 1); it returns the
-// server and the time from the start to then.
-func restartServing(t *testing.T, ctx context.Context, dir, name string, topics []string, overrides ...string) (*proctest.Server, time.Duration) {
+// checkServing checks that every partition of names (total in all) serves
+// its one record: its end offset is 1.
+func checkServing(t *testing.T, ctx context.Context, adm *kadm.Client, names []string, total int) {
 	t.Helper()
-	start := time.Now()
-	srv := proctest.StartWithin(t, dir, 10*time.Minute, overrides...)
-	t.Cleanup(func() { saveLogs(t, srv, name) })
-	adm, cl := newAdmin(t, srv.Addr)
-	defer cl.Close()
-	ends, err := adm.ListEndOffsets(ctx, topics...)
+	ends, err := adm.ListEndOffsets(ctx, names...)
 	if err != nil {
-		t.Fatalf("ListOffsets after restart: %v", err)
+		t.Fatalf("ListOffsets: %v", err)
 	}
-	serving, total := 0, 0
+	serving := 0
 	ends.Each(func(o kadm.ListedOffset) {
-		total++
 		if o.Err == nil && o.Offset == 1 {
 			serving++
 		}
 	})
-	took := time.Since(start)
-	if serving != total || total == 0 {
-		t.Fatalf("after restart %d of %d partitions serve their record", serving, total)
+	if serving != total {
+		t.Fatalf("%d of %d partitions serve their record", serving, total)
 	}
-	return srv, took
+}
+
+// startScale starts the node on dir with overrides (name=value),
+// waiting up to timeout for it to serve; with -scale.profile it profiles
+// the process's start and stop into <scale.profile>/<name>.
+func startScale(t *testing.T, dir, name string, timeout time.Duration, overrides ...string) *proctest.Server {
+	t.Helper()
+	if *scaleProfile == "" {
+		return proctest.StartWithin(t, dir, timeout, overrides...)
+	}
+	args := []string{"server", "--profile-phases", filepath.Join(*scaleProfile, name),
+		"--override", "log.dirs=" + dir,
+		"--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+		"--override", "http.listener=",
+	}
+	for _, o := range overrides {
+		args = append(args, "--override", o)
+	}
+	srv, err := proctest.StartProcess(proctest.Binary(t), dir, timeout, args...)
+	if srv != nil {
+		t.Cleanup(srv.Kill)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// cpuTime returns the CPU time (user+system) srv's process used so far.
+func cpuTime(t *testing.T, srv *proctest.Server) time.Duration {
+	t.Helper()
+	cpu, err := srv.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpu
+}
+
+// loadAverage returns the machine's one-minute load average
+// (/proc/loadavg), "?" when it cannot be read.
+func loadAverage(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+// restartServing starts the node of dir (a server named name for
+// saveLogs and -scale.profile, with overrides) and waits until every
+// partition of topics serves its one record; it returns the server and
+// the time from the start to then.
+func restartServing(t *testing.T, ctx context.Context, dir, name string, topics []string, overrides ...string) (*proctest.Server, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	srv := startScale(t, dir, name, 10*time.Minute, overrides...)
+	t.Cleanup(func() { saveLogs(t, srv, name) })
+	adm, cl := newAdmin(t, srv.Addr)
+	defer cl.Close()
+	checkServing(t, ctx, adm, topics, len(topics)*int(*scalePartitions))
+	return srv, time.Since(start)
 }
 
 func newAdmin(t *testing.T, addr string) (*kadm.Client, *kgo.Client) {

@@ -16,6 +16,12 @@
 #   scripts/scale.sh
 #   TOPICS=200 scripts/scale.sh                       # 20,000 partitions
 #   LOGS=/tmp/scale-logs scripts/scale.sh             # keep the server's logs
+#   DIR=/tmp/scale-data scripts/scale.sh              # keep the node's data; run again to measure restarts only
+#   PROFILE=/tmp/scale-prof scripts/scale.sh          # --profile-phases of each process
+#   RESTARTS=3 scripts/scale.sh                       # three stops and restarts
+#
+# Each phase reports its wall time, the server's CPU time (user+system) and
+# the one-minute load average at its end (NAME, NAME_cpu, NAME_load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)/samsa
@@ -23,6 +29,9 @@ go build -o "$bin" ./cmd/samsa
 args=(-scale.topics "${TOPICS:-1000}" -scale.partitions "${PARTITIONS:-100}" -scale.batch "${BATCH:-20}"
 	-scale.report "${REPORT:-/dev/stdout}" -scale.snapshot-bytes "${SNAPSHOT_BYTES:-1048576}"
 	-scale.compare-snapshots="${COMPARE_SNAPSHOTS:-true}")
+[[ -n "${DIR:-}" ]] && args+=(-scale.dir "$DIR")
+[[ -n "${PROFILE:-}" ]] && args+=(-scale.profile "$PROFILE")
+[[ -n "${RESTARTS:-}" ]] && args+=(-scale.restarts "$RESTARTS")
 if [[ -n "${LOGS:-}" ]]; then
 	mkdir -p "$LOGS"
 	args+=(-scale.logs "$LOGS")

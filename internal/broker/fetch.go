@@ -142,7 +142,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		}
 		resp.Reset()
 		kresp.Topics = kresp.Topics[:0]
-		bytes, failed := b.fetchOnce(req, resp, &acct, denied)
+		bytes, failed := b.fetchOnce(req, resp, &acct, denied, time.Now().Add(fetchReadBudget(req.MaxWaitMillis)))
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 			b.served(req, bytes)
 			return finish()
@@ -178,7 +178,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			// One last read at the deadline.
 			resp.Reset()
 			kresp.Topics = kresp.Topics[:0]
-			bytes, _ := b.fetchOnce(req, resp, &acct, denied)
+			bytes, _ := b.fetchOnce(req, resp, &acct, denied, time.Now().Add(fetchReadBudget(req.MaxWaitMillis)))
 			b.served(req, bytes)
 			return finish()
 		case <-ctx.Done():
@@ -195,6 +195,25 @@ func (b *Broker) served(req *kmsg.FetchRequest, bytes int) {
 	if req.ReplicaID < 0 {
 		b.consumerBytesOut.Add(int64(bytes))
 	}
+}
+
+// minFetchReadBudget is the least time one read of a fetch's partitions
+// may spend reading records (fetchReadBudget).
+const minFetchReadBudget = 500 * time.Millisecond
+
+// fetchReadBudget is how long one read of a fetch's partitions reads
+// records: max_wait_ms, at least minFetchReadBudget. Once it is spent and
+// some records were read, the partitions left answer with no records and
+// their offsets (high-watermark, last stable offset, log start), as those
+// past fetch.max.bytes do (KIP-74), and the client fetches them next. Beyond
+// Kafka, whose fetch reads every partition it can within the byte limits
+// whatever the time: a consumer's first fetch of 100,000 partitions on a
+// loaded machine opens a file for each (past log.open.files.max) and took
+// longer than the client's request timeout (franz-go: 10 s past max wait),
+// so the client gave up, fetched again from the same offsets on a new
+// connection, and never read a record.
+func fetchReadBudget(maxWaitMillis int32) time.Duration {
+	return max(time.Duration(maxWaitMillis)*time.Millisecond, minFetchReadBudget)
 }
 
 // fetchDenied is the set of requested topics c may not fetch, as Kafka's
@@ -235,8 +254,11 @@ func (b *Broker) fetchDenied(c *server.Conn, req *kmsg.FetchRequest) map[string]
 // redirected partition counts as failed, so that the response goes out at
 // once, as in Kafka.
 //
+// Once records were read and readUntil has passed, the partitions left are
+// read with no bytes (fetchReadBudget); a zero readUntil reads them all.
+//
 // acct keeps what it read, for the topics' metrics.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct, denied map[string]bool) (total int, failed bool) {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct, denied map[string]bool, readUntil time.Time) (total int, failed bool) {
 	acct.reset()
 	resp := wresp.FetchResponse
 	diverged, redirected := false, false
@@ -336,7 +358,7 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 			if rest := maxBytes - int32(total); rest < limit {
 				limit = rest
 			}
-			if limit < 0 {
+			if limit < 0 || total > 0 && !readUntil.IsZero() && time.Now().After(readUntil) {
 				limit = 0
 			}
 			if follower && b.replicas.LeaderThrottled(p, req.ReplicaID) {

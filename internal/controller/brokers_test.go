@@ -13,6 +13,7 @@ import (
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // newLocalController is the active controller of node 1 over a local
@@ -331,5 +332,34 @@ func TestControlledShutdownStaysFenced(t *testing.T) {
 	}
 	if fenced, _, err := c.Heartbeat(ctx, 1, epoch, false, nil); err != nil || fenced {
 		t.Fatalf("heartbeat of the new process: fenced %v, %v", fenced, err)
+	}
+}
+
+// TestStopFencing: a broker whose session expires is fenced, but not once
+// StopFencing was called (a single node closing: its broker's heartbeats
+// stop before its controller closes).
+func TestStopFencing(t *testing.T) {
+	ctx := context.Background()
+	c := newLocalController(t)
+	c.brokers.stop()
+	c.brokers.timeout = 200 * time.Millisecond // the tracker looks every 50 ms
+	c.brokers.start()
+	ep := []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}
+	fenced := func() bool { b := c.Image().Broker(1); return b != nil && b.Fenced }
+	if _, err := c.RegisterBroker(ctx, 1, incarnation(1), -1, ep, nil); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "broker 1 fenced once its session expired", fenced)
+	if _, err := c.RegisterBroker(ctx, 1, incarnation(2), -1, ep, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fenced() {
+		t.Fatal("broker 1 fenced after registering again")
+	}
+	c.StopFencing()
+	wait := time.NewTimer(5 * c.brokers.timeout) // 20 looks of a running tracker
+	<-wait.C
+	if fenced() {
+		t.Fatal("broker 1 fenced after StopFencing")
 	}
 }

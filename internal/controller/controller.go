@@ -145,6 +145,15 @@ func (c *Controller) Close() {
 	c.imgMu.Unlock()
 }
 
+// StopFencing stops fencing brokers whose session expired, for the rest
+// of this controller's activity: a single node calls it as it begins to
+// close, since its broker stops heartbeating before its controller
+// closes, and a stop longer than broker.session.timeout.ms (100,000
+// partitions on a loaded machine) fenced the node's own broker, a write of
+// every partition that the next start undid with another. Close stops it
+// too. Safe for concurrent use.
+func (c *Controller) StopFencing() { c.brokers.stop() }
+
 // Image is the latest committed image.
 func (c *Controller) Image() *metadata.Image { return c.image.Load() }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,6 +254,42 @@ func (s *Server) WaitLog(re *regexp.Regexp, from int, timeout time.Duration) (st
 
 // Pid is the server's process id.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// CPUTime returns the user and system CPU time the server's process has
+// used: read from /proc/PID/stat while it runs (in clock ticks of 10 ms),
+// from its exit status once it exited (Wait, Stop or Kill returned), so
+// that a caller can take the CPU of a shutdown as the total minus a
+// reading before the signal.
+func (s *Server) CPUTime() (time.Duration, error) {
+	if s.Exited() {
+		st := s.cmd.ProcessState
+		return st.UserTime() + st.SystemTime(), nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name in parentheses (which may hold
+	// spaces): state is field 3, utime 14 and stime 15 (proc(5)).
+	i := strings.LastIndexByte(string(b), ')')
+	var f []string
+	if i >= 0 {
+		f = strings.Fields(string(b[i+1:]))
+	}
+	if len(f) < 13 {
+		return 0, fmt.Errorf("proctest: /proc/%d/stat: %q", s.Pid(), b)
+	}
+	var ticks int64
+	for _, v := range f[11:13] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proctest: /proc/%d/stat: %w", s.Pid(), err)
+		}
+		ticks += n
+	}
+	// USER_HZ is 100 on every Linux architecture Go supports.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
 
 // Kill sends SIGKILL and waits for the process to exit.
 func (s *Server) Kill() {

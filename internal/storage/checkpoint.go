@@ -173,11 +173,26 @@ func EncodeOffsetCheckpoint(offsets map[TopicPartition]int64) []byte {
 	slices.SortFunc(tps, func(a, b TopicPartition) int {
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
-	lines := make([][]string, len(tps))
-	for i, tp := range tps {
-		lines[i] = []string{tp.Topic, strconv.Itoa(int(tp.Partition)), strconv.FormatInt(offsets[tp], 10)}
+	// EncodeCheckpoint's bytes, appended in place: with a slice of
+	// strings per line a node of 100,000 partitions made 300,000
+	// allocations per file, four files at each clean shutdown.
+	n := 0
+	for _, tp := range tps {
+		n += len(tp.Topic) + 2*20 + 3
 	}
-	return EncodeCheckpoint(0, lines)
+	b := make([]byte, 0, n+32)
+	b = append(b, "0\n"...)
+	b = strconv.AppendInt(b, int64(len(tps)), 10)
+	b = append(b, '\n')
+	for _, tp := range tps {
+		b = append(b, tp.Topic...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(tp.Partition), 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, offsets[tp], 10)
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // ReadOffsetCheckpoint reads a "topic partition offset" checkpoint file

@@ -1,10 +1,15 @@
 package storage
 
 import (
+	"cmp"
 	"errors"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +38,26 @@ func TestOffsetCheckpointRoundTrip(t *testing.T) {
 	}
 	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
 		t.Fatal("tmp file left")
+	}
+}
+
+// TestEncodeOffsetCheckpoint: the in-place encoder writes what
+// EncodeCheckpoint writes from the sorted lines, for no partition, negative
+// offsets and the int64 extremes too.
+func TestEncodeOffsetCheckpoint(t *testing.T) {
+	for _, offsets := range []map[TopicPartition]int64{
+		{},
+		{{"t", 0}: -1, {"t", 10}: math.MaxInt64, {"s", 2}: math.MinInt64, {"t", 9}: 0},
+	} {
+		var lines [][]string
+		for _, tp := range slices.SortedFunc(maps.Keys(offsets), func(a, b TopicPartition) int {
+			return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		}) {
+			lines = append(lines, []string{tp.Topic, strconv.Itoa(int(tp.Partition)), strconv.FormatInt(offsets[tp], 10)})
+		}
+		if got, want := EncodeOffsetCheckpoint(offsets), EncodeCheckpoint(0, lines); string(got) != string(want) {
+			t.Errorf("%v:\n%s\nwant\n%s", offsets, got, want)
+		}
 	}
 }
 

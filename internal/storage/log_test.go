@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -256,6 +257,46 @@ func TestSegmentMsRoll(t *testing.T) {
 	if err := l.MaybeRoll(); err != nil || len(l.segments()) != 3 {
 		t.Fatal("MaybeRoll rolled an empty segment")
 	}
+}
+
+// TestMaybeRollCached: MaybeRoll answers from what it found the last time
+// (rollCheck) only while nothing that moves the roll time changed: a
+// lower segment.ms, an append to an empty segment and a truncation are
+// seen at the next call.
+func TestMaybeRollCached(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	l, err := Open(OpenOptions{Dir: t.TempDir(), Config: Config{SegmentAge: time.Hour}, Now: clock.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	roll := func(want int) {
+		t.Helper()
+		if err := l.MaybeRoll(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(l.segments()); n != want {
+			t.Fatalf("%d segments, want %d", n, want)
+		}
+	}
+	roll(1) // empty: never due until an append
+	ts := clock.t.UnixMilli()
+	if _, err := l.Append(testBatch(t, 1, ts, "a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	clock.t = clock.t.Add(10 * time.Minute)
+	roll(1) // due in 50 minutes
+	if err := l.SetConfig(Config{SegmentAge: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	roll(2) // due 5 minutes ago under the new segment.ms
+	roll(2) // the new active segment is empty
+	if _, err := l.Append(testBatch(t, 1, clock.t.UnixMilli(), "b"), 0); err != nil {
+		t.Fatal(err)
+	}
+	roll(2)
+	clock.t = clock.t.Add(6 * time.Minute)
+	roll(3)
 }
 
 func TestTruncate(t *testing.T) {
@@ -592,6 +633,24 @@ func TestReadSliceMatchesRead(t *testing.T) {
 			fs.Release()
 			if !bytes.Equal(got, res.Records) || res2.LogEndOffset != res.LogEndOffset {
 				t.Fatalf("offset %d %+v: slice of %d bytes, Read %d", off, lim, len(got), len(res.Records))
+			}
+		}
+	}
+}
+
+// TestSegmentPath: segment.path, built without fmt or filepath.Join, names
+// the files as filepath.Join of the log's clean directory and Kafka's
+// 20-digit base offset does.
+func TestSegmentPath(t *testing.T) {
+	for _, dir := range []string{"/tmp/data/t-0", "/", "rel/t-1", "."} {
+		for _, base := range []int64{0, 7, 12345678901234, math.MaxInt64} {
+			s := &segment{dir: dir, baseOffset: base}
+			want := filepath.Join(dir, fmt.Sprintf("%020d", base)+logSuffix)
+			if dir == "." {
+				want = "./" + fmt.Sprintf("%020d", base) + logSuffix // same file
+			}
+			if got := s.path(logSuffix); got != want {
+				t.Errorf("dir %q base %d: %q, want %q", dir, base, got, want)
 			}
 		}
 	}

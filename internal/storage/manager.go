@@ -630,6 +630,18 @@ func (m *Manager) Logs() map[TopicPartition]*Log {
 	return out
 }
 
+// appendLogs appends every open log to buf and returns it: the periodic
+// passes over every log reuse one slice instead of copying the map of
+// logs (Logs) each time.
+func (m *Manager) appendLogs(buf []*Log) []*Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ml := range m.logs {
+		buf = append(buf, ml.log)
+	}
+	return buf
+}
+
 // Create returns the log of tp, creating it empty with cfg in the log dir
 // holding the fewest logs when it does not exist (Kafka's getOrCreateLog).
 // Zero fields of cfg take ManagerOptions.Default's value, as topic configs
@@ -816,7 +828,7 @@ func outOfDescriptors(err error) bool {
 // segment.ms (call it periodically). Errors are joined.
 func (m *Manager) MaybeRoll() error {
 	var errs []error
-	for _, l := range m.Logs() {
+	for _, l := range m.appendLogs(nil) {
 		if err := l.MaybeRoll(); err != nil && !errors.Is(err, ErrClosed) {
 			errs = append(errs, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +41,25 @@ var ErrCorruptSegment = errors.New("storage: corrupt segment")
 
 // segmentName returns the 20-digit zero-padded base offset Kafka names
 // segment files with.
-func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+func segmentName(base int64) string {
+	var b [24]byte
+	return string(appendSegmentName(b[:0], base))
+}
+
+// appendSegmentName appends segmentName(base) to b without fmt: a node
+// opening 100,000 logs formats it three times a log (fmt.Sprintf and
+// filepath.Join were 5% of the CPU of a restart).
+func appendSegmentName(b []byte, base int64) []byte {
+	if base < 0 {
+		return fmt.Appendf(b, "%020d", base)
+	}
+	var digits [20]byte
+	d := strconv.AppendInt(digits[:0], base, 10)
+	for range 20 - len(d) {
+		b = append(b, '0')
+	}
+	return append(b, d...)
+}
 
 // segment is one .log file with its .index and .timeindex.
 //
@@ -76,8 +96,19 @@ type segment struct {
 	nextOffset               int64 // offset after the last batch
 }
 
+// path is filepath.Join(s.dir, segmentName(s.baseOffset)+suffix) for a
+// clean s.dir (Open cleans the log's directory), built in one allocation.
 func (s *segment) path(suffix string) string {
-	return filepath.Join(s.dir, segmentName(s.baseOffset)+suffix)
+	var sb strings.Builder
+	sb.Grow(len(s.dir) + 1 + 20 + len(suffix))
+	sb.WriteString(s.dir)
+	if len(s.dir) > 0 && !os.IsPathSeparator(s.dir[len(s.dir)-1]) {
+		sb.WriteByte(filepath.Separator)
+	}
+	var name [24]byte
+	sb.Write(appendSegmentName(name[:0], s.baseOffset))
+	sb.WriteString(suffix)
+	return sb.String()
 }
 
 func (s *segment) String() string { return s.path(logSuffix) }
@@ -399,16 +430,20 @@ func (s *segment) resetWriterStateLocked() (next int64, err error) {
 		pos = int64(e.Position)
 	}
 	s.bytesSinceLastIndexEntry = size - pos
+	var first *record.Header // the batch at 0, when read for rollingBasedTimestamp
 	if size == 0 {
 		s.rollingBasedTimestamp = noTimestamp
 	} else if s.rollingBasedTimestamp == noTimestamp {
 		if h, err := s.readHeaderAt(0, size); err == nil {
 			s.rollingBasedTimestamp = h.MaxTimestamp
+			first = &h
 		}
 	}
 	for pos < size {
-		h, err := s.readHeaderAt(pos, size)
-		if err != nil {
+		var h record.Header
+		if pos == 0 && first != nil {
+			h = *first // a log of one small segment: read once, not twice
+		} else if h, err = s.readHeaderAt(pos, size); err != nil {
 			return next, err
 		}
 		if h.MaxTimestamp > s.maxTimestamp.Load() {

@@ -83,16 +83,20 @@ func (m *Manager) periodicTask() {
 	}
 	ckpt := time.NewTicker(m.opts.CheckpointInterval)
 	defer ckpt.Stop()
+	var logs []*Log
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-rollC:
-			for tp, l := range m.Logs() {
+			logs = m.appendLogs(logs[:0])
+			for _, l := range logs {
 				if err := l.MaybeRoll(); err != nil && !errors.Is(err, ErrClosed) {
-					m.logger.Warn("rolling segment failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+					m.logger.Warn("rolling segment failed", "dir", l.Dir(), "err", err)
 				}
 			}
+			clear(logs) // no pointers kept to deleted logs
+
 		case <-ckpt.C:
 			if err := m.Checkpoint(); err != nil && !errors.Is(err, ErrClosed) {
 				m.logger.Warn("writing checkpoints failed", "err", err)

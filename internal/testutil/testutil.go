@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -161,4 +162,16 @@ func Dial(tb testing.TB, addr string) net.Conn {
 	}
 	tb.Cleanup(func() { c.Close() })
 	return c
+}
+
+// ProcessCPU is the CPU time (user and system) the test process used so
+// far: benchmarks on a machine shared with other work report it per op
+// beside the wall time, which measures the others as much as the code.
+func ProcessCPU(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
