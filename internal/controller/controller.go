@@ -70,6 +70,9 @@ type Controller struct {
 	image  atomic.Pointer[metadata.Image]
 	active atomic.Bool  // this node leads the quorum and has applied its whole log
 	leader atomic.Int32 // node id of the quorum leader, -1 unknown
+	// lastLeader is the last quorum leader this node knew, -1 none; owned
+	// by onLeaderChange (the log's delivery goroutine).
+	lastLeader int32
 
 	imgMu     sync.Mutex // guards listeners and imgCond's condition (image advances)
 	imgCond   *sync.Cond
@@ -108,6 +111,7 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, shuttingDown: map[int32]bool{}, bootstrap: bootstrap}
 	c.imgCond = sync.NewCond(&c.imgMu)
 	c.leader.Store(-1)
+	c.lastLeader = -1
 	c.brokers = newBrokerTracker(c)
 	im := metadata.Empty(clusterID)
 	next := int64(0)
@@ -204,11 +208,18 @@ func (c *Controller) onLeaderChange(l quorum.Leadership) {
 	c.leader.Store(l.LeaderID)
 	c.leaderGen.Add(1)
 	defer c.kickLoop()
+	former := c.lastLeader
+	if l.LeaderID >= 0 {
+		c.lastLeader = l.LeaderID
+	}
 	was := c.active.Swap(l.LeaderID == c.node.NodeID)
 	now := c.active.Load()
 	if now && !was {
-		c.logger.Info("became the active controller", "epoch", l.Epoch)
-		c.brokers.start()
+		if former == c.node.NodeID {
+			former = -1
+		}
+		c.logger.Info("became the active controller", "epoch", l.Epoch, "former_leader", former)
+		c.brokers.start(former)
 	} else if was && !now {
 		c.logger.Info("no longer the active controller", "leader", l.LeaderID, "epoch", l.Epoch)
 		c.brokers.stop()
