@@ -366,6 +366,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	}
 	offline := len(offlineDirs) > 0 && !wantShutdown
 	stays := false // fenced in controlled shutdown
+	began, moved := time.Now(), 0
 	err = write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 		if !c.active.Load() {
 			return nil, ErrNotController
@@ -398,7 +399,9 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 			}
 			// Nothing once moved out (the last chunk, or a broker
 			// fenced before).
-			return c.fenceChunk(im, id, chunkRecords), nil
+			recs := c.fenceChunk(im, id, chunkRecords)
+			moved += len(recs)
+			return recs, nil
 		}
 		if offline {
 			fenced = true
@@ -416,6 +419,9 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	})
 	if err != nil {
 		return fenced, false, err
+	}
+	if wantShutdown && moved > 0 {
+		c.logger.Info("controlled shutdown: moved the broker out of its leaderships and ISRs", "broker", id, "records", moved, "duration", time.Since(began).Round(time.Millisecond))
 	}
 	if fenced && !wantShutdown && !offline && !stays {
 		c.logger.Info("unfenced broker", "broker", id)
@@ -490,7 +496,8 @@ func (c *Controller) fenceFormerLeader(ctx context.Context, id int32, since time
 // unfences it, or a new registration, ends them).
 func (c *Controller) fenceWhile(ctx context.Context, id int32, start func(im *metadata.Image, b *metadata.Broker) bool) error {
 	epoch := int64(-2)
-	return c.writeChunks(ctx, false, func(im *metadata.Image) ([]metadata.Record, error) {
+	began, n := time.Now(), 0
+	err := c.writeChunks(ctx, false, func(im *metadata.Image) ([]metadata.Record, error) {
 		b := im.Broker(id)
 		switch {
 		case b == nil:
@@ -503,8 +510,14 @@ func (c *Controller) fenceWhile(ctx context.Context, id int32, start func(im *me
 		case b.Epoch != epoch:
 			return nil, nil
 		}
-		return c.fenceChunk(im, id, chunkRecords), nil
+		recs := c.fenceChunk(im, id, chunkRecords)
+		n += len(recs)
+		return recs, nil
 	})
+	if err == nil && n > 0 {
+		c.logger.Info("fenced broker", "broker", id, "records", n, "duration", time.Since(began).Round(time.Millisecond))
+	}
+	return err
 }
 
 // fenceRecords fences broker id over im in one write: every record of

@@ -39,6 +39,15 @@ func (l *appendLog) count() int {
 	return len(l.appends)
 }
 
+// longSessions gives c's brokers sessions of an hour: on a loaded
+// machine a test can take longer than broker.session.timeout.ms (9 s),
+// and the tracker would fence the brokers it registered.
+func longSessions(c *Controller) {
+	c.brokers.mu.Lock()
+	c.brokers.timeout = time.Hour
+	c.brokers.mu.Unlock()
+}
+
 // spreadTopics creates topics of 100 partitions, replicas 1, 2, 3 in
 // turn as leaders (a third each), until n partitions.
 func spreadTopics(t *testing.T, ctx context.Context, c *Controller, n int) {
@@ -118,6 +127,7 @@ func TestFenceInChunks(t *testing.T) {
 				log = &appendLog{Log: l}
 				return log
 			})
+			longSessions(c)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			epochs := registerBrokers(t, ctx, c, 3)
@@ -155,6 +165,7 @@ func TestFenceInChunks(t *testing.T) {
 // stopping is fenced once its session expired.
 func TestSessionTrackerSparesLastBrokerInShutdown(t *testing.T) {
 	c := newLocalController(t)
+	longSessions(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	epochs := registerBrokers(t, ctx, c, 2)
@@ -189,6 +200,7 @@ func TestSessionTrackerSparesLastBrokerInShutdown(t *testing.T) {
 	// A broker not in controlled shutdown is fenced when its session
 	// expires.
 	c2 := newLocalController(t)
+	longSessions(c2)
 	registerBrokers(t, ctx, c2, 2)
 	c2.brokers.seen(1)
 	c2.brokers.check(time.Now().Add(2 * c2.brokers.timeout))
@@ -245,13 +257,13 @@ func TestFormerLeaderFencedEarly(t *testing.T) {
 			if tc.answered {
 				log.lastFetch[2] = time.Now().UnixMilli()
 			}
+			c.brokers.mu.Lock()
+			c.brokers.grace, c.brokers.timeout = grace, 2*grace
+			c.brokers.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			epochs := registerBrokers(t, ctx, c, 3)
 			spreadTopics(t, ctx, c, 300)
-			c.brokers.mu.Lock()
-			c.brokers.grace, c.brokers.timeout = grace, 2*grace
-			c.brokers.mu.Unlock()
 			// Node 2 led the quorum; node 1 is elected without it.
 			c.onLeaderChange(quorum.Leadership{Epoch: 1, LeaderID: 2})
 			c.onLeaderChange(quorum.Leadership{Epoch: 2, LeaderID: 1})
