@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -194,15 +195,32 @@ func (c *Controller) WaitImage(ctx context.Context, cond func(*metadata.Image) b
 func (c *Controller) onCommit(offset int64, recs []metadata.Record) {
 	c.imgMu.Lock()
 	defer c.imgMu.Unlock()
+	start := time.Now()
 	old := c.image.Load()
 	next := old.Apply(offset, recs)
 	c.image.Store(next)
+	applied := time.Now()
 	for _, fn := range c.listeners {
 		fn(old, next)
 	}
 	c.imgCond.Broadcast()
 	c.kickLoop()
+	if d := time.Since(start); d > slowApply {
+		// The next commit, and a new controller's activation, wait for
+		// this one (the log delivers commits on one goroutine).
+		c.logger.Info("slow metadata apply", "offset", offset, "records", len(recs),
+			"image", applied.Sub(start).Round(time.Millisecond), "listeners", time.Since(applied).Round(time.Millisecond))
+	}
 }
+
+// Thresholds past which the controller logs a metadata commit (its
+// append, until the quorum committed it) or its apply (the image and the
+// listeners: the broker's partitions) as slow, as etcd logs a slow
+// fdatasync.
+const (
+	slowAppend = time.Second
+	slowApply  = 500 * time.Millisecond
+)
 
 func (c *Controller) onLeaderChange(l quorum.Leadership) {
 	c.leader.Store(l.LeaderID)

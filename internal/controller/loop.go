@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/quorum"
@@ -443,7 +444,11 @@ func (c *Controller) appender(ctx context.Context, appendc <-chan []*job, result
 					recs = append(recs, j.recs...)
 				}
 			}
+			start := time.Now()
 			res.off, res.err = c.log.Append(ctx, recs)
+			if d := time.Since(start); d > slowAppend {
+				c.logger.Info("slow metadata commit", "records", len(recs), "writes", len(group), "duration", d.Round(time.Millisecond), "err", res.err)
+			}
 		}
 		select {
 		case resultc <- res:
