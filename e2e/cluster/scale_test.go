@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/proctest"
@@ -83,6 +85,61 @@ func whenAll(addr string, topics []string, n int, ok func(partState) bool, start
 		<-tick.C
 	}
 	return -1
+}
+
+// produceWhile produces acks=all records to the partitions of topics (n
+// each) in turn, at most 100 in flight, until the returned func is
+// called; that func waits for the records in flight and fails the test
+// on any produce error, and returns how many were acknowledged and how
+// many failed. The
+// client retries retriable errors itself (a leader moving,
+// NOT_ENOUGH_REPLICAS, a connection closed by a stopping broker), so an
+// error is one a client would see: not retriable, or a record not
+// acknowledged within its 60 s delivery timeout.
+func produceWhile(t *testing.T, c *proctest.Cluster, topics []string, n int) (stop func() (acked, failed int)) {
+	cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordDeliveryTimeout(60*time.Second), kgo.MaxBufferedRecords(100))
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu    sync.Mutex
+		acked int
+		errs  []error
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			r := &kgo.Record{Topic: topics[(i/n)%len(topics)], Partition: int32(i % n), Value: []byte("during the restart")}
+			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					acked++
+				case !errors.Is(err, context.Canceled):
+					errs = append(errs, fmt.Errorf("%s-%d: %w", r.Topic, r.Partition, err))
+				}
+			})
+		}
+	}()
+	return func() (int, int) {
+		cancel()
+		<-done
+		fctx, fcancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer fcancel()
+		if err := cl.Flush(fctx); err != nil {
+			t.Errorf("flushing the producer: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) > 0 {
+			t.Errorf("%d produce errors (%d acknowledged), the first: %v", len(errs), acked, errs[0])
+		}
+		if acked == 0 {
+			t.Error("no record acknowledged")
+		}
+		return acked, len(errs)
+	}
 }
 
 // clusterState is one node's Metadata answer for every topic.
@@ -239,12 +296,15 @@ func TestClusterScale(t *testing.T) {
 	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=%d)",
 		ctrl, newCtrl, elected.Round(time.Millisecond), led.Round(time.Millisecond), *clusterSession)
 	profiled()
+	stop := produceWhile(t, c, topics[:min(5, len(topics))], nParts)
 	start = time.Now()
 	if err := c.Node(ctrl).Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Minute, "every ISR full again", func() bool { return every(c.Node(rest[0]).Addr(), topics, nParts, full) })
-	report("node %d restarted: back in every ISR after %v", ctrl, time.Since(start).Round(time.Millisecond))
+	rejoined := time.Since(start)
+	acked, failed := stop()
+	report("node %d restarted: back in every ISR after %v; %d acks=all records acknowledged meanwhile, %d failed", ctrl, rejoined.Round(time.Millisecond), acked, failed)
 
 	// Leadership back to the preferred replicas (a third of the
 	// partitions each), then a controlled shutdown of the broker other
@@ -299,12 +359,15 @@ func TestClusterScale(t *testing.T) {
 	}
 	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v", victim, nLed, d.Round(time.Millisecond), stopped.Round(time.Millisecond))
 	profiled()
+	stop = produceWhile(t, c, topics[:min(5, len(topics))], nParts)
 	start = time.Now()
 	if err := c.Node(victim).Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Minute, "every ISR full again", func() bool { return every(c.Node(watch).Addr(), topics, nParts, full) })
-	report("node %d restarted: back in every ISR after %v", victim, time.Since(start).Round(time.Millisecond))
+	rejoined = time.Since(start)
+	acked, failed = stop()
+	report("node %d restarted: back in every ISR after %v; %d acks=all records acknowledged meanwhile, %d failed", victim, rejoined.Round(time.Millisecond), acked, failed)
 	st, _ = allState(c.Node(watch).Addr())
 	if len(st.brokers) != 3 {
 		t.Errorf("brokers %v after settling, want 3 unfenced", st.brokers)
