@@ -278,7 +278,16 @@ func TestClusterScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest := others(c, ctrl)
+	// CPU time (user and system) of nodes, summed.
+	cpu := func(ids ...int32) time.Duration {
+		var d time.Duration
+		for _, id := range ids {
+			d += c.Node(id).CPU()
+		}
+		return d
+	}
 	profiled := profileNodes(t, c, "failover", 10*time.Second, rest...)
+	cpu0 := cpu(rest...)
 	c.Node(ctrl).Kill()
 	start = time.Now()
 	var newCtrl int32
@@ -293,8 +302,8 @@ func TestClusterScale(t *testing.T) {
 	if led < 0 {
 		t.Fatal("not every partition has a live leader 2 minutes after the kill -9")
 	}
-	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=%d)",
-		ctrl, newCtrl, elected.Round(time.Millisecond), led.Round(time.Millisecond), *clusterSession)
+	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=%d); CPU of nodes %v meanwhile %v",
+		ctrl, newCtrl, elected.Round(time.Millisecond), led.Round(time.Millisecond), *clusterSession, rest, (cpu(rest...) - cpu0).Round(10*time.Millisecond))
 	profiled()
 	stop := produceWhile(t, c, topics[:min(5, len(topics))], nParts)
 	start = time.Now()
@@ -342,12 +351,17 @@ func TestClusterScale(t *testing.T) {
 		t.Fatalf("no broker but the controller leads a partition: %v", leads)
 	}
 	profiled = profileNodes(t, c, "shutdown", 10*time.Second, 1, 2, 3)
+	stay := others(c, victim)
+	cpu0 = cpu(stay...)
 	start = time.Now()
 	moved := make(chan time.Duration, 1)
+	var movedCPU time.Duration
 	go func() {
 		// Leadership moves before the process exits.
 		notVictim := func(p partState) bool { return p.leader >= 0 && p.leader != victim }
-		moved <- whenAll(c.Node(watch).Addr(), topics, nParts, notVictim, start, 2*time.Minute)
+		d := whenAll(c.Node(watch).Addr(), topics, nParts, notVictim, start, 2*time.Minute)
+		movedCPU = cpu(stay...) - cpu0
+		moved <- d
 	}()
 	if err := c.Node(victim).Stop(2 * time.Minute); err != nil {
 		t.Fatalf("controlled shutdown of node %d: %v", victim, err)
@@ -357,7 +371,8 @@ func TestClusterScale(t *testing.T) {
 	if d < 0 {
 		t.Fatalf("leadership of node %d did not move", victim)
 	}
-	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v", victim, nLed, d.Round(time.Millisecond), stopped.Round(time.Millisecond))
+	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v; CPU of nodes %v until moved %v",
+		victim, nLed, d.Round(time.Millisecond), stopped.Round(time.Millisecond), stay, movedCPU.Round(10*time.Millisecond))
 	profiled()
 	stop = produceWhile(t, c, topics[:min(5, len(topics))], nParts)
 	start = time.Now()
