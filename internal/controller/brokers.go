@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/samsahq/samsa/internal/metadata"
@@ -87,6 +88,35 @@ func (t *brokerTracker) start(former int32) {
 	if !t.c.image.Load().Bootstrapped {
 		t.wg.Add(1)
 		go t.writeBootstrap(t.stopc)
+	}
+	t.wg.Add(1)
+	go t.completeFences(t.stopc)
+}
+
+// completeFences completes the fences a former active controller left
+// half done (it lost the leadership between two chunks): each fenced
+// broker's remaining moves, if any (a walk over every partition per
+// fenced broker, once per activation).
+func (t *brokerTracker) completeFences(stopc chan struct{}) {
+	defer t.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for _, b := range t.c.image.Load().Brokers() {
+		if !b.Fenced {
+			continue
+		}
+		if n, err := t.c.continueFence(ctx, b.ID, b.Epoch); err != nil {
+			t.c.logger.Warn("completing the fence of a broker failed", "broker", b.ID, "err", err)
+		} else if n > 0 {
+			t.c.logger.Info("completed the fence of a broker a former controller began", "broker", b.ID, "records", n)
+		}
 	}
 }
 
@@ -332,41 +362,33 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	}
 	own := id == c.node.NodeID
 	// The moves of a controlled shutdown or of offline log dirs are
-	// chunks (writeChunks: one commit per chunkRecords partitions).
-	// Answering a controlled shutdown waits for the writes before it
-	// (barrier): when every node stops at once, the last one (the active
-	// controller among them) must not leave while the others' leadership
-	// moves are still being committed by its quorum. Not this
-	// controller's own broker's: once its answer is given the node may
-	// stop its quorum, so it waits for the other brokers' shutdowns being
-	// answered instead (awaitOtherShutdowns), not for every write before
-	// it: when the other nodes stopping with it have already left, an
-	// AlterPartition queued meanwhile can never commit.
+	// committed in chunks: this write decides and commits the first
+	// (fenceChunk), continueFence the rest. Answering a controlled
+	// shutdown waits for the writes before it (a barrier): when every
+	// node stops at once, the last one (the active controller among
+	// them) must not leave while the others' leadership moves are still
+	// being committed by its quorum. Not this controller's own broker's:
+	// once its answer is given the node may stop its quorum, so it waits
+	// for the other brokers' shutdowns being answered instead
+	// (awaitOtherShutdowns), not for every write before it: when the
+	// other nodes stopping with it have already left, an AlterPartition
+	// queued meanwhile can never commit.
 	write := c.write
 	switch {
 	case wantShutdown && own:
-		write = func(ctx context.Context, fn func(*metadata.Image) ([]metadata.Record, error)) error {
-			return c.writeChunks(ctx, false, fn)
-		}
 		defer func() {
 			if err == nil {
 				err = c.awaitOtherShutdowns(ctx)
 			}
 		}()
 	case wantShutdown:
-		write = func(ctx context.Context, fn func(*metadata.Image) ([]metadata.Record, error)) error {
-			return c.writeChunks(ctx, true, fn)
-		}
+		write = c.writeBarrier
 		c.otherShutdowns.Add(1)
 		defer c.otherShutdowns.Add(-1)
-	case len(offlineDirs) > 0:
-		write = func(ctx context.Context, fn func(*metadata.Image) ([]metadata.Record, error)) error {
-			return c.writeChunks(ctx, false, fn)
-		}
 	}
 	offline := len(offlineDirs) > 0 && !wantShutdown
 	stays := false // fenced in controlled shutdown
-	began, moved := time.Now(), 0
+	began, moved, more := time.Now(), 0, false
 	err = write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 		if !c.active.Load() {
 			return nil, ErrNotController
@@ -400,7 +422,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 			// Nothing once moved out (the last chunk, or a broker
 			// fenced before).
 			recs := c.fenceChunk(im, id, chunkRecords)
-			moved += len(recs)
+			moved, more = len(recs), len(recs) > 0
 			return recs, nil
 		}
 		if offline {
@@ -408,7 +430,9 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 			if !b.Fenced {
 				c.logger.Warn("broker reports offline log dirs: moving it out of its ISRs and leaderships", "broker", id, "offline_dirs", len(offlineDirs))
 			}
-			return c.fenceChunk(im, id, chunkRecords), nil
+			recs := c.fenceChunk(im, id, chunkRecords)
+			more = len(recs) > 0
+			return recs, nil
 		}
 		if !b.Fenced {
 			return nil, nil
@@ -419,6 +443,13 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	})
 	if err != nil {
 		return fenced, false, err
+	}
+	if more {
+		n, err := c.continueFence(ctx, id, epoch)
+		moved += n
+		if err != nil {
+			return fenced, false, err
+		}
 	}
 	if wantShutdown && moved > 0 {
 		c.logger.Info("controlled shutdown: moved the broker out of its leaderships and ISRs", "broker", id, "records", moved, "duration", time.Since(began).Round(time.Millisecond))
@@ -437,9 +468,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 // unclean.leader.election.enable allows it). The records are committed in
 // chunks (fenceChunk), leaderships first.
 func (c *Controller) FenceBroker(ctx context.Context, id int32) error {
-	return c.writeChunks(ctx, false, func(im *metadata.Image) ([]metadata.Record, error) {
-		return c.fenceChunk(im, id, chunkRecords), nil
-	})
+	return c.fenceWhile(ctx, id, func(*metadata.Image, *metadata.Broker) bool { return true })
 }
 
 // fenceExpired fences broker id if its session is still expired at now
@@ -489,35 +518,66 @@ func (c *Controller) fenceFormerLeader(ctx context.Context, id int32, since time
 	})
 }
 
-// fenceWhile fences broker id, chunk after chunk (fenceChunk), when
-// start, run on the loop over the latest image while the broker is
-// registered and unfenced, says so; the chunks go on while the broker
-// stays fenced at the broker epoch it had then (a heartbeat that
-// unfences it, or a new registration, ends them).
+// fenceWhile fences broker id when start, run on the loop over the
+// latest image while the broker is registered and unfenced, says so: the
+// first chunk (fenceChunk) in that write, the rest by continueFence.
 func (c *Controller) fenceWhile(ctx context.Context, id int32, start func(im *metadata.Image, b *metadata.Broker) bool) error {
-	epoch := int64(-2)
+	epoch := int64(-1)
 	began, n := time.Now(), 0
-	err := c.writeChunks(ctx, false, func(im *metadata.Image) ([]metadata.Record, error) {
+	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		epoch, n = -1, 0
 		b := im.Broker(id)
-		switch {
-		case b == nil:
-			return nil, nil
-		case !b.Fenced:
-			if !start(im, b) {
-				return nil, nil
-			}
-			epoch = b.Epoch
-		case b.Epoch != epoch:
+		if b == nil || b.Fenced || !start(im, b) {
 			return nil, nil
 		}
 		recs := c.fenceChunk(im, id, chunkRecords)
-		n += len(recs)
+		epoch, n = b.Epoch, len(recs)
 		return recs, nil
 	})
-	if err == nil && n > 0 {
-		c.logger.Info("fenced broker", "broker", id, "records", n, "duration", time.Since(began).Round(time.Millisecond))
+	if err != nil || epoch < 0 {
+		return err
+	}
+	more, err := c.continueFence(ctx, id, epoch)
+	if err == nil {
+		c.logger.Info("fenced broker", "broker", id, "records", n+more, "duration", time.Since(began).Round(time.Millisecond))
 	}
 	return err
+}
+
+// continueFence commits the rest of broker id's fence, chunk after chunk
+// (fenceChunk, writeChunks), while the broker stays fenced at broker
+// epoch epoch (a heartbeat that unfences it, or a new registration, ends
+// it), and waits for that until ctx ends. It returns the records written.
+// The chunks run on a goroutine the controller owns, to the end even when
+// ctx ends first (a request timing out): a fence left half done (the
+// broker fenced, still in ISRs it holds back) would stay so, since only
+// an unfenced broker's session expires. They end when this controller is
+// no longer active (the next completes it: completeFences).
+func (c *Controller) continueFence(ctx context.Context, id int32, epoch int64) (int, error) {
+	if c.closed.Load() {
+		return 0, ErrNotController
+	}
+	var n atomic.Int64
+	done := make(chan error, 1)
+	c.fences.Add(1)
+	go func() {
+		defer c.fences.Done()
+		done <- c.writeChunks(c.loopCtx, func(im *metadata.Image) ([]metadata.Record, error) {
+			b := im.Broker(id)
+			if b == nil || b.Epoch != epoch || !b.Fenced {
+				return nil, nil
+			}
+			recs := c.fenceChunk(im, id, chunkRecords)
+			n.Add(int64(len(recs)))
+			return recs, nil
+		})
+	}()
+	select {
+	case err := <-done:
+		return int(n.Load()), err
+	case <-ctx.Done():
+		return int(n.Load()), ctx.Err()
+	}
 }
 
 // fenceRecords fences broker id over im in one write: every record of

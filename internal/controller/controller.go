@@ -66,6 +66,9 @@ type Controller struct {
 	kickc     chan struct{}
 	loopDone  chan struct{}
 	stopLoop  context.CancelFunc
+	loopCtx   context.Context // ends when Close stops the loop
+	// fences are the goroutines completing fences (continueFence).
+	fences sync.WaitGroup
 	leaderGen atomic.Int64 // bumped on every leadership change
 
 	image  atomic.Pointer[metadata.Image]
@@ -129,7 +132,7 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	c.kickc = make(chan struct{}, 1)
 	c.loopDone = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	c.stopLoop = cancel
+	c.stopLoop, c.loopCtx = cancel, ctx
 	go c.run(ctx)
 	c.unregister = log.Register(next, quorum.Listener{Commit: c.onCommit, LeaderChange: c.onLeaderChange})
 	return c, nil
@@ -144,6 +147,7 @@ func (c *Controller) Close() {
 	}
 	c.stopLoop()
 	<-c.loopDone
+	c.fences.Wait()
 	c.brokers.stop()
 	c.imgMu.Lock()
 	c.imgCond.Broadcast()

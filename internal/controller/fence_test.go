@@ -354,3 +354,37 @@ func BenchmarkFence(b *testing.B) {
 		}
 	})
 }
+
+// A fence a former active controller left half done (it lost the
+// leadership between two chunks: the broker fenced, still in ISRs and
+// leading) is completed by the next active controller.
+func TestActivationCompletesHalfDoneFence(t *testing.T) {
+	c := newLocalController(t)
+	longSessions(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	registerBrokers(t, ctx, c, 3)
+	spreadTopics(t, ctx, c, 300)
+	// The first 10 moves only.
+	if err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) { return c.fenceChunk(im, 2, 10), nil }); err != nil {
+		t.Fatal(err)
+	}
+	half := func(im *metadata.Image) bool {
+		for tp := range im.Topics() {
+			for _, p := range tp.Partitions {
+				if p.Leader == 2 || slices.Contains(p.ISR, 2) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if im := c.Image(); !im.Broker(2).Fenced || !half(im) {
+		t.Fatalf("setup: broker 2 fenced %v, still in ISRs %v", im.Broker(2).Fenced, half(im))
+	}
+	c.onLeaderChange(quorum.Leadership{Epoch: 1, LeaderID: 3})
+	c.onLeaderChange(quorum.Leadership{Epoch: 2, LeaderID: 1})
+	if !c.WaitImage(ctx, func(im *metadata.Image) bool { return !half(im) }) {
+		t.Fatal("the new active controller did not complete the fence of broker 2")
+	}
+}

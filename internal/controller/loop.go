@@ -126,6 +126,12 @@ func (c *Controller) writeThen(ctx context.Context, fn func(im *metadata.Image) 
 	return c.post(ctx, &writeReq{ctx: ctx, fn: fn, then: then})
 }
 
+// writeBarrier is write where a result of no records still waits for the
+// writes posted before it to commit.
+func (c *Controller) writeBarrier(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error)) error {
+	return c.post(ctx, &writeReq{ctx: ctx, fn: fn, barrier: true})
+}
+
 func (c *Controller) post(ctx context.Context, r *writeReq) error {
 	if err := c.submit(ctx, r); err != nil {
 		return err
@@ -174,7 +180,7 @@ func (c *Controller) await(ctx context.Context, r *writeReq) error {
 	}
 }
 
-// chunkRecords bounds the records of one chunk of writeChunks: one
+// chunkRecords bounds the partition records of one chunk of a fence: one
 // metadata commit each (maxGroupRecords).
 const chunkRecords = maxGroupRecords
 
@@ -188,17 +194,14 @@ const chunkRecords = maxGroupRecords
 // holds the quorum leader's loop, its followers' fsync or their metadata
 // listeners for seconds (a 30,000-record entry made a leader miss its
 // followers' heartbeats and step down). fn must make progress: over the
-// image its records make, it returns other records or none. With
-// barrier, the last call, which returned none, completes only once the
-// writes before it did (writeReq.barrier); it waits for its own chunks in
-// any case. It returns the first error, as write:
-// fn's, ErrNotController, the append's or ctx.Err(); the chunks submitted
-// before it still commit.
-func (c *Controller) writeChunks(ctx context.Context, barrier bool, fn func(im *metadata.Image) ([]metadata.Record, error)) error {
+// image its records make, it returns other records or none. It returns
+// the first error: fn's, ErrNotController, the append's or ctx.Err().
+// The chunks run under ctx: a caller that stops waiting stops them.
+func (c *Controller) writeChunks(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error)) error {
 	var reqs []*writeReq
 	for {
 		var n atomic.Int64 // records of the last computation (the loop may compute it again)
-		r := &writeReq{ctx: ctx, barrier: barrier, fn: func(im *metadata.Image) ([]metadata.Record, error) {
+		r := &writeReq{ctx: ctx, fn: func(im *metadata.Image) ([]metadata.Record, error) {
 			recs, err := fn(im)
 			n.Store(int64(len(recs)))
 			return recs, err
