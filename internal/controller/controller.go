@@ -62,13 +62,13 @@ type Controller struct {
 
 	// reqc posts writes to the loop; kickc wakes it when the committed
 	// image or the leadership changes; loopDone closes when it ends.
-	reqc      chan *writeReq
-	kickc     chan struct{}
-	loopDone  chan struct{}
-	stopLoop  context.CancelFunc
-	loopCtx   context.Context // ends when Close stops the loop
+	reqc     chan *writeReq
+	kickc    chan struct{}
+	loopDone chan struct{}
+	stopLoop context.CancelFunc
+	loopCtx  context.Context // ends when Close stops the loop
 	// fences are the goroutines completing fences (continueFence).
-	fences sync.WaitGroup
+	fences    sync.WaitGroup
 	leaderGen atomic.Int64 // bumped on every leadership change
 
 	image  atomic.Pointer[metadata.Image]
