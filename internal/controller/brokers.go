@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -99,15 +100,8 @@ func (t *brokerTracker) start(former int32) {
 // fenced broker, once per activation).
 func (t *brokerTracker) completeFences(stopc chan struct{}) {
 	defer t.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := stopContext(stopc)
 	defer cancel()
-	go func() {
-		select {
-		case <-stopc:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for _, b := range t.c.image.Load().Brokers() {
 		if !b.Fenced {
 			continue
@@ -197,6 +191,8 @@ func (t *brokerTracker) silent(id int32) bool {
 // run checks the sessions every period until stopc closes.
 func (t *brokerTracker) run(stopc chan struct{}, period time.Duration) {
 	defer t.wg.Done()
+	ctx, cancel := stopContext(stopc)
+	defer cancel()
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -204,9 +200,24 @@ func (t *brokerTracker) run(stopc chan struct{}, period time.Duration) {
 		case <-stopc:
 			return
 		case now := <-tick.C:
-			t.check(now)
+			t.check(ctx, now)
 		}
 	}
+}
+
+// stopContext is a context canceled when stopc closes or cancel is
+// called: stop, called from the goroutine that delivers commits, must not
+// wait for a write that waits for a commit to be delivered.
+func stopContext(stopc chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-stopc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // check fences, at now, the brokers whose session expired, and the
@@ -225,7 +236,7 @@ func (t *brokerTracker) run(stopc chan struct{}, period time.Duration) {
 // within a heartbeat, and a broker fenced by mistake (alive, cut from
 // both) is unfenced by its next heartbeat, as after a session expiry.
 // Only a metadata log that reports voter activity (quorum.Raft) allows it.
-func (t *brokerTracker) check(now time.Time) {
+func (t *brokerTracker) check(ctx context.Context, now time.Time) {
 	var expired []int32
 	former := int32(-1)
 	t.mu.Lock()
@@ -245,14 +256,14 @@ func (t *brokerTracker) check(now time.Time) {
 	since := t.since
 	t.mu.Unlock()
 	for _, id := range expired {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := t.c.fenceExpired(ctx, id, now); err != nil {
 			t.c.logger.Warn("fencing broker failed", "broker", id, "err", err)
 		}
 		cancel()
 	}
 	if former >= 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := t.c.fenceFormerLeader(ctx, former, since); err != nil {
 			t.c.logger.Warn("fencing the former quorum leader's broker failed", "broker", former, "err", err)
 		}
@@ -281,12 +292,37 @@ func (t *brokerTracker) check(now time.Time) {
 // still moves the broker out as when it is fenced; it has no effect there
 // because its controlled shutdown already did, which Samsa skips when no
 // other broker could take over (Heartbeat).
+//
+// A fence of the broker still being committed in chunks (continueFence) is
+// completed first, at the broker epoch it began under: the registration
+// ends it (a new broker epoch), and what the previous process still held
+// would otherwise stay with the new one, at the same leader epochs.
 func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation metadata.UUID, previousEpoch int64, endpoints []metadata.Endpoint, rack *string) (int64, error) {
-	var epoch int64
-	err := c.writeThen(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+	for {
+		epoch, halfFenced, err := c.registerBroker(ctx, id, incarnation, previousEpoch, endpoints, rack)
+		if err != nil || halfFenced < 0 {
+			return epoch, err
+		}
+		if _, err := c.continueFence(ctx, id, halfFenced); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// registerBroker is one attempt of RegisterBroker: the broker epoch, or
+// the epoch of the broker's fence still being committed (halfFenced, -1
+// when none) and no registration.
+func (c *Controller) registerBroker(ctx context.Context, id int32, incarnation metadata.UUID, previousEpoch int64, endpoints []metadata.Endpoint, rack *string) (epoch, halfFenced int64, err error) {
+	halfFenced = -1
+	err = c.writeThen(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+		halfFenced = -1
 		if b := im.Broker(id); b != nil && !b.Fenced && equalEndpoints(b.Endpoints, endpoints) && ptrEq(b.Rack, rack) && b.Epoch >= 0 && c.brokerIncarnation[id] == incarnation {
 			c.brokers.seen(id)
 			epoch = b.Epoch
+			return nil, nil
+		}
+		if b := im.Broker(id); b != nil && b.Fenced && len(c.fenceChunk(im, id, 1)) > 0 {
+			halfFenced = b.Epoch
 			return nil, nil
 		}
 		var recs []metadata.Record
@@ -321,9 +357,9 @@ func (c *Controller) RegisterBroker(ctx context.Context, id int32, incarnation m
 		c.brokers.seen(id)
 	})
 	if err != nil {
-		return 0, err
+		return 0, -1, err
 	}
-	return epoch, nil
+	return epoch, halfFenced, nil
 }
 
 func ptrEq(a, b *string) bool {
@@ -551,26 +587,44 @@ func (c *Controller) fenceWhile(ctx context.Context, id int32, start func(im *me
 // The chunks run on a goroutine the controller owns, to the end even when
 // ctx ends first (a request timing out): a fence left half done (the
 // broker fenced, still in ISRs it holds back) would stay so, since only
-// an unfenced broker's session expires. They end when this controller is
-// no longer active (the next completes it: completeFences).
+// an unfenced broker's session expires; for the same reason a failed
+// append is tried again after fenceRetry while this controller stays
+// active. They end when this controller is no longer active (the next
+// completes it: completeFences) or closes.
 func (c *Controller) continueFence(ctx context.Context, id int32, epoch int64) (int, error) {
+	c.fenceMu.Lock()
 	if c.closed.Load() {
+		c.fenceMu.Unlock()
 		return 0, ErrNotController
 	}
+	c.fences.Add(1)
+	c.fenceMu.Unlock()
 	var n atomic.Int64
 	done := make(chan error, 1)
-	c.fences.Add(1)
 	go func() {
 		defer c.fences.Done()
-		done <- c.writeChunks(c.loopCtx, func(im *metadata.Image) ([]metadata.Record, error) {
-			b := im.Broker(id)
-			if b == nil || b.Epoch != epoch || !b.Fenced {
-				return nil, nil
+		for {
+			err := c.writeChunks(c.loopCtx, func(im *metadata.Image) ([]metadata.Record, error) {
+				b := im.Broker(id)
+				if b == nil || b.Epoch != epoch || !b.Fenced {
+					return nil, nil
+				}
+				recs := c.fenceChunk(im, id, chunkRecords)
+				n.Add(int64(len(recs)))
+				return recs, nil
+			})
+			if err == nil || errors.Is(err, ErrNotController) || !c.active.Load() {
+				done <- err
+				return
 			}
-			recs := c.fenceChunk(im, id, chunkRecords)
-			n.Add(int64(len(recs)))
-			return recs, nil
-		})
+			c.logger.Warn("committing a chunk of a broker's fence failed: trying again", "broker", id, "err", err)
+			select {
+			case <-c.loopCtx.Done():
+				done <- err
+				return
+			case <-time.After(fenceRetry):
+			}
+		}
 	}()
 	select {
 	case err := <-done:
@@ -579,6 +633,10 @@ func (c *Controller) continueFence(ctx context.Context, id int32, epoch int64) (
 		return int(n.Load()), ctx.Err()
 	}
 }
+
+// fenceRetry is how long continueFence waits before it tries a failed
+// chunk again.
+const fenceRetry = 100 * time.Millisecond
 
 // fenceRecords fences broker id over im in one write: every record of
 // its fence (see fenceChunk).

@@ -67,7 +67,9 @@ type Controller struct {
 	loopDone chan struct{}
 	stopLoop context.CancelFunc
 	loopCtx  context.Context // ends when Close stops the loop
-	// fences are the goroutines completing fences (continueFence).
+	// fences are the goroutines completing fences (continueFence); none
+	// starts once closed is set (fenceMu orders the two).
+	fenceMu   sync.Mutex
 	fences    sync.WaitGroup
 	leaderGen atomic.Int64 // bumped on every leadership change
 
@@ -141,7 +143,9 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 // Close stops following the metadata log, the loop and the broker session
 // checks; writes in progress fail with ErrNotController.
 func (c *Controller) Close() {
+	c.fenceMu.Lock()
 	c.closed.Store(true)
+	c.fenceMu.Unlock()
 	if c.unregister != nil {
 		c.unregister()
 	}

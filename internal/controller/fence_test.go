@@ -188,7 +188,7 @@ func TestSessionTrackerSparesLastBrokerInShutdown(t *testing.T) {
 		t.Fatal("the last live broker was fenced by its controlled shutdown")
 	}
 	// Neither heartbeats again: both sessions expire.
-	c.brokers.check(time.Now().Add(2 * c.brokers.timeout))
+	c.brokers.check(ctx, time.Now().Add(2*c.brokers.timeout))
 	im := c.Image()
 	if im.Broker(1).Fenced {
 		t.Fatal("the session tracker fenced broker 1, in controlled shutdown with no other live broker")
@@ -205,7 +205,7 @@ func TestSessionTrackerSparesLastBrokerInShutdown(t *testing.T) {
 	longSessions(c2)
 	registerBrokers(t, ctx, c2, 2)
 	c2.brokers.seen(1)
-	c2.brokers.check(time.Now().Add(2 * c2.brokers.timeout))
+	c2.brokers.check(ctx, time.Now().Add(2*c2.brokers.timeout))
 	if im := c2.Image(); !im.Broker(1).Fenced || !im.Broker(2).Fenced {
 		t.Fatalf("silent brokers not fenced: 1 %v, 2 %v", im.Broker(1).Fenced, im.Broker(2).Fenced)
 	}
@@ -283,7 +283,7 @@ func TestFormerLeaderFencedEarly(t *testing.T) {
 			if former != 2 {
 				t.Fatalf("former leader %d, want 2", former)
 			}
-			c.brokers.check(since.Add(tc.at))
+			c.brokers.check(ctx, since.Add(tc.at))
 			im := c.Image()
 			if got := im.Broker(2).Fenced; got != tc.fenced {
 				t.Fatalf("broker 2 fenced %v, want %v", got, tc.fenced)

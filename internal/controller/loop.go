@@ -201,7 +201,10 @@ func (c *Controller) writeChunks(ctx context.Context, fn func(im *metadata.Image
 	var reqs []*writeReq
 	for {
 		var n atomic.Int64 // records of the last computation (the loop may compute it again)
-		r := &writeReq{ctx: ctx, fn: func(im *metadata.Image) ([]metadata.Record, error) {
+		// A barrier: the last, of no records, completes once the writes
+		// before it did, among them chunks of an earlier writeChunks of
+		// the same records that it found in flight.
+		r := &writeReq{ctx: ctx, barrier: true, fn: func(im *metadata.Image) ([]metadata.Record, error) {
 			recs, err := fn(im)
 			n.Store(int64(len(recs)))
 			return recs, err

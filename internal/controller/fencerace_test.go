@@ -1,0 +1,265 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/samsahq/samsa/internal/metadata"
+	"github.com/samsahq/samsa/internal/quorum"
+)
+
+// chunkGateLog holds back the first later chunk of a fence (an append
+// that starts with a partition record, the first chunk starting with the
+// broker's fenced registration) once armed: the append waits until
+// release closes, then fails with err or, when err is nil, appends.
+type chunkGateLog struct {
+	quorum.Log
+	mu      sync.Mutex
+	armed   bool
+	appends int
+	entered chan struct{}
+	release chan struct{}
+	err     error
+}
+
+func newChunkGateLog(err error) *chunkGateLog {
+	return &chunkGateLog{entered: make(chan struct{}), release: make(chan struct{}), err: err}
+}
+
+func (g *chunkGateLog) Append(ctx context.Context, recs []metadata.Record) (int64, error) {
+	g.mu.Lock()
+	g.appends++
+	_, chunk := recs[0].(metadata.PartitionRecord)
+	hold := g.armed && chunk && len(recs) > 1
+	if hold {
+		g.armed = false
+	}
+	g.mu.Unlock()
+	if hold {
+		close(g.entered)
+		<-g.release
+		if g.err != nil {
+			return 0, g.err
+		}
+	}
+	return g.Log.Append(ctx, recs)
+}
+
+func (g *chunkGateLog) arm() {
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+}
+
+func (g *chunkGateLog) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.appends
+}
+
+// holds reports whether broker id still leads a partition or is in an
+// ISR of more than itself: its fence is not complete.
+func holds(im *metadata.Image, id int32) bool {
+	for tp := range im.Topics() {
+		for _, p := range tp.Partitions {
+			if p.Leader == id || len(p.ISR) > 1 && slices.Contains(p.ISR, id) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitFences waits until no goroutine of c completes a fence.
+func waitFences(t *testing.T, c *Controller) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		c.fences.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a fence's goroutine outlived the controller's leadership")
+	}
+}
+
+// A new process of a broker that registers while a fence of its former
+// process is half done (committed in chunks, the controller lost the
+// leadership between two, or the request gave up) gets none of what the
+// former process still held: the rest of the fence is committed first,
+// and a chunk computed after the registration (a goroutine of the old
+// fence running late) writes nothing, so the new incarnation stays
+// unfenced. Before, the registration of a fenced broker skipped the fence
+// and the new process kept the leaderships the chunks had not moved yet,
+// at the old leader epochs.
+func TestRegisterCompletesHalfDoneFence(t *testing.T) {
+	c := newLocalController(t)
+	longSessions(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	registerBrokers(t, ctx, c, 3)
+	spreadTopics(t, ctx, c, 3000)
+	// The first 10 moves only.
+	if err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) { return c.fenceChunk(im, 2, 10), nil }); err != nil {
+		t.Fatal(err)
+	}
+	old := c.Image().Broker(2).Epoch
+	if im := c.Image(); !im.Broker(2).Fenced || !holds(im, 2) {
+		t.Fatal("setup: the fence of broker 2 is not half done")
+	}
+	epoch, err := c.RegisterBroker(ctx, 2, incarnation(22), -1, []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9002}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im := c.Image()
+	if b := im.Broker(2); b.Fenced || b.Epoch != epoch || epoch == old {
+		t.Fatalf("broker 2 after registering: fenced %v, epoch %d (returned %d, old %d)", b.Fenced, b.Epoch, epoch, old)
+	}
+	if holds(im, 2) {
+		t.Fatal("the new process of broker 2 holds leaderships or ISR places of its former process")
+	}
+	n, err := c.continueFence(ctx, 2, old)
+	if err != nil || n != 0 {
+		t.Fatalf("a late chunk of the old fence: %d records, %v", n, err)
+	}
+	if b := c.Image().Broker(2); b.Fenced {
+		t.Fatal("a late chunk of the old fence fenced the new process")
+	}
+}
+
+// A controller that loses the leadership while a fence's chunks are in
+// flight stops them (its goroutine ends, nothing more is appended), and
+// the next active controller completes the fence from the metadata: the
+// broker fenced and still holding partitions.
+func TestFenceStopsOnLeadershipLoss(t *testing.T) {
+	g := newChunkGateLog(quorum.ErrNotLeader)
+	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { g.Log = l; return g })
+	longSessions(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	registerBrokers(t, ctx, c, 3)
+	spreadTopics(t, ctx, c, 6000)
+	g.arm()
+	fenced := make(chan error, 1)
+	go func() { fenced <- c.FenceBroker(ctx, 2) }()
+	<-g.entered // the second chunk is being appended, the next ones queued
+	c.onLeaderChange(quorum.Leadership{Epoch: 1, LeaderID: 3})
+	close(g.release)
+	if err := <-fenced; !errors.Is(err, ErrNotController) {
+		t.Fatalf("fence across the loss of the leadership: %v, want ErrNotController", err)
+	}
+	waitFences(t, c)
+	appends := g.count()
+	if im := c.Image(); !im.Broker(2).Fenced || !holds(im, 2) {
+		t.Fatalf("after the loss: broker 2 fenced %v, holds partitions %v; want a half-done fence", im.Broker(2).Fenced, holds(im, 2))
+	}
+	if n := g.count(); n != appends {
+		t.Fatalf("%d appends after the fence's goroutine ended", n-appends)
+	}
+	c.onLeaderChange(quorum.Leadership{Epoch: 2, LeaderID: 1})
+	if !c.WaitImage(ctx, func(im *metadata.Image) bool { return !holds(im, 2) }) {
+		t.Fatal("the fence was not completed once this controller was active again")
+	}
+}
+
+// Two brokers fenced at once: their chunks interleave on the loop, each
+// computed over the image the other's chunks make, and both fences
+// complete with every partition led by a live in-sync replica (four
+// brokers, replication factor 3: each partition keeps one of 1 and 4).
+func TestTwoFencesInterleave(t *testing.T) {
+	var log *appendLog
+	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log {
+		log = &appendLog{Log: l}
+		return log
+	})
+	longSessions(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	registerBrokers(t, ctx, c, 4)
+	for i := range 40 {
+		errs, err := c.CreateTopics(ctx, []CreateTopic{{Name: fmt.Sprintf("t%d", i), Partitions: 100, ReplicationFactor: 3}}, false)
+		if err != nil || errs[0] != nil {
+			t.Fatalf("create: %v %v", err, errs)
+		}
+	}
+	before := log.count()
+	type key struct {
+		topic     metadata.UUID
+		partition int
+	}
+	was := map[key]metadata.Partition{}
+	for tp := range c.Image().Topics() {
+		for i, p := range tp.Partitions {
+			was[key{tp.ID, i}] = p
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, id := range []int32{2, 3} {
+		wg.Go(func() { errs[i] = c.FenceBroker(ctx, id) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, recs := range log.since(before) {
+		n := 0
+		for _, r := range recs {
+			if _, ok := r.(metadata.PartitionRecord); ok {
+				n++
+			}
+		}
+		if n > chunkRecords {
+			t.Fatalf("one append of %d partition records, want at most %d", n, chunkRecords)
+		}
+	}
+	im := c.Image()
+	if !im.Broker(2).Fenced || !im.Broker(3).Fenced {
+		t.Fatal("not both fenced")
+	}
+	for tp := range im.Topics() {
+		for i, p := range tp.Partitions {
+			if p.Leader != 1 && p.Leader != 4 || slices.Contains(p.ISR, 2) || slices.Contains(p.ISR, 3) || !slices.Contains(p.ISR, p.Leader) {
+				t.Fatalf("%s-%d: leader %d, ISR %v", tp.Name, i, p.Leader, p.ISR)
+			}
+			if prev := was[key{tp.ID, i}]; (prev.Leader == 2 || prev.Leader == 3) && p.LeaderEpoch <= prev.LeaderEpoch {
+				t.Fatalf("%s-%d: leader %d at epoch %d, was %d at %d", tp.Name, i, p.Leader, p.LeaderEpoch, prev.Leader, prev.LeaderEpoch)
+			}
+		}
+	}
+}
+
+// A chunk whose append fails while this controller stays active is tried
+// again: a fence left half done would stay so (only an unfenced broker's
+// session expires), the broker's remaining partitions led by a dead
+// broker until the next controller. Before, the fence stopped at the
+// failed chunk.
+func TestFenceChunkRetriedAfterFailedAppend(t *testing.T) {
+	g := newChunkGateLog(errors.New("injected append failure"))
+	close(g.release)
+	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { g.Log = l; return g })
+	longSessions(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	registerBrokers(t, ctx, c, 3)
+	spreadTopics(t, ctx, c, 6000)
+	g.arm()
+	if err := c.FenceBroker(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.entered:
+	default:
+		t.Fatal("no chunk append failed")
+	}
+	if im := c.Image(); !im.Broker(2).Fenced || holds(im, 2) {
+		t.Fatalf("broker 2 fenced %v, holds partitions %v; want a complete fence", im.Broker(2).Fenced, holds(im, 2))
+	}
+}
