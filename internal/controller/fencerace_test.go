@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/samsahq/samsa/internal/metadata"
@@ -261,5 +262,82 @@ func TestFenceChunkRetriedAfterFailedAppend(t *testing.T) {
 	}
 	if im := c.Image(); !im.Broker(2).Fenced || holds(im, 2) {
 		t.Fatalf("broker 2 fenced %v, holds partitions %v; want a complete fence", im.Broker(2).Fenced, holds(im, 2))
+	}
+}
+
+// The session tracker's own ticker, on a fake clock (testing/synctest):
+// a new active controller fences the silent former quorum leader's
+// broker between formerLeaderGrace and one tick after it, far sooner
+// than broker.session.timeout.ms; a former leader that heartbeats once
+// gets a full session from its last heartbeat instead, and is fenced
+// when that expires.
+func TestFormerLeaderFenceTimers(t *testing.T) {
+	for _, heartbeats := range []bool{false, true} {
+		t.Run(fmt.Sprintf("heartbeats=%v", heartbeats), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log {
+					return &describedLog{Log: l, lastFetch: map[int32]int64{1: time.Now().UnixMilli(), 2: -1, 3: -1}}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				epochs := registerBrokers(t, ctx, c, 3)
+				spreadTopics(t, ctx, c, 300)
+				c.onLeaderChange(quorum.Leadership{Epoch: 1, LeaderID: 2})
+				c.onLeaderChange(quorum.Leadership{Epoch: 2, LeaderID: 1})
+				activated := time.Now()
+				fenced := func() bool { return c.Image().Broker(2).Fenced }
+				// Brokers 1 and 3 heartbeat every interval throughout.
+				stop := make(chan struct{})
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					tick := time.NewTicker(DefaultHeartbeatInterval)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+							for _, id := range []int32{1, 3} {
+								c.Heartbeat(ctx, id, epochs[id], false, nil)
+							}
+						}
+					}
+				})
+				defer func() { close(stop); wg.Wait() }()
+				if heartbeats {
+					if _, _, err := c.Heartbeat(ctx, 2, epochs[2], false, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(formerLeaderGrace - time.Millisecond)
+				synctest.Wait()
+				if fenced() {
+					t.Fatalf("broker 2 fenced %v after the activation, before the grace", time.Since(activated))
+				}
+				period := min(c.brokers.timeout/4, formerLeaderGrace/2)
+				if !heartbeats {
+					time.Sleep(period + time.Millisecond)
+					synctest.Wait()
+					if !fenced() {
+						t.Fatalf("the silent former leader's broker not fenced %v after the activation", time.Since(activated))
+					}
+					if im := c.Image(); holds(im, 2) || im.Broker(1).Fenced || im.Broker(3).Fenced {
+						t.Fatalf("after the early fence: broker 2 holds partitions %v, 1 fenced %v, 3 fenced %v", holds(im, 2), im.Broker(1).Fenced, im.Broker(3).Fenced)
+					}
+					return
+				}
+				// A full session from its heartbeat at the activation.
+				time.Sleep(c.brokers.timeout - formerLeaderGrace)
+				synctest.Wait()
+				if fenced() {
+					t.Fatalf("broker 2 fenced %v after its heartbeat, within its session", time.Since(activated))
+				}
+				time.Sleep(period + time.Millisecond)
+				synctest.Wait()
+				if !fenced() || holds(c.Image(), 2) {
+					t.Fatalf("broker 2 not fenced %v after its last heartbeat (session %v)", time.Since(activated), c.brokers.timeout)
+				}
+			})
+		})
 	}
 }
