@@ -66,18 +66,7 @@ func whenAll(addr string, topics []string, n int, ok func(partState) bool, start
 	defer tick.Stop()
 	for time.Since(start) < limit {
 		if st, err := topicsState(addr, remaining); err == nil {
-			remaining = slices.DeleteFunc(remaining, func(name string) bool {
-				ps := st.parts[name]
-				if len(ps) != n {
-					return false
-				}
-				for _, p := range ps {
-					if !ok(p) {
-						return false
-					}
-				}
-				return true
-			})
+			remaining = slices.DeleteFunc(remaining, func(name string) bool { return topicOK(st, name, n, ok) })
 			if len(remaining) == 0 {
 				return time.Since(start)
 			}
@@ -193,14 +182,23 @@ func every(addr string, topics []string, n int, ok func(partState) bool) bool {
 		return false
 	}
 	for _, name := range topics {
-		ps := st.parts[name]
-		if len(ps) != n {
+		if !topicOK(st, name, n, ok) {
 			return false
 		}
-		for _, p := range ps {
-			if !ok(p) {
-				return false
-			}
+	}
+	return true
+}
+
+// topicOK reports whether topic name has n partitions in st and ok holds
+// for each.
+func topicOK(st clusterState, name string, n int, ok func(partState) bool) bool {
+	ps := st.parts[name]
+	if len(ps) != n {
+		return false
+	}
+	for _, p := range ps {
+		if !ok(p) {
+			return false
 		}
 	}
 	return true
