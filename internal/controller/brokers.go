@@ -123,15 +123,8 @@ func (t *brokerTracker) completeFences(stopc chan struct{}) {
 // 0, so that upgrading its nodes one by one changes no client's protocol.
 func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
 	defer t.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := stopContext(stopc)
 	defer cancel()
-	go func() {
-		select {
-		case <-stopc:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	c := t.c
 	wrote := false
 	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
@@ -237,6 +230,9 @@ func stopContext(stopc chan struct{}) (context.Context, context.CancelFunc) {
 // both) is unfenced by its next heartbeat, as after a session expiry.
 // Only a metadata log that reports voter activity (quorum.Raft) allows it.
 func (t *brokerTracker) check(ctx context.Context, now time.Time) {
+	if !t.c.Active() {
+		return // deposed, not yet told (Controller.Active)
+	}
 	var expired []int32
 	former := int32(-1)
 	t.mu.Lock()
@@ -393,7 +389,7 @@ func ptrEq(a, b *string) bool {
 // partitions is being committed, which would otherwise expire the session
 // of the very broker applying it.
 func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantShutdown bool, offlineDirs []metadata.UUID) (fenced, shouldShutdown bool, err error) {
-	if !c.active.Load() {
+	if !c.Active() {
 		return false, false, ErrNotController
 	}
 	own := id == c.node.NodeID
@@ -426,7 +422,7 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	stays := false // fenced in controlled shutdown
 	began, moved, more := time.Now(), 0, false
 	err = write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
-		if !c.active.Load() {
+		if !c.Active() {
 			return nil, ErrNotController
 		}
 		b := im.Broker(id)

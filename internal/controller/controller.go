@@ -74,8 +74,7 @@ type Controller struct {
 	leaderGen atomic.Int64 // bumped on every leadership change
 
 	image  atomic.Pointer[metadata.Image]
-	active atomic.Bool  // this node leads the quorum and has applied its whole log
-	leader atomic.Int32 // node id of the quorum leader, -1 unknown
+	active atomic.Bool // this node leads the quorum and has applied its whole log
 	// lastLeader is the last quorum leader this node knew, -1 none; owned
 	// by onLeaderChange (the log's delivery goroutine).
 	lastLeader int32
@@ -116,7 +115,6 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	}
 	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, shuttingDown: map[int32]bool{}, bootstrap: bootstrap}
 	c.imgCond = sync.NewCond(&c.imgMu)
-	c.leader.Store(-1)
 	c.lastLeader = -1
 	c.brokers = newBrokerTracker(c)
 	im := metadata.Empty(clusterID)
@@ -161,12 +159,23 @@ func (c *Controller) Close() {
 // Image is the latest committed image.
 func (c *Controller) Image() *metadata.Image { return c.image.Load() }
 
-// Active reports whether this node is the active controller.
-func (c *Controller) Active() bool { return c.active.Load() }
+// Active reports whether this node is the active controller: it became
+// active and its metadata quorum still names it the leader. The second
+// part matters when the quorum leader stepped down (CheckQuorum) while
+// its commits were still being applied: the leadership change reaches
+// the controller only after them (quorum.Listener), 13-30 s at 10,000
+// partitions and load 55, and meanwhile its own broker's heartbeats were
+// answered by it, no longer the controller, so the new controller heard
+// none and fenced that live broker once its session expired.
+func (c *Controller) Active() bool {
+	return c.active.Load() && c.log.Leader().LeaderID == c.node.NodeID
+}
 
-// Leader is the node id of the active controller as this node knows it, -1
-// when unknown.
-func (c *Controller) Leader() int32 { return c.leader.Load() }
+// Leader is the node id of the metadata quorum's leader, the active
+// controller or about to be, as this node's quorum knows it now (not once
+// the commits before the change are applied, see Active), -1 when
+// unknown.
+func (c *Controller) Leader() int32 { return c.log.Leader().LeaderID }
 
 // OnImage registers fn to be called, in commit order, with every newly
 // committed image, from the goroutine that delivers commits. fn is first
@@ -231,7 +240,6 @@ const (
 )
 
 func (c *Controller) onLeaderChange(l quorum.Leadership) {
-	c.leader.Store(l.LeaderID)
 	c.leaderGen.Add(1)
 	defer c.kickLoop()
 	former := c.lastLeader

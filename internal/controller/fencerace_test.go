@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -428,5 +429,52 @@ func TestAlterPartitionsInChunks(t *testing.T) {
 		if p := im.TopicByID(it.TopicID).Partitions[it.Partition]; slices.Contains(p.ISR, 2) {
 			t.Fatalf("partition %d: ISR %v", it.Partition, p.ISR)
 		}
+	}
+}
+
+// leaderLog reports another quorum leader than the wrapped log once
+// deposed is set, as a quorum leader that stepped down does at once while
+// the change reaches its listeners only after the commits before it.
+type leaderLog struct {
+	quorum.Log
+	deposed atomic.Bool
+}
+
+func (l *leaderLog) Leader() quorum.Leadership {
+	if l.deposed.Load() {
+		return quorum.Leadership{Epoch: 9, LeaderID: 3}
+	}
+	return l.Log.Leader()
+}
+
+// A controller whose quorum no longer names it the leader is not active,
+// though the leadership change has not reached it yet (its listener busy
+// applying commits: 13-30 s at 10,000 partitions and load 55): it answers
+// no heartbeat, so its own broker's go to the new controller (Leader),
+// and its session checks fence nobody. Before, it answered its own
+// broker's heartbeats, the new controller heard none and fenced that live
+// broker after broker.session.timeout.ms, and a CreateTopics of
+// replication factor 3 failed with INVALID_REPLICATION_FACTOR.
+func TestDeposedControllerNotActive(t *testing.T) {
+	ll := &leaderLog{}
+	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { ll.Log = l; return ll })
+	longSessions(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	epochs := registerBrokers(t, ctx, c, 2)
+	ll.deposed.Store(true)
+	if c.Active() || c.Leader() != 3 {
+		t.Fatalf("deposed: active %v, leader %d", c.Active(), c.Leader())
+	}
+	if _, _, err := c.Heartbeat(ctx, 1, epochs[1], false, nil); !errors.Is(err, ErrNotController) {
+		t.Fatalf("heartbeat to a deposed controller: %v, want ErrNotController", err)
+	}
+	c.brokers.check(ctx, time.Now().Add(2*c.brokers.timeout))
+	if im := c.Image(); im.Broker(1).Fenced || im.Broker(2).Fenced {
+		t.Fatal("a deposed controller fenced a broker")
+	}
+	ll.deposed.Store(false)
+	if _, _, err := c.Heartbeat(ctx, 1, epochs[1], false, nil); err != nil {
+		t.Fatalf("heartbeat once leading again: %v", err)
 	}
 }

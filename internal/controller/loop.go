@@ -372,7 +372,7 @@ func (c *Controller) compute(s *loopState, r *writeReq) {
 		}
 		r.done <- nil
 		return
-	case !c.active.Load():
+	case !c.Active():
 		r.done <- ErrNotController
 		return
 	}
