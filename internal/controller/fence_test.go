@@ -359,16 +359,8 @@ func BenchmarkFence(b *testing.B) {
 // leadership between two chunks: the broker fenced, still in ISRs and
 // leading) is completed by the next active controller.
 func TestActivationCompletesHalfDoneFence(t *testing.T) {
-	c := newLocalController(t)
-	longSessions(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	registerBrokers(t, ctx, c, 3)
-	spreadTopics(t, ctx, c, 300)
-	// The first 10 moves only.
-	if err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) { return c.fenceChunk(im, 2, 10), nil }); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := fenceSetup(t, nil, 3, 300)
+	halfFence(t, ctx, c, 2)
 	half := func(im *metadata.Image) bool {
 		for tp := range im.Topics() {
 			for _, p := range tp.Partitions {

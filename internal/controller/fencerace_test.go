@@ -98,6 +98,31 @@ func waitFences(t *testing.T, c *Controller) {
 	}
 }
 
+// fenceSetup is a local controller (over wrap(its log) when wrap is not
+// nil) with hour-long sessions, brokers 1 to n registered and, when parts
+// is positive, spreadTopics(parts); ctx ends with the test.
+func fenceSetup(t *testing.T, wrap func(quorum.Log) quorum.Log, n int32, parts int) (*Controller, context.Context) {
+	t.Helper()
+	c := newLocalControllerWith(t, wrap)
+	longSessions(c)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	registerBrokers(t, ctx, c, n)
+	if parts > 0 {
+		spreadTopics(t, ctx, c, parts)
+	}
+	return c, ctx
+}
+
+// halfFence commits the first 10 moves of broker id's fence only, as a
+// controller that lost the leadership between two chunks leaves it.
+func halfFence(t *testing.T, ctx context.Context, c *Controller, id int32) {
+	t.Helper()
+	if err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) { return c.fenceChunk(im, id, 10), nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A new process of a broker that registers while a fence of its former
 // process is half done (committed in chunks, the controller lost the
 // leadership between two, or the request gave up) gets none of what the
@@ -108,16 +133,8 @@ func waitFences(t *testing.T, c *Controller) {
 // and the new process kept the leaderships the chunks had not moved yet,
 // at the old leader epochs.
 func TestRegisterCompletesHalfDoneFence(t *testing.T) {
-	c := newLocalController(t)
-	longSessions(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	registerBrokers(t, ctx, c, 3)
-	spreadTopics(t, ctx, c, 3000)
-	// The first 10 moves only.
-	if err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) { return c.fenceChunk(im, 2, 10), nil }); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := fenceSetup(t, nil, 3, 3000)
+	halfFence(t, ctx, c, 2)
 	old := c.Image().Broker(2).Epoch
 	if im := c.Image(); !im.Broker(2).Fenced || !holds(im, 2) {
 		t.Fatal("setup: the fence of broker 2 is not half done")
@@ -148,12 +165,7 @@ func TestRegisterCompletesHalfDoneFence(t *testing.T) {
 // broker fenced and still holding partitions.
 func TestFenceStopsOnLeadershipLoss(t *testing.T) {
 	g := newChunkGateLog(quorum.ErrNotLeader)
-	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { g.Log = l; return g })
-	longSessions(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	registerBrokers(t, ctx, c, 3)
-	spreadTopics(t, ctx, c, 6000)
+	c, ctx := fenceSetup(t, func(l quorum.Log) quorum.Log { g.Log = l; return g }, 3, 6000)
 	g.arm()
 	fenced := make(chan error, 1)
 	go func() { fenced <- c.FenceBroker(ctx, 2) }()
@@ -183,14 +195,10 @@ func TestFenceStopsOnLeadershipLoss(t *testing.T) {
 // brokers, replication factor 3: each partition keeps one of 1 and 4).
 func TestTwoFencesInterleave(t *testing.T) {
 	var log *appendLog
-	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log {
+	c, ctx := fenceSetup(t, func(l quorum.Log) quorum.Log {
 		log = &appendLog{Log: l}
 		return log
-	})
-	longSessions(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	registerBrokers(t, ctx, c, 4)
+	}, 4, 0)
 	for i := range 40 {
 		errs, err := c.CreateTopics(ctx, []CreateTopic{{Name: fmt.Sprintf("t%d", i), Partitions: 100, ReplicationFactor: 3}}, false)
 		if err != nil || errs[0] != nil {
@@ -252,12 +260,7 @@ func TestTwoFencesInterleave(t *testing.T) {
 func TestFenceChunkRetriedAfterFailedAppend(t *testing.T) {
 	g := newChunkGateLog(errors.New("injected append failure"))
 	close(g.release)
-	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { g.Log = l; return g })
-	longSessions(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	registerBrokers(t, ctx, c, 3)
-	spreadTopics(t, ctx, c, 6000)
+	c, ctx := fenceSetup(t, func(l quorum.Log) quorum.Log { g.Log = l; return g }, 3, 6000)
 	g.arm()
 	if err := c.FenceBroker(ctx, 2); err != nil {
 		t.Fatal(err)
@@ -360,12 +363,7 @@ func TestFormerLeaderFenceTimers(t *testing.T) {
 func TestFenceContinuesAfterRequestGivesUp(t *testing.T) {
 	g := newChunkGateLog(nil)
 	g.first = true
-	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { g.Log = l; return g })
-	longSessions(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	registerBrokers(t, ctx, c, 3)
-	spreadTopics(t, ctx, c, 6000)
+	c, ctx := fenceSetup(t, func(l quorum.Log) quorum.Log { g.Log = l; return g }, 3, 6000)
 	g.arm()
 	rctx, rcancel := context.WithCancel(ctx)
 	fenced := make(chan error, 1)
@@ -387,15 +385,10 @@ func TestFenceContinuesAfterRequestGivesUp(t *testing.T) {
 // once (3,102 and 3,269 records in one entry each at 10,000 partitions).
 func TestAlterPartitionsInChunks(t *testing.T) {
 	var log *appendLog
-	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log {
+	c, ctx := fenceSetup(t, func(l quorum.Log) quorum.Log {
 		log = &appendLog{Log: l}
 		return log
-	})
-	longSessions(c)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	registerBrokers(t, ctx, c, 3)
-	spreadTopics(t, ctx, c, 7000)
+	}, 3, 7000)
 	var items []AlterPartitionItem
 	for tp := range c.Image().Topics() {
 		for i, p := range tp.Partitions {
