@@ -97,6 +97,20 @@ func (l timedLog) Append(ctx context.Context, recs []metadata.Record) (int64, er
 	return off, err
 }
 
+// Describe passes quorum.Raft's Describe through (the active controller
+// asks which voters answered it); errNoDescribe for another log.
+func (l timedLog) Describe(ctx context.Context) (quorum.QuorumInfo, error) {
+	if d, ok := l.Log.(interface {
+		Describe(context.Context) (quorum.QuorumInfo, error)
+	}); ok {
+		return d.Describe(ctx)
+	}
+	return quorum.QuorumInfo{}, errNoDescribe
+}
+
+// errNoDescribe: the metadata log is not a raft voter (Local).
+var errNoDescribe = errors.New("the metadata log does not describe its quorum")
+
 // registry builds the node's registry: the broker's gauges once it
 // serves, the per-topic and per-request metrics, storage, the metadata
 // quorum and the listeners.

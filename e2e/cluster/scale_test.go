@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa/internal/proctest"
@@ -50,40 +53,82 @@ func profileNodes(t *testing.T, c *proctest.Cluster, name string, d time.Duratio
 	}
 }
 
-// ledBy returns the topic of st in which broker id leads the most
-// partitions: leadership moves away from a broker in one metadata commit,
-// so a check of that topic alone tells when the whole move is visible,
-// without a Metadata request of every partition (seconds at 30,000) on
-// every poll.
-func ledBy(st clusterState, id int32) string {
-	best, most := "", -1
-	for name, ps := range st.parts {
-		n := 0
-		for _, p := range ps {
-			if p.leader == id {
-				n++
+// whenAll polls the node at addr every 50 ms until every partition of
+// topics satisfies ok, asking only for the topics it has not yet seen do
+// so (leadership moves away from a broker in chunks of one metadata
+// commit each: a Metadata request of every partition, seconds at 30,000,
+// only at first), and returns the time since start of the answer that
+// showed the last of them, an upper bound of when it happened; -1 when
+// that did not happen within limit.
+func whenAll(addr string, topics []string, n int, ok func(partState) bool, start time.Time, limit time.Duration) time.Duration {
+	remaining := slices.Clone(topics)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for time.Since(start) < limit {
+		if st, err := topicsState(addr, remaining); err == nil {
+			remaining = slices.DeleteFunc(remaining, func(name string) bool { return topicOK(st, name, n, ok) })
+			if len(remaining) == 0 {
+				return time.Since(start)
 			}
 		}
-		if n > most || n == most && name < best {
-			best, most = name, n
-		}
+		<-tick.C
 	}
-	return best
+	return -1
 }
 
-// topicEvery reports whether the node at addr shows every partition of
-// topic satisfying ok (one Metadata request of that topic).
-func topicEvery(addr, topic string, n int, ok func(partState) bool) bool {
-	v, err := view(addr, topic)
-	if err != nil || len(v.parts) != n {
-		return false
-	}
-	for _, p := range v.parts {
-		if !ok(p) {
-			return false
+// produceWhile produces acks=all records to the partitions of topics (n
+// each) in turn, at most 100 in flight, until the returned func is
+// called; that func waits for the records in flight and fails the test
+// on any produce error, and returns how many were acknowledged and how
+// many failed. The
+// client retries retriable errors itself (a leader moving,
+// NOT_ENOUGH_REPLICAS, a connection closed by a stopping broker), so an
+// error is one a client would see: not retriable, or a record not
+// acknowledged within its 60 s delivery timeout.
+func produceWhile(t *testing.T, c *proctest.Cluster, topics []string, n int) (stop func() (acked, failed int)) {
+	cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordDeliveryTimeout(60*time.Second), kgo.MaxBufferedRecords(100))
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu    sync.Mutex
+		acked int
+		errs  []error
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			r := &kgo.Record{Topic: topics[(i/n)%len(topics)], Partition: int32(i % n), Value: []byte("during the restart")}
+			cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					acked++
+				case !errors.Is(err, context.Canceled):
+					errs = append(errs, fmt.Errorf("%s-%d: %w", r.Topic, r.Partition, err))
+				}
+			})
 		}
+	}()
+	return func() (int, int) {
+		cancel()
+		<-done
+		fctx, fcancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer fcancel()
+		if err := cl.Flush(fctx); err != nil {
+			t.Errorf("flushing the producer: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) > 0 {
+			t.Errorf("%d produce errors (%d acknowledged), the first: %v", len(errs), acked, errs[0])
+		}
+		if acked == 0 {
+			t.Error("no record acknowledged")
+		}
+		return acked, len(errs)
 	}
-	return true
 }
 
 // clusterState is one node's Metadata answer for every topic.
@@ -94,13 +139,22 @@ type clusterState struct {
 }
 
 // allState asks the node at addr for the metadata of every topic.
-func allState(addr string) (clusterState, error) {
+func allState(addr string) (clusterState, error) { return topicsState(addr, nil) }
+
+// topicsState asks the node at addr for the metadata of topics, every
+// topic when nil.
+func topicsState(addr string, topics []string) (clusterState, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cl := wire.NewClient(addr, "cluster-scale", 256<<20)
 	defer cl.Close()
 	req := kmsg.NewPtrMetadataRequest()
 	req.SetVersion(12)
+	for _, name := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
 	r, err := cl.Request(ctx, req)
 	if err != nil {
 		return clusterState{}, err
@@ -128,14 +182,23 @@ func every(addr string, topics []string, n int, ok func(partState) bool) bool {
 		return false
 	}
 	for _, name := range topics {
-		ps := st.parts[name]
-		if len(ps) != n {
+		if !topicOK(st, name, n, ok) {
 			return false
 		}
-		for _, p := range ps {
-			if !ok(p) {
-				return false
-			}
+	}
+	return true
+}
+
+// topicOK reports whether topic name has n partitions in st and ok holds
+// for each.
+func topicOK(st clusterState, name string, n int, ok func(partState) bool) bool {
+	ps := st.parts[name]
+	if len(ps) != n {
+		return false
+	}
+	for _, p := range ps {
+		if !ok(p) {
+			return false
 		}
 	}
 	return true
@@ -213,12 +276,16 @@ func TestClusterScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest := others(c, ctrl)
-	st, err := allState(c.Node(rest[0]).Addr())
-	if err != nil {
-		t.Fatal(err)
+	// CPU time (user and system) of nodes, summed.
+	cpu := func(ids ...int32) time.Duration {
+		var d time.Duration
+		for _, id := range ids {
+			d += c.Node(id).CPU()
+		}
+		return d
 	}
-	sample := ledBy(st, ctrl)
 	profiled := profileNodes(t, c, "failover", 10*time.Second, rest...)
+	cpu0 := cpu(rest...)
 	c.Node(ctrl).Kill()
 	start = time.Now()
 	var newCtrl int32
@@ -229,22 +296,22 @@ func TestClusterScale(t *testing.T) {
 	})
 	elected := time.Since(start)
 	liveLeader := func(p partState) bool { return p.leader >= 0 && p.leader != ctrl }
-	var led time.Duration
-	waitFor(t, 2*time.Minute, "a live leader for every partition", func() bool {
-		if led == 0 && topicEvery(c.Node(rest[0]).Addr(), sample, nParts, liveLeader) {
-			led = time.Since(start)
-		}
-		return led > 0 && every(c.Node(rest[0]).Addr(), topics, nParts, liveLeader)
-	})
-	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v, all checked at %v (broker.session.timeout.ms=%d)",
-		ctrl, newCtrl, elected.Round(time.Millisecond), led.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), *clusterSession)
+	led := whenAll(c.Node(rest[0]).Addr(), topics, nParts, liveLeader, start, 2*time.Minute)
+	if led < 0 {
+		t.Fatal("not every partition has a live leader 2 minutes after the kill -9")
+	}
+	report("kill -9 of active controller %d: node %d active after %v, every partition led by a live broker after %v (broker.session.timeout.ms=%d); CPU of nodes %v meanwhile %v",
+		ctrl, newCtrl, elected.Round(time.Millisecond), led.Round(time.Millisecond), *clusterSession, rest, (cpu(rest...) - cpu0).Round(10*time.Millisecond))
 	profiled()
+	stop := produceWhile(t, c, topics[:min(5, len(topics))], nParts)
 	start = time.Now()
 	if err := c.Node(ctrl).Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Minute, "every ISR full again", func() bool { return every(c.Node(rest[0]).Addr(), topics, nParts, full) })
-	report("node %d restarted: back in every ISR after %v", ctrl, time.Since(start).Round(time.Millisecond))
+	rejoined := time.Since(start)
+	acked, failed := stop()
+	report("node %d restarted: back in every ISR after %v; %d acks=all records acknowledged meanwhile, %d failed", ctrl, rejoined.Round(time.Millisecond), acked, failed)
 
 	// Leadership back to the preferred replicas (a third of the
 	// partitions each), then a controlled shutdown of the broker other
@@ -261,7 +328,7 @@ func TestClusterScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	watch := l
-	st, err = allState(c.Node(watch).Addr())
+	st, err := allState(c.Node(watch).Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,49 +348,39 @@ func TestClusterScale(t *testing.T) {
 	if nLed == 0 {
 		t.Fatalf("no broker but the controller leads a partition: %v", leads)
 	}
-	sample = ledBy(st, victim)
 	profiled = profileNodes(t, c, "shutdown", 10*time.Second, 1, 2, 3)
+	stay := others(c, victim)
+	cpu0 = cpu(stay...)
 	start = time.Now()
 	moved := make(chan time.Duration, 1)
+	var movedCPU time.Duration
 	go func() {
-		// Leadership moves before the process exits: poll the topic in
-		// which the victim led the most, every 50 ms.
+		// Leadership moves before the process exits.
 		notVictim := func(p partState) bool { return p.leader >= 0 && p.leader != victim }
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for time.Since(start) < 2*time.Minute {
-			if topicEvery(c.Node(watch).Addr(), sample, nParts, notVictim) {
-				d := time.Since(start)
-				if every(c.Node(watch).Addr(), topics, nParts, notVictim) {
-					moved <- d
-				} else {
-					moved <- -2
-				}
-				return
-			}
-			<-tick.C
-		}
-		moved <- -1
+		d := whenAll(c.Node(watch).Addr(), topics, nParts, notVictim, start, 2*time.Minute)
+		movedCPU = cpu(stay...) - cpu0
+		moved <- d
 	}()
 	if err := c.Node(victim).Stop(2 * time.Minute); err != nil {
 		t.Fatalf("controlled shutdown of node %d: %v", victim, err)
 	}
 	stopped := time.Since(start)
 	d := <-moved
-	switch d {
-	case -1:
+	if d < 0 {
 		t.Fatalf("leadership of node %d did not move", victim)
-	case -2:
-		t.Fatalf("leadership of node %d moved in topic %s but not in every topic at once", victim, sample)
 	}
-	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v", victim, nLed, d.Round(time.Millisecond), stopped.Round(time.Millisecond))
+	report("controlled shutdown of node %d leading %d partitions: moved in %v, process exited after %v; CPU of nodes %v until moved %v",
+		victim, nLed, d.Round(time.Millisecond), stopped.Round(time.Millisecond), stay, movedCPU.Round(10*time.Millisecond))
 	profiled()
+	stop = produceWhile(t, c, topics[:min(5, len(topics))], nParts)
 	start = time.Now()
 	if err := c.Node(victim).Start(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Minute, "every ISR full again", func() bool { return every(c.Node(watch).Addr(), topics, nParts, full) })
-	report("node %d restarted: back in every ISR after %v", victim, time.Since(start).Round(time.Millisecond))
+	rejoined = time.Since(start)
+	acked, failed = stop()
+	report("node %d restarted: back in every ISR after %v; %d acks=all records acknowledged meanwhile, %d failed", victim, rejoined.Round(time.Millisecond), acked, failed)
 	st, _ = allState(c.Node(watch).Addr())
 	if len(st.brokers) != 3 {
 		t.Errorf("brokers %v after settling, want 3 unfenced", st.brokers)

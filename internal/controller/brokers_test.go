@@ -58,7 +58,9 @@ func newLocalControllerWith(t *testing.T, wrap func(quorum.Log) quorum.Log) *Con
 	defer deadline.Stop()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	for !c.Active() {
+	// Active, and its bootstrap records written: a test counting or
+	// failing appends must not meet them (seen at load 50).
+	for !c.Active() || !c.Image().Bootstrapped {
 		select {
 		case <-deadline.C:
 			t.Fatal("the controller of a local log is not active")

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -61,15 +62,22 @@ type Controller struct {
 
 	// reqc posts writes to the loop; kickc wakes it when the committed
 	// image or the leadership changes; loopDone closes when it ends.
-	reqc      chan *writeReq
-	kickc     chan struct{}
-	loopDone  chan struct{}
-	stopLoop  context.CancelFunc
+	reqc     chan *writeReq
+	kickc    chan struct{}
+	loopDone chan struct{}
+	stopLoop context.CancelFunc
+	loopCtx  context.Context // ends when Close stops the loop
+	// fences are the goroutines completing fences (continueFence); none
+	// starts once closed is set (fenceMu orders the two).
+	fenceMu   sync.Mutex
+	fences    sync.WaitGroup
 	leaderGen atomic.Int64 // bumped on every leadership change
 
 	image  atomic.Pointer[metadata.Image]
-	active atomic.Bool  // this node leads the quorum and has applied its whole log
-	leader atomic.Int32 // node id of the quorum leader, -1 unknown
+	active atomic.Bool // this node leads the quorum and has applied its whole log
+	// lastLeader is the last quorum leader this node knew, -1 none; owned
+	// by onLeaderChange (the log's delivery goroutine).
+	lastLeader int32
 
 	imgMu     sync.Mutex // guards listeners and imgCond's condition (image advances)
 	imgCond   *sync.Cond
@@ -107,7 +115,7 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	}
 	c := &Controller{node: node, log: log, logger: logger, brokerIncarnation: map[int32]metadata.UUID{}, shuttingDown: map[int32]bool{}, bootstrap: bootstrap}
 	c.imgCond = sync.NewCond(&c.imgMu)
-	c.leader.Store(-1)
+	c.lastLeader = -1
 	c.brokers = newBrokerTracker(c)
 	im := metadata.Empty(clusterID)
 	next := int64(0)
@@ -124,7 +132,7 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	c.kickc = make(chan struct{}, 1)
 	c.loopDone = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
-	c.stopLoop = cancel
+	c.stopLoop, c.loopCtx = cancel, ctx
 	go c.run(ctx)
 	c.unregister = log.Register(next, quorum.Listener{Commit: c.onCommit, LeaderChange: c.onLeaderChange})
 	return c, nil
@@ -133,12 +141,15 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 // Close stops following the metadata log, the loop and the broker session
 // checks; writes in progress fail with ErrNotController.
 func (c *Controller) Close() {
+	c.fenceMu.Lock()
 	c.closed.Store(true)
+	c.fenceMu.Unlock()
 	if c.unregister != nil {
 		c.unregister()
 	}
 	c.stopLoop()
 	<-c.loopDone
+	c.fences.Wait()
 	c.brokers.stop()
 	c.imgMu.Lock()
 	c.imgCond.Broadcast()
@@ -157,12 +168,23 @@ func (c *Controller) StopFencing() { c.brokers.stop() }
 // Image is the latest committed image.
 func (c *Controller) Image() *metadata.Image { return c.image.Load() }
 
-// Active reports whether this node is the active controller.
-func (c *Controller) Active() bool { return c.active.Load() }
+// Active reports whether this node is the active controller: it became
+// active and its metadata quorum still names it the leader. The second
+// part matters when the quorum leader stepped down (CheckQuorum) while
+// its commits were still being applied: the leadership change reaches
+// the controller only after them (quorum.Listener), 13-30 s at 10,000
+// partitions and load 55, and meanwhile its own broker's heartbeats were
+// answered by it, no longer the controller, so the new controller heard
+// none and fenced that live broker once its session expired.
+func (c *Controller) Active() bool {
+	return c.active.Load() && c.log.Leader().LeaderID == c.node.NodeID
+}
 
-// Leader is the node id of the active controller as this node knows it, -1
-// when unknown.
-func (c *Controller) Leader() int32 { return c.leader.Load() }
+// Leader is the node id of the metadata quorum's leader, the active
+// controller or about to be, as this node's quorum knows it now (not once
+// the commits before the change are applied, see Active), -1 when
+// unknown.
+func (c *Controller) Leader() int32 { return c.log.Leader().LeaderID }
 
 // OnImage registers fn to be called, in commit order, with every newly
 // committed image, from the goroutine that delivers commits. fn is first
@@ -199,25 +221,48 @@ func (c *Controller) WaitImage(ctx context.Context, cond func(*metadata.Image) b
 func (c *Controller) onCommit(offset int64, recs []metadata.Record) {
 	c.imgMu.Lock()
 	defer c.imgMu.Unlock()
+	start := time.Now()
 	old := c.image.Load()
 	next := old.Apply(offset, recs)
 	c.image.Store(next)
+	applied := time.Now()
 	for _, fn := range c.listeners {
 		fn(old, next)
 	}
 	c.imgCond.Broadcast()
 	c.kickLoop()
+	if d := time.Since(start); d > slowApply {
+		// The next commit, and a new controller's activation, wait for
+		// this one (the log delivers commits on one goroutine).
+		c.logger.Info("slow metadata apply", "offset", offset, "records", len(recs),
+			"image", applied.Sub(start).Round(time.Millisecond), "listeners", time.Since(applied).Round(time.Millisecond))
+	}
 }
 
+// Thresholds past which the controller logs a metadata commit (its
+// append, until the quorum committed it) or its apply (the image and the
+// listeners: the broker's partitions) as slow, as etcd logs a slow
+// fdatasync.
+const (
+	slowAppend = time.Second
+	slowApply  = 500 * time.Millisecond
+)
+
 func (c *Controller) onLeaderChange(l quorum.Leadership) {
-	c.leader.Store(l.LeaderID)
 	c.leaderGen.Add(1)
 	defer c.kickLoop()
+	former := c.lastLeader
+	if l.LeaderID >= 0 {
+		c.lastLeader = l.LeaderID
+	}
 	was := c.active.Swap(l.LeaderID == c.node.NodeID)
 	now := c.active.Load()
 	if now && !was {
-		c.logger.Info("became the active controller", "epoch", l.Epoch)
-		c.brokers.start()
+		if former == c.node.NodeID {
+			former = -1
+		}
+		c.logger.Info("became the active controller", "epoch", l.Epoch, "former_leader", former)
+		c.brokers.start(former)
 	} else if was && !now {
 		c.logger.Info("no longer the active controller", "leader", l.LeaderID, "epoch", l.Epoch)
 		c.brokers.stop()
@@ -630,13 +675,37 @@ type AlterPartitionResult struct {
 }
 
 // AlterPartitions is AlterPartition for many partitions of one leader
-// broker, checked against the same image and committed as one write (a
-// broker batches the ISR changes of its partitions, as Kafka's
-// AlterPartitionManager). The error is the write's (ErrNotController, a
-// commit failure), for every item; otherwise each result carries its own.
+// broker (a broker batches the ISR changes of its partitions, as Kafka's
+// AlterPartitionManager), checked and committed in writes of at most
+// chunkRecords partitions, each over the image the ones before make
+// (Kafka's non-atomic controller result): the leaders of a killed broker's
+// followers shrink thousands of ISRs at once, and one entry of 3,269
+// records took 2.8 s to commit at 10,000 partitions. The error is a
+// write's (ErrNotController, a commit failure), for every item, though
+// the writes before it may have committed; otherwise each result carries
+// its own.
 func (c *Controller) AlterPartitions(ctx context.Context, brokerID int32, items []AlterPartitionItem) ([]AlterPartitionResult, error) {
 	res := make([]AlterPartitionResult, len(items))
-	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+	var reqs []*writeReq
+	for lo := 0; lo < len(items); lo += chunkRecords {
+		hi := min(lo+chunkRecords, len(items))
+		r := &writeReq{ctx: ctx, fn: alterPartitionsFn(brokerID, items[lo:hi], res[lo:hi])}
+		if err := c.submit(ctx, r); err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, r)
+	}
+	for _, r := range reqs {
+		if err := c.await(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// alterPartitionsFn is the write of items, their results in res.
+func alterPartitionsFn(brokerID int32, items []AlterPartitionItem, res []AlterPartitionResult) func(im *metadata.Image) ([]metadata.Record, error) {
+	return func(im *metadata.Image) ([]metadata.Record, error) {
 		var recs []metadata.Record
 		for i, it := range items {
 			rec, err := alterPartitionRecord(im, brokerID, it.TopicID, it.Partition, it.LeaderEpoch, it.PartitionEpoch, it.ISR)
@@ -650,11 +719,7 @@ func (c *Controller) AlterPartitions(ctx context.Context, brokerID int32, items 
 			recs = append(recs, rec)
 		}
 		return recs, nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	return res, nil
 }
 
 // alterPartitionRecord checks one partition of AlterPartition against im

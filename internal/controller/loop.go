@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/quorum"
@@ -131,6 +133,14 @@ func (c *Controller) writeBarrier(ctx context.Context, fn func(im *metadata.Imag
 }
 
 func (c *Controller) post(ctx context.Context, r *writeReq) error {
+	if err := c.submit(ctx, r); err != nil {
+		return err
+	}
+	return c.await(ctx, r)
+}
+
+// submit hands r to the loop and waits until its fn ran.
+func (c *Controller) submit(ctx context.Context, r *writeReq) error {
 	r.ran, r.done = make(chan struct{}), make(chan error, 1)
 	select {
 	case c.reqc <- r:
@@ -150,6 +160,11 @@ func (c *Controller) post(ctx context.Context, r *writeReq) error {
 			return ErrNotController
 		}
 	}
+	return nil
+}
+
+// await waits for the outcome of r, submitted.
+func (c *Controller) await(ctx context.Context, r *writeReq) error {
 	select {
 	case err := <-r.done:
 		return err
@@ -163,6 +178,62 @@ func (c *Controller) post(ctx context.Context, r *writeReq) error {
 			return ErrNotController
 		}
 	}
+}
+
+// chunkRecords bounds the partition records of one chunk of a fence: one
+// metadata commit each (maxGroupRecords).
+const chunkRecords = maxGroupRecords
+
+// writeChunks writes what is too large for one metadata commit (the
+// fence of a broker in 30,000 partitions: as many PartitionRecords) as a
+// run of writes: fn runs on the loop over the latest image, which holds
+// the chunks before (committed or in flight), again and again until it
+// returns no records, and each chunk is appended and committed as it
+// comes, without waiting for the commit of the one before. The brokers
+// apply the first chunks while the next are replicated, and no entry
+// holds the quorum leader's loop, its followers' fsync or their metadata
+// listeners for seconds (a 30,000-record entry made a leader miss its
+// followers' heartbeats and step down). fn must make progress: over the
+// image its records make, it returns other records or none. It returns
+// the first error: fn's, ErrNotController, the append's or ctx.Err().
+// The chunks run under ctx: a caller that stops waiting stops them.
+func (c *Controller) writeChunks(ctx context.Context, fn func(im *metadata.Image) ([]metadata.Record, error)) error {
+	var reqs []*writeReq
+	for {
+		var n atomic.Int64 // records of the last computation (the loop may compute it again)
+		// A barrier: the last, of no records, completes once the writes
+		// before it did, among them chunks of an earlier writeChunks of
+		// the same records that it found in flight.
+		r := &writeReq{ctx: ctx, barrier: true, fn: func(im *metadata.Image) ([]metadata.Record, error) {
+			recs, err := fn(im)
+			n.Store(int64(len(recs)))
+			return recs, err
+		}}
+		if err := c.submit(ctx, r); err != nil {
+			return err
+		}
+		reqs = append(reqs, r)
+		if n.Load() == 0 {
+			break
+		}
+		select {
+		case err := <-r.done:
+			// Failed without being queued (not active, ctx ended):
+			// computing the next chunk over the same image would
+			// repeat this one.
+			if err != nil {
+				return err
+			}
+			r.done <- nil
+		default:
+		}
+	}
+	for _, r := range reqs {
+		if err := c.await(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // kickLoop tells the loop that the committed image or the leadership
@@ -301,7 +372,7 @@ func (c *Controller) compute(s *loopState, r *writeReq) {
 		}
 		r.done <- nil
 		return
-	case !c.active.Load():
+	case !c.Active():
 		r.done <- ErrNotController
 		return
 	}
@@ -379,7 +450,11 @@ func (c *Controller) appender(ctx context.Context, appendc <-chan []*job, result
 					recs = append(recs, j.recs...)
 				}
 			}
+			start := time.Now()
 			res.off, res.err = c.log.Append(ctx, recs)
+			if d := time.Since(start); d > slowAppend {
+				c.logger.Info("slow metadata commit", "records", len(recs), "writes", len(group), "duration", d.Round(time.Millisecond), "err", res.err)
+			}
 		}
 		select {
 		case resultc <- res:

@@ -1,6 +1,7 @@
 package proctest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -514,6 +515,33 @@ func (n *Node) server() *Server {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.srv
+}
+
+// CPU is the user plus system CPU time the node's current process used
+// so far (/proc/PID/stat, in clock ticks of 10 ms), 0 when it is not
+// running or /proc cannot tell.
+func (n *Node) CPU() time.Duration {
+	s := n.server()
+	if s == nil || s.Exited() {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.Pid()))
+	if err != nil {
+		return 0
+	}
+	// utime and stime are fields 14 and 15 of the line, the 12th and
+	// 13th after the parenthesised command name.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // Running reports whether the node's process is running (or paused).
