@@ -345,7 +345,7 @@ func TestStopFencing(t *testing.T) {
 	c := newLocalController(t)
 	c.brokers.stop()
 	c.brokers.timeout = 200 * time.Millisecond // the tracker looks every 50 ms
-	c.brokers.start()
+	c.brokers.start(-1)
 	ep := []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}
 	fenced := func() bool { b := c.Image().Broker(1); return b != nil && b.Fenced }
 	if _, err := c.RegisterBroker(ctx, 1, incarnation(1), -1, ep, nil); err != nil {
