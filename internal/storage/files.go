@@ -346,6 +346,12 @@ func (h *cachedFile) WriteAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer h.release()
+	return fileWriteAt(f, b, off)
+}
+
+// fileWriteAt is f.WriteAt(b, off) without b escaping to the heap when f
+// is the operating system's file (see readAtCopy).
+func fileWriteAt(f vfs.File, b []byte, off int64) (int, error) {
 	if of, ok := f.(*os.File); ok {
 		return of.WriteAt(b, off)
 	}

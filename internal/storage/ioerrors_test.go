@@ -1,0 +1,267 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
+)
+
+// appendFault is one file an append (or the roll before it) writes
+// through, and how to make the append reach it.
+type appendFault struct {
+	name  string
+	kinds errorfs.Kind
+	path  string // the failing file's name contains it
+	// prepare appends what the log needs first; next returns the batch
+	// whose append meets the fault and its leader epoch.
+	prepare func(t *testing.T, l *Log, a *appended)
+	next    func(t *testing.T) ([]byte, int32)
+	// skipped: the append succeeds without the file (a sparse index
+	// entry); otherwise it is refused whole.
+	skipped bool
+}
+
+// faultCases are the files beside a segment's .log that an append
+// writes: the new segment and the producer snapshot of a roll, the
+// leader-epoch checkpoint of a new epoch, the .txnindex entry of an
+// abort, an offset index entry.
+func faultCases() []appendFault {
+	plain := func(t *testing.T, l *Log, a *appended) {
+		t.Helper()
+		b := testBatch(t, 1, 1000, "first")
+		if _, err := l.Append(b, 0); err != nil {
+			t.Fatal(err)
+		}
+		a.batches = append(a.batches, b)
+	}
+	return []appendFault{
+		{name: "roll segment", kinds: errorfs.OpOpen, path: ".log", prepare: plain,
+			next: func(t *testing.T) ([]byte, int32) { return testBatch(t, 1, 2000, "next"), 0 }},
+		{name: "roll producer snapshot", kinds: errorfs.OpOpen, path: ".snapshot", prepare: plain,
+			next: func(t *testing.T) ([]byte, int32) { return testBatch(t, 1, 2000, "next"), 0 }},
+		{name: "leader epoch checkpoint", kinds: errorfs.OpOpen, path: LeaderEpochCheckpointFile, prepare: plain,
+			next: func(t *testing.T) ([]byte, int32) { return testBatch(t, 1, 2000, "next"), 1 }},
+		{name: "txnindex", kinds: errorfs.OpOpen, path: txnIndexSuffix,
+			prepare: func(t *testing.T, l *Log, a *appended) {
+				t.Helper()
+				b := pidBatch(t, 7, 0, 0, 1, true)
+				if _, err := l.Append(b, 0); err != nil {
+					t.Fatal(err)
+				}
+				a.batches = append(a.batches, b)
+			},
+			next: func(t *testing.T) ([]byte, int32) { return markerBatch(t, 7, 0, 0, false), 0 }},
+		{name: "offset index", kinds: errorfs.OpOpen, path: indexSuffix, prepare: plain, skipped: true,
+			next: func(t *testing.T) ([]byte, int32) { return testBatch(t, 1, 2000, "next"), 0 }},
+	}
+}
+
+// faultLog opens a Manager on dir through fault and creates a log whose
+// second batch rolls (segment.bytes 100) or, for the offset index case,
+// gets an index entry (index.interval.bytes 1).
+func faultLog(t *testing.T, dir string, fault errorfs.Injector, c appendFault) (*Manager, *Log) {
+	t.Helper()
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, FS: errorfs.Wrap(vfs.Default, fault), RollCheckInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	cfg := Config{SegmentBytes: 100}
+	if c.path == indexSuffix || c.path == txnIndexSuffix || c.path == LeaderEpochCheckpointFile {
+		cfg = Config{IndexIntervalBytes: 1}
+	}
+	l, err := m.Create(TopicPartition{"a", 0}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, l
+}
+
+// TestAppendOutOfResources: an append (or its roll) that cannot open or
+// write a file beside the segment for want of descriptors (EMFILE,
+// ENFILE) or space (ENOSPC) is refused whole with ErrResourceExhausted:
+// the log end, the segments, the files on disk, the epoch history and
+// the aborted transactions are as before, the dir stays online, and the
+// same append succeeds once the resource returns, and survives a
+// restart. Kafka takes the dir offline on any of these (an IOException
+// to LogDirFailureChannel). A skipped offset index entry does not refuse
+// the append: the index is sparse.
+func TestAppendOutOfResources(t *testing.T) {
+	for _, c := range faultCases() {
+		for _, errno := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOSPC} {
+			kinds := c.kinds
+			if errno == syscall.ENOSPC {
+				kinds = errorfs.OpWrite // a full disk fails writes, not opens
+			}
+			t.Run(c.name+"/"+errno.Error(), func(t *testing.T) {
+				dir := t.TempDir()
+				fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: kinds, PathContains: c.path}, Err: errno}
+				m, l := faultLog(t, dir, fail, c)
+				var a appended
+				c.prepare(t, l, &a)
+				leo, segs := l.LogEndOffset(), len(l.segments())
+				epochs := l.EpochHistory()
+				files := segmentFiles(t, l.Dir(), logSuffix)
+
+				fail.Set(true)
+				b, epoch := c.next(t)
+				_, err := l.Append(b, epoch)
+				fail.Set(false)
+				if fail.Count() == 0 {
+					t.Fatal("the append never reached the failing file")
+				}
+				if len(m.OfflineDirs()) != 0 {
+					t.Fatalf("dir offline after %v: %v", errno, m.OfflineDirs())
+				}
+				if c.skipped {
+					if err != nil {
+						t.Fatalf("append with the index entry failing: %v, want it to skip the entry", err)
+					}
+					a.batches = append(a.batches, b)
+				} else {
+					if !errors.Is(err, ErrResourceExhausted) || !errors.Is(err, errno) {
+						t.Fatalf("append: %v, want ErrResourceExhausted wrapping %v", err, errno)
+					}
+					// A roll that succeeded before the batch's own write
+					// failed (ENOSPC on the new .log) leaves an empty
+					// active segment at the log end: a whole roll.
+					rolled := 0
+					if now := l.segments(); len(now) == segs+1 && now[segs].size.Load() == 0 && now[segs].baseOffset == leo {
+						rolled = 1
+					}
+					if l.LogEndOffset() != leo || len(l.segments()) != segs+rolled {
+						t.Fatalf("refused append changed the log: end %d -> %d, segments %d -> %d", leo, l.LogEndOffset(), segs, len(l.segments()))
+					}
+					if got := segmentFiles(t, l.Dir(), logSuffix); len(got) != len(files)+rolled {
+						t.Fatalf("refused append left segment files %v, had %v", got, files)
+					}
+					if got := l.EpochHistory(); len(got) != len(epochs) {
+						t.Fatalf("refused append changed the epochs: %v -> %v", epochs, got)
+					}
+					if txns, err := l.AbortedTransactions(0, 1<<40); err != nil || len(txns) != 0 {
+						t.Fatalf("refused append left aborted transactions %v (%v)", txns, err)
+					}
+					b, epoch = c.next(t)
+					if _, err := l.Append(b, epoch); err != nil {
+						t.Fatalf("append once the resource is back: %v", err)
+					}
+					a.batches = append(a.batches, b)
+				}
+				if got := readAllLog(t, l); !bytes.Equal(got, a.all()) {
+					t.Fatalf("log holds %d bytes, want the %d appended", len(got), len(a.all()))
+				}
+				if err := m.Close(); err != nil {
+					t.Fatal(err)
+				}
+				m2, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m2.Close()
+				l2 := m2.Get(TopicPartition{"a", 0})
+				if got := readAllLog(t, l2); !bytes.Equal(got, a.all()) {
+					t.Fatalf("after a restart the log holds %d bytes, want the %d appended", len(got), len(a.all()))
+				}
+				if c.path == txnIndexSuffix {
+					if txns, err := l2.AbortedTransactions(0, 1<<40); err != nil || len(txns) != 1 {
+						t.Fatalf("after a restart: aborted transactions %v (%v), want one", txns, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestAppendIOErrorOffline: an I/O error (EIO) writing any file of an
+// append takes the log dir offline, as Kafka's append does (an
+// IOException to LogDirFailureChannel): the append fails with
+// ErrOffline and so does the next. Before, a failed index entry, producer
+// snapshot, leader-epoch checkpoint or .txnindex entry was only logged.
+func TestAppendIOErrorOffline(t *testing.T) {
+	for _, c := range faultCases() {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpWrite, PathContains: c.path}, Err: syscall.EIO}
+			m, l := faultLog(t, dir, fail, c)
+			var a appended
+			c.prepare(t, l, &a)
+			fail.Set(true)
+			b, epoch := c.next(t)
+			_, err := l.Append(b, epoch)
+			fail.Set(false)
+			if !errors.Is(err, ErrOffline) {
+				t.Fatalf("append with %s writes failing: %v, want ErrOffline", c.path, err)
+			}
+			if _, ok := m.OfflineDirs()[dir]; !ok {
+				t.Fatalf("offline dirs %v, want %s", m.OfflineDirs(), dir)
+			}
+			b, epoch = c.next(t)
+			if _, err := l.Append(b, epoch); !errors.Is(err, ErrOffline) {
+				t.Fatalf("next append: %v, want ErrOffline", err)
+			}
+		})
+	}
+}
+
+// TestTruncateEpochCheckpointOutOfDescriptors: a truncation whose
+// leader-epoch checkpoint cannot be replaced for want of descriptors
+// leaves the file with an epoch past the new log end; the next append,
+// in an older epoch, replaces it, so that after a restart the history
+// does not claim the newer epoch starts inside the log.
+func TestTruncateEpochCheckpointOutOfDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpOpen, PathContains: LeaderEpochCheckpointFile}, Err: syscall.EMFILE}
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, FS: errorfs.Wrap(vfs.Default, fail), RollCheckInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { m.Close() }()
+	l, err := m.Create(TopicPartition{"a", 0}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, epoch := range []int32{3, 3, 5} {
+		if _, err := l.AppendAsFollower(withEpoch(t, int64(i), epoch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail.Set(true)
+	if err := l.Truncate(2); err != nil {
+		t.Fatalf("truncate: %v", err)
+	}
+	fail.Set(false)
+	if len(m.OfflineDirs()) != 0 {
+		t.Fatalf("dir offline: %v", m.OfflineDirs())
+	}
+	// The leader wrote offsets 2 and 3 in epoch 3.
+	for i := int64(2); i < 4; i++ {
+		if _, err := l.AppendAsFollower(withEpoch(t, i, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m, err = OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Get(TopicPartition{"a", 0}).EpochHistory(); len(got) != 1 || got[0] != (EpochEntry{3, 0}) {
+		t.Fatalf("epoch history after a restart: %v, want [{3 0}]", got)
+	}
+}
+
+// withEpoch is a one-record batch at offset with partition leader epoch
+// epoch, as a follower receives it.
+func withEpoch(t *testing.T, offset int64, epoch int32) []byte {
+	t.Helper()
+	b := testBatch(t, 1, 1000+offset, "f")
+	record.SetBaseOffset(b, offset)
+	record.SetPartitionLeaderEpoch(b, epoch)
+	return b
+}
