@@ -52,15 +52,15 @@ type Log struct {
 	closed         atomic.Bool // files closed; reads give ErrClosed
 
 	// Flushes (flush.go).
-	gate        flushGate                             // one flush at a time; waiters share the next one
-	flushFailed atomic.Pointer[error]                 // the first I/O failure (fsync, write, roll, or its log dir offline): the log takes no more writes
-	ioFailed    atomic.Pointer[func(error)]           // set by a Manager: takes the log dir offline
-	dirOffline  atomic.Pointer[atomic.Pointer[error]] // set by a Manager: its log dir's offline error
-	lastFlush   atomic.Int64                          // time.Now() of the last flush that synced, Unix ns; zero: none yet
-	flushes     atomic.Int64                          // flushes that synced files (each a few fsyncs), for tests and benchmarks
-	dirtied     atomic.Pointer[func(due time.Time)]   // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
-	flushHook   func() error                          // tests: runs before a flush's fsyncs; an error fails the flush
-	lastSkipWarn atomic.Int64                         // time.Now() of the last warnSkipped log line, Unix ns
+	gate         flushGate                             // one flush at a time; waiters share the next one
+	flushFailed  atomic.Pointer[error]                 // the first I/O failure (fsync, write, roll, or its log dir offline): the log takes no more writes
+	ioFailed     atomic.Pointer[func(error)]           // set by a Manager: takes the log dir offline
+	dirOffline   atomic.Pointer[atomic.Pointer[error]] // set by a Manager: its log dir's offline error
+	lastFlush    atomic.Int64                          // time.Now() of the last flush that synced, Unix ns; zero: none yet
+	flushes      atomic.Int64                          // flushes that synced files (each a few fsyncs), for tests and benchmarks
+	dirtied      atomic.Pointer[func(due time.Time)]   // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
+	flushHook    func() error                          // tests: runs before a flush's fsyncs; an error fails the flush
+	lastSkipWarn atomic.Int64                          // time.Now() of the last warnSkipped log line, Unix ns
 
 	mu             sync.Mutex // guards the fields below; serializes writes
 	cfg            Config
