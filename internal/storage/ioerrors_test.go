@@ -3,8 +3,11 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/storage/vfs"
@@ -264,4 +267,122 @@ func withEpoch(t *testing.T, offset int64, epoch int32) []byte {
 	record.SetBaseOffset(b, offset)
 	record.SetPartitionLeaderEpoch(b, epoch)
 	return b
+}
+
+// TestCleanerIOError: the log cleaner as Kafka's LogCleaner.cleanLog:
+// an I/O error (EIO) writing the cleaned segment takes the log's dir
+// offline (it was logged and the log marked uncleanable); a lack of
+// space (ENOSPC) leaves the dir online and the log as it was, without
+// .cleaned files, and the cleaning is tried again after
+// log.cleaner.backoff.ms (an hour here, in a synctest bubble) and
+// succeeds once space is back (it was marked uncleanable until restart).
+func TestCleanerIOError(t *testing.T) {
+	for _, tc := range []struct {
+		err     error
+		offline bool
+	}{{syscall.EIO, true}, {syscall.ENOSPC, false}} {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dir := t.TempDir()
+				fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpWrite, PathContains: cleanedSuffix}, Err: tc.err}
+				fail.Set(true)
+				m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, FS: errorfs.Wrap(vfs.Default, fail),
+					Cleaner: CleanerOptions{Backoff: time.Hour}, RollCheckInterval: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				tp := TopicPartition{Topic: "c", Partition: 0}
+				cfg := compactCleanup()
+				cfg.MinCleanableDirtyRatio = 0
+				l, err := m.Create(tp, Config{SegmentBytes: 500, Cleanup: cfg})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.SetBounds(func() (int64, int64) { return l.LogEndOffset(), l.LogEndOffset() })
+				clock := &fakeClock{t: time.Now()}
+				writeDups(t, l, clock, rand.New(rand.NewPCG(9, 9)), 200, 10, record.CodecNone)
+				limit := activeBase(l)
+				// The cleaner runs when kicked (its backoff is an hour).
+				m.KickCleaner()
+				synctest.Wait()
+				if fail.Count() == 0 {
+					t.Fatal("the cleaner wrote no cleaned segment")
+				}
+				if _, off := m.OfflineDirs()[dir]; off != tc.offline {
+					t.Fatalf("after %v cleaning: dir offline %v, want %v", tc.err, off, tc.offline)
+				}
+				if tc.offline {
+					return
+				}
+				if got := segmentFiles(t, l.Dir(), cleanedSuffix); len(got) != 0 {
+					t.Fatalf("cleaned files left: %v", got)
+				}
+				want := latest(readRecords(t, l), limit)
+				fail.Set(false)
+				time.Sleep(time.Hour)
+				synctest.Wait()
+				if l.CleanerCheckpoint() != limit {
+					t.Fatalf("cleaner checkpoint %d once space is back, want %d", l.CleanerCheckpoint(), limit)
+				}
+				checkCompacted(t, l, limit, want)
+			})
+		})
+	}
+}
+
+// TestFlushAndReadOutOfDescriptors: a flush that cannot open a file to
+// fsync (the partition directory, a segment the FileCache closed) and a
+// read that cannot reopen a segment file, for want of descriptors, fail
+// with ErrResourceExhausted and leave the log and its dir as they were:
+// no fsync failed and no byte was lost, so the next flush and read
+// succeed. Both took the dir offline.
+func TestFlushAndReadOutOfDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpOpen, PathContains: "a-0"}, Err: syscall.EMFILE}
+	// One descriptor kept while idle: writing b's segment closes a's.
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, FS: errorfs.Wrap(vfs.Default, fail), OpenFilesMax: 1, RollCheckInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	a, err := m.Create(TopicPartition{"a", 0}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Create(TopicPartition{"b", 0}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := testBatch(t, 3, 1000, "x")
+	if _, err := a.Append(batch, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(testBatch(t, 1, 1000, "y"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fail.Set(true)
+	if err := a.Flush(); !errors.Is(err, ErrResourceExhausted) || !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("flush out of descriptors: %v, want ErrResourceExhausted wrapping EMFILE", err)
+	}
+	if a.RecoveryPoint() != 0 {
+		t.Fatalf("recovery point %d after a flush that synced nothing", a.RecoveryPoint())
+	}
+	if _, err := a.Read(0, 1<<20, 1<<40, true); !errors.Is(err, ErrResourceExhausted) {
+		t.Fatalf("read out of descriptors: %v, want ErrResourceExhausted", err)
+	}
+	fail.Set(false)
+	if len(m.OfflineDirs()) != 0 {
+		t.Fatalf("dir offline: %v", m.OfflineDirs())
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatalf("flush once descriptors are back: %v", err)
+	}
+	if a.RecoveryPoint() != 3 {
+		t.Fatalf("recovery point %d, want 3", a.RecoveryPoint())
+	}
+	res, err := a.Read(0, 1<<20, 1<<40, true)
+	if err != nil || !bytes.Equal(res.Records, batch) {
+		t.Fatalf("read once descriptors are back: %d bytes, %v", len(res.Records), err)
+	}
 }
