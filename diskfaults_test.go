@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
@@ -798,5 +799,45 @@ func TestMetadataLogFullHalts(t *testing.T) {
 	}
 	if err := c.Node(victim).HaltError(); err == nil || !strings.Contains(err.Error(), "metadata quorum voter stopped") {
 		t.Fatalf("HaltError %v, want the voter's", err)
+	}
+}
+
+// TestQuorumStateWriteHalts: the raft quorum-state file goes through the
+// node's vfs.FS (it was written with package os, out of the faults'
+// reach): a voter whose quorum-state cannot be written (EIO) halts, as
+// one whose metadata log cannot be (TestMetadataLogFullHalts), since
+// raft must not send a vote or entries it did not persist. The active
+// controller is stopped, so that the election's new term makes the
+// victim, another voter, write it.
+func TestQuorumStateWriteHalts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	fails := map[int32]*errorfs.Toggle{}
+	c, _, _ := startReplicatedTopic(t, ctx, "qsfail", 1, nil, samsa.ClusterConfig{FS: func(id int32) vfs.FS {
+		mu.Lock()
+		defer mu.Unlock()
+		fails[id] = &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpWrite | errorfs.OpSync, PathContains: quorum.StateFile}}
+		return errorfs.Wrap(vfs.Default, fails[id])
+	}})
+	active := c.ActiveController()
+	if active < 0 {
+		t.Fatal("no active controller")
+	}
+	victim := active%3 + 1
+	mu.Lock()
+	fail := fails[victim]
+	mu.Unlock()
+	fail.Set(true)
+	if err := c.StopNode(active); err != nil {
+		t.Logf("stop %d: %v", active, err)
+	}
+	select {
+	case <-c.Node(victim).Halted():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("voter %d did not halt: %d quorum-state writes failed", victim, fail.Count())
+	}
+	if err := c.Node(victim).HaltError(); err == nil || !strings.Contains(err.Error(), "metadata quorum voter stopped") || !strings.Contains(err.Error(), quorum.StateFile) {
+		t.Fatalf("HaltError %v, want the voter's, naming %s", err, quorum.StateFile)
 	}
 }
