@@ -292,6 +292,9 @@ func TestCleanerIOError(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer m.Close()
+				// The cleaner's first pass (no logs yet) ends; it then
+				// sleeps until kicked.
+				synctest.Wait()
 				tp := TopicPartition{Topic: "c", Partition: 0}
 				cfg := compactCleanup()
 				cfg.MinCleanableDirtyRatio = 0
