@@ -3,7 +3,11 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -388,4 +392,91 @@ func TestFlushAndReadOutOfDescriptors(t *testing.T) {
 	if err != nil || !bytes.Equal(res.Records, batch) {
 		t.Fatalf("read once descriptors are back: %d bytes, %v", len(res.Records), err)
 	}
+}
+
+// TestAppendRealDescriptorExhaustion: descriptors really exhausted, in a
+// child process whose RLIMIT_NOFILE is lowered (the way idle client
+// connections exhaust a broker's): an append whose roll needs a new
+// segment file is refused with ErrResourceExhausted wrapping EMFILE, the
+// log dir stays online, and once descriptors are free again the same
+// append succeeds.
+func TestAppendRealDescriptorExhaustion(t *testing.T) {
+	if dir := os.Getenv("SAMSA_TEST_EMFILE_DIR"); dir != "" {
+		if err := exhaustAndAppend(dir); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("ok")
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAppendRealDescriptorExhaustion$")
+	cmd.Env = append(os.Environ(), "SAMSA_TEST_EMFILE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+// exhaustAndAppend is TestAppendRealDescriptorExhaustion's child.
+func exhaustAndAppend(dir string) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	lim.Cur = min(lim.Cur, 256)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, RollCheckInterval: -1})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	l, err := m.Create(TopicPartition{"a", 0}, Config{SegmentBytes: 100})
+	if err != nil {
+		return err
+	}
+	build := func(tag string) []byte {
+		b, err := record.Build(record.Spec{BaseTimestamp: 1000, ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence},
+			[]record.Record{{Key: []byte("k"), Value: []byte(tag)}})
+		if err != nil {
+			panic(err)
+		}
+		return b
+	}
+	if _, err := l.Append(build("first"), 0); err != nil {
+		return err
+	}
+	// Take every descriptor left, as idle connections would.
+	var held []*os.File
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) {
+				return err
+			}
+			break
+		}
+		held = append(held, f)
+	}
+	_, err = l.Append(build("refused"), 0)
+	if !errors.Is(err, ErrResourceExhausted) || !errors.Is(err, syscall.EMFILE) {
+		return fmt.Errorf("append out of descriptors: %v, want ErrResourceExhausted wrapping EMFILE", err)
+	}
+	if len(m.OfflineDirs()) != 0 {
+		return fmt.Errorf("dir offline: %v", m.OfflineDirs())
+	}
+	if l.LogEndOffset() != 1 || len(l.segments()) != 1 {
+		return fmt.Errorf("refused append changed the log: end %d, %d segments", l.LogEndOffset(), len(l.segments()))
+	}
+	for _, f := range held {
+		f.Close()
+	}
+	if _, err := l.Append(build("again"), 0); err != nil {
+		return fmt.Errorf("append with descriptors back: %w", err)
+	}
+	if l.LogEndOffset() != 2 {
+		return fmt.Errorf("log end %d, want 2", l.LogEndOffset())
+	}
+	return nil
 }
