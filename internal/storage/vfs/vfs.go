@@ -156,6 +156,16 @@ func (osFS) Lock(name string) (io.Closer, error) {
 			break
 		}
 	}
+	if err == unix.EINVAL {
+		// A kernel before 3.15 has no OFD locks: flock(2) is also per
+		// open file, but does not see a Kafka broker's lock.
+		for {
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			if err != unix.EINTR {
+				break
+			}
+		}
+	}
 	if err != nil {
 		defer f.Close()
 		if err != unix.EAGAIN && err != unix.EACCES {
