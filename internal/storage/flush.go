@@ -128,7 +128,9 @@ func (l *Log) flusher() {
 // Flush fsyncs every segment up to the log end offset and the directory
 // when files were created or removed, then raises the recovery point to
 // that offset. It waits for a flush already running. Errors: ErrClosed,
-// ErrFlushFailed. Safe for concurrent use.
+// ErrFlushFailed, ErrOffline; ErrResourceExhausted when a file to fsync
+// could not be opened (nothing failed: the next flush tries again). Safe
+// for concurrent use.
 func (l *Log) Flush() error {
 	l.gate.enter()
 	defer l.gate.exit()
@@ -141,7 +143,10 @@ func (l *Log) Flush() error {
 // of flush.go): a flush already running is waited for, and when it did
 // not cover offset one caller flushes everything appended by then for all
 // of them. Errors: ErrClosed, ErrFlushFailed (then or earlier: the records
-// are in the log but not known to be on disk). Safe for concurrent use.
+// are in the log but not known to be on disk), ErrOffline,
+// ErrResourceExhausted (no descriptor to open a file to fsync with; the
+// records are in the log, not known to be on disk yet). Safe for
+// concurrent use.
 func (l *Log) FlushTo(offset int64) error {
 	for {
 		if l.recoveryPoint.Load() >= offset {

@@ -185,7 +185,10 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 // modified), rolls segments as Config asks, and adds index entries.
 // Returns the offsets assigned. Errors: ErrClosed, record.ErrCorrupt or
 // record.ErrTruncated (wrapped) when batches is not whole batches,
-// ErrRecordSetTooLarge, ErrFlushFailed, or an I/O error. When
+// ErrRecordSetTooLarge, ErrFlushFailed; ErrResourceExhausted when the
+// disk is full or the process out of descriptors (nothing was written:
+// the log is as before and may take the same append later); ErrOffline
+// when any other I/O error took the log's dir offline. When
 // FlushIntervalMessages is reached Append returns after an fsync that
 // covers the batches, shared with concurrent appends (see FlushTo); an
 // error then means the batches are in the log but not known to be on disk.
@@ -429,7 +432,7 @@ func (l *Log) MaybeRoll() error {
 	}
 	s, err := l.activeLocked()
 	if err != nil {
-		return err
+		return l.ioError(err)
 	}
 	now := l.now()
 	if s.size.Load() == 0 || l.timeWaitedLocked(s, now.UnixMilli(), now) <= l.cfg.maxSegmentAge() {
