@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -382,6 +383,50 @@ func TestDiskFull(t *testing.T) {
 	disk.SetFree(1 << 40)
 	want = append(want, produceOK(t, cl, "full", "after", 20)...)
 	got := readAll(t, n.Addr(), "full")[0]
+	if len(got) != len(want) {
+		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
+	}
+	for o, v := range want {
+		if got[int64(o)] != v {
+			t.Fatalf("offset %d: %q, want %q", o, got[int64(o)], v)
+		}
+	}
+}
+
+// TestOutOfDescriptors: a node whose process is out of descriptors
+// (EMFILE opening the partition's files: a segment roll, its producer
+// snapshot, an index) answers KAFKA_STORAGE_ERROR, keeps its log dir
+// online and does not halt (Kafka takes the dir offline and halts);
+// once descriptors are back it takes the same records, and a consumer
+// reads exactly the acknowledged ones.
+func TestOutOfDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpOpen, PathContains: "nofd-0"}, Err: syscall.EMFILE}
+	n := startConfig(t, samsa.Config{Dir: dir, FS: errorfs.Wrap(vfs.Default, fail), HTTPListener: "127.0.0.1:0"})
+	cl := newClient(t, n)
+	// Small segments: every produce below rolls.
+	createTopic(t, cl, "nofd", 1, map[string]*string{"segment.bytes": kmsg.StringPtr("100")})
+	want := produceOK(t, cl, "nofd", "before", 5)
+	fail.Set(true)
+	for i := range 3 {
+		if c := produceOneCode(t, cl, "nofd", fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
+			t.Fatalf("produce out of descriptors: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+		}
+	}
+	if fail.Count() == 0 {
+		t.Fatal("no open refused")
+	}
+	fail.Set(false)
+	if v := scrapeGauge(t, n.HTTPAddr(), "kafka_log_logmanager_offlinelogdirectorycount"); v != "0" {
+		t.Fatalf("offline log dirs: %q, want 0", v)
+	}
+	select {
+	case <-n.Halted():
+		t.Fatalf("the node halted: %v", n.HaltError())
+	default:
+	}
+	want = append(want, produceOK(t, cl, "nofd", "after", 5)...)
+	got := readAll(t, n.Addr(), "nofd")[0]
 	if len(got) != len(want) {
 		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
 	}

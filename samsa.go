@@ -93,9 +93,9 @@ type Node struct {
 	noControlledShutdown atomic.Bool
 	// halted is closed once every log dir is offline (haltOnce); the
 	// node then closes itself once startNode has returned (startDone).
-	halted    chan struct{}
-	haltOnce  sync.Once
-	haltErr   error // why, set before halted is closed
+	halted   chan struct{}
+	haltOnce sync.Once
+	haltErr  error // why, set before halted is closed
 	// haltDone is closed when halt's goroutine, if any (haltStarted),
 	// has closed the node; Close waits for it, and haltCancel stops its
 	// wait for the controller's answer.
@@ -103,9 +103,9 @@ type Node struct {
 	haltStarted atomic.Bool
 	haltCancel  atomic.Pointer[context.CancelFunc]
 	startDone   chan struct{}
-	closeMu   sync.Mutex
-	closed    bool
-	closeErr  error
+	closeMu     sync.Mutex
+	closed      bool
+	closeErr    error
 }
 
 // Halted is closed once an I/O error has taken every log dir of the node
