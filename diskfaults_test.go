@@ -382,7 +382,14 @@ func TestDiskFull(t *testing.T) {
 	}
 	disk.SetFree(1 << 40)
 	want = append(want, produceOK(t, cl, "full", "after", 20)...)
-	got := readAll(t, n.Addr(), "full")[0]
+	checkReadBack(t, n, "full", want)
+}
+
+// checkReadBack reads partition 0 of topic from its start and fails
+// unless it holds exactly want, value by offset.
+func checkReadBack(t *testing.T, n *samsa.Node, topic string, want []string) {
+	t.Helper()
+	got := readAll(t, n.Addr(), topic)[0]
 	if len(got) != len(want) {
 		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
 	}
@@ -426,15 +433,7 @@ func TestOutOfDescriptors(t *testing.T) {
 	default:
 	}
 	want = append(want, produceOK(t, cl, "nofd", "after", 5)...)
-	got := readAll(t, n.Addr(), "nofd")[0]
-	if len(got) != len(want) {
-		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
-	}
-	for o, v := range want {
-		if got[int64(o)] != v {
-			t.Fatalf("offset %d: %q, want %q", o, got[int64(o)], v)
-		}
-	}
+	checkReadBack(t, n, "nofd", want)
 }
 
 // TestFsyncFailure: an fsync that fails (flush.messages=1, so appends wait

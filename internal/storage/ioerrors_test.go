@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
@@ -82,10 +81,7 @@ func faultLog(t *testing.T, dir string, fault errorfs.Injector, c appendFault) (
 	if c.path == indexSuffix || c.path == txnIndexSuffix || c.path == LeaderEpochCheckpointFile {
 		cfg = Config{IndexIntervalBytes: 1}
 	}
-	l, err := m.Create(TopicPartition{"a", 0}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustCreate(t, m, "a", cfg)
 	return m, l
 }
 
@@ -228,10 +224,7 @@ func TestTruncateEpochCheckpointOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { m.Close() }()
-	l, err := m.Create(TopicPartition{"a", 0}, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := mustCreate(t, m, "a", Config{})
 	for i, epoch := range []int32{3, 3, 5} {
 		if _, err := l.AppendAsFollower(withEpoch(t, int64(i), epoch)); err != nil {
 			t.Fatal(err)
@@ -299,17 +292,7 @@ func TestCleanerIOError(t *testing.T) {
 				// The cleaner's first pass (no logs yet) ends; it then
 				// sleeps until kicked.
 				synctest.Wait()
-				tp := TopicPartition{Topic: "c", Partition: 0}
-				cfg := compactCleanup()
-				cfg.MinCleanableDirtyRatio = 0
-				l, err := m.Create(tp, Config{SegmentBytes: 500, Cleanup: cfg})
-				if err != nil {
-					t.Fatal(err)
-				}
-				l.SetBounds(func() (int64, int64) { return l.LogEndOffset(), l.LogEndOffset() })
-				clock := &fakeClock{t: time.Now()}
-				writeDups(t, l, clock, rand.New(rand.NewPCG(9, 9)), 200, 10, record.CodecNone)
-				limit := activeBase(l)
+				l, limit := managedDups(t, m, TopicPartition{Topic: "c", Partition: 0})
 				// The cleaner runs when kicked (its backoff is an hour).
 				m.KickCleaner()
 				synctest.Wait()
@@ -353,14 +336,8 @@ func TestFlushAndReadOutOfDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	a, err := m.Create(TopicPartition{"a", 0}, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := m.Create(TopicPartition{"b", 0}, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustCreate(t, m, "a", Config{})
+	b := mustCreate(t, m, "b", Config{})
 	batch := testBatch(t, 3, 1000, "x")
 	if _, err := a.Append(batch, 0); err != nil {
 		t.Fatal(err)

@@ -45,14 +45,8 @@ func TestLogDirOffline(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			a, err := m.Create(TopicPartition{"a", 0}, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := m.Create(TopicPartition{"b", 0}, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := mustCreate(t, m, "a", Config{})
+			b := mustCreate(t, m, "b", Config{})
 			if err := m.Checkpoint(); err != nil {
 				t.Fatal(err)
 			}
