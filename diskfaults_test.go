@@ -494,31 +494,48 @@ func TestLogDirOffline(t *testing.T) {
 	// Two partitions: the log dir holding fewer logs takes each, so
 	// one is in each dir.
 	createTopic(t, cl, "twodirs", 2, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
-	inBad := int32(-1)
-	for p := range int32(2) {
-		if _, err := os.Stat(filepath.Join(bad, fmt.Sprintf("twodirs-%d", p))); err == nil {
-			inBad = p
-		}
-	}
-	if inBad < 0 {
-		t.Fatal("no partition in the failing log dir")
-	}
-	fail.Set(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "twodirs"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = inBad, validBatch("lost")
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("produce: %v", err)
+	// CreateTopics returns once the controller committed the topic; the
+	// broker hosts its partitions when it applies that record, a moment
+	// later (a fast run saw no partition dir yet, or was answered
+	// NOT_LEADER_OR_FOLLOWER): wait until one is in each dir and the one
+	// in the failing dir takes a record.
+	inBad := int32(-1)
+	waitFor(t, 10*time.Second, "a partition of twodirs in each log dir", func() bool {
+		inBad = -1
+		hosted := 0
+		for p := range int32(2) {
+			for _, d := range []string{bad, good} {
+				if _, err := os.Stat(filepath.Join(d, fmt.Sprintf("twodirs-%d", p))); err == nil {
+					hosted++
+					if d == bad {
+						inBad = p
+					}
+				}
+			}
+		}
+		return hosted == 2 && inBad >= 0
+	})
+	produce := func(value string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "twodirs"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = inBad, validBatch(value)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
 	}
-	if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.KafkaStorageError.Code {
+	waitFor(t, 10*time.Second, "the partition in the failing dir takes writes", func() bool { return produce("ready") == 0 })
+	fail.Set(true)
+	if c := produce("lost"); c != kerr.KafkaStorageError.Code {
 		t.Fatalf("produce to the failing dir: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
 	}
 	if v := scrapeGauge(t, n.HTTPAddr(), "kafka_log_logmanager_offlinelogdirectorycount"); v != "1" {
