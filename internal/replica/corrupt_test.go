@@ -292,3 +292,53 @@ func BenchmarkFollowerCRC(b *testing.B) {
 		b.ReportMetric(100*float64(crc)/float64(crc+app), "crc-%")
 	})
 }
+
+// FuzzCheckFetchedBatches: fetched bytes never panic the check; bytes it
+// takes are whole batches with good CRCs, and any byte of them changed
+// from a batch's CRC field on (the CRC and what it covers) is refused.
+func FuzzCheckFetchedBatches(f *testing.F) {
+	var good []byte
+	for _, base := range []int64{0, 3} {
+		b, err := record.Build(record.Spec{BaseOffset: base, ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch,
+			BaseSequence: record.NoSequence, BaseTimestamp: 1}, []record.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: []byte("b")}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		good = append(good, b...)
+	}
+	f.Add(good, uint(30), byte(1))
+	f.Add(good[:40], uint(0), byte(0x80))
+	f.Add([]byte{}, uint(0), byte(1))
+	f.Fuzz(func(t *testing.T, b []byte, at uint, flip byte) {
+		if checkFetchedBatches(b) != nil || len(b) == 0 || flip == 0 {
+			return
+		}
+		var starts []int // where each batch starts
+		pos := 0
+		if _, err := record.Batches(b, func(bb []byte, _ record.Header) error {
+			if !record.CRCValid(bb) {
+				t.Fatal("a batch with a bad CRC was taken")
+			}
+			starts = append(starts, pos)
+			pos += len(bb)
+			return nil
+		}); err != nil {
+			t.Fatalf("taken bytes are not whole batches: %v", err)
+		}
+		i := int(at % uint(len(b)))
+		start := 0
+		for _, s := range starts {
+			if s <= i {
+				start = s
+			}
+		}
+		if i-start < 17 { // base offset, length, leader epoch, magic: not covered
+			return
+		}
+		bad := bytes.Clone(b)
+		bad[i] ^= flip
+		if checkFetchedBatches(bad) == nil {
+			t.Fatalf("byte %d (%d into its batch) changed and taken", i, i-start)
+		}
+	})
+}
