@@ -302,9 +302,9 @@ func TestPowerLossDefaultFlush(t *testing.T) {
 	produceN(t, newClient(t, n), "unsynced", 10)
 }
 
-// produceCode sends one record to topic/partition 0 with acks=all and
+// produceOneCode sends one record to topic/partition with acks=all and
 // returns the partition's error code.
-func produceOneCode(t *testing.T, cl *kgo.Client, topic string, value string) int16 {
+func produceOneCode(t *testing.T, cl *kgo.Client, topic string, partition int32, value string) int16 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -314,7 +314,7 @@ func produceOneCode(t *testing.T, cl *kgo.Client, topic string, value string) in
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = validBatch(value)
+	rp.Partition, rp.Records = partition, validBatch(value)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
@@ -331,7 +331,7 @@ func produceOK(t *testing.T, cl *kgo.Client, topic, prefix string, n int) []stri
 	var vs []string
 	for i := range n {
 		v := fmt.Sprintf("%s-%d", prefix, i)
-		if c := produceOneCode(t, cl, topic, v); c != 0 {
+		if c := produceOneCode(t, cl, topic, 0, v); c != 0 {
 			t.Fatalf("produce %s: %v", v, kerr.ErrorForCode(c))
 		}
 		vs = append(vs, v)
@@ -370,7 +370,7 @@ func TestDiskFull(t *testing.T) {
 	before := size()
 	disk.SetFree(30) // less than a batch: the next write is cut short
 	for i := range 3 {
-		if c := produceOneCode(t, cl, "full", fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
+		if c := produceOneCode(t, cl, "full", 0, fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
 			t.Fatalf("produce to a full disk: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
 		}
 	}
@@ -416,7 +416,7 @@ func TestOutOfDescriptors(t *testing.T) {
 	want := produceOK(t, cl, "nofd", "before", 5)
 	fail.Set(true)
 	for i := range 3 {
-		if c := produceOneCode(t, cl, "nofd", fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
+		if c := produceOneCode(t, cl, "nofd", 0, fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
 			t.Fatalf("produce out of descriptors: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
 		}
 	}
@@ -451,7 +451,7 @@ func TestFsyncFailure(t *testing.T) {
 	createTopic(t, cl, "sync", 1, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
 	want := produceOK(t, cl, "sync", "ok", 10)
 	fail.Set(true)
-	if c := produceOneCode(t, cl, "sync", "unsynced"); c != kerr.KafkaStorageError.Code {
+	if c := produceOneCode(t, cl, "sync", 0, "unsynced"); c != kerr.KafkaStorageError.Code {
 		t.Fatalf("produce with fsync failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
 	}
 	if fail.Count() == 0 {
@@ -471,7 +471,7 @@ func TestFsyncFailure(t *testing.T) {
 			t.Fatalf("offset %d: %q, want acknowledged %q", o, got[int64(o)], v)
 		}
 	}
-	if c := produceOneCode(t, newClient(t, n), "sync", "restarted"); c != 0 {
+	if c := produceOneCode(t, newClient(t, n), "sync", 0, "restarted"); c != 0 {
 		t.Fatalf("produce after restart: %v", kerr.ErrorForCode(c))
 	}
 }
@@ -517,22 +517,7 @@ func TestLogDirOffline(t *testing.T) {
 		}
 		return hosted == 2 && inBad >= 0
 	})
-	produce := func(value string) int16 {
-		t.Helper()
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "twodirs"
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = inBad, validBatch(value)
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatalf("produce: %v", err)
-		}
-		return resp.Topics[0].Partitions[0].ErrorCode
-	}
+	produce := func(value string) int16 { return produceOneCode(t, cl, "twodirs", inBad, value) }
 	waitFor(t, 10*time.Second, "the partition in the failing dir takes writes", func() bool { return produce("ready") == 0 })
 	fail.Set(true)
 	if c := produce("lost"); c != kerr.KafkaStorageError.Code {
