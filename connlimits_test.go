@@ -15,7 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 
+	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/proctest"
+	"github.com/samsahq/samsa/internal/testutil"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -225,4 +227,72 @@ func apiVersions(c net.Conn, timeout time.Duration) error {
 	c.SetReadDeadline(time.Now().Add(timeout))
 	_, err := wire.ReadFrame(c, nil, 1<<20)
 	return err
+}
+
+// TestConnectionLimitsPerIPCountsPeers: max.connections.per.ip counts
+// every connection from an address on the broker listeners, those of the
+// other brokers included, as Kafka's ConnectionQuotas.inc does (one count
+// per InetAddress over the socket server's listeners, no exemption for
+// the inter-broker listener). On one host every node connects from
+// 127.0.0.1, so a client of the leader of a partition that two followers
+// replicate gets the limit less their two fetch connections (the 48 of 50
+// seen in a review), and a client of a follower gets the whole limit. The
+// node's own connections do not count: it reaches its own partitions
+// without the network, and its controller connections go to the
+// controller listeners, counted apart.
+func TestConnectionLimitsPerIPCountsPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const limit = 6
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: t.TempDir(), HTTPListeners: true,
+		Properties: map[string]string{"max.connections.per.ip": strconv.Itoa(limit)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	createAssigned(t, ctx, cl, "peers", []int32{1, 2, 3}, nil) // led by 1, fetched by 2 and 3
+	// Acknowledged by all three: both followers have fetched from node 1.
+	testutil.WaitFor(t, 30*time.Second, "a record acknowledged by every replica", func() bool {
+		return cl.ProduceSync(ctx, &kgo.Record{Topic: "peers", Value: []byte("v")}).FirstErr() == nil
+	})
+	cl.Close()
+	conns := `kafka_server_socket_server_metrics_connection_count{listener="PLAINTEXT"}`
+	testutil.WaitFor(t, 30*time.Second, "node 1's connections to be the two followers' and node 2's none", func() bool {
+		return scrapeGauge(t, c.HTTPAddr(1), conns) == "2" && scrapeGauge(t, c.HTTPAddr(2), conns) == "0"
+	})
+	for _, tc := range []struct {
+		node int32
+		want int
+	}{{1, limit - 2}, {2, limit}} {
+		if got := admitted(t, c.Node(tc.node).Addr(), limit+1); got != tc.want {
+			t.Errorf("node %d admitted %d connections from 127.0.0.1 at max.connections.per.ip=%d, want %d", tc.node, got, limit, tc.want)
+		}
+	}
+}
+
+// admitted opens connections to addr, at most up to, until one is not
+// served, and returns how many were; it closes them all.
+func admitted(t *testing.T, addr string, upTo int) int {
+	t.Helper()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range upTo {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if apiVersions(c, 5*time.Second) != nil {
+			return len(conns) - 1
+		}
+	}
+	return len(conns)
 }

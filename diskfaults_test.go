@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/quorum"
 	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
@@ -300,9 +302,9 @@ func TestPowerLossDefaultFlush(t *testing.T) {
 	produceN(t, newClient(t, n), "unsynced", 10)
 }
 
-// produceCode sends one record to topic/partition 0 with acks=all and
+// produceOneCode sends one record to topic/partition with acks=all and
 // returns the partition's error code.
-func produceOneCode(t *testing.T, cl *kgo.Client, topic string, value string) int16 {
+func produceOneCode(t *testing.T, cl *kgo.Client, topic string, partition int32, value string) int16 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -312,7 +314,7 @@ func produceOneCode(t *testing.T, cl *kgo.Client, topic string, value string) in
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = validBatch(value)
+	rp.Partition, rp.Records = partition, validBatch(value)
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
@@ -329,7 +331,7 @@ func produceOK(t *testing.T, cl *kgo.Client, topic, prefix string, n int) []stri
 	var vs []string
 	for i := range n {
 		v := fmt.Sprintf("%s-%d", prefix, i)
-		if c := produceOneCode(t, cl, topic, v); c != 0 {
+		if c := produceOneCode(t, cl, topic, 0, v); c != 0 {
 			t.Fatalf("produce %s: %v", v, kerr.ErrorForCode(c))
 		}
 		vs = append(vs, v)
@@ -368,7 +370,7 @@ func TestDiskFull(t *testing.T) {
 	before := size()
 	disk.SetFree(30) // less than a batch: the next write is cut short
 	for i := range 3 {
-		if c := produceOneCode(t, cl, "full", fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
+		if c := produceOneCode(t, cl, "full", 0, fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
 			t.Fatalf("produce to a full disk: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
 		}
 	}
@@ -380,7 +382,14 @@ func TestDiskFull(t *testing.T) {
 	}
 	disk.SetFree(1 << 40)
 	want = append(want, produceOK(t, cl, "full", "after", 20)...)
-	got := readAll(t, n.Addr(), "full")[0]
+	checkReadBack(t, n, "full", want)
+}
+
+// checkReadBack reads partition 0 of topic from its start and fails
+// unless it holds exactly want, value by offset.
+func checkReadBack(t *testing.T, n *samsa.Node, topic string, want []string) {
+	t.Helper()
+	got := readAll(t, n.Addr(), topic)[0]
 	if len(got) != len(want) {
 		t.Fatalf("read %d records, want %d: %v", len(got), len(want), got)
 	}
@@ -389,6 +398,42 @@ func TestDiskFull(t *testing.T) {
 			t.Fatalf("offset %d: %q, want %q", o, got[int64(o)], v)
 		}
 	}
+}
+
+// TestOutOfDescriptors: a node whose process is out of descriptors
+// (EMFILE opening the partition's files: a segment roll, its producer
+// snapshot, an index) answers KAFKA_STORAGE_ERROR, keeps its log dir
+// online and does not halt (Kafka takes the dir offline and halts);
+// once descriptors are back it takes the same records, and a consumer
+// reads exactly the acknowledged ones.
+func TestOutOfDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpOpen, PathContains: "nofd-0"}, Err: syscall.EMFILE}
+	n := startConfig(t, samsa.Config{Dir: dir, FS: errorfs.Wrap(vfs.Default, fail), HTTPListener: "127.0.0.1:0"})
+	cl := newClient(t, n)
+	// Small segments: every produce below rolls.
+	createTopic(t, cl, "nofd", 1, map[string]*string{"segment.bytes": kmsg.StringPtr("100")})
+	want := produceOK(t, cl, "nofd", "before", 5)
+	fail.Set(true)
+	for i := range 3 {
+		if c := produceOneCode(t, cl, "nofd", 0, fmt.Sprintf("refused-%d", i)); c != kerr.KafkaStorageError.Code {
+			t.Fatalf("produce out of descriptors: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
+		}
+	}
+	if fail.Count() == 0 {
+		t.Fatal("no open refused")
+	}
+	fail.Set(false)
+	if v := scrapeGauge(t, n.HTTPAddr(), "kafka_log_logmanager_offlinelogdirectorycount"); v != "0" {
+		t.Fatalf("offline log dirs: %q, want 0", v)
+	}
+	select {
+	case <-n.Halted():
+		t.Fatalf("the node halted: %v", n.HaltError())
+	default:
+	}
+	want = append(want, produceOK(t, cl, "nofd", "after", 5)...)
+	checkReadBack(t, n, "nofd", want)
 }
 
 // TestFsyncFailure: an fsync that fails (flush.messages=1, so appends wait
@@ -406,7 +451,7 @@ func TestFsyncFailure(t *testing.T) {
 	createTopic(t, cl, "sync", 1, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
 	want := produceOK(t, cl, "sync", "ok", 10)
 	fail.Set(true)
-	if c := produceOneCode(t, cl, "sync", "unsynced"); c != kerr.KafkaStorageError.Code {
+	if c := produceOneCode(t, cl, "sync", 0, "unsynced"); c != kerr.KafkaStorageError.Code {
 		t.Fatalf("produce with fsync failing: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
 	}
 	if fail.Count() == 0 {
@@ -426,7 +471,7 @@ func TestFsyncFailure(t *testing.T) {
 			t.Fatalf("offset %d: %q, want acknowledged %q", o, got[int64(o)], v)
 		}
 	}
-	if c := produceOneCode(t, newClient(t, n), "sync", "restarted"); c != 0 {
+	if c := produceOneCode(t, newClient(t, n), "sync", 0, "restarted"); c != 0 {
 		t.Fatalf("produce after restart: %v", kerr.ErrorForCode(c))
 	}
 }
@@ -449,31 +494,33 @@ func TestLogDirOffline(t *testing.T) {
 	// Two partitions: the log dir holding fewer logs takes each, so
 	// one is in each dir.
 	createTopic(t, cl, "twodirs", 2, map[string]*string{"flush.messages": kmsg.StringPtr("1")})
-	inBad := int32(-1)
-	for p := range int32(2) {
-		if _, err := os.Stat(filepath.Join(bad, fmt.Sprintf("twodirs-%d", p))); err == nil {
-			inBad = p
-		}
-	}
-	if inBad < 0 {
-		t.Fatal("no partition in the failing log dir")
-	}
-	fail.Set(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "twodirs"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = inBad, validBatch("lost")
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-	if c := resp.Topics[0].Partitions[0].ErrorCode; c != kerr.KafkaStorageError.Code {
+	// CreateTopics returns once the controller committed the topic; the
+	// broker hosts its partitions when it applies that record, a moment
+	// later (a fast run saw no partition dir yet, or was answered
+	// NOT_LEADER_OR_FOLLOWER): wait until one is in each dir and the one
+	// in the failing dir takes a record.
+	inBad := int32(-1)
+	waitFor(t, 10*time.Second, "a partition of twodirs in each log dir", func() bool {
+		inBad = -1
+		hosted := 0
+		for p := range int32(2) {
+			for _, d := range []string{bad, good} {
+				if _, err := os.Stat(filepath.Join(d, fmt.Sprintf("twodirs-%d", p))); err == nil {
+					hosted++
+					if d == bad {
+						inBad = p
+					}
+				}
+			}
+		}
+		return hosted == 2 && inBad >= 0
+	})
+	produce := func(value string) int16 { return produceOneCode(t, cl, "twodirs", inBad, value) }
+	waitFor(t, 10*time.Second, "the partition in the failing dir takes writes", func() bool { return produce("ready") == 0 })
+	fail.Set(true)
+	if c := produce("lost"); c != kerr.KafkaStorageError.Code {
 		t.Fatalf("produce to the failing dir: %v, want KAFKA_STORAGE_ERROR", kerr.ErrorForCode(c))
 	}
 	if v := scrapeGauge(t, n.HTTPAddr(), "kafka_log_logmanager_offlinelogdirectorycount"); v != "1" {
@@ -798,5 +845,45 @@ func TestMetadataLogFullHalts(t *testing.T) {
 	}
 	if err := c.Node(victim).HaltError(); err == nil || !strings.Contains(err.Error(), "metadata quorum voter stopped") {
 		t.Fatalf("HaltError %v, want the voter's", err)
+	}
+}
+
+// TestQuorumStateWriteHalts: the raft quorum-state file goes through the
+// node's vfs.FS (it was written with package os, out of the faults'
+// reach): a voter whose quorum-state cannot be written (EIO) halts, as
+// one whose metadata log cannot be (TestMetadataLogFullHalts), since
+// raft must not send a vote or entries it did not persist. The active
+// controller is stopped, so that the election's new term makes the
+// victim, another voter, write it.
+func TestQuorumStateWriteHalts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	fails := map[int32]*errorfs.Toggle{}
+	c, _, _ := startReplicatedTopic(t, ctx, "qsfail", 1, nil, samsa.ClusterConfig{FS: func(id int32) vfs.FS {
+		mu.Lock()
+		defer mu.Unlock()
+		fails[id] = &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpWrite | errorfs.OpSync, PathContains: quorum.StateFile}}
+		return errorfs.Wrap(vfs.Default, fails[id])
+	}})
+	active := c.ActiveController()
+	if active < 0 {
+		t.Fatal("no active controller")
+	}
+	victim := active%3 + 1
+	mu.Lock()
+	fail := fails[victim]
+	mu.Unlock()
+	fail.Set(true)
+	if err := c.StopNode(active); err != nil {
+		t.Logf("stop %d: %v", active, err)
+	}
+	select {
+	case <-c.Node(victim).Halted():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("voter %d did not halt: %d quorum-state writes failed", victim, fail.Count())
+	}
+	if err := c.Node(victim).HaltError(); err == nil || !strings.Contains(err.Error(), "metadata quorum voter stopped") || !strings.Contains(err.Error(), quorum.StateFile) {
+		t.Fatalf("HaltError %v, want the voter's, naming %s", err, quorum.StateFile)
 	}
 }

@@ -93,13 +93,19 @@ type Node struct {
 	noControlledShutdown atomic.Bool
 	// halted is closed once every log dir is offline (haltOnce); the
 	// node then closes itself once startNode has returned (startDone).
-	halted    chan struct{}
-	haltOnce  sync.Once
-	haltErr   error // why, set before halted is closed
-	startDone chan struct{}
-	closeMu   sync.Mutex
-	closed    bool
-	closeErr  error
+	halted   chan struct{}
+	haltOnce sync.Once
+	haltErr  error // why, set before halted is closed
+	// haltDone is closed when halt's goroutine, if any (haltStarted),
+	// has closed the node; Close waits for it, and haltCancel stops its
+	// wait for the controller's answer.
+	haltDone    chan struct{}
+	haltStarted atomic.Bool
+	haltCancel  atomic.Pointer[context.CancelFunc]
+	startDone   chan struct{}
+	closeMu     sync.Mutex
+	closed      bool
+	closeErr    error
 }
 
 // Halted is closed once an I/O error has taken every log dir of the node
@@ -135,20 +141,24 @@ func (n *Node) halt(why error) {
 	n.haltErr = why
 	close(n.halted)
 	n.noControlledShutdown.Store(true)
-	// A Close from elsewhere waits for this one (closeMu).
+	// A Close from elsewhere cuts the report short and waits for this
+	// goroutine (haltDone).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	n.haltCancel.Store(&cancel)
+	n.haltStarted.Store(true)
 	go func() {
+		defer close(n.haltDone)
+		defer cancel()
 		<-n.startDone
 		if n.broker != nil && n.node.HasRole("broker") {
 			// Kafka halts at once and the controller moves the
 			// leaderships when the broker's session expires; reporting
 			// the dir first moves them now.
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if err := n.broker.ReportOfflineDirs(ctx); err != nil {
 				n.logger.Warn("reporting the offline log dirs to the controller failed: its session expiry will move the leaderships", "err", err)
 			}
-			cancel()
 		}
-		n.Close()
+		n.close()
 	}()
 }
 
@@ -274,15 +284,17 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	}
 	levels, logger := loglevel.New(logger.Handler())
 	logger = logger.With("node", nc.NodeID)
-	n := &Node{node: nc, logger: logger, halted: make(chan struct{}), startDone: make(chan struct{})}
+	n := &Node{node: nc, logger: logger, halted: make(chan struct{}), haltDone: make(chan struct{}), startDone: make(chan struct{})}
 	defer func() {
+		// First: Close waits for a halt's goroutine, which waits for
+		// startNode to return.
+		close(n.startDone)
 		if err != nil {
 			for _, l := range bound {
 				l.Close()
 			}
 			n.Close()
 		}
-		close(n.startDone)
 	}()
 	if len(nc.QuorumVoters) > 0 && nc.ClusterID == "" && !formatted(nc.LogDirs) {
 		// Each node would make up its own cluster id (Kafka refuses to
@@ -656,6 +668,18 @@ func (n *Node) ClusterID() string { return n.logs.ClusterID() }
 // listeners stop, the quorum and controller stop, and the logs are flushed
 // and their checkpoints written. It is safe to call more than once.
 func (n *Node) Close() error {
+	if c := n.haltCancel.Load(); c != nil {
+		(*c)()
+	}
+	err := n.close()
+	if n.haltStarted.Load() {
+		<-n.haltDone
+	}
+	return err
+}
+
+// close is Close without waiting for a halt's goroutine (which calls it).
+func (n *Node) close() error {
 	n.closeMu.Lock()
 	defer n.closeMu.Unlock()
 	if n.closed {

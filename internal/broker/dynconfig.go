@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"maps"
+	"math"
 	"strconv"
 	"time"
 
@@ -115,10 +116,16 @@ func (b *Broker) updateQuotas(qc server.QuotaConfig) {
 
 // QuotaConfig is the connection limits of n (max.connections,
 // max.connections.per.ip and its overrides) for server.NewQuotas and
-// Quotas.Update; Protected is left empty.
+// Quotas.Update; Protected is left empty. max.connections at Kafka's
+// default (Integer.MAX_VALUE) becomes storage.DefaultMaxConnections: what
+// the descriptor limit leaves once the logs have their files.
 func QuotaConfig(n *config.Node) server.QuotaConfig {
+	maxConns := int(n.MaxConnections)
+	if n.MaxConnections == math.MaxInt32 {
+		maxConns = storage.DefaultMaxConnections(int(n.LogOpenFilesMax))
+	}
 	qc := server.QuotaConfig{
-		MaxConnections:      int(n.MaxConnections),
+		MaxConnections:      maxConns,
 		MaxConnectionsPerIP: int(n.MaxConnectionsPerIP),
 		PerIPOverrides:      map[string]int{},
 	}

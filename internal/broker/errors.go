@@ -21,6 +21,16 @@ var errorCodes = []struct {
 	{storage.ErrClosed, kerr.NotLeaderForPartition},
 	{storage.ErrFlushFailed, kerr.KafkaStorageError},
 	{storage.ErrOffline, kerr.KafkaStorageError},
+	// Out of disk space or file descriptors: the write did not happen,
+	// the log and its dir are as before, and a retry may succeed (Kafka
+	// would have taken the dir offline). KAFKA_STORAGE_ERROR is the code
+	// that tells the truth: the broker could not access the log's files
+	// on its disk; every client retries it (Java's KafkaStorageException
+	// is retriable and refreshes metadata, harmless here: the leader has
+	// not moved). REQUEST_TIMED_OUT or NOT_ENOUGH_REPLICAS would name a
+	// cause that is not this one, and UNKNOWN_SERVER_ERROR is not
+	// retried by Java producers.
+	{storage.ErrResourceExhausted, kerr.KafkaStorageError},
 	// record.Check: the CRC or framing (the bytes may have been damaged
 	// on the way: retriable), content that can never be accepted (not
 	// retriable), and records that decompress past the bound (a

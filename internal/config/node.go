@@ -107,7 +107,9 @@ type Node struct {
 	SocketRequestMaxBytes int32
 	// MaxConnections is max.connections: connections open at once on the
 	// broker's listeners, and on the controller listeners, each counted
-	// apart as Kafka's two socket servers do (default Integer.MAX_VALUE).
+	// apart as Kafka's two socket servers do (default Integer.MAX_VALUE,
+	// which the broker applies as storage.DefaultMaxConnections: what
+	// RLIMIT_NOFILE leaves once the logs have their files; beyond Kafka).
 	MaxConnections int32
 	// MaxConnectionsPerIP is max.connections.per.ip: connections open at
 	// once from one address (default Integer.MAX_VALUE); zero needs
@@ -806,7 +808,7 @@ var nodeProps = map[string]nodeProp{
 	"controller.quota.window.size.seconds": {"1", i32(func(n *Node) *int32 { return &n.ControllerQuotaWindowSizeSeconds }, 1), "seconds per controller_mutation_rate sample"},
 	"message.max.bytes":                    {"1048588", i32(func(n *Node) *int32 { return &n.MessageMaxBytes }, 0), "largest batch"},
 	"socket.request.max.bytes":             {"104857600", i32(func(n *Node) *int32 { return &n.SocketRequestMaxBytes }, 1), "largest request"},
-	"max.connections":                      {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server"},
+	"max.connections":                      {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnections }, 0), "connections open at once, per socket server (the default: what the descriptor limit leaves past log.open.files.max and 64)"},
 	"max.connections.per.ip":               {"2147483647", i32(func(n *Node) *int32 { return &n.MaxConnectionsPerIP }, 0), "connections open at once from one address"},
 	"max.connections.per.ip.overrides": {"", func(n *Node, v string) error {
 		m := map[string]int32{}

@@ -148,7 +148,9 @@
 // It is written whenever the term or vote changes or entries are appended,
 // and on Close; a change of the commit index alone is not fsynced, so after
 // a crash a voter may replay fewer committed batches until the quorum's
-// leader tells it the rest.
+// leader tells it the rest. It is read and written through the metadata
+// log's vfs.FS (storage.Log.FS), so that tests fail it with vfs/errorfs;
+// an error writing it stops the voter, and the node halts.
 //
 // Raft ids are node ids plus one: raft reserves 0 for "none" and Kafka
 // allows node.id 0.

@@ -85,7 +85,7 @@ func openLogStore(l *storage.Log, voters []int32) (*logStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, ok, err := readState(s.path)
+	st, ok, err := readState(l.FS(), s.path)
 	if err != nil {
 		return nil, err
 	}
@@ -297,12 +297,14 @@ func (s *logStore) append(ents []*raftpb.Entry, term uint64, leader int32) error
 	return nil
 }
 
-// setHardState persists hs in the quorum-state file (fsynced).
+// setHardState persists hs in the quorum-state file (fsynced), through
+// the metadata log's vfs.FS. An error stops the voter (the node halts):
+// raft must not send the vote or entries it could not persist.
 func (s *logStore) setHardState(hs *raftpb.HardState) error {
 	if s.hs != nil && s.hs.GetTerm() == hs.GetTerm() && s.hs.GetVote() == hs.GetVote() && s.hs.GetCommit() == hs.GetCommit() {
 		return nil
 	}
-	err := writeState(s.path, hardState{
+	err := writeState(s.log.FS(), s.path, hardState{
 		LeaderEpoch: int64(hs.GetTerm()),
 		VotedID:     nodeID(hs.GetVote()),
 		CommitIndex: int64(hs.GetCommit()),

@@ -213,7 +213,7 @@ func TestLogStoreRejects(t *testing.T) {
 	t.Run("commit index past the last entry", func(t *testing.T) {
 		dir := t.TempDir()
 		l := openTestLog(t, dir, 0)
-		if err := writeState(filepath.Join(dir, StateFile), hardState{LeaderEpoch: 2, VotedID: 1, CommitIndex: 3}); err != nil {
+		if err := writeState(nil, filepath.Join(dir, StateFile), hardState{LeaderEpoch: 2, VotedID: 1, CommitIndex: 3}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := openLogStore(l, []int32{1}); !errors.Is(err, ErrFormat) {

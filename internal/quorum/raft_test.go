@@ -273,7 +273,7 @@ func TestRaftRestartFromDisk(t *testing.T) {
 		h.stop(id)
 	}
 	for _, id := range h.ids {
-		st, ok, err := readState(filepath.Join(h.dir, fmt.Sprint("node", id), MetadataTopic+"-0", StateFile))
+		st, ok, err := readState(nil, filepath.Join(h.dir, fmt.Sprint("node", id), MetadataTopic+"-0", StateFile))
 		if err != nil || !ok {
 			t.Fatalf("node %d quorum-state: %v %v", id, ok, err)
 		}

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 )
 
 // StateFile is the name of the file, in the __cluster_metadata-0
@@ -56,11 +57,14 @@ func decodeState(b []byte) (hardState, error) {
 	return s, nil
 }
 
-// readState reads the quorum-state file at path; ok is false when it does
-// not exist.
-func readState(path string) (s hardState, ok bool, err error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+// readState reads the quorum-state file at path of fsys (nil:
+// vfs.Default); ok is false when it does not exist.
+func readState(fsys vfs.FS, path string) (s hardState, ok bool, err error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	f, err := vfs.Open(fsys, path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return s, false, nil
 	}
 	if err != nil {
@@ -75,8 +79,9 @@ func readState(path string) (s hardState, ok bool, err error) {
 	return s, err == nil, err
 }
 
-// writeState replaces the quorum-state file at path atomically (written
-// to a temporary file, fsynced, renamed, directory fsynced).
-func writeState(path string, s hardState) error {
-	return storage.WriteFileAtomic(path, encodeState(s))
+// writeState replaces the quorum-state file at path of fsys (nil:
+// vfs.Default) atomically
+// (written to a temporary file, fsynced, renamed, directory fsynced).
+func writeState(fsys vfs.FS, path string, s hardState) error {
+	return storage.WriteFileAtomic(fsys, path, encodeState(s))
 }

@@ -9,18 +9,18 @@ import (
 
 func TestStateFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), StateFile)
-	if _, ok, err := readState(path); ok || err != nil {
+	if _, ok, err := readState(nil, path); ok || err != nil {
 		t.Fatalf("missing file: %v %v", ok, err)
 	}
 	want := hardState{LeaderEpoch: 7, VotedID: 0, CommitIndex: 1234}
-	if err := writeState(path, want); err != nil {
+	if err := writeState(nil, path, want); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	if string(b) != `{"leaderEpoch":7,"votedId":0,"commitIndex":1234,"data_version":0}`+"\n" {
 		t.Fatalf("file %q", b)
 	}
-	got, ok, err := readState(path)
+	got, ok, err := readState(nil, path)
 	if err != nil || !ok || got != want {
 		t.Fatalf("read %+v %v %v", got, ok, err)
 	}

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -38,6 +40,10 @@ type fetcher struct {
 	// sess is the fetch session (KIP-227) with the leader; only run uses
 	// it.
 	sess fetchSession
+	// delayed holds partitions out of the fetches until a time, after
+	// the leader sent them corrupt batches (Kafka's delayPartitions with
+	// replica.fetch.backoff.ms); only run uses it.
+	delayed map[TopicPartition]time.Time
 }
 
 // fetchSession is a follower's side of a fetch session (Kafka's
@@ -148,8 +154,14 @@ func (f *fetcher) run() {
 		}
 		req := f.request(parts)
 		if f.sess.full && len(req.Topics) == 0 {
-			// Every partition is throttled: wait for the quota window.
-			f.sleep(max(f.m.opts.FollowerThrottle.Wait(time.Now()), 10*time.Millisecond))
+			// Every partition is throttled (wait for the quota window)
+			// or delayed after corrupt data (wait for the first due).
+			now := time.Now()
+			wait := f.m.opts.FollowerThrottle.Wait(now)
+			if d, ok := f.nextDue(); ok {
+				wait = max(wait, d.Sub(now))
+			}
+			f.sleep(max(wait, 10*time.Millisecond))
 			continue
 		}
 		ctx, cancel := context.WithTimeout(f.ctx, 30*time.Second)
@@ -196,10 +208,22 @@ func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchReques
 	}
 	s.next = make(map[TopicPartition]fetchParams, len(parts))
 	byTopic := map[string]int{}
-	throttled := f.m.opts.FollowerThrottle.Exceeded(time.Now())
+	now := time.Now()
+	for tp := range f.delayed {
+		if _, ok := parts[tp]; !ok {
+			delete(f.delayed, tp) // no longer fetched from this leader
+		}
+	}
+	throttled := f.m.opts.FollowerThrottle.Exceeded(now)
 	for tp, p := range parts {
 		if throttled && p.Config().FollowerThrottled.Has(tp.Partition, f.m.opts.NodeID) {
 			continue // over follower.replication.throttled.rate
+		}
+		if until, ok := f.delayed[tp]; ok {
+			if now.Before(until) {
+				continue // out of the session too, as Kafka's delayed partitions
+			}
+			delete(f.delayed, tp)
 		}
 		fp := fetchParams{p: p, offset: p.LogEndOffset(), logStart: p.LogStartOffset(), leaderEpoch: p.LeaderEpoch(), lastEp: -1}
 		if e, ok := p.log.LatestEpoch(); ok {
@@ -294,11 +318,38 @@ func (f *fetcher) handle(parts map[TopicPartition]*Partition, resp *kmsg.FetchRe
 			}
 			if err := f.apply(p, &rp); err != nil {
 				failed++
+				if errors.Is(err, record.ErrCorrupt) {
+					// Nothing was stored; fetch it again after the
+					// backoff, as Kafka's fetcher does after a
+					// CorruptRecordException.
+					f.delay(p.TopicPartition)
+					f.m.logger.Warn("follower fetched corrupt batches: not stored, fetched again after replica.fetch.backoff.ms", "topic", rt.Topic, "partition", rp.Partition, "fetch_offset", p.LogEndOffset(), "err", err)
+					continue
+				}
 				f.m.logger.Debug("follower fetch partition failed", "topic", rt.Topic, "partition", rp.Partition, "err", err)
 			}
 		}
 	}
 	return total > 0 && failed == total
+}
+
+// delay keeps tp out of the fetches for followerBackoff.
+func (f *fetcher) delay(tp TopicPartition) {
+	if f.delayed == nil {
+		f.delayed = map[TopicPartition]time.Time{}
+	}
+	f.delayed[tp] = time.Now().Add(followerBackoff)
+}
+
+// nextDue returns the earliest time a delayed partition is fetched again;
+// ok is false when none is delayed.
+func (f *fetcher) nextDue() (due time.Time, ok bool) {
+	for _, t := range f.delayed {
+		if !ok || t.Before(due) {
+			due, ok = t, true
+		}
+	}
+	return due, ok
 }
 
 func (f *fetcher) apply(p *Partition, rp *kmsg.FetchResponseTopicPartition) error {

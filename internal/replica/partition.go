@@ -686,8 +686,15 @@ func (p *Partition) isrState() (partitionEpoch int32, gen uint64) {
 }
 
 // appendAsFollower writes batches fetched from the leader and moves the
-// high-watermark to min(leaderHW, log end offset).
+// high-watermark to min(leaderHW, log end offset). Batches whose CRC does
+// not match are refused whole (checkFetchedBatches): nothing is written
+// and the high-watermark stays.
 func (p *Partition) appendAsFollower(batches []byte, leaderHW int64) error {
+	// Checked before the lock: a CRC-32C of a fetch's megabyte is tens
+	// of microseconds, which fetches and appends need not wait for.
+	if err := checkFetchedBatches(batches); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	if p.leader.Load() {
 		p.mu.Unlock()
@@ -703,6 +710,27 @@ func (p *Partition) appendAsFollower(batches []byte, leaderHW int64) error {
 		p.advanceHWLocked(hw)
 	}
 	p.mu.Unlock()
+	return err
+}
+
+// checkFetchedBatches checks the framing and the CRC-32C of every batch in
+// batches, a fetched partition's records, before a follower appends them,
+// as Kafka's follower does (UnifiedLog.appendAsFollower validates each
+// batch, and a CorruptRecordException fails that partition's fetch, which
+// is tried again after replica.fetch.backoff.ms). Bytes damaged on the
+// way from the leader (a NIC, a proxy, memory) are then never stored,
+// where they would be served to consumers and would cut the log at the
+// next recovery. The error wraps record.ErrCorrupt (a CRC that does not
+// match, a length too small for a batch), record.ErrTruncated (a partial
+// batch at the end) or record.ErrUnsupportedMagic, and names the batch's
+// offset.
+func checkFetchedBatches(batches []byte) error {
+	_, err := record.Batches(batches, func(b []byte, h record.Header) error {
+		if !record.CRCValid(b) {
+			return fmt.Errorf("%w: fetched batch at offset %d: crc %08x does not match its bytes", record.ErrCorrupt, h.BaseOffset, h.CRC)
+		}
+		return nil
+	})
 	return err
 }
 

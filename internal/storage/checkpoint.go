@@ -225,12 +225,16 @@ func WriteOffsetCheckpoint(fsys vfs.FS, path string, offsets map[TopicPartition]
 	return writeFile(fsys, path, EncodeOffsetCheckpoint(offsets), true)
 }
 
-// WriteFileAtomic replaces the file at path with data so that a crash
-// leaves either the old or the new contents: it writes path+".tmp",
-// fsyncs it, renames it over path and fsyncs the directory. Not safe for
-// concurrent use on the same path.
-func WriteFileAtomic(path string, data []byte) error {
-	return writeFile(vfs.Default, path, data, true)
+// WriteFileAtomic replaces the file at path of fsys (nil: vfs.Default)
+// with data so that a crash leaves either the old or the new contents: it
+// writes path+".tmp", fsyncs it, renames it over path and fsyncs the
+// directory. On error the old file is in place and the temporary one
+// removed. Not safe for concurrent use on the same path.
+func WriteFileAtomic(fsys vfs.FS, path string, data []byte) error {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	return writeFile(fsys, path, data, true)
 }
 
 // writeFileRenamed is WriteFileAtomic without the fsyncs: a crash of the

@@ -971,6 +971,12 @@ func (w *cleanedWriter) discard() {
 	}
 }
 
+// errSwapIncomplete: replaceSegments failed once the files began to move;
+// the log's files are between the old segments and the cleaned one until
+// the next Open completes the swap, so the cleaner takes the dir offline
+// whatever the I/O error was (a lack of space or descriptors included).
+var errSwapIncomplete = errors.New("storage: swap of a cleaned segment incomplete until restart")
+
 // replaceSegments swaps the cleaned segment written by w in for olds (a run
 // of closed segments of the log, next being the segment after them),
 // crash-safely: cleaned → .swap, olds → .deleted, .swap → final names.
@@ -1007,12 +1013,12 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		if err := l.fsys.Rename(cleanedName(l.dir, base, suf), final(suf)+swapSuffix); err != nil {
 			l.mu.Unlock()
-			return fmt.Errorf("storage: swap cleaned segment: %w", err)
+			return fmt.Errorf("%w: %w", errSwapIncomplete, err)
 		}
 	}
 	if err := syncDir(l.fsys, l.dir); err != nil {
 		l.mu.Unlock()
-		return err
+		return fmt.Errorf("%w: %w", errSwapIncomplete, err)
 	}
 	testHookSwap("swap")
 	// 2. olds → .deleted; 3. swap → final.
@@ -1042,7 +1048,7 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 		// next Open completes the swap.
 		l.mu.Unlock()
 		l.logger.Error("swapping in cleaned segment failed; restart completes it", "segment", final(logSuffix), "err", err)
-		return err
+		return fmt.Errorf("%w: %w", errSwapIncomplete, err)
 	}
 	s, err := openSegmentFiles(l.files, l.dir, base, l.cfg, l.now())
 	if err == nil {
@@ -1060,7 +1066,7 @@ func (l *Log) replaceSegments(olds []*segment, w *cleanedWriter, next *segment) 
 	if err != nil {
 		l.mu.Unlock()
 		l.logger.Error("opening cleaned segment failed; restart completes the swap", "segment", final(logSuffix), "err", err)
-		return err
+		return fmt.Errorf("%w: %w", errSwapIncomplete, err)
 	}
 	updated := make([]*segment, 0, len(segs)-len(olds)+1)
 	updated = append(updated, segs[:at]...)

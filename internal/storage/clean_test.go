@@ -654,16 +654,7 @@ func TestManagerCleanerTask(t *testing.T) {
 		tp := TopicPartition{Topic: "c", Partition: 0}
 		// The cleaner may run while the records are written: with a
 		// ratio of 0 whatever is left dirty is cleaned at the next turn.
-		cfg := compactCleanup()
-		cfg.MinCleanableDirtyRatio = 0
-		l, err := m.Create(tp, Config{SegmentBytes: 500, Cleanup: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.SetBounds(func() (int64, int64) { return l.LogEndOffset(), l.LogEndOffset() })
-		clock := &fakeClock{t: time.Now()}
-		writeDups(t, l, clock, rand.New(rand.NewPCG(9, 9)), 200, 10, record.CodecNone)
-		limit := activeBase(l)
+		l, limit := managedDups(t, m, tp)
 		want := latest(readRecords(t, l), limit)
 
 		time.Sleep(2 * time.Second)
@@ -689,6 +680,24 @@ func TestManagerCleanerTask(t *testing.T) {
 			t.Fatalf("cleaner checkpoint after reopening: %d, want %d", got, limit)
 		}
 	})
+}
+
+// managedDups creates tp in m, compacted with a minimum dirty ratio of 0
+// and bounds at its log end, in segments of 500 bytes, and writes 200
+// records over 10 keys; it returns the log and the base of its active
+// segment, where a cleaning stops.
+func managedDups(t *testing.T, m *Manager, tp TopicPartition) (*Log, int64) {
+	t.Helper()
+	cfg := compactCleanup()
+	cfg.MinCleanableDirtyRatio = 0
+	l, err := m.Create(tp, Config{SegmentBytes: 500, Cleanup: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetBounds(func() (int64, int64) { return l.LogEndOffset(), l.LogEndOffset() })
+	clock := &fakeClock{t: time.Now()}
+	writeDups(t, l, clock, rand.New(rand.NewPCG(9, 9)), 200, 10, record.CodecNone)
+	return l, activeBase(l)
 }
 
 // TestCleanDropsEmptiedBatchesOfNonProducers: batches without producer ids

@@ -10,6 +10,7 @@
 //	<log.dir>/replication-offset-checkpoint        per partition: high-watermark (written by replica)
 //	<log.dir>/cleaner-offset-checkpoint            per compacted partition: first dirty offset (log cleaner)
 //	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown: {"version":0,"brokerEpoch":N} (KIP-966)
+//	<log.dir>/.lock                                locked (fcntl OFD write lock) while a Manager holds the dir; the holder's pid in decimal
 //	<log.dir>/<topic>-<partition>/                 one partition's log
 //	<log.dir>/<topic>-<partition>.<uuid>-delete/   a deleted partition, removed in the background
 //

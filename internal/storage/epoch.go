@@ -205,32 +205,65 @@ func (l *Log) EndOffsetForEpoch(requested int32) (epoch int32, endOffset int64) 
 // EpochHistory returns the leader epoch entries, oldest first.
 func (l *Log) EpochHistory() []EpochEntry { return l.epochs.snapshot() }
 
-// recordEpochsLocked adds the epochs of appended batches to the history
-// and persists it when it changed.
-func (l *Log) recordEpochsLocked(hs []record.Header) {
+// recordEpochsLocked adds the epochs of hs, batches about to be written
+// at the log end, to the history and replaces the checkpoint file when it
+// changed (or a failed write left it stale), before the batches are
+// written: a crash between the two leaves an entry at or past the log
+// end, which loadEpochCache drops. undo takes the new entries back out of
+// the history when the batches are not written after all (the file keeps
+// them until the next append replaces it). On error the
+// history is as before and nothing else changed; the error is the
+// write's, for ioError to classify (Kafka's LeaderEpochFileCache writes
+// through a CheckpointFileWithFailureHandler: an IOException takes the
+// dir offline).
+func (l *Log) recordEpochsLocked(hs []record.Header) (undo func(), err error) {
 	changed := false
 	for i := range hs {
 		if l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset) {
 			changed = true
 		}
 	}
-	if changed {
-		// Without an fsync on the append path (as Kafka since
-		// KAFKA-15046): the next flush of the log syncs it, and a crash
-		// before that rebuilds the history from the batches' epochs.
-		if err := l.epochs.write(false); err != nil {
-			l.logger.Error("writing leader-epoch-checkpoint failed", "err", err)
-		}
-		l.epochsUnsynced = true
-		l.dirDirty = true
+	if !changed && !l.epochsStale {
+		return func() {}, nil
 	}
+	first := hs[0].BaseOffset
+	// Without an fsync on the append path (as Kafka since KAFKA-15046):
+	// the next flush of the log syncs it, and a crash before that
+	// rebuilds the history from the batches' epochs.
+	if err := l.epochs.write(false); err != nil {
+		if changed {
+			l.epochs.truncateFromEnd(first)
+		}
+		return nil, fmt.Errorf("storage: write leader-epoch-checkpoint: %w", err)
+	}
+	l.epochsStale = false
+	undo = func() {
+		l.epochs.truncateFromEnd(first)
+		l.epochsStale = true // the file has them: the next append replaces it
+	}
+	l.epochsUnsynced = true
+	l.dirDirty = true
+	return undo, nil
 }
 
-// truncateEpochsLocked drops epochs at or past offset after a truncation.
-func (l *Log) truncateEpochsLocked(offset int64) {
-	if l.epochs.truncateFromEnd(offset) {
-		if err := l.epochs.flush(); err != nil {
-			l.logger.Error("writing leader-epoch-checkpoint failed", "err", err)
-		}
+// truncateEpochsLocked drops epochs at or past offset after a truncation
+// and replaces the checkpoint file. When that fails for want of space or
+// descriptors the file keeps entries past the new log end: the next
+// append writes it again (epochsStale). A failure of the disk takes the
+// dir offline, as Kafka's.
+func (l *Log) truncateEpochsLocked(offset int64) error {
+	if !l.epochs.truncateFromEnd(offset) && !l.epochsStale {
+		return nil
 	}
+	if err := l.epochs.flush(); err != nil {
+		err = l.ioError(fmt.Errorf("storage: write leader-epoch-checkpoint: %w", err))
+		if errors.Is(err, ErrResourceExhausted) {
+			l.epochsStale = true
+			l.logger.Warn("writing leader-epoch-checkpoint after truncation failed: the next append writes it", "err", err)
+			return nil
+		}
+		return err
+	}
+	l.epochsStale = false
+	return nil
 }

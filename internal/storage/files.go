@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -31,6 +32,49 @@ func DefaultOpenFiles() int {
 		n = max(64, int(lim.Cur/2))
 	}
 	return n
+}
+
+// reservedDescriptors are the descriptors DefaultMaxConnections leaves,
+// beyond log.open.files.max, to what else a node opens: checkpoints and
+// snapshots being written, .txnindex files, directories to fsync, the
+// metadata log, connections to other nodes, the http.listener.
+const reservedDescriptors = 64
+
+// DefaultMaxConnections is the connection limit a socket server (the
+// broker's listeners, or the controller listeners) applies when
+// max.connections keeps Kafka's default, Integer.MAX_VALUE (Samsa's,
+// beyond Kafka): the process's soft descriptor limit (RLIMIT_NOFILE) less
+// the segment files the logs keep open (openFilesMax, log.open.files.max:
+// 0 for DefaultOpenFiles, negative, no cap, for half the limit) and
+// reservedDescriptors, at least 16; math.MaxInt32 when the limit is
+// unknown or past 2³⁰. Kafka accepts until accept(2) fails with EMFILE,
+// and the next segment roll or index open then takes a log dir offline:
+// idle client connections could stop a broker taking writes. Here they
+// wait in the listen backlog instead, and the logs keep their files.
+func DefaultMaxConnections(openFilesMax int) int {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return math.MaxInt32
+	}
+	if openFilesMax == 0 {
+		openFilesMax = DefaultOpenFiles()
+	}
+	return maxConnections(lim.Cur, openFilesMax)
+}
+
+// maxConnections is DefaultMaxConnections for a descriptor limit nofile.
+func maxConnections(nofile uint64, openFilesMax int) int {
+	if nofile == 0 || nofile > 1<<30 {
+		return math.MaxInt32
+	}
+	files := uint64(openFilesMax)
+	if openFilesMax < 0 {
+		files = nofile / 2
+	}
+	if nofile < files+reservedDescriptors+16 {
+		return 16
+	}
+	return int(nofile - files - reservedDescriptors)
 }
 
 // FileCache keeps the segment files of every log of a node open on use and
@@ -346,6 +390,12 @@ func (h *cachedFile) WriteAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer h.release()
+	return fileWriteAt(f, b, off)
+}
+
+// fileWriteAt is f.WriteAt(b, off) without b escaping to the heap when f
+// is the operating system's file (see readAtCopy).
+func fileWriteAt(f vfs.File, b []byte, off int64) (int, error) {
 	if of, ok := f.(*os.File); ok {
 		return of.WriteAt(b, off)
 	}

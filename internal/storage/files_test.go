@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -363,6 +364,28 @@ func TestPartitionsMaxFollowsDescriptors(t *testing.T) {
 	} {
 		if got := partitionsMax(c.mem, c.nofile, c.openFilesMax); got != c.want {
 			t.Errorf("partitionsMax(%d, %d, %d) = %d, want %d", c.mem, c.nofile, c.openFilesMax, got, c.want)
+		}
+	}
+}
+
+// TestMaxConnections: the default connection limit leaves the logs their
+// segment files and reservedDescriptors; a limit too small for both
+// still admits a few connections, and an unknown or huge limit none.
+func TestMaxConnections(t *testing.T) {
+	for _, tc := range []struct {
+		nofile       uint64
+		openFilesMax int
+		want         int
+	}{
+		{1024, 512, 1024 - 512 - 64},
+		{20000, 4096, 20000 - 4096 - 64},
+		{1024, -1, 1024 - 512 - 64},
+		{100, 64, 16},
+		{0, 4096, math.MaxInt32},
+		{1 << 40, 4096, math.MaxInt32},
+	} {
+		if got := maxConnections(tc.nofile, tc.openFilesMax); got != tc.want {
+			t.Errorf("maxConnections(%d, %d) = %d, want %d", tc.nofile, tc.openFilesMax, got, tc.want)
 		}
 	}
 }

@@ -128,7 +128,9 @@ func (l *Log) flusher() {
 // Flush fsyncs every segment up to the log end offset and the directory
 // when files were created or removed, then raises the recovery point to
 // that offset. It waits for a flush already running. Errors: ErrClosed,
-// ErrFlushFailed. Safe for concurrent use.
+// ErrFlushFailed, ErrOffline; ErrResourceExhausted when a file to fsync
+// could not be opened (nothing failed: the next flush tries again). Safe
+// for concurrent use.
 func (l *Log) Flush() error {
 	l.gate.enter()
 	defer l.gate.exit()
@@ -141,7 +143,10 @@ func (l *Log) Flush() error {
 // of flush.go): a flush already running is waited for, and when it did
 // not cover offset one caller flushes everything appended by then for all
 // of them. Errors: ErrClosed, ErrFlushFailed (then or earlier: the records
-// are in the log but not known to be on disk). Safe for concurrent use.
+// are in the log but not known to be on disk), ErrOffline,
+// ErrResourceExhausted (no descriptor to open a file to fsync with; the
+// records are in the log, not known to be on disk yet). Safe for
+// concurrent use.
 func (l *Log) FlushTo(offset int64) error {
 	for {
 		if l.recoveryPoint.Load() >= offset {
@@ -199,6 +204,13 @@ func (l *Log) flushInGate(offset int64, toEnd, force bool) error {
 		l.dirDirty = l.dirDirty || dirDirty
 		l.epochsUnsynced = l.epochsUnsynced || epochs
 		l.mu.Unlock()
+		if outOfDescriptors(err) {
+			// A file to fsync could not be opened (evicted from the
+			// FileCache, or the directory): no fsync failed, so the
+			// page cache is as it was; the recovery point stays and
+			// the next flush tries again.
+			return exhausted(err)
+		}
 		return l.fail(err)
 	}
 	d := time.Since(start)
@@ -266,14 +278,51 @@ func (l *Log) fail(err error) error {
 	return err
 }
 
-// ioError handles err, the error of a write or roll of the log: ENOSPC
-// (a full disk; the write was cut back and the log is as before) is
-// returned as is and the next write may succeed once space returns; any
-// other I/O error is a failure as fail's, and takes the dir offline.
-// Kafka takes the dir offline on ENOSPC too: docs/reliability.md says why
-// Samsa does not.
+// ErrResourceExhausted: a write, flush or read of the log did not happen
+// for want of a resource of the machine, not because of its disk: a
+// full disk (ENOSPC on a write), or no file descriptor left (EMFILE for
+// the process, ENFILE for the system: idle client connections can hold
+// every one the limit allows). The log is as it was before the call
+// (nothing of a refused append stays in it), its dir stays online, and
+// the same call may succeed once the resource returns. The wrapped error
+// is the system call's. The broker answers KAFKA_STORAGE_ERROR (see
+// broker's errorCodes).
+//
+// Kafka has no such class: any IOException of a log dir, these included,
+// takes the dir offline (LogDirFailureChannel), and a broker left without
+// a dir halts. docs/reliability.md says why Samsa differs.
+var ErrResourceExhausted = errors.New("storage: out of disk space or file descriptors")
+
+// transient reports whether err is a lack of resources (ErrResourceExhausted)
+// rather than a failure of the disk: ENOSPC, EMFILE or ENFILE.
+func transient(err error) bool {
+	return errors.Is(err, ErrResourceExhausted) || errors.Is(err, syscall.ENOSPC) || outOfDescriptors(err)
+}
+
+// exhausted wraps err, a transient error, in ErrResourceExhausted once.
+func exhausted(err error) error {
+	if errors.Is(err, ErrResourceExhausted) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrResourceExhausted, err)
+}
+
+// ioError handles err, the error of a write of the log's files (a
+// segment, an index, the producer snapshot, the leader-epoch checkpoint)
+// or of a roll. A lack of resources (transient: ENOSPC, EMFILE, ENFILE)
+// comes back wrapping ErrResourceExhausted, and the caller has left the
+// log as it was, so the next write may succeed; any other I/O error is a
+// failure as fail's: the log takes no more writes and its dir goes
+// offline (Kafka's LogDirFailureChannel). Errors that are not the
+// filesystem's pass through. nil gives nil.
 func (l *Log) ioError(err error) error {
-	if errors.Is(err, syscall.ENOSPC) || !isIOError(err) {
+	switch {
+	case err == nil || errors.Is(err, ErrOffline) || errors.Is(err, ErrFlushFailed):
+		return err
+	case transient(err):
+		l.warnLimited("write refused: out of disk space or file descriptors; the log is unchanged and its dir stays online", "err", err)
+		return exhausted(err)
+	case !isIOError(err):
 		return err
 	}
 	return l.offline("write", err)
@@ -298,10 +347,17 @@ func (l *Log) offline(what string, err error) error {
 // offline, as Kafka's UnifiedLog.read reports an IOException to
 // LogDirFailureChannel, and comes back wrapping ErrOffline. A file that is
 // gone (a segment removed under a reader) and the log's own errors
-// (ErrOffsetOutOfRange, ErrCorruptSegment, ...) are returned as they are.
+// (ErrOffsetOutOfRange, ErrCorruptSegment, ...) are returned as they are;
+// EMFILE or ENFILE (no descriptor to reopen a segment file with) wraps
+// ErrResourceExhausted and leaves the dir online.
 func (l *Log) readError(err error) error {
 	if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrClosed) || !isIOError(err) {
 		return err
+	}
+	if outOfDescriptors(err) {
+		// Opening a segment file evicted from the FileCache failed: the
+		// process, not the disk, is short of something.
+		return exhausted(err)
 	}
 	return l.offline("read", err)
 }

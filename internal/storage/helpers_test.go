@@ -162,3 +162,14 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// mustCreate creates partition 0 of topic in m with cfg, failing the
+// test on error.
+func mustCreate(t testing.TB, m *Manager, topic string, cfg Config) *Log {
+	t.Helper()
+	l, err := m.Create(TopicPartition{topic, 0}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}

@@ -159,15 +159,6 @@ func (x *offsetIndex) replace(entries []OffsetEntry) error {
 		x.entries = entries
 		return nil
 	}
-	if len(entries) == 0 && len(x.entries) == 0 {
-		// Nothing in memory: empty the file if there is one, without
-		// creating it (recovery of a segment without index entries).
-		if err := x.f.c.fsys.Truncate(x.f.name(), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("storage: truncate %s: %w", x.path, err)
-		}
-		x.entries = entries
-		return nil
-	}
 	if err := x.f.Truncate(0); err != nil {
 		return fmt.Errorf("storage: truncate %s: %w", x.path, err)
 	}

@@ -52,14 +52,15 @@ type Log struct {
 	closed         atomic.Bool // files closed; reads give ErrClosed
 
 	// Flushes (flush.go).
-	gate        flushGate                             // one flush at a time; waiters share the next one
-	flushFailed atomic.Pointer[error]                 // the first I/O failure (fsync, write, roll, or its log dir offline): the log takes no more writes
-	ioFailed    atomic.Pointer[func(error)]           // set by a Manager: takes the log dir offline
-	dirOffline  atomic.Pointer[atomic.Pointer[error]] // set by a Manager: its log dir's offline error
-	lastFlush   atomic.Int64                          // time.Now() of the last flush that synced, Unix ns; zero: none yet
-	flushes     atomic.Int64                          // flushes that synced files (each a few fsyncs), for tests and benchmarks
-	dirtied     atomic.Pointer[func(due time.Time)]   // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
-	flushHook   func() error                          // tests: runs before a flush's fsyncs; an error fails the flush
+	gate         flushGate                             // one flush at a time; waiters share the next one
+	flushFailed  atomic.Pointer[error]                 // the first I/O failure (fsync, write, roll, or its log dir offline): the log takes no more writes
+	ioFailed     atomic.Pointer[func(error)]           // set by a Manager: takes the log dir offline
+	dirOffline   atomic.Pointer[atomic.Pointer[error]] // set by a Manager: its log dir's offline error
+	lastFlush    atomic.Int64                          // time.Now() of the last flush that synced, Unix ns; zero: none yet
+	flushes      atomic.Int64                          // flushes that synced files (each a few fsyncs), for tests and benchmarks
+	dirtied      atomic.Pointer[func(due time.Time)]   // the Manager's flush task: called when flush.ms is set and the log gets unflushed records
+	flushHook    func() error                          // tests: runs before a flush's fsyncs; an error fails the flush
+	lastSkipWarn atomic.Int64                          // time.Now() of the last warnSkipped log line, Unix ns
 
 	// rollCheck caches when MaybeRoll has next to look under mu: the
 	// periodic roll check visits every log every second, and at 100,000
@@ -73,6 +74,7 @@ type Log struct {
 	truncations    uint64 // bumped by every truncation, so a flush racing one does not advance the recovery point past it
 	dirDirty       bool   // files were created or removed since the last directory fsync
 	epochsUnsynced bool   // leader-epoch-checkpoint was replaced without an fsync
+	epochsStale    bool   // leader-epoch-checkpoint failed to be replaced after a truncation: the next append replaces it
 	flusherOn      bool
 
 	epochs *epochCache // leader epoch history (leader-epoch-checkpoint)
@@ -190,7 +192,10 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 // modified), rolls segments as Config asks, and adds index entries.
 // Returns the offsets assigned. Errors: ErrClosed, record.ErrCorrupt or
 // record.ErrTruncated (wrapped) when batches is not whole batches,
-// ErrRecordSetTooLarge, ErrFlushFailed, or an I/O error. When
+// ErrRecordSetTooLarge, ErrFlushFailed; ErrResourceExhausted when the
+// disk is full or the process out of descriptors (nothing was written:
+// the log is as before and may take the same append later); ErrOffline
+// when any other I/O error took the log's dir offline. When
 // FlushIntervalMessages is reached Append returns after an fsync that
 // covers the batches, shared with concurrent appends (see FlushTo); an
 // error then means the batches are in the log but not known to be on disk.
@@ -331,32 +336,67 @@ func (l *Log) appendLocked(batches []byte, known *record.Header, assign bool, ep
 
 	seg, err := l.activeLocked()
 	if err != nil {
-		return res, false, err
+		return res, false, l.ioError(err)
 	}
 	if l.shouldRollLocked(seg, int64(len(batches)), res.MaxTimestamp, last, l.now()) {
 		if seg, err = l.rollLocked(first); err != nil {
-			return res, false, l.ioError(err)
+			return res, false, err
 		}
 	}
 	if seg.size.Load()+int64(len(batches)) > math.MaxInt32 {
 		return res, false, fmt.Errorf("%w: %d bytes", ErrRecordSetTooLarge, len(batches))
 	}
-	pos := seg.size.Load()
-	if err := seg.writeBatches(batches); err != nil {
+	// The files beside the segment are written first, the batches last,
+	// so that a failure at any step leaves the log as it was: nothing
+	// half-appended to take back out of the .log.
+	aborted := l.producers.abortedTxns(pu)
+	var txnFile vfs.File
+	if len(aborted) > 0 {
+		// Opened before anything is written: out of descriptors, the
+		// append is refused whole.
+		if txnFile, err = seg.openTxnIndex(); err != nil {
+			return res, false, l.ioError(err)
+		}
+		defer txnFile.Close()
+	}
+	undoEpochs, err := l.recordEpochsLocked(hs)
+	if err != nil {
 		return res, false, l.ioError(err)
 	}
+	var txnBefore int64
+	if len(aborted) > 0 {
+		if txnBefore, err = seg.writeAbortedTxns(txnFile, aborted); err != nil {
+			undoEpochs()
+			return res, false, l.ioError(err)
+		}
+	}
+	pos := seg.size.Load()
+	if err := seg.writeBatches(batches); err != nil {
+		undoEpochs()
+		if len(aborted) > 0 {
+			if terr := txnFile.Truncate(txnBefore); terr != nil {
+				err = fmt.Errorf("storage: cut %s back after a failed append (%v): %w", seg.txnIndexPath(), err, terr)
+			}
+		}
+		return res, false, l.ioError(err)
+	}
+	seg.size.Store(pos + int64(len(batches)))
+	if len(aborted) > 0 {
+		seg.addAbortedTxns(aborted)
+	}
 	if err := seg.indexBatches(pos, hs, int64(l.cfg.IndexIntervalBytes)); err != nil {
-		// The batches are in the log; an index missing entries still
-		// works (it is sparse) and is rebuilt by recovery.
-		l.logger.Error("index append failed", "segment", seg.String(), "err", err)
+		// The batches are in the log. An index missing entries still
+		// works (it is sparse; a segment whose indexes are empty is
+		// re-indexed when it is loaded), so a lack of space or of
+		// descriptors only skips them; a failure of the disk takes the
+		// dir offline, as Kafka's append does.
+		if err = l.ioError(err); !errors.Is(err, ErrResourceExhausted) {
+			return res, false, err
+		}
+		l.warnSkipped("index entry skipped", seg, err)
 	}
 	l.logEndOffset.Store(next)
-	if err := l.producers.commit(pu, seg, next); err != nil {
-		// The batches are in the log; the index is rebuilt from it on the
-		// next recovery.
-		l.logger.Error("transaction index append failed", "segment", seg.String(), "err", err)
-	}
-	l.recordEpochsLocked(hs)
+	l.producers.commit(pu, next)
 	rp := l.recoveryPoint.Load()
 	if leo <= rp {
 		l.dirtiedLocked()
@@ -422,7 +462,7 @@ func (l *Log) MaybeRoll() error {
 	}
 	s, err := l.activeLocked()
 	if err != nil {
-		return err
+		return l.ioError(err)
 	}
 	maxAge := l.cfg.maxSegmentAge()
 	if s.size.Load() == 0 || l.timeWaitedLocked(s, now.UnixMilli(), now) <= maxAge {
@@ -456,21 +496,52 @@ func (l *Log) rollDueLocked(s *segment, maxAge time.Duration) int64 {
 // rollLocked starts a new active segment at newBase and asks the
 // background flusher to sync the previous ones (Kafka flushes up to the new
 // segment after a roll). An empty active segment is replaced, not kept.
+// A roll is whole or nothing: when the new segment or the producer
+// snapshot at its base cannot be written, the new segment's files are
+// removed and the old segment stays active. Errors come classified
+// (ioError): ErrResourceExhausted (nothing changed), ErrOffline.
 func (l *Log) rollLocked(newBase int64) (*segment, error) {
 	old, err := l.activeLocked()
 	if err != nil {
-		return nil, err
+		return nil, l.ioError(err)
 	}
 	segs := l.segments()
 	if old.size.Load() == 0 && old.baseOffset == newBase {
 		return old, nil
 	}
 	if err := old.onBecomeInactive(); err != nil {
-		l.logger.Warn("final time index entry failed", "segment", old.String(), "err", err)
+		// Like any index entry, the last time index entry may be
+		// skipped (loading the segment recomputes its max timestamp
+		// from the batches after the last offset index entry); a
+		// failure of the disk fails the roll and the dir.
+		if err = l.ioError(err); !errors.Is(err, ErrResourceExhausted) {
+			return nil, err
+		}
+		l.warnSkipped("final time index entry skipped", old, err)
 	}
 	s, err := createSegment(l.files, l.dir, newBase, l.cfg, l.now())
 	if err != nil {
-		return nil, err
+		return nil, l.ioError(err)
+	}
+	// The producer snapshot at the new segment's base lets recovery
+	// start there (Kafka's roll takes it too, and an IOException of it
+	// takes the dir offline).
+	wrote, err := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load())
+	if err != nil && !wrote {
+		if rerr := s.remove(); rerr != nil {
+			err = fmt.Errorf("storage: remove %s after a failed roll (%v): %w", s, err, rerr)
+		}
+		return nil, l.ioError(err)
+	}
+	if err != nil {
+		// The snapshot is written; removing older ones failed.
+		if err = l.ioError(err); !errors.Is(err, ErrResourceExhausted) {
+			return nil, err
+		}
+		l.warnSkipped("removing old producer snapshots failed", old, err)
+	}
+	if wrote {
+		l.dirDirty = true
 	}
 	l.stats.rolled()
 	next := make([]*segment, 0, len(segs)+1)
@@ -487,13 +558,31 @@ func (l *Log) rollLocked(newBase int64) (*segment, error) {
 		}
 	}
 	l.logger.Info("rolled segment", "base_offset", newBase, "previous_bytes", old.size.Load())
-	if wrote, err := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load()); err != nil {
-		l.logger.Warn("writing producer snapshot failed", "offset", newBase, "err", err)
-	} else if wrote {
-		l.dirDirty = true
-	}
 	l.requestFlushLocked(newBase)
 	return s, nil
+}
+
+// skippedWarnEvery bounds how often a log warns that it skipped an index
+// entry or a snapshot for want of space or descriptors.
+const skippedWarnEvery = 10 * time.Second
+
+// warnSkipped logs that the log skipped what (an index entry, the removal
+// of old snapshots) of segment s after err, a lack of resources, at most
+// every skippedWarnEvery with the other warnings of warnLimited.
+func (l *Log) warnSkipped(what string, s *segment, err error) {
+	l.warnLimited(what, "segment", s.String(), "err", err)
+}
+
+// warnLimited logs msg at warning level unless the log did less than
+// skippedWarnEvery ago: a full disk or a process out of descriptors
+// would otherwise log every append of every partition.
+func (l *Log) warnLimited(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := l.lastSkipWarn.Load()
+	if now-last < int64(skippedWarnEvery) || !l.lastSkipWarn.CompareAndSwap(last, now) {
+		return
+	}
+	l.logger.Warn(msg, args...)
 }
 
 // Read returns whole batches starting with the batch holding offset, up to
@@ -718,12 +807,15 @@ func (l *Log) Truncate(offset int64) error {
 		return err
 	}
 	l.logEndOffset.Store(next)
-	l.truncateEpochsLocked(next)
+	epochErr := l.truncateEpochsLocked(next)
 	if l.recoveryPoint.Load() > next {
 		l.recoveryPoint.Store(next)
 	}
 	if err := l.reloadProducersLocked(); err != nil {
-		return err
+		return errors.Join(epochErr, l.ioError(err))
+	}
+	if epochErr != nil {
+		return epochErr
 	}
 	l.logger.Info("truncated log", "to_offset", offset, "log_end_offset", next, "previous_log_end_offset", leo, "segments_removed", len(segs)-keep)
 	return nil
@@ -763,7 +855,9 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 	l.logStartOffset.Store(logStart)
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
-	l.truncateEpochsLocked(offset)
+	if err := l.truncateEpochsLocked(offset); err != nil {
+		return err
+	}
 	if l.producers != nil {
 		if err := l.producers.truncateFully(offset); err != nil {
 			l.logger.Warn("removing producer snapshots failed", "err", err)
@@ -799,10 +893,18 @@ func (l *Log) beginClose() (ok bool, err error) {
 	// node at every shutdown.
 	if l.producers != nil && l.closeSnapshotWorthLocked() {
 		// A snapshot at the log end spares the next Open a replay.
-		if wrote, serr := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load()); serr != nil {
-			l.logger.Warn("writing producer snapshot failed", "err", serr)
-		} else if wrote {
+		// Without it the next Open replays the log from an older one;
+		// a failure of the disk takes the dir offline (Kafka's close
+		// reports the IOException too), and Close then fails, so that
+		// the log dir is not marked cleanly shut down.
+		wrote, serr := l.producers.takeSnapshot(l.now(), l.logStartOffset.Load())
+		if wrote {
 			l.dirDirty = true
+		}
+		if serr = l.ioError(serr); errors.Is(serr, ErrResourceExhausted) {
+			l.logger.Warn("writing producer snapshot at close failed: the next open replays more of the log", "err", serr)
+		} else if serr != nil {
+			err = serr
 		}
 	}
 	l.mu.Unlock()

@@ -1,8 +1,13 @@
 package storage
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,14 +45,8 @@ func TestLogDirOffline(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			a, err := m.Create(TopicPartition{"a", 0}, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := m.Create(TopicPartition{"b", 0}, Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := mustCreate(t, m, "a", Config{})
+			b := mustCreate(t, m, "b", Config{})
 			if err := m.Checkpoint(); err != nil {
 				t.Fatal(err)
 			}
@@ -130,5 +129,74 @@ func TestCheckpointOutOfDescriptors(t *testing.T) {
 				t.Fatalf("checkpoint once descriptors are back: %v", err)
 			}
 		})
+	}
+}
+
+// TestLogDirLock: a Manager locks each log dir's .lock (Kafka's
+// LogManager.lockLogDirs) until Close: a second Manager on the same dir,
+// in another process or in this one, fails at once with an error naming
+// the dir and the holder's process id, and opens once the holder is
+// gone, however it went (Close, or the process killed).
+func TestLogDirLock(t *testing.T) {
+	if dir := os.Getenv("SAMSA_TEST_LOCK_HOLDER"); dir != "" {
+		// The child: hold the dir until the parent kills us.
+		m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1})
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		defer m.Close()
+		fmt.Println("locked")
+		select {}
+	}
+	dir := t.TempDir()
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(TopicPartition{"a", 0}, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1})
+	var held *vfs.LockedError
+	if !errors.As(err, &held) || held.PID != os.Getpid() || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second manager in this process: %v, want the dir %s locked by process %d", err, dir, os.Getpid())
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another process.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLogDirLock$")
+	cmd.Env = append(os.Environ(), "SAMSA_TEST_LOCK_HOLDER="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		t.Fatalf("child: %q, %v", line, err)
+	}
+	_, err = OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1})
+	want := fmt.Sprintf("log dir %s is in use by process %d", dir, cmd.Process.Pid)
+	if !errors.As(err, &held) || held.PID != cmd.Process.Pid || !strings.Contains(err.Error(), want) {
+		t.Fatalf("manager beside another process: %v, want %q", err, want)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	m, err = OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1})
+	if err != nil {
+		t.Fatalf("open after the holder was killed: %v", err)
+	}
+	defer m.Close()
+	if m.Get(TopicPartition{"a", 0}) == nil {
+		t.Fatal("log a-0 lost")
 	}
 }

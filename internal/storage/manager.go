@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -153,6 +154,7 @@ type Manager struct {
 	fsys      vfs.FS     // files.fsys
 	dirs      []*logDir
 	clusterID string
+	locks     []io.Closer // each log dir's LockFile, held until Close
 
 	ckMu sync.Mutex // serializes checkpoint writes
 
@@ -277,6 +279,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	m.files = newFileCache(opts.OpenFilesMax, opts.FS)
 	m.fsys = m.files.fsys
 	if err := m.prepareDirs(); err != nil {
+		m.unlockDirs()
 		return nil, err
 	}
 	m.cleanEpoch = -1
@@ -285,6 +288,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		if err != nil {
 			m.closeLogs()
 			m.wg.Wait()
+			m.unlockDirs()
 			return nil, err
 		}
 		if i == 0 {
@@ -307,6 +311,9 @@ func (m *Manager) prepareDirs() error {
 	for i, dir := range m.opts.Dirs {
 		if err := m.fsys.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("storage: create log dir: %w", err)
+		}
+		if err := m.lockDir(dir); err != nil {
+			return err
 		}
 		meta, err := readMetaProperties(m.fsys, filepath.Join(dir, MetaPropertiesFile))
 		if errors.Is(err, os.ErrNotExist) {
@@ -350,6 +357,40 @@ func (m *Manager) prepareDirs() error {
 		m.dirs = append(m.dirs, &logDir{path: dir, dirID: meta.DirectoryID})
 	}
 	return nil
+}
+
+// LockFile is the file in each log dir that the node holding the dir
+// locks (Kafka's LogManager.LockFileName): a second process started on
+// the same dir fails at once, before it reads or recovers anything.
+const LockFile = ".lock"
+
+// lockDir locks dir's LockFile for as long as the Manager is open (see
+// vfs.FS.Lock). Kafka fails the same way ("Failed to acquire lock on file
+// .lock in <dir>. A Kafka instance in another process or thread is using
+// this directory.").
+func (m *Manager) lockDir(dir string) error {
+	l, err := m.fsys.Lock(filepath.Join(dir, LockFile))
+	var held *vfs.LockedError
+	if errors.As(err, &held) {
+		who := "another process"
+		if held.PID > 0 {
+			who = "process " + strconv.Itoa(held.PID)
+		}
+		return fmt.Errorf("storage: log dir %s is in use by %s (it holds %s): stop it, or give this node other log.dirs: %w", dir, who, held.Path, err)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: lock log dir %s: %w", dir, err)
+	}
+	m.locks = append(m.locks, l)
+	return nil
+}
+
+// unlockDirs releases the log dirs' locks.
+func (m *Manager) unlockDirs() {
+	for _, l := range m.locks {
+		l.Close() // the lock goes with the descriptor; nothing to report
+	}
+	m.locks = nil
 }
 
 // loadDir opens the partition logs of one log dir. It returns the broker
@@ -882,6 +923,7 @@ func (m *Manager) Close() error {
 		}
 	}
 	m.wg.Wait()
+	m.unlockDirs()
 	return err
 }
 

@@ -389,42 +389,67 @@ func (ps *producerState) prepare(pbs []producerBatch, origin Origin, now time.Ti
 	return u, nil
 }
 
-// commit applies u after its batches were written to seg, which receives
-// the .txnindex entries of the transactions they aborted, and moves the
-// map end offset to next.
-func (ps *producerState) commit(u *producerUpdate, seg *segment, next int64) error {
+// commit applies u after its batches were written (their .txnindex
+// entries first, abortedTxns) and moves the map end offset to next. It
+// changes memory only.
+func (ps *producerState) commit(u *producerUpdate, next int64) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	var err error
 	if u != nil {
 		for _, e := range u.entries {
 			ps.producers[e.id] = e
 		}
-		for _, ev := range u.events {
-			if !ev.complete {
-				ps.ongoing = insertSpan(ps.ongoing, ev.span)
-				continue
-			}
-			if i := slices.IndexFunc(ps.ongoing, func(s txnSpan) bool { return s.firstOffset == ev.span.firstOffset }); i >= 0 {
-				ps.ongoing = slices.Delete(ps.ongoing, i, i+1)
-			}
+		ps.ongoing = applyTxnEvents(ps.ongoing, u.events, func(ev txnEvent, _ int64) {
 			ps.unreplicated = insertSpan(ps.unreplicated, ev.span)
-			if ev.aborted && seg != nil {
-				lso := ev.span.lastOffset + 1
-				for _, o := range ps.ongoing {
-					if o.producerID != ev.span.producerID {
-						lso = o.firstOffset
-						break
-					}
-				}
-				err = errors.Join(err, seg.appendAbortedTxn(AbortedTxn{ProducerID: ev.span.producerID, FirstOffset: ev.span.firstOffset, LastOffset: ev.span.lastOffset, LastStableOffset: lso}))
-			}
-		}
+		})
 	}
 	if next > ps.mapEndOffset {
 		ps.mapEndOffset = next
 	}
-	return err
+}
+
+// abortedTxns returns the .txnindex entries of the transactions u aborts
+// (nil u: none), as commit will apply it: the caller writes them before
+// the batches holding their markers count as written.
+func (ps *producerState) abortedTxns(u *producerUpdate) []AbortedTxn {
+	if u == nil || !slices.ContainsFunc(u.events, func(ev txnEvent) bool { return ev.aborted }) {
+		return nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var out []AbortedTxn
+	applyTxnEvents(slices.Clone(ps.ongoing), u.events, func(ev txnEvent, lso int64) {
+		if ev.aborted {
+			out = append(out, AbortedTxn{ProducerID: ev.span.producerID, FirstOffset: ev.span.firstOffset, LastOffset: ev.span.lastOffset, LastStableOffset: lso})
+		}
+	})
+	return out
+}
+
+// applyTxnEvents applies events, in order, to ongoing (the open
+// transactions by first offset, modified in place) and returns it;
+// completed is called for each transaction the events complete, with the
+// last stable offset once its marker is written: the first offset of
+// another producer's open transaction, or the offset after the marker.
+func applyTxnEvents(ongoing []txnSpan, events []txnEvent, completed func(ev txnEvent, lso int64)) []txnSpan {
+	for _, ev := range events {
+		if !ev.complete {
+			ongoing = insertSpan(ongoing, ev.span)
+			continue
+		}
+		if i := slices.IndexFunc(ongoing, func(s txnSpan) bool { return s.firstOffset == ev.span.firstOffset }); i >= 0 {
+			ongoing = slices.Delete(ongoing, i, i+1)
+		}
+		lso := ev.span.lastOffset + 1
+		for _, o := range ongoing {
+			if o.producerID != ev.span.producerID {
+				lso = o.firstOffset
+				break
+			}
+		}
+		completed(ev, lso)
+	}
+	return ongoing
 }
 
 func insertSpan(spans []txnSpan, s txnSpan) []txnSpan {
@@ -787,7 +812,7 @@ func (l *Log) loadProducerState(limit int64, clean bool, entries []os.DirEntry) 
 func (l *Log) replayProducersLocked(from int64) error {
 	leo := l.logEndOffset.Load()
 	if from >= leo {
-		l.producers.commit(nil, nil, leo)
+		l.producers.commit(nil, leo)
 		return nil
 	}
 	start := time.Now()
@@ -804,7 +829,7 @@ func (l *Log) replayProducersLocked(from int64) error {
 			return err
 		}
 	}
-	l.producers.commit(nil, nil, leo)
+	l.producers.commit(nil, leo)
 	l.logger.Debug("rebuilt producer state", "from_offset", from, "log_end_offset", leo, "producer_batches", batches, "duration", time.Since(start))
 	return nil
 }
@@ -838,9 +863,14 @@ func (l *Log) replaySegment(s *segment, from int64) (int, error) {
 				pb = newProducerBatch(batch, h)
 			}
 			u, _ := l.producers.prepare([]producerBatch{pb}, OriginReplication, now)
-			if err := l.producers.commit(u, s, h.NextOffset()); err != nil {
-				l.logger.Warn("writing transaction index failed", "segment", s.String(), "err", err)
+			if aborted := l.producers.abortedTxns(u); len(aborted) > 0 {
+				// Read-committed consumers depend on the entry: without it
+				// they would read the aborted records.
+				if err := s.appendAbortedTxns(aborted); err != nil {
+					return n, err
+				}
 			}
+			l.producers.commit(u, h.NextOffset())
 			n++
 		}
 		pos += int64(h.Size())

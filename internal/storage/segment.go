@@ -150,11 +150,16 @@ func createSegment(files *FileCache, dir string, base int64, cfg Config, now tim
 	}
 	fi, err := f.Stat()
 	if err == nil && fi.Size() != 0 {
-		err = fmt.Errorf("storage: segment %s already exists with %d bytes", s, fi.Size())
+		f.Close()
+		return nil, fmt.Errorf("storage: segment %s already exists with %d bytes", s, fi.Size())
 	}
 	if err != nil {
+		// No empty segment is left behind past the log end.
 		f.Close()
-		return nil, err
+		if rerr := files.fsys.Remove(s.path(logSuffix)); rerr != nil {
+			return nil, fmt.Errorf("storage: remove %s after a failed stat (%v): %w", s, err, rerr)
+		}
+		return nil, fmt.Errorf("storage: create segment: %w", err)
 	}
 	s.log = files.file(s.path(logSuffix), f)
 	return s, nil
@@ -168,17 +173,25 @@ func (s *segment) canHold(last int64) bool {
 	return last >= s.baseOffset && last-s.baseOffset <= math.MaxInt32
 }
 
-// writeBatches writes buf, whole batches, at the end of the .log file and
-// publishes the new size. On error the file is cut back to its old size.
+// writeBatches writes buf, whole batches, at the end of the .log file,
+// without publishing the new size (the caller stores it once the
+// append's other files are written). On error the file is cut back to
+// its old size, through the descriptor the write used; when that fails
+// too, the error is the cut's (a failure of the disk, whatever the
+// write's was: part of buf stays in the file).
 func (s *segment) writeBatches(buf []byte) error {
 	pos := s.size.Load()
-	if _, err := s.log.WriteAt(buf, pos); err != nil {
-		if terr := s.log.Truncate(pos); terr != nil {
-			err = errors.Join(err, terr)
+	f, err := s.log.acquire()
+	if err != nil {
+		return fmt.Errorf("storage: write %s at %d: %w", s, pos, err)
+	}
+	defer s.log.release()
+	if _, err := fileWriteAt(f, buf, pos); err != nil {
+		if terr := f.Truncate(pos); terr != nil {
+			return fmt.Errorf("storage: cut %s back to %d after a failed write (%v): %w", s, pos, err, terr)
 		}
 		return fmt.Errorf("storage: write %s at %d: %w", s, pos, err)
 	}
-	s.size.Store(pos + int64(len(buf)))
 	return nil
 }
 

@@ -201,7 +201,9 @@ func (m *Manager) cleanOnce(ctx context.Context, failed map[*Log]bool) bool {
 		priority float64
 	)
 	for tp, l := range m.Logs() {
-		if failed[l] {
+		if failed[l] || l.flushFailure() != nil {
+			// Uncleanable, or failed (its dir offline): Kafka's
+			// cleaner skips both.
 			continue
 		}
 		if p, ok := l.CleanPriority(); ok && (best == nil || p > priority) {
@@ -217,7 +219,26 @@ func (m *Manager) cleanOnce(ctx context.Context, failed map[*Log]bool) bool {
 	case errors.Is(err, ErrCleaningAborted), errors.Is(err, ErrClosed), errors.Is(err, context.Canceled):
 		m.logger.Info("cleaning stopped", "topic", bestTP.Topic, "partition", bestTP.Partition, "err", err)
 		return false
+	case errors.Is(err, errSwapIncomplete):
+		best.offline("clean", err)
+		m.opts.Stats.cleaned(res, true)
+		return true
+	case transient(err):
+		// Out of space or descriptors: the cleaning left the log as it
+		// was (its .cleaned files are removed) and is tried again after
+		// log.cleaner.backoff.ms.
+		m.logger.Warn("cleaning stopped for want of disk space or file descriptors: tried again later", "topic", bestTP.Topic, "partition", bestTP.Partition, "err", err)
+		m.opts.Stats.cleaned(res, true)
+		return false
+	case isIOError(err):
+		// Kafka's LogCleaner.cleanLog: an IOException takes the log's
+		// dir offline (LogDirFailureChannel).
+		best.offline("clean", err)
+		m.opts.Stats.cleaned(res, true)
+		return true
 	default:
+		// Kafka's LogCleaningException: the partition is marked
+		// uncleanable (bad data in the log, a dedupe buffer too small).
 		m.logger.Error("cleaning failed: the log is left uncleaned until restart", "topic", bestTP.Topic, "partition", bestTP.Partition, "err", err)
 		failed[best] = true
 		m.opts.Stats.cleaned(res, true)

@@ -107,27 +107,75 @@ func (s *segment) loadTxnIndexLocked() error {
 	return nil
 }
 
-// appendAbortedTxn adds e to the segment's .txnindex.
-func (s *segment) appendAbortedTxn(e AbortedTxn) error {
+// openTxnIndex loads the segment's .txnindex entries and opens its file
+// for appending, creating it, for an append whose markers abort
+// transactions: it is opened before the append writes anything, so that
+// running out of descriptors refuses the append whole. The caller closes
+// the file.
+func (s *segment) openTxnIndex() (vfs.File, error) {
 	t := &s.txn
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := s.loadTxnIndexLocked(); err != nil && !errors.Is(err, ErrCorruptTxnIndex) {
-		return err
+		return nil, err
 	}
 	f, err := s.fsys().OpenFile(s.txnIndexPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("storage: open %s: %w", s.txnIndexPath(), err)
+		return nil, fmt.Errorf("storage: open %s: %w", s.txnIndexPath(), err)
 	}
-	_, err = f.Write(EncodeTxnIndex([]AbortedTxn{e}))
+	return f, nil
+}
+
+// writeAbortedTxns appends entries to f, the .txnindex from openTxnIndex,
+// without adding them to the index in memory (addAbortedTxns does, once
+// the batches holding their markers are written). It returns the file's
+// size before them, to cut it back to when those batches are not
+// written; on error it has cut it back already, if it could.
+func (s *segment) writeAbortedTxns(f vfs.File, entries []AbortedTxn) (before int64, err error) {
+	t := &s.txn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("storage: append %s: %w", s.txnIndexPath(), err)
+	}
+	before = fi.Size()
+	if _, err := f.Write(EncodeTxnIndex(entries)); err != nil {
+		if terr := f.Truncate(before); terr != nil {
+			// A partial entry stays: a failure of the disk, whatever
+			// the write's was.
+			return before, fmt.Errorf("storage: cut %s back after a failed append (%v): %w", s.txnIndexPath(), err, terr)
+		}
+		return before, fmt.Errorf("storage: append %s: %w", s.txnIndexPath(), err)
+	}
+	return before, nil
+}
+
+// addAbortedTxns adds entries, written by writeAbortedTxns, to the index
+// in memory.
+func (s *segment) addAbortedTxns(entries []AbortedTxn) {
+	t := &s.txn
+	t.mu.Lock()
+	t.entries = append(t.entries, entries...)
+	t.dirty = true
+	t.mu.Unlock()
+}
+
+// appendAbortedTxns adds entries to the segment's .txnindex, file and
+// memory (recovery and replay: the markers are in the log already).
+func (s *segment) appendAbortedTxns(entries []AbortedTxn) error {
+	f, err := s.openTxnIndex()
+	if err != nil {
+		return err
+	}
+	_, err = s.writeAbortedTxns(f, entries)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("storage: append %s: %w", s.txnIndexPath(), err)
+		return err
 	}
-	t.entries = append(t.entries, e)
-	t.dirty = true
+	s.addAbortedTxns(entries)
 	return nil
 }
 

@@ -13,9 +13,12 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,7 +61,32 @@ type FS interface {
 	// SyncFS is syncfs(2) on the filesystem holding dir: every file's
 	// written data reaches the disk.
 	SyncFS(dir string) error
+	// Lock takes an exclusive lock on the file name, creating it, until
+	// the returned Closer is closed or the process ends, as Kafka's
+	// LogManager locks <log.dir>/.lock. It does not wait: a lock held
+	// by another process, or by another Lock of this one, gives a
+	// *LockedError.
+	Lock(name string) (io.Closer, error)
 }
+
+// LockedError is the error of a Lock whose file another holder has
+// locked.
+type LockedError struct {
+	Path string
+	// PID is the holder's process id when known (it wrote it into the
+	// file, or holds a POSIX lock, as a Kafka broker does), else 0.
+	PID int
+}
+
+func (e *LockedError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("%s is locked by process %d", e.Path, e.PID)
+	}
+	return fmt.Sprintf("%s is locked by another process", e.Path)
+}
+
+// Unwrap is EWOULDBLOCK, the errno of a lock that would wait.
+func (e *LockedError) Unwrap() error { return unix.EWOULDBLOCK }
 
 // Default is the operating system's filesystem.
 var Default FS = osFS{}
@@ -107,6 +135,55 @@ func (osFS) SyncFS(dir string) error {
 		return &fs.PathError{Op: "syncfs", Path: dir, Err: err}
 	}
 	return nil
+}
+
+// Lock locks name with an open file description lock (fcntl(2)
+// F_OFD_SETLK, a write lock over the whole file): held per open file, so
+// a second Lock in the same process fails too, and it conflicts with the
+// POSIX record locks of Java's FileChannel.tryLock (a Kafka broker on the
+// same dir). The holder's process id is written into the file, for the
+// error a later Lock gives; Kafka's .lock is empty and Kafka reads none.
+// The kernel releases the lock when the process ends, however it ends.
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+	for {
+		err = unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.EINVAL {
+		// A kernel before 3.15 has no OFD locks: flock(2) is also per
+		// open file, but does not see a Kafka broker's lock.
+		for {
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			if err != unix.EINTR {
+				break
+			}
+		}
+	}
+	if err != nil {
+		defer f.Close()
+		if err != unix.EAGAIN && err != unix.EACCES {
+			return nil, &fs.PathError{Op: "lock", Path: name, Err: err}
+		}
+		held := &LockedError{Path: name}
+		probe := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+		if unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &probe) == nil && probe.Pid > 0 {
+			held.PID = int(probe.Pid)
+		} else if b, err := io.ReadAll(io.LimitReader(f, 32)); err == nil {
+			held.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		return nil, held
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
 }
 
 // OSFile returns the *os.File behind f, or nil when f is not one (a test

@@ -54,6 +54,7 @@ type CrashFS struct {
 	mu      sync.Mutex
 	crashed bool
 	files   map[string]*fileState // by path, files written or created since their last sync
+	locks   []io.Closer           // taken by Lock, released by Crash
 }
 
 // fileState is what a crash needs to undo the unsynced changes of one
@@ -104,6 +105,10 @@ func (c *CrashFS) Crash(opts CrashOptions) error {
 		}
 	}
 	c.files = nil
+	for _, l := range c.locks {
+		l.Close() // the process ended: the kernel drops its locks
+	}
+	c.locks = nil
 	return errors.Join(errs...)
 }
 
@@ -429,6 +434,23 @@ func (c *CrashFS) Chtimes(name string, atime, mtime time.Time) error {
 		return &fs.PathError{Op: "chtimes", Path: name, Err: ErrCrashed}
 	}
 	return c.inner.Chtimes(name, atime, mtime)
+}
+
+// Lock implements vfs.FS. Crash releases the locks taken through c, as
+// the end of a process does, so that a node restarted in the same test
+// process after a crash can lock its dirs again.
+func (c *CrashFS) Lock(name string) (io.Closer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.crashed {
+		return nil, &fs.PathError{Op: "lock", Path: name, Err: ErrCrashed}
+	}
+	l, err := c.inner.Lock(name)
+	if err != nil {
+		return nil, err
+	}
+	c.locks = append(c.locks, l)
+	return l, nil
 }
 
 // SyncFS implements vfs.FS: every file under dir becomes durable (the

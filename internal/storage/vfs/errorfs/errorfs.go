@@ -10,6 +10,7 @@ package errorfs
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -188,6 +189,14 @@ func (e *FS) SyncFS(dir string) error {
 		return pathErr("syncfs", dir, err)
 	}
 	return e.inner.SyncFS(dir)
+}
+
+// Lock implements vfs.FS; it is asked of the injectors as an OpOpen.
+func (e *FS) Lock(name string) (io.Closer, error) {
+	if err := e.check(OpOpen, name, 0); err != nil {
+		return nil, pathErr("lock", name, err)
+	}
+	return e.inner.Lock(name)
 }
 
 // file is a File of an FS.
