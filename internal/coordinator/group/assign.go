@@ -267,6 +267,38 @@ func assignUniform(members []assignMember, partitions map[topicID]int32, racks r
 	// The partitions left go to the least loaded member subscribed to
 	// their topic (ties: member id order); with the same subscriptions,
 	// within the quotas.
+	if homogeneous && ri == nil {
+		// Every member may take any partition: the least loaded is
+		// the top of a heap of (count, member order), O(log members)
+		// a partition instead of a scan of the members.
+		h := &loadHeap{count: count}
+		for i := range members {
+			h.push(loadEntry{id: members[i].id, i: i})
+		}
+		for _, id := range sortedTopicIDs(partitions) {
+			if !members[0].topics[id] {
+				continue // nobody subscribes to it
+			}
+			for p := range partitions[id] {
+				k := part{id, p}
+				if owner[k] != "" {
+					continue
+				}
+				best := h.s[0]
+				if n := count[best.id]; n > base || n == base && extra <= 0 {
+					continue // nobody has room
+				}
+				if count[best.id] == base {
+					extra--
+				}
+				owner[k] = best.id
+				out[best.id].add(id, p)
+				count[best.id]++
+				h.fix()
+			}
+		}
+		return out
+	}
 	for _, id := range sortedTopicIDs(partitions) {
 		for p := range partitions[id] {
 			k := part{id, p}
@@ -344,4 +376,55 @@ func assignUniform(members []assignMember, partitions map[topicID]int32, racks r
 		}
 	}
 	return out
+}
+
+// loadHeap orders members by their count of partitions, then by their
+// order in the member list, least first: assignUniform's least loaded
+// member.
+type loadHeap struct {
+	count map[string]int
+	s     []loadEntry
+}
+
+type loadEntry struct {
+	id string
+	i  int // order among the members
+}
+
+func (h *loadHeap) less(a, b loadEntry) bool {
+	if ca, cb := h.count[a.id], h.count[b.id]; ca != cb {
+		return ca < cb
+	}
+	return a.i < b.i
+}
+
+func (h *loadHeap) push(e loadEntry) {
+	h.s = append(h.s, e)
+	for j := len(h.s) - 1; j > 0; {
+		parent := (j - 1) / 2
+		if !h.less(h.s[j], h.s[parent]) {
+			break
+		}
+		h.s[j], h.s[parent] = h.s[parent], h.s[j]
+		j = parent
+	}
+}
+
+// fix restores the order after the top's count grew.
+func (h *loadHeap) fix() {
+	n := len(h.s)
+	for j := 0; ; {
+		l, r, m := 2*j+1, 2*j+2, j
+		if l < n && h.less(h.s[l], h.s[m]) {
+			m = l
+		}
+		if r < n && h.less(h.s[r], h.s[m]) {
+			m = r
+		}
+		if m == j {
+			return
+		}
+		h.s[j], h.s[m] = h.s[m], h.s[j]
+		j = m
+	}
 }

@@ -63,6 +63,10 @@ type cmember struct {
 	session    *deadline.Timer
 	revocation *deadline.Timer // rebalance timeout while revoking
 
+	// resolved caches resolve's answer for the subscription and topic
+	// metadata version it was computed at.
+	resolved resolvedSub
+
 	// classic is set for a member using the classic protocol
 	// (JoinGroup/SyncGroup/Heartbeat, migrate.go).
 	classic *classicMeta
@@ -271,7 +275,15 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	}
 	// Everything below changes the group in memory before its records are
 	// written; a failed write puts it back (rollback.go).
-	snap := c.snapshotConsumer(part, req.Group)
+	// A heartbeat of a known member in the current assignment epoch that
+	// changes neither subscription nor instance, at the topic version the
+	// group last saw, touches no group map: its snapshot need not copy
+	// them (O(members) every heartbeat of every member otherwise).
+	steady := g != nil && g.cg != nil && epoch > 0 && req.InstanceID == nil &&
+		req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil &&
+		g.cg.epoch == g.cg.assignmentEpoch && g.cg.metaVersion == c.topicsVersion() &&
+		g.cg.members[req.MemberID] != nil
+	snap := c.snapshotConsumerMaps(part, req.Group, !steady)
 	refuse := func(code int16, msg string) {
 		c.rollback(snap, false)
 		fail(code, msg)
@@ -551,30 +563,89 @@ func (c *Coordinator) holdAll(cg *consumerGroup, m *cmember) {
 	}
 }
 
-// resolve returns the topics member m subscribes to that exist: its names
-// and its regex's matches among non-internal topics (names cached per
-// metadata version by the caller).
-func (c *Coordinator) resolve(m *cmember, names []string) map[string]topicMeta {
-	out := map[string]topicMeta{}
+// topicsVersion is Topics.Version, -1 without Topics.
+func (c *Coordinator) topicsVersion() int64 {
 	if c.topics == nil {
-		return out
+		return -1
+	}
+	return c.topics.Version()
+}
+
+// resolvedSub is a member's subscription resolved against the topics at
+// one metadata version: the topics that exist, by name and by id.
+type resolvedSub struct {
+	version int64 // Topics.Version; -1 with no Topics
+	topics  []string
+	regex   string
+	ok      bool // computed at all
+	byName  map[string]topicMeta
+	ids     map[topicID]bool // read only: shared with the assignors
+}
+
+// regexCache holds the non-internal topic names each subscribed regex
+// matches at one metadata version, so that a group epoch bump matches each
+// regex against the topic names once, not once per member.
+type regexCache struct {
+	version int64
+	names   []string // Topics.Names at version; nil until a regex needs it
+	matches map[string][]string
+}
+
+// regexMatches returns the non-internal topics re matches at version.
+func (c *Coordinator) regexMatches(re *regexp.Regexp, version int64) []string {
+	rc := &c.regexes
+	if rc.matches == nil || rc.version != version {
+		*rc = regexCache{version: version, matches: map[string][]string{}}
+	}
+	key := re.String()
+	if ms, ok := rc.matches[key]; ok {
+		return ms
+	}
+	if rc.names == nil {
+		rc.names = c.topics.Names()
+	}
+	var ms []string
+	for _, t := range rc.names {
+		if !internalTopics[t] && re.MatchString(t) {
+			ms = append(ms, t)
+		}
+	}
+	rc.matches[key] = ms
+	return ms
+}
+
+// resolve returns the topics member m subscribes to that exist at topic
+// metadata version: its names and its regex's matches among non-internal
+// topics. The answer is cached in m until its subscription or version
+// changes; callers must not modify it.
+func (c *Coordinator) resolve(m *cmember, version int64) *resolvedSub {
+	r := &m.resolved
+	regex := ""
+	if m.re != nil {
+		regex = m.re.String()
+	}
+	if r.ok && r.version == version && r.regex == regex && slices.Equal(r.topics, m.topics) {
+		return r
+	}
+	*r = resolvedSub{version: version, topics: m.topics, regex: regex, ok: true, byName: map[string]topicMeta{}, ids: map[topicID]bool{}}
+	if c.topics == nil {
+		return r
 	}
 	add := func(name string) {
 		if id, n, ok := c.topics.Topic(name); ok {
-			out[name] = topicMeta{id, n}
+			r.byName[name] = topicMeta{id, n}
+			r.ids[id] = true
 		}
 	}
 	for _, t := range m.topics {
 		add(t)
 	}
 	if m.re != nil {
-		for _, t := range names {
-			if !internalTopics[t] && m.re.MatchString(t) {
-				add(t)
-			}
+		for _, t := range c.regexMatches(m.re, version) {
+			add(t)
 		}
 	}
-	return out
+	return r
 }
 
 // maybeBumpAndAssign bumps the group epoch when bump is set or the
@@ -582,21 +653,11 @@ func (c *Coordinator) resolve(m *cmember, names []string) map[string]topicMeta {
 // assignment when the group epoch passed the assignment epoch.
 func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 	cg := g.cg
-	var version int64 = -1
-	if c.topics != nil {
-		version = c.topics.Version()
-	}
+	version := c.topicsVersion()
 	if bump || version != cg.metaVersion {
-		var names []string
+		sub := make(map[string]topicMeta, len(cg.subscribed))
 		for _, m := range cg.members {
-			if m.re != nil && c.topics != nil {
-				names = c.topics.Names()
-				break
-			}
-		}
-		sub := map[string]topicMeta{}
-		for _, m := range cg.members {
-			maps.Copy(sub, c.resolve(m, names))
+			maps.Copy(sub, c.resolve(m, version).byName)
 		}
 		if !maps.Equal(sub, cg.subscribed) {
 			cg.subscribed = sub
@@ -624,28 +685,15 @@ func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 			name = a
 		}
 	}
-	var names []string
-	if c.topics != nil {
-		for _, m := range cg.members {
-			if m.re != nil {
-				names = c.topics.Names()
-				break
-			}
-		}
-	}
 	partitions := map[topicID]int32{}
 	for _, t := range cg.subscribed {
 		partitions[t.id] = t.partitions
 	}
-	var ams []assignMember
-	for _, m := range cg.sortedMembers() {
-		am := assignMember{id: m.id, topics: map[topicID]bool{}, prev: cg.target[m.id], rack: derefOr(m.rackID, "")}
-		for name, t := range c.resolve(m, names) {
-			if cur, ok := cg.subscribed[name]; ok && cur.id == t.id {
-				am.topics[t.id] = true
-			}
-		}
-		ams = append(ams, am)
+	members := cg.sortedMembers()
+	ams := make([]assignMember, 0, len(members))
+	for _, m := range members {
+		// cg.subscribed is the union of these at this version.
+		ams = append(ams, assignMember{id: m.id, topics: c.resolve(m, version).ids, prev: cg.target[m.id], rack: derefOr(m.rackID, "")})
 	}
 	var racks rackFunc
 	if c.topics != nil {

@@ -61,6 +61,7 @@ type Coordinator struct {
 	timers     *deadline.Queue                   // the loop's
 	seq        uint64                            // member join order
 	topics     Topics                            // SetTopics; nil: none
+	regexes    regexCache                        // regex subscriptions' matches at topics' version
 }
 
 // partition is one loaded (or loading) partition of __consumer_offsets.

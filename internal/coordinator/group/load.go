@@ -79,7 +79,6 @@ func (ls *loadState) applyConsumer(cr *ConsumerRecord) {
 // epochs and partitions, and their sessions start over.
 func (c *Coordinator) installConsumer(part *partition, ls *loadState, now time.Time) {
 	var version int64 = -1
-	var names []string
 	if c.topics != nil {
 		version = c.topics.Version()
 	}
@@ -101,9 +100,6 @@ func (c *Coordinator) installConsumer(part *partition, ls *loadState, now time.T
 			}
 			if m.regex != nil {
 				m.re, _ = compileSubscription(*m.regex)
-				if names == nil && c.topics != nil {
-					names = c.topics.Names()
-				}
 			}
 			if cur := l.current[mid]; cur != nil {
 				m.epoch, m.prevEpoch, m.state = cur.epoch, cur.prevEpoch, memberState(cur.state)
@@ -120,7 +116,7 @@ func (c *Coordinator) installConsumer(part *partition, ls *loadState, now time.T
 			c.scheduleConsumerSession(g, m)
 		}
 		for _, m := range cg.members {
-			maps.Copy(cg.subscribed, c.resolve(m, names))
+			maps.Copy(cg.subscribed, c.resolve(m, version).byName)
 		}
 		cg.metaVersion = version
 		delete(part.groups, id)

@@ -58,6 +58,15 @@ type classicSnap struct {
 
 // snapshotConsumer records group id of part before a change.
 func (c *Coordinator) snapshotConsumer(part *partition, id string) *cgSnapshot {
+	return c.snapshotConsumerMaps(part, id, true)
+}
+
+// snapshotConsumerMaps is snapshotConsumer; without cloneMaps the
+// snapshot shares the group's maps of members, static members, targets and
+// subscribed topics instead of copying them (O(members)), for a change
+// that modifies none of them (a steady member's heartbeat): the member's
+// fields and the partition owners are still restored.
+func (c *Coordinator) snapshotConsumerMaps(part *partition, id string, cloneMaps bool) *cgSnapshot {
 	s := &cgSnapshot{part: part, id: id, g: part.groups[id]}
 	g := s.g
 	if g == nil {
@@ -73,10 +82,12 @@ func (c *Coordinator) snapshotConsumer(part *partition, id string) *cgSnapshot {
 		return s
 	}
 	s.wasConsumer, s.cg, s.val = true, g.cg, *g.cg
-	s.val.members = maps.Clone(g.cg.members)
-	s.val.static = maps.Clone(g.cg.static)
-	s.val.target = maps.Clone(g.cg.target)
-	s.val.subscribed = maps.Clone(g.cg.subscribed)
+	if cloneMaps {
+		s.val.members = maps.Clone(g.cg.members)
+		s.val.static = maps.Clone(g.cg.static)
+		s.val.target = maps.Clone(g.cg.target)
+		s.val.subscribed = maps.Clone(g.cg.subscribed)
+	}
 	s.val.owners = nil // recomputed
 	s.members = map[*cmember]cmember{}
 	return s
