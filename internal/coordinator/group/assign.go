@@ -2,14 +2,19 @@ package group
 
 import (
 	"cmp"
+	"maps"
+	"reflect"
 	"slices"
 )
 
 // This file is the server-side assignors of KIP-848 consumer groups
 // (group.consumer.assignors): "uniform" and "range", after Kafka's
 // UniformAssignor and RangeAssignor. They run on the coordinator's
-// goroutine; their cost is proportional to the group's members times the
-// partitions of the topics they subscribe to.
+// goroutine, once per group epoch bump. "uniform" with every member
+// subscribed to the same topics and no racks (the common case) costs
+// O(members + partitions log members); "range" O(members x topics +
+// partitions); "uniform" with different subscriptions or racks up to
+// members x partitions.
 
 // Names of the server-side assignors, in Kafka's default order of
 // group.consumer.assignors (the first is used when no member names one).
@@ -37,8 +42,9 @@ type rackFunc func(id topicID, p int32) []string
 // subscribed topic goes to exactly one member subscribed to its topic.
 // members are sorted by id; partitions gives each topic's partition count;
 // racks, when not nil, gives the racks of each partition's replicas, for
-// rack-aware assignment.
-type assignFunc func(members []assignMember, partitions map[topicID]int32, racks rackFunc) map[string]assignment
+// rack-aware assignment. The answer is parallel to members: the i-th
+// member's assignment, nil when it gets nothing.
+type assignFunc func(members []assignMember, partitions map[topicID]int32, racks rackFunc) []assignment
 
 // rackInfo answers whether a member's rack holds a replica of a
 // partition, for rack-aware assignment as Kafka's assignors do it when
@@ -116,17 +122,21 @@ func sortedTopicIDs(m map[topicID]int32) []topicID {
 // KIP-881, each partition first goes to the first member with room in its
 // quota whose rack holds a replica; the rest then fill the quotas in
 // order. The quotas, hence the balance, are the same either way.
-func assignRange(members []assignMember, partitions map[topicID]int32, racks rackFunc) map[string]assignment {
-	out := make(map[string]assignment, len(members))
-	for _, m := range members {
-		out[m.id] = assignment{}
+func assignRange(members []assignMember, partitions map[topicID]int32, racks rackFunc) []assignment {
+	out := make([]assignment, len(members))
+	give := func(i int, id topicID, p int32) {
+		if out[i] == nil {
+			out[i] = assignment{}
+		}
+		out[i].add(id, p)
 	}
 	ri := newRackInfo(members, racks)
+	var subs []int // members subscribed to the topic, by index
 	for _, id := range sortedTopicIDs(partitions) {
-		var subs []*assignMember
+		subs = subs[:0]
 		for i := range members {
 			if members[i].topics[id] {
-				subs = append(subs, &members[i])
+				subs = append(subs, i)
 			}
 		}
 		if len(subs) == 0 {
@@ -145,7 +155,7 @@ func assignRange(members []assignMember, partitions map[topicID]int32, racks rac
 			next := int32(0)
 			for i, m := range subs {
 				for p := next; p < next+quota[i]; p++ {
-					out[m.id][id] = append(out[m.id][id], p)
+					give(m, id, p)
 				}
 				next += quota[i]
 			}
@@ -154,8 +164,8 @@ func assignRange(members []assignMember, partitions map[topicID]int32, racks rac
 		given := make([]bool, n)
 		for p := range n {
 			for i, m := range subs {
-				if quota[i] > 0 && ri.match(m, id, p) {
-					out[m.id].add(id, p)
+				if quota[i] > 0 && ri.match(&members[m], id, p) {
+					give(m, id, p)
 					quota[i]--
 					given[p] = true
 					break
@@ -170,7 +180,7 @@ func assignRange(members []assignMember, partitions map[topicID]int32, racks rac
 			for quota[i] == 0 {
 				i++
 			}
-			out[subs[i].id].add(id, p)
+			give(subs[i], id, p)
 			quota[i]--
 		}
 	}
@@ -192,28 +202,62 @@ func assignRange(members []assignMember, partitions map[topicID]int32, racks rac
 // loaded member in a rack holding a replica when one has room within the
 // even spread, else to the least loaded member. Balance comes first: the
 // counts are those of the assignment without racks.
-func assignUniform(members []assignMember, partitions map[topicID]int32, racks rackFunc) map[string]assignment {
-	out := make(map[string]assignment, len(members))
-	count := make(map[string]int, len(members))
-	for _, m := range members {
-		out[m.id] = assignment{}
+//
+// With the same subscriptions and no racks it is assignUniformHomogeneous,
+// which gives the same answer as assignUniformGeneral in O(members +
+// partitions log members) instead of O(members x partitions).
+func assignUniform(members []assignMember, partitions map[topicID]int32, racks rackFunc) []assignment {
+	if homogeneous(members) && newRackInfo(members, racks) == nil {
+		return assignUniformHomogeneous(members, partitions)
+	}
+	return assignUniformGeneral(members, partitions, racks)
+}
+
+// homogeneous reports whether every member subscribes to the same topics.
+func homogeneous(members []assignMember) bool {
+	for i := 1; i < len(members); i++ {
+		if !sameTopics(members[i].topics, members[0].topics) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameTopics reports whether a and b hold the same topics; the members of
+// a group with one subscription share one map, which answers at once.
+func sameTopics(a, b map[topicID]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || sameMap(a, b) {
+		return true
+	}
+	for id := range a {
+		if !b[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// sameMap reports whether a and b are the same map (not only equal ones).
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// assignUniformGeneral is assignUniform for any subscriptions and racks.
+func assignUniformGeneral(members []assignMember, partitions map[topicID]int32, racks rackFunc) []assignment {
+	out := make([]assignment, len(members))
+	for i := range out {
+		out[i] = assignment{}
 	}
 	if len(members) == 0 {
 		return out
 	}
+	count := make([]int, len(members))
 	ri := newRackInfo(members, racks)
-	type part struct {
-		id topicID
-		p  int32
-	}
-	owner := map[part]string{}
-	homogeneous := true
-	for _, m := range members[1:] {
-		homogeneous = homogeneous && len(m.topics) == len(members[0].topics)
-		for id := range m.topics {
-			homogeneous = homogeneous && members[0].topics[id]
-		}
-	}
+	owner := map[tpKey]int{} // partition -> member index
+	same := homogeneous(members)
 	total := 0
 	for id, n := range partitions {
 		for _, m := range members {
@@ -227,107 +271,76 @@ func assignUniform(members []assignMember, partitions map[topicID]int32, racks r
 	// one more; otherwise no cap for the sticky pass beyond the base+1
 	// of an even spread, corrected by the moves below.
 	base, extra := total/len(members), total%len(members)
-	keep := func(m assignMember, limit int) {
+	keep := func(i, limit int) {
+		m := &members[i]
 		for _, id := range m.prev.topics() {
 			if !m.topics[id] {
 				continue
 			}
 			for _, p := range m.prev[id] {
-				if count[m.id] >= limit {
+				if count[i] >= limit {
 					return
 				}
-				k := part{id, p}
-				if p >= partitions[id] || owner[k] != "" || ri.mismatch(&m, members, id, p) {
+				k := tpKey{id, p}
+				if _, taken := owner[k]; taken || p < 0 || p >= partitions[id] || ri.mismatch(m, members, id, p) {
 					continue
 				}
-				owner[k] = m.id
-				out[m.id][id] = append(out[m.id][id], p)
-				count[m.id]++
+				owner[k] = i
+				out[i][id] = append(out[i][id], p)
+				count[i]++
 			}
 		}
 	}
-	if homogeneous {
-		for _, m := range members {
-			keep(m, base)
+	if same {
+		for i := range members {
+			keep(i, base)
 		}
-		for _, m := range members { // then one more for those that had it
-			if extra > 0 && count[m.id] == base && m.prev.size() > base {
-				before := count[m.id]
-				keep(m, base+1)
-				if count[m.id] > before {
+		for i := range members { // then one more for those that had it
+			if extra > 0 && count[i] == base && members[i].prev.size() > base {
+				before := count[i]
+				keep(i, base+1)
+				if count[i] > before {
 					extra--
 				}
 			}
 		}
 	} else {
-		for _, m := range members {
-			keep(m, base+1)
+		for i := range members {
+			keep(i, base+1)
 		}
 	}
 	// The partitions left go to the least loaded member subscribed to
 	// their topic (ties: member id order); with the same subscriptions,
 	// within the quotas.
-	if homogeneous && ri == nil {
-		// Every member may take any partition: the least loaded is
-		// the top of a heap of (count, member order), O(log members)
-		// a partition instead of a scan of the members.
-		h := &loadHeap{count: count}
-		for i := range members {
-			h.push(loadEntry{id: members[i].id, i: i})
-		}
-		for _, id := range sortedTopicIDs(partitions) {
-			if !members[0].topics[id] {
-				continue // nobody subscribes to it
-			}
-			for p := range partitions[id] {
-				k := part{id, p}
-				if owner[k] != "" {
-					continue
-				}
-				best := h.s[0]
-				if n := count[best.id]; n > base || n == base && extra <= 0 {
-					continue // nobody has room
-				}
-				if count[best.id] == base {
-					extra--
-				}
-				owner[k] = best.id
-				out[best.id].add(id, p)
-				count[best.id]++
-				h.fix()
-			}
-		}
-		return out
-	}
 	for _, id := range sortedTopicIDs(partitions) {
 		for p := range partitions[id] {
-			k := part{id, p}
-			if owner[k] != "" {
+			k := tpKey{id, p}
+			if _, taken := owner[k]; taken {
 				continue
 			}
-			best, bestRack := "", ""
+			best, bestRack := -1, -1
 			for i := range members {
 				m := &members[i]
 				if !m.topics[id] {
 					continue
 				}
-				if homogeneous && count[m.id] >= base && !(count[m.id] == base && extra > 0) {
+				if same && count[i] >= base && !(count[i] == base && extra > 0) {
 					continue
 				}
-				if best == "" || count[m.id] < count[best] {
-					best = m.id
+				if best < 0 || count[i] < count[best] {
+					best = i
 				}
-				if count[m.id] <= base && ri.match(m, id, p) && (bestRack == "" || count[m.id] < count[bestRack]) {
-					bestRack = m.id
+				if count[i] <= base && ri.match(m, id, p) && (bestRack < 0 || count[i] < count[bestRack]) {
+					bestRack = i
 				}
 			}
-			if bestRack != "" {
+			if bestRack >= 0 {
 				best = bestRack
 			}
-			if best == "" {
+			if best < 0 {
 				continue
 			}
-			if homogeneous && count[best] == base {
+			if same && count[best] == base {
 				extra--
 			}
 			owner[k] = best
@@ -335,15 +348,11 @@ func assignUniform(members []assignMember, partitions map[topicID]int32, racks r
 			count[best]++
 		}
 	}
-	if homogeneous {
+	if same {
 		return out
 	}
 	// Moves for balance, bounded by the number of partitions.
-	keys := make([]part, 0, len(owner))
-	for k := range owner {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b part) int {
+	keys := slices.SortedFunc(maps.Keys(owner), func(a, b tpKey) int {
 		if c := slices.Compare(a.id[:], b.id[:]); c != 0 {
 			return c
 		}
@@ -353,18 +362,18 @@ func assignUniform(members []assignMember, partitions map[topicID]int32, racks r
 		moved := false
 		for _, k := range keys {
 			from := owner[k]
-			to := ""
-			for _, m := range members {
-				if m.topics[k.id] && count[m.id] < count[from]-1 && (to == "" || count[m.id] < count[to]) {
-					to = m.id
+			to := -1
+			for i := range members {
+				if members[i].topics[k.id] && count[i] < count[from]-1 && (to < 0 || count[i] < count[to]) {
+					to = i
 				}
 			}
-			if to == "" {
+			if to < 0 {
 				continue
 			}
 			ps := out[from][k.id]
-			i, _ := slices.BinarySearch(ps, k.p)
-			out[from][k.id] = slices.Delete(ps, i, i+1)
+			j, _ := slices.BinarySearch(ps, k.p)
+			out[from][k.id] = slices.Delete(ps, j, j+1)
 			out[to].add(k.id, k.p)
 			owner[k] = to
 			count[from]--
@@ -378,42 +387,179 @@ func assignUniform(members []assignMember, partitions map[topicID]int32, racks r
 	return out
 }
 
-// loadHeap orders members by their count of partitions, then by their
-// order in the member list, least first: assignUniform's least loaded
-// member.
-type loadHeap struct {
-	count map[string]int
-	s     []loadEntry
-}
-
-type loadEntry struct {
-	id string
-	i  int // order among the members
-}
-
-func (h *loadHeap) less(a, b loadEntry) bool {
-	if ca, cb := h.count[a.id], h.count[b.id]; ca != cb {
-		return ca < cb
+// assignUniformHomogeneous is assignUniformGeneral for members that all
+// subscribe to the same topics, without racks, in O(members + partitions
+// log members): partitions are numbered densely (topics in id order, then
+// partition order), a member's load is an index into a slice, and the
+// least loaded member (ties: member order) is the top of a heap. It keeps
+// the general path's order of decisions, so that both give the same
+// assignment (TestAssignUniformFastPathSame): each member keeps up to n/m
+// of its previous partitions (topic id order, then its order), members
+// that had more keep one more while n%m such places are left, and the
+// partitions left go one by one to the least loaded member with room.
+func assignUniformHomogeneous(members []assignMember, partitions map[topicID]int32) []assignment {
+	out := make([]assignment, len(members))
+	if len(members) == 0 {
+		return out
 	}
-	return a.i < b.i
-}
-
-func (h *loadHeap) push(e loadEntry) {
-	h.s = append(h.s, e)
-	for j := len(h.s) - 1; j > 0; {
-		parent := (j - 1) / 2
-		if !h.less(h.s[j], h.s[parent]) {
+	sub := members[0].topics
+	var ids []topicID       // subscribed topics that exist, in id order
+	var first []int         // dense number of each topic's partition 0
+	at := map[topicID]int{} // index in ids
+	total := 0
+	for _, id := range sortedTopicIDs(partitions) {
+		if !sub[id] || partitions[id] <= 0 {
+			continue
+		}
+		at[id] = len(ids)
+		ids = append(ids, id)
+		first = append(first, total)
+		total += int(partitions[id])
+	}
+	owner := make([]int32, total) // dense partition -> member index + 1; 0: free
+	count := make([]int32, len(members))
+	base, extra := int32(total/len(members)), total%len(members)
+	keepTopic := func(i int, limit int32, id topicID) {
+		t, ok := at[id]
+		if !ok {
+			return
+		}
+		for _, p := range members[i].prev[id] {
+			if count[i] >= limit {
+				return
+			}
+			if p < 0 || p >= partitions[id] || owner[first[t]+int(p)] != 0 {
+				continue
+			}
+			owner[first[t]+int(p)] = int32(i) + 1
+			count[i]++
+		}
+	}
+	keep := func(i int, limit int32) {
+		prev := members[i].prev
+		if len(prev) == 1 { // the common case: no list of topics to sort
+			for id := range prev {
+				keepTopic(i, limit, id)
+			}
+			return
+		}
+		for _, id := range prev.topics() {
+			keepTopic(i, limit, id)
+		}
+	}
+	if base > 0 {
+		for i := range members {
+			keep(i, base)
+		}
+	}
+	for i := range members { // then one more for those that had it
+		if extra == 0 {
 			break
 		}
-		h.s[j], h.s[parent] = h.s[parent], h.s[j]
-		j = parent
+		if count[i] == base && members[i].prev.size() > int(base) {
+			keep(i, base+1)
+			if count[i] > base {
+				extra--
+			}
+		}
+	}
+	// The partitions left, in order, to the top of a heap of members by
+	// (load, order), while it has room: below base, or at base while
+	// places for base+1 are left. Loads only grow, so once the top has
+	// no room nobody has.
+	h := loadHeap{count: count, s: make([]int32, len(members))}
+	for i := range h.s {
+		h.s[i] = int32(i)
+	}
+	h.init()
+	for k := range owner {
+		if owner[k] != 0 {
+			continue
+		}
+		top := h.s[0]
+		if n := count[top]; n > base || n == base && extra == 0 {
+			break
+		}
+		if count[top] == base {
+			extra--
+		}
+		owner[k] = top + 1
+		count[top]++
+		h.down(0)
+	}
+	// A member that keeps exactly its previous partitions gets its
+	// previous assignment back, not a copy (no allocation for a member
+	// whose target does not change). The others get their partitions in
+	// dense order, which is topic then partition order: sorted lists.
+	kept := make([]bool, len(members))
+	for i := range members {
+		prev := members[i].prev
+		if count[i] == 0 || len(prev) == 0 {
+			continue
+		}
+		same := true
+		n := int32(0)
+		for id, ps := range prev {
+			t, ok := at[id]
+			if len(ps) == 0 {
+				same = false
+				break
+			}
+			for j, p := range ps {
+				if !ok || p < 0 || p >= partitions[id] || owner[first[t]+int(p)] != int32(i)+1 || j > 0 && p <= ps[j-1] {
+					same = false
+					break
+				}
+				n++
+			}
+			if !same {
+				break
+			}
+		}
+		if same && n == count[i] {
+			out[i], kept[i] = prev, true
+		}
+	}
+	for t, id := range ids {
+		for p := range partitions[id] {
+			o := owner[first[t]+int(p)]
+			if o == 0 || kept[o-1] {
+				continue
+			}
+			if out[o-1] == nil {
+				out[o-1] = assignment{}
+			}
+			out[o-1][id] = append(out[o-1][id], p)
+		}
+	}
+	return out
+}
+
+// loadHeap is a binary min-heap of member indices ordered by their load
+// (count), then by index: assignUniformHomogeneous's least loaded member.
+type loadHeap struct {
+	count []int32
+	s     []int32
+}
+
+func (h *loadHeap) less(a, b int32) bool {
+	if ca, cb := h.count[a], h.count[b]; ca != cb {
+		return ca < cb
+	}
+	return a < b
+}
+
+// init orders s, in O(len(s)).
+func (h *loadHeap) init() {
+	for j := len(h.s)/2 - 1; j >= 0; j-- {
+		h.down(j)
 	}
 }
 
-// fix restores the order after the top's count grew.
-func (h *loadHeap) fix() {
+// down restores the order below j after its load grew.
+func (h *loadHeap) down(j int) {
 	n := len(h.s)
-	for j := 0; ; {
+	for {
 		l, r, m := 2*j+1, 2*j+2, j
 		if l < n && h.less(h.s[l], h.s[m]) {
 			m = l

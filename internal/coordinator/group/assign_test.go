@@ -2,12 +2,22 @@ package group
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
 )
+
+// byID is an assignor's answer by member id.
+func byID(members []assignMember, got []assignment) map[string]assignment {
+	out := map[string]assignment{}
+	for i, m := range members {
+		out[m.id] = got[i]
+	}
+	return out
+}
 
 // checkAssignment: every partition of a topic someone subscribes to goes
 // to exactly one member subscribed to it.
@@ -60,7 +70,7 @@ func TestAssignRange(t *testing.T) {
 		{id: "m3", topics: map[topicID]bool{a: true}},
 	}
 	parts := map[topicID]int32{a: 7, b: 3}
-	got := assignRange(ms, parts, nil)
+	got := byID(ms, assignRange(ms, parts, nil))
 	checkAssignment(t, ms, parts, got)
 	want := map[string]assignment{
 		"m1": {a: {0, 1, 2}, b: {0, 1}},
@@ -81,13 +91,13 @@ func TestAssignUniformSticky(t *testing.T) {
 	parts := map[topicID]int32{tid: 10}
 	sub := map[topicID]bool{tid: true}
 	ms := []assignMember{{id: "a", topics: sub}, {id: "b", topics: sub}}
-	first := assignUniform(ms, parts, nil)
+	first := byID(ms, assignUniform(ms, parts, nil))
 	checkAssignment(t, ms, parts, first)
 	if lo, hi := spread(ms, first); hi-lo > 1 {
 		t.Fatalf("unbalanced %v", first)
 	}
 	ms = []assignMember{{id: "a", topics: sub, prev: first["a"]}, {id: "b", topics: sub, prev: first["b"]}, {id: "c", topics: sub}}
-	second := assignUniform(ms, parts, nil)
+	second := byID(ms, assignUniform(ms, parts, nil))
 	checkAssignment(t, ms, parts, second)
 	if lo, hi := spread(ms, second); hi-lo > 1 {
 		t.Fatalf("unbalanced %v", second)
@@ -154,14 +164,14 @@ func TestAssignUniformRandom(t *testing.T) {
 					return []string{fmt.Sprintf("r%d", (int(id[0])+int(p))%4)}
 				}
 			}
-			got := assignUniform(ms, parts, racks)
+			got := byID(ms, assignUniform(ms, parts, racks))
 			checkAssignment(t, ms, parts, got)
 			if homogeneous {
 				if lo, hi := spread(ms, got); hi-lo > 1 {
 					t.Fatalf("unbalanced: %v", got)
 				}
 			}
-			checkAssignment(t, ms, parts, assignRange(ms, parts, racks))
+			checkAssignment(t, ms, parts, byID(ms, assignRange(ms, parts, racks)))
 		})
 	}
 }
@@ -182,7 +192,7 @@ func TestAssignRackAware(t *testing.T) {
 		{id: "c", topics: sub, rack: "r2"},
 	}
 	for name, fn := range map[string]assignFunc{"uniform": assignUniform, "range": assignRange} {
-		got := fn(ms, parts, byMod)
+		got := byID(ms, fn(ms, parts, byMod))
 		checkAssignment(t, ms, parts, got)
 		for i, m := range ms {
 			want := []int32{int32(i), int32(i + 3)}
@@ -191,12 +201,12 @@ func TestAssignRackAware(t *testing.T) {
 			}
 		}
 		// Without racks: range gives contiguous ranges.
-		plain := fn(ms, parts, nil)
+		plain := byID(ms, fn(ms, parts, nil))
 		if name == "range" && !slices.Equal(plain["a"][tid], []int32{0, 1}) {
 			t.Errorf("range without racks: a got %v", plain["a"][tid])
 		}
 		// Every replica in r0: balance, two each.
-		allR0 := fn(ms, parts, func(topicID, int32) []string { return []string{"r0"} })
+		allR0 := byID(ms, fn(ms, parts, func(topicID, int32) []string { return []string{"r0"} }))
 		checkAssignment(t, ms, parts, allR0)
 		if lo, hi := spread(ms, allR0); lo != 2 || hi != 2 {
 			t.Errorf("%s with every replica in r0: %v", name, allR0)
@@ -209,13 +219,13 @@ func TestAssignRackAware(t *testing.T) {
 		{id: "b", topics: sub, rack: "r1", prev: assignment{tid: {2, 3}}},
 		{id: "c", topics: sub, rack: "r2", prev: assignment{tid: {4, 5}}},
 	}
-	got := assignUniform(prev, parts, byMod)
+	got := byID(prev, assignUniform(prev, parts, byMod))
 	for i, m := range prev {
 		if want := []int32{int32(i), int32(i + 3)}; !slices.Equal(got[m.id][tid], want) {
 			t.Errorf("uniform from a rack-blind assignment: %s got %v, want %v", m.id, got[m.id][tid], want)
 		}
 	}
-	if got := assignUniform(prev, parts, nil); !slices.Equal(got["a"][tid], []int32{0, 1}) {
+	if got := byID(prev, assignUniform(prev, parts, nil)); !slices.Equal(got["a"][tid], []int32{0, 1}) {
 		t.Errorf("uniform without racks is not sticky: %v", got)
 	}
 }
@@ -244,4 +254,88 @@ func TestConsumerGroupRackAware(t *testing.T) {
 			t.Errorf("described rack: %v", d.Members[0].RackID)
 		}
 	})
+}
+
+// The uniform assignor's fast path for members with the same subscription
+// gives what the general path gives, partition for partition, on random
+// groups: topics of 0 to 40 partitions (some subscribed that do not exist,
+// some existing that nobody subscribes to), 1 to 60 members whose previous
+// assignments are an earlier answer, perturbed: partitions dropped, added,
+// claimed by two members, out of range or of other topics. Each case also
+// runs rounds of members joining and leaving, feeding each answer back as
+// the previous assignment, as the coordinator does.
+func TestAssignUniformFastPathSame(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 400 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			parts := map[topicID]int32{}
+			sub := map[topicID]bool{}
+			for j := range 1 + r.IntN(5) {
+				id := topicID{byte(j + 1), byte(r.IntN(256))}
+				if r.IntN(6) > 0 {
+					parts[id] = int32(r.IntN(41))
+				}
+				if r.IntN(4) > 0 {
+					sub[id] = true
+				}
+			}
+			ids := slices.SortedFunc(maps.Keys(parts), func(a, b topicID) int { return slices.Compare(a[:], b[:]) })
+			var ms []assignMember
+			var prev []assignment
+			for round := range 6 {
+				// Members leave and join; the rest keep their previous
+				// target, perturbed.
+				next := ms[:0:0]
+				for j, m := range ms {
+					if r.IntN(5) > 0 {
+						m.prev = prev[j].clone()
+						next = append(next, m)
+					}
+				}
+				for range r.IntN(20) + 1 {
+					next = append(next, assignMember{id: fmt.Sprintf("m%03d-%d", r.IntN(1000), round), prev: assignment{}})
+				}
+				slices.SortFunc(next, func(a, b assignMember) int { return strings.Compare(a.id, b.id) })
+				next = slices.CompactFunc(next, func(a, b assignMember) bool { return a.id == b.id })
+				for j := range next {
+					next[j].topics = sub
+					if r.IntN(3) == 0 {
+						next[j].topics = maps.Clone(sub) // equal, not shared
+					}
+					if len(ids) > 0 && r.IntN(3) == 0 {
+						id := ids[r.IntN(len(ids))]
+						next[j].prev.add(id, int32(r.IntN(int(parts[id])+3))-1)
+					}
+					if r.IntN(4) == 0 && next[j].prev.size() > 0 {
+						for id, ps := range next[j].prev {
+							next[j].prev[id] = ps[1:]
+							break
+						}
+					}
+				}
+				ms = next
+				fast := assignUniformHomogeneous(ms, parts)
+				general := assignUniformGeneral(ms, parts, nil)
+				for j, m := range ms {
+					if !fast[j].equal(general[j]) {
+						t.Fatalf("round %d: member %s (prev %v): fast path %v, general path %v", round, m.id, m.prev, fast[j], general[j])
+					}
+					for _, ps := range fast[j] {
+						if !slices.IsSorted(ps) {
+							t.Fatalf("round %d: member %s: unsorted %v", round, m.id, fast[j])
+						}
+					}
+				}
+				got := byID(ms, fast)
+				checkAssignment(t, ms, parts, got)
+				if lo, hi := spread(ms, got); hi-lo > 1 {
+					t.Fatalf("round %d: unbalanced %v", round, got)
+				}
+				if a := assignUniform(ms, parts, nil); !slices.EqualFunc(a, fast, assignment.equal) {
+					t.Fatalf("round %d: assignUniform did not take the fast path's answer", round)
+				}
+				prev = fast
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -63,9 +64,10 @@ type cmember struct {
 	session    *deadline.Timer
 	revocation *deadline.Timer // rebalance timeout while revoking
 
-	// resolved caches resolve's answer for the subscription and topic
-	// metadata version it was computed at.
-	resolved resolvedSub
+	// sub is the group's shared entry for the member's subscription
+	// (topics and regex), resolved by resolve; nil until then, and set
+	// to nil whenever topics or regex change.
+	sub *resolvedSub
 
 	// classic is set for a member using the classic protocol
 	// (JoinGroup/SyncGroup/Heartbeat, migrate.go).
@@ -88,12 +90,24 @@ type tpKey struct {
 type consumerGroup struct {
 	epoch, assignmentEpoch int32
 	members                map[string]*cmember
+	sorted                 []*cmember            // members by id; nil: to sort (sortedMembers). Replaced, never modified in place (snapshots share it)
 	static                 map[string]string     // group.instance.id -> member id
 	target                 map[string]assignment // member id -> target assignment
 	owners                 map[tpKey]string      // partition -> member holding it (assigned or revoking)
 	subscribed             map[string]topicMeta  // subscribed topics that exist, by name
 	metaVersion            int64                 // Topics.Version when subscribed was computed
 	assignorName           string                // of the last target assignment
+
+	// frozen: a snapshot (rollback.go) shares members, static and
+	// target; they are copied before the next change (thaw), so that a
+	// snapshot costs O(1) and a change O(members) at most once.
+	frozen bool
+
+	// subs are the distinct subscriptions of the members, by
+	// subscriptionKey, each resolved at most once per metadata version;
+	// a cache (a rollback may leave entries no member uses; the next
+	// recompute of subscribed drops them).
+	subs map[string]*resolvedSub
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -104,6 +118,7 @@ func newConsumerGroup() *consumerGroup {
 		owners:      map[tpKey]string{},
 		subscribed:  map[string]topicMeta{},
 		metaVersion: -1,
+		subs:        map[string]*resolvedSub{},
 	}
 }
 
@@ -153,8 +168,68 @@ func (cg *consumerGroup) state() string {
 	return "Stable"
 }
 
+// sortedMembers returns the members by id, sorted once per change of the
+// membership (addMember, removeMember keep it sorted); callers must not
+// modify it.
 func (cg *consumerGroup) sortedMembers() []*cmember {
-	return slices.SortedFunc(maps.Values(cg.members), func(a, b *cmember) int { return cmp.Compare(a.id, b.id) })
+	if cg.sorted == nil || len(cg.sorted) != len(cg.members) {
+		cg.sorted = slices.SortedFunc(maps.Values(cg.members), compareMembers)
+	}
+	return cg.sorted
+}
+
+func compareMembers(a, b *cmember) int { return cmp.Compare(a.id, b.id) }
+
+// thaw copies the maps a snapshot shares before they change.
+func (cg *consumerGroup) thaw() {
+	if cg.frozen {
+		cg.members, cg.static, cg.target = maps.Clone(cg.members), maps.Clone(cg.static), maps.Clone(cg.target)
+		cg.frozen = false
+	}
+}
+
+// setTarget sets member id's target assignment.
+func (cg *consumerGroup) setTarget(id string, a assignment) {
+	cg.thaw()
+	cg.target[id] = a
+}
+
+// setStatic records that instance is member id's group.instance.id.
+func (cg *consumerGroup) setStatic(instance, id string) {
+	if cg.static[instance] != id {
+		cg.thaw()
+		cg.static[instance] = id
+	}
+}
+
+// addMember puts m in the group under m.id, in O(members) for the sorted
+// list (a copy: snapshots share the old one).
+func (cg *consumerGroup) addMember(m *cmember) {
+	cg.thaw()
+	cg.members[m.id] = m
+	if cg.sorted == nil {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(cg.sorted, m, compareMembers)
+	next := make([]*cmember, 0, len(cg.sorted)+1)
+	next = append(append(append(next, cg.sorted[:i]...), m), cg.sorted[i:]...)
+	cg.sorted = next
+}
+
+// removeMember drops m from the group's members (not its target or
+// static entry).
+func (cg *consumerGroup) removeMember(m *cmember) {
+	cg.thaw()
+	delete(cg.members, m.id)
+	if cg.sorted == nil {
+		return
+	}
+	i, ok := slices.BinarySearchFunc(cg.sorted, m, compareMembers)
+	if !ok || cg.sorted[i] != m {
+		cg.sorted = nil
+		return
+	}
+	cg.sorted = slices.Concat(cg.sorted[:i], cg.sorted[i+1:])
 }
 
 // newConsumerMemberID is a random UUID in Kafka's Uuid.toString form
@@ -275,15 +350,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	}
 	// Everything below changes the group in memory before its records are
 	// written; a failed write puts it back (rollback.go).
-	// A heartbeat of a known member in the current assignment epoch that
-	// changes neither subscription nor instance, at the topic version the
-	// group last saw, touches no group map: its snapshot need not copy
-	// them (O(members) every heartbeat of every member otherwise).
-	steady := g != nil && g.cg != nil && epoch > 0 && req.InstanceID == nil &&
-		req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil &&
-		g.cg.epoch == g.cg.assignmentEpoch && g.cg.metaVersion == c.topicsVersion() &&
-		g.cg.members[req.MemberID] != nil
-	snap := c.snapshotConsumerMaps(part, req.Group, !steady)
+	snap := c.snapshotConsumer(part, req.Group)
 	refuse := func(code int16, msg string) {
 		c.rollback(snap, false)
 		fail(code, msg)
@@ -368,7 +435,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	prevAssigned := assignment(nil)
 	if m == nil {
 		m = &cmember{id: memberID, assigned: assignment{}, revoking: assignment{}, rebalanceTimeoutMs: -1}
-		cg.members[memberID] = m
+		cg.addMember(m)
 		bump = true
 		c.logGroup(g).Info("consumer group member joined", "member_id", memberID, "instance_id", derefOr(req.InstanceID, ""), "client_id", cl.ID)
 	} else {
@@ -382,7 +449,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		}
 	}
 	if req.InstanceID != nil {
-		cg.static[*req.InstanceID] = m.id
+		cg.setStatic(*req.InstanceID, m.id)
 	}
 	// The member's metadata.
 	before := cgMemberRecord(g.id, m)
@@ -396,7 +463,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	if req.SubscribedTopicNames != nil {
 		topics := slices.Compact(slices.Sorted(slices.Values(req.SubscribedTopicNames)))
 		if !slices.Equal(topics, m.topics) {
-			m.topics, bump = topics, true
+			m.topics, m.sub, bump = topics, nil, true
 		}
 	}
 	if req.SubscribedTopicRegex != nil {
@@ -405,7 +472,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 			next = req.SubscribedTopicRegex
 		}
 		if derefOr(next, "") != derefOr(m.regex, "") || (next == nil) != (m.regex == nil) {
-			m.regex, m.re, bump = next, re, true
+			m.regex, m.re, m.sub, bump = next, re, nil, true
 		}
 	}
 	if after := cgMemberRecord(g.id, m); bump || string(after.Value) != string(before.Value) {
@@ -434,11 +501,23 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 	}
 	c.writeThenReply(g, snap, recs, func(code int16) {
 		if code != 0 {
-			fail(code, "")
+			reply(heartbeatError(req.Version, code))
 			return
 		}
 		reply(resp)
 	})
+}
+
+// heartbeatError is the ConsumerGroupHeartbeat response to a change whose
+// records could not be written (rolled back): the error alone, as Kafka's
+// GroupCoordinatorService answers a failed write operation: no member id,
+// member epoch 0, no heartbeat interval, no assignment. The member's
+// epoch and assignment the change computed were undone.
+func heartbeatError(version int16, code int16) *kmsg.ConsumerGroupHeartbeatResponse {
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	resp.Version = version
+	resp.ErrorCode = code
+	return resp
 }
 
 // writeThenReply writes recs (if any) and calls done with the error code
@@ -519,10 +598,11 @@ func (c *Coordinator) replaceConsumerMember(g *group, old *cmember, newID string
 	m := *old
 	m.id = newID
 	c.releaseAll(cg, old)
-	delete(cg.members, old.id)
-	cg.members[newID] = &m
+	cg.removeMember(old)
+	cg.addMember(&m)
 	c.holdAll(cg, &m)
 	if t, ok := cg.target[old.id]; ok {
+		cg.thaw()
 		delete(cg.target, old.id)
 		cg.target[newID] = t
 		*recs = append(*recs, cgTargetMemberRecord(g.id, newID, t))
@@ -571,27 +651,47 @@ func (c *Coordinator) topicsVersion() int64 {
 	return c.topics.Version()
 }
 
-// resolvedSub is a member's subscription resolved against the topics at
-// one metadata version: the topics that exist, by name and by id.
+// resolvedSub is what the members of a group with the same subscribed
+// topic names and regex share: that subscription resolved against the
+// topics at one metadata version. A group epoch bump resolves each
+// distinct subscription once per version, not each member.
 type resolvedSub struct {
-	version int64 // Topics.Version; -1 with no Topics
-	topics  []string
-	regex   string
-	ok      bool // computed at all
-	byName  map[string]topicMeta
-	ids     map[topicID]bool // read only: shared with the assignors
+	key    string   // subscriptionKey
+	topics []string // sorted, as the members' topics
+	regex  string   // "": none
+	re     *regexp.Regexp
+
+	version  int64 // Topics.Version of byName and ids
+	resolved bool
+	byName   map[string]topicMeta // the subscribed topics that exist
+	ids      map[topicID]bool     // the same by id; read only: shared with the assignors
+}
+
+// subscriptionKey identifies a subscription: each topic name's length and
+// bytes, then the regex.
+func subscriptionKey(topics []string, regex string) string {
+	b := make([]byte, 0, 64)
+	for _, t := range topics {
+		b = strconv.AppendInt(b, int64(len(t)), 10)
+		b = append(b, ':')
+		b = append(b, t...)
+	}
+	b = append(b, '/')
+	return string(append(b, regex...))
 }
 
 // regexCache holds the non-internal topic names each subscribed regex
-// matches at one metadata version, so that a group epoch bump matches each
-// regex against the topic names once, not once per member.
+// matches at one metadata version, for every group of the coordinator: a
+// regex is matched against the topic names once per version.
 type regexCache struct {
 	version int64
-	names   []string // Topics.Names at version; nil until a regex needs it
-	matches map[string][]string
+	names   []string // Topics.Names at version, when listed
+	listed  bool
+	matches map[string][]string // by regex
 }
 
-// regexMatches returns the non-internal topics re matches at version.
+// regexMatches returns the non-internal topics re matches at version;
+// callers must not modify the answer.
 func (c *Coordinator) regexMatches(re *regexp.Regexp, version int64) []string {
 	rc := &c.regexes
 	if rc.matches == nil || rc.version != version {
@@ -601,9 +701,10 @@ func (c *Coordinator) regexMatches(re *regexp.Regexp, version int64) []string {
 	if ms, ok := rc.matches[key]; ok {
 		return ms
 	}
-	if rc.names == nil {
-		rc.names = c.topics.Names()
+	if !rc.listed {
+		rc.names, rc.listed = c.topics.Names(), true
 	}
+	c.stats.regexMatches++
 	var ms []string
 	for _, t := range rc.names {
 		if !internalTopics[t] && re.MatchString(t) {
@@ -614,56 +715,92 @@ func (c *Coordinator) regexMatches(re *regexp.Regexp, version int64) []string {
 	return ms
 }
 
-// resolve returns the topics member m subscribes to that exist at topic
-// metadata version: its names and its regex's matches among non-internal
-// topics. The answer is cached in m until its subscription or version
-// changes; callers must not modify it.
-func (c *Coordinator) resolve(m *cmember, version int64) *resolvedSub {
-	r := &m.resolved
-	regex := ""
-	if m.re != nil {
-		regex = m.re.String()
+// resolve returns member m's subscription resolved at topic metadata
+// version: its topic names and its regex's matches among non-internal
+// topics that exist. Members with the same subscription share the answer,
+// computed once per version; callers must not modify it.
+func (c *Coordinator) resolve(cg *consumerGroup, m *cmember, version int64) *resolvedSub {
+	s := m.sub
+	if s == nil {
+		regex := ""
+		if m.re != nil {
+			regex = m.re.String()
+		}
+		key := subscriptionKey(m.topics, regex)
+		if s = cg.subs[key]; s == nil {
+			s = &resolvedSub{key: key, topics: m.topics, regex: regex, re: m.re}
+			cg.subs[key] = s
+		}
+		m.sub = s
 	}
-	if r.ok && r.version == version && r.regex == regex && slices.Equal(r.topics, m.topics) {
-		return r
+	if s.resolved && s.version == version {
+		return s
 	}
-	*r = resolvedSub{version: version, topics: m.topics, regex: regex, ok: true, byName: map[string]topicMeta{}, ids: map[topicID]bool{}}
+	c.stats.resolves++
+	s.version, s.resolved = version, true
+	s.byName, s.ids = map[string]topicMeta{}, map[topicID]bool{}
 	if c.topics == nil {
-		return r
+		return s
 	}
 	add := func(name string) {
 		if id, n, ok := c.topics.Topic(name); ok {
-			r.byName[name] = topicMeta{id, n}
-			r.ids[id] = true
+			s.byName[name] = topicMeta{id, n}
+			s.ids[id] = true
 		}
 	}
-	for _, t := range m.topics {
+	for _, t := range s.topics {
 		add(t)
 	}
-	if m.re != nil {
-		for _, t := range c.regexMatches(m.re, version) {
+	if s.re != nil {
+		for _, t := range c.regexMatches(s.re, version) {
 			add(t)
 		}
 	}
-	return r
+	return s
+}
+
+// resolveSubscribed recomputes cg.subscribed, the topics the members
+// subscribe to that exist, at version: O(members) to find the distinct
+// subscriptions, each resolved once per version. It drops the cached
+// subscriptions no member uses, and reports whether subscribed changed.
+func (c *Coordinator) resolveSubscribed(cg *consumerGroup, version int64) bool {
+	sub := make(map[string]topicMeta, len(cg.subscribed))
+	live := make(map[*resolvedSub]bool, len(cg.subs))
+	var last *resolvedSub
+	for _, m := range cg.sortedMembers() {
+		s := c.resolve(cg, m, version)
+		if s == last || live[s] {
+			continue
+		}
+		last, live[s] = s, true
+		maps.Copy(sub, s.byName)
+	}
+	if len(live) < len(cg.subs) {
+		subs := make(map[string]*resolvedSub, len(live))
+		for s := range live {
+			subs[s.key] = s
+		}
+		cg.subs = subs
+	}
+	cg.metaVersion = version
+	if maps.Equal(sub, cg.subscribed) {
+		return false
+	}
+	cg.subscribed = sub
+	return true
 }
 
 // maybeBumpAndAssign bumps the group epoch when bump is set or the
 // subscribed topics' metadata changed, and recomputes the target
-// assignment when the group epoch passed the assignment epoch.
+// assignment when the group epoch passed the assignment epoch: once per
+// bump, in O(members) besides the assignor's cost. A heartbeat that
+// changes nothing, at the metadata version the group last saw, costs
+// nothing here.
 func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 	cg := g.cg
 	version := c.topicsVersion()
-	if bump || version != cg.metaVersion {
-		sub := make(map[string]topicMeta, len(cg.subscribed))
-		for _, m := range cg.members {
-			maps.Copy(sub, c.resolve(m, version).byName)
-		}
-		if !maps.Equal(sub, cg.subscribed) {
-			cg.subscribed = sub
-			bump = true
-		}
-		cg.metaVersion = version
+	if (bump || version != cg.metaVersion) && c.resolveSubscribed(cg, version) {
+		bump = true
 	}
 	if bump {
 		cg.epoch++
@@ -672,43 +809,52 @@ func (c *Coordinator) maybeBumpAndAssign(g *group, bump bool, recs *[]Record) {
 	if cg.epoch <= cg.assignmentEpoch {
 		return
 	}
-	// The assignor most members name, else the first configured.
-	votes := map[string]int{}
-	for _, m := range cg.members {
+	c.stats.assignments++
+	partitions := map[topicID]int32{}
+	for _, t := range cg.subscribed {
+		partitions[t.id] = t.partitions
+	}
+	members := cg.sortedMembers()
+	ams := slices.Grow(c.scratch.ams[:0], len(members))[:len(members)]
+	had := slices.Grow(c.scratch.had[:0], len(members))[:len(members)]
+	defer func() {
+		clear(ams) // no references kept until the next assignment
+		c.scratch.ams, c.scratch.had = ams[:0], had[:0]
+	}()
+	var votes map[string]int
+	for i, m := range members {
+		// cg.subscribed is the union of these at this version.
+		ams[i] = assignMember{id: m.id, topics: c.resolve(cg, m, version).ids, rack: derefOr(m.rackID, "")}
+		ams[i].prev, had[i] = cg.target[m.id]
 		if m.assignor != nil {
+			if votes == nil {
+				votes = map[string]int{}
+			}
 			votes[*m.assignor]++
 		}
 	}
+	// The assignor most members name, else the first configured.
 	name := c.cfg.ConsumerAssignors[0]
 	for _, a := range c.cfg.ConsumerAssignors {
 		if votes[a] > votes[name] {
 			name = a
 		}
 	}
-	partitions := map[topicID]int32{}
-	for _, t := range cg.subscribed {
-		partitions[t.id] = t.partitions
-	}
-	members := cg.sortedMembers()
-	ams := make([]assignMember, 0, len(members))
-	for _, m := range members {
-		// cg.subscribed is the union of these at this version.
-		ams = append(ams, assignMember{id: m.id, topics: c.resolve(m, version).ids, prev: cg.target[m.id], rack: derefOr(m.rackID, "")})
-	}
 	var racks rackFunc
 	if c.topics != nil {
 		racks = func(id topicID, p int32) []string { return c.topics.Racks(id, p) }
 	}
 	next := assignors[name](ams, partitions, racks)
-	for _, am := range ams {
-		a := next[am.id]
+	for i, am := range ams {
+		a := next[i]
+		if had[i] && am.prev.equal(a) {
+			continue // unchanged: no record
+		}
 		if a == nil {
 			a = assignment{}
 		}
-		if old, ok := cg.target[am.id]; !ok || !old.equal(a) {
-			*recs = append(*recs, cgTargetMemberRecord(g.id, am.id, a))
-		}
-		cg.target[am.id] = a
+		*recs = append(*recs, cgTargetMemberRecord(g.id, am.id, a))
+		cg.setTarget(am.id, a)
 	}
 	cg.assignmentEpoch = cg.epoch
 	cg.assignorName = name
@@ -842,7 +988,7 @@ func (c *Coordinator) removeConsumerMember(g *group, m *cmember) []Record {
 	c.timers.Cancel(m.revocation)
 	m.session, m.revocation = nil, nil
 	c.releaseAll(cg, m)
-	delete(cg.members, m.id)
+	cg.removeMember(m) // thaws
 	delete(cg.target, m.id)
 	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
 		delete(cg.static, *m.instanceID)
@@ -918,7 +1064,10 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 		c.maybeDowngrade(g, &recs)
 	}
 	c.writeThenReply(g, snap, recs, func(code int16) {
-		resp.ErrorCode = code
+		if code != 0 {
+			reply(heartbeatError(req.Version, code))
+			return
+		}
 		reply(resp)
 	})
 }

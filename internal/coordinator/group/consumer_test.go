@@ -93,6 +93,7 @@ type cm struct {
 	epoch    int32
 	owned    assignment
 	topics   []string // subscription sent in full requests; nil: t
+	regex    *string  // subscription regex sent in full requests instead of topics
 	rack     *string  // RackId sent on joining
 }
 
@@ -113,6 +114,8 @@ func (h *harness) hb(group string, m *cm, full bool, topics ...string) *kmsg.Con
 		switch {
 		case topics != nil:
 			req.SubscribedTopicNames = topics
+		case m.regex != nil:
+			req.SubscribedTopicRegex = m.regex
 		case m.topics != nil:
 			req.SubscribedTopicNames = m.topics
 		default:

@@ -414,6 +414,9 @@ func (a assignment) clone() assignment {
 }
 
 func (a assignment) equal(b assignment) bool {
+	if len(a) == 0 && len(b) == 0 || len(a) == len(b) && sameMap(a, b) {
+		return true
+	}
 	if a.size() != b.size() {
 		return false
 	}
@@ -426,6 +429,9 @@ func (a assignment) equal(b assignment) bool {
 }
 
 func (a assignment) size() int {
+	if len(a) == 0 {
+		return 0
+	}
 	n := 0
 	for _, ps := range a {
 		n += len(ps)

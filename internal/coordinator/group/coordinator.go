@@ -62,6 +62,19 @@ type Coordinator struct {
 	seq        uint64                            // member join order
 	topics     Topics                            // SetTopics; nil: none
 	regexes    regexCache                        // regex subscriptions' matches at topics' version
+	stats      consumerStats                     // for tests
+	scratch    struct {                          // maybeBumpAndAssign's, reused
+		ams []assignMember
+		had []bool
+	}
+}
+
+// consumerStats counts the work of KIP-848 groups, for tests of what a
+// heartbeat recomputes.
+type consumerStats struct {
+	assignments  int // target assignments computed
+	resolves     int // subscriptions resolved against the topics
+	regexMatches int // regexes matched against the topic names
 }
 
 // partition is one loaded (or loading) partition of __consumer_offsets.

@@ -3,7 +3,6 @@ package group
 import (
 	"bytes"
 	"errors"
-	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -115,10 +114,7 @@ func (c *Coordinator) installConsumer(part *partition, ls *loadState, now time.T
 			c.holdAll(cg, m)
 			c.scheduleConsumerSession(g, m)
 		}
-		for _, m := range cg.members {
-			maps.Copy(cg.subscribed, c.resolve(m, version).byName)
-		}
-		cg.metaVersion = version
+		c.resolveSubscribed(cg, version)
 		delete(part.groups, id)
 		part.groups[id] = g
 	}

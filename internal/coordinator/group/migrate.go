@@ -261,14 +261,14 @@ func (c *Coordinator) classicJoinToConsumer(g *group, j joinRequest) {
 			return
 		}
 		m = &cmember{id: memberID, assigned: assignment{}, revoking: assignment{}}
-		cg.members[memberID] = m
+		cg.addMember(m)
 		bump = true
 		c.logGroup(g).Info("classic member joined the consumer group", "member_id", memberID, "instance_id", derefOr(j.instanceID, ""), "client_id", j.client.ID)
 	}
 	before := cgMemberRecord(g.id, m)
 	if j.instanceID != nil {
 		m.instanceID = j.instanceID
-		cg.static[*j.instanceID] = m.id
+		cg.setStatic(*j.instanceID, m.id)
 	}
 	if md.Rack != nil && *md.Rack != "" {
 		m.rackID = md.Rack
@@ -277,7 +277,10 @@ func (c *Coordinator) classicJoinToConsumer(g *group, j joinRequest) {
 	m.clientID, m.clientHost = j.client.ID, j.client.Host
 	m.classic = &classicMeta{sessionTimeoutMs: j.session, protocols: ps}
 	if topics := slices.Compact(slices.Sorted(slices.Values(md.Topics))); !slices.Equal(topics, m.topics) {
-		m.topics, bump = topics, true
+		m.topics, m.sub, bump = topics, nil, true
+	}
+	if m.regex != nil {
+		m.sub = nil
 	}
 	m.regex, m.re, m.assignor = nil, nil, nil
 	if after := cgMemberRecord(g.id, m); bump || string(after.Value) != string(before.Value) {

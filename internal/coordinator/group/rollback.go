@@ -22,10 +22,13 @@ import (
 // an error even if they land (g.writeEpoch), their records being upserts
 // that the client's retry writes again.
 //
-// A snapshot copies the group's scalar fields and its maps of members and
-// targets (pointers, O(members)); a member's fields are copied only when
-// the change is about to modify it (save). Partition owners are not
-// copied: a rollback recomputes them from the members' assignments.
+// A snapshot copies the group's scalar fields and shares its maps of
+// members, static members and targets, which the group copies before it
+// next modifies them (consumerGroup.thaw): a heartbeat that changes no
+// membership or target costs O(1), a change O(members) once. A member's
+// fields are copied only when the change is about to modify it (save).
+// Partition owners are not copied: a rollback recomputes them from the
+// members' assignments.
 
 // cgSnapshot is a consumer group as it was before a change.
 type cgSnapshot struct {
@@ -56,17 +59,10 @@ type classicSnap struct {
 	state     state
 }
 
-// snapshotConsumer records group id of part before a change.
+// snapshotConsumer records group id of part before a change, in O(1): the
+// group's maps of members, static members and targets are shared with the
+// snapshot and copied before the change modifies them (thaw).
 func (c *Coordinator) snapshotConsumer(part *partition, id string) *cgSnapshot {
-	return c.snapshotConsumerMaps(part, id, true)
-}
-
-// snapshotConsumerMaps is snapshotConsumer; without cloneMaps the
-// snapshot shares the group's maps of members, static members, targets and
-// subscribed topics instead of copying them (O(members)), for a change
-// that modifies none of them (a steady member's heartbeat): the member's
-// fields and the partition owners are still restored.
-func (c *Coordinator) snapshotConsumerMaps(part *partition, id string, cloneMaps bool) *cgSnapshot {
 	s := &cgSnapshot{part: part, id: id, g: part.groups[id]}
 	g := s.g
 	if g == nil {
@@ -81,13 +77,8 @@ func (c *Coordinator) snapshotConsumerMaps(part *partition, id string, cloneMaps
 		}
 		return s
 	}
+	g.cg.frozen = true
 	s.wasConsumer, s.cg, s.val = true, g.cg, *g.cg
-	if cloneMaps {
-		s.val.members = maps.Clone(g.cg.members)
-		s.val.static = maps.Clone(g.cg.static)
-		s.val.target = maps.Clone(g.cg.target)
-		s.val.subscribed = maps.Clone(g.cg.subscribed)
-	}
 	s.val.owners = nil // recomputed
 	s.members = map[*cmember]cmember{}
 	return s
@@ -161,6 +152,7 @@ func (c *Coordinator) rollback(s *cgSnapshot, failedWrite bool) {
 	}
 	cg := s.cg
 	*cg = s.val
+	cg.frozen = true // the maps are the snapshot's, which others may share
 	g.cg, g.stateTimestamp = cg, s.stateTimestamp
 	for m, v := range s.members {
 		session, revocation := m.session, m.revocation

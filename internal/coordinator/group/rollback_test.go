@@ -115,3 +115,39 @@ func TestConsumerGroupRollbackPipelined(t *testing.T) {
 		}
 	})
 }
+
+// A ConsumerGroupHeartbeat whose change cannot be written is answered as
+// Kafka's GroupCoordinatorService answers a failed write: the error alone,
+// no member id, member epoch 0, no heartbeat interval, no assignment, not
+// the epoch and assignment of the change that was rolled back (a join, a
+// subscription change, a leave).
+func TestConsumerGroupHeartbeatErrorAfterRollback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := consumerHarness(t, newFakeTopics(map[string]int32{"t": 4, "u": 2}))
+		defer h.close()
+		a := &cm{id: "a"}
+		checkCode(t, "a joins", h.hb("g", a, true).ErrorCode, 0)
+		h.store.setFail(kerr.NotEnoughReplicas)
+		for _, tc := range []struct {
+			what string
+			m    *cm
+			full bool
+			subs []string
+		}{
+			{"b joins", &cm{id: "b"}, true, nil},
+			{"a subscribes to u too", a, true, []string{"t", "u"}},
+			{"a leaves", &cm{id: "a", epoch: leaveEpoch}, false, nil},
+		} {
+			r := h.hb("g", tc.m, tc.full, tc.subs...)
+			checkCode(t, tc.what, r.ErrorCode, kerr.CoordinatorNotAvailable.Code)
+			if r.MemberID != nil || r.MemberEpoch != 0 || r.HeartbeatIntervalMillis != 0 || r.Assignment != nil {
+				t.Errorf("%s, write fails: member id %v, epoch %d, heartbeat interval %d, assignment %v; want only the error",
+					tc.what, derefOr(r.MemberID, "<nil>"), r.MemberEpoch, r.HeartbeatIntervalMillis, r.Assignment)
+			}
+		}
+		h.store.setFail(nil)
+		if d := h.consumerDescribe("g"); d.Epoch != 1 || len(d.Members) != 1 || d.Members[0].MemberEpoch != 1 {
+			t.Fatalf("after the failed writes: epoch %d, %d members", d.Epoch, len(d.Members))
+		}
+	})
+}
