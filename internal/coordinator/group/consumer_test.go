@@ -625,3 +625,82 @@ func TestConsumerGroupJoinWhileDeleting(t *testing.T) {
 		checkCode(t, "join after", h.hb("g", &cm{id: "b"}, true).ErrorCode, 0)
 	})
 }
+
+// stats reads the coordinator's work counters.
+func (h *harness) stats() consumerStats {
+	h.t.Helper()
+	s, ok := call(h.c, context.Background(), func(reply func(consumerStats)) { reply(h.c.stats) })
+	if !ok {
+		h.t.Fatal("coordinator closed")
+	}
+	return s
+}
+
+// The coordinator recomputes only what changed: each join computes one
+// target assignment; the members' subscriptions (ten by the names "t",
+// ten by the regex "t|u") are resolved once each per metadata version and
+// the regex matched against the topic names once per version, however
+// many members share them; heartbeats that change nothing, also full ones
+// repeating the subscription, compute nothing; a new topic that nobody
+// subscribes to makes the next heartbeat resolve the two subscriptions
+// again (and the regex), but computes no assignment; partitions added to
+// t, and a member changing its subscription, compute exactly one each.
+func TestConsumerGroupRecomputeOnlyOnChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		topics := newFakeTopics(map[string]int32{"t": 8, "u": 4, "v": 2})
+		h := consumerHarness(t, topics)
+		defer h.close()
+		var ms []*cm
+		for i := range 20 {
+			m := &cm{id: fmt.Sprintf("m%02d", i)}
+			if i%2 == 1 {
+				m.regex = strp("t|u")
+			}
+			ms = append(ms, m)
+			checkCode(t, m.id+" joins", h.hb("g", m, false).ErrorCode, 0)
+		}
+		want := consumerStats{assignments: 20, resolves: 2, regexMatches: 1}
+		if got := h.stats(); got != want {
+			t.Fatalf("after 20 joins: %+v, want %+v", got, want)
+		}
+		heartbeats := func(what string, full bool) {
+			t.Helper()
+			for range 3 {
+				for _, m := range ms {
+					checkCode(t, what+" "+m.id, h.hb("g", m, full).ErrorCode, 0)
+				}
+			}
+		}
+		heartbeats("heartbeat", false)
+		heartbeats("full heartbeat", true)
+		if got := h.stats(); got != want {
+			t.Fatalf("after heartbeats that change nothing: %+v, want %+v", got, want)
+		}
+		if d := h.consumerDescribe("g"); d.State != "Stable" || d.Epoch != 20 {
+			t.Fatalf("group %s at epoch %d, want Stable at 20", d.State, d.Epoch)
+		}
+		topics.set("w", 9, 3) // matches neither subscription
+		heartbeats("heartbeat after w was created", false)
+		want.resolves, want.regexMatches = 4, 2
+		if got := h.stats(); got != want {
+			t.Fatalf("after a topic nobody subscribes to: %+v, want %+v", got, want)
+		}
+		topics.set("t", 1, 12)
+		heartbeats("heartbeat after t grew", false)
+		want.assignments, want.resolves, want.regexMatches = 21, 6, 3
+		if got := h.stats(); got != want {
+			t.Fatalf("after t grew: %+v, want %+v", got, want)
+		}
+		ms[0].topics = []string{"t", "v"}
+		checkCode(t, "m00 subscribes to v too", h.hb("g", ms[0], true).ErrorCode, 0)
+		heartbeats("heartbeat", false)
+		want.assignments, want.resolves = 22, 7
+		if got := h.stats(); got != want {
+			t.Fatalf("after a subscription changed: %+v, want %+v", got, want)
+		}
+		if d := h.consumerDescribe("g"); d.State != "Stable" || d.Epoch != 22 {
+			t.Fatalf("group %s at epoch %d, want Stable at 22", d.State, d.Epoch)
+		}
+		checkExclusive(t, ms...)
+	})
+}
