@@ -151,3 +151,49 @@ func TestConsumerGroupHeartbeatErrorAfterRollback(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat that changes no membership (a member reporting its
+// revocation) shares the group's maps with its snapshot; a join issued on
+// top of it copies them before adding its member. When the heartbeat's
+// write fails, both are rolled back: the group is as before, without the
+// joining member, and goes on from there.
+func TestConsumerGroupRollbackSharedSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := consumerHarness(t, newFakeTopics(map[string]int32{"t": 4}))
+		defer h.close()
+		a, b := &cm{id: "a"}, &cm{id: "b"}
+		checkCode(t, "a joins", h.hb("g", a, true).ErrorCode, 0)
+		checkCode(t, "b joins", h.hb("g", b, true).ErrorCode, 0)
+		checkCode(t, "a is told to revoke", h.hb("g", a, false).ErrorCode, 0)
+		if a.owned.size() != 2 {
+			t.Fatalf("a owns %v, want 2 partitions after revoking", a.owned)
+		}
+		before := mustJSON(t, h.consumerDescribe("g"))
+		gate := make(chan struct{})
+		h.store.setGate(gate)
+		h.store.setFailOnce(kerr.NotEnoughReplicas)
+		c := &cm{id: "c"}
+		ra := async(func() int16 { return h.hb("g", &cm{id: "a", epoch: a.epoch, owned: a.owned}, false).ErrorCode })
+		synctest.Wait()
+		rc := async(func() int16 { return h.hb("g", c, true).ErrorCode })
+		synctest.Wait()
+		h.store.setGate(nil)
+		close(gate)
+		checkCode(t, "a reports its revocation, write fails", mustReady(t, ra, "a"), kerr.CoordinatorNotAvailable.Code)
+		checkCode(t, "c joins on top of it", mustReady(t, rc, "c"), kerr.CoordinatorNotAvailable.Code)
+		if after := mustJSON(t, h.consumerDescribe("g")); after != before {
+			t.Fatalf("after the failed writes:\n%s\nbefore:\n%s", after, before)
+		}
+		c = &cm{id: "c"}
+		for range 3 {
+			for _, m := range []*cm{a, b, c} {
+				checkCode(t, "heartbeat "+m.id, h.hb("g", m, false).ErrorCode, 0)
+			}
+		}
+		d := h.consumerDescribe("g")
+		if d.State != "Stable" || len(d.Members) != 3 || d.Members[2].MemberID != "c" {
+			t.Fatalf("after c joined again: %s, %d members", d.State, len(d.Members))
+		}
+		checkExclusive(t, a, b, c)
+	})
+}
