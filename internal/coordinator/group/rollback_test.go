@@ -93,19 +93,13 @@ func TestConsumerGroupRollbackPipelined(t *testing.T) {
 		a := &cm{id: "a"}
 		checkCode(t, "a joins", h.hb("g", a, true).ErrorCode, 0)
 		before := mustJSON(t, h.consumerDescribe("g"))
-		gate := make(chan struct{})
-		h.store.setGate(gate)
-		h.store.setFailOnce(kerr.NotEnoughReplicas)
 		b, c := &cm{id: "b"}, &cm{id: "c"}
-		rb := async(func() int16 { return h.hb("g", b, true).ErrorCode })
-		synctest.Wait()
-		rc := async(func() int16 { return h.hb("g", c, true).ErrorCode })
-		synctest.Wait()
 		// The first write fails, the second lands.
-		h.store.setGate(nil)
-		close(gate)
-		checkCode(t, "b", mustReady(t, rb, "b"), kerr.CoordinatorNotAvailable.Code)
-		checkCode(t, "c", mustReady(t, rc, "c"), kerr.CoordinatorNotAvailable.Code)
+		cb, cc := h.failFirstOfTwo(
+			func() int16 { return h.hb("g", b, true).ErrorCode },
+			func() int16 { return h.hb("g", c, true).ErrorCode })
+		checkCode(t, "b", cb, kerr.CoordinatorNotAvailable.Code)
+		checkCode(t, "c", cc, kerr.CoordinatorNotAvailable.Code)
 		if after := mustJSON(t, h.consumerDescribe("g")); after != before {
 			t.Fatalf("after the failed writes:\n%s\nbefore:\n%s", after, before)
 		}
@@ -169,18 +163,12 @@ func TestConsumerGroupRollbackSharedSnapshot(t *testing.T) {
 			t.Fatalf("a owns %v, want 2 partitions after revoking", a.owned)
 		}
 		before := mustJSON(t, h.consumerDescribe("g"))
-		gate := make(chan struct{})
-		h.store.setGate(gate)
-		h.store.setFailOnce(kerr.NotEnoughReplicas)
 		c := &cm{id: "c"}
-		ra := async(func() int16 { return h.hb("g", &cm{id: "a", epoch: a.epoch, owned: a.owned}, false).ErrorCode })
-		synctest.Wait()
-		rc := async(func() int16 { return h.hb("g", c, true).ErrorCode })
-		synctest.Wait()
-		h.store.setGate(nil)
-		close(gate)
-		checkCode(t, "a reports its revocation, write fails", mustReady(t, ra, "a"), kerr.CoordinatorNotAvailable.Code)
-		checkCode(t, "c joins on top of it", mustReady(t, rc, "c"), kerr.CoordinatorNotAvailable.Code)
+		ca, cc := h.failFirstOfTwo(
+			func() int16 { return h.hb("g", &cm{id: "a", epoch: a.epoch, owned: a.owned}, false).ErrorCode },
+			func() int16 { return h.hb("g", c, true).ErrorCode })
+		checkCode(t, "a reports its revocation, write fails", ca, kerr.CoordinatorNotAvailable.Code)
+		checkCode(t, "c joins on top of it", cc, kerr.CoordinatorNotAvailable.Code)
 		if after := mustJSON(t, h.consumerDescribe("g")); after != before {
 			t.Fatalf("after the failed writes:\n%s\nbefore:\n%s", after, before)
 		}
@@ -196,4 +184,21 @@ func TestConsumerGroupRollbackSharedSnapshot(t *testing.T) {
 		}
 		checkExclusive(t, a, b, c)
 	})
+}
+
+// failFirstOfTwo issues first, then second while first's write is held,
+// fails first's write (NOT_ENOUGH_REPLICAS) and lets second's land, and
+// returns both error codes. Call inside a synctest bubble.
+func (h *harness) failFirstOfTwo(first, second func() int16) (int16, int16) {
+	h.t.Helper()
+	gate := make(chan struct{})
+	h.store.setGate(gate)
+	h.store.setFailOnce(kerr.NotEnoughReplicas)
+	r1 := async(first)
+	synctest.Wait()
+	r2 := async(second)
+	synctest.Wait()
+	h.store.setGate(nil)
+	close(gate)
+	return mustReady(h.t, r1, "first"), mustReady(h.t, r2, "second")
 }
