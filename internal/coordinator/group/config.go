@@ -145,6 +145,15 @@ type Config struct {
 	// goroutine only when such a group would be created: it must be cheap
 	// and not call into the Coordinator.
 	ShareGroup func(groupID string) bool
+
+	// ShareLoaded, when set, receives the records of the share groups
+	// (KIP-932, key types 10 to 15: the latest of each key, tombstoned
+	// keys left out, sorted by group, type and member) of a partition of
+	// __consumer_offsets once it is read, before the partition counts as
+	// loaded; the share coordinator rebuilds its groups from them. Called
+	// on the coordinator's goroutine: it must not block nor call into the
+	// Coordinator.
+	ShareLoaded func(partition int32, recs []ShareRecord)
 }
 
 // Overrides are the group-level configs of one group the coordinator
