@@ -68,6 +68,11 @@ func (b *Broker) startGroups() {
 			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}
 		},
 		ShareGroup: func(id string) bool { return b.share != nil && b.share.coord.IsShareGroup(id) },
+		ShareLoaded: func(p int32, recs []group.ShareRecord) {
+			if b.share != nil {
+				b.share.coord.LoadPartition(p, recs)
+			}
+		},
 	}
 	if cfg.InitialRebalanceDelay == 0 {
 		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)

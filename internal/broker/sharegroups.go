@@ -55,6 +55,7 @@ func (b *Broker) startShareGroups() {
 	}
 	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
 	s.coord.OnMemberLeave(b.releaseShareMember)
+	s.coord.SetJournal(shareJournal{b})
 	b.share = s
 }
 
