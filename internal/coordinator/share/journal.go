@@ -279,9 +279,12 @@ func (c *Coordinator) pruneInitializedLocked(g *group) {
 // session (group.share.session.timeout.ms from now), so members keep
 // their epochs across a coordinator move. Groups of p held before are
 // replaced; requests for p's groups are served from now on.
+//
+// Called on the group coordinator's goroutine (group.Config.ShareLoaded):
+// it writes nothing and never flushes, which would post to that goroutine.
 func (c *Coordinator) LoadPartition(p int32, recs []gcoord.ShareRecord) {
 	c.mu.Lock()
-	defer c.unlockFlush()
+	defer c.mu.Unlock()
 	c.dropPartitionLocked(p)
 	if c.loaded == nil {
 		c.loaded = map[int32]bool{}
