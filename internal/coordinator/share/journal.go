@@ -273,7 +273,9 @@ func (c *Coordinator) pruneInitializedLocked(g *group) {
 
 // LoadPartition rebuilds the share groups of partition p of
 // __consumer_offsets from their records (group.Config.ShareLoaded), as
-// Kafka's GroupMetadataManager replays them: each group with its epoch,
+// Kafka 4.2's GroupMetadataManager replays them (it persists share group
+// members and, on load, keeps them with their epochs and schedules their
+// session timeouts, onLoaded; it does not fence them): each group with its epoch,
 // assignment epoch and initialized topics; each member with its
 // subscription, member epoch, previous epoch and assignment, and a new
 // session (group.share.session.timeout.ms from now), so members keep
