@@ -27,9 +27,10 @@ import (
 // is answered, and gets the write's error (NOT_COORDINATOR,
 // COORDINATOR_NOT_AVAILABLE) if it fails. Kafka reverts the in-memory
 // state to the log in that case; here the state stays and the group is
-// marked dirty: its next write rewrites every record of the group first
-// (and tombstones the members removed by failed writes), so the log
-// catches up with memory. A member whose heartbeat failed retries with
+// marked dirty: its next write, at the latest the next heartbeat of one of
+// its members, rewrites every record of the group first (and tombstones
+// the members removed by failed writes), so the log catches up with
+// memory. A member whose heartbeat failed retries with
 // its previous epoch, which is accepted as Kafka accepts it.
 
 // Journal is where share group records are written: the group
@@ -67,10 +68,11 @@ type pendingWrite struct {
 
 // writeLocked queues recs, the records of a change of g, and returns a
 // channel receiving the write's result; nil when nothing is to be written
-// (no records, or no Journal). A dirty group's whole state is written
-// first. The caller flushes after releasing the lock.
+// (no records and a clean group, or no Journal). A dirty group's whole
+// state is written first, with or without a change. The caller flushes
+// after releasing the lock.
 func (c *Coordinator) writeLocked(g *group, recs []gcoord.ShareRecord, removed []string) chan error {
-	if c.journal == nil || len(recs) == 0 {
+	if c.journal == nil || len(recs) == 0 && !g.dirty {
 		return nil
 	}
 	w := &pendingWrite{g: g, removed: removed, done: make(chan error, 1)}
