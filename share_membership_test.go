@@ -3,6 +3,9 @@ package samsa_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,5 +236,133 @@ func TestClusterShareGroupCoordinatorFailover(t *testing.T) {
 	}
 	if typ := listedGroups(ctx, t, cl)[group]; typ != "share" {
 		t.Errorf("ListGroups: %s is %q, want share", group, typ)
+	}
+}
+
+// TestShareMemberIDs: ShareGroupHeartbeat and ShareFetch take the same
+// member ids, as Kafka 4.2 does (any non-empty string; a member id of 60
+// characters was joined by the heartbeat and refused by ShareFetch with
+// INVALID_REQUEST), and the heartbeat refuses what Kafka's
+// throwIfShareGroupHeartbeatRequestIsInvalid refuses.
+func TestShareMemberIDs(t *testing.T) {
+	const topic, group, total = "jobs", "workers", 10
+	n, admin := startShareNode(t, topic, 1, group, total)
+	long := strings.Repeat("member-", 10)
+	if got := newRawShareMember(t, n, group, long, topic).fetch(t, 10*time.Second); got != total {
+		t.Fatalf("ShareFetch of a member id of %d characters: %d records, want %d", len(long), got, total)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	empty := ""
+	for _, c := range []struct {
+		name string
+		set  func(*kmsg.ShareGroupHeartbeatRequest)
+	}{
+		{"no member id", func(r *kmsg.ShareGroupHeartbeatRequest) { r.MemberID = "" }},
+		{"no group id", func(r *kmsg.ShareGroupHeartbeatRequest) { r.GroupID = "" }},
+		{"an empty rack id", func(r *kmsg.ShareGroupHeartbeatRequest) { r.RackID = &empty }},
+		{"an empty subscription on join", func(r *kmsg.ShareGroupHeartbeatRequest) { r.SubscribedTopicNames = []string{} }},
+		{"epoch -2", func(r *kmsg.ShareGroupHeartbeatRequest) { r.MemberEpoch = -2 }},
+	} {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.SubscribedTopicNames = group, "m2", []string{topic}
+		c.set(req)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("a heartbeat with %s: %v, want INVALID_REQUEST", c.name, kerr.ErrorForCode(resp.ErrorCode))
+		}
+	}
+}
+
+// TestShareGroupIDRace: a ShareGroupHeartbeat that creates share group X
+// and an OffsetCommit with generation -1 (which creates a simple group)
+// to X, sent at once for 100 ids: one of them wins each id, never both,
+// and ListGroups lists each id once. (The heartbeat asked the group
+// coordinator whether X was taken and created the share group after: an
+// OffsetCommit in between created a classic group beside it.)
+func TestShareGroupIDRace(t *testing.T) {
+	const topic, ids = "jobs", 100
+	n := startNode(t, t.TempDir(), groupProps)
+	admin := newClient(t, n)
+	createTopic(t, admin, topic, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// retry sends req until its answer's error (code) is not retriable.
+	retry := func(send func() (int16, error)) (int16, error) {
+		for {
+			code, err := send()
+			if err != nil || !kerr.IsRetriable(kerr.ErrorForCode(code)) || ctx.Err() != nil {
+				return code, err
+			}
+		}
+	}
+	hb := make([]int16, ids)
+	commit := make([]int16, ids)
+	errs := make(chan error, 2*ids)
+	var wg sync.WaitGroup
+	for i := range ids {
+		group := fmt.Sprintf("g%d", i)
+		wg.Go(func() {
+			code, err := retry(func() (int16, error) {
+				req := kmsg.NewPtrShareGroupHeartbeatRequest()
+				req.GroupID, req.MemberID, req.SubscribedTopicNames = group, "m", []string{topic}
+				resp, err := req.RequestWith(ctx, admin)
+				if err != nil {
+					return 0, err
+				}
+				return resp.ErrorCode, nil
+			})
+			hb[i] = code
+			errs <- err
+		})
+		wg.Go(func() {
+			code, err := retry(func() (int16, error) {
+				req := kmsg.NewPtrOffsetCommitRequest()
+				req.Group, req.Generation = group, -1
+				rt := kmsg.NewOffsetCommitRequestTopic()
+				rt.Topic = topic
+				rp := kmsg.NewOffsetCommitRequestTopicPartition()
+				rp.Offset = 1
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp, err := req.RequestWith(ctx, admin)
+				if err != nil {
+					return 0, err
+				}
+				return resp.Topics[0].Partitions[0].ErrorCode, nil
+			})
+			commit[i] = code
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ids {
+		switch {
+		case hb[i] == 0 && commit[i] == 0:
+			t.Errorf("g%d: the share group joined and the OffsetCommit created a simple group beside it", i)
+		case hb[i] == 0 && commit[i] != kerr.GroupIDNotFound.Code, commit[i] == 0 && hb[i] != kerr.GroupIDNotFound.Code:
+			t.Errorf("g%d: heartbeat %v, OffsetCommit %v; want GROUP_ID_NOT_FOUND for the loser", i, kerr.ErrorForCode(hb[i]), kerr.ErrorForCode(commit[i]))
+		}
+	}
+	req := kmsg.NewPtrListGroupsRequest()
+	resp, err := req.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, g := range resp.Groups {
+		if seen[g.Group]++; seen[g.Group] == 2 {
+			t.Errorf("ListGroups lists %s twice", g.Group)
+		}
 	}
 }

@@ -74,6 +74,10 @@ func (b *Broker) shareOffsetsGroupError(ctx context.Context, c *server.Conn, gro
 func handleAlterShareGroupOffsets(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+	// The id is claimed for a share group until the answer (Claim): no
+	// classic group is created under it between the check and EnsureGroup.
+	release := b.share.coord.Claim(req.GroupID)
+	defer release()
 	if err := b.shareOffsetsGroupError(ctx, c, req.GroupID, opRead, true); err != nil {
 		resp.ErrorCode = err.Code
 		return resp, nil

@@ -67,7 +67,7 @@ func (b *Broker) startGroups() {
 			gc := b.GroupConfig(id)
 			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}
 		},
-		ShareGroup: func(id string) bool { return b.share != nil && b.share.coord.IsShareGroup(id) },
+		ShareGroup: func(id string) bool { return b.share != nil && b.share.coord.Holds(id) },
 		ShareLoaded: func(p int32, recs []group.ShareRecord) {
 			if b.share != nil {
 				b.share.coord.LoadPartition(p, recs)

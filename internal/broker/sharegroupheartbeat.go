@@ -33,6 +33,12 @@ func handleShareGroupHeartbeat(ctx context.Context, b *Broker, c *server.Conn, k
 	if req.GroupID != "" {
 		err := b.shareCoordinatorError(req.GroupID)
 		if err == nil && req.MemberEpoch == 0 && !b.share.coord.IsShareGroup(req.GroupID) {
+			// Claimed until the heartbeat is answered: the group
+			// coordinator creates no classic or consumer group under
+			// the id meanwhile (an OffsetCommit could, between the
+			// check below and the share group's creation).
+			release := b.share.coord.Claim(req.GroupID)
+			defer release()
 			var typ string
 			if typ, err = b.otherGroupType(ctx, req.GroupID); typ != "" {
 				isOther = func(string) bool { return true }

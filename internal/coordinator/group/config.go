@@ -137,11 +137,13 @@ type Config struct {
 	Overrides func(groupID string) Overrides
 
 	// ShareGroup, when set, reports whether a share group (KIP-932, kept
-	// by the share coordinator) holds groupID, so that no classic or
-	// consumer group is created under its id: a JoinGroup gets
-	// INCONSISTENT_GROUP_PROTOCOL and a ConsumerGroupHeartbeat
-	// GROUP_ID_NOT_FOUND ("Group X is not a consumer group."), as Kafka
-	// answers for a group of another type. Called on the coordinator's
+	// by the share coordinator) holds groupID, or a request that may
+	// create one is in flight, so that no classic or consumer group is
+	// created under its id: a JoinGroup gets INCONSISTENT_GROUP_PROTOCOL,
+	// a ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND ("Group X is not a
+	// consumer group."), an OffsetCommit or TxnOffsetCommit
+	// GROUP_ID_NOT_FOUND for every partition (ShareGroup's
+	// validateOffsetCommit), as Kafka answers for a group of another type. Called on the coordinator's
 	// goroutine only when such a group would be created: it must be cheap
 	// and not call into the Coordinator.
 	ShareGroup func(groupID string) bool

@@ -123,6 +123,7 @@ type Coordinator struct {
 	loaded   map[int32]bool  // partitions of __consumer_offsets loaded (with a journal)
 	queue    []*pendingWrite // writes not yet handed to the journal, in order
 	flushing bool            // a flush is handing the queue to the journal
+	claims   map[string]int  // group ids claimed by requests that may create them (Claim)
 }
 
 // OnMemberLeave sets f to be called, on a goroutine of its own, for each
@@ -322,11 +323,49 @@ func (c *Coordinator) IsShareGroup(groupID string) bool {
 	return ok
 }
 
+// Claim makes Holds(groupID) true until release is called (once; later
+// calls do nothing), for a request that may create share group groupID:
+// claimed before it asks the group coordinator whether a classic or
+// consumer group holds the id, so that the group coordinator, which asks
+// Holds before it creates such a group, cannot create one between that
+// answer and the share group's creation. One id is one group, as in
+// Kafka, whose group coordinator checks and creates on one thread. Claims
+// of one id nest.
+func (c *Coordinator) Claim(groupID string) (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.claims == nil {
+		c.claims = map[string]int{}
+	}
+	c.claims[groupID]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.claims[groupID]--; c.claims[groupID] <= 0 {
+				delete(c.claims, groupID)
+			}
+		})
+	}
+}
+
+// Holds reports whether groupID is a share group here or claimed by a
+// request that may create it (Claim): what the group coordinator asks
+// before it creates a classic or consumer group (group.Config.ShareGroup).
+func (c *Coordinator) Holds(groupID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.groups[groupID]
+	return ok || c.claims[groupID] > 0
+}
+
 // Heartbeat answers ShareGroupHeartbeat (API 76, v0-1, KIP-932): epoch 0
 // joins (v1: with the member id the client chose; v0: the coordinator
 // chooses), -1 leaves, a positive epoch heartbeats and may change the
-// subscription. Errors: INVALID_REQUEST for a missing group id, member id
-// or subscription on join; UNKNOWN_MEMBER_ID; FENCED_MEMBER_EPOCH for an
+// subscription. Errors: INVALID_REQUEST for a missing group id or member
+// id (of any length otherwise, as Kafka), an empty rack id, or no
+// subscribed topic on join; UNKNOWN_MEMBER_ID; FENCED_MEMBER_EPOCH for an
 // epoch other than the member's or its previous one (a response lost, as
 // Kafka accepts it); GROUP_ID_NOT_FOUND when isOther reports a group of
 // another type under the id; with a Journal, COORDINATOR_LOAD_IN_PROGRESS
@@ -344,16 +383,17 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.ShareGroupHeartbe
 		}
 		return resp
 	}
-	if req.GroupID == "" {
-		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
-	}
-	if req.Version >= 1 && req.MemberID == "" {
+	// Kafka's throwIfShareGroupHeartbeatRequestIsInvalid, in its order.
+	switch {
+	case req.Version >= 1 && req.MemberID == "":
 		return fail(kerr.InvalidRequest, "MemberId can't be empty.")
-	}
-	if req.MemberEpoch == 0 && req.SubscribedTopicNames == nil {
+	case req.GroupID == "":
+		return fail(kerr.InvalidRequest, "GroupId can't be empty.")
+	case req.RackID != nil && *req.RackID == "":
+		return fail(kerr.InvalidRequest, "RackId can't be empty.")
+	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
 		return fail(kerr.InvalidRequest, "SubscribedTopicNames must be set in first request.")
-	}
-	if req.MemberEpoch < -1 {
+	case req.MemberEpoch < -1:
 		return fail(kerr.InvalidRequest, "MemberEpoch is invalid.")
 	}
 	if isOther != nil && isOther(req.GroupID) {
