@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -278,20 +277,23 @@ func TestShareMemberIDs(t *testing.T) {
 	}
 }
 
-// TestShareGroupIDRace: a ShareGroupHeartbeat that creates share group X
-// and an OffsetCommit with generation -1 (which creates a simple group)
-// to X, sent at once for 100 ids: one of them wins each id, never both,
-// and ListGroups lists each id once. (The heartbeat asked the group
-// coordinator whether X was taken and created the share group after: an
-// OffsetCommit in between created a classic group beside it.)
+// TestShareGroupIDRace: OffsetCommits with generation -1 (each creates a
+// simple group when none holds the id) sent from another connection while
+// an AlterShareGroupOffsets creates share group X, which writes the state
+// of 30 partitions before it creates the group: either X becomes a share
+// group and every commit gets GROUP_ID_NOT_FOUND, or a commit came first
+// and the Alter gets GROUP_ID_NOT_FOUND; never both, and ListGroups lists
+// X once. (The Alter checked the id, wrote, then created the share group:
+// a commit in between made a simple group beside it. A ShareGroupHeartbeat
+// had the same gap, narrower.)
 func TestShareGroupIDRace(t *testing.T) {
-	const topic, ids = "jobs", 100
+	const topic, partitions = "jobs", 30
 	n := startNode(t, t.TempDir(), groupProps)
-	admin := newClient(t, n)
-	createTopic(t, admin, topic, 1, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	admin, committer := newClient(t, n), newClient(t, n)
+	createTopic(t, admin, topic, partitions, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	// retry sends req until its answer's error (code) is not retriable.
+	// retry sends until the answer's error code is not retriable.
 	retry := func(send func() (int16, error)) (int16, error) {
 		for {
 			code, err := send()
@@ -300,58 +302,69 @@ func TestShareGroupIDRace(t *testing.T) {
 			}
 		}
 	}
-	hb := make([]int16, ids)
-	commit := make([]int16, ids)
-	errs := make(chan error, 2*ids)
-	var wg sync.WaitGroup
-	for i := range ids {
+	for i := range 3 {
 		group := fmt.Sprintf("g%d", i)
-		wg.Go(func() {
-			code, err := retry(func() (int16, error) {
-				req := kmsg.NewPtrShareGroupHeartbeatRequest()
-				req.GroupID, req.MemberID, req.SubscribedTopicNames = group, "m", []string{topic}
+		var alterCode int16
+		var alterErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			alterCode, alterErr = retry(func() (int16, error) {
+				req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+				req.GroupID = group
+				rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+				rt.Topic = topic
+				for p := range int32(partitions) {
+					rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+					rp.Partition = p
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				req.Topics = append(req.Topics, rt)
 				resp, err := req.RequestWith(ctx, admin)
 				if err != nil {
 					return 0, err
 				}
 				return resp.ErrorCode, nil
 			})
-			hb[i] = code
-			errs <- err
-		})
-		wg.Go(func() {
+		}()
+		committed := false
+		for running := true; running; {
+			select {
+			case <-done:
+				running = false
+			default:
+			}
 			code, err := retry(func() (int16, error) {
 				req := kmsg.NewPtrOffsetCommitRequest()
 				req.Group, req.Generation = group, -1
 				rt := kmsg.NewOffsetCommitRequestTopic()
 				rt.Topic = topic
 				rp := kmsg.NewOffsetCommitRequestTopicPartition()
-				rp.Offset = 1
+				rp.Offset = 0
 				rt.Partitions = append(rt.Partitions, rp)
 				req.Topics = append(req.Topics, rt)
-				resp, err := req.RequestWith(ctx, admin)
+				resp, err := req.RequestWith(ctx, committer)
 				if err != nil {
 					return 0, err
 				}
 				return resp.Topics[0].Partitions[0].ErrorCode, nil
 			})
-			commit[i] = code
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case code == 0:
+				committed = true
+			case code != kerr.GroupIDNotFound.Code:
+				t.Fatalf("%s: OffsetCommit: %v", group, kerr.ErrorForCode(code))
+			}
 		}
-	}
-	for i := range ids {
 		switch {
-		case hb[i] == 0 && commit[i] == 0:
-			t.Errorf("g%d: the share group joined and the OffsetCommit created a simple group beside it", i)
-		case hb[i] == 0 && commit[i] != kerr.GroupIDNotFound.Code, commit[i] == 0 && hb[i] != kerr.GroupIDNotFound.Code:
-			t.Errorf("g%d: heartbeat %v, OffsetCommit %v; want GROUP_ID_NOT_FOUND for the loser", i, kerr.ErrorForCode(hb[i]), kerr.ErrorForCode(commit[i]))
+		case alterErr != nil:
+			t.Fatal(alterErr)
+		case alterCode == 0 && committed:
+			t.Errorf("%s: AlterShareGroupOffsets created a share group and an OffsetCommit a simple group beside it", group)
+		case alterCode != 0 && (alterCode != kerr.GroupIDNotFound.Code || !committed):
+			t.Errorf("%s: AlterShareGroupOffsets: %v (a commit succeeded: %v)", group, kerr.ErrorForCode(alterCode), committed)
 		}
 	}
 	req := kmsg.NewPtrListGroupsRequest()
