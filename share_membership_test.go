@@ -280,19 +280,26 @@ func TestShareMemberIDs(t *testing.T) {
 // TestShareGroupIDRace: OffsetCommits with generation -1 (each creates a
 // simple group when none holds the id) sent from another connection while
 // an AlterShareGroupOffsets creates share group X, which writes the state
-// of 30 partitions before it creates the group: either X becomes a share
+// of 10 partitions before it creates the group: either X becomes a share
 // group and every commit gets GROUP_ID_NOT_FOUND, or a commit came first
 // and the Alter gets GROUP_ID_NOT_FOUND; never both, and ListGroups lists
 // X once. (The Alter checked the id, wrote, then created the share group:
 // a commit in between made a simple group beside it. A ShareGroupHeartbeat
 // had the same gap, narrower.)
 func TestShareGroupIDRace(t *testing.T) {
-	const topic, partitions = "jobs", 30
+	const topic, partitions = "jobs", 10
 	n := startNode(t, t.TempDir(), groupProps)
-	admin, committer := newClient(t, n), newClient(t, n)
+	// The Alter writes 10 states, which may take longer than kgo's
+	// default read timeout of 10 s on a loaded machine.
+	admin, committer := newClient(t, n, kgo.RequestTimeoutOverhead(3*time.Minute)), newClient(t, n)
 	createTopic(t, admin, topic, partitions, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
+	td, err := kadm.NewClient(admin).ListTopics(ctx, topic)
+	if err != nil || td[topic].Err != nil {
+		t.Fatalf("topic %s: %v %v", topic, err, td[topic].Err)
+	}
+	topicID := td[topic].ID
 	// retry sends until the answer's error code is not retriable.
 	retry := func(send func() (int16, error)) (int16, error) {
 		for {
@@ -302,7 +309,7 @@ func TestShareGroupIDRace(t *testing.T) {
 			}
 		}
 	}
-	for i := range 3 {
+	for i := range 2 {
 		group := fmt.Sprintf("g%d", i)
 		var alterCode int16
 		var alterErr error
@@ -338,7 +345,7 @@ func TestShareGroupIDRace(t *testing.T) {
 				req := kmsg.NewPtrOffsetCommitRequest()
 				req.Group, req.Generation = group, -1
 				rt := kmsg.NewOffsetCommitRequestTopic()
-				rt.Topic = topic
+				rt.Topic, rt.TopicID = topic, topicID // v10+ names topics by id
 				rp := kmsg.NewOffsetCommitRequestTopicPartition()
 				rp.Offset = 0
 				rt.Partitions = append(rt.Partitions, rp)
@@ -351,7 +358,8 @@ func TestShareGroupIDRace(t *testing.T) {
 			})
 			switch {
 			case err != nil:
-				t.Fatal(err)
+				<-done
+				t.Fatalf("%s: OffsetCommit: %v; AlterShareGroupOffsets: %v %v", group, err, kerr.ErrorForCode(alterCode), alterErr)
 			case code == 0:
 				committed = true
 			case code != kerr.GroupIDNotFound.Code:

@@ -607,15 +607,9 @@ func (c *Coordinator) List() []Listing {
 // unknown, NON_EMPTY_GROUP with members, COORDINATOR_LOAD_IN_PROGRESS
 // while its partition loads, the write's error (the group then stays).
 func (c *Coordinator) Delete(ctx context.Context, groupID string) error {
-	c.mu.Lock()
-	if err := c.loadingLocked(groupID); err != nil {
-		c.mu.Unlock()
+	g, err := c.lockGroup(groupID)
+	if err != nil {
 		return err
-	}
-	g := c.groups[groupID]
-	if g == nil {
-		c.mu.Unlock()
-		return kerr.GroupIDNotFound
 	}
 	c.expireLocked(g, time.Now())
 	if len(g.members) > 0 {

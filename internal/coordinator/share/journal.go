@@ -169,6 +169,23 @@ func errorCode(err error) int16 {
 	return kerr.CoordinatorNotAvailable.Code
 }
 
+// lockGroup takes the lock and returns groupID's group, the lock held; or,
+// the lock released, COORDINATOR_LOAD_IN_PROGRESS (loadingLocked) or
+// GROUP_ID_NOT_FOUND.
+func (c *Coordinator) lockGroup(groupID string) (*group, error) {
+	c.mu.Lock()
+	if err := c.loadingLocked(groupID); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	g := c.groups[groupID]
+	if g == nil {
+		c.mu.Unlock()
+		return nil, kerr.GroupIDNotFound
+	}
+	return g, nil
+}
+
 // loadingLocked returns COORDINATOR_LOAD_IN_PROGRESS when groupID's
 // partition of __consumer_offsets is not loaded (only with a Journal).
 func (c *Coordinator) loadingLocked(groupID string) *kerr.Error {
@@ -415,15 +432,9 @@ func (c *Coordinator) EnsureGroup(ctx context.Context, groupID string, topics []
 // durably (DeleteShareGroupOffsets). Errors as EnsureGroup's;
 // GROUP_ID_NOT_FOUND for an unknown group.
 func (c *Coordinator) ForgetTopics(ctx context.Context, groupID string, ids [][16]byte) error {
-	c.mu.Lock()
-	if err := c.loadingLocked(groupID); err != nil {
-		c.mu.Unlock()
+	g, err := c.lockGroup(groupID)
+	if err != nil {
 		return err
-	}
-	g := c.groups[groupID]
-	if g == nil {
-		c.mu.Unlock()
-		return kerr.GroupIDNotFound
 	}
 	changed := false
 	for _, id := range ids {
