@@ -315,13 +315,16 @@ func (c *Coordinator) LoadPartition(p int32, recs []gcoord.ShareRecord) {
 	loaded := map[string]*group{}
 	for i := range recs {
 		r := &recs[i]
+		if r.MemberID == "" && (r.Type == gcoord.ShareMemberMetadataType || r.Type == gcoord.ShareCurrentMemberType) {
+			continue // no member has an empty id (a heartbeat's is refused)
+		}
 		g := loaded[r.Group]
 		if g == nil {
 			g = newGroup(r.Group)
 			c.groups[r.Group], loaded[r.Group] = g, g
 		}
 		m := g.members[r.MemberID]
-		if m == nil && r.MemberID != "" && r.Type == gcoord.ShareMemberMetadataType {
+		if m == nil && r.Type == gcoord.ShareMemberMetadataType {
 			m = &member{id: r.MemberID, lastSeen: now}
 			g.members[m.id] = m
 		}
