@@ -481,7 +481,7 @@ func TestPerfQueue(t *testing.T) {
 }
 
 // checkCommittedToEnd fails t unless group committed every partition of
-// topic at its end offset.
+// topic that holds records at its end offset.
 func checkCommittedToEnd(t *testing.T, addr, group, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -501,7 +501,7 @@ func checkCommittedToEnd(t *testing.T, addr, group, topic string) {
 		t.Fatal(err)
 	}
 	ends.Each(func(e kadm.ListedOffset) {
-		if o, ok := committed.Lookup(topic, e.Partition); !ok || o.At != e.Offset {
+		if o, ok := committed.Lookup(topic, e.Partition); (ok || e.Offset > 0) && o.At != e.Offset {
 			t.Errorf("group %s: partition %d committed at %d (found: %v), want its end offset %d", group, e.Partition, o.At, ok, e.Offset)
 		}
 	})
