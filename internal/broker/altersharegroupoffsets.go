@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/coordinator/group"
 	"github.com/samsahq/samsa/internal/coordinator/share"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/server"
@@ -72,12 +74,16 @@ func (b *Broker) shareOffsetsGroupError(ctx context.Context, c *server.Conn, gro
 func handleAlterShareGroupOffsets(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+	// The id is claimed for a share group until the answer (Claim): no
+	// classic group is created under it between the check and EnsureGroup.
+	release := b.share.coord.Claim(req.GroupID)
+	defer release()
 	if err := b.shareOffsetsGroupError(ctx, c, req.GroupID, opRead, true); err != nil {
 		resp.ErrorCode = err.Code
 		return resp, nil
 	}
-	b.share.coord.EnsureGroup(req.GroupID)
 	im := b.image()
+	var altered []group.ShareTopic
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, rt := range req.Topics {
@@ -112,13 +118,28 @@ func handleAlterShareGroupOffsets(ctx context.Context, b *Broker, c *server.Conn
 					err = b.writeShareState(wctx, k, w)
 				}
 			}
+			if err == nil {
+				if n := len(altered); n == 0 || altered[n-1].ID != t.ID {
+					altered = append(altered, group.ShareTopic{ID: t.ID, Name: t.Name})
+				}
+				altered[len(altered)-1].Partitions = append(altered[len(altered)-1].Partitions, rp.Partition)
+			}
 			op.ErrorCode = errCode(err)
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
+	// The group exists from now on (Kafka creates it), with the altered
+	// partitions among its initialized ones.
+	for i := range altered {
+		slices.Sort(altered[i].Partitions)
+		altered[i].Partitions = slices.Compact(altered[i].Partitions)
+	}
+	if err := b.share.coord.EnsureGroup(wctx, req.GroupID, altered); err != nil {
+		resp.ErrorCode = errCode(err)
+	}
 	// The leaders forget what they keep in memory and load the new state.
-	if err := b.deleteShareGroupState(wctx, req.GroupID, []*metadata.Topic{}); err != nil {
+	if err := b.deleteShareGroupState(wctx, req.GroupID, []*metadata.Topic{}); err != nil && resp.ErrorCode == 0 {
 		resp.ErrorCode = errCode(err)
 	}
 	return resp, nil
@@ -161,7 +182,16 @@ func handleDeleteShareGroupOffsets(ctx context.Context, b *Broker, c *server.Con
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if len(topics) > 0 {
-		if err := b.deleteShareGroupState(wctx, req.GroupID, topics); err != nil {
+		err := b.deleteShareGroupState(wctx, req.GroupID, topics)
+		if err == nil {
+			// No longer initialized (ShareGroupStatePartitionMetadata).
+			ids := make([][16]byte, len(topics))
+			for i, t := range topics {
+				ids[i] = t.ID
+			}
+			err = b.share.coord.ForgetTopics(wctx, req.GroupID, ids)
+		}
+		if err != nil {
 			for _, ot := range results {
 				if ot.ErrorCode == 0 {
 					ot.ErrorCode = errCode(err)

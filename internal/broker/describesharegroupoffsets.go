@@ -21,8 +21,9 @@ import (
 // from its durable state (-1: never initialized) and its lag (records
 // below the high-watermark not yet acknowledged or archived; the
 // high-watermark from the partition's leader, ListOffsets latest when
-// another broker leads it; -1 when the leader cannot be reached). Topics null means the topics
-// the group's members subscribe to. DESCRIBE on the group, else
+// another broker leads it; -1 when the leader cannot be reached). Topics
+// null means the partitions the group initialized (assigned to its
+// members, or given start offsets), as Kafka. DESCRIBE on the group, else
 // GROUP_AUTHORIZATION_FAILED; DESCRIBE on each topic, else
 // TOPIC_AUTHORIZATION_FAILED for its partitions; NOT_COORDINATOR on a
 // broker that is not the group's coordinator.
@@ -47,12 +48,16 @@ func handleDescribeShareGroupOffsets(ctx context.Context, b *Broker, c *server.C
 		}
 		topics := g.Topics
 		if topics == nil {
-			for _, name := range b.share.coord.SubscribedTopics(g.GroupID) {
-				if t := im.Topic(name); t != nil {
+			// As Kafka: the partitions the group initialized (its
+			// ShareGroupStatePartitionMetadata), members or not.
+			for _, it := range b.share.coord.InitializedTopics(g.GroupID) {
+				if t := im.Topic(it.Name); t != nil && t.ID == it.ID {
 					rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
-					rt.Topic = name
-					for p := range t.Partitions {
-						rt.Partitions = append(rt.Partitions, int32(p))
+					rt.Topic = it.Name
+					for _, p := range it.Partitions {
+						if int(p) < len(t.Partitions) {
+							rt.Partitions = append(rt.Partitions, p)
+						}
 					}
 					topics = append(topics, rt)
 				}

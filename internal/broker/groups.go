@@ -67,7 +67,12 @@ func (b *Broker) startGroups() {
 			gc := b.GroupConfig(id)
 			return group.Overrides{ConsumerSessionTimeout: gc.ConsumerSessionTimeout, ConsumerHeartbeatInterval: gc.ConsumerHeartbeatInterval}
 		},
-		ShareGroup: func(id string) bool { return b.share != nil && b.share.coord.IsShareGroup(id) },
+		ShareGroup: func(id string) bool { return b.share != nil && b.share.coord.Holds(id) },
+		ShareLoaded: func(p int32, recs []group.ShareRecord) {
+			if b.share != nil {
+				b.share.coord.LoadPartition(p, recs)
+			}
+		},
 	}
 	if cfg.InitialRebalanceDelay == 0 {
 		cfg.InitialRebalanceDelay = -1 // Kafka's 0: no delay (zero means the default in group.Config)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/coordinator/group"
 	"github.com/samsahq/samsa/internal/coordinator/share"
 	"github.com/samsahq/samsa/internal/server"
 )
@@ -32,6 +33,12 @@ func handleShareGroupHeartbeat(ctx context.Context, b *Broker, c *server.Conn, k
 	if req.GroupID != "" {
 		err := b.shareCoordinatorError(req.GroupID)
 		if err == nil && req.MemberEpoch == 0 && !b.share.coord.IsShareGroup(req.GroupID) {
+			// Claimed until the heartbeat is answered: the group
+			// coordinator creates no classic or consumer group under
+			// the id meanwhile (an OffsetCommit could, between the
+			// check below and the share group's creation).
+			release := b.share.coord.Claim(req.GroupID)
+			defer release()
 			var typ string
 			if typ, err = b.otherGroupType(ctx, req.GroupID); typ != "" {
 				isOther = func(string) bool { return true }
@@ -44,7 +51,7 @@ func handleShareGroupHeartbeat(ctx context.Context, b *Broker, c *server.Conn, k
 		}
 	}
 	cl := share.Client{ID: clientIDFrom(ctx), Host: clientHost(c.RemoteAddr)}
-	return b.share.coord.Heartbeat(req, cl, isOther), nil
+	return b.share.coord.Heartbeat(ctx, req, cl, isOther), nil
 }
 
 // shareCoordinatorError checks that this broker is the coordinator of
@@ -82,15 +89,26 @@ func (b *Broker) otherGroupType(ctx context.Context, id string) (string, *kerr.E
 	return typ, nil
 }
 
-// unloadShareGroups forgets the membership of the share groups of
-// partition p of __consumer_offsets, which this broker no longer leads:
-// their members rejoin at the new coordinator (NOT_COORDINATOR here from
-// now on), and keep what they hold.
+// unloadShareGroups forgets the share groups of partition p of
+// __consumer_offsets, which this broker no longer leads: the new
+// coordinator loads them from the partition, and their members go on
+// there with their epochs (NOT_COORDINATOR here from now on).
 func (b *Broker) unloadShareGroups(p int32) {
 	if b.share == nil {
 		return
 	}
-	b.share.coord.DropGroups(func(id string) bool { return b.groups.coord.Partition(id) == p })
+	b.share.coord.UnloadPartition(p)
+}
+
+// shareJournal writes the share coordinator's records to the group's
+// partition of __consumer_offsets, through the group coordinator's writer
+// of that partition.
+type shareJournal struct{ b *Broker }
+
+func (j shareJournal) Partition(id string) int32 { return j.b.groups.coord.Partition(id) }
+
+func (j shareJournal) Append(id string, recs []group.Record, done func(error)) {
+	j.b.groups.coord.AppendShare(id, recs, done)
 }
 
 // listShareGroups adds the share groups to a ListGroups response, filtered
@@ -127,10 +145,10 @@ func (b *Broker) splitShareGroupDeletes(ctx context.Context, req *kmsg.DeleteGro
 		}
 		g := kmsg.NewDeleteGroupsResponseGroup()
 		g.Group = id
-		err := b.share.coord.Delete(id)
+		err := b.share.coord.Delete(ctx, id)
 		if err == nil {
 			if err = b.deleteShareGroupState(ctx, id, nil); err != nil {
-				b.share.coord.EnsureGroup(id) // so that a retry finds it
+				_ = b.share.coord.EnsureGroup(ctx, id, nil) // so that a retry finds it
 			}
 		}
 		g.ErrorCode = errCode(err)

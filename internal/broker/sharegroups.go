@@ -55,6 +55,7 @@ func (b *Broker) startShareGroups() {
 	}
 	s.loads = newCoordinatorLoads(share.StateTopic, share.StateTopicPartitions, b.loadShareState, s.store.Unload, errShareStateUnloaded)
 	s.coord.OnMemberLeave(b.releaseShareMember)
+	s.coord.SetJournal(shareJournal{b})
 	b.share = s
 }
 
@@ -439,13 +440,15 @@ func shareWriteError(err error) error {
 }
 
 // shareRequestDenied checks the group and member of a ShareFetch or
-// ShareAcknowledge: INVALID_REQUEST without a group id or with a member id
-// empty or longer than 36 characters (Kafka checks the format only, not
-// membership), GROUP_AUTHORIZATION_FAILED without READ on the group; 0
-// when allowed.
+// ShareAcknowledge: INVALID_REQUEST without a group id or member id,
+// GROUP_AUTHORIZATION_FAILED without READ on the group; 0 when allowed.
+// Any other member id is taken as it is, of any length, as
+// ShareGroupHeartbeat takes it and Kafka 4.2's broker does (KAFKA-19846:
+// the member id is a string; 4.1 parsed it as a base64 UUID and failed
+// others); membership is not checked here.
 func (b *Broker) shareRequestDenied(c *server.Conn, groupID, member string) int16 {
 	switch {
-	case groupID == "" || member == "" || len(member) > 36:
+	case groupID == "" || member == "":
 		return kerr.InvalidRequest.Code
 	case !b.authorized(c, opRead, resGroup, groupID):
 		return kerr.GroupAuthorizationFailed.Code

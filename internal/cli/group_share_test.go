@@ -11,7 +11,8 @@ import (
 )
 
 // TestGroupShare: `samsa group list` and `describe` show a share group
-// (KIP-932), its members and share-partition start offsets.
+// (KIP-932), its members and share-partition start offsets, also once it
+// is empty.
 func TestGroupShare(t *testing.T) {
 	addr := startSamsa(t, "")
 	b := "--brokers=" + addr
@@ -83,8 +84,20 @@ func TestGroupShare(t *testing.T) {
 	}
 	sc.Close() // leaves the group
 	mustRun(t, nil, "group", "reset-offsets", "crew", b, "--topic", "tasks", "--to-offset", "2", "--execute")
-	// (DescribeShareGroupOffsets of all topics lists those the members
-	// subscribe to: none in an empty group; ask for the topic.)
+	// The empty group shows the partitions it has state for, as Kafka
+	// (DescribeShareGroupOffsets of all topics: the partitions the group
+	// initialized; it showed none without members).
+	r = mustRun(t, nil, "group", "describe", "crew", b)
+	for _, re := range []string{
+		`(?m)^Group: crew\s+Type: share\s+State: Empty\s`,
+		`(?m)^tasks\s+0\s+2\s+3$`,
+		`(?m)^tasks\s+1\s+2\s+3$`,
+		`(?m)^Total lag: 6$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(r.stdout) {
+			t.Errorf("describe of the empty group: no match for %s:\n%s", re, r.stdout)
+		}
+	}
 	dreq := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	dg.GroupID = "crew"

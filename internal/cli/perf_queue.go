@@ -50,8 +50,8 @@ as a work queue, and measure the records/s the group acknowledged.
                          (IncrementalAlterConfigs on the GROUP resource).
   --group-type consumer  a consumer group (the baseline): each consumer
                          reads the partitions assigned to it, offsets
-                         committed by autocommit; a record counts when
-                         polled.
+                         committed by autocommit, and at the end every
+                         polled offset; a record counts when polled.
 
 The run ends when the group has acknowledged --records records (0: the
 number of offsets between each partition's log start and end offsets at
@@ -190,6 +190,10 @@ func runPerfQueue(cmd *cobra.Command, cf *clientFlags, f *perfQueueFlags, topic 
 	}()
 	wg.Wait()
 	end := time.Unix(0, last.Load())
+	var commitErr error
+	if f.groupType == "consumer" {
+		commitErr = commitPolled(ctx, clients)
+	}
 	closeAll(clients)
 	res := m.finish(end)
 	res.Topic = topic
@@ -207,7 +211,25 @@ func runPerfQueue(cmd *cobra.Command, cf *clientFlags, f *perfQueueFlags, topic 
 		}
 		return fmt.Errorf("acknowledged %d of %d records: %w", res.Records, target, firstErr)
 	}
+	if commitErr != nil {
+		return fmt.Errorf("committing the offsets of group %s: %w", group, commitErr)
+	}
 	return nil
+}
+
+// commitPolled commits the offsets of every record the consumers of a
+// consumer group polled. Autocommit commits a poll's offsets at the next
+// poll, and Close (its revoke) commits those of the polls before the last
+// one only: each consumer's last poll, counted, would stay uncommitted,
+// its partitions' committed offsets short of their end.
+func commitPolled(ctx context.Context, clients []*kgo.Client) error {
+	errs := make([]error, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() { errs[i] = c.CommitUncommittedOffsets(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // closeAll closes the clients in parallel (a share consumer's Close

@@ -450,7 +450,8 @@ func TestPerfQueue(t *testing.T) {
 		{"share", "one", "2", 100}, // a round trip per record
 		{"consumer", "batch", "2", 0},
 	} {
-		r := mustRun(t, nil, "perf", "queue", "jobs", "-b", addr, "--group-type", c.groupType, "--ack", c.ack,
+		group := "queue-" + c.groupType + "-" + c.ack + "-" + c.consumers
+		r := mustRun(t, nil, "perf", "queue", "jobs", "-b", addr, "--group-type", c.groupType, "--ack", c.ack, "--group", group,
 			"--consumers", c.consumers, "--records", strconv.FormatInt(c.records, 10), "--report-interval", "100ms")
 		res := lastJSON(t, r.stdout)
 		want := cmp.Or(c.records, 2000)
@@ -464,6 +465,11 @@ func TestPerfQueue(t *testing.T) {
 		if !strings.Contains(r.stderr, fmt.Sprintf("samsa perf queue: done: %d records", res.Records)) {
 			t.Errorf("stderr %q: no summary", r.stderr)
 		}
+		if c.groupType == "consumer" {
+			// Every partition's offsets committed to its end (the
+			// last poll of each consumer was left uncommitted).
+			checkCommittedToEnd(t, addr, group, "jobs")
+		}
 	}
 	r := run(t, nil, "perf", "queue", "jobs", "-b", addr, "--records", "3000", "--idle", "1s", "-q")
 	if r.err == nil || !strings.Contains(r.err.Error(), "acknowledged 2000 of 3000 records") {
@@ -472,4 +478,31 @@ func TestPerfQueue(t *testing.T) {
 	if r := run(t, nil, "perf", "queue", "jobs", "-b", addr, "--ack", "some"); r.err == nil || !strings.Contains(r.err.Error(), "--ack") {
 		t.Fatalf("--ack some: %v", r.err)
 	}
+}
+
+// checkCommittedToEnd fails t unless group committed every partition of
+// topic that holds records at its end offset.
+func checkCommittedToEnd(t *testing.T, addr, group, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		if o, ok := committed.Lookup(topic, e.Partition); (ok || e.Offset > 0) && o.At != e.Offset {
+			t.Errorf("group %s: partition %d committed at %d (found: %v), want its end offset %d", group, e.Partition, o.At, ok, e.Offset)
+		}
+	})
 }

@@ -258,6 +258,35 @@ func (c *Coordinator) isShareGroup(id string) bool {
 	return c.cfg.ShareGroup != nil && c.cfg.ShareGroup(id)
 }
 
+// AppendShare writes recs, records of the share group groupID (KIP-932,
+// ShareRecord.Record), to its partition of __consumer_offsets after the
+// writes issued before, and calls done once with nil when they are
+// durable, or with the error clients get (a *kerr.Error:
+// NOT_COORDINATOR when the partition is not loaded here or is unloaded
+// before the write, COORDINATOR_LOAD_IN_PROGRESS while it loads,
+// COORDINATOR_NOT_AVAILABLE when the write fails or the Coordinator
+// closes). done runs on the coordinator's goroutine (or the caller's when
+// the Coordinator is closed): it must not block nor call into the
+// Coordinator. AppendShare itself blocks only while the coordinator's
+// queue of events is full.
+func (c *Coordinator) AppendShare(groupID string, recs []Record, done func(error)) {
+	if !c.post(func() {
+		part, code := c.partitionOf(groupID)
+		if code != 0 {
+			done(kerr.ErrorForCode(code))
+			return
+		}
+		c.appendRecords(part, recs, func(err error) {
+			if err != nil {
+				err = kerr.ErrorForCode(appendErrorCode(err))
+			}
+			done(err)
+		})
+	}) {
+		done(kerr.CoordinatorNotAvailable)
+	}
+}
+
 // GroupType returns the type of the group groupID as ListGroups v5 shows
 // it ("classic" or "consumer"; "" when this coordinator holds no live
 // group under the id), and 0; or NOT_COORDINATOR when the group's

@@ -137,14 +137,25 @@ type Config struct {
 	Overrides func(groupID string) Overrides
 
 	// ShareGroup, when set, reports whether a share group (KIP-932, kept
-	// by the share coordinator) holds groupID, so that no classic or
-	// consumer group is created under its id: a JoinGroup gets
-	// INCONSISTENT_GROUP_PROTOCOL and a ConsumerGroupHeartbeat
-	// GROUP_ID_NOT_FOUND ("Group X is not a consumer group."), as Kafka
-	// answers for a group of another type. Called on the coordinator's
+	// by the share coordinator) holds groupID, or a request that may
+	// create one is in flight, so that no classic or consumer group is
+	// created under its id: a JoinGroup gets INCONSISTENT_GROUP_PROTOCOL,
+	// a ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND ("Group X is not a
+	// consumer group."), an OffsetCommit or TxnOffsetCommit
+	// GROUP_ID_NOT_FOUND for every partition (ShareGroup's
+	// validateOffsetCommit), as Kafka answers for a group of another type. Called on the coordinator's
 	// goroutine only when such a group would be created: it must be cheap
 	// and not call into the Coordinator.
 	ShareGroup func(groupID string) bool
+
+	// ShareLoaded, when set, receives the records of the share groups
+	// (KIP-932, key types 10 to 15: the latest of each key, tombstoned
+	// keys left out, sorted by group, type and member) of a partition of
+	// __consumer_offsets once it is read, before the partition counts as
+	// loaded; the share coordinator rebuilds its groups from them. Called
+	// on the coordinator's goroutine: it must not block nor call into the
+	// Coordinator.
+	ShareLoaded func(partition int32, recs []ShareRecord)
 }
 
 // Overrides are the group-level configs of one group the coordinator

@@ -60,8 +60,11 @@
 // then, in log order. LoadPartition replays the partition keeping the
 // latest value per key: a group with members comes back Stable, each
 // member's session timer restarted; offsets without group metadata make an
-// empty group with no protocol type. Records of unknown types (key version
-// above 2, such as KIP-848 consumer groups, or newer value versions) and
+// empty group with no protocol type. KIP-848 consumer group records (key
+// types 3 to 8, consumerrecords.go) rebuild consumer groups; KIP-932 share
+// group records (10 to 15, sharerecords.go) go to Config.ShareLoaded for
+// the share coordinator, which writes them with AppendShare. Records of
+// unknown types (4, 9, streams groups' 16+, newer value versions) and
 // records that do not decode are skipped and counted.
 //
 // Transactional offset commits (TxnOffsetCommit, KIP-98) are written as a

@@ -21,6 +21,9 @@ type loadState struct {
 	txnOffsets map[int64]map[string]map[tp]offsetEntry
 	// consumer are the KIP-848 consumer groups read, by group id.
 	consumer map[string]*cgLoad
+	// share are the records of KIP-932 share groups read, the latest of
+	// each key (sharerecords.go).
+	share map[string]map[shareKey]*ShareRecord
 }
 
 // cgLoad is a consumer group as its records left it.
@@ -149,7 +152,12 @@ func (ls *loadState) apply(rec Record) error {
 		return nil
 	}
 	switch {
+	case d.Share != nil:
+		ls.applyShare(d.Share)
 	case d.Consumer != nil:
+		if d.Consumer.Type == cgMetadataType && d.Consumer.Value != nil {
+			ls.dropShare(d.Consumer.Group)
+		}
 		ls.applyConsumer(d.Consumer)
 	case d.OffsetKey != nil:
 		k := tp{d.OffsetKey.Topic, d.OffsetKey.Partition}
@@ -174,6 +182,7 @@ func (ls *loadState) apply(rec Record) error {
 			return nil
 		}
 		delete(ls.consumer, d.GroupKey.Group)
+		ls.dropShare(d.GroupKey.Group)
 		v := d.GroupValue
 		for i := range v.Members {
 			v.Members[i].Subscription = bytes.Clone(v.Members[i].Subscription)
@@ -256,6 +265,9 @@ func (c *Coordinator) install(part *partition, ls *loadState) {
 		g.offsets = offsets
 	}
 	ls.installTxnOffsets(part, now)
+	if c.cfg.ShareLoaded != nil {
+		c.cfg.ShareLoaded(part.id, ls.shareRecords())
+	}
 	part.writer = c.startWriter(part.id)
 	part.loaded = true
 	for _, tc := range part.txnCompletions {

@@ -73,6 +73,12 @@ func (c *Coordinator) offsetCommit(req *kmsg.OffsetCommitRequest, reply func(*km
 	}
 	now := time.Now()
 	g := part.groups[req.Group]
+	if g == nil && c.isShareGroup(req.Group) {
+		// As Kafka's ShareGroup.validateOffsetCommit: no simple group
+		// beside a share group.
+		failAll(kerr.GroupIDNotFound.Code)
+		return
+	}
 	if g == nil {
 		if req.Generation >= 0 {
 			if v >= 9 {

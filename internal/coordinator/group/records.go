@@ -24,10 +24,11 @@ var (
 	// ErrCorruptRecord: a key or value that does not parse in its schema.
 	ErrCorruptRecord = errors.New("group: corrupt __consumer_offsets record")
 	// ErrUnknownRecord: a key version other than offset commit (0, 1),
-	// group metadata (2) and KIP-848 consumer groups (3, 5 to 8), such as
-	// share groups' or the consumer group partition metadata (4) that
-	// Kafka no longer uses, or a value version newer than this package
-	// knows. Loading skips these records.
+	// group metadata (2), KIP-848 consumer groups (3, 5 to 8) and KIP-932
+	// share groups (10 to 15), such as the consumer and share group
+	// partition metadata (4, 9) that Kafka no longer uses, or streams
+	// groups' (16+), or a value version newer than this package knows.
+	// Loading skips these records.
 	ErrUnknownRecord = errors.New("group: unknown __consumer_offsets record type")
 )
 
@@ -41,6 +42,9 @@ type Decoded struct {
 	// Consumer is set instead for the records of KIP-848 consumer groups
 	// (key versions 3 to 8).
 	Consumer *ConsumerRecord
+	// Share is set instead for the records of KIP-932 share groups (key
+	// versions 10 to 15).
+	Share *ShareRecord
 }
 
 // Decode parses a record of __consumer_offsets. Errors wrap
@@ -101,6 +105,14 @@ func Decode(rec Record) (Decoded, error) {
 			return d, err
 		}
 		d.Consumer = cr
+		return d, nil
+	case sharePartitionMetadata, ShareMemberMetadataType, ShareMetadataType, ShareTargetMetadataType,
+		ShareTargetMemberType, ShareCurrentMemberType, ShareStatePartitionsType:
+		sr, err := decodeShare(kv, rec)
+		if err != nil {
+			return d, err
+		}
+		d.Share = sr
 		return d, nil
 	default:
 		return d, fmt.Errorf("%w: key version %d", ErrUnknownRecord, kv)

@@ -75,6 +75,10 @@ func (c *Coordinator) txnOffsetCommit(req *kmsg.TxnOffsetCommitRequest, reply fu
 	}
 	now := time.Now()
 	g := part.groups[req.Group]
+	if g == nil && c.isShareGroup(req.Group) {
+		failAll(kerr.GroupIDNotFound.Code) // as an OffsetCommit
+		return
+	}
 	if g == nil {
 		g = newGroup(part, req.Group, now)
 		part.groups[g.id] = g

@@ -1,6 +1,7 @@
 package share
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -20,7 +21,7 @@ func (f fakeTopics) Lookup(name string) ([16]byte, int32, bool) {
 func heartbeat(c *Coordinator, member string, epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
 	req := kmsg.NewPtrShareGroupHeartbeatRequest()
 	req.Version, req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = 1, "g", member, epoch, topics
-	return c.Heartbeat(req, Client{}, nil)
+	return c.Heartbeat(context.Background(), req, Client{}, nil)
 }
 
 // TestHeartbeat: joining, fencing, subscription changes, leaving and the
@@ -55,14 +56,14 @@ func TestHeartbeat(t *testing.T) {
 		if r := heartbeat(c, "m2", -1, nil); r.MemberEpoch != -1 {
 			t.Fatalf("leave: %+v", r)
 		}
-		if err := c.Delete("g"); !errors.Is(err, kerr.NonEmptyGroup) {
+		if err := c.Delete(context.Background(), "g"); !errors.Is(err, kerr.NonEmptyGroup) {
 			t.Fatalf("delete with a member: %v", err)
 		}
 		time.Sleep(11 * time.Second) // m1's session times out
 		if d := c.Describe("g"); d.GroupState != "Empty" || len(d.Members) != 0 {
 			t.Fatalf("after the session timeout: %+v", d)
 		}
-		if err := c.Delete("g"); err != nil {
+		if err := c.Delete(context.Background(), "g"); err != nil {
 			t.Fatal(err)
 		}
 		if d := c.Describe("g"); d.ErrorCode != kerr.GroupIDNotFound.Code {
