@@ -152,12 +152,12 @@ func (b *Broker) armShareExpiry(groupID string, t *metadata.Topic, p int32, sp *
 
 // expireShareLocks is the lock-expiry timer e of sp firing, as Kafka's
 // acquisition lock timeout task: the expired records become available
-// again (or are archived at group.share.delivery.count.limit, written to
-// the dead-letter topic), the ShareFetch requests waiting on sp are woken,
-// and the records' new states are written to __share_group_state (not
-// undone when the write fails, as in Kafka: the next write carries them).
-// The timer is armed again for the next expiry while this broker leads the
-// partition and keeps sp.
+// again (or are archived at group.share.delivery.count.limit), the
+// ShareFetch requests waiting on sp are woken, and the records' new states
+// are written to __share_group_state (not undone when the write fails, as
+// in Kafka: the next write carries them); the records archived go to the
+// dead-letter topic once written. The timer is armed again for the next
+// expiry while this broker leads the partition and keeps sp.
 func (b *Broker) expireShareLocks(groupID, topic string, topicID [16]byte, p int32, sp *share.Partition, e *expiryTimer) {
 	s := b.share
 	s.mu.Lock()
@@ -175,26 +175,37 @@ func (b *Broker) expireShareLocks(groupID, topic string, topicID [16]byte, p int
 		return // leadership moved or the group's state was dropped
 	}
 	sp.LockPersist()
-	dead, n := sp.Expire(time.Now())
-	if n > 0 {
-		b.deadLetters(groupID, topic, p, rp, dead)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		go func() { // a stopping broker gives up
-			select {
-			case <-b.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		if _, err := b.writeShareChange(ctx, groupID, topicID, p, rp.LeaderEpoch(), sp, nil); err != nil {
-			b.logger.Warn("writing share-partition state after a lock expiry", "group", groupID, "topic", topic, "partition", p, "err", err)
-		}
-		cancel()
+	if sp.Expire(time.Now()) > 0 {
+		b.writeShareExpiriesLocked(groupID, topic, topicID, p, rp, sp)
 	}
 	sp.UnlockPersist()
 	if t := b.image().Topic(topic); t != nil && t.ID == topicID {
 		b.armShareExpiry(groupID, t, p, sp)
 	}
+}
+
+// writeShareExpiriesLocked writes the lock expiries sp applied (by its
+// timer, a fetch's Acquire or an Acknowledge) to __share_group_state, as
+// Kafka's SharePartition writes the records an acquisition lock timeout
+// releases, so that their delivery counts and archivals survive a
+// failover, and sends the records archived to the dead-letter topic once
+// written (a failed write leaves them to the next one). The caller holds
+// sp's persist lock. It gives up after 10 s, or when the broker stops.
+func (b *Broker) writeShareExpiriesLocked(groupID, topic string, topicID [16]byte, p int32, rp *replica.Partition, sp *share.Partition) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { // a stopping broker gives up
+		select {
+		case <-b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	dead, err := b.writeShareChange(ctx, groupID, topicID, p, rp.LeaderEpoch(), sp, nil)
+	if err != nil {
+		b.logger.Warn("writing share-partition state after a lock expiry", "group", groupID, "topic", topic, "partition", p, "err", err)
+	}
+	b.deadLetters(groupID, topic, p, rp, dead)
 }
 
 // shareTopics resolves subscribed topics for the share assignor from the
@@ -341,8 +352,14 @@ func (b *Broker) acquire(ctx context.Context, groupID, member string, t *metadat
 			})
 		}
 	}
-	got, dead := sp.Acquire(member, maxRecords, strict, spans, now)
-	b.deadLetters(groupID, t.Name, p, rp, dead)
+	got, expired := sp.Acquire(member, maxRecords, strict, spans, now)
+	if expired > 0 {
+		// Written before the records are handed out, as the timer would
+		// have: their delivery counts survive a failover.
+		sp.LockPersist()
+		b.writeShareExpiriesLocked(groupID, t.Name, t.ID, p, rp, sp)
+		sp.UnlockPersist()
+	}
 	b.armShareExpiry(groupID, t, p, sp)
 	if len(got) == 0 {
 		return nil, nil, nil
@@ -407,7 +424,9 @@ func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metada
 	case errors.Is(err, share.ErrInvalidAck):
 		return kerr.InvalidRequest
 	case err != nil:
-		b.deadLetters(groupID, t.Name, p, rp, c.Expired())
+		if c.Expired() > 0 { // the lock expiries stand: write them
+			b.writeShareExpiriesLocked(groupID, t.Name, t.ID, p, rp, sp)
+		}
 		return kerr.InvalidRecordState
 	}
 	dead, err := b.writeShareChange(ctx, groupID, t.ID, p, rp.LeaderEpoch(), sp, c)

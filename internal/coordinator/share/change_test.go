@@ -95,14 +95,20 @@ func b2i(b bool) int {
 	return 0
 }
 
-// gaveUp records dead letters: each offset once, never an accepted one.
+// gaveUp records dead letters: each offset once, never an accepted one,
+// and only once its archival is durable (Archived, or below the durable
+// start offset): a new leader would deliver it again otherwise.
 func (m *changeModel) gaveUp(dead []DeadLetter) {
 	m.t.Helper()
+	st := m.store.Get(0, m.key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, d := range dead {
 		if m.dead[d.Offset] || m.accepted[d.Offset] {
 			m.t.Fatalf("offset %d given up on twice, or after its acceptance", d.Offset)
+		}
+		if ds, _ := durableAt(st, d.Offset); d.Offset >= st.StartOffset && ds != Archived {
+			m.t.Fatalf("offset %d given up on while durable as %v (start %d)", d.Offset, ds, st.StartOffset)
 		}
 		if d.DeliveryCount > modelLimit || !d.Rejected && d.DeliveryCount != modelLimit {
 			m.t.Fatalf("dead letter %+v, delivery limit %d", d, modelLimit)
@@ -168,17 +174,20 @@ func (m *changeModel) ack(exact bool) {
 	m.p.LockPersist()
 	defer m.p.UnlockPersist()
 	if exact {
-		// Expiries are not rolled back: apply them first.
-		dead, _ := m.p.Expire(time.Now())
-		m.gaveUp(dead)
+		// Expiries are not rolled back: apply and write them first.
+		if m.p.Expire(time.Now()) > 0 {
+			m.write(nil, false)
+		}
 	}
 	start, before := m.records()
 	c, err := m.p.Acknowledge(member, batches, time.Now())
 	switch {
 	case errors.Is(err, ErrInvalidRecordState):
-		m.gaveUp(c.Expired())
 		if exact {
 			m.same(start, before, nil, "refused acknowledgement")
+		}
+		if c.Expired() > 0 { // written though the acknowledgement is refused, as the broker does
+			m.write(nil, false)
 		}
 		return
 	case err != nil:
@@ -189,8 +198,9 @@ func (m *changeModel) ack(exact bool) {
 			// Other records may have changed during the write.
 			m.same(start, before, changed(c), "rolled back acknowledgement")
 			// A lock that ran out during the write runs out now.
-			dead, _ := m.p.Expire(time.Now())
-			m.gaveUp(dead)
+			if m.p.Expire(time.Now()) > 0 {
+				m.write(nil, false)
+			}
 			m.unlockedExpired()
 		}
 		return
@@ -259,24 +269,27 @@ func (m *changeModel) step(exact bool) {
 			ss = append(ss, Span{First: end, Last: end + n - 1, Skip: m.intn(6) == 0})
 			end += n
 		}
-		_, dead := m.p.Acquire(modelMembers[m.intn(len(modelMembers))], 1+m.intn(6), m.intn(2) == 0, ss, time.Now())
-		m.gaveUp(dead)
+		// The expiries a fetch applies are written at once, as the broker's
+		// acquire does.
+		if _, n := m.p.Acquire(modelMembers[m.intn(len(modelMembers))], 1+m.intn(6), m.intn(2) == 0, ss, time.Now()); n > 0 {
+			m.p.LockPersist()
+			m.write(nil, false)
+			m.p.UnlockPersist()
+		}
 	case k < 8:
 		m.ack(exact)
 	case k < 9:
 		m.p.LockPersist()
 		start, before := m.records()
 		c, n := m.p.ReleaseMember(modelMembers[m.intn(len(modelMembers))], time.Now())
-		if n > 0 && !m.write(c, false) && exact && len(c.Expired()) == 0 {
+		if n > 0 && !m.write(c, false) && exact && c.Expired() == 0 {
 			m.same(start, before, changed(c), "rolled back release")
 		}
 		m.p.UnlockPersist()
 	default:
 		time.Sleep(time.Duration(m.intn(int(modelLock/time.Second))) * time.Second)
 		m.p.LockPersist()
-		dead, n := m.p.Expire(time.Now())
-		m.gaveUp(dead)
-		if n > 0 {
+		if m.p.Expire(time.Now()) > 0 {
 			m.write(nil, false)
 		}
 		m.p.UnlockPersist()
@@ -348,8 +361,7 @@ func (m *changeModel) settle() {
 	m.t.Helper()
 	time.Sleep(2 * modelLock)
 	m.p.LockPersist()
-	dead, _ := m.p.Expire(time.Now())
-	m.gaveUp(dead)
+	m.p.Expire(time.Now())
 	m.write(nil, true)
 	if d := m.p.Delta(nil); !d.Empty() {
 		m.t.Fatalf("left to write after a write: %+v", d)
@@ -382,15 +394,14 @@ func (m *changeModel) meanwhile(c *Change) {
 		return
 	}
 	time.Sleep(time.Duration(m.intn(int(2*modelLock/time.Second))) * time.Second)
-	_, dead := m.p.Acquire(modelMembers[m.intn(len(modelMembers))], 1+m.intn(6), false, nil, time.Now())
-	m.gaveUp(dead)
+	// Its expiries are written by the next write (the persist lock is
+	// held by this one).
+	m.p.Acquire(modelMembers[m.intn(len(modelMembers))], 1+m.intn(6), false, nil, time.Now())
 	for _, ps := range c.prev {
 		for _, typ := range []AckType{AckAccept, AckRelease, AckReject, AckGap, AckRenew} {
-			again, err := m.p.Acknowledge(ps.rec.member, []AckBatch{{First: ps.off, Last: ps.off, Types: []AckType{typ}}}, time.Now())
-			if !errors.Is(err, ErrInvalidRecordState) {
+			if _, err := m.p.Acknowledge(ps.rec.member, []AckBatch{{First: ps.off, Last: ps.off, Types: []AckType{typ}}}, time.Now()); !errors.Is(err, ErrInvalidRecordState) {
 				m.t.Fatalf("offset %d acknowledged (%d) by %s while its change is in flight: %v", ps.off, typ, ps.rec.member, err)
 			}
-			m.gaveUp(again.Expired())
 		}
 	}
 }

@@ -170,6 +170,12 @@ type Partition struct {
 	// stateEpoch is the state epoch of the durable state loaded (bumped
 	// by AlterShareGroupOffsets), sent with every write.
 	stateEpoch int32
+	// expired are the records archived by a lock expiry at the delivery
+	// limit whose archival is not written yet: handed out for the
+	// dead-letter topic by the Finish of the write carrying them, so that
+	// a record is dead-lettered only once its archival is durable (a new
+	// leader would deliver it again otherwise, and dead-letter it twice).
+	expired []DeadLetter
 
 	persist sync.Mutex // held across a change and its write, so writes stay in order
 }
@@ -346,13 +352,14 @@ func (p *Partition) markLocked(i int64) {
 }
 
 // expireLocked makes the records whose lock expired by now available
-// again, or archives them at the delivery limit, and returns how many. It
+// again, or archives them at the delivery limit (kept in p.expired for the
+// dead-letter topic until written), and returns how many. It
 // visits only the acquisition ranges whose lock time passed (a range whose
 // records were acknowledged, or whose locks were renewed, is stale and
 // skipped), so its cost is proportional to the expiries. Expiries are not
-// rolled back: they are written with the next write, as Kafka's
-// acquisition lock timeout is.
-func (p *Partition) expireLocked(now time.Time, dead *[]DeadLetter) int {
+// rolled back: the caller writes them (a Delta), as Kafka's acquisition
+// lock timeout writes the records it releases.
+func (p *Partition) expireLocked(now time.Time) int {
 	n := 0
 	end := p.start + int64(len(p.recs))
 	for len(p.locks) > 0 && !now.Before(p.locks[0].expiry) {
@@ -360,7 +367,7 @@ func (p *Partition) expireLocked(now time.Time, dead *[]DeadLetter) int {
 		for off := max(lr.first, p.start); off <= lr.last && off < end; off++ {
 			r := &p.recs[off-p.start]
 			if r.state == Acquired && !r.pending && !now.Before(r.expiry) {
-				p.releaseLocked(off-p.start, dead)
+				p.releaseLocked(off-p.start, &p.expired)
 				n++
 			}
 		}
@@ -379,16 +386,15 @@ func (p *Partition) lockLocked(first, last int64, expiry time.Time) {
 // Expire releases the records whose acquisition lock expired by now
 // (group.share.record.lock.duration.ms), as Kafka's acquisition lock
 // timer task: Available again, or Archived at the delivery limit. It
-// returns the records given up on and how many records changed; the
-// caller writes the Delta when any did, and arms its timer for
-// NextExpiry.
-func (p *Partition) Expire(now time.Time) ([]DeadLetter, int) {
+// returns how many records changed; the caller writes the Delta when any
+// did (the Finish of that write returns the records archived, for the
+// dead-letter topic), and arms its timer for NextExpiry.
+func (p *Partition) Expire(now time.Time) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var dead []DeadLetter
-	n := p.expireLocked(now, &dead)
+	n := p.expireLocked(now)
 	p.advanceLocked()
-	return dead, n
+	return n
 }
 
 // releaseLocked releases the acquired record at index i.
@@ -467,15 +473,14 @@ func (p *Partition) HasAvailable(now time.Time) bool {
 // so maxRecords can be exceeded by the rest of a batch, as Kafka's
 // batch-optimized mode does; strict (ShareFetch v2's record_limit mode,
 // KIP-1206) acquires no more than maxRecords. It returns the acquired
-// ranges in offset order and the records it gave up on meanwhile (expired
-// at the delivery limit). Records with a change in flight are not
+// ranges in offset order and how many records' locks it expired first (as
+// Expire: the caller writes them). Records with a change in flight are not
 // acquired. An acquisition is not written (as in Kafka): its delivery count
 // is written with the record's next change.
-func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []Span, now time.Time) ([]AcquiredRange, []DeadLetter) {
+func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []Span, now time.Time) ([]AcquiredRange, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var dead []DeadLetter
-	p.expireLocked(now, &dead)
+	expired := p.expireLocked(now)
 	var out []AcquiredRange
 	n := 0
 	take := func(i int) {
@@ -539,7 +544,7 @@ func (p *Partition) Acquire(member string, maxRecords int, strict bool, spans []
 		p.lockLocked(r.First, r.Last, now.Add(p.cfg.LockDuration))
 	}
 	p.advanceLocked()
-	return out, dead
+	return out, expired
 }
 
 // AckBatch is one acknowledgement batch of ShareFetch or ShareAcknowledge:
@@ -556,10 +561,12 @@ type Change struct {
 	prev []prevState
 	// dead are the records the change gives up on (rejected, released
 	// at the delivery limit): written to the dead-letter topic once
-	// committed. expired are those lock expiries archived meanwhile,
-	// which are not rolled back.
-	dead, expired []DeadLetter
-	released      bool // some record became available
+	// committed.
+	dead     []DeadLetter
+	released bool // some record became available
+	// expired counts the records whose lock expired as the change was
+	// applied (not rolled back: to be written whatever becomes of it).
+	expired int
 }
 
 type prevState struct {
@@ -570,11 +577,12 @@ type prevState struct {
 // Empty reports whether c changed no record.
 func (c *Change) Empty() bool { return c == nil || len(c.prev) == 0 }
 
-// Expired returns the records whose lock expired at the delivery limit
-// while c was applied (archived whatever becomes of c).
-func (c *Change) Expired() []DeadLetter {
+// Expired returns how many records' locks expired while c was applied
+// (Available again or archived whatever becomes of c): when c is refused,
+// the caller writes them still.
+func (c *Change) Expired() int {
 	if c == nil {
-		return nil
+		return 0
 	}
 	return c.expired
 }
@@ -601,8 +609,7 @@ func (p *Partition) Acknowledge(member string, batches []AckBatch, now time.Time
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := &Change{}
-	p.expireLocked(now, &c.expired)
+	c := &Change{expired: p.expireLocked(now)}
 	for _, b := range batches {
 		if err := p.ackLocked(c, member, b, now); err != nil {
 			p.rollbackLocked(c)
@@ -734,19 +741,19 @@ func (p *Partition) commitLocked(c *Change) {
 
 // Ack applies and commits the acknowledgements of member to [first, last]
 // at once (Acknowledge and Finish without a write: for state kept in
-// memory only). It returns the records given up on.
+// memory only). It returns the records given up on (lock expiries at the
+// delivery limit included).
 func (p *Partition) Ack(member string, first, last int64, types []AckType, now time.Time) ([]DeadLetter, error) {
 	c, err := p.Acknowledge(member, []AckBatch{{First: first, Last: last, Types: types}}, now)
-	if err != nil {
-		if c != nil {
-			return c.expired, err
-		}
-		return nil, err
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	dead := p.expired
+	p.expired = nil
+	if err != nil {
+		return dead, err
+	}
 	p.commitLocked(c)
-	return append(c.expired, c.dead...), nil
+	return append(dead, c.dead...), nil
 }
 
 // ReleaseMember releases every record member holds (its share session
@@ -757,8 +764,8 @@ func (p *Partition) Ack(member string, first, last int64, types []AckType, now t
 func (p *Partition) ReleaseMember(member string, now time.Time) (*Change, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := &Change{}
-	n := p.expireLocked(now, &c.expired)
+	c := &Change{expired: p.expireLocked(now)}
+	n := c.expired
 	for i := range p.recs {
 		r := &p.recs[i]
 		if r.state == Acquired && r.member == member && !r.pending {
@@ -786,6 +793,7 @@ type Delta struct {
 	Batches []StateBatch
 	offsets []int64
 	moved   bool
+	expired []DeadLetter // archived by lock expiries, written by d
 }
 
 // Empty reports whether d has nothing to write.
@@ -799,6 +807,7 @@ func (p *Partition) Delta(c *Change) Delta {
 	defer p.mu.Unlock()
 	d := Delta{Start: p.start + int64(p.doneLocked(true))}
 	d.moved = d.Start != p.durableStart || p.startDirty
+	d.expired, p.expired = p.expired, nil
 	slices.Sort(p.dirty)
 	d.offsets, p.dirty = slices.Compact(p.dirty), nil
 	for _, off := range d.offsets {
@@ -828,9 +837,10 @@ func (p *Partition) Delta(c *Change) Delta {
 // waiting fetches are woken for the records it released); not written, c
 // rolls back (its records are Acquired by their member again, as Kafka's
 // SharePartition rolls back a failed write) and d's records stay to be
-// written next time. It returns the records given up on, for the
-// dead-letter topic: c's only when it committed, and the expiries either
-// way.
+// written next time. It returns the records given up on whose archival d
+// wrote, for the dead-letter topic: c's when it committed, and those
+// archived by lock expiries; none when d was not written (the expiries'
+// come with the write that carries them).
 func (p *Partition) Finish(c *Change, d Delta, written bool) []DeadLetter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -845,16 +855,19 @@ func (p *Partition) Finish(c *Change, d Delta, written bool) []DeadLetter {
 				p.markLocked(off - p.start)
 			}
 		}
-	}
-	if c == nil {
-		return nil
+		p.expired = append(d.expired, p.expired...)
 	}
 	if !written {
-		p.rollbackLocked(c)
-		return c.expired
+		if c != nil {
+			p.rollbackLocked(c)
+		}
+		return nil
+	}
+	if c == nil {
+		return d.expired
 	}
 	p.commitLocked(c)
-	return append(c.expired, c.dead...)
+	return append(d.expired, c.dead...)
 }
 
 // startDirtyAfterLocked reports whether the start offset moved past start,
@@ -898,7 +911,7 @@ func (p *Partition) Snapshot() (start int64, batches []StateBatch, epoch int64) 
 func (p *Partition) Restore(start int64, batches []StateBatch) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.started, p.start, p.recs, p.locks = true, start, nil, nil
+	p.started, p.start, p.recs, p.locks, p.expired = true, start, nil, nil, nil
 	for _, b := range batches {
 		if b.Last < start || b.Last < b.First || b.Last-b.First > int64(p.cfg.MaxLocks)*4 {
 			continue

@@ -62,8 +62,7 @@ func TestDeliveryLimit(t *testing.T) {
 		p.Init(10)
 		var dead []DeadLetter
 		for i := 1; i <= 3; i++ {
-			got, d := p.Acquire("a", 1, false, spans(10, 10), time.Now())
-			dead = append(dead, d...)
+			got, _ := p.Acquire("a", 1, false, spans(10, 10), time.Now())
 			wantRanges(t, got, AcquiredRange{10, 10, int16(i)})
 			if i < 3 {
 				time.Sleep(time.Second) // expires
@@ -201,7 +200,7 @@ func TestExpireTimer(t *testing.T) {
 		if _, err := p.Ack("a", 2, 2, []AckType{AckRenew}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if dead, n := p.Expire(time.Now()); n != 0 || len(dead) != 0 {
+		if n := p.Expire(time.Now()); n != 0 {
 			t.Fatalf("expired %d before the lock time", n)
 		}
 		next := p.NextExpiry()
@@ -209,8 +208,11 @@ func TestExpireTimer(t *testing.T) {
 			t.Fatalf("next expiry %v, want %v", next, want)
 		}
 		time.Sleep(time.Until(next))
-		if dead, n := p.Expire(time.Now()); n != 3 || len(dead) != 0 {
-			t.Fatalf("expired %d (dead %v), want 3 (offsets 3-5)", n, dead)
+		if n := p.Expire(time.Now()); n != 3 {
+			t.Fatalf("expired %d, want 3 (offsets 3-5)", n)
+		}
+		if dead := p.Finish(nil, p.Delta(nil), true); len(dead) != 0 {
+			t.Fatalf("dead letters %+v below the delivery limit", dead)
 		}
 		if st, dc := p.State(2); st != Acquired || dc != 1 {
 			t.Fatalf("renewed record %v %d", st, dc)
@@ -220,15 +222,21 @@ func TestExpireTimer(t *testing.T) {
 		}
 		next = p.NextExpiry()
 		time.Sleep(time.Until(next))
-		if _, n := p.Expire(time.Now()); n != 1 {
+		if n := p.Expire(time.Now()); n != 1 {
 			t.Fatalf("renewed lock: expired %d, want 1", n)
 		}
 		got, _ = p.Acquire("b", 10, false, nil, time.Now())
 		wantRanges(t, got, AcquiredRange{2, 5, 2})
 		time.Sleep(10 * time.Second)
-		dead, n := p.Expire(time.Now())
-		if n != 4 || len(dead) != 4 || dead[0] != (DeadLetter{Offset: 2, DeliveryCount: 2}) {
-			t.Fatalf("at the delivery limit: expired %d, dead %+v", n, dead)
+		n := p.Expire(time.Now())
+		d := p.Delta(nil)
+		if dead := p.Finish(nil, d, false); n != 4 || len(dead) != 0 {
+			t.Fatalf("at the delivery limit: expired %d, dead letters %+v of a failed write", n, dead)
+		}
+		// The archivals are dead letters once a write carries them.
+		dead := p.Finish(nil, p.Delta(nil), true)
+		if len(dead) != 4 || dead[0] != (DeadLetter{Offset: 2, DeliveryCount: 2}) {
+			t.Fatalf("at the delivery limit: dead %+v", dead)
 		}
 		if s, e := p.Offsets(); s != 6 || e != 6 || !p.NextExpiry().IsZero() {
 			t.Fatalf("offsets %d %d, next expiry %v", s, e, p.NextExpiry())
@@ -364,7 +372,7 @@ func TestAckRollback(t *testing.T) {
 		c, _ = p.Acknowledge("a", []AckBatch{{First: 7, Last: 7, Types: []AckType{AckAccept}}}, time.Now())
 		time.Sleep(11 * time.Second)
 		p.Finish(c, p.Delta(c), false)
-		if _, n := p.Expire(time.Now()); n != 4 {
+		if n := p.Expire(time.Now()); n != 4 {
 			t.Fatalf("expired %d after the rollback, want 4 (6-9)", n)
 		}
 		checkCounts(t, p)
@@ -394,7 +402,7 @@ func TestRenewExpiresDuringWrite(t *testing.T) {
 		if st, _ := p.State(0); st != Acknowledged {
 			t.Fatalf("offset 0 %v after the commit", st)
 		}
-		if _, n := p.Expire(time.Now()); n != 1 {
+		if n := p.Expire(time.Now()); n != 1 {
 			t.Fatalf("expired %d, want 1: the renewed lock ran out during the write", n)
 		}
 		got, _ := p.Acquire("b", 100, false, nil, time.Now())
@@ -476,7 +484,7 @@ func TestWatchers(t *testing.T) {
 			t.Fatal("HasAvailable does not follow the released records")
 		}
 		time.Sleep(time.Second)
-		if _, n := p.Expire(time.Now()); n != 2 || !woken() {
+		if n := p.Expire(time.Now()); n != 2 || !woken() {
 			t.Fatalf("expired %d, woken %v", n, false)
 		}
 		p.Unwatch(w)
