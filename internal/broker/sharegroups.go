@@ -442,9 +442,11 @@ func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metada
 // shareWriteError is the answer to an acknowledgement whose write failed,
 // as Kafka's SharePartition maps the persister's errors: the coordinator
 // moving is COORDINATOR_NOT_AVAILABLE, a newer leader's epoch
-// NOT_LEADER_OR_FOLLOWER; other Kafka errors are given as they are (a
-// storage error KAFKA_STORAGE_ERROR, where Kafka answers
-// UNKNOWN_SERVER_ERROR).
+// NOT_LEADER_OR_FOLLOWER; a write not committed in time REQUEST_TIMED_OUT
+// (waitCommitted's answer, and a deadline or cancellation on the way);
+// other Kafka errors are given as they are (a storage error
+// KAFKA_STORAGE_ERROR, where Kafka answers UNKNOWN_SERVER_ERROR), and
+// any other error is UNKNOWN_SERVER_ERROR.
 func shareWriteError(err error) error {
 	var ke *kerr.Error
 	switch {
@@ -452,10 +454,12 @@ func shareWriteError(err error) error {
 		return kerr.CoordinatorNotAvailable
 	case errors.Is(err, kerr.FencedLeaderEpoch):
 		return kerr.NotLeaderForPartition
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return kerr.RequestTimedOut
 	case errors.As(err, &ke):
 		return ke
 	}
-	return err
+	return kerr.UnknownServerError
 }
 
 // shareRequestDenied checks the group and member of a ShareFetch or
