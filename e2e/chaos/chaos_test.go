@@ -34,7 +34,7 @@ var (
 )
 
 // TestMain fails the package if a run leaves goroutines behind.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(proctest.Main(m)) }
 
 const (
 	topic      = "chaos"

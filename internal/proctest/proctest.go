@@ -22,9 +22,35 @@ import (
 )
 
 var (
-	buildMu sync.Mutex
-	builds  = map[string]*build{} // by package path
+	buildMu   sync.Mutex
+	builds    = map[string]*build{} // by package path
+	buildDirs []string              // the temporary directories of builds, guarded by buildMu
 )
+
+// Main wraps a test package's m so that the binaries BinaryOf built (one
+// temporary directory of about 35 MB each, under os.TempDir) are removed
+// once its tests have run: func TestMain(m *testing.M) {
+// goleak.VerifyTestMain(proctest.Main(m)) }. Without it every test process
+// leaves them behind.
+func Main(m *testing.M) interface{ Run() int } { return mainRunner{m} }
+
+type mainRunner struct{ m *testing.M }
+
+func (r mainRunner) Run() int {
+	code := r.m.Run()
+	removeBuilds()
+	return code
+}
+
+// removeBuilds removes the directories of the binaries built so far.
+func removeBuilds() {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	for _, dir := range buildDirs {
+		os.RemoveAll(dir)
+	}
+	buildDirs = nil
+}
 
 // build is one binary built by this test process.
 type build struct {
@@ -62,6 +88,9 @@ func BinaryOf(t testing.TB, pkg string) string {
 		if err != nil {
 			return "", err
 		}
+		buildMu.Lock()
+		buildDirs = append(buildDirs, dir)
+		buildMu.Unlock()
 		path := filepath.Join(dir, filepath.Base(pkg))
 		cmd := exec.Command("go", "build", "-o", path, pkg)
 		cmd.Dir = root
