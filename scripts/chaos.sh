@@ -62,4 +62,9 @@ if [ -z "$last" ]; then
 	echo "$schedules schedules, unknown anomalies"
 	exit 1
 fi
+# Anomalies fail the test, and so does a schedule the harness could not
+# run as planned (a node that did not halt on a failed fsync, a final read
+# that did not finish): either way the status is the test's.
+[ "$rc" -eq 0 ] || echo "the test failed (exit $rc): see $results/test.log" >&2
 echo "$last"
+exit "$rc"
