@@ -85,6 +85,15 @@ func TestConformance(t *testing.T) {
 		t.Fatal("no client or no scenario selected")
 	}
 
+	// One cluster for every client's group scenarios on 3 nodes.
+	var cluster *Cluster
+	for _, s := range scs {
+		if s.Nodes > 1 {
+			cluster = StartCluster(t, bin, filepath.Join(tmp, "cluster"))
+			break
+		}
+	}
+
 	results := map[string]map[string]Result{}
 	var mu sync.Mutex
 	sem := make(chan struct{}, max(1, *flagParallel))
@@ -97,7 +106,7 @@ func TestConformance(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			res, err := RunClient(ctx, bin, filepath.Join(tmp, "data-"+c.ID), c, scs, t.Logf)
+			res, err := RunClient(ctx, bin, filepath.Join(tmp, "data-"+c.ID), c, scs, cluster, t.Logf)
 			if err != nil {
 				t.Errorf("%s: %v", c.ID, err)
 				res = map[string]Result{}

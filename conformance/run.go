@@ -110,11 +110,21 @@ func RunRunner(ctx context.Context, c Client, timeout time.Duration, args ...str
 // (log.cleaner.backoff.ms) between looks at the compacted logs.
 var ServerOverrides = []string{"log.cleaner.backoff.ms=200"}
 
-// RunClient starts a samsa server for c, runs every scenario through c's
-// runner, and stops the server. logf receives progress and failures'
-// output.
-func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []Scenario, logf func(string, ...any)) (map[string]Result, error) {
+// RunClient starts a samsa server for c, runs every single-node scenario
+// through c's runner, and stops the server; then it runs the scenarios
+// whose Nodes is ClusterNodes on cluster, which every client shares (their
+// topics and groups are named after the client too). logf receives
+// progress and failures' output.
+func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []Scenario, cluster *Cluster, logf func(string, ...any)) (map[string]Result, error) {
 	results := map[string]Result{}
+	var single, multi []Scenario
+	for _, s := range scenarios {
+		if s.Nodes > 1 {
+			multi = append(multi, s)
+		} else {
+			single = append(single, s)
+		}
+	}
 	sec, err := NewSecurity(dataDir + "-pki")
 	if err != nil {
 		return nil, err
@@ -124,45 +134,96 @@ func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []
 		return nil, err
 	}
 	defer srv.Stop(10 * time.Second)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	v := RunRunner(ctx, *c, time.Minute, "--scenario", "version", "--bootstrap", srv.Addr)
+	if v.Status != Pass {
+		return nil, fmt.Errorf("client %s does not run: %s\n%s", c.ID, v.Detail, v.Output)
+	}
+	c.Version = v.Detail
+	on := target{bootstrap: srv.Addr, dir: srv.Dir, rf: 1, sec: sec,
+		exited: func() string {
+			if srv.Exited() {
+				return "the samsa server"
+			}
+			return ""
+		}}
+	if err := runOn(ctx, c, on, single, results, logf); err != nil {
+		return nil, err
+	}
+	if srv.Exited() {
+		logf("samsa server for %s exited; its log:\n%s", c.ID, tail(srv.Logs(), 20000))
+	}
+	if len(multi) == 0 {
+		return results, nil
+	}
+	if cluster == nil {
+		return nil, errors.New("scenarios on a cluster and no cluster started")
+	}
+	on = target{bootstrap: cluster.Nodes[0].Addr(), seeds: cluster.Addrs(), rf: ClusterNodes, prefix: c.ID + "-",
+		exited: func() string {
+			for _, n := range cluster.Nodes {
+				if !n.Running() {
+					return fmt.Sprintf("node %d of the cluster", n.ID)
+				}
+			}
+			return ""
+		}}
+	if err := runOn(ctx, c, on, multi, results, logf); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// target is where runOn runs scenarios: a single node or the cluster.
+type target struct {
+	bootstrap string   // given to the runner
+	seeds     []string // the driver's seed brokers; nil means bootstrap
+	dir       string   // the single node's log.dirs
+	rf        int16    // replication factor of the scenarios' topics
+	sec       *Security
+	prefix    string        // before the scenario ID in topic and group names
+	exited    func() string // which server process exited, "" if none
+}
+
+// runOn runs scenarios through c's runner on t and puts their results
+// into results.
+func runOn(ctx context.Context, c *Client, t target, scenarios []Scenario, results map[string]Result, logf func(string, ...any)) error {
+	seeds := t.seeds
+	if seeds == nil {
+		seeds = []string{t.bootstrap}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
 	apis, err := advertised(ctx, cl)
 	if err != nil {
-		return nil, fmt.Errorf("ApiVersions against %s: %w", srv.Addr, err)
+		return fmt.Errorf("ApiVersions against %s: %w", t.bootstrap, err)
 	}
-	v := RunRunner(ctx, *c, time.Minute, "--scenario", "version", "--bootstrap", srv.Addr)
-	if v.Status != Pass {
-		return nil, fmt.Errorf("client %s does not run: %s\n%s", c.ID, v.Detail, v.Output)
-	}
-	c.Version = v.Detail
-
 	groupsAdvertised := "0"
 	if missing(apis, groupNeeds) == nil {
 		groupsAdvertised = "1"
 	}
 	for _, s := range scenarios {
-		if srv.Exited() {
-			results[s.ID] = Result{Status: Fail, Detail: "the samsa server had exited"}
+		if who := t.exited(); who != "" {
+			results[s.ID] = Result{Status: Fail, Detail: who + " had exited"}
 			continue
 		}
 		if m := missing(apis, s.Needs); m != nil {
 			results[s.ID] = Result{Status: NotYet, Detail: "the broker does not advertise " + strings.Join(m, ", ")}
 			continue
 		}
-		e := &Env{Client: cl, Admin: adm, Topic: "conf-" + s.ID, Group: "conf-" + s.ID,
-			Addr: srv.Addr, Dir: srv.Dir, Logf: func(format string, args ...any) {
+		e := &Env{Client: cl, Admin: adm, Topic: "conf-" + t.prefix + s.ID, Group: "conf-" + t.prefix + s.ID,
+			Addr: t.bootstrap, Dir: t.dir, Logf: func(format string, args ...any) {
 				logf("%s %s: "+format, append([]any{c.ID, s.ID}, args...)...)
 			}}
-		r := runScenario(ctx, *c, srv, sec, e, s, groupsAdvertised)
-		if srv.Exited() {
+		r := runScenario(ctx, *c, t, e, s, groupsAdvertised)
+		if who := t.exited(); who != "" {
 			r.Status = Fail
-			r.Detail = "the samsa server exited during the scenario; " + r.Detail
+			r.Detail = who + " exited during the scenario; " + r.Detail
 		}
 		if r.Status == Fail {
 			logf("%s %s: FAIL: %s\n--- runner output:\n%s", c.ID, s.ID, r.Detail, r.Output)
@@ -171,13 +232,10 @@ func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []
 		}
 		results[s.ID] = r
 	}
-	if srv.Exited() {
-		logf("samsa server for %s exited; its log:\n%s", c.ID, tail(srv.Logs(), 20000))
-	}
-	return results, nil
+	return nil
 }
 
-func runScenario(ctx context.Context, c Client, srv *Server, sec *Security, e *Env, s Scenario, groups string) Result {
+func runScenario(ctx context.Context, c Client, t target, e *Env, s Scenario, groups string) Result {
 	setupCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if s.Partitions > 0 {
@@ -188,7 +246,7 @@ func runScenario(ctx context.Context, c Client, srv *Server, sec *Security, e *E
 			}
 			configs[k] = &v
 		}
-		resp, err := e.Admin.CreateTopic(setupCtx, s.Partitions, 1, configs, e.Topic)
+		resp, err := e.Admin.CreateTopic(setupCtx, s.Partitions, t.rf, configs, e.Topic)
 		if err == nil {
 			err = resp.Err
 		}
@@ -201,9 +259,9 @@ func runScenario(ctx context.Context, c Client, srv *Server, sec *Security, e *E
 			return Result{Status: Fail, Detail: err.Error()}
 		}
 	}
-	bootstrap, secArgs := srv.Addr, []string(nil)
+	bootstrap, secArgs := t.bootstrap, []string(nil)
 	if s.Listener != "" {
-		bootstrap, secArgs = sec.RunnerArgs(s.Listener)
+		bootstrap, secArgs = t.sec.RunnerArgs(s.Listener)
 	}
 	args := append([]string{"--scenario", s.Runner, "--bootstrap", bootstrap, "--topic", e.Topic,
 		"--group", e.Group, "--groups", groups}, secArgs...)

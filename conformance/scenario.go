@@ -43,6 +43,10 @@ type Scenario struct {
 	// Listener is the secured listener the runner connects to ("SASL_SSL"
 	// or "SSL", see Security); "" is the PLAINTEXT one.
 	Listener string
+	// Nodes is ClusterNodes for a scenario run on the cluster every client
+	// shares (StartCluster), with its topic replicated on every node; 0 is
+	// the client's own single node.
+	Nodes int
 }
 
 // Env is what setup and verify functions get: a franz-go client on the
@@ -110,7 +114,10 @@ var Scenarios = []Scenario{
 	malformedScenario(),
 }
 
-func init() { Scenarios = append(Scenarios, securityScenarios()...) }
+func init() {
+	Scenarios = append(Scenarios, securityScenarios()...)
+	Scenarios = append(Scenarios, clusterScenarios(Scenarios)...)
+}
 
 func produceScenario(codec string) Scenario {
 	return Scenario{

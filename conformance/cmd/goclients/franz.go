@@ -227,6 +227,10 @@ func (c *franzClient) newMember(ctx context.Context, topic, group string) (membe
 		kgo.Balancers(kgo.CooperativeStickyBalancer()))
 	if opts.kip848 {
 		o = append(o, kgo.ServerSideBalancer()) // KIP-848, the "uniform" assignor
+	} else {
+		// The other runners' 10 s (franz-go's default 45 s): a killed
+		// member's partitions move within group-crash's time.
+		o = append(o, kgo.SessionTimeout(10*time.Second), kgo.HeartbeatInterval(time.Second))
 	}
 	cl, err := kgo.NewClient(o...)
 	if err != nil {

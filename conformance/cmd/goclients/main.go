@@ -191,6 +191,16 @@ func run(ctx context.Context, c client) error {
 		return scenarioGroup(ctx, c)
 	case "group-migration":
 		return scenarioMigration(ctx, c)
+	case "group-crash":
+		return scenarioCrash(ctx, c)
+	case "group-crash-kip848":
+		opts.kip848 = true
+		return scenarioCrash(ctx, c)
+	case "group-crash-member":
+		return crashMember(ctx, c)
+	case "group-crash-member-kip848":
+		opts.kip848 = true
+		return crashMember(ctx, c)
 	case "share-group":
 		return scenarioShareGroup(ctx, c)
 	case "transactions":
