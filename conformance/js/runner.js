@@ -468,6 +468,87 @@ async function scenarioGroup(c, a) {
   }
 }
 
+// crashMember is the child runner of group-crash: a member that prints
+// GOT VALUE for each record and then commits, until it is killed (see the
+// Go runner's crashMember).
+async function crashMember(c, a) {
+  const m = await c.newMember(a.topic, a.group)
+  process.stdout.write('JOINED\n')
+  for (;;) {
+    const recs = await m.poll(200)
+    for (const r of recs) process.stdout.write(`GOT ${r.value}\n`)
+    if (recs.length) await m.commit()
+  }
+}
+
+// scenarioCrash is group-crash: member a (here) and member b (a child
+// runner) split the 4 partitions; b is killed with SIGKILL while it
+// consumes; a takes b's partitions once b's session expires, from b's
+// commits. Every record is received by a or printed by b before b
+// committed it (see the Go runner's scenarioCrash).
+async function scenarioCrash(c, a) {
+  const { spawn } = require('child_process')
+  const readline = require('readline')
+  const ma = await c.newMember(a.topic, a.group)
+  const child = spawn(process.execPath, [__filename, '--client', 'kafkajs', '--scenario', 'group-crash-member',
+    '--bootstrap', a.bootstrap, '--topic', a.topic, '--group', a.group], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const got = new Set()
+  const closed = new Promise(resolve => child.on('close', resolve))
+  readline.createInterface({ input: child.stdout }).on('line', line => {
+    if (line.startsWith('GOT ')) got.add(line.slice(4))
+  })
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    await closed
+  }
+  const bCount = prefix => [...got].filter(v => v.startsWith(prefix + '-')).length
+  const seen = new Set()
+  const values = {}
+  const produce = async (prefix, n) => {
+    const recs = makeRecords(prefix, n, 4)
+    values[prefix] = recs.map(r => r.value)
+    await c.produce(a.topic, 'none', recs, false)
+  }
+  const wait = async (what, prefix, onlyA, stop) => {
+    let nA = 0
+    const deadline = Date.now() + 60000
+    for (;;) {
+      const missing = values[prefix].filter(v => !seen.has(v) && (onlyA || !got.has(v))).length
+      if (missing === 0 || (stop && stop())) return nA
+      if (Date.now() > deadline)
+        throw new Fail(`${what}: ${missing} of ${values[prefix].length} ${prefix} records received neither by a nor by b within 60s: lost`)
+      const recs = await ma.poll(200)
+      for (const r of recs) {
+        if (r.value.startsWith(prefix + '-')) nA++
+        seen.add(r.value)
+      }
+      if (recs.length) await ma.commit()
+    }
+  }
+  try {
+    const deadline = Date.now() + 60000
+    for (;;) {
+      if ((await ma.poll(100)).length) throw new Fail('member a received records before any was produced')
+      const pa = ma.assignment()
+      if (pa.length && new Set(pa).size < 4) break
+      if (Date.now() > deadline) throw new Fail(`a and b did not split 4 partitions within 60s: a has ${pa}`)
+    }
+    await produce('c1', 400)
+    const nA = await wait('phase 1 (a and b)', 'c1', false)
+    if (nA === 0 || bCount('c1') === 0) throw new Fail(`phase 1: a got ${nA} records, b ${bCount('c1')}: partitions not split`)
+    await produce('c2', 2000)
+    await wait('phase 2 (b consuming)', 'c2', false, () => bCount('c2') > 0)
+    await kill()
+    log(`b killed after printing ${bCount('c2')} of the 2000 records of phase 2`)
+    await wait("phase 2 (after b's kill)", 'c2', false)
+    await produce('c3', 400)
+    await wait("phase 3 (a alone after b's kill)", 'c3', true)
+  } finally {
+    await kill()
+    await ma.close()
+  }
+}
+
 async function scenarioTransactions(c, a) {
   const p = await c.newTxnProducer(a.topic, 'conf-txn-kafkajs')
   const t1 = makeRecords('t1', 100)
@@ -563,8 +644,13 @@ async function run(c, a) {
       return waitPartitions(c, a.topic, 0)
     case 'group':
       return scenarioGroup(c, a)
+    case 'group-crash':
+      return scenarioCrash(c, a)
+    case 'group-crash-member':
+      return crashMember(c, a)
     case 'group-kip848':
     case 'group-migration':
+    case 'group-crash-kip848':
       throw new NA('kafkajs has no KIP-848 consumer')
     case 'share-group':
       throw new NA('kafkajs has no share consumer (KIP-932)')

@@ -700,6 +700,107 @@ def scenario_acl_denied(c, a):
     raise Fail("produce without WRITE on the topic succeeded")
 
 
+def crash_member(c, a):
+    """The child runner of group-crash: a member that prints GOT VALUE for
+    each record and then commits, until it is killed (see the Go runner's
+    crashMember)."""
+    m = c.new_member(a.topic, a.group)
+    print("JOINED", flush=True)
+    while True:
+        recs = m.poll(0.2)
+        for r in recs:
+            print("GOT " + r["value"].decode(), flush=True)
+        if recs:
+            m.commit()
+
+
+def scenario_crash(c, a):
+    """group-crash: member a (here) and member b (a child runner) split the
+    4 partitions; b is killed with SIGKILL while it consumes; a takes b's
+    partitions once b's session expires, from b's commits. Every record is
+    received by a or printed by b before b committed it (see the Go
+    runner's scenarioCrash)."""
+    import subprocess
+    import threading
+    ma = c.new_member(a.topic, a.group)
+    scenario = "group-crash-member" + ("-kip848" if getattr(c, "kip848", False) else "")
+    child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--client", a.client, "--scenario", scenario,
+                              "--bootstrap", a.bootstrap, "--topic", a.topic, "--group", a.group],
+                             stdout=subprocess.PIPE, text=True)
+    got = set()
+    lock = threading.Lock()
+
+    def read():
+        for line in child.stdout:
+            if line.startswith("GOT "):
+                with lock:
+                    got.add(line[4:].rstrip("\n"))
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def kill():
+        child.kill()
+        child.wait()
+        reader.join(10)
+
+    def b_count(prefix):
+        with lock:
+            return sum(1 for v in got if v.startswith(prefix + "-"))
+
+    seen = set()
+    values = {}
+    try:
+        deadline = time.time() + 60
+        while True:
+            if ma.poll(0.1):
+                raise Fail("member a received records before any was produced")
+            pa = ma.assignment() if hasattr(ma, "assignment") else []
+            if pa and len(set(pa)) < 4:
+                break
+            if time.time() > deadline:
+                raise Fail("a and b did not split 4 partitions within 60s: a has %s" % pa)
+
+        def produce(prefix, n):
+            recs = make_records(prefix, n, 4)
+            values[prefix] = [r["value"].decode() if isinstance(r["value"], bytes) else r["value"] for r in recs]
+            c.produce(a.topic, "none", recs)
+
+        def wait(what, prefix, only_a=False, stop=None):
+            n_a = 0
+            deadline = time.time() + 60
+            while True:
+                with lock:
+                    missing = sum(1 for v in values[prefix] if v not in seen and (only_a or v not in got))
+                if missing == 0 or (stop and stop()):
+                    return n_a
+                if time.time() > deadline:
+                    raise Fail("%s: %d of %d %r records received neither by a nor by b within 60s: lost" % (what, missing, len(values[prefix]), prefix))
+                recs = ma.poll(0.2)
+                for r in recs:
+                    v = r["value"].decode()
+                    if v.startswith(prefix + "-"):
+                        n_a += 1
+                    seen.add(v)
+                if recs:
+                    ma.commit()
+
+        produce("c1", 400)
+        n_a = wait("phase 1 (a and b)", "c1")
+        if n_a == 0 or b_count("c1") == 0:
+            raise Fail("phase 1: a got %d records, b %d: partitions not split" % (n_a, b_count("c1")))
+        produce("c2", 2000)
+        wait("phase 2 (b consuming)", "c2", stop=lambda: b_count("c2") > 0)
+        kill()
+        sys.stderr.write("b killed after printing %d of the 2000 records of phase 2\n" % b_count("c2"))
+        wait("phase 2 (after b's kill)", "c2")
+        produce("c3", 400)
+        wait("phase 3 (a alone after b's kill)", "c3", only_a=True)
+    finally:
+        if child.poll() is None:
+            kill()
+        ma.close()
+
+
 def run(c, a):
     s = a.scenario
     if s == "version":
@@ -729,6 +830,12 @@ def run(c, a):
         # here has one (NA from the member's creation).
         c.kip848 = True
         scenario_group(c, a)
+    elif s in ("group-crash", "group-crash-kip848"):
+        c.kip848 = s.endswith("kip848")
+        scenario_crash(c, a)
+    elif s in ("group-crash-member", "group-crash-member-kip848"):
+        c.kip848 = s.endswith("kip848")
+        crash_member(c, a)
     elif s == "share-group":
         raise NA("%s has no share consumer (KIP-932)" % ("librdkafka" if a.client == "confluent" else a.client))
     elif s == "transactions":
