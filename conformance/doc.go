@@ -13,6 +13,19 @@
 //     /usr/bin/python3;
 //   - js/runner.js: kafkajs.
 //
+// The group scenarios (group, group-kip848, group-migration, share-group)
+// run a second time, as the columns ending in -3n, on a 3-node cluster
+// (internal/proctest's StartCluster, samsa processes on loopback) that
+// every client shares: their topics and __consumer_offsets and
+// __share_group_state have 3 replicas, the runner gets one node as
+// bootstrap and must find the group's coordinator on any of the three
+// (FindCoordinator, NOT_COORDINATOR). group-crash-3n and
+// group-crash-kip848-3n run there only: the runner starts a second member
+// as a child runner (--scenario group-crash-member), which prints each
+// record before committing it, and kills it with SIGKILL mid-consumption;
+// the first member must take its partitions from its commits, and every
+// record must reach one of the two.
+//
 // A runner is called as
 //
 //	RUNNER --client NAME --scenario ID --bootstrap HOST:PORT --topic T

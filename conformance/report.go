@@ -21,7 +21,9 @@ const docIntro = `# Compatibility with Kafka clients
 
 Samsa is checked against real Kafka clients, unchanged: each runs the same
 scenarios against a freshly built ` + "`samsa server`" + ` (one server per client, on
-loopback). The suite lives in ` + "`conformance/`" + `; run it with
+loopback); the group scenarios run again, as the columns ending in ` + "`-3n`" + `, on
+a 3-node cluster every client shares (RF 3, the group coordinator on any
+node), with group-crash-3n killing a member's process. The suite lives in ` + "`conformance/`" + `; run it with
 
     cd conformance && go test -run TestConformance -timeout 30m
 
