@@ -420,7 +420,7 @@ class KafkaPython(Client):
         c = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, **self.sec, group_id=group, enable_auto_commit=False,
                           auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=1000,
                           fetch_max_wait_ms=200)
-        return KafkaPythonMember(c)
+        return KafkaPythonMember(c, topic)
 
     def new_txn_producer(self, topic, txn_id):
         raise NA("kafka-python 2.0 has no transactional producer")
@@ -434,10 +434,15 @@ class KafkaPythonMember:
     """A kafka-python group consumer polled by its own thread: its poll
     blocks in JoinGroup until the rebalance completes, which needs the other
     members to poll too. KafkaConsumer is not thread-safe, so commits run on
-    that thread as well."""
+    that thread as well. Commits name the offsets after the records poll
+    returned, not the consumer's positions, which run ahead by what the
+    thread fetched into the queue (group-crash counts on it: a killed
+    member must not have committed records it never returned)."""
 
-    def __init__(self, c):
+    def __init__(self, c, topic):
         import queue
+        self.topic = topic
+        self.returned = {}  # partition -> offset after the last record poll returned
         import threading
         self.c = c
         self.records = queue.Queue()
@@ -479,17 +484,23 @@ class KafkaPythonMember:
             if self.error is not None:
                 raise self.error
             try:
-                out.append(self.records.get(timeout=max(0.0, deadline - time.time())))
+                r = self.records.get(timeout=max(0.0, deadline - time.time()))
             except queue.Empty:
                 break
+            out.append(r)
+            self.returned[r["partition"]] = r["offset"] + 1
         return out
 
     def assignment(self):
         return self.assigned
 
     def commit(self):
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+        offsets = {TopicPartition(self.topic, p): OffsetAndMetadata(o, "") for p, o in self.returned.items()}
+        if not offsets:
+            return
         done = []
-        self.commands.put((self.c.commit, done))
+        self.commands.put((lambda: self.c.commit(offsets), done))
         deadline = time.time() + 30
         while not done:
             if self.error is not None:
