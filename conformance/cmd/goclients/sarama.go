@@ -235,6 +235,7 @@ func (c *saramaClient) deleteTopic(ctx context.Context, topic string) error {
 // saramaMember runs a consumer group session in a goroutine; its handler
 // marks each message and hands it to poll.
 type saramaMember struct {
+	topic  string
 	cg     sarama.ConsumerGroup
 	msgs   chan record
 	errs   chan error
@@ -259,7 +260,7 @@ func (c *saramaClient) newMember(ctx context.Context, topic, group string) (memb
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &saramaMember{cg: cg, msgs: make(chan record, 10000), errs: make(chan error, 100), cancel: cancel, done: make(chan struct{})}
+	m := &saramaMember{topic: topic, cg: cg, msgs: make(chan record, 10000), errs: make(chan error, 100), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		for ctx.Err() == nil {
@@ -304,18 +305,31 @@ func (m *saramaMember) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.
 			if !ok {
 				return nil
 			}
-			s.MarkMessage(msg, "")
-			m.msgs <- fromSarama(msg)
+			m.msgs <- fromSarama(msg) // marked by poll, which returns it
+
 		case <-s.Context().Done():
 			return nil
 		}
 	}
 }
 
+// poll marks the records it returns, and only those, for commit: the
+// claims' goroutines run ahead into m.msgs, and group-crash counts on a
+// killed member having committed only records it returned.
 func (m *saramaMember) poll(ctx context.Context, d time.Duration) ([]record, error) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	var out []record
+	defer func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.sess == nil {
+			return
+		}
+		for _, r := range out {
+			m.sess.MarkOffset(m.topic, r.Partition, r.Offset+1, "")
+		}
+	}()
 	for {
 		select {
 		case r := <-m.msgs:
