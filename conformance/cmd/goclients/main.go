@@ -191,15 +191,11 @@ func run(ctx context.Context, c client) error {
 		return scenarioGroup(ctx, c)
 	case "group-migration":
 		return scenarioMigration(ctx, c)
-	case "group-crash":
+	case "group-crash", "group-crash-kip848":
+		opts.kip848 = strings.HasSuffix(opts.scenario, "-kip848")
 		return scenarioCrash(ctx, c)
-	case "group-crash-kip848":
-		opts.kip848 = true
-		return scenarioCrash(ctx, c)
-	case "group-crash-member":
-		return crashMember(ctx, c)
-	case "group-crash-member-kip848":
-		opts.kip848 = true
+	case "group-crash-member", "group-crash-member-kip848": // scenarioCrash's child
+		opts.kip848 = strings.HasSuffix(opts.scenario, "-kip848")
 		return crashMember(ctx, c)
 	case "share-group":
 		return scenarioShareGroup(ctx, c)
