@@ -202,3 +202,31 @@ func TestRenderScenarios(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterScenarios checks which columns run on the cluster: the group
+// scenarios a second time and the crash scenarios only there.
+func TestClusterScenarios(t *testing.T) {
+	nodes := map[string]int{}
+	for _, s := range Scenarios {
+		if _, dup := nodes[s.ID]; dup {
+			t.Errorf("scenario %s twice", s.ID)
+		}
+		nodes[s.ID] = s.Nodes
+	}
+	for _, id := range []string{"group", "group-kip848", "group-migration", "share-group"} {
+		if n, ok := nodes[id]; !ok || n != 0 {
+			t.Errorf("%s: on %d nodes (present %v), want the single node", id, n, ok)
+		}
+		if n := nodes[id+"-3n"]; n != ClusterNodes {
+			t.Errorf("%s-3n: on %d nodes, want %d", id, n, ClusterNodes)
+		}
+	}
+	for _, id := range []string{"group-crash-3n", "group-crash-kip848-3n"} {
+		if nodes[id] != ClusterNodes {
+			t.Errorf("%s: on %d nodes, want %d", id, nodes[id], ClusterNodes)
+		}
+	}
+	if _, ok := nodes["produce-none-3n"]; ok {
+		t.Error("produce-none runs on the cluster: only the group scenarios should (CI time)")
+	}
+}
