@@ -476,8 +476,13 @@ async function crashMember(c, a) {
   process.stdout.write('JOINED\n')
   for (;;) {
     const recs = await m.poll(200)
-    for (const r of recs) process.stdout.write(`GOT ${r.value}\n`)
-    if (recs.length) await m.commit()
+    if (!recs.length) continue
+    // Commit only once the lines reached the pipe: a write to a full pipe
+    // is queued in the process, and SIGKILL loses the queue (222 records
+    // committed but never printed looked lost).
+    const lines = recs.map(r => `GOT ${r.value}\n`).join('')
+    await new Promise((resolve, reject) => process.stdout.write(lines, err => (err ? reject(err) : resolve())))
+    await m.commit()
   }
 }
 
