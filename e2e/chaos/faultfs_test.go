@@ -105,7 +105,11 @@ func produceAcked(t *testing.T, addr, topic, value string) bool {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	return cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(value)}).FirstErr() == nil
+	// A halting node may hold the request unanswered until it exits:
+	// not acknowledged either way.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return cl.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr() == nil
 }
 
 // readValues reads partition 0 of topic to its high-watermark.
