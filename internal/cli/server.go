@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +13,10 @@ import (
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/storage/vfs"
 )
+
+// haltCloseWait bounds how long a halted node's close may take before
+// the samsa command exits with status 1 regardless.
+const haltCloseWait = 10 * time.Second
 
 // newServerCommand is samsa server with its log dirs on fsys (nil: the
 // operating system's filesystem).
@@ -88,7 +93,17 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 				// offline: what is left serves nothing. Exit 1, so
 				// that a supervisor restarts it once the disk is fixed.
 				logger.Error("exiting: the node halted", "err", n.HaltError())
-				n.Close()
+				// Kafka halts the process outright (Exit.halt). Closing
+				// releases the log dirs' locks and the ports sooner, but
+				// a close stuck behind the failed disk must not keep a
+				// halted node alive: exit after haltCloseWait anyway.
+				closed := make(chan struct{})
+				go func() { n.Close(); close(closed) }()
+				select {
+				case <-closed:
+				case <-time.After(haltCloseWait):
+					logger.Error("closing the halted node did not finish: exiting without it", "waited", haltCloseWait)
+				}
 				return n.HaltError()
 			}
 			logger.Info("stopping")
