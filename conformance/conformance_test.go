@@ -85,6 +85,16 @@ func TestConformance(t *testing.T) {
 		t.Fatal("no client or no scenario selected")
 	}
 
+	// The failures again, after everything else (the 3-node cluster's
+	// cleanup prints its nodes' logs on failure): CI shows the end of
+	// long output only. Cleanups run last-registered first.
+	var failed []string
+	t.Cleanup(func() {
+		if len(failed) > 0 {
+			t.Logf("failed (details above):\n%s", strings.Join(failed, "\n"))
+		}
+	})
+
 	// One cluster for every client's group scenarios on 3 nodes.
 	var cluster *Cluster
 	for _, s := range scs {
@@ -134,8 +144,10 @@ func TestConformance(t *testing.T) {
 				t.Logf("known failure %s: %s (known: %s)", key, r.Detail, reason)
 			case r.Status == Fail:
 				t.Errorf("%s: FAIL: %s", key, r.Detail)
+				failed = append(failed, key+": "+firstLine(r.Detail))
 			case isKnown && r.Status == Pass:
 				t.Errorf("%s passes now: remove it from known-failures.txt", key)
+				failed = append(failed, key+": passes now")
 			}
 		}
 	}
