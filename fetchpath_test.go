@@ -122,3 +122,49 @@ func TestFetchMinBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchPartitionMaxBytesZero: a consumer's fetch with partition_max_bytes
+// 0 or negative still returns the first batch of the first partition with
+// records, as every fetch below max_bytes does (KIP-74; Kafka's
+// ReplicaManager reads with minOneMessage whatever the partition's limit):
+// before, it returned no records however often it was sent, and a consumer
+// so configured read nothing.
+func TestFetchPartitionMaxBytesZero(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n, kgo.DefaultProduceTopic("pmb"))
+	createTopic(t, cl, "pmb", 1, nil)
+	for i := range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br := direct(t, cl)
+	for _, pmb := range []int32{0, -1} {
+		for _, maxBytes := range []int32{0, 1 << 20} {
+			req := kmsg.NewPtrFetchRequest()
+			req.SetVersion(12)
+			req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, maxBytes, -1
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "pmb"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.FetchOffset, rp.PartitionMaxBytes = 1, pmb
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := resp.Topics[0].Partitions[0]
+			if sp.ErrorCode != 0 {
+				t.Fatalf("partition_max_bytes %d, max_bytes %d: error %d", pmb, maxBytes, sp.ErrorCode)
+			}
+			var batch kmsg.RecordBatch
+			if err := batch.ReadFrom(sp.RecordBatches); err != nil || batch.FirstOffset != 1 {
+				t.Fatalf("partition_max_bytes %d, max_bytes %d: %d bytes of records (%v, first offset %d), want the batch at offset 1",
+					pmb, maxBytes, len(sp.RecordBatches), err, batch.FirstOffset)
+			}
+		}
+	}
+}

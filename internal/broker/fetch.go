@@ -361,8 +361,12 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 			if limit < 0 || total > 0 && !readUntil.IsZero() && time.Now().After(readUntil) {
 				limit = 0
 			}
+			// The first batch found is returned whole whatever the limits
+			// (KIP-74), a partition_max_bytes of 0 or less too, as Kafka's
+			// ReplicaManager reads with minOneMessage.
+			minOne := total == 0
 			if follower && b.replicas.LeaderThrottled(p, req.ReplicaID) {
-				limit = 0 // over leader.replication.throttled.rate: no records this time
+				limit, minOne = 0, false // over leader.replication.throttled.rate: no records this time
 			}
 			var slice storage.FileSlice
 			var res replica.ReadResult
@@ -370,9 +374,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 			if req.IsolationLevel == 1 && !follower {
 				// read_committed (KIP-98): up to the last stable offset,
 				// with the aborted transactions in range.
-				slice, res, err = p.ReadSliceCommitted(rp.FetchOffset, limit, total == 0 && limit > 0)
+				slice, res, err = p.ReadSliceCommitted(rp.FetchOffset, limit, minOne)
 			} else {
-				slice, res, err = p.ReadSlice(rp.FetchOffset, limit, follower, total == 0 && limit > 0)
+				slice, res, err = p.ReadSlice(rp.FetchOffset, limit, follower, minOne)
 			}
 			if follower && err == nil {
 				b.replicas.LeaderSent(p, req.ReplicaID, slice.Length)
