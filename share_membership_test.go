@@ -387,3 +387,58 @@ func TestShareGroupIDRace(t *testing.T) {
 		}
 	}
 }
+
+// TestShareOversizedMember: a heartbeat whose member's records cannot be
+// written (a member id of 1 MB, past __consumer_offsets' message.max.bytes:
+// MESSAGE_TOO_LARGE, answered UNKNOWN_SERVER_ERROR as Kafka's
+// GroupCoordinatorService does) does not keep that member: the group's
+// other members heartbeat on and a new member joins, and the oversized one
+// is unknown after. Before, the member stayed in memory, the group was
+// dirty and every later write rewrote it: every heartbeat of every member
+// failed with UNKNOWN_SERVER_ERROR for good.
+func TestShareOversizedMember(t *testing.T) {
+	const topic, group = "jobs", "workers"
+	_, admin := startShareNode(t, topic, 1, group, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r := shareHeartbeat(ctx, t, admin, -1, group, "member-a", 0, []string{topic}); r.ErrorCode != 0 {
+		t.Fatalf("join of member-a: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	huge := strings.Repeat("m", 1<<20)
+	for _, c := range []struct {
+		name   string
+		member string
+		rack   string
+		topics []string
+	}{
+		{"a member id of 1 MiB", huge, "", []string{topic}},
+		{"a rack id of 1 MiB", "member-r", huge, []string{topic}},
+	} {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.SubscribedTopicNames = group, c.member, c.topics
+		if c.rack != "" {
+			req.RackID = &c.rack
+		}
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != kerr.UnknownServerError.Code {
+			t.Fatalf("a join with %s: %v, want UNKNOWN_SERVER_ERROR", c.name, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		a := shareHeartbeat(ctx, t, admin, -1, group, "member-a", 0, []string{topic})
+		if a.ErrorCode != 0 {
+			t.Fatalf("after a join with %s, member-a's heartbeat: %v", c.name, kerr.ErrorForCode(a.ErrorCode))
+		}
+		again := shareHeartbeat(ctx, t, admin, -1, group, c.member, 1, nil)
+		if again.ErrorCode != kerr.UnknownMemberID.Code {
+			t.Fatalf("after a join with %s, its member's heartbeat: %v, want UNKNOWN_MEMBER_ID", c.name, kerr.ErrorForCode(again.ErrorCode))
+		}
+	}
+	if r := shareHeartbeat(ctx, t, admin, -1, group, "member-b", 0, []string{topic}); r.ErrorCode != 0 {
+		t.Fatalf("join of member-b: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if ms := describeShare(ctx, t, admin, group).Members; len(ms) != 2 {
+		t.Fatalf("%d members described, want member-a and member-b", len(ms))
+	}
+}

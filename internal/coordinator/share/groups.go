@@ -421,6 +421,7 @@ func (c *Coordinator) heartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest, cl C
 	now := time.Now()
 	var recs []gcoord.ShareRecord
 	var removed []string
+	joined := false // m joins with this heartbeat
 	g := c.groups[req.GroupID]
 	if g == nil {
 		if req.MemberEpoch != 0 {
@@ -449,6 +450,7 @@ func (c *Coordinator) heartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest, cl C
 		if m = g.members[id]; m == nil {
 			m = &member{id: id} // its subscription, required on join, bumps the group epoch
 			g.members[id] = m
+			joined = !g.gone[id]
 			delete(g.gone, id)
 		}
 		m.assigned = nil // a rejoin gets the full assignment
@@ -505,7 +507,12 @@ func (c *Coordinator) heartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest, cl C
 		resp.Assignment = assignmentOf(target) // its last response was lost
 	}
 	resp.MemberID, resp.MemberEpoch = &m.id, m.epoch
-	return c.writeLocked(g, recs, removed), 0
+	done := c.writeLocked(g, recs, removed)
+	if done != nil {
+		w := c.queue[len(c.queue)-1]
+		w.member, w.joined = m, joined
+	}
+	return done, 0
 }
 
 // assignmentOf is the assignment of a ShareGroupHeartbeat response.

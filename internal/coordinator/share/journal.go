@@ -64,6 +64,11 @@ type pendingWrite struct {
 	repair  bool     // recs begin with every record of g
 	gone    []string // the tombstones of g.gone a repair carries
 	done    chan error
+	// member is the member whose heartbeat made the change, nil for other
+	// writes; joined: it joined with this write (none of its records is in
+	// the log yet).
+	member *member
+	joined bool
 }
 
 // writeLocked queues recs, the records of a change of g, and returns a
@@ -133,6 +138,20 @@ func (c *Coordinator) written(w *pendingWrite, err error) {
 		g.dirty = true
 		for _, id := range w.removed {
 			g.gone[id] = true
+		}
+		// A write that can never succeed (MESSAGE_TOO_LARGE or
+		// RECORD_LIST_TOO_LARGE, mapped to UNKNOWN_SERVER_ERROR as in
+		// Kafka): the member whose heartbeat made it leaves the group,
+		// else every rewrite of the dirty group would carry it and fail
+		// too. Kafka reverts the change instead; the member's next
+		// heartbeat gets UNKNOWN_MEMBER_ID either way. A member that
+		// joined with it has no record to tombstone (its id may be what
+		// made the write too large).
+		if m := w.member; errors.Is(err, kerr.UnknownServerError) && m != nil && g.members[m.id] == m {
+			c.removeLocked(g, m)
+			if !w.joined {
+				g.gone[m.id] = true
+			}
 		}
 	case w.repair:
 		g.dirty = false
