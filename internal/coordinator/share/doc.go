@@ -18,7 +18,8 @@
 // GroupMetadataManager replays them: members keep their epochs across a
 // restart or a coordinator move. A write that fails leaves the change in
 // memory and marks the group dirty: its next write rewrites all its
-// records first.
+// records first; one that can never succeed (too large) removes the
+// member whose heartbeat made it.
 //
 // Member ids are the client's (ShareGroupHeartbeat v1): any non-empty
 // string. Claim and Holds keep one id to one group: the group coordinator
