@@ -2,6 +2,7 @@ package samsa_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,4 +198,38 @@ func TestClusterKIP848Consumers(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestConsumerGroupRegexBounded: a ConsumerGroupHeartbeat subscribing a
+// regex longer than 4096 bytes gets INVALID_REGULAR_EXPRESSION at once
+// (beyond Kafka: before, a 600 KB pattern was compiled and matched on the
+// group coordinator's goroutine for 15 s, every group of the node waiting),
+// one of 4096 bytes joins.
+func TestConsumerGroupRegexBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n := startNode(t, t.TempDir(), kip848Props())
+	cl := newClient(t, n)
+	createTopic(t, cl, "aaaa", 1, nil)
+	for _, c := range []struct {
+		regex string
+		code  int16
+	}{
+		{strings.Repeat("(a|b)*", 20_000), kerr.InvalidRegularExpression.Code},
+		{"a*" + strings.Repeat("a?", 2047), 0},
+	} {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.RebalanceTimeoutMillis = "regex", "member-0000000000000000", 10_000
+		req.SubscribedTopicRegex = &c.regex
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		var resp *kmsg.ConsumerGroupHeartbeatResponse
+		waitFor(t, 30*time.Second, "a ConsumerGroupHeartbeat answer", func() bool {
+			var err error
+			resp, err = req.RequestWith(ctx, cl)
+			return err == nil && !kerr.IsRetriable(kerr.ErrorForCode(resp.ErrorCode))
+		})
+		if resp.ErrorCode != c.code {
+			t.Fatalf("a join with a regex of %d bytes: %v, want %v", len(c.regex), kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(c.code))
+		}
+	}
 }
