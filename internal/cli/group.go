@@ -544,8 +544,14 @@ moved by N (negative moves back), clamped likewise.`,
 				for _, p := range want[t] {
 					start, ok1 := starts.Lookup(t, p)
 					end, ok2 := ends.Lookup(t, p)
-					if !ok1 || !ok2 || start.Err != nil || end.Err != nil {
-						return fmt.Errorf("partition %s/%d: no start or end offset: %v %v", t, p, start.Err, end.Err)
+					switch {
+					case !ok1 || !ok2:
+						// kadm lists the partitions the metadata has.
+						return fmt.Errorf("topic %s has no partition %d", t, p)
+					case start.Err != nil:
+						return fmt.Errorf("partition %s/%d: start offset: %w", t, p, start.Err)
+					case end.Err != nil:
+						return fmt.Errorf("partition %s/%d: end offset: %w", t, p, end.Err)
 					}
 					clamp := func(o int64) int64 { return min(max(o, start.Offset), end.Offset) }
 					var o int64

@@ -201,6 +201,11 @@ func testGroupCommands(t *testing.T, addr string) {
 			t.Errorf("reset-offsets %v: no error", bad)
 		}
 	}
+	// A partition the topic lacks is named as such (it was "no start or
+	// end offset: <nil> <nil>").
+	if r := run(t, nil, "group", "reset-offsets", "billing", b, "--topic", "orders:99", "--to-earliest"); r.err == nil || r.err.Error() != "topic orders has no partition 99" {
+		t.Errorf("reset-offsets of orders:99: %v, want topic orders has no partition 99", r.err)
+	}
 
 	r = mustRun(t, nil, "group", "delete", "billing", b)
 	if r.stdout != "Deleted group billing.\n" {
