@@ -442,3 +442,26 @@ func TestShareOversizedMember(t *testing.T) {
 		t.Fatalf("%d members described, want member-a and member-b", len(ms))
 	}
 }
+
+// TestShareLeaveUnknownMember: a ShareGroupHeartbeat with epoch -1 from a
+// member the group does not have gets UNKNOWN_MEMBER_ID, as from Kafka's
+// shareGroupLeave, whether or not the group exists (it answered success
+// with epoch -1 when the group existed); a member's own leave succeeds.
+func TestShareLeaveUnknownMember(t *testing.T) {
+	const topic, group = "jobs", "workers"
+	_, admin := startShareNode(t, topic, 1, group, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if r := shareHeartbeat(ctx, t, admin, -1, "absent", "member-x", -1, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("leave of a group that does not exist: %v, want UNKNOWN_MEMBER_ID", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareHeartbeat(ctx, t, admin, -1, group, "member-a", 0, []string{topic}); r.ErrorCode != 0 {
+		t.Fatalf("join of member-a: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareHeartbeat(ctx, t, admin, -1, group, "member-x", -1, nil); r.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("leave of an unknown member: %v, want UNKNOWN_MEMBER_ID", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareHeartbeat(ctx, t, admin, -1, group, "member-a", -1, nil); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("leave of member-a: %v, epoch %d", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
+	}
+}

@@ -436,10 +436,12 @@ func (c *Coordinator) heartbeatLocked(req *kmsg.ShareGroupHeartbeatRequest, cl C
 	m := g.members[req.MemberID]
 	switch {
 	case req.MemberEpoch == -1:
-		if m != nil {
-			recs = append(recs, c.removeLocked(g, m)...)
-			removed = append(removed, m.id)
+		if m == nil {
+			// Kafka's shareGroupLeave: getOrMaybeCreateMember(id, false).
+			return nil, kerr.UnknownMemberID.Code
 		}
+		recs = append(recs, c.removeLocked(g, m)...)
+		removed = append(removed, m.id)
 		resp.MemberID, resp.MemberEpoch = &req.MemberID, -1
 		return c.writeLocked(g, recs, removed), 0
 	case req.MemberEpoch == 0:
