@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -16,7 +17,7 @@ import (
 // write failing at random) and checks it against what clients and a
 // failover expect.
 type changeModel struct {
-	t     *testing.T
+	t     testing.TB // goroutineT when steps run on goroutines of their own
 	p     *Partition
 	store *Store
 	key   StateKey
@@ -38,7 +39,7 @@ const (
 
 var modelMembers = []string{"a", "b", "c"}
 
-func newChangeModel(t *testing.T, seed uint64) *changeModel {
+func newChangeModel(t testing.TB, seed uint64) *changeModel {
 	m := &changeModel{
 		t:        t,
 		p:        NewPartition(PartitionConfig{LockDuration: modelLock, DeliveryLimit: modelLimit, MaxLocks: 40}),
@@ -272,31 +273,57 @@ func (m *changeModel) step(exact bool) {
 		// The expiries a fetch applies are written at once, as the broker's
 		// acquire does.
 		if _, n := m.p.Acquire(modelMembers[m.intn(len(modelMembers))], 1+m.intn(6), m.intn(2) == 0, ss, time.Now()); n > 0 {
-			m.p.LockPersist()
-			m.write(nil, false)
-			m.p.UnlockPersist()
+			m.persisting(func() { m.write(nil, false) })
 		}
 	case k < 8:
 		m.ack(exact)
 	case k < 9:
-		m.p.LockPersist()
-		start, before := m.records()
-		c, n := m.p.ReleaseMember(modelMembers[m.intn(len(modelMembers))], time.Now())
-		if n > 0 && !m.write(c, false) && exact && c.Expired() == 0 {
-			m.same(start, before, changed(c), "rolled back release")
-		}
-		m.p.UnlockPersist()
+		m.persisting(func() {
+			start, before := m.records()
+			c, n := m.p.ReleaseMember(modelMembers[m.intn(len(modelMembers))], time.Now())
+			if n > 0 && !m.write(c, false) && exact && c.Expired() == 0 {
+				m.same(start, before, changed(c), "rolled back release")
+			}
+		})
 	default:
+		// The lock-expiry timer fires at a random time (synctest's clock).
 		time.Sleep(time.Duration(m.intn(int(modelLock/time.Second))) * time.Second)
-		m.p.LockPersist()
-		if m.p.Expire(time.Now()) > 0 {
-			m.write(nil, false)
-		}
-		m.p.UnlockPersist()
+		m.persisting(func() {
+			if m.p.Expire(time.Now()) > 0 {
+				m.write(nil, false)
+			}
+		})
 		if exact {
 			m.unlockedExpired()
 		}
 	}
+}
+
+// persisting runs f under the persist lock, released however f ends (a
+// failure on one of TestChangesConcurrent's goroutines ends it with
+// runtime.Goexit, and the others must not wait for the lock forever).
+func (m *changeModel) persisting(f func()) {
+	m.p.LockPersist()
+	defer m.p.UnlockPersist()
+	f()
+}
+
+// goroutineT is a testing.TB for goroutines other than the test's:
+// Fatal and Fatalf mark the test failed and end the calling goroutine
+// only (testing's FailNow must be called from the test's goroutine).
+// Whoever waits for the goroutine checks Failed.
+type goroutineT struct{ testing.TB }
+
+func (g goroutineT) Fatal(args ...any) {
+	g.Helper()
+	g.Error(args...)
+	runtime.Goexit()
+}
+
+func (g goroutineT) Fatalf(format string, args ...any) {
+	g.Helper()
+	g.Errorf(format, args...)
+	runtime.Goexit()
 }
 
 // unlockedExpired fails when a record stays Acquired past its lock after
@@ -442,16 +469,23 @@ func TestChangesModel(t *testing.T) {
 // on twice, and the durable state at the end is the partition's.
 func TestChangesConcurrent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := newChangeModel(t, 42)
+		m := newChangeModel(goroutineT{t}, 42)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
 				for range 300 {
+					if t.Failed() {
+						return
+					}
 					m.step(false)
 				}
 			})
 		}
 		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		m.t = t
 		m.settle()
 	})
 }

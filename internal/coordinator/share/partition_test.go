@@ -282,7 +282,7 @@ func TestGapBelowStart(t *testing.T) {
 
 // checkCounts fails when the partition's count of available records is not
 // the number of records Available without a change in flight.
-func checkCounts(t *testing.T, p *Partition) {
+func checkCounts(t testing.TB, p *Partition) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
