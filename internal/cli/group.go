@@ -25,8 +25,14 @@ func newGroupCommand() *cobra.Command {
 	f := new(groupFlags)
 	cmd := &cobra.Command{
 		Use:   "group",
-		Short: "List, describe, reset the offsets of and delete consumer groups",
-		Args:  cobra.NoArgs,
+		Short: "List, describe, reset the offsets of and delete groups (classic, KIP-848 consumer and share groups)",
+		Long: `List, describe, reset the offsets of and delete groups, as
+kafka-consumer-groups.sh and kafka-share-groups.sh do, of the three group
+types: classic groups (the JoinGroup protocol: consumer groups of older
+clients, Connect and others), consumer groups of the KIP-848 protocol
+(ConsumerGroupHeartbeat) and share groups (KIP-932, ShareGroupHeartbeat).
+Each subcommand finds a group's type and uses the APIs of that type.`,
+		Args: cobra.NoArgs,
 	}
 	f.addWithTimeout(cmd)
 	cmd.AddCommand(
@@ -45,7 +51,7 @@ func newGroupListCommand(f *groupFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List consumer groups",
+		Short: "List groups of every type: classic, consumer (KIP-848) and share (KIP-932)",
 		Long: `List the groups of every broker with ListGroups, one name a line, sorted.
 
 --state keeps the groups in that state (Empty, PreparingRebalance,
@@ -445,7 +451,7 @@ func newGroupResetOffsetsCommand(f *groupFlags) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "reset-offsets GROUP (--topic T[:P,P...]... | --all-topics) --to-earliest|--to-latest|--to-datetime TIME|--to-offset N|--shift-by N [--execute]",
-		Short: "Set a group's committed offsets",
+		Short: "Set a group's committed offsets (a share group's share-partition start offsets)",
 		Long: `Compute new committed offsets for a group and, with --execute, commit them.
 
 As in Kafka, the group must be inactive (Empty, or not existing): stop its
@@ -754,9 +760,11 @@ func deleteGroupsErr(group string, r kadm.DeleteGroupResponse) error {
 func newGroupDeleteCommand(f *groupFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete GROUP...",
-		Short: "Delete consumer groups and their committed offsets",
+		Short: "Delete groups and their committed offsets (share groups: their share-partition state)",
 		Long: `Delete groups with DeleteGroups. Only groups without members (Empty) can be
-deleted; their committed offsets go with them.`,
+deleted; others fail with NON_EMPTY_GROUP. The committed offsets of a
+classic or KIP-848 consumer group go with it; a share group (KIP-932) takes
+its share-partition state (start offsets and record states) with it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := f.context(cmd)
