@@ -16,6 +16,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -34,10 +35,40 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
 }
 
-// faults cuts links between voters; both transports consult it.
+// faults cuts links between voters and damages messages; both transports
+// consult it.
 type faults struct {
 	mu  sync.Mutex
 	cut map[[2]int32]bool // from, to
+	// damage is, per receiving voter, how many of the next messages with
+	// entry data it gets with the last byte of their last entry flipped
+	// (the batch's CRC-32C no longer matches).
+	damage map[int32]int
+}
+
+// damaged returns m, or a copy of it damaged as f.damage asks for to.
+func (f *faults) damaged(to int32, m *raftpb.Message) *raftpb.Message {
+	ents := m.GetEntries()
+	if len(ents) == 0 || len(ents[len(ents)-1].GetData()) == 0 {
+		return m
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.damage[to] <= 0 {
+		return m
+	}
+	f.damage[to]--
+	c := proto.Clone(m).(*raftpb.Message)
+	d := c.GetEntries()[len(ents)-1].GetData()
+	d[len(d)-1] ^= 0x40
+	return c
+}
+
+// damageLeft is how many messages to id are left to damage.
+func (f *faults) damageLeft(id int32) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.damage[id]
 }
 
 func (f *faults) isCut(from, to int32) bool {
@@ -74,7 +105,7 @@ type faultTransport struct {
 func (ft *faultTransport) Start(receive func(*raftpb.Message), unreachable func(int32)) error {
 	return ft.Transport.Start(func(m *raftpb.Message) {
 		if !ft.f.isCut(nodeID(m.GetFrom()), ft.self) {
-			receive(m)
+			receive(ft.f.damaged(ft.self, m))
 		}
 	}, unreachable)
 }
@@ -219,7 +250,7 @@ func newHarness(t testing.TB, n int, mem bool) *harness {
 	h := &harness{
 		t:      t,
 		dir:    t.TempDir(),
-		f:      &faults{cut: map[[2]int32]bool{}},
+		f:      &faults{cut: map[[2]int32]bool{}, damage: map[int32]int{}},
 		lns:    map[int32]net.Listener{},
 		nodes:  map[int32]*testNode{},
 		events: make(chan struct{}, 1),

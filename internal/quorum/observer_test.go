@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,6 +29,11 @@ var errUnreachable = errors.New("voter unreachable")
 type memFetcher struct {
 	h    *harness
 	self int32
+
+	// corrupt is how many of the next responses holding record batches
+	// get the last byte of their last batch flipped (its CRC-32C no
+	// longer matches), as a NIC or a proxy might damage them.
+	corrupt atomic.Int32
 
 	mu      sync.Mutex // guards offsets
 	offsets []int64    // fetch offsets sent, in order
@@ -51,6 +57,9 @@ func (f *memFetcher) Fetch(ctx context.Context, voter config.Voter, req *kmsg.Fe
 	out.SetVersion(resp.GetVersion())
 	if err := out.ReadFrom(resp.AppendTo(nil)); err != nil {
 		return nil, err
+	}
+	if rb := out.Topics[0].Partitions[0].RecordBatches; len(rb) > 0 && f.corrupt.Add(-1) >= 0 {
+		rb[len(rb)-1] ^= 0x40
 	}
 	return out, ctx.Err()
 }
@@ -90,10 +99,15 @@ func (h *harness) openObserverLog(id int32) *storage.Log {
 // from offset 0.
 func (h *harness) startObserver(id int32, l *storage.Log) *testObserver {
 	h.t.Helper()
+	return h.startObserverFetching(id, l, &memFetcher{h: h, self: id})
+}
+
+// startObserverFetching is startObserver with the fetcher f.
+func (h *harness) startObserverFetching(id int32, l *storage.Log, f *memFetcher) *testObserver {
+	h.t.Helper()
 	if l == nil {
 		l = h.openObserverLog(id)
 	}
-	f := &memFetcher{h: h, self: id}
 	o, err := OpenObserver(ObserverConfig{
 		NodeID:     id,
 		Voters:     h.voters,
@@ -260,6 +274,43 @@ func TestObserverTruncatesDivergentTail(t *testing.T) {
 		for _, c := range commits {
 			if c.recs[0] == seqRecord(1000) {
 				t.Fatalf("the stray entry was delivered at offset %d", c.offset)
+			}
+		}
+	})
+}
+
+// TestObserverRefusesCorruptBatches: fetched metadata batches whose CRC-32C
+// does not match are refused whole (the good batches before the damaged
+// one too): nothing is stored, the observer backs off and fetches the same
+// offset again, and stores the leader's bytes once they arrive undamaged.
+func TestObserverRefusesCorruptBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 3, true)
+		h.startAll()
+		want := map[int64]int64{}
+		for seq := int64(1); seq <= 5; seq++ {
+			want[h.mustAppend(nil, seq)] = seq
+		}
+		h.waitCommitted(want, 10*time.Second)
+		const damaged = 3
+		f := &memFetcher{h: h, self: 10}
+		f.corrupt.Store(damaged)
+		obs := h.startObserverFetching(10, nil, f)
+		h.waitFor("the observer to get every commit", 10*time.Second, func() bool { return obs.hasAll(want) })
+		h.sameAsLeader(obs, h.waitLeader(nil, 10*time.Second))
+		if n := f.corrupt.Load(); n >= 0 {
+			t.Fatalf("%d damaged responses left to send", n+1)
+		}
+		// Each damaged response held the batches from the fetch offset on
+		// (the first from offset 0): the fetch after it asks for the same
+		// offset again.
+		sent := f.sent()
+		if len(sent) < damaged+1 {
+			t.Fatalf("fetch offsets %v, want at least %d", sent, damaged+1)
+		}
+		for i := 1; i <= damaged; i++ {
+			if sent[i] != sent[0] {
+				t.Fatalf("fetch offsets %v: a damaged response moved the fetch offset (batches stored)", sent)
 			}
 		}
 	})

@@ -191,6 +191,36 @@ func TestRaftFailoverAndCatchUp(t *testing.T) {
 	h.sameLogs()
 }
 
+// TestRaftRefusesCorruptEntries: a follower drops a raft message whose
+// entries do not check (a batch's CRC-32C does not match, as when a NIC
+// or a proxy damaged it) and stores none of its entries; the leader sends
+// them again and every voter ends with the leader's log.
+func TestRaftRefusesCorruptEntries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, 3, true)
+		h.startAll()
+		lead := h.waitLeader(nil, 10*time.Second)
+		h.f.mu.Lock()
+		for _, id := range h.ids {
+			if id != lead {
+				h.f.damage[id] = 3
+			}
+		}
+		h.f.mu.Unlock()
+		want := map[int64]int64{}
+		for seq := int64(1); seq <= 10; seq++ {
+			want[h.mustAppend(nil, seq)] = seq
+		}
+		h.waitCommitted(want, 20*time.Second)
+		for _, id := range h.ids {
+			if n := h.f.damageLeft(id); n != 0 {
+				t.Fatalf("node %d: %d damaged messages left to send", id, n)
+			}
+		}
+		h.sameLogs()
+	})
+}
+
 func TestRaftMinorityPartitionTCP(t *testing.T) { testMinorityPartition(t, false) }
 
 func TestRaftMinorityPartitionSynctest(t *testing.T) {
