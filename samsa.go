@@ -224,8 +224,10 @@ func StartPropertiesFS(ctx context.Context, props map[string]string, logger *slo
 
 // lateHandler lets listeners bind before the broker exists. Requests on
 // client (non-controller) listeners wait until the broker serves: it has
-// registered and its metadata image has caught up with its registration,
-// so that a restarted node answers no client from a stale image.
+// registered and its metadata image has caught up with its registration
+// and holds the cluster's bootstrap records (broker.Start), so that a
+// restarted node answers no client from a stale image, nor a new one
+// without the finalized features it was formatted with.
 type lateHandler struct {
 	b     atomic.Pointer[broker.Broker]
 	ctrl  atomic.Pointer[controller.Controller] // for SCRAM credentials

@@ -15,7 +15,6 @@ import (
 
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
-	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // txnV1Versions caps the transaction APIs below KIP-890 part 2 (EndTxn
@@ -314,9 +313,11 @@ func TestUpdateFeatures(t *testing.T) {
 		}
 		return resp.Results[0].ErrorCode
 	}
-	// The bootstrap records carry the level; ApiVersions may answer
-	// before the node applied them (see issue 13's note).
-	testutil.WaitFor(t, 10*time.Second, "new cluster: transaction.version 2", func() bool { return level() == 2 })
+	// The bootstrap records carry the level, in the image before the node
+	// serves (TestFirstApiVersionsBootstrapped).
+	if l := level(); l != 2 {
+		t.Fatalf("new cluster: transaction.version %d, want 2", l)
+	}
 	wantErr(t, "downgrade as an upgrade", update("transaction.version", 1, 1, false), kerr.InvalidUpdateVersion)
 	wantErr(t, "unknown feature", update("no.such.feature", 1, 1, false), kerr.InvalidUpdateVersion)
 	wantErr(t, "level out of range", update("transaction.version", 3, 1, false), kerr.InvalidUpdateVersion)

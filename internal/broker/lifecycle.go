@@ -16,10 +16,18 @@ import (
 
 // Start registers the broker with the active controller (retrying until
 // ctx ends), waits until this node's metadata image holds that
-// registration (a restarted node may replay a local metadata log far
-// behind the quorum; Kafka's brokers too catch up before serving), and
-// then heartbeats every broker.heartbeat.interval.ms until Close,
-// registering again when the controller forgot it.
+// registration and the cluster's bootstrap records (a restarted node may
+// replay a local metadata log far behind the quorum; Kafka's brokers too
+// catch up before serving, BrokerServer's wait for the initial catch-up),
+// and then heartbeats every broker.heartbeat.interval.ms until Close,
+// registering again when the controller forgot it. The caller serves
+// clients once Start returns.
+//
+// The bootstrap records (the finalized features of `samsa storage
+// format`, transaction.version 2 in a new cluster) are written by the
+// first active controller on its own, so in a new cluster the
+// registration may be committed before them; waiting for both keeps a
+// client's first ApiVersions from showing the features of no cluster.
 func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error {
 	b.endpoints = endpoints
 	if err := b.register(ctx); err != nil {
@@ -28,14 +36,14 @@ func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error
 	epoch := b.brokerEpoch.Load()
 	caughtUp := b.ctrl.WaitImage(ctx, func(im *metadata.Image) bool {
 		br := im.Broker(b.node.NodeID)
-		return br != nil && br.Epoch >= epoch
+		return br != nil && br.Epoch >= epoch && im.Bootstrapped
 	})
 	if !caughtUp {
 		err := context.Cause(ctx)
 		if err == nil {
 			err = errors.New("controller closed")
 		}
-		return fmt.Errorf("catching up with the metadata log to broker epoch %d: %w", epoch, err)
+		return fmt.Errorf("catching up with the metadata log to broker epoch %d and the bootstrap records: %w", epoch, err)
 	}
 	b.wg.Add(1)
 	go b.heartbeats()

@@ -116,7 +116,9 @@ func (t *brokerTracker) completeFences(stopc chan struct{}) {
 
 // writeBootstrap writes the bootstrap records once this controller is
 // active, unless an earlier controller did; a failure is logged and tried
-// again on the next activation. A new cluster (no topic yet) also gets the
+// again after a backoff (100 ms doubling to 5 s) while this controller is
+// active, and on the next activation: brokers serve clients only once
+// the records are in their image (broker.Start). A new cluster (no topic yet) also gets the
 // default level of each feature the bootstrap records do not set
 // (transaction.version=2, as kafka-storage format of Kafka 4.x); a cluster
 // that ran before without bootstrap records keeps its features at level
@@ -126,24 +128,33 @@ func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
 	ctx, cancel := stopContext(stopc)
 	defer cancel()
 	c := t.c
-	wrote := false
-	err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
-		if im.Bootstrapped {
-			return nil, nil
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		wrote := false
+		err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
+			if im.Bootstrapped {
+				return nil, nil
+			}
+			wrote = true
+			recs := append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...)
+			if im.TopicCount() == 0 {
+				recs = append(recs, metadata.DefaultFeatureLevels(c.bootstrap)...)
+			}
+			return recs, nil
+		})
+		if err == nil {
+			if wrote {
+				c.logger.Info("wrote the bootstrap records", "records", len(c.bootstrap))
+			}
+			return
 		}
-		wrote = true
-		recs := append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...)
-		if im.TopicCount() == 0 {
-			recs = append(recs, metadata.DefaultFeatureLevels(c.bootstrap)...)
+		c.logger.Warn("writing the bootstrap records failed", "err", err, "retry_in", backoff)
+		tm := time.NewTimer(backoff)
+		select {
+		case <-stopc:
+			tm.Stop()
+			return
+		case <-tm.C:
 		}
-		return recs, nil
-	})
-	if err != nil {
-		c.logger.Warn("writing the bootstrap records failed", "err", err)
-		return
-	}
-	if wrote {
-		c.logger.Info("wrote the bootstrap records", "records", len(c.bootstrap))
 	}
 }
 
