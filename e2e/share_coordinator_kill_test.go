@@ -5,12 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/samsahq/samsa/internal/proctest"
 	"github.com/samsahq/samsa/internal/testutil"
 )
 
@@ -22,23 +19,10 @@ import (
 // where it was, and the group, once empty, is still listed as a share
 // group.
 func TestShareGroupKillCoordinator(t *testing.T) {
-	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: []string{
-		"broker.session.timeout.ms=3000",
-		"broker.heartbeat.interval.ms=300",
-		"offsets.topic.replication.factor=3",
-		"min.insync.replicas=2",
-	}})
+	const topic, group = "jobs", "workers"
+	c, cl := startKillCluster(t, topic, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	const topic, group = "jobs", "workers"
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 3, nil, topic); err != nil {
-		t.Fatal(err)
-	}
 	coordinator := func() int32 {
 		var id int32 = -1
 		testutil.WaitFor(t, 30*time.Second, "the group's coordinator", func() bool {

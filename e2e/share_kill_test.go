@@ -22,27 +22,15 @@ import (
 // SIGKILL. A second consumer finishes the queue: every record is delivered,
 // none accepted before the kill is delivered again.
 func TestShareGroupKillLeader(t *testing.T) {
-	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: []string{
+	const topic, group, total = "jobs", "workers", 300
+	c, cl := startKillCluster(t, topic, 1,
 		"replica.lag.time.max.ms=2000",
-		"broker.session.timeout.ms=3000",
-		"broker.heartbeat.interval.ms=300",
 		"default.replication.factor=3",
-		"min.insync.replicas=2",
-		"offsets.topic.replication.factor=3",
 		"group.share.min.record.lock.duration.ms=1000",
-	}})
+	)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	const topic, group, total = "jobs", "workers", 300
-	if _, err := adm.CreateTopic(ctx, 1, 3, nil, topic); err != nil {
-		t.Fatal(err)
-	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
 	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
@@ -172,6 +160,32 @@ func TestShareGroupKillLeader(t *testing.T) {
 
 // describedAll reports whether both group configs the test sets are
 // described with their values.
+// startKillCluster starts a 3-node cluster of real processes whose
+// brokers are fenced 3 s after they stop heartbeating (every 300 ms) and
+// whose __consumer_offsets has 3 replicas, 2 in sync at least, with more
+// overrides; it creates topic (partitions, 3 replicas) and returns a
+// client of the cluster, closed at the end of the test.
+func startKillCluster(t *testing.T, topic string, partitions int32, overrides ...string) (*proctest.Cluster, *kgo.Client) {
+	t.Helper()
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Overrides: append([]string{
+		"broker.session.timeout.ms=3000",
+		"broker.heartbeat.interval.ms=300",
+		"offsets.topic.replication.factor=3",
+		"min.insync.replicas=2",
+	}, overrides...)})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	return c, cl
+}
+
 func describedAll(cs []kmsg.DescribeConfigsResponseResourceConfig) bool {
 	n := 0
 	for _, c := range cs {
