@@ -51,3 +51,24 @@ func TestDebianLines(t *testing.T) {
 		}
 	}
 }
+
+// TestKV: SplitKV gives back what AppendKV framed, nil values included,
+// and stops at a length that runs past the end.
+func TestKV(t *testing.T) {
+	type kv struct{ k, v []byte }
+	want := []kv{{[]byte("a"), []byte("1")}, {[]byte("b"), nil}, {nil, []byte{}}, {[]byte("c"), []byte("333")}}
+	var b []byte
+	for _, p := range want {
+		b = AppendKV(b, p.k, p.v)
+	}
+	var got []kv
+	SplitKV(b[:len(b)-1], func(k, v []byte) { got = append(got, kv{k, v}) })
+	if len(got) != len(want)-1 {
+		t.Fatalf("got %d pairs of a cut input, want %d", len(got), len(want)-1)
+	}
+	for i, p := range got {
+		if string(p.k) != string(want[i].k) || string(p.v) != string(want[i].v) || (p.v == nil) != (want[i].v == nil) {
+			t.Fatalf("pair %d: %q=%q (nil %v), want %q=%q", i, p.k, p.v, p.v == nil, want[i].k, want[i].v)
+		}
+	}
+}

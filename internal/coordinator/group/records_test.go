@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/samsahq/samsa/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -290,33 +291,14 @@ func FuzzDecode(f *testing.F) {
 func FuzzLoad(f *testing.F) {
 	var seed []byte
 	for _, r := range seedRecords() {
-		seed = appendFramed(seed, r)
+		seed = testutil.AppendKV(seed, r.Key, r.Value)
 	}
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		store := newMemStore()
-		for len(data) >= 4 {
-			kl := int(binary.BigEndian.Uint16(data))
-			data = data[2:]
-			if kl > len(data) {
-				break
-			}
-			rec := Record{Key: data[:kl]}
-			data = data[kl:]
-			if len(data) < 2 {
-				break
-			}
-			vl := int(int16(binary.BigEndian.Uint16(data)))
-			data = data[2:]
-			if vl >= 0 {
-				if vl > len(data) {
-					break
-				}
-				rec.Value = data[:vl]
-				data = data[vl:]
-			}
-			store.logs[0] = append(store.logs[0], rec)
-		}
+		testutil.SplitKV(data, func(key, value []byte) {
+			store.logs[0] = append(store.logs[0], Record{Key: key, Value: value})
+		})
 		c := New(Config{OffsetsTopicNumPartitions: 1}, store, nil)
 		defer c.Close()
 		if err := c.LoadPartition(context.Background(), 0); err != nil {
@@ -344,16 +326,6 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
-}
-
-func appendFramed(dst []byte, r Record) []byte {
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Key)))
-	dst = append(dst, r.Key...)
-	if r.Value == nil {
-		return binary.BigEndian.AppendUint16(dst, 0xffff)
-	}
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(r.Value)))
-	return append(dst, r.Value...)
 }
 
 // The records of consumer groups decode to what was encoded, in Kafka's

@@ -3,7 +3,6 @@ package share
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	gcoord "github.com/samsahq/samsa/internal/coordinator/group"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // memJournal is a Journal over an in-memory log that fails its writes
@@ -159,44 +159,18 @@ func FuzzLoadPartition(f *testing.F) {
 		{Type: gcoord.ShareMemberMetadataType, Group: "g", MemberID: "gone", Tombstone: true},
 	} {
 		r := sr.Record()
-		seed = binary.BigEndian.AppendUint16(seed, uint16(len(r.Key)))
-		seed = append(seed, r.Key...)
-		if r.Value == nil {
-			seed = binary.BigEndian.AppendUint16(seed, 0xffff)
-			continue
-		}
-		seed = binary.BigEndian.AppendUint16(seed, uint16(len(r.Value)))
-		seed = append(seed, r.Value...)
+		seed = testutil.AppendKV(seed, r.Key, r.Value)
 	}
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var recs []gcoord.ShareRecord
 		groups := map[string]bool{}
-		for len(data) >= 4 {
-			kl := int(binary.BigEndian.Uint16(data))
-			data = data[2:]
-			if kl > len(data) {
-				break
-			}
-			rec := gcoord.Record{Key: data[:kl]}
-			data = data[kl:]
-			if len(data) < 2 {
-				break
-			}
-			vl := int(int16(binary.BigEndian.Uint16(data)))
-			data = data[2:]
-			if vl >= 0 {
-				if vl > len(data) {
-					break
-				}
-				rec.Value = data[:vl]
-				data = data[vl:]
-			}
-			if d, err := gcoord.Decode(rec); err == nil && d.Share != nil && !d.Share.Tombstone {
+		testutil.SplitKV(data, func(key, value []byte) {
+			if d, err := gcoord.Decode(gcoord.Record{Key: key, Value: value}); err == nil && d.Share != nil && !d.Share.Tombstone {
 				recs = append(recs, *d.Share)
 				groups[d.Share.Group] = true
 			}
-		}
+		})
 		slices.SortFunc(recs, func(a, b gcoord.ShareRecord) int {
 			return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Type, b.Type), cmp.Compare(a.MemberID, b.MemberID))
 		})
