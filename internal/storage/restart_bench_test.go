@@ -24,21 +24,7 @@ func BenchmarkManagerRestart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Timestamps of now: older ones would roll every log by segment.ms.
-	batch, err := record.Build(record.Spec{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]record.Record{{Value: make([]byte, 100)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range logs {
-		l, err := m.Create(TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: int32(i % 100)}, Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := l.Append(batch, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
+	createLogs(b, m, logs)
 	if err := m.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -67,6 +53,27 @@ func BenchmarkManagerRestart(b *testing.B) {
 
 func nanotime() int64 { return time.Now().UnixNano() }
 
+// createLogs creates n logs in m (topics t0, t1, … of 100 partitions each)
+// and appends one batch of one 100-byte record to each, timestamped now
+// (older timestamps would roll every log by segment.ms).
+func createLogs(b *testing.B, m *Manager, n int) {
+	b.Helper()
+	batch, err := record.Build(record.Spec{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]record.Record{{Value: make([]byte, 100)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		l, err := m.Create(TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: int32(i % 100)}, Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Append(batch, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRollCheck is one pass of the periodic task's roll check
 // (Manager.MaybeRoll, every second) over 2,000 idle logs of one batch
 // each, none due: at 100,000 partitions that pass runs every second for
@@ -80,20 +87,7 @@ func BenchmarkRollCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	batch, err := record.Build(record.Spec{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]record.Record{{Value: make([]byte, 100)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range logs {
-		l, err := m.Create(TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: int32(i % 100)}, Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := l.Append(batch, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
+	createLogs(b, m, logs)
 	cpu0 := int64(testutil.ProcessCPU(b))
 	for b.Loop() {
 		if err := m.MaybeRoll(); err != nil {
