@@ -10,7 +10,6 @@ import (
 	"github.com/samsahq/samsa/internal/config"
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/replica"
-	"github.com/samsahq/samsa/internal/storage"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -22,15 +21,7 @@ import (
 // starts, each fetch of three partitions of one record gets exactly one.
 // Without the budget the first fetch returns all three.
 func TestFetchReadBudget(t *testing.T) {
-	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "broker-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := replica.NewManager(logs, replica.Options{NodeID: 1, Controller: refuseISR{}, LeaderAddr: func(int32) (string, bool) { return "", false }})
-	t.Cleanup(func() {
-		m.Close()
-		logs.Close()
-	})
+	m := newReplicas(t)
 	const parts = 3
 	for i := range int32(parts) {
 		rp, err := m.Apply(replica.TopicPartition{Topic: "t", Partition: i}, [16]byte{1},

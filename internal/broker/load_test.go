@@ -17,12 +17,11 @@ func (refuseISR) AlterPartition(context.Context, [16]byte, int32, int32, int32, 
 	return nil, 0, errors.New("refused")
 }
 
-// TestLoadToLogEnd: a coordinator partition whose leader's high-watermark
-// lags its log (a new leader before its followers fetched; here a follower
-// in the ISR that never fetches) is loaded to the log end, as Kafka's
-// coordinators load it: a load to the high-watermark forgot state the
-// previous coordinator had committed.
-func TestLoadToLogEnd(t *testing.T) {
+// newReplicas is a replica manager of node 1 on a storage manager in a
+// temporary dir, whose controller refuses every ISR change and which knows
+// no leader's address; both are closed at the end of the test.
+func newReplicas(t *testing.T) *replica.Manager {
+	t.Helper()
 	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "broker-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +31,16 @@ func TestLoadToLogEnd(t *testing.T) {
 		m.Close()
 		logs.Close()
 	})
+	return m
+}
+
+// TestLoadToLogEnd: a coordinator partition whose leader's high-watermark
+// lags its log (a new leader before its followers fetched; here a follower
+// in the ISR that never fetches) is loaded to the log end, as Kafka's
+// coordinators load it: a load to the high-watermark forgot state the
+// previous coordinator had committed.
+func TestLoadToLogEnd(t *testing.T) {
+	m := newReplicas(t)
 	rp, err := m.Apply(replica.TopicPartition{Topic: txnTopic, Partition: 0}, [16]byte{1},
 		replica.State{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, replica.LogConfig{})
 	if err != nil {
