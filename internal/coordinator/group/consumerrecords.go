@@ -324,24 +324,43 @@ func (r *cgReader) assignment() assignment {
 	return a
 }
 
+// readKeyAndVersion reads what the records of KIP-848 consumer groups and
+// of share groups (key version typ, 3 to 15) begin with: the key's group id
+// and, withMember, member id (strings of int16 length), and the value's
+// version, which must be 0. r reads the rest of the value; it is nil for a
+// tombstone (a nil value). kind names the group type in errors, which
+// wrap ErrCorruptRecord (the key), or ErrUnknownRecord (another value
+// version).
+func readKeyAndVersion(kind string, typ int16, rec Record, withMember bool) (group, member string, r *cgReader, err error) {
+	kr := &cgReader{b: rec.Key[2:]}
+	group = kr.string()
+	if withMember {
+		member = kr.string()
+	}
+	if kr.err != nil {
+		return "", "", nil, fmt.Errorf("%w: %s key %d: %v", ErrCorruptRecord, kind, typ, kr.err)
+	}
+	if rec.Value == nil {
+		return group, member, nil, nil
+	}
+	r = &cgReader{b: rec.Value}
+	if vv := r.int16(); r.err == nil && vv != 0 {
+		return "", "", nil, fmt.Errorf("%w: %s value %d version %d", ErrUnknownRecord, kind, typ, vv)
+	}
+	return group, member, r, nil
+}
+
 // decodeConsumer parses a record of a KIP-848 consumer group whose key
 // version typ is 3 to 8. Errors wrap ErrCorruptRecord or ErrUnknownRecord
 // (a value version other than 0).
 func decodeConsumer(typ int16, rec Record) (*ConsumerRecord, error) {
-	kr := &cgReader{b: rec.Key[2:]}
-	cr := &ConsumerRecord{Type: typ, Group: kr.string()}
-	if typ == cgMemberMetadataType || typ == cgTargetMemberType || typ == cgCurrentAssignmentTyp {
-		cr.MemberID = kr.string()
+	group, member, r, err := readKeyAndVersion("consumer group", typ, rec, typ == cgMemberMetadataType || typ == cgTargetMemberType || typ == cgCurrentAssignmentTyp)
+	if err != nil {
+		return nil, err
 	}
-	if kr.err != nil {
-		return nil, fmt.Errorf("%w: consumer group key %d: %v", ErrCorruptRecord, typ, kr.err)
-	}
-	if rec.Value == nil {
+	cr := &ConsumerRecord{Type: typ, Group: group, MemberID: member}
+	if r == nil {
 		return cr, nil
-	}
-	r := &cgReader{b: rec.Value}
-	if vv := r.int16(); r.err == nil && vv != 0 {
-		return nil, fmt.Errorf("%w: consumer group value %d version %d", ErrUnknownRecord, typ, vv)
 	}
 	switch typ {
 	case cgMetadataType:

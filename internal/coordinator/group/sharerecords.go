@@ -171,21 +171,14 @@ func decodeShare(typ int16, rec Record) (*ShareRecord, error) {
 	if typ == sharePartitionMetadata {
 		return nil, fmt.Errorf("%w: share group partition metadata (Kafka 4.0, not used)", ErrUnknownRecord)
 	}
-	kr := &cgReader{b: rec.Key[2:]}
-	sr := &ShareRecord{Type: typ, Group: kr.string()}
-	if shareHasMember(typ) {
-		sr.MemberID = kr.string()
+	group, member, r, err := readKeyAndVersion("share group", typ, rec, shareHasMember(typ))
+	if err != nil {
+		return nil, err
 	}
-	if kr.err != nil {
-		return nil, fmt.Errorf("%w: share group key %d: %v", ErrCorruptRecord, typ, kr.err)
-	}
-	if rec.Value == nil {
+	sr := &ShareRecord{Type: typ, Group: group, MemberID: member}
+	if r == nil {
 		sr.Tombstone = true
 		return sr, nil
-	}
-	r := &cgReader{b: rec.Value}
-	if vv := r.int16(); r.err == nil && vv != 0 {
-		return nil, fmt.Errorf("%w: share group value %d version %d", ErrUnknownRecord, typ, vv)
 	}
 	switch typ {
 	case ShareMemberMetadataType:
