@@ -317,7 +317,7 @@ func createLog(t *testing.T, m *Manager, topic string, cfg Config) *Log {
 // are idle and checks l's recovery point.
 func recoveryPointAfter(t *testing.T, d time.Duration, l *Log, want int64, when string) {
 	t.Helper()
-	time.Sleep(d)
+	time.Sleep(d) // the bubble's clock; called in bubbles only
 	synctest.Wait()
 	if got := l.RecoveryPoint(); got != want {
 		t.Fatalf("%s: recovery point %d, want %d", when, got, want)

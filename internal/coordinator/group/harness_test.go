@@ -320,7 +320,7 @@ func (h *harness) stableGroup(group string, n int, static bool) []*tm {
 	for i, ch := range chs {
 		mustWait(h.t, ch, fmt.Sprintf("join %d", i))
 	}
-	time.Sleep(h.c.cfg.InitialRebalanceDelay * 2)
+	time.Sleep(h.c.cfg.InitialRebalanceDelay * 2) // past the initial rebalance delay (synctest's clock: the harness runs in bubbles only)
 	ms := completeJoins(h.t, chs, insts)
 	h.syncAll(group, ms)
 	if s := h.state(group); s != "Stable" {

@@ -286,8 +286,7 @@ func (m *changeModel) step(exact bool) {
 			}
 		})
 	default:
-		// The lock-expiry timer fires at a random time (synctest's clock).
-		time.Sleep(time.Duration(m.intn(int(modelLock/time.Second))) * time.Second)
+		time.Sleep(time.Duration(m.intn(int(modelLock/time.Second))) * time.Second) // the lock-expiry timer fires at a random time (synctest's clock)
 		m.persisting(func() {
 			if m.p.Expire(time.Now()) > 0 {
 				m.write(nil, false)
@@ -386,7 +385,7 @@ func durableAt(st *State, off int64) (RecordState, int16) {
 // leader restoring it has the same state.
 func (m *changeModel) settle() {
 	m.t.Helper()
-	time.Sleep(2 * modelLock)
+	time.Sleep(2 * modelLock) // every lock runs out (synctest's clock)
 	m.p.LockPersist()
 	m.p.Expire(time.Now())
 	m.write(nil, true)
@@ -420,7 +419,7 @@ func (m *changeModel) meanwhile(c *Change) {
 	if m.intn(2) == 0 {
 		return
 	}
-	time.Sleep(time.Duration(m.intn(int(2*modelLock/time.Second))) * time.Second)
+	time.Sleep(time.Duration(m.intn(int(2*modelLock/time.Second))) * time.Second) // a write slow enough for locks to run out (synctest's clock)
 	// Its expiries are written by the next write (the persist lock is
 	// held by this one).
 	m.p.Acquire(modelMembers[m.intn(len(modelMembers))], 1+m.intn(6), false, nil, time.Now())
