@@ -451,6 +451,15 @@ func (h *harness) mustAppend(ids []int32, seq int64) int64 {
 	return off
 }
 
+// appendSeqs appends first to last (mustAppend) and notes each offset's
+// seq in want.
+func (h *harness) appendSeqs(want map[int64]int64, first, last int64) {
+	h.t.Helper()
+	for seq := first; seq <= last; seq++ {
+		want[h.mustAppend(nil, seq)] = seq
+	}
+}
+
 // appendRetrying appends seq on the leader agreed among ids (nil: all
 // running), again on the next leader while leadership moves (a leader
 // that hears from no quorum for ElectionTicks steps down, which a loaded

@@ -173,9 +173,7 @@ func TestObserver(t *testing.T) {
 		h.startAll()
 		obs := h.startObserver(10, nil)
 		want := map[int64]int64{}
-		for seq := int64(1); seq <= 10; seq++ {
-			want[h.mustAppend(nil, seq)] = seq
-		}
+		h.appendSeqs(want, 1, 10)
 		lead := h.waitLeader(nil, 10*time.Second)
 		h.waitFor("the observer to get every commit", 10*time.Second, func() bool { return obs.hasAll(want) })
 		h.waitFor("the observer to know the leader", 10*time.Second, func() bool {
@@ -197,9 +195,7 @@ func TestObserver(t *testing.T) {
 		// The leader stops: the observer finds the next one.
 		h.stop(lead)
 		next := h.waitLeader(nil, 10*time.Second)
-		for seq := int64(11); seq <= 20; seq++ {
-			want[h.mustAppend(nil, seq)] = seq
-		}
+		h.appendSeqs(want, 11, 20)
 		h.waitFor("the observer to follow the new leader", 10*time.Second, func() bool {
 			_, l := obs.rec.state()
 			return obs.hasAll(want) && l.LeaderID == next
@@ -211,9 +207,7 @@ func TestObserver(t *testing.T) {
 		// delivers the whole committed log once the leader answers.
 		end := obs.log.LogEndOffset()
 		obs.stop(t)
-		for seq := int64(21); seq <= 25; seq++ {
-			want[h.mustAppend(nil, seq)] = seq
-		}
+		h.appendSeqs(want, 21, 25)
 		obs = h.startObserver(10, h.openObserverLog(10))
 		if err := obs.o.WaitCaughtUp(context.Background()); err != nil {
 			t.Fatal(err)
@@ -241,9 +235,7 @@ func TestObserverTruncatesDivergentTail(t *testing.T) {
 		h := newHarness(t, 3, true)
 		h.startAll()
 		want := map[int64]int64{}
-		for seq := int64(1); seq <= 5; seq++ {
-			want[h.mustAppend(nil, seq)] = seq
-		}
+		h.appendSeqs(want, 1, 5)
 		lead := h.waitLeader(nil, 10*time.Second)
 		h.waitCommitted(want, 10*time.Second)
 		hw := h.nodes[lead].r.HighWatermark()
@@ -288,9 +280,7 @@ func TestObserverRefusesCorruptBatches(t *testing.T) {
 		h := newHarness(t, 3, true)
 		h.startAll()
 		want := map[int64]int64{}
-		for seq := int64(1); seq <= 5; seq++ {
-			want[h.mustAppend(nil, seq)] = seq
-		}
+		h.appendSeqs(want, 1, 5)
 		h.waitCommitted(want, 10*time.Second)
 		const damaged = 3
 		f := &memFetcher{h: h, self: 10}

@@ -162,9 +162,7 @@ func TestRaftFailoverAndCatchUp(t *testing.T) {
 	h := newHarness(t, 3, false)
 	h.startAll()
 	want := map[int64]int64{}
-	for seq := int64(1); seq <= 10; seq++ {
-		want[h.mustAppend(nil, seq)] = seq
-	}
+	h.appendSeqs(want, 1, 10)
 	old := h.waitLeader(nil, 10*time.Second)
 	_, oldLeadership := h.nodes[old].rec.state()
 
@@ -178,9 +176,7 @@ func TestRaftFailoverAndCatchUp(t *testing.T) {
 	}
 	// Nothing committed is lost, and the new leader commits.
 	h.waitCommitted(want, 10*time.Second)
-	for seq := int64(11); seq <= 20; seq++ {
-		want[h.mustAppend(nil, seq)] = seq
-	}
+	h.appendSeqs(want, 11, 20)
 	h.waitCommitted(want, 10*time.Second)
 
 	// The old leader comes back and catches up.
@@ -208,9 +204,7 @@ func TestRaftRefusesCorruptEntries(t *testing.T) {
 		}
 		h.f.mu.Unlock()
 		want := map[int64]int64{}
-		for seq := int64(1); seq <= 10; seq++ {
-			want[h.mustAppend(nil, seq)] = seq
-		}
+		h.appendSeqs(want, 1, 10)
 		h.waitCommitted(want, 20*time.Second)
 		for _, id := range h.ids {
 			if n := h.f.damageLeft(id); n != 0 {
@@ -293,9 +287,7 @@ func TestRaftRestartFromDisk(t *testing.T) {
 	h := newHarness(t, 3, false)
 	h.startAll()
 	want := map[int64]int64{}
-	for seq := int64(1); seq <= 10; seq++ {
-		want[h.mustAppend(nil, seq)] = seq
-	}
+	h.appendSeqs(want, 1, 10)
 	h.waitCommitted(want, 10*time.Second)
 	lead := h.waitLeader(nil, 10*time.Second)
 	_, before := h.nodes[lead].rec.state()
