@@ -28,21 +28,27 @@ const (
 	CleanShutdownFile = ".kafka_cleanshutdown"
 )
 
-// cleanShutdown is the content of CleanShutdownFile.
+// cleanShutdown is the content of CleanShutdownFile. ManifestID is
+// Samsa's (Kafka's reader ignores fields it does not know): the id of the
+// ManifestFile written just before the marker, which the manifest is
+// trusted only with. A marker written by another program (an older Samsa,
+// Kafka) has none, and the manifest it finds is not read.
 type cleanShutdown struct {
-	Version     int   `json:"version"`
-	BrokerEpoch int64 `json:"brokerEpoch"`
+	Version     int    `json:"version"`
+	BrokerEpoch int64  `json:"brokerEpoch"`
+	ManifestID  string `json:"samsaManifestId,omitempty"`
 }
 
 // decodeCleanShutdown returns the broker epoch of a CleanShutdownFile's
 // content, or -1 when it holds none: empty (written by Samsa before it
-// recorded the epoch), not JSON, or a version other than 0.
-func decodeCleanShutdown(b []byte) int64 {
+// recorded the epoch), not JSON, or a version other than 0; and the id
+// of the ManifestFile it vouches for, empty when none.
+func decodeCleanShutdown(b []byte) (epoch int64, manifestID string) {
 	c := cleanShutdown{BrokerEpoch: -1}
-	if err := json.Unmarshal(b, &c); err != nil || c.Version != 0 || c.BrokerEpoch < 0 {
-		return -1
+	if err := json.Unmarshal(b, &c); err != nil || c.Version != 0 {
+		return -1, ""
 	}
-	return c.BrokerEpoch
+	return max(c.BrokerEpoch, -1), c.ManifestID
 }
 
 // ErrCorruptCheckpoint reports a checkpoint file that does not parse.

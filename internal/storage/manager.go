@@ -186,6 +186,9 @@ type Manager struct {
 	// (CleanShutdownBrokerEpoch).
 	brokerEpoch atomic.Int64
 	cleanEpoch  int64
+	// fromManifest counts the logs OpenManager set up from the log
+	// dirs' ManifestFile (for tests and the log line).
+	fromManifest int64
 }
 
 type logDir struct {
@@ -400,9 +403,9 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 	cleanPath := filepath.Join(d.path, CleanShutdownFile)
 	marker, err := vfs.ReadFile(m.fsys, cleanPath)
 	clean := err == nil
-	cleanEpoch := int64(-1)
+	cleanEpoch, manifestID := int64(-1), ""
 	if clean {
-		cleanEpoch = decodeCleanShutdown(marker)
+		cleanEpoch, manifestID = decodeCleanShutdown(marker)
 	}
 	rps, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile))
 	if err != nil {
@@ -419,15 +422,17 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 		m.logger.Warn("ignoring cleaner offset checkpoint: compacted logs will be cleaned in full", "err", err)
 		cleaned = map[TopicPartition]int64{}
 	}
+	start := time.Now()
+	manifest, removed := m.readManifest(d, clean, manifestID)
 	entries, err := m.fsys.ReadDir(d.path)
 	if err != nil {
 		return -1, fmt.Errorf("storage: read log dir: %w", err)
 	}
-	start := time.Now()
 	type job struct {
 		tp   TopicPartition
 		path string
 		rp   int64
+		man  *logManifest // its entry of the dir's ManifestFile; nil: none
 		log  *Log
 		err  error
 	}
@@ -462,15 +467,16 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 		if clean && found {
 			rp = -1
 		}
-		jobs = append(jobs, &job{tp: tp, path: path, rp: rp})
+		jobs = append(jobs, &job{tp: tp, path: path, rp: rp, man: manifest[name]})
 	}
+	var fromManifest atomic.Int64 // logs set up from the manifest
 	// num.recovery.threads.per.data.dir goroutines open (and recover) the
 	// logs, reporting progress every tenth of a large dir.
 	threads := max(1, min(m.opts.RecoveryThreads, len(jobs)))
 	var done atomic.Int64
 	parallel.For(threads, len(jobs), func(i int) {
 		j := jobs[i]
-		j.log, j.err = Open(OpenOptions{
+		opts := OpenOptions{
 			Dir:            j.path,
 			Config:         m.opts.Default,
 			RecoveryPoint:  j.rp,
@@ -479,7 +485,17 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 			Now:            m.opts.Now,
 			Files:          m.files,
 			Stats:          m.opts.Stats,
-		})
+		}
+		if j.man != nil {
+			if j.log, j.err = open(opts, j.man); j.err == nil {
+				fromManifest.Add(1)
+			} else {
+				m.logger.Warn("opening log from its files: its manifest entry does not match them", "dir", j.path, "err", j.err)
+			}
+		}
+		if j.log == nil {
+			j.log, j.err = Open(opts)
+		}
 		n := done.Add(1)
 		if total := int64(len(jobs)); total >= 1000 && n*10/total != (n-1)*10/total {
 			m.logger.Info("loading logs", "dir", d.path, "loaded", n, "total", total, "clean_shutdown", clean, "elapsed", time.Since(start))
@@ -503,17 +519,106 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 		m.logs[j.tp] = &managedLog{log: l, dir: d}
 		m.perDir[d]++
 	}
+	m.fromManifest += fromManifest.Load()
 	if clean {
 		// From now on a crash must recover from the checkpoints.
 		if err := m.fsys.Remove(cleanPath); err != nil {
 			return -1, fmt.Errorf("storage: %w", err)
 		}
+	}
+	if clean || removed {
+		// The marker and the manifest are gone for good before the
+		// first write: the manifest describes the logs as they were
+		// closed, and is never read again.
 		if err := syncDir(m.fsys, d.path); err != nil {
 			return -1, err
 		}
 	}
-	m.logger.Info("loaded log dir", "dir", d.path, "logs", m.perDir[d], "offline", len(jobs)-m.perDir[d], "clean_shutdown", clean, "threads", threads, "duration", time.Since(start))
+	m.logger.Info("loaded log dir", "dir", d.path, "logs", m.perDir[d], "offline", len(jobs)-m.perDir[d], "clean_shutdown", clean,
+		"from_manifest", fromManifest.Load(), "threads", threads, "duration", time.Since(start))
 	return cleanEpoch, nil
+}
+
+// readManifest reads and removes the ManifestFile of d, returning its
+// entries by partition directory name when the dir was shut down cleanly
+// (clean), the file decodes and its id is wantID, the one the
+// clean-shutdown marker holds; removed reports that a file was removed
+// (the caller fsyncs the dir before the first write). A manifest without
+// the marker is stale (a shutdown that died between the two, a start
+// that died after removing the marker), and so is one whose id is not the
+// marker's (a marker written by a program that does not know manifests:
+// an older Samsa run on the dir since). Neither is read. A corrupt or
+// unreadable one is logged: every log is opened from its files then.
+func (m *Manager) readManifest(d *logDir, clean bool, wantID string) (logs map[string]*logManifest, removed bool) {
+	path := filepath.Join(d.path, ManifestFile)
+	var data []byte
+	var err error
+	if clean {
+		data, err = vfs.ReadFile(m.fsys, path)
+	} else {
+		_, err = m.fsys.Stat(path)
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		if clean {
+			m.logger.Info("no log manifest: opening every log from its files", "dir", d.path)
+		}
+		return nil, false
+	}
+	if rerr := m.fsys.Remove(path); rerr == nil {
+		removed = true
+	} else if !errors.Is(rerr, os.ErrNotExist) {
+		// Left in place, it must not be trusted at the next start:
+		// the marker goes before any write, and without it the
+		// manifest is not read.
+		m.logger.Warn("removing the log manifest failed", "dir", d.path, "err", rerr)
+	}
+	if !clean {
+		m.logger.Info("ignoring the log manifest of a log dir not shut down cleanly", "dir", d.path)
+		return nil, removed
+	}
+	if err != nil {
+		m.logger.Warn("ignoring unreadable log manifest: opening every log from its files", "dir", d.path, "err", err)
+		return nil, removed
+	}
+	id, entries, err := decodeManifest(data)
+	if err != nil {
+		m.logger.Warn("ignoring corrupt log manifest: opening every log from its files", "dir", d.path, "err", err)
+		return nil, removed
+	}
+	if got := hex.EncodeToString(id[:]); got != wantID {
+		m.logger.Warn("ignoring stale log manifest (not the one the clean shutdown marker names): opening every log from its files", "dir", d.path, "manifest_id", got, "marker_id", wantID)
+		return nil, removed
+	}
+	logs = make(map[string]*logManifest, len(entries))
+	for i := range entries {
+		logs[entries[i].name] = &entries[i]
+	}
+	return logs, removed
+}
+
+// writeManifests writes the ManifestFile of each log dir from its closed
+// logs, all with id, and returns the dirs whose manifest was written.
+// A failed write is logged (that dir's next start opens its logs from
+// their files).
+func (m *Manager) writeManifests(id manifestID) map[*logDir]bool {
+	m.mu.Lock()
+	perDir := map[*logDir][]logManifest{}
+	for tp, ml := range m.logs {
+		if e, ok := ml.log.manifestEntry(tp.String()); ok {
+			perDir[ml.dir] = append(perDir[ml.dir], e)
+		}
+	}
+	m.mu.Unlock()
+	written := map[*logDir]bool{}
+	for _, d := range m.dirs {
+		err := writeFile(m.fsys, filepath.Join(d.path, ManifestFile), encodeManifest(id, perDir[d]), true)
+		if err != nil {
+			m.logger.Warn("writing the log manifest failed: the next start opens every log from its files", "dir", d.path, "err", err)
+			continue
+		}
+		written[d] = true
+	}
+	return written
 }
 
 // removeInBackground removes a directory tree; Close waits for it.
@@ -917,8 +1022,17 @@ func (m *Manager) Close() error {
 		err = errors.Join(err, cerr)
 	}
 	if err == nil {
-		marker, _ := json.Marshal(cleanShutdown{BrokerEpoch: m.brokerEpoch.Load()}) // cannot fail
+		// The manifests first: each is trusted only with the marker
+		// written after it, which names it.
+		var id manifestID
+		rand.Read(id[:]) // never fails (crypto/rand)
+		written := m.writeManifests(id)
 		for _, d := range m.dirs {
+			c := cleanShutdown{BrokerEpoch: m.brokerEpoch.Load()}
+			if written[d] {
+				c.ManifestID = hex.EncodeToString(id[:])
+			}
+			marker, _ := json.Marshal(c) // cannot fail
 			err = errors.Join(err, writeFile(m.fsys, filepath.Join(d.path, CleanShutdownFile), marker, true))
 		}
 	}

@@ -26,6 +26,12 @@ import (
 // .deleted and .cleaned files are removed and a complete .log.swap replaces
 // the segments it covers. Errors: a Config.Validate error, I/O errors.
 func Open(opts OpenOptions) (*Log, error) {
+	return open(opts, nil)
+}
+
+// open is Open, or with m the set-up of a cleanly closed log from its
+// entry of the log dir's ManifestFile (Log.loadManifest).
+func open(opts OpenOptions, m *logManifest) (*Log, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
@@ -55,7 +61,11 @@ func Open(opts OpenOptions) (*Log, error) {
 	}
 	l.cleanerOffset.Store(-1)
 	l.deleteHorizon.Store(horizonUnknown)
-	if err := l.load(opts); err != nil {
+	load := func() error { return l.load(opts) }
+	if m != nil {
+		load = func() error { return l.loadManifest(m) }
+	}
+	if err := load(); err != nil {
 		for _, s := range l.segments() {
 			s.closeFiles()
 		}

@@ -1,0 +1,396 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"path/filepath"
+	"slices"
+)
+
+// ManifestFile is written into each log dir by a clean shutdown, before
+// CleanShutdownFile, and describes every log of the dir as it was closed:
+// what Open would otherwise learn from each partition directory (its
+// listing, the .log sizes, the last batches, leader-epoch-checkpoint and
+// the producer state). With it a restart sets each log up without a
+// system call for most logs (Samsa's; Kafka has none). It is trusted only
+// with CleanShutdownFile beside it, and OpenManager removes it (with the
+// marker, one fsync of the dir) before the Manager takes a write: a stale
+// manifest is never read.
+const ManifestFile = ".samsa_log_manifest"
+
+// manifest format (all integers big-endian):
+//
+//	magic    8  "SAMSAMF1"
+//	crc      4  CRC-32C (Castagnoli) of everything after it
+//	id      16  random, also in the marker (cleanShutdown.ManifestID, hex)
+//	count    4  logs
+//	count times a log:
+//	  name              2+n  the partition directory's name
+//	  logStartOffset    8
+//	  logEndOffset      8    also the recovery point
+//	  epochs            4, then per entry: epoch 4, startOffset 8
+//	  segments          4, then per segment:
+//	    baseOffset 8, size 8, maxTimestamp 8, offsetOfMaxTimestamp 8,
+//	    rollingBasedTimestamp 8, bytesSinceLastIndexEntry 8,
+//	    indexEntries 4, timeIndexEntries 4, flags 1 (bit 0: a .txnindex may exist)
+//	  mapEndOffset      8    producer state
+//	  lastSnapOffset    8
+//	  producers         4, then per producer:
+//	    id 8, epoch 2, lastTimestamp 8, coordinatorEpoch 4, txnFirstOffset 8,
+//	    batches 1 (at most 5), per batch: firstSeq 4, lastSeq 4, firstOffset 8, lastOffset 8, timestamp 8
+//	  ongoing           4, then per transaction: producerID 8, firstOffset 8, lastOffset 8
+//	  unreplicated      4, the same
+const manifestMagic = "SAMSAMF1"
+
+// ErrCorruptManifest reports a ManifestFile that does not decode.
+var ErrCorruptManifest = errors.New("storage: corrupt log manifest")
+
+// logManifest is one log's entry of a ManifestFile.
+type logManifest struct {
+	name           string
+	logStartOffset int64
+	logEndOffset   int64
+	epochs         []EpochEntry
+	segments       []segmentManifest
+	producers      producerManifest
+}
+
+type segmentManifest struct {
+	baseOffset, size                   int64
+	maxTimestamp, offsetOfMaxTimestamp int64
+	rollingBasedTimestamp              int64
+	bytesSinceLastIndexEntry           int64
+	indexEntries, timeIndexEntries     int32
+	txnIndex                           bool // a .txnindex may exist: it is read on first use
+}
+
+type producerManifest struct {
+	mapEndOffset, lastSnapOffset int64
+	producers                    []*producerEntry // sorted by id
+	ongoing, unreplicated        []txnSpan
+}
+
+// manifestEntry describes the closed log l for the ManifestFile of its
+// dir; ok is false when the next Open must look at its files instead:
+// files left to remove (segments deleted by retention, still pending), a
+// failed flush, a recovery point short of the log end.
+func (l *Log) manifestEntry(name string) (m logManifest, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	leo := l.logEndOffset.Load()
+	segs := l.segments()
+	if !l.closed.Load() || len(l.pendingDeletes) > 0 || len(l.retired) > 0 || l.flushFailed.Load() != nil ||
+		l.recoveryPoint.Load() != leo || len(segs) == 0 || l.epochsStale || l.producers == nil {
+		return m, false
+	}
+	m = logManifest{name: name, logStartOffset: l.logStartOffset.Load(), logEndOffset: leo, epochs: l.epochs.snapshot()}
+	for _, s := range segs {
+		s.txn.mu.Lock()
+		txn := !s.txn.loaded || len(s.txn.entries) > 0
+		s.txn.mu.Unlock()
+		m.segments = append(m.segments, segmentManifest{
+			baseOffset: s.baseOffset, size: s.size.Load(),
+			maxTimestamp: s.maxTimestamp.Load(), offsetOfMaxTimestamp: s.offsetOfMaxTimestamp.Load(),
+			rollingBasedTimestamp: s.rollingBasedTimestamp, bytesSinceLastIndexEntry: s.bytesSinceLastIndexEntry,
+			indexEntries: int32(s.index.len()), timeIndexEntries: int32(s.timeIndex.len()), txnIndex: txn,
+		})
+	}
+	if segs[len(segs)-1].nextOffset != leo {
+		return m, false
+	}
+	ps := l.producers
+	ps.mu.Lock()
+	m.producers = producerManifest{mapEndOffset: ps.mapEndOffset, lastSnapOffset: ps.lastSnapOffset,
+		ongoing: slices.Clone(ps.ongoing), unreplicated: slices.Clone(ps.unreplicated)}
+	for _, id := range slices.Sorted(maps.Keys(ps.producers)) {
+		m.producers.producers = append(m.producers.producers, ps.producers[id].clone())
+	}
+	ps.mu.Unlock()
+	return m, true
+}
+
+// loadManifest sets up the segments, offsets, leader epochs and producer
+// state of the new log l from m, as the load of a cleanly closed log
+// would find them, opening no file except the index files of segments
+// that have entries. An error (an index file that does not hold the
+// entries m counts) means the log must be opened from its files.
+func (l *Log) loadManifest(m *logManifest) error {
+	now := l.now()
+	segs := make([]*segment, 0, len(m.segments))
+	fail := func(err error) error {
+		for _, s := range segs {
+			s.closeFiles()
+		}
+		return err
+	}
+	for i, sm := range m.segments {
+		s, err := openSegmentFiles(l.files, l.dir, sm.baseOffset, l.cfg, now)
+		if err != nil {
+			return fail(err)
+		}
+		segs = append(segs, s)
+		s.size.Store(sm.size)
+		s.txn.loaded = !sm.txnIndex
+		if sm.indexEntries > 0 {
+			b, err := s.index.f.readAll()
+			if err != nil {
+				return fail(err)
+			}
+			entries, err := DecodeOffsetIndex(b)
+			if err != nil || len(entries) != int(sm.indexEntries) {
+				return fail(fmt.Errorf("%w: %s holds %d entries, the manifest %d (%v)", ErrCorruptManifest, s.index.path, len(entries), sm.indexEntries, err))
+			}
+			s.index.entries = entries
+		}
+		if sm.timeIndexEntries > 0 {
+			b, err := s.timeIndex.f.readAll()
+			if err != nil {
+				return fail(err)
+			}
+			entries, err := DecodeTimeIndex(b)
+			if err != nil || len(entries) != int(sm.timeIndexEntries) {
+				return fail(fmt.Errorf("%w: %s holds %d entries, the manifest %d (%v)", ErrCorruptManifest, s.timeIndex.path, len(entries), sm.timeIndexEntries, err))
+			}
+			s.timeIndex.entries = entries
+		}
+		s.maxTimestamp.Store(sm.maxTimestamp)
+		s.offsetOfMaxTimestamp.Store(sm.offsetOfMaxTimestamp)
+		s.rollingBasedTimestamp = sm.rollingBasedTimestamp
+		s.bytesSinceLastIndexEntry = sm.bytesSinceLastIndexEntry
+		if i == len(m.segments)-1 {
+			s.nextOffset = m.logEndOffset
+		}
+	}
+	l.segs.Store(&segs)
+	l.logStartOffset.Store(m.logStartOffset)
+	l.logEndOffset.Store(m.logEndOffset)
+	l.recoveryPoint.Store(m.logEndOffset)
+	l.epochs = &epochCache{fsys: l.fsys, path: filepath.Join(l.dir, LeaderEpochCheckpointFile), entries: slices.Clone(m.epochs)}
+	ps := l.producers
+	ps.mu.Lock()
+	ps.resetLocked(m.producers.mapEndOffset)
+	ps.lastSnapOffset = m.producers.lastSnapOffset
+	for _, e := range m.producers.producers {
+		c := e.clone()
+		c.lastSeen = now
+		ps.producers[c.id] = c
+	}
+	ps.ongoing = slices.Clone(m.producers.ongoing)
+	ps.unreplicated = slices.Clone(m.producers.unreplicated)
+	ps.mu.Unlock()
+	l.logger.Debug("opened log from the manifest", "segments", len(segs), "log_start_offset", m.logStartOffset, "log_end_offset", m.logEndOffset)
+	return nil
+}
+
+// manifestID is the random id of a ManifestFile.
+type manifestID [16]byte
+
+// encodeManifest returns the ManifestFile id holding logs.
+func encodeManifest(id manifestID, logs []logManifest) []byte {
+	b := make([]byte, 0, 32+len(logs)*160)
+	b = append(b, manifestMagic...)
+	b = binary.BigEndian.AppendUint32(b, 0) // crc, below
+	b = append(b, id[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(logs)))
+	u64 := func(v int64) { b = binary.BigEndian.AppendUint64(b, uint64(v)) }
+	u32 := func(v int32) { b = binary.BigEndian.AppendUint32(b, uint32(v)) }
+	spans := func(ss []txnSpan) {
+		u32(int32(len(ss)))
+		for _, s := range ss {
+			u64(s.producerID)
+			u64(s.firstOffset)
+			u64(s.lastOffset)
+		}
+	}
+	for _, m := range logs {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(m.name)))
+		b = append(b, m.name...)
+		u64(m.logStartOffset)
+		u64(m.logEndOffset)
+		u32(int32(len(m.epochs)))
+		for _, e := range m.epochs {
+			u32(e.Epoch)
+			u64(e.StartOffset)
+		}
+		u32(int32(len(m.segments)))
+		for _, s := range m.segments {
+			u64(s.baseOffset)
+			u64(s.size)
+			u64(s.maxTimestamp)
+			u64(s.offsetOfMaxTimestamp)
+			u64(s.rollingBasedTimestamp)
+			u64(s.bytesSinceLastIndexEntry)
+			u32(s.indexEntries)
+			u32(s.timeIndexEntries)
+			flags := byte(0)
+			if s.txnIndex {
+				flags |= 1
+			}
+			b = append(b, flags)
+		}
+		p := m.producers
+		u64(p.mapEndOffset)
+		u64(p.lastSnapOffset)
+		u32(int32(len(p.producers)))
+		for _, e := range p.producers {
+			u64(e.id)
+			b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
+			u64(e.lastTimestamp)
+			u32(e.coordinatorEpoch)
+			u64(e.txnFirstOffset)
+			b = append(b, byte(e.nBatches))
+			for _, bm := range e.batches[:e.nBatches] {
+				u32(bm.firstSeq)
+				u32(bm.lastSeq)
+				u64(bm.firstOffset)
+				u64(bm.lastOffset)
+				u64(bm.timestamp)
+			}
+		}
+		spans(p.ongoing)
+		spans(p.unreplicated)
+	}
+	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[12:], castagnoli))
+	return b
+}
+
+// manifestReader reads the fields of a manifest, remembering the first
+// short read.
+type manifestReader struct {
+	b   []byte
+	err error
+}
+
+func (r *manifestReader) take(n int) []byte {
+	if r.err != nil || n < 0 || len(r.b) < n {
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: truncated", ErrCorruptManifest)
+		}
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *manifestReader) u64() int64 {
+	if p := r.take(8); p != nil {
+		return int64(binary.BigEndian.Uint64(p))
+	}
+	return 0
+}
+
+func (r *manifestReader) u32() int32 {
+	if p := r.take(4); p != nil {
+		return int32(binary.BigEndian.Uint32(p))
+	}
+	return 0
+}
+
+func (r *manifestReader) u16() uint16 {
+	if p := r.take(2); p != nil {
+		return binary.BigEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (r *manifestReader) u8() byte {
+	if p := r.take(1); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+// count reads a count of items of at least size bytes each, bounded by
+// the bytes left so that a corrupt count allocates nothing.
+func (r *manifestReader) count(size int) int {
+	n := r.u32()
+	if r.err == nil && (n < 0 || int64(n)*int64(size) > int64(len(r.b))) {
+		r.err = fmt.Errorf("%w: %d items of %d bytes in %d bytes", ErrCorruptManifest, n, size, len(r.b))
+	}
+	if r.err != nil {
+		return 0
+	}
+	return int(n)
+}
+
+func (r *manifestReader) spans() []txnSpan {
+	n := r.count(24)
+	var out []txnSpan
+	for range n {
+		out = append(out, txnSpan{producerID: r.u64(), firstOffset: r.u64(), lastOffset: r.u64()})
+	}
+	return out
+}
+
+// decodeManifest parses a ManifestFile: its id and logs. Errors:
+// ErrCorruptManifest (wrapped) for a wrong magic or CRC, a count past the
+// end, a segment list that is empty or out of order, trailing bytes.
+func decodeManifest(b []byte) (id manifestID, logs []logManifest, err error) {
+	if len(b) < 32 || string(b[:8]) != manifestMagic {
+		return id, nil, fmt.Errorf("%w: no header", ErrCorruptManifest)
+	}
+	if want, got := binary.BigEndian.Uint32(b[8:]), crc32.Checksum(b[12:], castagnoli); want != got {
+		return id, nil, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptManifest, want, got)
+	}
+	copy(id[:], b[12:28])
+	r := &manifestReader{b: b[28:]}
+	n := r.count(2 + 8 + 8 + 4 + 4 + 16 + 12)
+	logs = make([]logManifest, 0, n)
+	for range n {
+		m := logManifest{name: string(r.take(int(r.u16()))), logStartOffset: r.u64(), logEndOffset: r.u64()}
+		for range r.count(12) {
+			m.epochs = append(m.epochs, EpochEntry{Epoch: r.u32(), StartOffset: r.u64()})
+		}
+		ns := r.count(57)
+		for i := range ns {
+			s := segmentManifest{baseOffset: r.u64(), size: r.u64(), maxTimestamp: r.u64(), offsetOfMaxTimestamp: r.u64(),
+				rollingBasedTimestamp: r.u64(), bytesSinceLastIndexEntry: r.u64(), indexEntries: r.u32(), timeIndexEntries: r.u32()}
+			flags := r.u8()
+			s.txnIndex = flags == 1
+			if r.err == nil && (s.baseOffset < 0 || s.size < 0 || s.indexEntries < 0 || s.timeIndexEntries < 0 || flags > 1 ||
+				i > 0 && s.baseOffset <= m.segments[i-1].baseOffset) {
+				r.err = fmt.Errorf("%w: %s: segment %d at %d of %d bytes", ErrCorruptManifest, m.name, i, s.baseOffset, s.size)
+			}
+			m.segments = append(m.segments, s)
+		}
+		if r.err == nil && (ns == 0 || m.logStartOffset < 0 || m.logEndOffset < m.segments[ns-1].baseOffset) {
+			r.err = fmt.Errorf("%w: %s: %d segments, log end offset %d", ErrCorruptManifest, m.name, ns, m.logEndOffset)
+		}
+		p := &m.producers
+		p.mapEndOffset, p.lastSnapOffset = r.u64(), r.u64()
+		for range r.count(31) {
+			e := newProducerEntry(r.u64())
+			e.epoch = int16(r.u16())
+			e.lastTimestamp = r.u64()
+			e.coordinatorEpoch = r.u32()
+			e.txnFirstOffset = r.u64()
+			e.nBatches = int(r.u8())
+			if e.nBatches > producerBatchesKept {
+				if r.err == nil {
+					r.err = fmt.Errorf("%w: %s: producer %d with %d batches", ErrCorruptManifest, m.name, e.id, e.nBatches)
+				}
+				e.nBatches = 0
+			}
+			for j := range e.nBatches {
+				e.batches[j] = batchMeta{firstSeq: r.u32(), lastSeq: r.u32(), firstOffset: r.u64(), lastOffset: r.u64(), timestamp: r.u64()}
+			}
+			p.producers = append(p.producers, e)
+		}
+		p.ongoing, p.unreplicated = r.spans(), r.spans()
+		if r.err != nil {
+			return id, nil, r.err
+		}
+		logs = append(logs, m)
+	}
+	if r.err == nil && len(r.b) > 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrCorruptManifest, len(r.b))
+	}
+	if r.err != nil {
+		return id, nil, r.err
+	}
+	return id, logs, nil
+}
