@@ -2,6 +2,8 @@ package storage
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,11 +14,18 @@ import (
 // BenchmarkManagerRestart opens and closes (cleanly) a log dir of 2,000
 // logs of one batch each, as a node's restart and clean shutdown do for
 // each partition (scripts/scale.sh runs it at 100,000 partitions through
-// a real node). It reports open-ms and close-ms per restart of the dir,
-// and the process's CPU time per restart (cpu-ms/op).
+// a real node): manifest sets the logs up from the ManifestFile the clean
+// shutdown wrote, files opens each from its files (the manifest removed
+// before each open). It reports open-ms and close-ms per restart of the
+// dir, and the process's CPU time per restart (cpu-ms/op).
 //
 //	go test -run '^$' -bench ManagerRestart -benchtime 5x ./internal/storage
 func BenchmarkManagerRestart(b *testing.B) {
+	b.Run("manifest", func(b *testing.B) { benchmarkManagerRestart(b, true) })
+	b.Run("files", func(b *testing.B) { benchmarkManagerRestart(b, false) })
+}
+
+func benchmarkManagerRestart(b *testing.B, manifest bool) {
 	const logs = 2000
 	dir := b.TempDir()
 	opts := ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "bench-restart"}
@@ -31,6 +40,11 @@ func BenchmarkManagerRestart(b *testing.B) {
 	var open, closing int64
 	cpu0 := int64(testutil.ProcessCPU(b))
 	for b.Loop() {
+		if !manifest {
+			if err := os.Remove(filepath.Join(dir, ManifestFile)); err != nil {
+				b.Fatal(err)
+			}
+		}
 		start := nanotime()
 		m, err := OpenManager(opts)
 		if err != nil {
@@ -39,6 +53,9 @@ func BenchmarkManagerRestart(b *testing.B) {
 		mid := nanotime()
 		if len(m.Logs()) != logs {
 			b.Fatalf("%d logs opened, want %d", len(m.Logs()), logs)
+		}
+		if want := map[bool]int64{true: logs}[manifest]; m.fromManifest != want {
+			b.Fatalf("%d logs from the manifest, want %d", m.fromManifest, want)
 		}
 		if err := m.Close(); err != nil {
 			b.Fatal(err)
