@@ -9,7 +9,8 @@
 //	<log.dir>/log-start-offset-checkpoint          per partition: log start offset
 //	<log.dir>/replication-offset-checkpoint        per partition: high-watermark (written by replica)
 //	<log.dir>/cleaner-offset-checkpoint            per compacted partition: first dirty offset (log cleaner)
-//	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown: {"version":0,"brokerEpoch":N} (KIP-966)
+//	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown: {"version":0,"brokerEpoch":N,"samsaManifestId":"<32 hex>"} (KIP-966)
+//	<log.dir>/.samsa_log_manifest                  present after a clean shutdown: every log of the dir as closed (Samsa's, see below)
 //	<log.dir>/.lock                                locked (fcntl OFD write lock) while a Manager holds the dir; the holder's pid in decimal
 //	<log.dir>/<topic>-<partition>/                 one partition's log
 //	<log.dir>/<topic>-<partition>.<uuid>-delete/   a deleted partition, removed in the background
@@ -161,6 +162,34 @@
 // page cache and survive; only fsync (Flush, flush.messages, flush.ms, the
 // flush after a roll; see flush.go) makes them survive a crash of the
 // machine.
+//
+// # Log manifest (.samsa_log_manifest)
+//
+// Samsa's, not Kafka's. A clean shutdown (Manager.Close), once every log
+// is closed and synced and the checkpoints written, writes into each log
+// dir one binary file describing each of its logs as closed: segment base
+// offsets and sizes, their writer state (max timestamp and its offset,
+// bytes since the last index entry, the first batch's timestamp), how
+// many index entries each holds, whether a .txnindex may exist, the log
+// start and end offsets, the leader epoch history, and the whole producer
+// state (each producer's last five batches, open and unreplicated
+// transactions, the offset of the latest snapshot). Its layout, big-endian
+// with a CRC-32C over everything after the CRC and a random 16-byte id,
+// is in manifest.go. It is written like the checkpoints (temporary file,
+// fsync, rename, fsync of the dir), then the clean-shutdown marker, which
+// holds the id in hex ("samsaManifestId"). The next OpenManager trusts the
+// manifest only when the marker is there and names it: a manifest
+// without the marker (a shutdown that died between them), or with a
+// marker that names another or none (written by an older Samsa or by
+// Kafka, which do not know the manifest), is ignored. Trusted, it sets
+// each listed log up without opening, listing or stat-ing its files
+// (index files are read only for segments with entries); a log the
+// manifest omits (files left to delete, a failed flush) or whose index
+// files do not hold the entries it counts is opened from its files. The
+// manifest is removed, with the marker, and the dir fsynced before
+// OpenManager returns, so before the first write: it is never read again.
+// A corrupt, truncated or unreadable manifest is logged and every log
+// opened from its files.
 //
 // # Retention and compaction
 //
