@@ -601,6 +601,7 @@ func (m *Manager) readManifest(d *logDir, clean bool, wantID string) (logs map[s
 // A failed write is logged (that dir's next start opens its logs from
 // their files).
 func (m *Manager) writeManifests(id manifestID) map[*logDir]bool {
+	start := time.Now()
 	m.mu.Lock()
 	perDir := map[*logDir][]logManifest{}
 	for tp, ml := range m.logs {
@@ -611,12 +612,14 @@ func (m *Manager) writeManifests(id manifestID) map[*logDir]bool {
 	m.mu.Unlock()
 	written := map[*logDir]bool{}
 	for _, d := range m.dirs {
-		err := writeFile(m.fsys, filepath.Join(d.path, ManifestFile), encodeManifest(id, perDir[d]), true)
+		data := encodeManifest(id, perDir[d])
+		err := writeFile(m.fsys, filepath.Join(d.path, ManifestFile), data, true)
 		if err != nil {
 			m.logger.Warn("writing the log manifest failed: the next start opens every log from its files", "dir", d.path, "err", err)
 			continue
 		}
 		written[d] = true
+		m.logger.Info("wrote log manifest", "dir", d.path, "logs", len(perDir[d]), "bytes", len(data), "duration", time.Since(start))
 	}
 	return written
 }

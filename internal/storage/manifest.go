@@ -115,8 +115,9 @@ func (l *Log) manifestEntry(name string) (m logManifest, ok bool) {
 // loadManifest sets up the segments, offsets, leader epochs and producer
 // state of the new log l from m, as the load of a cleanly closed log
 // would find them, opening no file except the index files of segments
-// that have entries. An error (an index file that does not hold the
-// entries m counts) means the log must be opened from its files.
+// that have entries. l takes m's slices and producer entries (m is not
+// used again). An error (an index file that does not hold the entries m
+// counts) means the log must be opened from its files.
 func (l *Log) loadManifest(m *logManifest) error {
 	now := l.now()
 	segs := make([]*segment, 0, len(m.segments))
@@ -168,18 +169,16 @@ func (l *Log) loadManifest(m *logManifest) error {
 	l.logStartOffset.Store(m.logStartOffset)
 	l.logEndOffset.Store(m.logEndOffset)
 	l.recoveryPoint.Store(m.logEndOffset)
-	l.epochs = &epochCache{fsys: l.fsys, path: filepath.Join(l.dir, LeaderEpochCheckpointFile), entries: slices.Clone(m.epochs)}
+	l.epochs = &epochCache{fsys: l.fsys, path: filepath.Join(l.dir, LeaderEpochCheckpointFile), entries: m.epochs}
 	ps := l.producers
 	ps.mu.Lock()
 	ps.resetLocked(m.producers.mapEndOffset)
 	ps.lastSnapOffset = m.producers.lastSnapOffset
 	for _, e := range m.producers.producers {
-		c := e.clone()
-		c.lastSeen = now
-		ps.producers[c.id] = c
+		e.lastSeen = now
+		ps.producers[e.id] = e
 	}
-	ps.ongoing = slices.Clone(m.producers.ongoing)
-	ps.unreplicated = slices.Clone(m.producers.unreplicated)
+	ps.ongoing, ps.unreplicated = m.producers.ongoing, m.producers.unreplicated
 	ps.mu.Unlock()
 	l.logger.Debug("opened log from the manifest", "segments", len(segs), "log_start_offset", m.logStartOffset, "log_end_offset", m.logEndOffset)
 	return nil
