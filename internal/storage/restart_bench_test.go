@@ -138,3 +138,35 @@ func BenchmarkEncodeOffsetCheckpoint(b *testing.B) {
 	}
 	b.ReportMetric(float64(testutil.ProcessCPU(b)-cpu0)/float64(b.N)/1e6, "cpu-ms/op")
 }
+
+// BenchmarkManifestCodec encodes and decodes the ManifestFile of 100,000
+// logs of one segment and one idempotent producer each (scripts/scale.sh's
+// node), what a clean shutdown writes and the next start reads besides
+// the logs' own work.
+//
+//	go test -run '^$' -bench ManifestCodec ./internal/storage
+func BenchmarkManifestCodec(b *testing.B) {
+	logs := make([]logManifest, 100_000)
+	for i := range logs {
+		e := newProducerEntry(int64(i))
+		e.addBatch(batchMeta{lastOffset: 0, timestamp: 1700000000000})
+		logs[i] = logManifest{name: fmt.Sprintf("topic-%d-%d", i/100, i%100), logEndOffset: 1,
+			epochs:    []EpochEntry{{0, 0}},
+			segments:  []segmentManifest{{size: 80, maxTimestamp: 1700000000000, bytesSinceLastIndexEntry: 80, rollingBasedTimestamp: 1700000000000}},
+			producers: producerManifest{mapEndOffset: 1, producers: []*producerEntry{e}}}
+	}
+	data := encodeManifest(manifestID{1}, logs)
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			encodeManifest(manifestID{1}, logs)
+		}
+		b.ReportMetric(float64(len(data)), "bytes")
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := decodeManifest(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
