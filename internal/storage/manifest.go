@@ -189,7 +189,15 @@ type manifestID [16]byte
 
 // encodeManifest returns the ManifestFile id holding logs.
 func encodeManifest(id manifestID, logs []logManifest) []byte {
-	b := make([]byte, 0, 32+len(logs)*160)
+	size := 32
+	for _, m := range logs {
+		size += 2 + len(m.name) + 8 + 8 + 4 + 12*len(m.epochs) + 4 + 57*len(m.segments) + 8 + 8 + 4 +
+			4 + 24*len(m.producers.ongoing) + 4 + 24*len(m.producers.unreplicated)
+		for _, e := range m.producers.producers {
+			size += 31 + 32*e.nBatches
+		}
+	}
+	b := make([]byte, 0, size)
 	b = append(b, manifestMagic...)
 	b = binary.BigEndian.AppendUint32(b, 0) // crc, below
 	b = append(b, id[:]...)

@@ -429,3 +429,12 @@ func FuzzDecodeManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestManifestSize: encodeManifest allocates the file's exact size.
+func TestManifestSize(t *testing.T) {
+	for _, b := range manifestSeeds()[:2] {
+		if len(b) != cap(b) {
+			t.Errorf("%d bytes in a buffer of %d", len(b), cap(b))
+		}
+	}
+}
