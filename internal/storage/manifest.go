@@ -135,27 +135,11 @@ func (l *Log) loadManifest(m *logManifest) error {
 		segs = append(segs, s)
 		s.size.Store(sm.size)
 		s.txn.loaded = !sm.txnIndex
-		if sm.indexEntries > 0 {
-			b, err := s.index.f.readAll()
-			if err != nil {
-				return fail(err)
-			}
-			entries, err := DecodeOffsetIndex(b)
-			if err != nil || len(entries) != int(sm.indexEntries) {
-				return fail(fmt.Errorf("%w: %s holds %d entries, the manifest %d (%v)", ErrCorruptManifest, s.index.path, len(entries), sm.indexEntries, err))
-			}
-			s.index.entries = entries
+		if s.index.entries, err = readIndexEntries(s.index.f, s.index.path, sm.indexEntries, DecodeOffsetIndex); err != nil {
+			return fail(err)
 		}
-		if sm.timeIndexEntries > 0 {
-			b, err := s.timeIndex.f.readAll()
-			if err != nil {
-				return fail(err)
-			}
-			entries, err := DecodeTimeIndex(b)
-			if err != nil || len(entries) != int(sm.timeIndexEntries) {
-				return fail(fmt.Errorf("%w: %s holds %d entries, the manifest %d (%v)", ErrCorruptManifest, s.timeIndex.path, len(entries), sm.timeIndexEntries, err))
-			}
-			s.timeIndex.entries = entries
+		if s.timeIndex.entries, err = readIndexEntries(s.timeIndex.f, s.timeIndex.path, sm.timeIndexEntries, DecodeTimeIndex); err != nil {
+			return fail(err)
 		}
 		s.maxTimestamp.Store(sm.maxTimestamp)
 		s.offsetOfMaxTimestamp.Store(sm.offsetOfMaxTimestamp)
@@ -186,6 +170,24 @@ func (l *Log) loadManifest(m *logManifest) error {
 
 // manifestID is the random id of a ManifestFile.
 type manifestID [16]byte
+
+// readIndexEntries reads the n entries of the index file f at path with
+// decode; none when n is zero (the file is not opened). A file that does
+// not hold n entries is an error wrapping ErrCorruptManifest.
+func readIndexEntries[E any](f *cachedFile, path string, n int32, decode func([]byte) ([]E, error)) ([]E, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	b, err := f.readAll()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := decode(b)
+	if err != nil || len(entries) != int(n) {
+		return nil, fmt.Errorf("%w: %s holds %d entries, the manifest %d (%v)", ErrCorruptManifest, path, len(entries), n, err)
+	}
+	return entries, nil
+}
 
 // encodeManifest returns the ManifestFile id holding logs.
 func encodeManifest(id manifestID, logs []logManifest) []byte {
