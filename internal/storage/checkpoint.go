@@ -23,32 +23,69 @@ const (
 	CleanerOffsetCheckpointFile     = "cleaner-offset-checkpoint"
 	// CleanShutdownFile marks a log dir whose logs were all closed cleanly.
 	// It holds the broker epoch of the process that closed them, as
-	// Kafka's CleanShutdownFileHandler writes it (KIP-966):
-	// {"version":0,"brokerEpoch":N}.
+	// Kafka's CleanShutdownFileHandler writes it (KIP-966): a JSON object
+	// of strings, {"version":"0","broker_epoch":"N"}.
 	CleanShutdownFile = ".kafka_cleanshutdown"
 )
 
-// cleanShutdown is the content of CleanShutdownFile. ManifestID is
-// Samsa's (Kafka's reader ignores fields it does not know): the id of the
-// ManifestFile written just before the marker, which the manifest is
-// trusted only with. A marker written by another program (an older Samsa,
-// Kafka) has none, and the manifest it finds is not read.
-type cleanShutdown struct {
-	Version     int    `json:"version"`
-	BrokerEpoch int64  `json:"brokerEpoch"`
-	ManifestID  string `json:"samsaManifestId,omitempty"`
+// encodeCleanShutdown is the content of CleanShutdownFile: Kafka's
+// fields (string values, as Kafka's handler writes and reads them into a
+// map of strings) and Samsa's "samsa_manifest_id" when a ManifestFile was
+// written just before the marker: the manifest is trusted only with the
+// marker that names it. Kafka's reader ignores the field; a marker written
+// by another program (an older Samsa, Kafka) has none, and the manifest
+// found with it is not read.
+func encodeCleanShutdown(brokerEpoch int64, manifestID string) []byte {
+	c := map[string]string{"version": "0", "broker_epoch": strconv.FormatInt(brokerEpoch, 10)}
+	if manifestID != "" {
+		c["samsa_manifest_id"] = manifestID
+	}
+	b, _ := json.Marshal(c) // cannot fail: strings only
+	return b
 }
 
 // decodeCleanShutdown returns the broker epoch of a CleanShutdownFile's
 // content, or -1 when it holds none: empty (written by Samsa before it
-// recorded the epoch), not JSON, or a version other than 0; and the id
-// of the ManifestFile it vouches for, empty when none.
+// recorded the epoch), not a JSON object, or a version other than 0; and
+// the id of the ManifestFile it vouches for, empty when none. It reads
+// Kafka's form (string values, "broker_epoch") and the one Samsa wrote
+// before (numbers, "brokerEpoch", "samsaManifestId").
 func decodeCleanShutdown(b []byte) (epoch int64, manifestID string) {
-	c := cleanShutdown{BrokerEpoch: -1}
-	if err := json.Unmarshal(b, &c); err != nil || c.Version != 0 {
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal(b, &c); err != nil {
 		return -1, ""
 	}
-	return max(c.BrokerEpoch, -1), c.ManifestID
+	// field is a number or a string holding one; ok is false when absent
+	// or neither.
+	field := func(names ...string) (int64, bool) {
+		for _, name := range names {
+			raw, found := c[name]
+			if !found {
+				continue
+			}
+			var str string
+			if json.Unmarshal(raw, &str) == nil {
+				raw = []byte(str)
+			}
+			n, err := strconv.ParseInt(string(raw), 10, 64)
+			return n, err == nil
+		}
+		return 0, false
+	}
+	if v, ok := field("version"); !ok || v != 0 {
+		return -1, ""
+	}
+	epoch, ok := field("broker_epoch", "brokerEpoch")
+	if !ok {
+		epoch = -1
+	}
+	for _, name := range []string{"samsa_manifest_id", "samsaManifestId"} {
+		if raw, found := c[name]; found {
+			json.Unmarshal(raw, &manifestID) // a non-string leaves it empty
+			break
+		}
+	}
+	return max(epoch, -1), manifestID
 }
 
 // ErrCorruptCheckpoint reports a checkpoint file that does not parse.

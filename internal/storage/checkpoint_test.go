@@ -2,6 +2,7 @@ package storage
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"maps"
 	"math"
@@ -154,4 +155,55 @@ func TestMetaProperties(t *testing.T) {
 			t.Fatalf("uuid %q", id)
 		}
 	}
+}
+
+// TestCleanShutdownMarkerForms: the marker is written in Kafka's form
+// (CleanShutdownFileHandler: a map of strings, "broker_epoch") and read in
+// it, in the form Samsa wrote before (numbers, "brokerEpoch"), and round
+// trips the manifest id.
+func TestCleanShutdownMarkerForms(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		epoch int64
+		id    string
+	}{
+		{`{"version":"0","broker_epoch":"17"}`, 17, ""}, // Kafka 3.7+
+		{`{"broker_epoch":"-1","version":"0"}`, -1, ""},
+		{`{"version":0,"brokerEpoch":42}`, 42, ""}, // Samsa before
+		{`{"version":0,"brokerEpoch":42,"samsaManifestId":"ab"}`, 42, "ab"},
+		{`{"version":"0","broker_epoch":"9","samsa_manifest_id":"cd"}`, 9, "cd"},
+		{`{"version":"1","broker_epoch":"9"}`, -1, ""},
+		{`{"broker_epoch":"9"}`, -1, ""},
+		{`{"version":"0","broker_epoch":"-1L"}`, -1, ""}, // Kafka's default text
+		{`{"version":"0","broker_epoch":"-5"}`, -1, ""},
+		{`{"version":"0"}`, -1, ""},
+		{``, -1, ""},
+		{`[]`, -1, ""},
+		{`{"version":"0","broker_epoch":"3","samsa_manifest_id":7}`, 3, ""},
+	} {
+		epoch, id := decodeCleanShutdown([]byte(c.in))
+		if epoch != c.epoch || id != c.id {
+			t.Errorf("%s: epoch %d id %q, want %d %q", c.in, epoch, id, c.epoch, c.id)
+		}
+	}
+	for _, id := range []string{"", "0123abcd"} {
+		b := encodeCleanShutdown(88, id)
+		var kafka map[string]string // what Kafka's reader decodes it into
+		if err := json.Unmarshal(b, &kafka); err != nil || kafka["version"] != "0" || kafka["broker_epoch"] != "88" {
+			t.Fatalf("%s: Kafka's reader would get %v (%v)", b, kafka, err)
+		}
+		if epoch, got := decodeCleanShutdown(b); epoch != 88 || got != id {
+			t.Fatalf("%s: round trip %d %q", b, epoch, got)
+		}
+	}
+}
+
+func FuzzDecodeCleanShutdown(f *testing.F) {
+	f.Add([]byte(`{"version":"0","broker_epoch":"17","samsa_manifest_id":"ab"}`))
+	f.Add([]byte(`{"version":0,"brokerEpoch":42}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if epoch, _ := decodeCleanShutdown(b); epoch < -1 {
+			t.Fatalf("epoch %d", epoch)
+		}
+	})
 }

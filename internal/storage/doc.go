@@ -9,7 +9,7 @@
 //	<log.dir>/log-start-offset-checkpoint          per partition: log start offset
 //	<log.dir>/replication-offset-checkpoint        per partition: high-watermark (written by replica)
 //	<log.dir>/cleaner-offset-checkpoint            per compacted partition: first dirty offset (log cleaner)
-//	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown: {"version":0,"brokerEpoch":N,"samsaManifestId":"<32 hex>"} (KIP-966)
+//	<log.dir>/.kafka_cleanshutdown                 present after a clean shutdown: {"version":"0","broker_epoch":"N","samsa_manifest_id":"<32 hex>"} (KIP-966, Kafka's form)
 //	<log.dir>/.samsa_log_manifest                  present after a clean shutdown: every log of the dir as closed (Samsa's, see below)
 //	<log.dir>/.lock                                locked (fcntl OFD write lock) while a Manager holds the dir; the holder's pid in decimal
 //	<log.dir>/<topic>-<partition>/                 one partition's log
@@ -177,7 +177,7 @@
 // with a CRC-32C over everything after the CRC and a random 16-byte id,
 // is in manifest.go. It is written like the checkpoints (temporary file,
 // fsync, rename, fsync of the dir), then the clean-shutdown marker, which
-// holds the id in hex ("samsaManifestId"). The next OpenManager trusts the
+// holds the id in hex ("samsa_manifest_id"). The next OpenManager trusts the
 // manifest only when the marker is there and names it: a manifest
 // without the marker (a shutdown that died between them), or with a
 // marker that names another or none (written by an older Samsa or by

@@ -3,7 +3,6 @@ package storage
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1031,11 +1030,11 @@ func (m *Manager) Close() error {
 		rand.Read(id[:]) // never fails (crypto/rand)
 		written := m.writeManifests(id)
 		for _, d := range m.dirs {
-			c := cleanShutdown{BrokerEpoch: m.brokerEpoch.Load()}
+			var mid string
 			if written[d] {
-				c.ManifestID = hex.EncodeToString(id[:])
+				mid = hex.EncodeToString(id[:])
 			}
-			marker, _ := json.Marshal(c) // cannot fail
+			marker := encodeCleanShutdown(m.brokerEpoch.Load(), mid)
 			err = errors.Join(err, writeFile(m.fsys, filepath.Join(d.path, CleanShutdownFile), marker, true))
 		}
 	}

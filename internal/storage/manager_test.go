@@ -208,7 +208,7 @@ func TestManagerCleanShutdownBrokerEpoch(t *testing.T) {
 	}
 	closeWith(m, 42)
 	b, err := os.ReadFile(filepath.Join(dirs[1], CleanShutdownFile))
-	if err != nil || !regexp.MustCompile(`^\{"version":0,"brokerEpoch":42,"samsaManifestId":"[0-9a-f]{32}"\}$`).Match(b) {
+	if err != nil || !regexp.MustCompile(`^\{"broker_epoch":"42","samsa_manifest_id":"[0-9a-f]{32}","version":"0"\}$`).Match(b) {
 		t.Fatalf("marker %q (%v)", b, err)
 	}
 	m = open()
