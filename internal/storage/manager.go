@@ -158,6 +158,8 @@ type Manager struct {
 
 	ckMu sync.Mutex // serializes checkpoint writes
 
+	rolls rollSchedule // the periodic roll check's (tasks.go)
+
 	mu      sync.Mutex // guards the fields below
 	logs    map[TopicPartition]*managedLog
 	offline map[TopicPartition]offlineLog // logs that failed to load

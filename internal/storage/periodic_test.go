@@ -63,3 +63,140 @@ func TestPeriodicTask(t *testing.T) {
 		}
 	})
 }
+
+// TestRollSchedule: the periodic roll check looks only at the logs due or
+// changed. An idle node's passes do no per-log work (the check walked
+// every log every second, reading the clock for each: N calls of
+// ManagerOptions.Now a pass before, one now); a log rolls when its
+// segment.ms has passed, again after the next append to its new segment,
+// sooner after its segment.ms is shortened, and after a truncation back
+// to an old segment; a deleted log leaves the schedule.
+func TestRollSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const logs = 50
+		var nows atomic.Int64
+		m, err := OpenManager(ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, CheckpointInterval: 24 * time.Hour,
+			RetentionCheckInterval: 24 * time.Hour, Now: func() time.Time { nows.Add(1); return time.Now() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		var ls []*Log
+		for i := range logs {
+			l, err := m.Create(TopicPartition{"t", int32(i)}, Config{SegmentAge: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Append(testBatch(t, 1, time.Now().UnixMilli(), "x"), 0); err != nil {
+				t.Fatal(err)
+			}
+			ls = append(ls, l)
+		}
+		time.Sleep(2 * DefaultRollCheckInterval) // the new logs' first look
+		synctest.Wait()
+
+		nows.Store(0)
+		looks := m.rolls.looks.Load()
+		const passes = 10
+		time.Sleep(passes * DefaultRollCheckInterval)
+		synctest.Wait()
+		if n := nows.Load(); n > passes {
+			t.Errorf("%d passes over %d idle logs read the clock %d times, want at most one a pass", passes, logs, n)
+		}
+		if n := m.rolls.looks.Load() - looks; n != 0 {
+			t.Errorf("%d passes over %d idle logs looked at %d of them", passes, logs, n)
+		}
+
+		segs := func(l *Log) int { return len(l.Segments()) }
+		time.Sleep(time.Hour) // segment.ms passed
+		synctest.Wait()
+		for i, l := range ls {
+			if segs(l) != 2 {
+				t.Fatalf("log %d: %d segments after segment.ms, want 2", i, segs(l))
+			}
+		}
+		if n := len(m.rolls.heap); n != 0 {
+			t.Fatalf("%d logs scheduled with empty active segments", n)
+		}
+
+		// The next append to the new segment schedules it again.
+		a := ls[0]
+		if _, err := a.Append(testBatch(t, 1, time.Now().UnixMilli(), "y"), 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour + 2*DefaultRollCheckInterval)
+		synctest.Wait()
+		if segs(a) != 3 {
+			t.Fatalf("%d segments an hour after the append to the new segment, want 3", segs(a))
+		}
+
+		// A shorter segment.ms rolls an idle log sooner.
+		b := ls[1]
+		if err := b.SetConfig(Config{SegmentAge: 7 * 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Append(testBatch(t, 1, time.Now().UnixMilli(), "y"), 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * DefaultRollCheckInterval)
+		synctest.Wait()
+		if err := b.SetConfig(Config{SegmentAge: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute + 2*DefaultRollCheckInterval)
+		synctest.Wait()
+		if segs(b) != 3 {
+			t.Fatalf("%d segments a minute after segment.ms became a minute, want 3", segs(b))
+		}
+
+		// A truncation back to an old segment makes it the active one,
+		// past its segment.ms.
+		c, err := m.Create(TopicPartition{"u", 0}, Config{SegmentAge: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := c.Append(testBatch(t, 1, time.Now().UnixMilli(), "y"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Hour + 2*DefaultRollCheckInterval)
+		synctest.Wait()
+		if _, err := c.Append(testBatch(t, 1, time.Now().UnixMilli(), "y"), 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * DefaultRollCheckInterval)
+		synctest.Wait()
+		if err := c.Truncate(1); err != nil {
+			t.Fatal(err)
+		}
+		if segs(c) != 1 {
+			t.Fatalf("%d segments after truncating to offset 1, want 1", segs(c))
+		}
+		time.Sleep(2 * DefaultRollCheckInterval)
+		synctest.Wait()
+		if segs(c) != 2 {
+			t.Fatalf("%d segments after a truncation back to a segment past segment.ms, want 2", segs(c))
+		}
+
+		// A deleted log leaves the schedule.
+		if _, err := a.Append(testBatch(t, 1, time.Now().UnixMilli(), "z"), 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * DefaultRollCheckInterval)
+		synctest.Wait()
+		if a.rollIdx == 0 {
+			t.Fatal("a log with records in its active segment is not scheduled")
+		}
+		if err := m.Delete(TopicPartition{"t", 0}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * DefaultRollCheckInterval)
+		synctest.Wait()
+		for _, e := range m.rolls.heap {
+			if e.log == a {
+				t.Fatal("a deleted log is still scheduled")
+			}
+		}
+	})
+}
