@@ -128,6 +128,7 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, offline: map[TopicPartition]error{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
+	m.hwMoved.Store(true) // the first checkpoint drops what the hosted partitions no longer include
 	m.spawn(m.isrChecker)
 	m.spawn(m.hwCheckpointer)
 	return m

@@ -309,7 +309,10 @@ func (l *Log) CleanerCheckpoint() int64 { return l.cleanerOffset.Load() }
 
 // SetCleanerCheckpoint sets the first dirty offset (from
 // cleaner-offset-checkpoint).
-func (l *Log) SetCleanerCheckpoint(offset int64) { l.cleanerOffset.Store(offset) }
+func (l *Log) SetCleanerCheckpoint(offset int64) {
+	l.cleanerOffset.Store(offset)
+	l.checkpointMoved()
+}
 
 // Clean compacts the log once (see the comment at the top of clean.go) when
 // it is due, or whenever something is cleanable with opts.Force. It returns
@@ -363,6 +366,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 		}
 	}
 	l.cleanerOffset.Store(endOffset)
+	l.checkpointMoved()
 	l.deleteHorizon.Store(c.minHorizon)
 	c.res.Duration = time.Since(start)
 	l.logger.Info("cleaned log",

@@ -75,6 +75,9 @@ type Log struct {
 	rollMoved     atomic.Pointer[func()]
 	rollScheduled atomic.Int64
 	rollIdx       int
+	// ckptMoved is the Manager's flag that a recovery point, log start
+	// offset or cleaner offset moved since its last checkpoint.
+	ckptMoved atomic.Pointer[atomic.Bool]
 
 	mu             sync.Mutex // guards the fields below; serializes writes
 	cfg            Config
@@ -187,6 +190,7 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 	}
 	if offset > l.logStartOffset.Load() {
 		l.logStartOffset.Store(offset)
+		l.checkpointMoved()
 		l.deleteSnapshotsBelowLocked()
 		if fn := l.startMoved.Load(); fn != nil {
 			(*fn)()
@@ -865,6 +869,7 @@ func (l *Log) Truncate(offset int64) error {
 	epochErr := l.truncateEpochsLocked(next)
 	if l.recoveryPoint.Load() > next {
 		l.recoveryPoint.Store(next)
+		l.checkpointMoved()
 	}
 	if err := l.reloadProducersLocked(); err != nil {
 		return errors.Join(epochErr, l.ioError(err))
@@ -910,6 +915,7 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 	l.logStartOffset.Store(logStart)
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
+	l.checkpointMoved()
 	if err := l.truncateEpochsLocked(offset); err != nil {
 		return err
 	}
@@ -1007,6 +1013,7 @@ func (l *Log) endClose(sync bool) error {
 	} else {
 		l.mu.Lock()
 		l.recoveryPoint.Store(l.logEndOffset.Load())
+		l.checkpointMoved()
 		l.dirDirty, l.epochsUnsynced = false, false
 		l.mu.Unlock()
 	}

@@ -65,6 +65,21 @@ func BenchmarkIdlePass(b *testing.B) {
 	b.Run(fmt.Sprintf("roll/schedule/logs=%d", *idleLogs), func(b *testing.B) {
 		run(b, func() { m.rollPass(time.Now()) })
 	})
+	b.Run(fmt.Sprintf("checkpoint/walk/logs=%d", *idleLogs), func(b *testing.B) {
+		run(b, func() {
+			m.ckptMoved.Store(true) // as every interval wrote them before
+			if err := m.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run(fmt.Sprintf("checkpoint/schedule/logs=%d", *idleLogs), func(b *testing.B) {
+		run(b, func() {
+			if err := m.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
 	for _, l := range m.Logs() {
 		if n := len(l.Segments()); n != 1 {
 			b.Fatalf("%d segments, want 1: a log rolled", n)

@@ -200,3 +200,104 @@ func TestRollSchedule(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckpointOnlyWhenMoved: the periodic checkpoints are written
+// within CheckpointInterval of a recovery point, log start offset or
+// cleaner offset moving, or of a log going, and not while nothing
+// changes (every log was written every interval before); what they hold
+// is what the next start recovers from.
+func TestCheckpointOnlyWhenMoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const interval = time.Minute
+		dir := t.TempDir()
+		m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, CheckpointInterval: interval, RetentionCheckInterval: 24 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		var ls []*Log
+		for i := range 5 {
+			l, err := m.Create(TopicPartition{"t", int32(i)}, Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if _, err := l.Append(testBatch(t, 1, time.Now().UnixMilli(), "x"), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ls = append(ls, l)
+		}
+		files := []string{RecoveryPointCheckpointFile, LogStartOffsetCheckpointFile, CleanerOffsetCheckpointFile}
+		read := func(name string) map[TopicPartition]int64 {
+			t.Helper()
+			offs, err := ReadOffsetCheckpoint(nil, filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return offs
+		}
+		removeAll := func() {
+			t.Helper()
+			for _, f := range files {
+				if err := os.Remove(filepath.Join(dir, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		written := func() bool {
+			t.Helper()
+			_, err := os.Stat(filepath.Join(dir, RecoveryPointCheckpointFile))
+			return err == nil
+		}
+		time.Sleep(interval + time.Second)
+		synctest.Wait()
+		if !written() {
+			t.Fatal("no checkpoint an interval after logs were created")
+		}
+
+		removeAll()
+		time.Sleep(3 * interval)
+		synctest.Wait()
+		if written() {
+			t.Fatal("checkpoints written while no offset moved")
+		}
+
+		if err := ls[1].Flush(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		if got := read(RecoveryPointCheckpointFile)[TopicPartition{"t", 1}]; got != 2 {
+			t.Fatalf("t-1's recovery point in the checkpoint an interval after a flush: %d, want 2", got)
+		}
+
+		removeAll()
+		if err := ls[2].SetLogStartOffset(1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		if got := read(LogStartOffsetCheckpointFile)[TopicPartition{"t", 2}]; got != 1 {
+			t.Fatalf("t-2's log start offset in the checkpoint after it moved: %d, want 1", got)
+		}
+
+		removeAll()
+		ls[3].SetCleanerCheckpoint(2)
+		time.Sleep(interval)
+		synctest.Wait()
+		if got := read(CleanerOffsetCheckpointFile)[TopicPartition{"t", 3}]; got != 2 {
+			t.Fatalf("t-3's cleaner offset in the checkpoint after it moved: %d, want 2", got)
+		}
+
+		removeAll()
+		if err := m.Delete(TopicPartition{"t", 0}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(interval)
+		synctest.Wait()
+		if _, ok := read(RecoveryPointCheckpointFile)[TopicPartition{"t", 0}]; ok {
+			t.Fatal("a deleted log is still in the checkpoint an interval later")
+		}
+	})
+}

@@ -16,20 +16,31 @@ import (
 // that cleans the dirtiest compacted log, then the next, and sleeps
 // log.cleaner.backoff.ms when none is due; its reads and writes are held
 // to log.cleaner.io.max.bytes.per.second), and the periodic task (rolls by
-// segment.ms every second, checkpoints every
-// log.flush.offset.checkpoint.interval.ms). They stop in Close before the
-// logs close; a cleaning in progress is cancelled.
+// segment.ms, looking every second at the logs due or changed only;
+// checkpoints every log.flush.offset.checkpoint.interval.ms when an offset
+// they hold moved). They stop in Close before the logs close; a cleaning
+// in progress is cancelled.
 
 // adopt wires a log to the Manager's tasks; the roll schedule looks at it
 // at its next pass.
 func (m *Manager) adopt(l *Log) {
 	kick := func() { kickChan(m.retentionKick) }
 	l.startMoved.Store(&kick)
+	l.ckptMoved.Store(&m.ckptMoved)
+	m.ckptMoved.Store(true) // a new log, or one opened: its offsets may differ from the files'
 	if m.opts.RollCheckInterval > 0 {
 		moved := func() { m.rolls.moved(l) }
 		l.rollMoved.Store(&moved)
 		l.rollScheduled.Store(math.MinInt64)
 		m.rolls.moved(l)
+	}
+}
+
+// checkpointMoved tells the Manager that the log's checkpointed offsets
+// moved (a load and no store while its flag is already set).
+func (l *Log) checkpointMoved() {
+	if p := l.ckptMoved.Load(); p != nil && !p.Load() {
+		p.Store(true)
 	}
 }
 
@@ -139,6 +150,7 @@ func kickChan(ch chan struct{}) {
 }
 
 func (m *Manager) startTasks() {
+	m.ckptMoved.Store(true) // the first checkpoint writes the files, whatever the dirs held
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.tasks.Add(2)
