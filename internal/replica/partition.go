@@ -627,6 +627,9 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset, logStartOffset in
 // laggingFollowers returns the ISR without followers that have not caught
 // up within lag, or nil when nothing changes or a change is in flight.
 func (p *Partition) laggingFollowers(now time.Time, lag time.Duration) (shrunk []int32) {
+	if !p.leader.Load() || len(p.ISR()) <= 1 {
+		return nil // no follower to drop (a follower, or the ISR is the leader): no lock, as on a single node for every partition
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.leader.Load() || p.isrPending || now.Before(p.isrRetryAt) {
