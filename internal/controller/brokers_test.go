@@ -366,28 +366,6 @@ func TestStopFencing(t *testing.T) {
 	}
 }
 
-// holdLog holds the first Append after arm until release closes, then
-// appends.
-type holdLog struct {
-	quorum.Log
-	mu      sync.Mutex
-	armed   bool
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (h *holdLog) Append(ctx context.Context, recs []metadata.Record) (int64, error) {
-	h.mu.Lock()
-	armed := h.armed
-	h.armed = false
-	h.mu.Unlock()
-	if armed {
-		close(h.entered)
-		<-h.release
-	}
-	return h.Log.Append(ctx, recs)
-}
-
 // A broker's clean re-registration is one record even when the session
 // check runs while it is being committed and finds the session the
 // previous process left expired (a single node whose controller became
@@ -398,7 +376,7 @@ func (h *holdLog) Append(ctx context.Context, recs []metadata.Record) (int64, er
 // hundred here.
 func TestCleanRestartSessionCheckWritesNothing(t *testing.T) {
 	const partitions = 100
-	h := &holdLog{entered: make(chan struct{}), release: make(chan struct{})}
+	h := &gatedLog{entered: make(chan struct{}), release: make(chan struct{})}
 	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { h.Log = l; return h })
 	c.StopFencing() // the test runs the session check itself
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -263,31 +263,28 @@ func TestCheckpointOnlyWhenMoved(t *testing.T) {
 			t.Fatal("checkpoints written while no offset moved")
 		}
 
-		if err := ls[1].Flush(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(interval)
-		synctest.Wait()
-		if got := read(RecoveryPointCheckpointFile)[TopicPartition{"t", 1}]; got != 2 {
-			t.Fatalf("t-1's recovery point in the checkpoint an interval after a flush: %d, want 2", got)
-		}
-
-		removeAll()
-		if err := ls[2].SetLogStartOffset(1); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(interval)
-		synctest.Wait()
-		if got := read(LogStartOffsetCheckpointFile)[TopicPartition{"t", 2}]; got != 1 {
-			t.Fatalf("t-2's log start offset in the checkpoint after it moved: %d, want 1", got)
-		}
-
-		removeAll()
-		ls[3].SetCleanerCheckpoint(2)
-		time.Sleep(interval)
-		synctest.Wait()
-		if got := read(CleanerOffsetCheckpointFile)[TopicPartition{"t", 3}]; got != 2 {
-			t.Fatalf("t-3's cleaner offset in the checkpoint after it moved: %d, want 2", got)
+		for _, c := range []struct {
+			what   string
+			change func() error
+			file   string
+			tp     TopicPartition
+			want   int64
+		}{
+			{"recovery point (a flush)", ls[1].Flush, RecoveryPointCheckpointFile, TopicPartition{"t", 1}, 2},
+			{"log start offset", func() error { return ls[2].SetLogStartOffset(1) }, LogStartOffsetCheckpointFile, TopicPartition{"t", 2}, 1},
+			{"cleaner offset", func() error { ls[3].SetCleanerCheckpoint(2); return nil }, CleanerOffsetCheckpointFile, TopicPartition{"t", 3}, 2},
+		} {
+			if written() {
+				removeAll()
+			}
+			if err := c.change(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(interval)
+			synctest.Wait()
+			if got := read(c.file)[c.tp]; got != c.want {
+				t.Fatalf("%s's %s in the checkpoint an interval after it moved: %d, want %d", c.tp, c.what, got, c.want)
+			}
 		}
 
 		removeAll()

@@ -67,47 +67,6 @@ func BenchmarkManagerRestart(b *testing.B) {
 
 func nanotime() int64 { return time.Now().UnixNano() }
 
-// BenchmarkRollCheck is one pass of the periodic task's roll check
-// (Manager.MaybeRoll, every second) over 2,000 idle logs of one batch
-// each, none due: at 100,000 partitions that pass runs every second for
-// the life of the node.
-//
-//	go test -run '^$' -bench RollCheck ./internal/storage
-func BenchmarkRollCheck(b *testing.B) {
-	const logs = 2000
-	m, err := OpenManager(ManagerOptions{Dirs: []string{b.TempDir()}, NodeID: 1, ClusterID: "bench-roll", RollCheckInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	batch, err := record.Build(record.Spec{BaseTimestamp: time.Now().UnixMilli(), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-		[]record.Record{{Value: make([]byte, 100)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range logs {
-		l, err := m.Create(TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: int32(i % 100)}, Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := l.Append(batch, 0); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cpu0 := int64(testutil.ProcessCPU(b))
-	for b.Loop() {
-		if err := m.MaybeRoll(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(int64(testutil.ProcessCPU(b))-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
-	for _, l := range m.Logs() {
-		if n := len(l.Segments()); n != 1 {
-			b.Fatalf("%d segments, want 1: a log rolled", n)
-		}
-	}
-}
-
 // BenchmarkEncodeOffsetCheckpoint encodes a checkpoint of 100,000
 // partitions (1,000 topics of 100), as a clean shutdown of such a node
 // does four times (recovery points, log start offsets, cleaner offsets,
