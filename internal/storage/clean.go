@@ -160,12 +160,18 @@ func (p *cleanPlan) ratio() float64 {
 // plan returns what a cleaning would cover now; ok is false when the log is
 // not compacted, has no bounds or is closing.
 func (l *Log) plan(now time.Time) (p cleanPlan, cfg Config, ok bool) {
-	_, lso, bounded := l.boundsNow()
 	l.mu.Lock()
 	cfg = l.cfg
 	closing := l.closing
 	l.mu.Unlock()
-	if !bounded || closing || !cfg.Cleanup.Compact {
+	if closing || !cfg.Cleanup.Compact {
+		// The cleaner asks every log each log.cleaner.backoff.ms: a
+		// log that is not compacted answers without its bounds (its
+		// partition's high-watermark and LSO).
+		return p, cfg, false
+	}
+	_, lso, bounded := l.boundsNow()
+	if !bounded {
 		return p, cfg, false
 	}
 	p.segs = l.segments()
