@@ -332,6 +332,14 @@ func (c *Controller) registerBroker(ctx context.Context, id int32, incarnation m
 			halfFenced = b.Epoch
 			return nil, nil
 		}
+		// The broker is alive from now, not only once the registration
+		// commits: a session check running on the loop behind this
+		// write, over the image with it in flight (the broker registered
+		// and unfenced), found the session of the previous process
+		// expired and fenced the new one, rewriting every partition it
+		// led (a single node restarted with 100,000 partitions appended
+		// 100,000 records where its clean re-registration was one).
+		c.brokers.seen(id)
 		var recs []metadata.Record
 		if b := im.Broker(id); b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation && previousEpoch >= 0 && previousEpoch == b.Epoch {
 			c.logger.Info("broker restarted after a clean shutdown: keeping its ISRs and leaderships", "broker", id, "previous_broker_epoch", previousEpoch)
@@ -528,13 +536,18 @@ func (c *Controller) FenceBroker(ctx context.Context, id int32) error {
 // controller's close then waits for (seen on a single node of 20,000
 // partitions stopping at load 58).
 func (c *Controller) fenceExpired(ctx context.Context, id int32, now time.Time) error {
-	return c.fenceWhile(ctx, id, func(im *metadata.Image, b *metadata.Broker) bool {
-		if !c.brokers.expired(id, now) || c.shuttingDown[id] && !c.otherLiveBroker(im, id) {
-			return false
-		}
-		c.logger.Warn("broker session expired: fencing it", "broker", id)
-		return true
+	return c.fenceWhile(ctx, id, func(im *metadata.Image, _ *metadata.Broker) bool {
+		return c.sessionExpired(im, id, now)
 	})
+}
+
+// sessionExpired is fenceExpired's decision, on the loop over im.
+func (c *Controller) sessionExpired(im *metadata.Image, id int32, now time.Time) bool {
+	if !c.brokers.expired(id, now) || c.shuttingDown[id] && !c.otherLiveBroker(im, id) {
+		return false
+	}
+	c.logger.Warn("broker session expired: fencing it", "broker", id)
+	return true
 }
 
 // fenceFormerLeader fences broker id, the node that led the metadata

@@ -365,3 +365,73 @@ func TestStopFencing(t *testing.T) {
 		t.Fatal("broker 1 fenced after StopFencing")
 	}
 }
+
+// A broker's clean re-registration is one record even when the session
+// check runs while it is being committed and finds the session the
+// previous process left expired (a single node whose controller became
+// active more than broker.session.timeout.ms before the broker could
+// register: replaying a large metadata log, at load). The check's fence
+// ran over the image holding the registration in flight and fenced the
+// new process: 100,000 partition records at 100,000 partitions, a
+// hundred here.
+func TestCleanRestartSessionCheckWritesNothing(t *testing.T) {
+	const partitions = 100
+	h := &gatedLog{entered: make(chan struct{}), release: make(chan struct{})}
+	c := newLocalControllerWith(t, func(l quorum.Log) quorum.Log { h.Log = l; return h })
+	c.StopFencing() // the test runs the session check itself
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	epochs := registerBrokers(t, ctx, c, 1)
+	if errs, err := c.CreateTopics(ctx, []CreateTopic{{Name: "t", Partitions: partitions, ReplicationFactor: 1}}, false); err != nil || errs[0] != nil {
+		t.Fatalf("create: %v %v", err, errs)
+	}
+	offset := c.Image().Offset
+
+	// The session as a new active controller starts it, longer ago than
+	// the session timeout.
+	c.brokers.mu.Lock()
+	c.brokers.lastSeen[1] = time.Now().Add(-2 * c.brokers.timeout)
+	c.brokers.mu.Unlock()
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+	registered := make(chan error, 1)
+	go func() {
+		_, err := c.RegisterBroker(ctx, 1, incarnation(2), epochs[1], []metadata.Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 9001}}, nil)
+		registered <- err
+	}()
+	<-h.entered // the registration is in flight
+	// The session check (fenceExpired), computed over the image with the
+	// registration in flight before the registration's append returns.
+	fenced, ran := make(chan error, 1), make(chan struct{})
+	var once sync.Once
+	go func() {
+		now := time.Now()
+		fenced <- c.fenceWhile(ctx, 1, func(im *metadata.Image, _ *metadata.Broker) bool {
+			defer once.Do(func() { close(ran) })
+			return c.sessionExpired(im, 1, now)
+		})
+	}()
+	<-ran
+	close(h.release)
+	if err := <-registered; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-fenced; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.writeBarrier(ctx, func(*metadata.Image) ([]metadata.Record, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Image().Offset - offset; got != 1 {
+		t.Errorf("clean restart with its session check wrote %d records, want 1 (the registration)", got)
+	}
+	if b := c.Image().Broker(1); b == nil || b.Fenced {
+		t.Fatalf("broker 1 after a clean restart: %+v", b)
+	}
+	for i, p := range c.Image().Topic("t").Partitions {
+		if p.Leader != 1 {
+			t.Fatalf("partition %d led by %d after a clean restart", i, p.Leader)
+		}
+	}
+}

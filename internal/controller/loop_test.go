@@ -11,8 +11,8 @@ import (
 	"github.com/samsahq/samsa/internal/quorum"
 )
 
-// gatedLog fails one Append, once armed: the append waits until release
-// closes, then returns err without appending.
+// gatedLog holds one Append, once armed: the append waits until release
+// closes, then returns err without appending, or appends when err is nil.
 type gatedLog struct {
 	quorum.Log
 	mu      sync.Mutex
@@ -30,7 +30,9 @@ func (g *gatedLog) Append(ctx context.Context, recs []metadata.Record) (int64, e
 	if armed {
 		close(g.entered)
 		<-g.release
-		return 0, g.err
+		if g.err != nil {
+			return 0, g.err
+		}
 	}
 	return g.Log.Append(ctx, recs)
 }

@@ -81,8 +81,9 @@
 //
 // It is written to <name>.checkpoint.part, fsynced, renamed and the
 // directory fsynced (through the log's vfs.FS), so a crash leaves the
-// whole snapshot or none; .part files are removed when snapshots are
-// listed. The newest two are kept.
+// whole snapshot or none; the .part files a crash left are removed at
+// start, when the log's snapshotter is made (never when snapshots are
+// listed: a writer's .part may be in flight). The newest two are kept.
 //
 // Only committed images are written: the images offered are those of the
 // committed batches Replay and the listeners deliver, and the writer

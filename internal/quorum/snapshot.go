@@ -221,9 +221,27 @@ func writeSnapshot(fsys vfs.FS, dir string, id SnapshotID, data []byte) error {
 	return nil
 }
 
+// removePartFiles removes the .checkpoint.part files a crash left behind
+// in dir. Only at start, before any snapshot is written: a writer's .part
+// removed under it would fail its rename. Errors: reading the directory;
+// a file that cannot be removed is left (it is ignored by listSnapshots
+// and truncated by the next write of the same snapshot id).
+func removePartFiles(fsys vfs.FS, dir string) error {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("quorum: remove snapshot leftovers: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), partSuffix) {
+			fsys.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
+}
+
 // listSnapshots returns the snapshots in dir, newest (highest EndOffset)
-// first. It removes the .checkpoint.part files a crash left behind.
-// Errors: reading the directory.
+// first; .checkpoint.part files are not listed (and not removed: see
+// removePartFiles). Errors: reading the directory.
 func listSnapshots(fsys vfs.FS, dir string) ([]SnapshotID, error) {
 	ents, err := fsys.ReadDir(dir)
 	if err != nil {
@@ -231,10 +249,6 @@ func listSnapshots(fsys vfs.FS, dir string) ([]SnapshotID, error) {
 	}
 	var ids []SnapshotID
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), partSuffix) {
-			fsys.Remove(filepath.Join(dir, e.Name()))
-			continue
-		}
 		if id, ok := parseSnapshotName(e.Name()); ok {
 			ids = append(ids, id)
 		}

@@ -163,6 +163,9 @@ func TestSnapshotWriteCrash(t *testing.T) {
 		fsys := errorfs.Wrap(cfs, inj)
 		inj.crash = func() { _ = cfs.Crash(errorfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(step), 1))}) }
 		err := writeSnapshot(fsys, dir, id, data)
+		if rerr := removePartFiles(vfs.Default, dir); rerr != nil { // the next start
+			t.Fatal(rerr)
+		}
 		ids, lerr := listSnapshots(vfs.Default, dir)
 		if lerr != nil {
 			t.Fatal(lerr)
@@ -189,7 +192,7 @@ func TestSnapshotWriteCrash(t *testing.T) {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			if filepath.Ext(e.Name()) == ".part" {
-				t.Fatalf("step %d: %s left after listing", step, e.Name())
+				t.Fatalf("step %d: %s left after the start's cleanup", step, e.Name())
 			}
 		}
 		if inj.n > 0 { // the write ended before the crash step: all steps covered
@@ -698,7 +701,6 @@ func TestJoinAfterSnapshots(t *testing.T) {
 		dirs[id] = filepath.Join(h.dir, fmt.Sprint("node", id), MetadataTopic+"-0")
 	}
 	dirs[11] = filepath.Join(h.dir, "observer11", MetadataTopic+"-0")
-	// Not listSnapshots: it removes .part files, the writer's among them.
 	snapshots := func(id int32) []string {
 		names, _ := filepath.Glob(filepath.Join(dirs[id], "*"+SnapshotSuffix))
 		return names
@@ -732,5 +734,60 @@ func TestJoinAfterSnapshots(t *testing.T) {
 			t.Fatalf("node %d: image of %d records, want the leader's %d", id, len(im.Records()), len(want.Records()))
 		}
 		testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d's own snapshot", id), func() bool { return len(snapshots(id)) > 0 })
+	}
+}
+
+// onRename runs fn before the first rename (a snapshot writer's .part
+// written and fsynced, not yet renamed).
+type onRename struct {
+	once sync.Once
+	fn   func()
+}
+
+func (o *onRename) MaybeError(op errorfs.Op) error {
+	if op.Kind == errorfs.OpRename {
+		o.once.Do(o.fn)
+	}
+	return nil
+}
+
+// TestSnapshotPartFiles: listing snapshots (Replay does, while the
+// snapshotter may be writing one) leaves a writer's .checkpoint.part in
+// place, so the write completes; the .part files a crash left are removed
+// when the log's snapshotter is made, at start.
+func TestSnapshotPartFiles(t *testing.T) {
+	dir := t.TempDir()
+	id := SnapshotID{EndOffset: 100, Epoch: 2}
+	data, _ := sampleSnapshot(t, id, 3)
+	var listed []SnapshotID
+	hook := &onRename{fn: func() {
+		var err error
+		if listed, err = listSnapshots(vfs.Default, dir); err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := writeSnapshot(errorfs.Wrap(vfs.Default, hook), dir, id, data); err != nil {
+		t.Fatalf("a snapshot listed while written: %v", err)
+	}
+	if len(listed) != 0 {
+		t.Fatalf("listed %v while the snapshot was a .part", listed)
+	}
+	if ids, err := listSnapshots(vfs.Default, dir); err != nil || !slices.Equal(ids, []SnapshotID{id}) {
+		t.Fatalf("snapshots %v, %v; want %v", ids, err, id)
+	}
+
+	mdir := filepath.Join(t.TempDir(), MetadataTopic+"-0")
+	l, err := storage.Open(storage.OpenOptions{Dir: mdir, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	left := filepath.Join(mdir, "00000000000000000050-0000000001"+partSuffix)
+	if err := os.WriteFile(left, []byte("torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newSnapshotter(l, func() int64 { return 0 }, testLogger(t))
+	if _, err := os.Stat(left); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a crash's %s left at start: %v", filepath.Base(left), err)
 	}
 }

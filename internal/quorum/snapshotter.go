@@ -75,10 +75,15 @@ type snapshotter struct {
 	loads            int64 // snapshots loaded by Replay
 }
 
+// newSnapshotter removes the .checkpoint.part files a crash left in the
+// log's dir: no snapshot is being written yet.
 func newSnapshotter(l *storage.Log, committed func() int64, logger *slog.Logger) *snapshotter {
 	fsys := l.FS()
 	if fsys == nil {
 		fsys = vfs.Default
+	}
+	if err := removePartFiles(fsys, l.Dir()); err != nil {
+		logger.Warn("removing unfinished metadata snapshots failed", "err", err)
 	}
 	return &snapshotter{
 		log: l, fsys: fsys, dir: l.Dir(), now: time.Now, logger: logger, committed: committed,

@@ -412,6 +412,6 @@ func (p *Partition) restartAt(offset int64) error {
 		return err
 	}
 	p.purg.truncated(-1)
-	p.hw.Store(offset)
+	p.setHW(offset)
 	return nil
 }

@@ -70,6 +70,9 @@ type Manager struct {
 	offline       map[TopicPartition]error                    // partitions whose log could not be opened, with why
 	fetchers      map[int32]*fetcher                          // by leader id
 	hwCheckpoints map[string]map[storage.TopicPartition]int64 // by log dir, read once
+	// hwMoved: a high-watermark moved, or a partition went, since the
+	// last replication-offset-checkpoint written (checkpoint.go).
+	hwMoved atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -125,6 +128,7 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, offline: map[TopicPartition]error{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
+	m.hwMoved.Store(true) // the first checkpoint drops what the hosted partitions no longer include
 	m.spawn(m.isrChecker)
 	m.spawn(m.hwCheckpointer)
 	return m
@@ -175,7 +179,8 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 	}
 	p := newPartition(tp, topicID, m.opts.NodeID, log, cfg)
 	p.Stats = m.opts.Topics.Acquire(tp.Topic)
-	p.hw.Store(min(m.checkpointedHWLocked(log, tp), log.LogEndOffset()))
+	p.hwMoved = &m.hwMoved
+	p.setHW(min(m.checkpointedHWLocked(log, tp), log.LogEndOffset()))
 	m.parts[tp] = p
 	return p, nil
 }
@@ -239,6 +244,7 @@ func (m *Manager) Remove(tp TopicPartition) error {
 	delete(m.parts, tp)
 	delete(m.offline, tp)
 	if p != nil {
+		m.hwMoved.Store(true) // the checkpoint still names it
 		m.removeFromFetchersLocked(p)
 		p.leader.Store(false)
 		m.opts.Topics.Release(p.Stats)

@@ -139,12 +139,15 @@ type Partition struct {
 	verifications map[int64]*TxnVerification
 
 	leaderEpoch atomic.Int32
-	hw          atomic.Int64
+	hw          atomic.Int64 // set by setHW
 	leader      atomic.Bool
 	cfg         atomic.Pointer[LogConfig]
 	isr         atomic.Pointer[[]int32] // in-sync replica ids, leader included
 	nreplicas   atomic.Int32            // len(replicas), read without mu
 	preferred   atomic.Int32            // replicas[0], -1 when none; read without mu
+	// hwMoved is the Manager's flag that a high-watermark moved since
+	// its last checkpoint (nil: none, a partition made by a test).
+	hwMoved *atomic.Bool
 
 	purg purgatory // the requests waiting on this partition (purgatory.go)
 }
@@ -208,6 +211,15 @@ func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
 // HighWatermark is the offset below which records are committed and visible
 // to consumers.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
+
+// setHW sets the high-watermark and, when it moved, tells the Manager's
+// checkpointer (a load and no store while the flag is already set, as it
+// is between two checkpoints of a busy node).
+func (p *Partition) setHW(hw int64) {
+	if p.hw.Swap(hw) != hw && p.hwMoved != nil && !p.hwMoved.Load() {
+		p.hwMoved.Store(true)
+	}
+}
 
 // LastStableOffset is the offset below which every transaction is decided
 // and its marker below the high-watermark (KIP-98): the high-watermark, or
@@ -300,7 +312,7 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 	p.leaderEpoch.Store(st.LeaderEpoch)
 	p.leader.Store(true)
 	if newEpoch && p.hw.Load() > p.log.LogEndOffset() {
-		p.hw.Store(p.log.LogEndOffset())
+		p.setHW(p.log.LogEndOffset())
 	}
 	if newEpoch && p.cfg.Load().Storage.FlushIntervalMessages > 0 && p.log.RecoveryPoint() < p.log.LogEndOffset() {
 		// The high-watermark counts flushed records only (see
@@ -328,7 +340,7 @@ func (p *Partition) makeFollower(st State) {
 	p.leaderEpoch.Store(st.LeaderEpoch)
 	p.leader.Store(false)
 	if hw := p.hw.Load(); hw > p.log.LogEndOffset() {
-		p.hw.Store(p.log.LogEndOffset())
+		p.setHW(p.log.LogEndOffset())
 	}
 	p.mu.Unlock()
 	p.purg.wakeAll()
@@ -506,7 +518,7 @@ func (p *Partition) maybeAdvanceHWLocked() bool {
 // advanceHWLocked moves the high-watermark up to hw and completes what
 // waited for it in the purgatory.
 func (p *Partition) advanceHWLocked(hw int64) {
-	p.hw.Store(hw)
+	p.setHW(hw)
 	p.purg.advanced(hw)
 }
 
@@ -615,6 +627,9 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset, logStartOffset in
 // laggingFollowers returns the ISR without followers that have not caught
 // up within lag, or nil when nothing changes or a change is in flight.
 func (p *Partition) laggingFollowers(now time.Time, lag time.Duration) (shrunk []int32) {
+	if !p.leader.Load() || len(p.ISR()) <= 1 {
+		return nil // no follower to drop (a follower, or the ISR is the leader): no lock, as on a single node for every partition
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.leader.Load() || p.isrPending || now.Before(p.isrRetryAt) {
@@ -747,7 +762,7 @@ func (p *Partition) truncateAsFollower(offset int64) error {
 	}
 	p.purg.truncated(offset)
 	if p.hw.Load() > offset {
-		p.hw.Store(offset)
+		p.setHW(offset)
 	}
 	return nil
 }

@@ -160,12 +160,18 @@ func (p *cleanPlan) ratio() float64 {
 // plan returns what a cleaning would cover now; ok is false when the log is
 // not compacted, has no bounds or is closing.
 func (l *Log) plan(now time.Time) (p cleanPlan, cfg Config, ok bool) {
-	_, lso, bounded := l.boundsNow()
 	l.mu.Lock()
 	cfg = l.cfg
 	closing := l.closing
 	l.mu.Unlock()
-	if !bounded || closing || !cfg.Cleanup.Compact {
+	if closing || !cfg.Cleanup.Compact {
+		// The cleaner asks every log each log.cleaner.backoff.ms: a
+		// log that is not compacted answers without its bounds (its
+		// partition's high-watermark and LSO).
+		return p, cfg, false
+	}
+	_, lso, bounded := l.boundsNow()
+	if !bounded {
 		return p, cfg, false
 	}
 	p.segs = l.segments()
@@ -309,7 +315,10 @@ func (l *Log) CleanerCheckpoint() int64 { return l.cleanerOffset.Load() }
 
 // SetCleanerCheckpoint sets the first dirty offset (from
 // cleaner-offset-checkpoint).
-func (l *Log) SetCleanerCheckpoint(offset int64) { l.cleanerOffset.Store(offset) }
+func (l *Log) SetCleanerCheckpoint(offset int64) {
+	l.cleanerOffset.Store(offset)
+	l.checkpointMoved()
+}
 
 // Clean compacts the log once (see the comment at the top of clean.go) when
 // it is due, or whenever something is cleanable with opts.Force. It returns
@@ -363,6 +372,7 @@ func (l *Log) Clean(ctx context.Context, opts CleanOptions) (CleanResult, error)
 		}
 	}
 	l.cleanerOffset.Store(endOffset)
+	l.checkpointMoved()
 	l.deleteHorizon.Store(c.minHorizon)
 	c.res.Duration = time.Since(start)
 	l.logger.Info("cleaned log",

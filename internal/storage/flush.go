@@ -221,6 +221,7 @@ func (l *Log) flushInGate(offset int64, toEnd, force bool) error {
 	l.mu.Lock()
 	if gen == l.truncations && offset > l.recoveryPoint.Load() && offset <= l.logEndOffset.Load() {
 		l.recoveryPoint.Store(offset)
+		l.checkpointMoved()
 	}
 	l.lastFlush.Store(time.Now().UnixNano())
 	l.mu.Unlock()

@@ -67,6 +67,17 @@ type Log struct {
 	// partitions taking each lock cost 0.1 s of CPU a second.
 	rollCheck atomic.Pointer[rollCheck]
 	cfgGen    atomic.Uint64 // bumped by SetConfig under mu
+	// The Manager's roll schedule (tasks.go): rollMoved, called under mu,
+	// tells it that the log may be due for segment.ms sooner than
+	// rollScheduled, the due time (Unix ns; MaxInt64 none, MinInt64 a
+	// look pending) it last recorded under mu; rollIdx is the log's
+	// index in its heap plus one, 0 when none, owned by the periodic task.
+	rollMoved     atomic.Pointer[func()]
+	rollScheduled atomic.Int64
+	rollIdx       int
+	// ckptMoved is the Manager's flag that a recovery point, log start
+	// offset or cleaner offset moved since its last checkpoint.
+	ckptMoved atomic.Pointer[atomic.Bool]
 
 	mu             sync.Mutex // guards the fields below; serializes writes
 	cfg            Config
@@ -120,6 +131,7 @@ func (l *Log) SetConfig(cfg Config) error {
 	defer l.mu.Unlock()
 	l.cfg = cfg.WithDefaults()
 	l.cfgGen.Add(1) // segment.ms may be sooner now
+	l.rollMovedLocked()
 	if l.producers != nil {
 		l.producers.setExpiration(l.cfg.ProducerIDExpiration)
 	}
@@ -178,6 +190,7 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 	}
 	if offset > l.logStartOffset.Load() {
 		l.logStartOffset.Store(offset)
+		l.checkpointMoved()
 		l.deleteSnapshotsBelowLocked()
 		if fn := l.startMoved.Load(); fn != nil {
 			(*fn)()
@@ -397,6 +410,7 @@ func (l *Log) appendLocked(batches []byte, known *record.Header, assign bool, ep
 	}
 	l.logEndOffset.Store(next)
 	l.producers.commit(pu, next)
+	l.rollMovedLocked()
 	rp := l.recoveryPoint.Load()
 	if leo <= rp {
 		l.dirtiedLocked()
@@ -471,6 +485,50 @@ func (l *Log) MaybeRoll() error {
 	}
 	_, err = l.rollLocked(l.logEndOffset.Load())
 	return err
+}
+
+// rollMovedLocked tells the Manager's roll schedule when the active
+// segment's roll time by segment.ms is sooner than the one it recorded
+// (the first append to an empty segment, a truncation back to an older
+// segment, a shorter segment.ms); a later one (a roll, an emptied log) it
+// finds when the recorded time comes. Two loads and a comparison on the
+// append path.
+func (l *Log) rollMovedLocked() {
+	fn := l.rollMoved.Load()
+	segs := l.segments()
+	if fn == nil || len(segs) == 0 {
+		return
+	}
+	if l.rollDueLocked(segs[len(segs)-1], l.cfg.maxSegmentAge()) < l.rollScheduled.Load() {
+		l.rollScheduled.Store(math.MinInt64) // told once until it looks
+		(*fn)()
+	}
+}
+
+// maybeRollDue is MaybeRoll for the Manager's roll schedule: it rolls the
+// active segment when it is older than its segment.ms at now, then
+// records under mu and returns when the active segment can next be due
+// (rollDueLocked; MaxInt64 when it is empty or the log closed). A failed
+// roll is due again at now (the next look).
+func (l *Log) maybeRollDue(now time.Time) (due int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	due = math.MaxInt64
+	defer func() { l.rollScheduled.Store(due) }()
+	if l.closing {
+		return due, ErrClosed
+	}
+	s, err := l.activeLocked()
+	if err != nil {
+		return now.UnixNano(), l.ioError(err)
+	}
+	maxAge := l.cfg.maxSegmentAge()
+	if s.size.Load() > 0 && l.timeWaitedLocked(s, now.UnixMilli(), now) > maxAge {
+		if s, err = l.rollLocked(l.logEndOffset.Load()); err != nil {
+			return now.UnixNano(), err
+		}
+	}
+	return l.rollDueLocked(s, maxAge), nil
 }
 
 // rollDueLocked is the earliest time, Unix nanoseconds, at which the active
@@ -807,9 +865,11 @@ func (l *Log) Truncate(offset int64) error {
 		return err
 	}
 	l.logEndOffset.Store(next)
+	l.rollMovedLocked() // an older segment may be the active one now
 	epochErr := l.truncateEpochsLocked(next)
 	if l.recoveryPoint.Load() > next {
 		l.recoveryPoint.Store(next)
+		l.checkpointMoved()
 	}
 	if err := l.reloadProducersLocked(); err != nil {
 		return errors.Join(epochErr, l.ioError(err))
@@ -855,6 +915,7 @@ func (l *Log) truncateFullyLocked(offset, logStart int64) error {
 	l.logStartOffset.Store(logStart)
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
+	l.checkpointMoved()
 	if err := l.truncateEpochsLocked(offset); err != nil {
 		return err
 	}
@@ -886,6 +947,9 @@ func (l *Log) beginClose() (ok bool, err error) {
 		return false, nil
 	}
 	l.closing = true
+	if fn := l.rollMoved.Load(); fn != nil {
+		(*fn)() // to leave the Manager's roll schedule
+	}
 	// Unlike Kafka, the active segment gets no last time index entry
 	// here: it is the active one again after a restart, which recomputes
 	// its max timestamp from its batches after the last index entry, and
@@ -949,6 +1013,7 @@ func (l *Log) endClose(sync bool) error {
 	} else {
 		l.mu.Lock()
 		l.recoveryPoint.Store(l.logEndOffset.Load())
+		l.checkpointMoved()
 		l.dirDirty, l.epochsUnsynced = false, false
 		l.mu.Unlock()
 	}

@@ -91,34 +91,6 @@ func createLogs(b *testing.B, m *Manager, n int) {
 	}
 }
 
-// BenchmarkRollCheck is one pass of the periodic task's roll check
-// (Manager.MaybeRoll, every second) over 2,000 idle logs of one batch
-// each, none due: at 100,000 partitions that pass runs every second for
-// the life of the node.
-//
-//	go test -run '^$' -bench RollCheck ./internal/storage
-func BenchmarkRollCheck(b *testing.B) {
-	const logs = 2000
-	m, err := OpenManager(ManagerOptions{Dirs: []string{b.TempDir()}, NodeID: 1, ClusterID: "bench-roll", RollCheckInterval: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	createLogs(b, m, logs)
-	cpu0 := int64(testutil.ProcessCPU(b))
-	for b.Loop() {
-		if err := m.MaybeRoll(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(int64(testutil.ProcessCPU(b))-cpu0)/float64(b.N)/1e3, "cpu-µs/op")
-	for _, l := range m.Logs() {
-		if n := len(l.Segments()); n != 1 {
-			b.Fatalf("%d segments, want 1: a log rolled", n)
-		}
-	}
-}
-
 // BenchmarkEncodeOffsetCheckpoint encodes a checkpoint of 100,000
 // partitions (1,000 topics of 100), as a clean shutdown of such a node
 // does four times (recovery points, log start offsets, cleaner offsets,

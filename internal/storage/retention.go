@@ -292,6 +292,7 @@ func (l *Log) DeleteOldSegments() (deleted int, err error) {
 		l.dirDirty = true
 		if b := rest[0].baseOffset; b > l.logStartOffset.Load() {
 			l.logStartOffset.Store(b)
+			l.checkpointMoved()
 		}
 		l.deleteSnapshotsBelowLocked()
 		l.logger.Info("deleted segments", "segments", len(victims), "reasons", reasons,
