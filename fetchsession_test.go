@@ -2,6 +2,7 @@ package samsa_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"testing"
@@ -210,4 +211,98 @@ func TestFollowerFetchSessions(t *testing.T) {
 	if sent > produces*40/4 {
 		t.Fatalf("follower named %d partitions over %d produces: full fetches (a session names only what moved)", sent, produces)
 	}
+}
+
+// TestFetchDuplicatePartitions: a full Fetch naming a partition many
+// times, in one topic entry and in repeated ones, is answered with the
+// partition once, read from the offset of its last occurrence, as Kafka's
+// FetchRequest.fetchData (a map by topic-partition) serves it: without a
+// session (epoch -1), when opening one (epoch 0, and the session then
+// holds it once) and in an incremental fetch that names it again. Before,
+// each occurrence was read: a partition named 1,000 times came back with
+// its batch 1,000 times.
+func TestFetchDuplicatePartitions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n, kgo.DefaultProduceTopic("dup"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, cl, "dup", 2, nil)
+	for p := int32(0); p < 2; p++ {
+		for range 2 {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	br := direct(t, cl)
+	const copies = 1000
+	fetch := func(id, epoch int32, names int) *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID, req.MaxBytes, req.SessionID, req.SessionEpoch = -1, 1<<20, id, epoch
+		// Partition 0 from offset 0 names-1 times then from offset 1,
+		// split over two topic entries around partition 1.
+		for i := range names {
+			if len(req.Topics) == 0 || i == names/2 {
+				rt := kmsg.NewFetchRequestTopic()
+				rt.Topic = "dup"
+				req.Topics = append(req.Topics, rt)
+				if i == names/2 {
+					rp := kmsg.NewFetchRequestTopicPartition()
+					rp.Partition, rp.PartitionMaxBytes = 1, 1<<20
+					req.Topics[len(req.Topics)-1].Partitions = append(req.Topics[len(req.Topics)-1].Partitions, rp)
+				}
+			}
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.PartitionMaxBytes = 1 << 20
+			if i == names-1 {
+				rp.FetchOffset = 1
+			}
+			rt := &req.Topics[len(req.Topics)-1]
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp, err := req.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		return resp
+	}
+	// check compares the partitions answered, in order, each with the
+	// base offset of its first batch.
+	check := func(what string, resp *kmsg.FetchResponse, want []int32) {
+		t.Helper()
+		var got []string
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				first := int64(-1) // the first batch's base offset
+				if len(rp.RecordBatches) >= 8 {
+					first = int64(binary.BigEndian.Uint64(rp.RecordBatches))
+				}
+				got = append(got, fmt.Sprintf("%d@%d", rp.Partition, first))
+			}
+		}
+		var w []string
+		for _, p := range want {
+			first := int64(0)
+			if p == 0 {
+				first = 1
+			}
+			w = append(w, fmt.Sprintf("%d@%d", p, first))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Fatalf("%s: partitions answered (partition@first offset) %v, want %v", what, got, w)
+		}
+	}
+	check("sessionless fetch", fetch(0, -1, copies), []int32{0, 1})
+	resp := fetch(0, 0, copies)
+	check("session-opening fetch", resp, []int32{0, 1})
+	if resp.SessionID == 0 {
+		t.Fatal("no session opened")
+	}
+	// The session holds partition 0 once, at the offset last named.
+	check("incremental fetch", fetch(resp.SessionID, 1, copies), []int32{0, 1})
 }
