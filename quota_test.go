@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/samsahq/samsa"
 )
 
 // Client quotas (issue 15), stored with AlterClientQuotas and enforced by
@@ -358,5 +360,51 @@ func TestConsumerByteRateFetch(t *testing.T) {
 		if resp.ThrottleMillis <= 0 || i == 20 {
 			t.Fatalf("fetch %d: %d record bytes, throttle %d ms", i+3, size, resp.ThrottleMillis)
 		}
+	}
+}
+
+// TestConsumerByteRateTiny: a consumer_byte_rate whose quota window
+// allows less than a byte (any rate with quota.window.num=1: rate × 0
+// windows, as Kafka's ClientQuotaManager.getMaxValueInQuotaWindow) caps a
+// Fetch at its first batch (KIP-74), as Kafka's fetch whose max bytes the
+// quota brings to 0: the cap of 0 used to read as no cap
+// (fetch.max.bytes), and the Fetch read all 20 batches (21,400 bytes) for
+// an answer that the quota then emptied.
+func TestConsumerByteRateTiny(t *testing.T) {
+	n := startNode(t, t.TempDir(), map[string]string{"quota.window.num": "1", "quota.window.size.seconds": "1"})
+	cl := newClient(t, n, kgo.DefaultProduceTopic("tiny"), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxProduceRequestsInflightPerBroker(1))
+	createTopic(t, cl, "tiny", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := make([]byte, 1000)
+	for range 20 { // 20 batches of about 1 KiB
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	anonymous := "ANONYMOUS"
+	alterQuota(t, kadm.NewClient(cl), kadm.ClientQuotaEntity{{Type: "user", Name: &anonymous}}, "consumer_byte_rate", 1)
+
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 0
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "tiny"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.PartitionMaxBytes = 1 << 20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	before := samsa.ConsumerBytesOut(n)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Over the quota at once, the answer is empty and throttled, as
+	// Kafka's; what was read for it is the first batch.
+	if read := samsa.ConsumerBytesOut(n) - before; read == 0 || read > 1100 {
+		t.Fatalf("fetch under a quota window of 0 bytes read %d record bytes, want the first batch only (about 1 KiB)", read)
+	}
+	if resp.ThrottleMillis <= 0 || len(resp.Topics) != 0 {
+		t.Fatalf("fetch over the quota: throttle %d ms, %d topics; want a throttle and an empty response", resp.ThrottleMillis, len(resp.Topics))
 	}
 }

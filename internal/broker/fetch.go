@@ -122,8 +122,14 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	if req.ReplicaID < 0 {
 		// A consumer may not ask for more than its consumer_byte_rate
 		// allows in a quota window: more would be throttled for sure.
+		// A quota allowing less than a byte still returns the first
+		// batch (KIP-74), as Kafka's fetch with max bytes 0: a cap of 0
+		// would read as none (fetch.max.bytes) in fetchOnce.
 		if n, ok := b.fetchQuotaBytes(c, clientIDFrom(ctx)); ok {
-			req.MaxBytes = min(req.MaxBytes, n)
+			if req.MaxBytes <= 0 {
+				req.MaxBytes = b.node.FetchMaxBytes
+			}
+			req.MaxBytes = max(min(req.MaxBytes, n), 1)
 			req.MinBytes = min(req.MinBytes, req.MaxBytes)
 		}
 	}
