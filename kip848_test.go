@@ -2,6 +2,7 @@ package samsa_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // Consumer groups of the KIP-848 protocol (ConsumerGroupHeartbeat),
@@ -231,5 +235,41 @@ func TestConsumerGroupRegexBounded(t *testing.T) {
 		if resp.ErrorCode != c.code {
 			t.Fatalf("a join with a regex of %d bytes: %v, want %v", len(c.regex), kerr.ErrorForCode(resp.ErrorCode), kerr.ErrorForCode(c.code))
 		}
+	}
+}
+
+// TestGroupLogsClipClientStrings: the member and group ids a client chose
+// are clipped in the coordinator's log lines (clip.String, 256 bytes and
+// a marker): a member joining with a 100 KB member id and a 20 KB group
+// id logs "consumer group member joined" in a line under 4 KB, not one of
+// 120 KB. (franz-go refuses client ids past 256 bytes, so the client id,
+// clipped the same way, is not tried here.)
+func TestGroupLogsClipClientStrings(t *testing.T) {
+	logs := new(testutil.SyncBuffer)
+	n := startConfig(t, samsa.Config{Dir: t.TempDir(), Properties: kip848Props(), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, n)
+	createTopic(t, cl, "clip", 1, nil)
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Group, req.MemberID, req.RebalanceTimeoutMillis = strings.Repeat("g", 20_000), strings.Repeat("m", 100_000), 10_000
+	req.SubscribedTopicNames = []string{"clip"}
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	waitFor(t, 30*time.Second, "a ConsumerGroupHeartbeat answer", func() bool {
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil && resp.ErrorCode != 0 && !kerr.IsRetriable(kerr.ErrorForCode(resp.ErrorCode)) {
+			t.Fatalf("heartbeat: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		return err == nil && resp.ErrorCode == 0
+	})
+	joined := false
+	for line := range strings.Lines(logs.String()) {
+		if len(line) > 4<<10 {
+			t.Fatalf("a log line of %d bytes: %.200s...", len(line), line)
+		}
+		joined = joined || strings.Contains(line, "consumer group member joined")
+	}
+	if !joined {
+		t.Fatal("no line logged the member joining")
 	}
 }

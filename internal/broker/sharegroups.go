@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/clip"
 	"github.com/samsahq/samsa/internal/coordinator/share"
 	"github.com/samsahq/samsa/internal/dlq"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -203,7 +204,7 @@ func (b *Broker) writeShareExpiriesLocked(groupID, topic string, topicID [16]byt
 	}()
 	dead, err := b.writeShareChange(ctx, groupID, topicID, p, rp.LeaderEpoch(), sp, nil)
 	if err != nil {
-		b.logger.Warn("writing share-partition state after a lock expiry", "group", groupID, "topic", topic, "partition", p, "err", err)
+		b.logger.Warn("writing share-partition state after a lock expiry", "group", clip.String(groupID), "topic", topic, "partition", p, "err", err)
 	}
 	b.deadLetters(groupID, topic, p, rp, dead)
 }
@@ -433,7 +434,7 @@ func (b *Broker) shareAck(ctx context.Context, groupID, member string, t *metada
 	b.deadLetters(groupID, t.Name, p, rp, dead)
 	b.armShareExpiry(groupID, t, p, sp)
 	if err != nil {
-		b.logger.Warn("writing share-partition state; acknowledgement rolled back", "group", groupID, "topic", t.Name, "partition", p, "err", err)
+		b.logger.Warn("writing share-partition state; acknowledgement rolled back", "group", clip.String(groupID), "topic", t.Name, "partition", p, "err", err)
 		return shareWriteError(err)
 	}
 	return nil
@@ -554,7 +555,7 @@ func (b *Broker) releaseShareSession(ctx context.Context, groupID, member string
 			dead, err := b.writeShareChange(ctx, groupID, t.ID, tp.Partition, rp.LeaderEpoch(), sp, c)
 			b.deadLetters(groupID, t.Name, tp.Partition, rp, dead)
 			if err != nil {
-				b.logger.Warn("writing share-partition state; release rolled back", "group", groupID, "topic", t.Name, "partition", tp.Partition, "err", err)
+				b.logger.Warn("writing share-partition state; release rolled back", "group", clip.String(groupID), "topic", t.Name, "partition", tp.Partition, "err", err)
 			}
 		}
 		sp.UnlockPersist()
@@ -578,7 +579,7 @@ func (b *Broker) deadLetters(groupID, topic string, p int32, src *replica.Partit
 	if name == "" {
 		return
 	}
-	log := b.logger.With("group", groupID, "topic", topic, "partition", p, "dlq_topic", name)
+	log := b.logger.With("group", clip.String(groupID), "topic", topic, "partition", p, "dlq_topic", name)
 	t := b.image().Topic(name)
 	if t == nil || len(t.Partitions) == 0 {
 		log.Warn("share group dead-letter topic does not exist; records archived without a copy", "records", len(dead))

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/clip"
 	"github.com/samsahq/samsa/internal/coordinator/share"
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/record"
@@ -573,7 +574,7 @@ func (b *Broker) deleteShareGroupState(ctx context.Context, groupID string, topi
 			}
 		}
 		if err != nil {
-			b.logger.Warn("deleting share group state on another broker", "group", groupID, "broker", br.ID, "err", err)
+			b.logger.Warn("deleting share group state on another broker", "group", clip.String(groupID), "broker", br.ID, "err", err)
 		}
 	}
 	resp := b.applyDeleteShareGroupState(ctx, req)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/clip"
 	"github.com/samsahq/samsa/internal/coordinator/group"
 	"github.com/samsahq/samsa/internal/coordinator/txn"
 	"github.com/samsahq/samsa/internal/metadata"
@@ -273,7 +274,7 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m txn.Marker) []txn.Topi
 	for _, tp := range m.Partitions {
 		t := im.Topic(tp.Topic)
 		if t == nil || int(tp.Partition) >= len(t.Partitions) {
-			b.logger.Warn("dropping transaction marker for a partition that no longer exists", "transactional_id", m.TransactionalID, "topic", tp.Topic, "partition", tp.Partition)
+			b.logger.Warn("dropping transaction marker for a partition that no longer exists", "transactional_id", clip.String(m.TransactionalID), "topic", tp.Topic, "partition", tp.Partition)
 			continue
 		}
 		leader := t.Partitions[tp.Partition].Leader
@@ -286,7 +287,7 @@ func (w markerWriter) WriteMarkers(ctx context.Context, m txn.Marker) []txn.Topi
 			case markerRetry:
 				retry = append(retry, tp)
 			case markerDrop:
-				b.logger.Warn("transaction marker refused", "transactional_id", m.TransactionalID, "topic", tp.Topic, "partition", tp.Partition, "err", kerr.ErrorForCode(code))
+				b.logger.Warn("transaction marker refused", "transactional_id", clip.String(m.TransactionalID), "topic", tp.Topic, "partition", tp.Partition, "err", kerr.ErrorForCode(code))
 			}
 		default:
 			remote[leader] = append(remote[leader], tp)
@@ -346,7 +347,7 @@ func (w markerWriter) writeRemote(ctx context.Context, leader int32, m txn.Marke
 					done[tp] = true
 				case markerDrop:
 					done[tp] = true
-					b.logger.Warn("transaction marker refused", "transactional_id", m.TransactionalID, "broker", leader, "topic", t.Topic, "partition", p.Partition, "err", kerr.ErrorForCode(p.ErrorCode))
+					b.logger.Warn("transaction marker refused", "transactional_id", clip.String(m.TransactionalID), "broker", leader, "topic", t.Topic, "partition", p.Partition, "err", kerr.ErrorForCode(p.ErrorCode))
 				}
 			}
 		}

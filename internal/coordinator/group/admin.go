@@ -1,6 +1,7 @@
 package group
 
 import (
+	"github.com/samsahq/samsa/internal/clip"
 	"log/slog"
 	"maps"
 	"slices"
@@ -26,7 +27,7 @@ func (g *group) deletionTombstones() []Record {
 }
 
 func (c *Coordinator) logGroup(g *group) *slog.Logger {
-	return g.part.log.With("group", g.id)
+	return g.part.log.With("group", clip.String(g.id))
 }
 
 // describeGroups handles DescribeGroups v0-v6. AuthorizedOperations are left

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/clip"
 	"github.com/samsahq/samsa/internal/deadline"
 )
 
@@ -450,7 +451,7 @@ func (c *Coordinator) consumerHeartbeat(cl Client, req *kmsg.ConsumerGroupHeartb
 		m = &cmember{id: memberID, assigned: assignment{}, revoking: assignment{}, rebalanceTimeoutMs: -1}
 		cg.addMember(m)
 		bump = true
-		c.logGroup(g).Info("consumer group member joined", "member_id", memberID, "instance_id", derefOr(req.InstanceID, ""), "client_id", cl.ID)
+		c.logGroup(g).Info("consumer group member joined", "member_id", clip.String(memberID), "instance_id", clip.String(derefOr(req.InstanceID, "")), "client_id", clip.String(cl.ID))
 	} else {
 		prevAssigned = m.assigned.clone()
 		if epoch == 0 && req.InstanceID == nil && m.epoch != 0 {
@@ -620,7 +621,7 @@ func (c *Coordinator) replaceConsumerMember(g *group, old *cmember, newID string
 		cg.target[newID] = t
 		*recs = append(*recs, cgTargetMemberRecord(g.id, newID, t))
 	}
-	c.logGroup(g).Info("consumer group static member rejoined", "instance_id", derefOr(old.instanceID, ""), "old_member_id", old.id, "member_id", newID)
+	c.logGroup(g).Info("consumer group static member rejoined", "instance_id", clip.String(derefOr(old.instanceID, "")), "old_member_id", clip.String(old.id), "member_id", clip.String(newID))
 	return &m
 }
 
@@ -957,7 +958,7 @@ func (c *Coordinator) scheduleRevocation(g *group, m *cmember) {
 	m.revocation = c.timers.Schedule(time.Now().Add(durationMs(m.rebalanceTimeoutMs)), func() {
 		m.revocation = nil
 		if g.cg == cg && cg.members[m.id] == m && m.state == memberUnrevoked && m.epoch == epoch {
-			c.logGroup(g).Info("consumer group member did not revoke in time", "member_id", m.id, "rebalance_timeout_ms", m.rebalanceTimeoutMs)
+			c.logGroup(g).Info("consumer group member did not revoke in time", "member_id", clip.String(m.id), "rebalance_timeout_ms", m.rebalanceTimeoutMs)
 			c.fenceConsumerMember(g, m)
 		}
 	})
@@ -987,7 +988,7 @@ func (c *Coordinator) scheduleConsumerSession(g *group, m *cmember) {
 	m.session = c.timers.Schedule(time.Now().Add(session), func() {
 		m.session = nil
 		if g.cg == cg && cg.members[m.id] == m && c.owns(g.part) {
-			c.logGroup(g).Info("consumer group member session expired", "member_id", m.id, "session_timeout", session)
+			c.logGroup(g).Info("consumer group member session expired", "member_id", clip.String(m.id), "session_timeout", session)
 			c.fenceConsumerMember(g, m)
 		}
 	})
@@ -1027,7 +1028,7 @@ func (c *Coordinator) fenceConsumerMember(g *group, m *cmember) {
 	}
 	c.appendRecords(g.part, recs, func(err error) {
 		if err != nil {
-			c.logGroup(g).Warn("failed to write the removal of a consumer group member; rolled back", "member_id", m.id, "err", err)
+			c.logGroup(g).Warn("failed to write the removal of a consumer group member; rolled back", "member_id", clip.String(m.id), "err", err)
 			c.rollback(snap, true)
 		}
 	})
@@ -1070,10 +1071,10 @@ func (c *Coordinator) consumerLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRe
 		c.timers.Cancel(m.revocation)
 		m.revocation = nil
 		recs = append(recs, cgCurrentRecord(g.id, m))
-		c.logGroup(g).Info("consumer group static member left for now", "member_id", m.id, "instance_id", *m.instanceID)
+		c.logGroup(g).Info("consumer group static member left for now", "member_id", clip.String(m.id), "instance_id", clip.String(*m.instanceID))
 	} else {
 		recs = c.removeConsumerMember(g, m)
-		c.logGroup(g).Info("consumer group member left", "member_id", m.id)
+		c.logGroup(g).Info("consumer group member left", "member_id", clip.String(m.id))
 		c.maybeDowngrade(g, &recs)
 	}
 	c.writeThenReply(g, snap, recs, func(code int16) {

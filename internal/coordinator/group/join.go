@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"github.com/samsahq/samsa/internal/clip"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -236,7 +237,7 @@ func (c *Coordinator) joinNewMember(g *group, j joinRequest) {
 	}
 	if j.req.Version >= 4 { // KIP-394: hand out the id, expect a second join
 		g.pending[id] = c.timers.Schedule(time.Now().Add(durationMs(j.session)), func() { c.expirePending(g, id) })
-		c.logGroup(g).Debug("member id required", "member_id", id)
+		c.logGroup(g).Debug("member id required", "member_id", clip.String(id))
 		j.fail(kerr.MemberIDRequired.Code, id)
 		return
 	}
@@ -313,7 +314,7 @@ func (c *Coordinator) addMemberAndRebalance(g *group, j joinRequest, id string) 
 	// A parked new member cannot heartbeat; it expires after
 	// NewMemberJoinTimeout if the rebalance does not complete.
 	c.rescheduleHeartbeat(g, m, c.cfg.NewMemberJoinTimeout)
-	c.logGroup(g).Info("member joined", "member_id", id, "instance_id", derefOr(j.instanceID, ""), "client_id", j.client.ID)
+	c.logGroup(g).Info("member joined", "member_id", clip.String(id), "instance_id", clip.String(derefOr(j.instanceID, "")), "client_id", clip.String(j.client.ID))
 	c.maybePrepareRebalanceOrCompleteJoin(g, "new member joined")
 }
 
@@ -389,7 +390,7 @@ func (c *Coordinator) replaceStaticMemberAndRebalance(g *group, j joinRequest, o
 	g.updateMember(m, cloneProtocols(j.req.Protocols), j.rebalance, j.session, j.w)
 	m.clientID, m.clientHost = j.client.ID, j.client.Host
 	c.rescheduleHeartbeat(g, m, m.sessionTimeout())
-	c.logGroup(g).Info("static member rejoined", "instance_id", instanceID, "old_member_id", oldID, "member_id", newID, "state", g.state.String())
+	c.logGroup(g).Info("static member rejoined", "instance_id", clip.String(instanceID), "old_member_id", clip.String(oldID), "member_id", clip.String(newID), "state", g.state.String())
 
 	switch g.state {
 	case stateStable:
@@ -454,7 +455,7 @@ func (c *Coordinator) expireHeartbeat(g *group, m *member) {
 	if g.state == stateDead || g.members[m.id] != m || m.hasSatisfiedHeartbeat() {
 		return
 	}
-	c.logGroup(g).Info("member session expired", "member_id", m.id, "session_timeout", m.sessionTimeout())
+	c.logGroup(g).Info("member session expired", "member_id", clip.String(m.id), "session_timeout", m.sessionTimeout())
 	c.removeMemberAndUpdateGroup(g, m)
 }
 
@@ -468,7 +469,7 @@ func (c *Coordinator) expirePending(g *group, id string) {
 		return
 	}
 	delete(g.pending, id)
-	c.logGroup(g).Info("pending member expired", "member_id", id)
+	c.logGroup(g).Info("pending member expired", "member_id", clip.String(id))
 	if g.state == statePreparingRebalance && g.hasAllMembersJoined() {
 		c.completeJoinPhase(g)
 	}
@@ -540,7 +541,7 @@ func (c *Coordinator) prepareRebalance(g *group, reason string) {
 		remaining := maxOf(g.rebalanceTimeout()-delay, 0)
 		g.joinTimer = c.timers.Schedule(now.Add(delay), func() { c.tryCompleteInitialRebalance(g, delay, remaining) })
 	}
-	c.logGroup(g).Info("preparing to rebalance", "old_state", g.state.String(), "generation", g.generation, "reason", reason)
+	c.logGroup(g).Info("preparing to rebalance", "old_state", g.state.String(), "generation", g.generation, "reason", clip.String(reason))
 	g.transition(statePreparingRebalance, now)
 	if !initial {
 		c.completeJoinElseSchedule(g)
@@ -583,7 +584,7 @@ func (c *Coordinator) completeJoinPhase(g *group) {
 	}
 	for _, m := range g.sortedMembers() {
 		if m.join == nil && m.instanceID == nil {
-			c.logGroup(g).Info("member did not rejoin in time", "member_id", m.id)
+			c.logGroup(g).Info("member did not rejoin in time", "member_id", clip.String(m.id))
 			c.removeMember(g, m, kerr.UnknownMemberID.Code)
 		}
 	}
@@ -621,7 +622,7 @@ func (c *Coordinator) completeJoinPhase(g *group) {
 		})
 		return
 	}
-	c.logGroup(g).Info("rebalance: join phase complete", "generation", g.generation, "protocol", *g.protocolName, "leader", g.leader, "members", len(g.members))
+	c.logGroup(g).Info("rebalance: join phase complete", "generation", g.generation, "protocol", *g.protocolName, "leader", clip.String(g.leader), "members", len(g.members))
 	for _, m := range g.sortedMembers() {
 		completeJoin(m, g.joinResponse(m, m.id == g.leader))
 		c.rescheduleHeartbeat(g, m, m.sessionTimeout())
@@ -641,7 +642,7 @@ func (c *Coordinator) expirePendingSync(g *group, gen int32) {
 	}
 	for _, m := range g.sortedMembers() {
 		if g.pendingSync[m.id] {
-			c.logGroup(g).Info("member did not sync in time", "member_id", m.id)
+			c.logGroup(g).Info("member did not sync in time", "member_id", clip.String(m.id))
 			c.removeMember(g, m, kerr.UnknownMemberID.Code)
 		}
 	}
@@ -923,14 +924,14 @@ func (c *Coordinator) leaveGroupSync(req *kmsg.LeaveGroupRequest, reply func(*km
 				add(ident, kerr.UnknownMemberID.Code)
 				continue
 			}
-			c.logGroup(g).Info("member left", "member_id", id, "instance_id", *ident.InstanceID, "reason", reason)
+			c.logGroup(g).Info("member left", "member_id", clip.String(id), "instance_id", clip.String(*ident.InstanceID), "reason", clip.String(reason))
 			c.removeMember(g, g.members[id], kerr.UnknownMemberID.Code)
 			add(ident, 0)
 			left++
 		case g.pending[ident.MemberID] != nil:
 			c.timers.Cancel(g.pending[ident.MemberID])
 			delete(g.pending, ident.MemberID)
-			c.logGroup(g).Info("pending member left", "member_id", ident.MemberID, "reason", reason)
+			c.logGroup(g).Info("pending member left", "member_id", clip.String(ident.MemberID), "reason", clip.String(reason))
 			add(ident, 0)
 			left++
 		default:
@@ -938,7 +939,7 @@ func (c *Coordinator) leaveGroupSync(req *kmsg.LeaveGroupRequest, reply func(*km
 				add(ident, code)
 				continue
 			}
-			c.logGroup(g).Info("member left", "member_id", ident.MemberID, "instance_id", derefOr(ident.InstanceID, ""), "reason", reason)
+			c.logGroup(g).Info("member left", "member_id", clip.String(ident.MemberID), "instance_id", clip.String(derefOr(ident.InstanceID, "")), "reason", clip.String(reason))
 			c.removeMember(g, g.members[ident.MemberID], kerr.UnknownMemberID.Code)
 			add(ident, 0)
 			left++

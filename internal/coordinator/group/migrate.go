@@ -1,6 +1,7 @@
 package group
 
 import (
+	"github.com/samsahq/samsa/internal/clip"
 	"slices"
 	"time"
 
@@ -263,7 +264,7 @@ func (c *Coordinator) classicJoinToConsumer(g *group, j joinRequest) {
 		m = &cmember{id: memberID, assigned: assignment{}, revoking: assignment{}}
 		cg.addMember(m)
 		bump = true
-		c.logGroup(g).Info("classic member joined the consumer group", "member_id", memberID, "instance_id", derefOr(j.instanceID, ""), "client_id", j.client.ID)
+		c.logGroup(g).Info("classic member joined the consumer group", "member_id", clip.String(memberID), "instance_id", clip.String(derefOr(j.instanceID, "")), "client_id", clip.String(j.client.ID))
 	}
 	before := cgMemberRecord(g.id, m)
 	if j.instanceID != nil {
@@ -378,7 +379,7 @@ func (c *Coordinator) classicLeaveFromConsumer(g *group, req *kmsg.LeaveGroupReq
 		if code == 0 {
 			snap.save(m)
 			recs = append(recs, c.removeConsumerMember(g, m)...)
-			c.logGroup(g).Info("classic member left the consumer group", "member_id", m.id, "reason", derefOr(ident.Reason, "not provided"))
+			c.logGroup(g).Info("classic member left the consumer group", "member_id", clip.String(m.id), "reason", clip.String(derefOr(ident.Reason, "not provided")))
 		}
 		mr.ErrorCode = code
 		resp.Members = append(resp.Members, mr)

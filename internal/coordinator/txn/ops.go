@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"github.com/samsahq/samsa/internal/clip"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -107,7 +108,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, expectedPID int
 			fail(code)
 			return
 		}
-		part.log.Info("initialized transactional id", "transactional_id", id, "producer_id", m.producerID, "producer_epoch", m.epoch)
+		part.log.Info("initialized transactional id", "transactional_id", clip.String(id), "producer_id", m.producerID, "producer_epoch", m.epoch)
 		reply(pidResult{pid: m.producerID, epoch: m.epoch})
 	})
 }
@@ -397,7 +398,7 @@ func (c *Coordinator) prepare(part *partition, m *txnMeta, commit, fence, bump, 
 			reply(code)
 			return
 		}
-		part.log.Info("ending transaction", "transactional_id", m.id, "producer_id", m.producerID, "producer_epoch", m.epoch,
+		part.log.Info("ending transaction", "transactional_id", clip.String(m.id), "producer_id", m.producerID, "producer_epoch", m.epoch,
 			"commit", commit, "fenced", fence, "epoch_bump", bump, "partitions", len(m.partitions))
 		reply(0)
 		c.sendMarkers(part, m)
@@ -467,7 +468,7 @@ func (c *Coordinator) complete(part *partition, m *txnMeta, prepared kmsg.Transa
 	c.write(part, m, &next, func(err error) {
 		if err == nil {
 			m.markers = false
-			part.log.Info("transaction completed", "transactional_id", m.id, "producer_id", m.producerID,
+			part.log.Info("transaction completed", "transactional_id", clip.String(m.id), "producer_id", m.producerID,
 				"producer_epoch", m.epoch, "state", m.state.String())
 			return
 		}
@@ -475,7 +476,7 @@ func (c *Coordinator) complete(part *partition, m *txnMeta, prepared kmsg.Transa
 			m.markers = false
 			return
 		}
-		part.log.Warn("writing transaction completion failed; retrying", "transactional_id", m.id, "err", err)
+		part.log.Warn("writing transaction completion failed; retrying", "transactional_id", clip.String(m.id), "err", err)
 		c.timers.Schedule(time.Now().Add(c.cfg.MarkerRetryBackoff), func() { c.complete(part, m, prepared) })
 	})
 }
@@ -501,11 +502,11 @@ func (c *Coordinator) abortTimedOut(now time.Time) {
 			if m.state != stateOngoing || m.pending || m.markers || m.startMs+int64(m.timeoutMs) >= nowMs {
 				continue
 			}
-			part.log.Info("aborting timed out transaction", "transactional_id", m.id, "producer_id", m.producerID,
+			part.log.Info("aborting timed out transaction", "transactional_id", clip.String(m.id), "producer_id", m.producerID,
 				"producer_epoch", m.epoch, "timeout_ms", m.timeoutMs)
 			c.abort(part, m, true, func(code int16) {
 				if code != 0 {
-					part.log.Warn("aborting timed out transaction failed", "transactional_id", m.id, "code", code)
+					part.log.Warn("aborting timed out transaction failed", "transactional_id", clip.String(m.id), "code", code)
 				}
 			})
 		}
@@ -538,10 +539,10 @@ func (c *Coordinator) expireIDs(now time.Time) {
 			if m.pending || m.markers || m.updateMs > limit {
 				continue
 			}
-			part.log.Info("expiring transactional id", "transactional_id", m.id, "producer_id", m.producerID)
+			part.log.Info("expiring transactional id", "transactional_id", clip.String(m.id), "producer_id", m.producerID)
 			c.write(part, m, nil, func(err error) {
 				if err != nil {
-					part.log.Warn("expiring transactional id failed", "transactional_id", m.id, "err", err)
+					part.log.Warn("expiring transactional id failed", "transactional_id", clip.String(m.id), "err", err)
 				}
 			})
 		}
