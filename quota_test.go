@@ -297,32 +297,13 @@ func TestConnectionCreationRate(t *testing.T) {
 // from the same offset.
 func TestConsumerByteRateFetch(t *testing.T) {
 	const rate = 8 << 10
-	n := startNode(t, t.TempDir(), map[string]string{"quota.window.num": "2", "quota.window.size.seconds": "1"})
-	cl := newClient(t, n, kgo.DefaultProduceTopic("cq"), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.MaxProduceRequestsInflightPerBroker(1))
-	createTopic(t, cl, "cq", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	value := make([]byte, 1000)
-	for range 100 { // 100 batches of about 1 KiB
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	anonymous := "ANONYMOUS"
-	alterQuota(t, kadm.NewClient(cl), kadm.ClientQuotaEntity{{Type: "user", Name: &anonymous}}, "consumer_byte_rate", rate)
+	_, cl := consumerQuotaNode(ctx, t, "2", "cq", 100, rate)
 
 	fetch := func(offset int64) (*kmsg.FetchResponse, int) {
 		t.Helper()
-		req := kmsg.NewPtrFetchRequest()
-		req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 0
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = "cq"
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.FetchOffset, rp.PartitionMaxBytes = offset, 1<<20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, cl)
+		resp, err := fetchOnePartition("cq", offset).RequestWith(ctx, cl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,31 +352,11 @@ func TestConsumerByteRateFetch(t *testing.T) {
 // (fetch.max.bytes), and the Fetch read all 20 batches (21,400 bytes) for
 // an answer that the quota then emptied.
 func TestConsumerByteRateTiny(t *testing.T) {
-	n := startNode(t, t.TempDir(), map[string]string{"quota.window.num": "1", "quota.window.size.seconds": "1"})
-	cl := newClient(t, n, kgo.DefaultProduceTopic("tiny"), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.MaxProduceRequestsInflightPerBroker(1))
-	createTopic(t, cl, "tiny", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	value := make([]byte, 1000)
-	for range 20 { // 20 batches of about 1 KiB
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	anonymous := "ANONYMOUS"
-	alterQuota(t, kadm.NewClient(cl), kadm.ClientQuotaEntity{{Type: "user", Name: &anonymous}}, "consumer_byte_rate", 1)
-
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 0
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "tiny"
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.PartitionMaxBytes = 1 << 20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	n, cl := consumerQuotaNode(ctx, t, "1", "tiny", 20, 1)
 	before := samsa.ConsumerBytesOut(n)
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := fetchOnePartition("tiny", 0).RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,4 +368,38 @@ func TestConsumerByteRateTiny(t *testing.T) {
 	if resp.ThrottleMillis <= 0 || len(resp.Topics) != 0 {
 		t.Fatalf("fetch over the quota: throttle %d ms, %d topics; want a throttle and an empty response", resp.ThrottleMillis, len(resp.Topics))
 	}
+}
+
+// consumerQuotaNode starts a node with quota.window.num windows of 1 s,
+// writes batches batches of about 1 KiB to partition 0 of a new topic,
+// and sets the anonymous user's consumer_byte_rate to rate.
+func consumerQuotaNode(ctx context.Context, t *testing.T, windows, topic string, batches int, rate float64) (*samsa.Node, *kgo.Client) {
+	t.Helper()
+	n := startNode(t, t.TempDir(), map[string]string{"quota.window.num": windows, "quota.window.size.seconds": "1"})
+	cl := newClient(t, n, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxProduceRequestsInflightPerBroker(1))
+	createTopic(t, cl, topic, 1, nil)
+	value := make([]byte, 1000)
+	for range batches {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	anonymous := "ANONYMOUS"
+	alterQuota(t, kadm.NewClient(cl), kadm.ClientQuotaEntity{{Type: "user", Name: &anonymous}}, "consumer_byte_rate", rate)
+	return n, cl
+}
+
+// fetchOnePartition is a consumer's Fetch of partition 0 of topic from
+// offset, 1 MiB at most, without waiting.
+func fetchOnePartition(topic string, offset int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 0
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.FetchOffset, rp.PartitionMaxBytes = offset, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }
