@@ -229,6 +229,7 @@ func New(cfg Config) (*Broker, error) {
 		LeaderThrottle:                  b.leaderThrottle,
 		FollowerThrottle:                b.followerThrottle,
 		Topics:                          cfg.Topics,
+		CreateWorkers:                   int(cfg.Node.NumRecoveryThreadsPerDataDir) * len(cfg.Node.LogDirs),
 		Logger:                          logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
@@ -534,12 +535,15 @@ func (b *Broker) applyPartition(batch *[]replica.ApplyItem, t, prev *metadata.To
 		return
 	}
 	st := replica.State{Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Replicas: p.Replicas, ISR: p.ISR}
-	*batch = append(*batch, replica.ApplyItem{TopicPartition: tp, TopicID: t.ID, State: st, Config: cfg})
+	// The coordinators load their partitions as soon as the image names
+	// this broker the leader: their logs are made at once.
+	*batch = append(*batch, replica.ApplyItem{TopicPartition: tp, TopicID: t.ID, State: st, Config: cfg, Now: isInternalTopic(t.Name)})
 }
 
 // applyPartitions hosts the partitions of batch (replica.ApplyBatch: the
-// replica manager's lock taken once per chunk, not once per partition)
-// and returns the first error.
+// replica manager's lock taken once per chunk, not once per partition;
+// new logs are created by its workers, off the metadata listener) and
+// returns the first error.
 func (b *Broker) applyPartitions(batch []replica.ApplyItem) error {
 	var first error
 	for i, err := range b.replicas.ApplyBatch(batch) {

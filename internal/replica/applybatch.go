@@ -1,35 +1,184 @@
 package replica
 
+import (
+	"errors"
+
+	"github.com/samsahq/samsa/internal/storage"
+)
+
 // ApplyItem is one partition of ApplyBatch: Apply's arguments.
 type ApplyItem struct {
 	TopicPartition
 	TopicID [16]byte
 	State   State
 	Config  LogConfig
+	// Now creates a missing log within ApplyBatch instead of on a
+	// creator: the coordinators' internal topics, which the broker loads
+	// as soon as the image names it their leader.
+	Now bool
 }
 
 // applyChunk bounds the partitions ApplyBatch applies under one hold of
-// the Manager's lock: fetches and produces look partitions up under it,
-// and a chunk that creates logs holds it for their file creations.
+// the Manager's lock: fetches and produces look partitions up under it.
 const applyChunk = 512
+
+// pendingLog is a partition whose log a creator makes: hosted (led or
+// followed as item says, the latest state the metadata gave) once its log
+// exists.
+type pendingLog struct {
+	item     ApplyItem
+	creating bool // a creator is making the log; Remove leaves it the deletion
+	removed  bool // removed while creating: the creator deletes the new log
+}
 
 // ApplyBatch is Apply for each item, in order, taking the Manager's lock
 // once per chunk of applyChunk partitions instead of once per partition:
 // a metadata commit that moves 10,000 leaderships (a controlled shutdown,
 // a fenced broker) took 10,000 turns of the lock, each waiting for the
-// fetch handlers holding it for reading, seconds on a loaded machine. It
-// returns one error per item (nil when hosted); a partition whose log
-// cannot be opened is offline, as with Apply. Safe for concurrent use.
+// fetch handlers holding it for reading, seconds on a loaded machine.
+//
+// A partition whose log does not exist yet is not created here (unless
+// the item says Now): the file system work (a directory, the segment
+// files) goes to Options.CreateWorkers creators, and the partition is led
+// or followed, at the latest state ApplyBatch gave for it, once its log
+// exists; until then Get returns nil (clients get NOT_LEADER_OR_FOLLOWER,
+// retriable, as Kafka's ReplicaManager answers for a partition it does not
+// host yet) and Pending counts it. The metadata listener calls ApplyBatch
+// for each commit, and a burst of creations (20 topics of 100 partitions)
+// held it for 17-32 s per commit at load 50, during which the next
+// commits, and a new quorum leader's activation as the controller, waited.
+//
+// It returns one error per item, nil when hosted or pending; a log that
+// cannot be opened or created makes its partition offline (Offline), here
+// or on the creator. Safe for concurrent use.
 func (m *Manager) ApplyBatch(items []ApplyItem) []error {
 	errs := make([]error, len(items))
+	queued := false
 	for lo := 0; lo < len(items); lo += applyChunk {
 		hi := min(lo+applyChunk, len(items))
 		m.mu.Lock()
 		for i := lo; i < hi; i++ {
 			it := &items[i]
+			if !it.Now && m.deferLocked(it) {
+				queued = true
+				continue
+			}
 			_, errs[i] = m.applyLocked(it.TopicPartition, it.TopicID, it.State, it.Config)
 		}
 		m.mu.Unlock()
 	}
+	if queued {
+		m.signalCreators()
+	}
 	return errs
+}
+
+// deferLocked reports whether it waits for a creator: its partition is
+// pending already (the state is updated to it), or neither hosted nor
+// with a log on disk (it is queued).
+func (m *Manager) deferLocked(it *ApplyItem) bool {
+	if pl := m.pending[it.TopicPartition]; pl != nil {
+		pl.item = *it
+		pl.removed = false // re-created while its log was being made: the new, empty log serves
+		return true
+	}
+	if m.parts[it.TopicPartition] != nil || m.logs.Get(storage.TopicPartition{Topic: it.Topic, Partition: it.Partition}) != nil {
+		return false
+	}
+	m.pending[it.TopicPartition] = &pendingLog{item: *it}
+	m.createQ = append(m.createQ, it.TopicPartition)
+	return true
+}
+
+// Pending is the number of partitions ApplyBatch gave to the creators
+// whose logs do not exist yet. Safe for concurrent use.
+func (m *Manager) Pending() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.pending)
+}
+
+// signalCreators wakes a creator without blocking.
+func (m *Manager) signalCreators() {
+	select {
+	case m.createSig <- struct{}{}:
+	default:
+	}
+}
+
+// creator creates the logs of pending partitions until Close.
+func (m *Manager) creator() {
+	for {
+		tp, cfg, ok := m.nextPending()
+		if !ok {
+			select {
+			case <-m.ctx.Done():
+				return
+			case <-m.createSig:
+			}
+			continue
+		}
+		m.create(tp, cfg)
+	}
+}
+
+// nextPending takes the next partition of the queue whose log is still
+// wanted and marks it creating.
+func (m *Manager) nextPending() (TopicPartition, LogConfig, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for len(m.createQ) > 0 && m.ctx.Err() == nil {
+		tp := m.createQ[0]
+		m.createQ[0] = TopicPartition{}
+		m.createQ = m.createQ[1:]
+		if len(m.createQ) == 0 {
+			m.createQ = nil // let the backing array go
+		} else {
+			m.signalCreators() // another creator takes the next one
+		}
+		pl := m.pending[tp]
+		if pl == nil || pl.creating {
+			continue // removed before its turn, or queued twice
+		}
+		pl.creating = true
+		return tp, pl.item.Config, true
+	}
+	return TopicPartition{}, LogConfig{}, false
+}
+
+// create makes tp's log and hosts the partition at its latest pending
+// state, or deletes the log when the partition was removed meanwhile.
+func (m *Manager) create(tp TopicPartition, cfg LogConfig) {
+	stp := storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+	_, err := m.logs.Create(stp, cfg.Storage)
+	m.mu.Lock()
+	pl := m.pending[tp]
+	delete(m.pending, tp)
+	switch {
+	case pl == nil:
+		m.mu.Unlock()
+		return
+	case pl.removed:
+		m.mu.Unlock()
+		if err == nil {
+			if err := m.logs.Delete(stp); err != nil && !errors.Is(err, storage.ErrClosed) {
+				m.logger.Error("deleting partition failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			}
+		}
+		return
+	case m.ctx.Err() != nil:
+		// Closing: the log is on disk and is opened at the next start.
+		m.mu.Unlock()
+		return
+	}
+	if err == nil {
+		it := &pl.item
+		_, err = m.applyLocked(tp, it.TopicID, it.State, it.Config)
+	} else {
+		m.offline[tp] = err
+	}
+	m.mu.Unlock()
+	if err != nil {
+		m.logger.Error("hosting partition failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	}
 }

@@ -55,6 +55,11 @@ type Options struct {
 	// Topics, when set, gives each hosted partition its topic's traffic
 	// counters (Partition.Stats).
 	Topics *metrics.Topics
+	// CreateWorkers is how many goroutines create the logs of partitions
+	// ApplyBatch assigns to this broker (num.recovery.threads.per.data.dir
+	// times the log dirs, as Kafka sizes its log loading); zero or
+	// negative means 2.
+	CreateWorkers int
 	Logger *slog.Logger // nil discards
 }
 
@@ -65,9 +70,12 @@ type Manager struct {
 	opts   Options
 	logger *slog.Logger
 
-	mu            sync.RWMutex // guards parts, offline, fetchers and hwCheckpoints
+	mu            sync.RWMutex // guards parts, offline, pending, createQ, fetchers and hwCheckpoints
 	parts         map[TopicPartition]*Partition
 	offline       map[TopicPartition]error                    // partitions whose log could not be opened, with why
+	pending       map[TopicPartition]*pendingLog              // assigned, waiting for a creator to make the log (applybatch.go)
+	createQ       []TopicPartition                            // pending partitions in the order assigned; may name one twice or a removed one
+	createSig     chan struct{}                               // wakes a creator (capacity 1)
 	fetchers      map[int32]*fetcher                          // by leader id
 	hwCheckpoints map[string]map[storage.TopicPartition]int64 // by log dir, read once
 	// hwMoved: a high-watermark moved, or a partition went, since the
@@ -126,16 +134,24 @@ func NewManager(logs *storage.Manager, opts Options) *Manager {
 	if opts.HighWatermarkCheckpointInterval <= 0 {
 		opts.HighWatermarkCheckpointInterval = 5 * time.Second
 	}
+	if opts.CreateWorkers <= 0 {
+		opts.CreateWorkers = 2
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, offline: map[TopicPartition]error{}, fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
+	m := &Manager{logs: logs, opts: opts, logger: opts.Logger, parts: map[TopicPartition]*Partition{}, offline: map[TopicPartition]error{}, pending: map[TopicPartition]*pendingLog{}, createSig: make(chan struct{}, 1), fetchers: map[int32]*fetcher{}, hwCheckpoints: map[string]map[storage.TopicPartition]int64{}, ctx: ctx, cancel: cancel}
 	m.hwMoved.Store(true) // the first checkpoint drops what the hosted partitions no longer include
 	m.spawn(m.isrChecker)
 	m.spawn(m.hwCheckpointer)
+	for range opts.CreateWorkers {
+		m.spawn(m.creator)
+	}
 	return m
 }
 
-// Close stops the fetchers, the ISR checker and the checkpointer and writes the
-// high-watermark checkpoint.
+// Close stops the fetchers, the ISR checker, the checkpointer and the
+// log creators (a creation under way finishes; the partitions still
+// pending are abandoned: their logs are created when the next process
+// applies the metadata) and writes the high-watermark checkpoint.
 func (m *Manager) Close() {
 	m.goMu.Lock()
 	m.closing = true
@@ -237,9 +253,20 @@ func (m *Manager) fetcherLocked(leader int32) *fetcher {
 }
 
 // Remove stops hosting tp and deletes its log (topic deletion, or a
-// replica moved away).
+// replica moved away). A partition whose log a creator has not made yet
+// is dropped from the queue, or its log deleted by the creator once made.
 func (m *Manager) Remove(tp TopicPartition) error {
 	m.mu.Lock()
+	if pl := m.pending[tp]; pl != nil {
+		delete(m.offline, tp)
+		if pl.creating {
+			pl.removed = true
+		} else {
+			delete(m.pending, tp)
+		}
+		m.mu.Unlock()
+		return nil
+	}
 	p := m.parts[tp]
 	delete(m.parts, tp)
 	delete(m.offline, tp)
