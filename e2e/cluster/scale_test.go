@@ -210,6 +210,36 @@ func topicOK(st clusterState, name string, n int, ok func(partState) bool) bool 
 // controller and a live leader for every partition; a controlled shutdown
 // of a broker moves every partition it leads; its restart brings it back
 // into every ISR. It asserts the properties and reports the times.
+// logsOnEvery reports whether DescribeLogDirs shows, on each node of c,
+// a log of n partitions of topics (replication factor 3 on 3 nodes: every
+// partition on every node).
+func logsOnEvery(adm *kadm.Client, c *proctest.Cluster, topics []string, n int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	all, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil || len(all) != len(c.Nodes) {
+		return false
+	}
+	want := map[string]bool{}
+	for _, t := range topics {
+		want[t] = true
+	}
+	for _, dirs := range all {
+		got := 0
+		for _, d := range dirs {
+			for t, ps := range d.Topics {
+				if want[t] {
+					got += len(ps)
+				}
+			}
+		}
+		if got != n {
+			return false
+		}
+	}
+	return true
+}
+
 func TestClusterScale(t *testing.T) {
 	nTopics, nParts := *clusterTopics, *clusterPartitions
 	if *clusterProfile != "" {
@@ -262,13 +292,18 @@ func TestClusterScale(t *testing.T) {
 		}
 		topics = append(topics, batch...)
 	}
-	cl.Close()
 	total := nTopics * nParts
 	full := func(p partState) bool { return p.leader >= 0 && len(p.isr) == 3 }
 	for _, n := range c.Nodes {
 		waitFor(t, 10*time.Minute, fmt.Sprintf("every partition with full ISR on node %d", n.ID), func() bool { return every(n.Addr(), topics, nParts, full) })
 	}
-	report("3 nodes, %d partitions RF 3: created with full ISRs in %v", total, time.Since(start).Round(time.Millisecond))
+	isrs := time.Since(start)
+	// A new partition's ISR is every replica from its creation, before
+	// the brokers made its log: the kill waits for the logs, so that the
+	// failover's figures do not include creating them.
+	waitFor(t, 10*time.Minute, "every replica's log on its node", func() bool { return logsOnEvery(adm, c, topics, total) })
+	cl.Close()
+	report("3 nodes, %d partitions RF 3: created with full ISRs in %v, every log on every node after %v", total, isrs.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
 	// kill -9 of the active controller.
 	ctrl, err := proctest.QuorumLeader(c.Nodes[0].Addr())

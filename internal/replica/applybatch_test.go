@@ -31,6 +31,7 @@ func TestApplyBatch(t *testing.T) {
 				t.Fatalf("partition %d: %v", i, err)
 			}
 		}
+		waitCreated(t, m)
 		for i := range n {
 			p := m.Get("b", int32(i))
 			if p == nil || p.IsLeader() != (step.leader == 1) || p.Leader() != step.leader || p.LeaderEpoch() != step.epoch {
@@ -55,6 +56,7 @@ func BenchmarkApplyLeaderMoves(b *testing.B) {
 			defer logs.Close()
 			defer m.Close()
 			m.ApplyBatch(moves(n, 2, 0))
+			waitCreated(b, m)
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			for range 2 {

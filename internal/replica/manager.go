@@ -60,7 +60,7 @@ type Options struct {
 	// times the log dirs, as Kafka sizes its log loading); zero or
 	// negative means 2.
 	CreateWorkers int
-	Logger *slog.Logger // nil discards
+	Logger        *slog.Logger // nil discards
 }
 
 // Manager owns the hosted partitions, the follower fetchers and the ISR

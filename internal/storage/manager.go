@@ -163,11 +163,12 @@ type Manager struct {
 	// written (checkpoint skips an unchanged one).
 	ckptMoved atomic.Bool
 
-	mu      sync.Mutex // guards the fields below
-	logs    map[TopicPartition]*managedLog
-	offline map[TopicPartition]offlineLog // logs that failed to load
-	perDir  map[*logDir]int               // logs in each dir
-	closed  bool
+	mu       sync.Mutex // guards the fields below
+	logs     map[TopicPartition]*managedLog
+	offline  map[TopicPartition]offlineLog    // logs that failed to load
+	perDir   map[*logDir]int                  // logs in each dir, counting those being created
+	creating map[TopicPartition]chan struct{} // Create under way, closed when it ends
+	closed   bool
 
 	wg sync.WaitGroup // directory removals in the background
 
@@ -277,7 +278,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if opts.RecoveryThreads <= 0 {
 		opts.RecoveryThreads = DefaultRecoveryThreads
 	}
-	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{}, offline: map[TopicPartition]offlineLog{}, perDir: map[*logDir]int{},
+	m := &Manager{opts: opts, logger: logger, logs: map[TopicPartition]*managedLog{}, offline: map[TopicPartition]offlineLog{}, perDir: map[*logDir]int{}, creating: map[TopicPartition]chan struct{}{},
 		stop: make(chan struct{}), retentionKick: make(chan struct{}, 1), cleanerKick: make(chan struct{}, 1),
 		throttle: rateThrottler(opts.Cleaner.IOMaxBytesPerSecond)}
 	m.cleanerBackoff.Store(int64(opts.Cleaner.Backoff))
@@ -800,21 +801,27 @@ func (m *Manager) appendLogs(buf []*Log) []*Log {
 // holding the fewest logs when it does not exist (Kafka's getOrCreateLog).
 // Zero fields of cfg take ManagerOptions.Default's value, as topic configs
 // inherit the broker's.
-// An existing log is returned as is, its config unchanged. Errors:
-// ErrInvalidPartition, ErrClosed, a Config.Validate error, I/O errors.
+// An existing log is returned as is, its config unchanged. The files are
+// made without holding the Manager's lock, so creations of different
+// partitions run in parallel and Get, Logs and the background tasks do
+// not wait for them; a Create or Delete of a partition being created
+// waits for that creation. Errors: ErrInvalidPartition, ErrClosed, a
+// Config.Validate error, I/O errors.
 func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	if err := ValidTopic(tp.Topic); err != nil || tp.Partition < 0 {
 		return nil, fmt.Errorf("%w: %q %d", ErrInvalidPartition, tp.Topic, tp.Partition)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, ErrClosed
+	if err := m.awaitCreationLocked(tp); err != nil {
+		m.mu.Unlock()
+		return nil, err
 	}
 	if ml := m.logs[tp]; ml != nil {
+		m.mu.Unlock()
 		return ml.log, nil
 	}
 	if o, ok := m.offline[tp]; ok {
+		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s: %w", ErrOffline, tp, o.err)
 	}
 	var d *logDir
@@ -824,8 +831,14 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		}
 	}
 	if d == nil {
+		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s: every log dir is offline", ErrOffline, tp)
 	}
+	// Counted in its dir from now, so that parallel creations spread.
+	m.perDir[d]++
+	done := make(chan struct{})
+	m.creating[tp] = done
+	m.mu.Unlock()
 	dir := filepath.Join(d.path, tp.String())
 	l, err := Open(OpenOptions{
 		Dir:    dir,
@@ -835,7 +848,16 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		Files:  m.files,
 		Stats:  m.opts.Stats,
 	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.creating, tp)
+	close(done)
+	if err == nil && m.closed {
+		l.Close()
+		err = ErrClosed
+	}
 	if err != nil {
+		m.perDir[d]--
 		return nil, err
 	}
 	// The new directory's entry in the log dir is made durable by the
@@ -849,9 +871,25 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	m.adoptFlush(l)
 	m.watchIO(l, tp, d)
 	m.logs[tp] = &managedLog{log: l, dir: d}
-	m.perDir[d]++
 	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
 	return l, nil
+}
+
+// awaitCreationLocked waits, releasing m.mu meanwhile, until no Create of
+// tp is under way; ErrClosed once the Manager is closed.
+func (m *Manager) awaitCreationLocked(tp TopicPartition) error {
+	for {
+		if m.closed {
+			return ErrClosed
+		}
+		done, ok := m.creating[tp]
+		if !ok {
+			return nil
+		}
+		m.mu.Unlock()
+		<-done
+		m.mu.Lock()
+	}
 }
 
 // deletedDirName is <topic>-<partition>.<uuid>-delete with the topic cut
@@ -876,8 +914,8 @@ func (m *Manager) Delete(tp TopicPartition) error {
 	// the same partition cannot open the directory being deleted.
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return ErrClosed
+	if err := m.awaitCreationLocked(tp); err != nil {
+		return err
 	}
 	ml := m.logs[tp]
 	if o, ok := m.offline[tp]; ok && ml == nil {
