@@ -458,3 +458,49 @@ func brokerIDs(ctx context.Context, cl *kgo.Client) ([]int32, error) {
 	slices.Sort(ids)
 	return ids, nil
 }
+
+// TestRecreateTopicWhileLogsCreated deletes a topic of many partitions
+// right after creating it, while the brokers' creators are still making
+// its logs (replica.Manager.ApplyBatch hosts new partitions once their
+// logs exist), creates it again under the same name and uses it: every
+// record produced is read back once, and each node ends with exactly the
+// new topic's logs.
+func TestRecreateTopicWhileLogsCreated(t *testing.T) {
+	const parts = 200
+	c := startCluster(t, 3, nil)
+	cl, adm := clusterClients(t, c, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for round := range 2 {
+		if _, err := adm.CreateTopic(ctx, parts, 3, nil, "re"); err != nil {
+			t.Fatalf("create %d: %v", round, err)
+		}
+		if round == 1 {
+			break
+		}
+		if r, err := adm.DeleteTopic(ctx, "re"); err != nil || r.Err != nil {
+			t.Fatalf("delete: %v %v", err, r.Err)
+		}
+	}
+	produced := map[string]bool{}
+	produceTagged(t, ctx, cl, "re", 2*parts, "new", produced)
+	readEachOnce(t, ctx, c, "re", produced)
+	waitFor(t, time.Minute, "the new topic's logs, and only them, on every node", func() bool {
+		all, err := adm.DescribeAllLogDirs(ctx, nil)
+		if err != nil || len(all) != 3 {
+			return false
+		}
+		for _, dirs := range all {
+			n := 0
+			dirs.EachPartition(func(p kadm.DescribedLogDirPartition) {
+				if p.Topic == "re" {
+					n++
+				}
+			})
+			if n != parts {
+				return false
+			}
+		}
+		return true
+	})
+}
