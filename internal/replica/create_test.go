@@ -165,8 +165,8 @@ func TestApplyBatchCreateFails(t *testing.T) {
 	}
 }
 
-// Close waits for a creation under way and abandons the partitions still
-// queued.
+// Close waits for a creation under way, does not host its partition,
+// and abandons the partitions still queued.
 func TestCloseWithPendingCreations(t *testing.T) {
 	m, logs, g := newGatedManager(t, 1)
 	m.ApplyBatch([]ApplyItem{item("slow", 0, 1, 1, 1), item("slow", 1, 1, 1, 1)})
@@ -176,6 +176,7 @@ func TestCloseWithPendingCreations(t *testing.T) {
 		m.Close()
 		close(closed)
 	}()
+	<-m.ctx.Done() // Close began
 	g.release()
 	<-closed
 	if m.Get("slow", 0) != nil || m.Get("slow", 1) != nil {
