@@ -52,10 +52,24 @@ func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32, c
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, configs, topic)
+	adm := kadm.NewClient(cl)
+	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, topic)
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
 	}
+	// CreateTopics answers once the topic is committed, as Kafka's does;
+	// the broker hosts each partition once its log is made, a moment later
+	// (NOT_LEADER_OR_FOLLOWER before, which clients retry and the raw
+	// requests of some tests do not): wait until every one answers.
+	waitFor(t, 10*time.Second, "every partition of "+topic+" hosted", func() bool {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil || offs.Error() != nil {
+			return false
+		}
+		n := 0
+		offs.Each(func(kadm.ListedOffset) { n++ })
+		return n == int(partitions)
+	})
 }
 
 // produceN produces n records keyed key-i with value value-i and returns
