@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,11 +48,40 @@ func profileNodes(t *testing.T, c *proctest.Cluster, name string, d time.Duratio
 				t.Logf("profile %s: %v", path, err)
 			}
 		}()
+		go func() {
+			defer func() { done <- struct{}{} }()
+			dumpGoroutines(t, c.Node(id), filepath.Join(*clusterProfile, fmt.Sprintf("%s-node-%d-goroutines", name, id)), d)
+		}()
 	}
 	return func() {
-		for range ids {
+		for range 2 * len(ids) {
 			<-done
 		}
+	}
+}
+
+// dumpGoroutines writes the goroutine stacks of n (pprof's debug=2) every
+// 250 ms over d to prefix-NNN.txt: what a listener waits on shows in the
+// dumps taken while it waits.
+func dumpGoroutines(t *testing.T, n *proctest.Node, prefix string, d time.Duration) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for i, end := 0, time.Now().Add(d); time.Now().Before(end); i++ {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/goroutine?debug=2", n.PprofPort))
+		if err != nil {
+			t.Logf("goroutines of node %d: %v", n.ID, err)
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(fmt.Sprintf("%s-%03d.txt", prefix, i), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("goroutines of node %d: %v", n.ID, err)
+			return
+		}
+		<-tick.C
 	}
 }
 

@@ -3,7 +3,9 @@ package replica
 import (
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/samsahq/samsa/internal/storage"
 )
@@ -82,4 +84,70 @@ func BenchmarkApplyLeaderMoves(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// BenchmarkApplyLeaderMovesHosted moves the leadership of 2,000 of the
+// 10,000 partitions a broker hosts to it and back in one ApplyBatch (a
+// chunk of a controlled shutdown on a surviving broker), alone ("idle")
+// or while two goroutines serve fetches of every partition in turn
+// (lookup and a read at the log end) and the high-watermark
+// checkpointer writes its file ("fetching"). cpu-ms/op is the process's
+// CPU time (user and system) per ApplyBatch.
+func BenchmarkApplyLeaderMovesHosted(b *testing.B) {
+	const hosted, n = 10000, 2000
+	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{b.TempDir()}, NodeID: 1, ClusterID: "replica-bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := NewManager(logs, Options{NodeID: 1, Controller: noController{}, LeaderAddr: func(int32) (string, bool) { return "", false }})
+	defer logs.Close()
+	defer m.Close()
+	m.ApplyBatch(moves(hosted, 2, 0))
+	waitCreated(b, m)
+	epoch := int32(0)
+	for _, mode := range []string{"idle", "fetching"} {
+		b.Run(mode, func(b *testing.B) {
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			if mode == "fetching" {
+				for range 2 {
+					wg.Go(func() {
+						for i := 0; !stop.Load(); i++ {
+							if p := m.Get("b", int32(i%hosted)); p != nil {
+								_, _ = p.Read(p.LogEndOffset(), 1<<20, true, true)
+							}
+						}
+					})
+				}
+				wg.Go(func() {
+					for !stop.Load() {
+						m.hwMoved.Store(true)
+						if err := m.Checkpoint(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for i := range b.N {
+				epoch++
+				m.ApplyBatch(moves(n, int32(1+i%2), epoch))
+			}
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+			stop.Store(true)
+			wg.Wait()
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
