@@ -151,3 +151,26 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// An apply gives a hosted partition, and its log, the config it carries
+// when it differs from the partition's, and leaves them as they are when
+// it is the same (a leadership move).
+func TestApplyConfigChange(t *testing.T) {
+	m := newTestManager(t)
+	tp := TopicPartition{Topic: "c", Partition: 0}
+	st := State{Leader: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}
+	for i, segBytes := range []int64{1 << 20, 2 << 20, 2 << 20, 1 << 20} {
+		cfg := LogConfig{SegmentBytes: segBytes, Storage: storage.Config{SegmentBytes: segBytes}}
+		st.LeaderEpoch++
+		p, err := m.Apply(tp, [16]byte{}, st, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Config().SegmentBytes; got != segBytes {
+			t.Fatalf("apply %d: partition segment.bytes %d, want %d", i, got, segBytes)
+		}
+		if got := p.Log().Config().SegmentBytes; got != segBytes {
+			t.Fatalf("apply %d: log segment.bytes %d, want %d", i, got, segBytes)
+		}
+	}
+}
