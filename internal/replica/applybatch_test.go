@@ -43,6 +43,16 @@ func TestApplyBatch(t *testing.T) {
 	}
 }
 
+// newBenchManager is a Manager of broker 1 hosting the n partitions of
+// moves, followers of broker 2, closed at the end of b.
+func newBenchManager(b *testing.B, n int) *Manager {
+	b.Helper()
+	m := newTestManager(b)
+	m.ApplyBatch(moves(n, 2, 0))
+	waitCreated(b, m)
+	return m
+}
+
 // BenchmarkApplyLeaderMoves moves the leadership of 2,000 partitions to
 // this broker and back, one Apply each or in one ApplyBatch, while two
 // goroutines look partitions up as fetch handlers do.
@@ -50,15 +60,7 @@ func BenchmarkApplyLeaderMoves(b *testing.B) {
 	const n = 2000
 	for _, mode := range []string{"apply", "batch"} {
 		b.Run(mode, func(b *testing.B) {
-			logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{b.TempDir()}, NodeID: 1, ClusterID: "replica-bench"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			m := NewManager(logs, Options{NodeID: 1, Controller: noController{}, LeaderAddr: func(int32) (string, bool) { return "", false }})
-			defer logs.Close()
-			defer m.Close()
-			m.ApplyBatch(moves(n, 2, 0))
-			waitCreated(b, m)
+			m := newBenchManager(b, n)
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			for range 2 {
@@ -95,15 +97,7 @@ func BenchmarkApplyLeaderMoves(b *testing.B) {
 // CPU time (user and system) per ApplyBatch.
 func BenchmarkApplyLeaderMovesHosted(b *testing.B) {
 	const hosted, n = 10000, 2000
-	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{b.TempDir()}, NodeID: 1, ClusterID: "replica-bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m := NewManager(logs, Options{NodeID: 1, Controller: noController{}, LeaderAddr: func(int32) (string, bool) { return "", false }})
-	defer logs.Close()
-	defer m.Close()
-	m.ApplyBatch(moves(hosted, 2, 0))
-	waitCreated(b, m)
+	m := newBenchManager(b, hosted)
 	epoch := int32(0)
 	for _, mode := range []string{"idle", "fetching"} {
 		b.Run(mode, func(b *testing.B) {

@@ -23,7 +23,7 @@ func (noController) AlterPartition(context.Context, [16]byte, int32, int32, int3
 }
 
 // newTestManager hosts partitions of broker 1 in a temporary log dir.
-func newTestManager(t *testing.T) *Manager {
+func newTestManager(t testing.TB) *Manager {
 	t.Helper()
 	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "replica-test"})
 	if err != nil {
