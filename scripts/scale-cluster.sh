@@ -11,7 +11,7 @@
 #   scripts/scale-cluster.sh
 #   TOPICS=100 scripts/scale-cluster.sh               # 10,000 partitions
 #   SESSION_MS=9000 scripts/scale-cluster.sh          # broker.session.timeout.ms (default 3000)
-#   PROFILE=/tmp/prof scripts/scale-cluster.sh         # (absolute path) CPU profiles (10 s) of the nodes during the
+#   PROFILE=/tmp/prof scripts/scale-cluster.sh         # (absolute path) CPU profiles (10 s) and goroutine dumps (every 250 ms) of the nodes during the
 #                                                      # failover and the controlled shutdown, and
 #                                                      # the nodes' logs, in that directory
 #                                                      # (go tool pprof -top /tmp/prof/shutdown-node-2.pprof)

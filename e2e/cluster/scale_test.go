@@ -29,7 +29,7 @@ var (
 	clusterReport     = flag.String("cluster.report", "", "TestClusterScale: file to append the figures to")
 	clusterSession    = flag.Int("cluster.session", 3000, "TestClusterScale: broker.session.timeout.ms (heartbeats every tenth of it)")
 	clusterWaitLogs   = flag.Bool("cluster.waitlogs", true, "TestClusterScale: kill the active controller only once DescribeLogDirs shows every replica's log (false: as soon as Metadata shows full ISRs, while the brokers may still be creating logs)")
-	clusterProfile    = flag.String("cluster.profile", "", "TestClusterScale: directory for CPU profiles of the nodes during the failover and the controlled shutdown, and their logs")
+	clusterProfile    = flag.String("cluster.profile", "", "TestClusterScale: directory for CPU profiles and goroutine dumps (every 250 ms) of the nodes during the failover and the controlled shutdown, and their logs")
 )
 
 // profileNodes, with -cluster.profile, takes CPU profiles of the running
