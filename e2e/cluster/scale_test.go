@@ -33,8 +33,9 @@ var (
 )
 
 // profileNodes, with -cluster.profile, takes CPU profiles of the running
-// nodes of ids over d in the background (<dir>/<name>-node-<id>.pprof);
-// the returned func waits for them.
+// nodes of ids over d in the background (<dir>/<name>-node-<id>.pprof)
+// and dumps their goroutines meanwhile (dumpGoroutines); the returned
+// func waits for both.
 func profileNodes(t *testing.T, c *proctest.Cluster, name string, d time.Duration, ids ...int32) (wait func()) {
 	if *clusterProfile == "" {
 		return func() {}
