@@ -75,14 +75,21 @@ func (m *Manager) ApplyBatch(items []ApplyItem) []error {
 
 // deferLocked reports whether it waits for a creator: its partition is
 // pending already (the state is updated to it), or neither hosted nor
-// with a log on disk (it is queued).
+// with a log on disk, loaded or offline (it is queued).
 func (m *Manager) deferLocked(it *ApplyItem) bool {
 	if pl := m.pending[it.TopicPartition]; pl != nil {
 		pl.item = *it
 		pl.removed = false // re-created while its log was being made: the new, empty log serves
 		return true
 	}
-	if m.parts[it.TopicPartition] != nil || m.logs.Get(storage.TopicPartition{Topic: it.Topic, Partition: it.Partition}) != nil {
+	stp := storage.TopicPartition{Topic: it.Topic, Partition: it.Partition}
+	if m.parts[it.TopicPartition] != nil || m.logs.Get(stp) != nil {
+		return false
+	}
+	if m.logs.Offline(stp) != nil {
+		// Its log failed to load at start: applied now, so that clients
+		// get KAFKA_STORAGE_ERROR at once rather than
+		// NOT_LEADER_OR_FOLLOWER until a creator reaches it.
 		return false
 	}
 	m.pending[it.TopicPartition] = &pendingLog{item: *it}

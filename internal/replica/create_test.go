@@ -20,7 +20,7 @@ func waitCreated(tb testing.TB, m *Manager) {
 		if time.Now().After(deadline) {
 			tb.Fatalf("%d partitions still pending after a minute", m.Pending())
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling Pending: the creators signal no one
 	}
 }
 

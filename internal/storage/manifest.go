@@ -133,6 +133,16 @@ func (l *Log) loadManifest(m *logManifest) error {
 			return fail(err)
 		}
 		segs = append(segs, s)
+		// One stat a segment: a .log file that is not there, not a
+		// regular file or not the size the manifest says (changed or
+		// damaged since the clean shutdown) is opened from its files,
+		// where a log that cannot be opened goes offline at start
+		// (KAFKA_STORAGE_ERROR) instead of failing at its first read.
+		if fi, err := l.fsys.Stat(s.path(logSuffix)); err != nil {
+			return fail(err)
+		} else if !fi.Mode().IsRegular() || fi.Size() != int64(sm.size) {
+			return fail(fmt.Errorf("storage: %s: %v of %d bytes, the manifest says a file of %d", s.path(logSuffix), fi.Mode().Type(), fi.Size(), sm.size))
+		}
 		s.size.Store(sm.size)
 		s.txn.loaded = !sm.txnIndex
 		if s.index.entries, err = readIndexEntries(s.index.f, s.index.path, sm.indexEntries, DecodeOffsetIndex); err != nil {

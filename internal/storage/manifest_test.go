@@ -438,3 +438,61 @@ func TestManifestSize(t *testing.T) {
 		}
 	}
 }
+
+// TestManifestSegmentChanged: a segment file that changed since the clean
+// shutdown (grown, or replaced by a directory) is not trusted from the
+// manifest: the log is opened from its files, where a grown segment is
+// read as it is and one that cannot be opened takes only its log offline
+// at start (KAFKA_STORAGE_ERROR at once, not at its first read).
+func TestManifestSegmentChanged(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		change  func(t *testing.T, seg string)
+		offline bool
+	}{
+		{"grown", func(t *testing.T, seg string) {
+			f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.Write(make([]byte, 7)); err != nil { // a torn tail, truncated by recovery
+				t.Fatal(err)
+			}
+		}, false},
+		{"directory", func(t *testing.T, seg string) {
+			mustRemove(t, seg)
+			if err := os.Mkdir(seg, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"older segment a directory", func(t *testing.T, seg string) {
+			first := filepath.Join(filepath.Dir(seg), "00000000000000000000"+logSuffix)
+			mustRemove(t, first)
+			if err := os.Mkdir(first, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := openManifestManager(t, dir)
+			randomLogs(t, m, rand.New(rand.NewPCG(9, 9)), 1)
+			l := m.Get(TopicPartition{"t", 0})
+			segs := l.segments()
+			seg := segs[len(segs)-1].path(logSuffix) // the active segment
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c.change(t, seg)
+			m = openManifestManager(t, dir)
+			defer m.Close()
+			if m.fromManifest != 0 {
+				t.Errorf("%d logs from the manifest, want 0", m.fromManifest)
+			}
+			if err := m.Offline(TopicPartition{"t", 0}); (err != nil) != c.offline {
+				t.Errorf("offline: %v, want offline %v", err, c.offline)
+			}
+		})
+	}
+}

@@ -105,10 +105,15 @@ func (l *Log) load(opts OpenOptions) error {
 	var swaps []int64
 	indexes := map[int64][]string{}
 	for _, e := range entries {
+		name := e.Name()
 		if e.IsDir() {
+			if _, ok := parseBase(name, logSuffix); ok {
+				// Skipping it would serve the log without that
+				// segment's records.
+				return fmt.Errorf("storage: %s: a directory where a segment file belongs", filepath.Join(l.dir, name))
+			}
 			continue
 		}
-		name := e.Name()
 		switch {
 		case strings.HasSuffix(name, deletedSuffix), strings.HasSuffix(name, cleanedSuffix):
 			l.logger.Info("removing leftover file", "file", name)
