@@ -182,10 +182,12 @@
 // without the marker (a shutdown that died between them), or with a
 // marker that names another or none (written by an older Samsa or by
 // Kafka, which do not know the manifest), is ignored. Trusted, it sets
-// each listed log up without opening, listing or stat-ing its files
-// (index files are read only for segments with entries); a log the
-// manifest omits (files left to delete, a failed flush) or whose index
-// files do not hold the entries it counts is opened from its files. The
+// each listed log up without opening or listing its files (one stat of
+// each segment's .log; index files are read only for segments with
+// entries); a log the manifest omits (files left to delete, a failed
+// flush), whose index files do not hold the entries it counts or whose
+// segment files are not regular files of the sizes it says is opened
+// from its files. The
 // manifest is removed, with the marker, and the dir fsynced before
 // OpenManager returns, so before the first write: it is never read again.
 // A corrupt, truncated or unreadable manifest is logged and every log
