@@ -112,18 +112,28 @@ func TestAdminDuplicateNames(t *testing.T) {
 		}
 	}
 
-	lo := kmsg.NewPtrListOffsetsRequest()
-	lo.SetVersion(7)
-	lt := kmsg.NewListOffsetsRequestTopic()
-	lt.Topic = "other"
-	for _, p := range []int32{0, 1, 0} {
-		lp := kmsg.NewListOffsetsRequestTopicPartition()
-		lp.Partition, lp.Timestamp = p, -1
-		lt.Partitions = append(lt.Partitions, lp)
+	// The broker hosts a new partition once its log is made, a moment
+	// after CreatePartitions answered (NOT_LEADER_OR_FOLLOWER before).
+	listOffsets := func(partitions ...int32) *kmsg.ListOffsetsResponse {
+		t.Helper()
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.SetVersion(7)
+		lt := kmsg.NewListOffsetsRequestTopic()
+		lt.Topic = "other"
+		for _, p := range partitions {
+			lp := kmsg.NewListOffsetsRequestTopicPartition()
+			lp.Partition, lp.Timestamp = p, -1
+			lt.Partitions = append(lt.Partitions, lp)
+		}
+		lo.Topics = append(lo.Topics, lt)
+		return request(lo).(*kmsg.ListOffsetsResponse)
 	}
-	lo.Topics = append(lo.Topics, lt)
+	waitFor(t, 10*time.Second, "partition 1 of other hosted", func() bool {
+		rt := listOffsets(1).Topics
+		return len(rt) == 1 && len(rt[0].Partitions) == 1 && rt[0].Partitions[0].ErrorCode == 0
+	})
 	got = nil
-	for _, rt := range request(lo).(*kmsg.ListOffsetsResponse).Topics {
+	for _, rt := range listOffsets(0, 1, 0).Topics {
 		for _, rp := range rt.Partitions {
 			got = append(got, result{rp.ErrorCode, ""})
 		}
