@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/samsahq/samsa"
+	"github.com/samsahq/samsa/internal/clip"
 	"github.com/samsahq/samsa/internal/console"
 )
 
@@ -35,7 +36,11 @@ type apiClient struct {
 func newAPIClient(t *testing.T, base string) *apiClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	a := &apiClient{t: t, base: base, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+	a := &apiClient{t: t, base: base, hc: &http.Client{Jar: jar,
+		// A bound for a hung server, not a performance check: an 8 MiB
+		// browse under the race detector on a loaded machine took more
+		// than 30 s to read (CI).
+		Timeout: 3 * time.Minute}}
 	var s struct{ CSRF string }
 	a.get("/api/session", &s)
 	a.csrf = s.CSRF
@@ -60,10 +65,13 @@ func (a *apiClient) do(req *http.Request, out any) (int, string) {
 		a.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatalf("%s %s: reading the answer after %d bytes: %v", req.Method, req.URL.Path, len(body), err)
+	}
 	if out != nil && resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(body, out); err != nil {
-			a.t.Fatalf("%s %s: %v: %s", req.Method, req.URL.Path, err, body)
+			a.t.Fatalf("%s %s: %v: %s", req.Method, req.URL.Path, err, clip.String(string(body)))
 		}
 	}
 	return resp.StatusCode, string(body)
