@@ -937,10 +937,27 @@ func (l *Log) Close() error {
 	return errors.Join(err, l.endClose(true))
 }
 
+// closeDiscarding closes a log whose files are about to be deleted: as
+// Close, without the producer snapshot and without flushing or syncing
+// anything, since nothing of it is read again. Kafka's
+// LogManager.asyncDelete likewise renames a deleted partition's dir
+// without flushing its log. Errors: ErrClosed.
+func (l *Log) closeDiscarding() error {
+	ok, err := l.beginCloseSnapshot(false)
+	if !ok {
+		return ErrClosed
+	}
+	return errors.Join(err, l.endClose(false))
+}
+
 // beginClose stops writes and the background flusher, and writes the
 // last time index entry and a producer snapshot; ok is false when the log
 // was already closing. endClose finishes.
-func (l *Log) beginClose() (ok bool, err error) {
+func (l *Log) beginClose() (ok bool, err error) { return l.beginCloseSnapshot(true) }
+
+// beginCloseSnapshot is beginClose, writing the producer snapshot only
+// when snapshot is true.
+func (l *Log) beginCloseSnapshot(snapshot bool) (ok bool, err error) {
 	l.mu.Lock()
 	if l.closing {
 		l.mu.Unlock()
@@ -955,7 +972,7 @@ func (l *Log) beginClose() (ok bool, err error) {
 	// its max timestamp from its batches after the last index entry, and
 	// the entry would create a .timeindex file for each small log of a
 	// node at every shutdown.
-	if l.producers != nil && l.closeSnapshotWorthLocked() {
+	if snapshot && l.producers != nil && l.closeSnapshotWorthLocked() {
 		// A snapshot at the log end spares the next Open a replay.
 		// Without it the next Open replays the log from an older one;
 		// a failure of the disk takes the dir offline (Kafka's close

@@ -3,12 +3,18 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
 
 func TestManagerLifecycle(t *testing.T) {
@@ -232,5 +238,55 @@ func TestManagerCleanShutdownBrokerEpoch(t *testing.T) {
 			t.Errorf("%s: %d, want -1", name, got)
 		}
 		closeWith(m, 43)
+	}
+}
+
+// TestDeleteDoesNotFlushTheLog: deleting a partition syncs none of its
+// files and writes no producer snapshot into it, as Kafka's
+// LogManager.asyncDelete renames the dir without flushing the log: the
+// files are about to go. Before, each deleted log was flushed and synced
+// (its .log, its dir) and got a snapshot, in the metadata listener: a
+// DeleteTopics of 3,000 partitions held a node's listener for 18-49 s.
+// Only the rename is made durable (one sync of the log dir, not of the
+// partition's dir).
+func TestDeleteDoesNotFlushTheLog(t *testing.T) {
+	dir := t.TempDir()
+	tp := TopicPartition{Topic: "gone", Partition: 0}
+	var armed atomic.Bool
+	var mu sync.Mutex
+	var touched []string
+	watch := errorfs.Func(func(op errorfs.Op) error {
+		if armed.Load() && op.Kind&(errorfs.OpSync|errorfs.OpOpen|errorfs.OpWrite) != 0 &&
+			strings.Contains(op.Path, string(filepath.Separator)+tp.Topic+"-") {
+			mu.Lock()
+			touched = append(touched, fmt.Sprintf("kind %d %s", op.Kind, op.Path))
+			mu.Unlock()
+		}
+		return nil
+	})
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, FS: errorfs.Wrap(vfs.Default, watch), RollCheckInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, err := m.Create(tp, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(testBatch(t, 3, 1000, "a"), 0); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if err := m.Delete(tp); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	armed.Store(false)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(touched) > 0 {
+		t.Fatalf("deleting the partition opened, wrote or synced its files: %q", touched)
+	}
+	if _, err := os.Stat(filepath.Join(dir, tp.String())); !os.IsNotExist(err) {
+		t.Fatalf("partition directory still there: %v", err)
 	}
 }
