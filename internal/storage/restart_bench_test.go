@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,8 +26,30 @@ func BenchmarkManagerRestart(b *testing.B) {
 	b.Run("files", func(b *testing.B) { benchmarkManagerRestart(b, false) })
 }
 
+// BenchmarkManagerRestartMany is BenchmarkManagerRestart's manifest case
+// at 20,000 logs (SAMSA_BENCH_LOGS sets another count): the clean
+// shutdown (close-ms: close every log, checkpoints, the manifest and the
+// marker) and the restart from the manifest (open-ms) at the scale where
+// their per-log costs show.
+//
+//	go test -run '^$' -bench ManagerRestartMany -benchtime 3x -benchmem ./internal/storage
+func BenchmarkManagerRestartMany(b *testing.B) {
+	logs := 20_000
+	if s := os.Getenv("SAMSA_BENCH_LOGS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("SAMSA_BENCH_LOGS: %v", err)
+		}
+		logs = n
+	}
+	benchmarkManagerRestartLogs(b, true, logs)
+}
+
 func benchmarkManagerRestart(b *testing.B, manifest bool) {
-	const logs = 2000
+	benchmarkManagerRestartLogs(b, manifest, 2000)
+}
+
+func benchmarkManagerRestartLogs(b *testing.B, manifest bool, logs int) {
 	dir := b.TempDir()
 	opts := ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "bench-restart"}
 	m, err := OpenManager(opts)
@@ -54,7 +77,7 @@ func benchmarkManagerRestart(b *testing.B, manifest bool) {
 		if len(m.Logs()) != logs {
 			b.Fatalf("%d logs opened, want %d", len(m.Logs()), logs)
 		}
-		if want := map[bool]int64{true: logs}[manifest]; m.fromManifest != want {
+		if want := map[bool]int64{true: int64(logs)}[manifest]; m.fromManifest != want {
 			b.Fatalf("%d logs from the manifest, want %d", m.fromManifest, want)
 		}
 		if err := m.Close(); err != nil {
