@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -287,12 +288,21 @@ func writeFileRenamed(fsys vfs.FS, path string, data []byte) error {
 }
 
 func writeFile(fsys vfs.FS, path string, data []byte, sync bool) error {
+	return writeFileFunc(fsys, path, sync, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFileFunc is writeFile with the data written by write, which may
+// stream it in parts.
+func writeFileFunc(fsys vfs.FS, path string, sync bool, write func(io.Writer) error) error {
 	tmp := path + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("storage: %w", err)
 	}
-	_, err = f.Write(data)
+	err = write(f)
 	if err == nil && sync {
 		err = f.Sync()
 	}

@@ -1,10 +1,13 @@
 package storage
 
 import (
+	"bufio"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
@@ -602,30 +605,39 @@ func (m *Manager) readManifest(d *logDir, clean bool, wantID string) (logs map[s
 	return logs, removed
 }
 
-// writeManifests writes the ManifestFile of each log dir from its closed
-// logs, all with id, and returns the dirs whose manifest was written.
-// A failed write is logged (that dir's next start opens its logs from
-// their files).
-func (m *Manager) writeManifests(id manifestID) map[*logDir]bool {
+// writeManifests writes the ManifestFile of each log dir from the entries
+// of its closed logs (closeLogs encoded them), all with id, and returns
+// the dirs whose manifest was written. Each is streamed to its file and
+// fsynced once. A failed write is logged (that dir's next start opens its
+// logs from their files).
+func (m *Manager) writeManifests(id manifestID, perDir map[*logDir][][]byte) map[*logDir]bool {
 	start := time.Now()
-	m.mu.Lock()
-	perDir := map[*logDir][]logManifest{}
-	for tp, ml := range m.logs {
-		if e, ok := ml.log.manifestEntry(tp.String()); ok {
-			perDir[ml.dir] = append(perDir[ml.dir], e)
-		}
-	}
-	m.mu.Unlock()
 	written := map[*logDir]bool{}
 	for _, d := range m.dirs {
-		data := encodeManifest(id, perDir[d])
-		err := writeFile(m.fsys, filepath.Join(d.path, ManifestFile), data, true)
+		entries := perDir[d]
+		h := make([]byte, manifestHeaderSize)
+		putManifestHeader(h, id, len(entries))
+		crc := crc32.Update(0, castagnoli, h[12:])
+		size := len(h)
+		for _, e := range entries {
+			crc = crc32.Update(crc, castagnoli, e)
+			size += len(e)
+		}
+		binary.BigEndian.PutUint32(h[8:], crc)
+		err := writeFileFunc(m.fsys, filepath.Join(d.path, ManifestFile), true, func(w io.Writer) error {
+			bw := bufio.NewWriterSize(w, 1<<20)
+			bw.Write(h) // a bufio.Writer keeps its first error for Flush
+			for _, e := range entries {
+				bw.Write(e)
+			}
+			return bw.Flush()
+		})
 		if err != nil {
 			m.logger.Warn("writing the log manifest failed: the next start opens every log from its files", "dir", d.path, "err", err)
 			continue
 		}
 		written[d] = true
-		m.logger.Info("wrote log manifest", "dir", d.path, "logs", len(perDir[d]), "bytes", len(data), "duration", time.Since(start))
+		m.logger.Info("wrote log manifest", "dir", d.path, "logs", len(entries), "bytes", size, "duration", time.Since(start))
 	}
 	return written
 }
@@ -1074,7 +1086,7 @@ func (m *Manager) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	m.stopTasks()
-	err := m.closeLogs()
+	manifests, err := m.closeLogs()
 	if cerr := m.checkpoint(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -1083,7 +1095,7 @@ func (m *Manager) Close() error {
 		// written after it, which names it.
 		var id manifestID
 		rand.Read(id[:]) // never fails (crypto/rand)
-		written := m.writeManifests(id)
+		written := m.writeManifests(id, manifests)
 		for _, d := range m.dirs {
 			var mid string
 			if written[d] {
@@ -1103,18 +1115,22 @@ func (m *Manager) Close() error {
 // Rather than fsync each log's files (three or more fsyncs a log: at
 // 6,600 partitions 8.8 s), it stops them all, makes each log dir durable
 // with one syncfs(2), and closes them as flushed to their end; when
-// syncfs fails, each log is fsynced as Log.Close does.
-func (m *Manager) closeLogs() error {
+// syncfs fails, each log is fsynced as Log.Close does. The same workers
+// encode each closed log's entry of its dir's ManifestFile, returned by
+// dir (a log that the next start must open from its files has none).
+func (m *Manager) closeLogs() (manifests map[*logDir][][]byte, _ error) {
 	m.mu.Lock()
 	type entry struct {
-		tp  TopicPartition
-		log *Log
-		err error
-		ok  bool
+		tp       TopicPartition
+		log      *Log
+		dir      *logDir
+		err      error
+		ok       bool
+		manifest []byte // nil: none
 	}
 	entries := make([]*entry, 0, len(m.logs))
 	for tp, ml := range m.logs {
-		entries = append(entries, &entry{tp: tp, log: ml.log})
+		entries = append(entries, &entry{tp: tp, log: ml.log, dir: ml.dir})
 	}
 	m.mu.Unlock()
 	start := time.Now()
@@ -1129,17 +1145,30 @@ func (m *Manager) closeLogs() error {
 			synced = false
 		}
 	}
+	var scratch sync.Pool
 	parallel.For(m.opts.RecoveryThreads*len(m.dirs), len(entries), func(i int) {
-		if e := entries[i]; e.ok {
-			e.err = errors.Join(e.err, e.log.endClose(!synced))
+		e := entries[i]
+		if !e.ok {
+			return
 		}
+		e.err = errors.Join(e.err, e.log.endClose(!synced))
+		sc, _ := scratch.Get().(*manifestScratch)
+		if sc == nil {
+			sc = new(manifestScratch)
+		}
+		e.manifest, _ = e.log.appendManifest(nil, e.tp.String(), sc)
+		scratch.Put(sc)
 	})
 	var errs []error
+	manifests = map[*logDir][][]byte{}
 	for _, e := range entries {
 		if e.err != nil && !errors.Is(e.err, ErrClosed) {
 			errs = append(errs, fmt.Errorf("storage: close %s: %w", e.tp, e.err))
 		}
+		if e.manifest != nil {
+			manifests[e.dir] = append(manifests[e.dir], e.manifest)
+		}
 	}
 	m.logger.Info("closed logs", "logs", len(entries), "duration", time.Since(start))
-	return errors.Join(errs...)
+	return manifests, errors.Join(errs...)
 }

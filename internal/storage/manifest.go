@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"maps"
 	"path/filepath"
 	"slices"
 )
@@ -73,20 +72,36 @@ type producerManifest struct {
 	ongoing, unreplicated        []txnSpan
 }
 
-// manifestEntry describes the closed log l for the ManifestFile of its
-// dir; ok is false when the next Open must look at its files instead:
-// files left to remove (segments deleted by retention, still pending), a
-// failed flush, a recovery point short of the log end.
-func (l *Log) manifestEntry(name string) (m logManifest, ok bool) {
+// manifestScratch is what appendManifest reuses from one log to the
+// next on a close worker: the log's entry, pointing into the log's own
+// state while it is encoded, and the sorted producer ids.
+type manifestScratch struct {
+	m   logManifest
+	ids []int64
+}
+
+// appendManifest appends the entry of the closed log l, named name, to b
+// as encodeManifest lays it out, encoding from the log's state under its
+// locks (no copy of it); ok is false, and b returned as it was, when the
+// next Open must look at its files instead: files left to remove
+// (segments deleted by retention, still pending), a failed flush, a
+// recovery point short of the log end.
+func (l *Log) appendManifest(b []byte, name string, sc *manifestScratch) (_ []byte, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	leo := l.logEndOffset.Load()
 	segs := l.segments()
 	if !l.closed.Load() || len(l.pendingDeletes) > 0 || len(l.retired) > 0 || l.flushFailed.Load() != nil ||
-		l.recoveryPoint.Load() != leo || len(segs) == 0 || l.epochsStale || l.producers == nil {
-		return m, false
+		l.recoveryPoint.Load() != leo || len(segs) == 0 || l.epochsStale || l.producers == nil ||
+		segs[len(segs)-1].nextOffset != leo {
+		return b, false
 	}
-	m = logManifest{name: name, logStartOffset: l.logStartOffset.Load(), logEndOffset: leo, epochs: l.epochs.snapshot()}
+	m := &sc.m
+	*m = logManifest{name: name, logStartOffset: l.logStartOffset.Load(), logEndOffset: leo, segments: m.segments[:0],
+		epochs: m.epochs[:0], producers: producerManifest{producers: m.producers.producers[:0]}}
+	l.epochs.mu.Lock()
+	m.epochs = append(m.epochs, l.epochs.entries...)
+	l.epochs.mu.Unlock()
 	for _, s := range segs {
 		s.txn.mu.Lock()
 		txn := !s.txn.loaded || len(s.txn.entries) > 0
@@ -98,18 +113,24 @@ func (l *Log) manifestEntry(name string) (m logManifest, ok bool) {
 			indexEntries: int32(s.index.len()), timeIndexEntries: int32(s.timeIndex.len()), txnIndex: txn,
 		})
 	}
-	if segs[len(segs)-1].nextOffset != leo {
-		return m, false
-	}
 	ps := l.producers
 	ps.mu.Lock()
-	m.producers = producerManifest{mapEndOffset: ps.mapEndOffset, lastSnapOffset: ps.lastSnapOffset,
-		ongoing: slices.Clone(ps.ongoing), unreplicated: slices.Clone(ps.unreplicated)}
-	for _, id := range slices.Sorted(maps.Keys(ps.producers)) {
-		m.producers.producers = append(m.producers.producers, ps.producers[id].clone())
+	defer ps.mu.Unlock()
+	m.producers.mapEndOffset, m.producers.lastSnapOffset = ps.mapEndOffset, ps.lastSnapOffset
+	m.producers.ongoing, m.producers.unreplicated = ps.ongoing, ps.unreplicated
+	sc.ids = sc.ids[:0]
+	for id := range ps.producers {
+		sc.ids = append(sc.ids, id)
 	}
-	ps.mu.Unlock()
-	return m, true
+	slices.Sort(sc.ids)
+	for _, id := range sc.ids {
+		m.producers.producers = append(m.producers.producers, ps.producers[id])
+	}
+	b = appendManifestEntry(b, m)
+	// The scratch keeps no hold on the log.
+	clear(m.producers.producers)
+	m.producers.ongoing, m.producers.unreplicated = nil, nil
+	return b, true
 }
 
 // loadManifest sets up the segments, offsets, leader epochs and producer
@@ -201,78 +222,97 @@ func readIndexEntries[E any](f *cachedFile, path string, n int32, decode func([]
 
 // encodeManifest returns the ManifestFile id holding logs.
 func encodeManifest(id manifestID, logs []logManifest) []byte {
-	size := 32
-	for _, m := range logs {
-		size += 2 + len(m.name) + 8 + 8 + 4 + 12*len(m.epochs) + 4 + 57*len(m.segments) + 8 + 8 + 4 +
-			4 + 24*len(m.producers.ongoing) + 4 + 24*len(m.producers.unreplicated)
-		for _, e := range m.producers.producers {
-			size += 31 + 32*e.nBatches
-		}
+	size := manifestHeaderSize
+	for i := range logs {
+		size += manifestEntrySize(&logs[i])
 	}
-	b := make([]byte, 0, size)
-	b = append(b, manifestMagic...)
-	b = binary.BigEndian.AppendUint32(b, 0) // crc, below
-	b = append(b, id[:]...)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(logs)))
-	u64 := func(v int64) { b = binary.BigEndian.AppendUint64(b, uint64(v)) }
-	u32 := func(v int32) { b = binary.BigEndian.AppendUint32(b, uint32(v)) }
-	spans := func(ss []txnSpan) {
-		u32(int32(len(ss)))
-		for _, s := range ss {
-			u64(s.producerID)
-			u64(s.firstOffset)
-			u64(s.lastOffset)
-		}
-	}
-	for _, m := range logs {
-		b = binary.BigEndian.AppendUint16(b, uint16(len(m.name)))
-		b = append(b, m.name...)
-		u64(m.logStartOffset)
-		u64(m.logEndOffset)
-		u32(int32(len(m.epochs)))
-		for _, e := range m.epochs {
-			u32(e.Epoch)
-			u64(e.StartOffset)
-		}
-		u32(int32(len(m.segments)))
-		for _, s := range m.segments {
-			u64(s.baseOffset)
-			u64(s.size)
-			u64(s.maxTimestamp)
-			u64(s.offsetOfMaxTimestamp)
-			u64(s.rollingBasedTimestamp)
-			u64(s.bytesSinceLastIndexEntry)
-			u32(s.indexEntries)
-			u32(s.timeIndexEntries)
-			flags := byte(0)
-			if s.txnIndex {
-				flags |= 1
-			}
-			b = append(b, flags)
-		}
-		p := m.producers
-		u64(p.mapEndOffset)
-		u64(p.lastSnapOffset)
-		u32(int32(len(p.producers)))
-		for _, e := range p.producers {
-			u64(e.id)
-			b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
-			u64(e.lastTimestamp)
-			u32(e.coordinatorEpoch)
-			u64(e.txnFirstOffset)
-			b = append(b, byte(e.nBatches))
-			for _, bm := range e.batches[:e.nBatches] {
-				u32(bm.firstSeq)
-				u32(bm.lastSeq)
-				u64(bm.firstOffset)
-				u64(bm.lastOffset)
-				u64(bm.timestamp)
-			}
-		}
-		spans(p.ongoing)
-		spans(p.unreplicated)
+	b := make([]byte, manifestHeaderSize, size)
+	putManifestHeader(b, id, len(logs))
+	for i := range logs {
+		b = appendManifestEntry(b, &logs[i])
 	}
 	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[12:], castagnoli))
+	return b
+}
+
+// manifestHeaderSize is the size of a ManifestFile's header: magic, crc,
+// id and count.
+const manifestHeaderSize = 8 + 4 + 16 + 4
+
+// putManifestHeader fills in the header of a ManifestFile, id holding
+// count logs, but for its CRC (h[8:12], of all bytes after it).
+func putManifestHeader(h []byte, id manifestID, count int) {
+	copy(h, manifestMagic)
+	copy(h[12:], id[:])
+	binary.BigEndian.PutUint32(h[28:], uint32(count))
+}
+
+// manifestEntrySize is the size of m's entry in a ManifestFile.
+func manifestEntrySize(m *logManifest) int {
+	size := 2 + len(m.name) + 8 + 8 + 4 + 12*len(m.epochs) + 4 + 57*len(m.segments) + 8 + 8 + 4 +
+		4 + 24*len(m.producers.ongoing) + 4 + 24*len(m.producers.unreplicated)
+	for _, e := range m.producers.producers {
+		size += 31 + 32*e.nBatches
+	}
+	return size
+}
+
+// appendManifestEntry appends m's entry of a ManifestFile to b.
+func appendManifestEntry(b []byte, m *logManifest) []byte {
+	b = slices.Grow(b, manifestEntrySize(m))
+	be := binary.BigEndian
+	b = be.AppendUint16(b, uint16(len(m.name)))
+	b = append(b, m.name...)
+	b = be.AppendUint64(b, uint64(m.logStartOffset))
+	b = be.AppendUint64(b, uint64(m.logEndOffset))
+	b = be.AppendUint32(b, uint32(len(m.epochs)))
+	for _, e := range m.epochs {
+		b = be.AppendUint32(b, uint32(e.Epoch))
+		b = be.AppendUint64(b, uint64(e.StartOffset))
+	}
+	b = be.AppendUint32(b, uint32(len(m.segments)))
+	for _, s := range m.segments {
+		b = be.AppendUint64(b, uint64(s.baseOffset))
+		b = be.AppendUint64(b, uint64(s.size))
+		b = be.AppendUint64(b, uint64(s.maxTimestamp))
+		b = be.AppendUint64(b, uint64(s.offsetOfMaxTimestamp))
+		b = be.AppendUint64(b, uint64(s.rollingBasedTimestamp))
+		b = be.AppendUint64(b, uint64(s.bytesSinceLastIndexEntry))
+		b = be.AppendUint32(b, uint32(s.indexEntries))
+		b = be.AppendUint32(b, uint32(s.timeIndexEntries))
+		flags := byte(0)
+		if s.txnIndex {
+			flags |= 1
+		}
+		b = append(b, flags)
+	}
+	p := &m.producers
+	b = be.AppendUint64(b, uint64(p.mapEndOffset))
+	b = be.AppendUint64(b, uint64(p.lastSnapOffset))
+	b = be.AppendUint32(b, uint32(len(p.producers)))
+	for _, e := range p.producers {
+		b = be.AppendUint64(b, uint64(e.id))
+		b = be.AppendUint16(b, uint16(e.epoch))
+		b = be.AppendUint64(b, uint64(e.lastTimestamp))
+		b = be.AppendUint32(b, uint32(e.coordinatorEpoch))
+		b = be.AppendUint64(b, uint64(e.txnFirstOffset))
+		b = append(b, byte(e.nBatches))
+		for _, bm := range e.batches[:e.nBatches] {
+			b = be.AppendUint32(b, uint32(bm.firstSeq))
+			b = be.AppendUint32(b, uint32(bm.lastSeq))
+			b = be.AppendUint64(b, uint64(bm.firstOffset))
+			b = be.AppendUint64(b, uint64(bm.lastOffset))
+			b = be.AppendUint64(b, uint64(bm.timestamp))
+		}
+	}
+	for _, ss := range [][]txnSpan{p.ongoing, p.unreplicated} {
+		b = be.AppendUint32(b, uint32(len(ss)))
+		for _, s := range ss {
+			b = be.AppendUint64(b, uint64(s.producerID))
+			b = be.AppendUint64(b, uint64(s.firstOffset))
+			b = be.AppendUint64(b, uint64(s.lastOffset))
+		}
+	}
 	return b
 }
 
