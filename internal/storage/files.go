@@ -167,6 +167,14 @@ func (c *FileCache) lazy(path string, flag int) *cachedFile {
 	return &cachedFile{c: c, path: path, flag: flag}
 }
 
+// lazySegment is lazy for the three files of a segment, its .log (which
+// must exist) and its index files (created on first use), in one
+// allocation.
+func (c *FileCache) lazySegment(log, index, timeIndex string) (l, i, t *cachedFile) {
+	h := &[3]cachedFile{{c: c, path: log}, {c: c, path: index, flag: os.O_CREATE}, {c: c, path: timeIndex, flag: os.O_CREATE}}
+	return &h[0], &h[1], &h[2]
+}
+
 // file returns a handle for path, created by the caller with f, which the
 // cache now owns.
 func (c *FileCache) file(path string, f vfs.File) *cachedFile {

@@ -490,7 +490,7 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 			Config:         m.opts.Default,
 			RecoveryPoint:  j.rp,
 			LogStartOffset: lsos[j.tp],
-			Logger:         m.logger.With("topic", j.tp.Topic, "partition", j.tp.Partition),
+			Logger:         lazyWith(m.logger, slog.String("topic", j.tp.Topic), slog.Int("partition", int(j.tp.Partition))),
 			Now:            m.opts.Now,
 			Files:          m.files,
 			Stats:          m.opts.Stats,
@@ -855,7 +855,7 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	l, err := Open(OpenOptions{
 		Dir:    dir,
 		Config: cfg.Inherit(m.opts.Default),
-		Logger: m.logger.With("topic", tp.Topic, "partition", tp.Partition),
+		Logger: lazyWith(m.logger, slog.String("topic", tp.Topic), slog.Int("partition", int(tp.Partition))),
 		Now:    m.opts.Now,
 		Files:  m.files,
 		Stats:  m.opts.Stats,

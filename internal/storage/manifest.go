@@ -159,10 +159,10 @@ func (l *Log) loadManifest(m *logManifest) error {
 		// damaged since the clean shutdown) is opened from its files,
 		// where a log that cannot be opened goes offline at start
 		// (KAFKA_STORAGE_ERROR) instead of failing at its first read.
-		if fi, err := l.fsys.Stat(s.path(logSuffix)); err != nil {
+		if fi, err := l.fsys.Stat(s.log.name()); err != nil {
 			return fail(err)
 		} else if !fi.Mode().IsRegular() || fi.Size() != int64(sm.size) {
-			return fail(fmt.Errorf("storage: %s: %v of %d bytes, the manifest says a file of %d", s.path(logSuffix), fi.Mode().Type(), fi.Size(), sm.size))
+			return fail(fmt.Errorf("storage: %s: %v of %d bytes, the manifest says a file of %d", s.log.name(), fi.Mode().Type(), fi.Size(), sm.size))
 		}
 		s.size.Store(sm.size)
 		s.txn.loaded = !sm.txnIndex

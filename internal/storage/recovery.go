@@ -51,7 +51,7 @@ func open(opts OpenOptions, m *logManifest) (*Log, error) {
 		dir:       filepath.Clean(opts.Dir), // segment.path joins without cleaning
 		files:     files,
 		fsys:      files.fsys,
-		logger:    logger.With("dir", opts.Dir),
+		logger:    lazyWith(logger, slog.String("dir", opts.Dir)),
 		now:       now,
 		cfg:       opts.Config.WithDefaults(),
 		flushKick: make(chan struct{}, 1),

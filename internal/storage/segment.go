@@ -111,6 +111,29 @@ func (s *segment) path(suffix string) string {
 	return sb.String()
 }
 
+// paths returns s.path of the .log, .index and .timeindex, substrings of
+// one string (one allocation instead of three: a restart sets up every
+// segment of every log).
+func (s *segment) paths() (log, index, timeIndex string) {
+	var name [24]byte
+	stem := appendSegmentName(name[:0], s.baseOffset)
+	sep := len(s.dir) > 0 && !os.IsPathSeparator(s.dir[len(s.dir)-1])
+	var sb strings.Builder
+	sb.Grow(3*(len(s.dir)+1+len(stem)) + len(logSuffix) + len(indexSuffix) + len(timeIndexSuffix))
+	var ends [3]int
+	for i, suffix := range [3]string{logSuffix, indexSuffix, timeIndexSuffix} {
+		sb.WriteString(s.dir)
+		if sep {
+			sb.WriteByte(filepath.Separator)
+		}
+		sb.Write(stem)
+		sb.WriteString(suffix)
+		ends[i] = sb.Len()
+	}
+	all := sb.String()
+	return all[:ends[0]], all[ends[0]:ends[1]], all[ends[1]:]
+}
+
 func (s *segment) String() string { return s.path(logSuffix) }
 
 // fsys is the filesystem of the segment's files.
@@ -124,9 +147,11 @@ func openSegmentFiles(files *FileCache, dir string, base int64, cfg Config, now 
 	s := &segment{baseOffset: base, dir: dir, fs: files.fsys, created: now, nextOffset: base, rollingBasedTimestamp: noTimestamp}
 	s.maxTimestamp.Store(noTimestamp)
 	s.offsetOfMaxTimestamp.Store(base)
-	s.log = files.lazy(s.path(logSuffix), 0)
-	s.index = newOffsetIndex(s.path(indexSuffix), files.lazy(s.path(indexSuffix), os.O_CREATE), nil, cfg.maxIndexEntries(offsetEntrySize))
-	s.timeIndex = newTimeIndex(s.path(timeIndexSuffix), files.lazy(s.path(timeIndexSuffix), os.O_CREATE), nil, cfg.maxIndexEntries(timeEntrySize))
+	logPath, indexPath, timeIndexPath := s.paths()
+	var index, timeIndex *cachedFile
+	s.log, index, timeIndex = files.lazySegment(logPath, indexPath, timeIndexPath)
+	s.index = newOffsetIndex(indexPath, index, nil, cfg.maxIndexEntries(offsetEntrySize))
+	s.timeIndex = newTimeIndex(timeIndexPath, timeIndex, nil, cfg.maxIndexEntries(timeEntrySize))
 	return s, nil
 }
 
