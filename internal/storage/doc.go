@@ -175,8 +175,11 @@
 // state (each producer's last five batches, open and unreplicated
 // transactions, the offset of the latest snapshot). Its layout, big-endian
 // with a CRC-32C over everything after the CRC and a random 16-byte id,
-// is in manifest.go. It is written like the checkpoints (temporary file,
-// fsync, rename, fsync of the dir), then the clean-shutdown marker, which
+// is in manifest.go. Each log's entry is encoded by the close worker that
+// closed it (num.recovery.threads.per.data.dir of them), straight from
+// the log's state; the file is streamed from those entries like the
+// checkpoints are written (temporary file, one fsync, rename, fsync of
+// the dir), then the clean-shutdown marker, which
 // holds the id in hex ("samsa_manifest_id"). The next OpenManager trusts the
 // manifest only when the marker is there and names it: a manifest
 // without the marker (a shutdown that died between them), or with a
