@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -192,6 +193,16 @@ func TestManifestRestartEquivalent(t *testing.T) {
 			}
 			if err := m.Close(); err != nil {
 				t.Fatal(err)
+			}
+			// The streamed file is what encodeManifest lays out for
+			// the entries it holds (header, count, CRC), one a log.
+			written := mustRead(t, filepath.Join(dir, ManifestFile))
+			id, logs, err := decodeManifest(written)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(logs) != len(before) || !bytes.Equal(encodeManifest(id, logs), written) {
+				t.Fatalf("the manifest holds %d logs of %d, or does not re-encode to itself", len(logs), len(before))
 			}
 			// The same dir without its manifest: the full open.
 			full := filepath.Join(t.TempDir(), "b")
