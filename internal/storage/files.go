@@ -160,16 +160,10 @@ type cachedFile struct {
 	prev, next *cachedFile // in c.idle when open and unused
 }
 
-// lazy returns a handle for path that opens nothing until used; flag
-// os.O_CREATE creates the file on first use (index files, which a segment
-// without entries need not have), otherwise it must exist.
-func (c *FileCache) lazy(path string, flag int) *cachedFile {
-	return &cachedFile{c: c, path: path, flag: flag}
-}
-
-// lazySegment is lazy for the three files of a segment, its .log (which
-// must exist) and its index files (created on first use), in one
-// allocation.
+// lazySegment returns handles for the three files of a segment that open
+// nothing until used: its .log, which must exist, and its index files,
+// created on first use (os.O_CREATE: a segment without index entries
+// need not have them); one allocation for the three.
 func (c *FileCache) lazySegment(log, index, timeIndex string) (l, i, t *cachedFile) {
 	h := &[3]cachedFile{{c: c, path: log}, {c: c, path: index, flag: os.O_CREATE}, {c: c, path: timeIndex, flag: os.O_CREATE}}
 	return &h[0], &h[1], &h[2]
