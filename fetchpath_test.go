@@ -3,6 +3,7 @@ package samsa_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -165,6 +166,61 @@ func TestFetchPartitionMaxBytesZero(t *testing.T) {
 				t.Fatalf("partition_max_bytes %d, max_bytes %d: %d bytes of records (%v, first offset %d), want the batch at offset 1",
 					pmb, maxBytes, len(sp.RecordBatches), err, batch.FirstOffset)
 			}
+		}
+	}
+}
+
+// TestFetchMaxBytesZero: a consumer's fetch with max_bytes 0 or negative
+// and no quota returns only the first batch of the first partition with
+// records, as Kafka's min(max_bytes, fetch.max.bytes) cap with KIP-74's
+// first batch: before, it read as no cap (fetch.max.bytes) and returned
+// every batch of both partitions.
+func TestFetchMaxBytesZero(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := startNode(t, t.TempDir(), nil)
+	cl := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createTopic(t, cl, "mbz", 2, nil)
+	for i := range 6 {
+		// One produce a record: a batch each.
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "mbz", Partition: int32(i % 2), Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br := direct(t, cl)
+	for _, maxBytes := range []int32{0, -1} {
+		req := kmsg.NewPtrFetchRequest()
+		req.SetVersion(12)
+		req.ReplicaID, req.MaxBytes, req.SessionEpoch = -1, maxBytes, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "mbz"
+		for p := range int32(2) {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes = p, 1<<20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var batches []int
+		for _, sp := range resp.Topics[0].Partitions {
+			if sp.ErrorCode != 0 {
+				t.Fatalf("max_bytes %d: partition %d error %d", maxBytes, sp.Partition, sp.ErrorCode)
+			}
+			n := 0
+			for b := sp.RecordBatches; len(b) > 0; n++ {
+				var batch kmsg.RecordBatch
+				if err := batch.ReadFrom(b); err != nil {
+					t.Fatalf("max_bytes %d: partition %d: %v", maxBytes, sp.Partition, err)
+				}
+				b = b[12+batch.Length:]
+			}
+			batches = append(batches, n)
+		}
+		if !slices.Equal(batches, []int{1, 0}) {
+			t.Fatalf("max_bytes %d: batches per partition %v, want [1 0] (the first batch only)", maxBytes, batches)
 		}
 	}
 }

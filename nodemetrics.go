@@ -144,6 +144,7 @@ var (
 	descSnapLoads    = prometheus.NewDesc("kafka_server_metadataloader_handleloadsnapshotcount", "Metadata snapshots loaded since the process started (MetadataLoader HandleLoadSnapshotCount).", nil, nil)
 	descRaftLatencyS = prometheus.NewDesc("samsa_raft_commit_seconds_total", "Seconds metadata appends of this node's controller took to commit, in total (divide by samsa_raft_commits_total).", nil, nil)
 	descRaftCommits  = prometheus.NewDesc("samsa_raft_commits_total", "Metadata appends of this node's controller that committed.", nil, nil)
+	descPendingLogs  = prometheus.NewDesc("samsa_replica_pending_log_creations", "Partitions assigned to this broker whose logs its creators have not made yet: not served until then (clients get NOT_LEADER_OR_FOLLOWER).", nil, nil)
 
 	descCleaner = func() map[string]*prometheus.Desc {
 		out := map[string]*prometheus.Desc{}
@@ -171,7 +172,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range descCleaner {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{descConnections, descRolls, descRaftLeader, descRaftEpoch, descRaftVote, descRaftState, descRaftHW, descRaftLEO, descRaftAppend, descRaftFetch, descRaftLatency, descRaftLatencyS, descRaftCommits, descSnapBytes, descSnapAge, descSnapLoads, descRaftBytesIn, descRaftBytesOut, descRaftMsgsOut, descRaftMsgsIn} {
+	for _, d := range []*prometheus.Desc{descConnections, descRolls, descRaftLeader, descRaftEpoch, descRaftVote, descRaftState, descRaftHW, descRaftLEO, descRaftAppend, descRaftFetch, descRaftLatency, descRaftLatencyS, descRaftCommits, descSnapBytes, descSnapAge, descSnapLoads, descRaftBytesIn, descRaftBytesOut, descRaftMsgsOut, descRaftMsgsIn, descPendingLogs} {
 		ch <- d
 	}
 	// The broker's descriptions do not need a broker.
@@ -207,6 +208,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		return // the broker and quorum are still starting
 	}
 	n.broker.Collector().Collect(ch)
+	if r := n.broker.Replicas(); r != nil && n.node.HasRole("broker") {
+		g(descPendingLogs, float64(r.Pending()))
+	}
 
 	now := time.Now()
 	lead := n.quorum.Leader()

@@ -489,16 +489,21 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 	}
 	note(b.applyPartitions(batch))
 	var deleted []string
+	var gone []replica.TopicPartition
 	self := b.node.NodeID
 	for _, t := range removed {
 		deleted = append(deleted, t.Name)
 		for i, p := range t.Partitions {
-			if !slices.Contains(p.Replicas, self) {
-				continue
+			if slices.Contains(p.Replicas, self) {
+				gone = append(gone, replica.TopicPartition{Topic: t.Name, Partition: int32(i)})
 			}
-			if err := b.replicas.Remove(replica.TopicPartition{Topic: t.Name, Partition: int32(i)}); err != nil {
-				b.logger.Error("deleting partition failed", "topic", t.Name, "partition", i, "err", err)
-			}
+		}
+	}
+	// One batch: the logs' directories are renamed, each log dir
+	// fsynced once, and the files removed in the background.
+	for i, err := range b.replicas.RemoveBatch(gone) {
+		if err != nil {
+			b.logger.Error("deleting partition failed", "topic", gone[i].Topic, "partition", gone[i].Partition, "err", err)
 		}
 	}
 	if b.groups != nil {

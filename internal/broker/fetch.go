@@ -123,12 +123,8 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		// A consumer may not ask for more than its consumer_byte_rate
 		// allows in a quota window: more would be throttled for sure.
 		// A quota allowing less than a byte still returns the first
-		// batch (KIP-74), as Kafka's fetch with max bytes 0: a cap of 0
-		// would read as none (fetch.max.bytes) in fetchOnce.
+		// batch (KIP-74), as Kafka's fetch with max bytes 0.
 		if n, ok := b.fetchQuotaBytes(c, clientIDFrom(ctx)); ok {
-			if req.MaxBytes <= 0 {
-				req.MaxBytes = b.node.FetchMaxBytes
-			}
 			req.MaxBytes = max(min(req.MaxBytes, n), 1)
 			req.MinBytes = min(req.MinBytes, req.MaxBytes)
 		}
@@ -327,10 +323,11 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 	resp := wresp.FetchResponse
 	diverged, redirected := false, false
 	defer func() { failed = failed || diverged || redirected }()
-	maxBytes := req.MaxBytes
-	if maxBytes <= 0 || maxBytes > b.node.FetchMaxBytes {
-		maxBytes = b.node.FetchMaxBytes
-	}
+	// Kafka's min(max_bytes, fetch.max.bytes): a max_bytes of 0 or less
+	// caps the response at the first batch found (KIP-74 returns it
+	// whatever the cap), not at fetch.max.bytes. Fetch v0-v2 have no
+	// max_bytes: kmsg's default is MaxInt32, as Kafka's.
+	maxBytes := max(min(req.MaxBytes, b.node.FetchMaxBytes), 0)
 	follower := req.ReplicaID >= 0
 	// A consumer's Fetch v11+ may read from a follower (KIP-392); older
 	// ones and followers' need the leader (Kafka's

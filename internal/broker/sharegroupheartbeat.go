@@ -111,6 +111,15 @@ func (j shareJournal) Append(id string, recs []group.Record, done func(error)) {
 	j.b.groups.coord.AppendShare(id, recs, done)
 }
 
+// MaxBatchBytes is max.message.bytes of the group's partition of
+// __consumer_offsets when this broker hosts it, else 0 (no limit known).
+func (j shareJournal) MaxBatchBytes(id string) int {
+	if rp := j.b.replicas.Get(offsetsTopic, j.Partition(id)); rp != nil {
+		return int(rp.Config().MaxMessageBytes)
+	}
+	return 0
+}
+
 // listShareGroups adds the share groups to a ListGroups response, filtered
 // by the request's states (v4+) and types (v5+: "share").
 func (b *Broker) listShareGroups(req *kmsg.ListGroupsRequest, resp *kmsg.ListGroupsResponse) *kmsg.ListGroupsResponse {

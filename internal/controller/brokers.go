@@ -131,14 +131,8 @@ func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
 		wrote := false
 		err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
-			if im.Bootstrapped {
-				return nil, nil
-			}
-			wrote = true
-			recs := append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...)
-			if im.TopicCount() == 0 {
-				recs = append(recs, metadata.DefaultFeatureLevels(c.bootstrap)...)
-			}
+			recs := c.bootstrapRecords(im)
+			wrote = len(recs) > 0
 			return recs, nil
 		})
 		if err == nil {
@@ -156,6 +150,20 @@ func (t *brokerTracker) writeBootstrap(stopc chan struct{}) {
 		case <-tm.C:
 		}
 	}
+}
+
+// bootstrapRecords are the records writeBootstrap writes over im, none
+// when im has them already: BootstrapRecord, the records of `samsa
+// storage format`, and for a new cluster the default feature levels.
+func (c *Controller) bootstrapRecords(im *metadata.Image) []metadata.Record {
+	if im.Bootstrapped {
+		return nil
+	}
+	recs := append([]metadata.Record{metadata.BootstrapRecord{}}, c.bootstrap...)
+	if im.TopicCount() == 0 {
+		recs = append(recs, metadata.DefaultFeatureLevels(c.bootstrap)...)
+	}
+	return recs
 }
 
 func (t *brokerTracker) stop() {
@@ -340,7 +348,16 @@ func (c *Controller) registerBroker(ctx context.Context, id int32, incarnation m
 		// led (a single node restarted with 100,000 partitions appended
 		// 100,000 records where its clean re-registration was one).
 		c.brokers.seen(id)
-		var recs []metadata.Record
+		// The bootstrap records come first, in this commit when
+		// writeBootstrap has not committed them yet (it failed, or
+		// is behind this write on the loop): Kafka's controller
+		// writes them at activation, before any registration, and a
+		// registration must not commit at features the bootstrap
+		// records then change.
+		recs := c.bootstrapRecords(im)
+		if len(recs) > 0 {
+			im = im.Apply(im.Offset+1, recs)
+		}
 		if b := im.Broker(id); b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation && previousEpoch >= 0 && previousEpoch == b.Epoch {
 			c.logger.Info("broker restarted after a clean shutdown: keeping its ISRs and leaderships", "broker", id, "previous_broker_epoch", previousEpoch)
 		} else if b != nil && !b.Fenced && c.brokerIncarnation[id] != incarnation {

@@ -27,6 +27,35 @@ func newLocalController(t *testing.T) *Controller {
 // when wrap is not nil.
 func newLocalControllerWith(t *testing.T, wrap func(quorum.Log) quorum.Log) *Controller {
 	t.Helper()
+	c := openLocalController(t, wrap)
+	// Active, and its bootstrap records written: a test counting or
+	// failing appends must not meet them (seen at load 50).
+	waitController(t, c, func() bool { return c.Active() && c.Image().Bootstrapped })
+	return c
+}
+
+// waitController waits up to 10 s for ready, failing t after.
+func waitController(t *testing.T, c *Controller, ready func() bool) {
+	t.Helper()
+	// The local log announces its leadership from its dispatcher.
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !ready() {
+		select {
+		case <-deadline.C:
+			t.Fatal("the controller of a local log is not active, or without its bootstrap records")
+		case <-tick.C:
+		}
+	}
+}
+
+// openLocalController is the controller of node 1 over wrap(a local
+// metadata log) (the log itself when wrap is nil), closed at the end of
+// t; it may not be active yet.
+func openLocalController(t *testing.T, wrap func(quorum.Log) quorum.Log) *Controller {
+	t.Helper()
 	dir := t.TempDir()
 	node, err := config.Parse(map[string]string{"node.id": "1", "log.dirs": dir})
 	if err != nil {
@@ -53,20 +82,6 @@ func newLocalControllerWith(t *testing.T, wrap func(quorum.Log) quorum.Log) *Con
 		q.Close()
 		logs.Close()
 	})
-	// The local log announces its leadership from its dispatcher.
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	// Active, and its bootstrap records written: a test counting or
-	// failing appends must not meet them (seen at load 50).
-	for !c.Active() || !c.Image().Bootstrapped {
-		select {
-		case <-deadline.C:
-			t.Fatal("the controller of a local log is not active")
-		case <-tick.C:
-		}
-	}
 	return c
 }
 

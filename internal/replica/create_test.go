@@ -50,16 +50,8 @@ func (g *gateFS) release() { g.once.Do(func() { close(g.gate) }) }
 func newGatedManager(t *testing.T, workers int) (*Manager, *storage.Manager, *gateFS) {
 	t.Helper()
 	g := &gateFS{FS: vfs.Default, entered: make(chan string, 16), gate: make(chan struct{})}
-	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "replica-test", FS: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewManager(logs, Options{NodeID: 1, Controller: noController{}, LeaderAddr: func(int32) (string, bool) { return "", false }, CreateWorkers: workers})
-	t.Cleanup(func() {
-		g.release()
-		m.Close()
-		logs.Close()
-	})
+	m, logs := newFSManager(t, t.TempDir(), g, workers)
+	t.Cleanup(g.release) // before the Manager's Close (cleanups run last first)
 	return m, logs, g
 }
 

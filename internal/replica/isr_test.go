@@ -11,6 +11,7 @@ import (
 
 	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/storage"
+	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/testutil"
 )
 
@@ -25,16 +26,25 @@ func (noController) AlterPartition(context.Context, [16]byte, int32, int32, int3
 // newTestManager hosts partitions of broker 1 in a temporary log dir.
 func newTestManager(t testing.TB) *Manager {
 	t.Helper()
-	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "replica-test"})
+	m, _ := newFSManager(t, t.TempDir(), nil, 0)
+	return m
+}
+
+// newFSManager is a Manager of broker 1 with workers creators (0: the
+// default) over one log dir, dir, on fsys (nil: the OS's), closed at the
+// end of t.
+func newFSManager(t testing.TB, dir string, fsys vfs.FS, workers int) (*Manager, *storage.Manager) {
+	t.Helper()
+	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "replica-test", FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewManager(logs, Options{NodeID: 1, Controller: noController{}, LeaderAddr: func(int32) (string, bool) { return "", false }})
+	m := NewManager(logs, Options{NodeID: 1, Controller: noController{}, LeaderAddr: func(int32) (string, bool) { return "", false }, CreateWorkers: workers})
 	t.Cleanup(func() {
 		m.Close()
 		logs.Close()
 	})
-	return m
+	return m, logs
 }
 
 // batch is a batch of n records at base offset base written by epoch.

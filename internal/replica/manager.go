@@ -262,8 +262,51 @@ func (m *Manager) fetcherLocked(leader int32) *fetcher {
 // Remove stops hosting tp and deletes its log (topic deletion, or a
 // replica moved away). A partition whose log a creator has not made yet
 // is dropped from the queue, or its log deleted by the creator once made.
+// Errors: storage.Manager.Delete's.
 func (m *Manager) Remove(tp TopicPartition) error {
-	m.mu.Lock()
+	return m.RemoveBatch([]TopicPartition{tp})[0]
+}
+
+// RemoveBatch is Remove for each of tps, as the metadata listener does for
+// the partitions of deleted topics: the partitions stop being served at
+// once, applyChunk of them under one hold of the Manager's lock, and their
+// logs are deleted together (storage.Manager.DeleteBatch: one fsync per
+// log dir, not one per partition; the files are removed in the
+// background). It returns one error per tp, nil when removed or not
+// hosted. Safe for concurrent use.
+func (m *Manager) RemoveBatch(tps []TopicPartition) []error {
+	var del []storage.TopicPartition
+	var idx []int // the index in tps of each of del
+	var woken []*Partition
+	for lo := 0; lo < len(tps); lo += applyChunk {
+		m.mu.Lock()
+		for i := lo; i < min(lo+applyChunk, len(tps)); i++ {
+			tp := tps[i]
+			p, hosted := m.removeLocked(tp)
+			if p != nil {
+				woken = append(woken, p)
+			}
+			if hosted {
+				del = append(del, storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+				idx = append(idx, i)
+			}
+		}
+		m.mu.Unlock()
+	}
+	for _, p := range woken {
+		p.purg.wakeAll() // wake fetches and produces so they see the partition gone
+	}
+	errs := make([]error, len(tps))
+	for j, err := range m.logs.DeleteBatch(del) {
+		errs[idx[j]] = err
+	}
+	return errs
+}
+
+// removeLocked stops hosting tp and returns its partition, if hosted, and
+// whether its log is the caller's to delete (false when a creator has not
+// made it yet: dropped from the queue, or deleted by the creator).
+func (m *Manager) removeLocked(tp TopicPartition) (*Partition, bool) {
 	if pl := m.pending[tp]; pl != nil {
 		delete(m.offline, tp)
 		if pl.creating {
@@ -271,8 +314,7 @@ func (m *Manager) Remove(tp TopicPartition) error {
 		} else {
 			delete(m.pending, tp)
 		}
-		m.mu.Unlock()
-		return nil
+		return nil, false
 	}
 	p := m.parts[tp]
 	delete(m.parts, tp)
@@ -283,11 +325,7 @@ func (m *Manager) Remove(tp TopicPartition) error {
 		p.leader.Store(false)
 		m.opts.Topics.Release(p.Stats)
 	}
-	m.mu.Unlock()
-	if p != nil {
-		p.purg.wakeAll() // wake fetches and produces so they see the partition gone
-	}
-	return m.logs.Delete(storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	return p, true
 }
 
 // Offline returns why this broker, a replica of tp, could not open its

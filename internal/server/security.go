@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/clip"
 	"github.com/samsahq/samsa/internal/wire"
 )
 
@@ -164,7 +165,7 @@ func (s *Server) sasl(c *Conn, st *saslState, req *wire.Request) (resp kmsg.Resp
 			msg := err.Error()
 			msg = strings.ToUpper(msg[:1]) + msg[1:]
 			out.ErrorMessage = &msg
-			s.logger.Info("failed authentication", "remote", c.RemoteAddr, "err", err)
+			s.logger.Info("failed authentication", "remote", c.RemoteAddr, "err", clip.String(err.Error()))
 			return out, true, true, nil
 		}
 		b, done, err := ex.Step(r.SASLAuthBytes)
@@ -218,7 +219,7 @@ func (s *Server) saslRaw(c *Conn, st *saslState, token []byte) ([]byte, error) {
 	ex := st.ex
 	out, done, err := ex.Step(token)
 	if err != nil {
-		s.logger.Info("failed authentication", "remote", c.RemoteAddr, "err", err)
+		s.logger.Info("failed authentication", "remote", c.RemoteAddr, "err", clip.String(err.Error()))
 		return nil, err
 	}
 	if !done {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/clip"
 	"github.com/samsahq/samsa/internal/metrics"
 	"github.com/samsahq/samsa/internal/wire"
 )
@@ -312,7 +313,7 @@ func (s *Server) accept() {
 					return
 				}
 				if ok, skipped := quotaLog.allow(time.Now()); ok {
-					s.logger.Info("rejected connection", "remote", c.RemoteAddr().String(), "reason", err.Error(), "not_logged", skipped)
+					s.logger.Info("rejected connection", "remote", c.RemoteAddr().String(), "reason", clip.String(err.Error()), "not_logged", skipped)
 				}
 				continue
 			}

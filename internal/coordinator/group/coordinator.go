@@ -363,8 +363,9 @@ func (c *Coordinator) startWriter(p int32) *appendq.Writer[Record] {
 		Timeout:  c.cfg.OffsetCommitTimeout,
 		MaxBytes: c.cfg.MaxAppendBytes,
 		Size:     func(r Record) int { return len(r.Key) + len(r.Value) },
-		// A transaction's records go alone: they form a batch of their own.
-		Alone: func(recs []Record) bool { return len(recs) > 0 && recs[0].Txn != nil },
+		// A transaction's records go alone: they form a batch of their
+		// own; so do the writes that asked to (Record.Alone).
+		Alone: func(recs []Record) bool { return len(recs) > 0 && (recs[0].Txn != nil || recs[0].Alone) },
 		Post:  c.post,
 		Log:   c.log,
 		Topic: offsetsTopicName,

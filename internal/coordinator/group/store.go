@@ -11,6 +11,11 @@ type Record struct {
 	// of that producer, and Load passes them with Txn set, as well as the
 	// COMMIT and ABORT markers that end them (Key and Value nil).
 	Txn *TxnInfo
+	// Alone, on the first record of a write, has the write appended by
+	// a Store.Append of its own, never combined with the writes queued
+	// beside it: each Append of a share group's rewrite cut to fit the
+	// partition's max.message.bytes (share.Journal.MaxBatchBytes).
+	Alone bool
 }
 
 // TxnInfo is the transaction of a Record.

@@ -30,7 +30,8 @@ import (
 // marked dirty: its next write, at the latest the next heartbeat of one of
 // its members, rewrites every record of the group first (and tombstones
 // the members removed by failed writes), so the log catches up with
-// memory. A member whose heartbeat failed retries with
+// memory; cut into Appends that each fit the partition's
+// max.message.bytes (Journal.MaxBatchBytes) when the group is large. A member whose heartbeat failed retries with
 // its previous epoch, which is accepted as Kafka accepts it.
 
 // Journal is where share group records are written: the group
@@ -43,7 +44,21 @@ type Journal interface {
 	// done once with nil when they are durable, else with the error for
 	// the client (a *kerr.Error). done must not block.
 	Append(groupID string, recs []gcoord.Record, done func(error))
+	// MaxBatchBytes is the size in bytes of the largest batch an Append
+	// for groupID may write (max.message.bytes of its partition of
+	// __consumer_offsets); zero or less means no limit. A dirty group's
+	// rewrite is cut into Appends that fit.
+	MaxBatchBytes(groupID string) int
 }
+
+// Batch overheads for MaxBatchBytes, bounds of the uncompressed record
+// batch v2 the group coordinator's store writes: the batch header, and
+// per record its length, attributes, timestamp and offset deltas, key
+// and value lengths and header count as varints.
+const (
+	batchOverhead  = 61
+	recordOverhead = 5 + 1 + 10 + 5 + 5 + 5 + 5
+)
 
 // SetJournal makes the Coordinator persist its share groups through j
 // and keep only the groups of the partitions loaded with LoadPartition
@@ -61,9 +76,13 @@ type pendingWrite struct {
 	g       *group
 	recs    []gcoord.Record
 	removed []string // members tombstoned by recs
-	repair  bool     // recs begin with every record of g
+	repair  bool     // recs end a rewrite of every record of g
 	gone    []string // the tombstones of g.gone a repair carries
-	done    chan error
+	// chain, for the Appends of one write cut to fit MaxBatchBytes
+	// (a dirty group's rewrite), keeps the first error of its Appends:
+	// the last one reports it, and a repair counts only without it.
+	chain *writeChain
+	done  chan error
 	// member is the member whose heartbeat made the change, nil for other
 	// writes; joined: it joined with this write (none of its records is in
 	// the log yet).
@@ -81,21 +100,83 @@ func (c *Coordinator) writeLocked(g *group, recs []gcoord.ShareRecord, removed [
 		return nil
 	}
 	w := &pendingWrite{g: g, removed: removed, done: make(chan error, 1)}
-	if g.dirty {
-		w.repair = true
-		var all []gcoord.ShareRecord
-		for id := range g.gone {
-			w.gone = append(w.gone, id)
-			all = append(all, memberTombstones(g.id, id)...)
+	if !g.dirty {
+		for i := range recs {
+			w.recs = append(w.recs, recs[i].Record())
 		}
-		all = append(all, c.groupRecordsLocked(g)...)
-		recs = append(all, recs...)
+		c.queue = append(c.queue, w)
+		return w.done
 	}
-	for i := range recs {
-		w.recs = append(w.recs, recs[i].Record())
+	w.repair = true
+	var all []gcoord.ShareRecord
+	for id := range g.gone {
+		w.gone = append(w.gone, id)
+		all = append(all, memberTombstones(g.id, id)...)
 	}
+	all = append(all, c.groupRecordsLocked(g)...)
+	all = append(all, recs...)
+	// Cut to fit MaxBatchBytes: a big group's rewrite in one Append
+	// exceeded max.message.bytes and failed at every try. A crash
+	// between the Appends leaves a prefix of the rewrite in the log,
+	// each record a whole value of its key (replayed over the older
+	// ones): a member's records are kept in one Append, so the group
+	// loads with each member's metadata, target and current assignment
+	// from before or after. The change's records come last, after
+	// the state they apply to.
+	chunks := chunkRecords(all, c.journal.MaxBatchBytes(g.id))
+	if len(chunks) > 1 {
+		// Each in a batch of its own: the group coordinator's writer
+		// combines writes up to its own limit otherwise.
+		for _, chunk := range chunks {
+			chunk[0].Alone = true
+		}
+	}
+	w.chain = &writeChain{}
+	for _, chunk := range chunks[:len(chunks)-1] {
+		c.queue = append(c.queue, &pendingWrite{g: g, recs: chunk, chain: w.chain, done: make(chan error, 1)})
+	}
+	w.recs = chunks[len(chunks)-1]
 	c.queue = append(c.queue, w)
 	return w.done
+}
+
+// writeChain is the state the Appends of one cut write share.
+type writeChain struct {
+	err error // the first error of its Appends
+}
+
+// chunkRecords encodes recs and cuts them into runs whose uncompressed
+// batch fits maxBytes (zero or less: one run), never between a member's
+// metadata and its assignment records; a record, or a member's records,
+// too large alone go in a run of their own. At least one run.
+func chunkRecords(recs []gcoord.ShareRecord, maxBytes int) [][]gcoord.Record {
+	var out [][]gcoord.Record
+	var cur []gcoord.Record
+	size, unit := batchOverhead, 0 // unit: where the member being added began in cur
+	for i := range recs {
+		r := recs[i].Record()
+		n := recordOverhead + len(r.Key) + len(r.Value)
+		member := recs[i].Type == gcoord.ShareTargetMemberType || recs[i].Type == gcoord.ShareCurrentMemberType
+		if !member || recs[i].Tombstone {
+			unit = len(cur)
+		}
+		if maxBytes > 0 && size+n > maxBytes && len(cur) > 0 {
+			cut := unit
+			if cut == 0 {
+				cut = len(cur) // the member alone is too large: cut it
+			}
+			out = append(out, cur[:cut:cut])
+			cur = append([]gcoord.Record(nil), cur[cut:]...)
+			size = batchOverhead
+			for _, r := range cur {
+				size += recordOverhead + len(r.Key) + len(r.Value)
+			}
+			unit = 0
+		}
+		cur = append(cur, r)
+		size += n
+	}
+	return append(out, cur)
 }
 
 // unlockFlush releases the lock and hands the queued writes to the
@@ -133,6 +214,12 @@ func (c *Coordinator) flush() {
 func (c *Coordinator) written(w *pendingWrite, err error) {
 	c.mu.Lock()
 	g := w.g
+	if ch := w.chain; ch != nil {
+		if ch.err == nil {
+			ch.err = err
+		}
+		err = ch.err // an earlier Append of the chain failed
+	}
 	switch {
 	case err != nil:
 		g.dirty = true

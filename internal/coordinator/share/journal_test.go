@@ -3,6 +3,7 @@ package share
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -10,24 +11,44 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	gcoord "github.com/samsahq/samsa/internal/coordinator/group"
+	"github.com/samsahq/samsa/internal/record"
 	"github.com/samsahq/samsa/internal/testutil"
 )
 
 // memJournal is a Journal over an in-memory log that fails its writes
 // while fail is set.
 type memJournal struct {
-	log  []gcoord.Record
-	fail bool
+	log      []gcoord.Record
+	fail     bool
+	maxBytes int   // MaxBatchBytes; zero: no limit
+	appends  []int // the length of log after each Append
 }
 
 func (j *memJournal) Partition(string) int32 { return 0 }
+
+func (j *memJournal) MaxBatchBytes(string) int { return j.maxBytes }
 
 func (j *memJournal) Append(_ string, recs []gcoord.Record, done func(error)) {
 	if j.fail {
 		done(kerr.NotEnoughReplicas)
 		return
 	}
+	if j.maxBytes > 0 {
+		// The batch the group coordinator's store would write; too
+		// large fails as it does (MESSAGE_TOO_LARGE, mapped to
+		// UNKNOWN_SERVER_ERROR for clients).
+		rs := make([]record.Record, len(recs))
+		for i, r := range recs {
+			rs[i] = record.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+		}
+		batch, err := record.Build(record.Spec{ProducerID: record.NoProducerID, ProducerEpoch: record.NoProducerEpoch, BaseSequence: record.NoSequence}, rs)
+		if err != nil || len(batch) > j.maxBytes {
+			done(kerr.UnknownServerError)
+			return
+		}
+	}
 	j.log = append(j.log, recs...)
+	j.appends = append(j.appends, len(j.log))
 	done(nil)
 }
 
@@ -35,9 +56,15 @@ func (j *memJournal) Append(_ string, recs []gcoord.Record, done func(error)) {
 // record of each key, tombstones removing it.
 func (j *memJournal) replay(t *testing.T) []gcoord.ShareRecord {
 	t.Helper()
+	return replayLog(t, j.log)
+}
+
+// replayLog is replay of log.
+func replayLog(t *testing.T, log []gcoord.Record) []gcoord.ShareRecord {
+	t.Helper()
 	latest := map[string]gcoord.ShareRecord{}
 	var order []string
-	for _, r := range j.log {
+	for _, r := range log {
 		d, err := gcoord.Decode(r)
 		if err != nil || d.Share == nil {
 			t.Fatalf("record %v: %v", r.Key, err)
@@ -186,4 +213,58 @@ func FuzzLoadPartition(f *testing.F) {
 			c.Heartbeat(context.Background(), req, Client{}, nil)
 		}
 	})
+}
+
+// TestJournalRepairInChunks: a dirty group whose rewrite is larger than
+// max.message.bytes (MaxBatchBytes) writes it in Appends that each fit:
+// the next heartbeat succeeds and the log replays to the group. Before,
+// the rewrite went in one Append that failed at every heartbeat. A crash
+// after any of those Appends leaves a log that loads and serves.
+func TestJournalRepairInChunks(t *testing.T) {
+	const members = 40
+	topics := fakeTopics{"a": 64}
+	j := &memJournal{maxBytes: 4 << 10}
+	c := New(topics, nil)
+	c.SetJournal(j)
+	c.LoadPartition(0, nil)
+	for i := range members {
+		if r := heartbeat(c, fmt.Sprintf("member-%02d", i), 0, []string{"a"}); r.ErrorCode != 0 {
+			t.Fatalf("member %d joins: %v", i, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	j.fail = true
+	heartbeat(c, "member-00", -1, nil) // leaves; its write fails: the group is dirty
+	j.fail = false
+	before := len(j.appends)
+	var r *kmsg.ShareGroupHeartbeatResponse
+	for range 3 {
+		if r = heartbeat(c, "member-01", 0, []string{"a"}); r.ErrorCode == 0 {
+			break
+		}
+	}
+	if r.ErrorCode != 0 {
+		t.Fatalf("heartbeats after the failed write: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	chunks := j.appends[before:]
+	if len(chunks) < 2 {
+		t.Fatalf("the rewrite took %d Appends, want it cut in several", len(chunks))
+	}
+	c2 := New(topics, nil)
+	c2.SetJournal(j)
+	c2.LoadPartition(0, j.replay(t))
+	if d := c2.Describe("g"); d.ErrorCode != 0 || len(d.Members) != members-1 {
+		t.Fatalf("replayed: %v, %d members, want %d (member-00 left)", kerr.ErrorForCode(d.ErrorCode), len(d.Members), members-1)
+	}
+	// A crash after each Append of the rewrite but the last.
+	for _, end := range chunks[:len(chunks)-1] {
+		c3 := New(topics, nil)
+		c3.SetJournal(&memJournal{})
+		c3.LoadPartition(0, replayLog(t, j.log[:end]))
+		if d := c3.Describe("g"); d.ErrorCode != 0 || len(d.Members) == 0 {
+			t.Fatalf("log cut at %d: %v, %d members", end, kerr.ErrorForCode(d.ErrorCode), len(d.Members))
+		}
+		if r := heartbeat(c3, "member-05", 0, []string{"a"}); r.ErrorCode != 0 {
+			t.Fatalf("log cut at %d: a member rejoins: %v", end, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
 }
