@@ -1,0 +1,69 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// BenchmarkFollowerFetchIdle is the leader's work for one incremental
+// follower fetch (KIP-227, max_wait_ms 0) of a session over n partitions
+// none of which changed: the cost an idle cluster pays on every fetch of
+// every follower (issue 13).
+func BenchmarkFollowerFetchIdle(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := newReplicas(b)
+			for i := range int32(n) {
+				if _, err := m.Apply(replica.TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: i % 100}, [16]byte{1},
+					replica.State{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, replica.LogConfig{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			br := &Broker{node: &config.Node{FetchMaxBytes: 1 << 20}, replicas: m, sessions: newFetchSessions(10)}
+			full := kmsg.NewPtrFetchRequest()
+			full.Version, full.ReplicaID, full.MaxBytes, full.SessionEpoch = 12, 2, 1<<20, 0
+			for t := range n / 100 {
+				rt := kmsg.NewFetchRequestTopic()
+				rt.Topic = fmt.Sprintf("t%d", t)
+				for p := range int32(100) {
+					rp := kmsg.NewFetchRequestTopicPartition()
+					rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = p, 1<<20, 1, -1
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				full.Topics = append(full.Topics, rt)
+			}
+			ctx := context.Background()
+			kresp, err := handleFetch(ctx, br, nil, full)
+			if err != nil {
+				b.Fatal(err)
+			}
+			id := kresp.(*wire.FetchResponse).SessionID
+			if id == 0 {
+				b.Fatal("no session")
+			}
+			epoch := int32(1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				req := kmsg.NewPtrFetchRequest()
+				req.Version, req.ReplicaID, req.MaxBytes = 12, 2, 1<<20
+				req.SessionID, req.SessionEpoch = id, epoch
+				epoch = replica.NextSessionEpoch(epoch)
+				kresp, err := handleFetch(ctx, br, nil, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r := kresp.(*wire.FetchResponse); r.ErrorCode != 0 || len(r.Topics) != 0 {
+					b.Fatalf("incremental fetch: error %d, %d topics; want none", r.ErrorCode, len(r.Topics))
+				}
+			}
+		})
+	}
+}
