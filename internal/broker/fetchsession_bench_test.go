@@ -49,9 +49,7 @@ func BenchmarkFollowerFetchIdle(b *testing.B) {
 				b.Fatal("no session")
 			}
 			epoch := int32(1)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
+			fetch := func() {
 				req := kmsg.NewPtrFetchRequest()
 				req.Version, req.ReplicaID, req.MaxBytes = 12, 2, 1<<20
 				req.SessionID, req.SessionEpoch = id, epoch
@@ -63,6 +61,12 @@ func BenchmarkFollowerFetchIdle(b *testing.B) {
 				if r := kresp.(*wire.FetchResponse); r.ErrorCode != 0 || len(r.Topics) != 0 {
 					b.Fatalf("incremental fetch: error %d, %d topics; want none", r.ErrorCode, len(r.Topics))
 				}
+			}
+			fetch() // the first incremental fetch may read the session whole
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				fetch()
 			}
 		})
 	}
