@@ -31,16 +31,7 @@ func TestClusterIdle(t *testing.T) {
 		}
 	}
 	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Pprof: *clusterProfile != "", StartTimeout: 5 * time.Minute})
-	report := func(format string, args ...any) {
-		line := fmt.Sprintf(format, args...)
-		t.Log(line)
-		if *clusterReport != "" {
-			if f, err := os.OpenFile(*clusterReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-				fmt.Fprintln(f, line)
-				f.Close()
-			}
-		}
-	}
+	report := reporter(t)
 	createScaleTopics(t, c, *clusterTopics, *clusterPartitions, true, report)
 	// What creating the partitions left to do (logs, first fetches,
 	// metadata) settles first.

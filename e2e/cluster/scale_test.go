@@ -273,6 +273,20 @@ func logsOnEvery(adm *kadm.Client, c *proctest.Cluster, topics []string, n int) 
 	return true
 }
 
+// reporter logs a line of figures and appends it to -cluster.report.
+func reporter(t *testing.T) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		t.Log(line)
+		if *clusterReport != "" {
+			if f, err := os.OpenFile(*clusterReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				fmt.Fprintln(f, line)
+				f.Close()
+			}
+		}
+	}
+}
+
 // createScaleTopics creates nTopics topics cs-N of nParts partitions
 // with replication factor 3, 20 topics a request, and waits until every
 // node shows every partition with a full ISR and, with waitLogs, until
@@ -338,16 +352,7 @@ func TestClusterScale(t *testing.T) {
 			}
 		})
 	}
-	report := func(format string, args ...any) {
-		line := fmt.Sprintf(format, args...)
-		t.Log(line)
-		if *clusterReport != "" {
-			if f, err := os.OpenFile(*clusterReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-				fmt.Fprintln(f, line)
-				f.Close()
-			}
-		}
-	}
+	report := reporter(t)
 	topics := createScaleTopics(t, c, nTopics, nParts, *clusterWaitLogs, report)
 	full := func(p partState) bool { return p.leader >= 0 && len(p.isr) == 3 }
 	var start time.Time
