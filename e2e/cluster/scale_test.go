@@ -273,25 +273,9 @@ func logsOnEvery(adm *kadm.Client, c *proctest.Cluster, topics []string, n int) 
 	return true
 }
 
-func TestClusterScale(t *testing.T) {
-	nTopics, nParts := *clusterTopics, *clusterPartitions
-	if *clusterProfile != "" {
-		if err := os.MkdirAll(*clusterProfile, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Pprof: *clusterProfile != "", Overrides: []string{
-		// A killed broker's partitions move once its session expires.
-		fmt.Sprintf("broker.session.timeout.ms=%d", *clusterSession), fmt.Sprintf("broker.heartbeat.interval.ms=%d", *clusterSession/10),
-	}, StartTimeout: 5 * time.Minute})
-	if *clusterProfile != "" {
-		t.Cleanup(func() {
-			for _, n := range c.Nodes {
-				os.WriteFile(filepath.Join(*clusterProfile, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
-			}
-		})
-	}
-	report := func(format string, args ...any) {
+// reporter logs a line of figures and appends it to -cluster.report.
+func reporter(t *testing.T) func(format string, args ...any) {
+	return func(format string, args ...any) {
 		line := fmt.Sprintf(format, args...)
 		t.Log(line)
 		if *clusterReport != "" {
@@ -301,7 +285,16 @@ func TestClusterScale(t *testing.T) {
 			}
 		}
 	}
+}
+
+// createScaleTopics creates nTopics topics cs-N of nParts partitions
+// with replication factor 3, 20 topics a request, and waits until every
+// node shows every partition with a full ISR and, with waitLogs, until
+// every replica's log is on its node; it reports the times and returns
+// the topics.
+func createScaleTopics(t *testing.T, c *proctest.Cluster, nTopics, nParts int, waitLogs bool, report func(string, ...any)) []string {
 	cl := newClient(t, c)
+	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	var topics []string
 	start := time.Now()
@@ -334,11 +327,35 @@ func TestClusterScale(t *testing.T) {
 	// A new partition's ISR is every replica from its creation, before
 	// the brokers made its log: the kill waits for the logs, so that the
 	// failover's figures do not include creating them.
-	if *clusterWaitLogs {
+	if waitLogs {
 		waitFor(t, 10*time.Minute, "every replica's log on its node", func() bool { return logsOnEvery(adm, c, topics, total) })
 	}
-	cl.Close()
 	report("3 nodes, %d partitions RF 3: created with full ISRs in %v, every log on every node after %v", total, isrs.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	return topics
+}
+
+func TestClusterScale(t *testing.T) {
+	nTopics, nParts := *clusterTopics, *clusterPartitions
+	if *clusterProfile != "" {
+		if err := os.MkdirAll(*clusterProfile, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3, Pprof: *clusterProfile != "", Overrides: []string{
+		// A killed broker's partitions move once its session expires.
+		fmt.Sprintf("broker.session.timeout.ms=%d", *clusterSession), fmt.Sprintf("broker.heartbeat.interval.ms=%d", *clusterSession/10),
+	}, StartTimeout: 5 * time.Minute})
+	if *clusterProfile != "" {
+		t.Cleanup(func() {
+			for _, n := range c.Nodes {
+				os.WriteFile(filepath.Join(*clusterProfile, fmt.Sprintf("node-%d.log", n.ID)), []byte(n.Logs()), 0o644)
+			}
+		})
+	}
+	report := reporter(t)
+	topics := createScaleTopics(t, c, nTopics, nParts, *clusterWaitLogs, report)
+	full := func(p partState) bool { return p.leader >= 0 && len(p.isr) == 3 }
+	var start time.Time
 
 	// kill -9 of the active controller.
 	ctrl, err := proctest.QuorumLeader(c.Nodes[0].Addr())
@@ -386,7 +403,7 @@ func TestClusterScale(t *testing.T) {
 	// Leadership back to the preferred replicas (a third of the
 	// partitions each), then a controlled shutdown of the broker other
 	// than the active controller that leads the most.
-	cl = newClient(t, c)
+	cl := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	if _, err := kadm.NewClient(cl).ElectLeaders(ctx, kadm.ElectPreferredReplica, nil); err != nil {
 		t.Fatalf("preferred leader election: %v", err)

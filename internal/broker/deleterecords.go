@@ -67,7 +67,7 @@ func (b *Broker) deleteRecords(topic string, partition int32, offset int64) (int
 	if offset < 0 || offset > hw {
 		return -1, kerr.OffsetOutOfRange.Code
 	}
-	if err := p.Log().SetLogStartOffset(offset); err != nil {
+	if err := p.SetLogStartOffset(offset); err != nil {
 		return -1, errCode(err)
 	}
 	return p.LogStartOffset(), 0

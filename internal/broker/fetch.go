@@ -62,8 +62,14 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		return b.quorum.HandleFetch(ctx, req), nil
 	}
 	resp := &wire.FetchResponse{FetchResponse: kresp, Sendfile: b.node.FetchSendfile}
-	var sess *fetchSession // the session of an incremental fetch
-	create := false        // a full fetch asking for a session
+	follower := req.ReplicaID >= 0
+	var sess *fetchSession          // the session of an incremental fetch
+	create := false                 // a full fetch asking for a session
+	var watch *replica.SessionWatch // a follower session's (fetchsession.go)
+	var sr *sessionReads            // what a follower session's fetch reads
+	if follower && b.authorizer().Enabled && !b.authorizedCluster(c, opClusterAction) {
+		follower = false // read as a consumer's session: every partition, each denied
+	}
 	if req.Version >= 7 {
 		switch {
 		case req.SessionEpoch < 0:
@@ -77,6 +83,10 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 				b.sessions.remove(req.SessionID)
 			}
 			create = true
+			if follower {
+				watch = replica.NewSessionWatch()
+				sr = &sessionReads{watch: watch}
+			}
 		default:
 			sess = b.sessions.lookup(req.SessionID, time.Now())
 			if sess != nil {
@@ -91,7 +101,13 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			}
 			sess.updateLocked(req)
 			sess.epoch = replica.NextSessionEpoch(sess.epoch)
-			req = sess.requestLocked(req)
+			if sess.watch != nil && follower {
+				sr = &sessionReads{watch: sess.watch, incremental: req}
+				sr.at = time.Now()
+				req = sess.pendingRequestLocked(req, sr.at)
+			} else {
+				req = sess.requestLocked(req)
+			}
 			sess.mu.Unlock()
 		}
 	}
@@ -99,6 +115,9 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		// A full fetch: each partition once (an incremental one's come
 		// from the session, keyed by partition already).
 		req = dedupFetch(req)
+		if sr != nil {
+			sr.at = time.Now()
+		}
 	}
 	// finish records the response in the session (dropping, for an
 	// incremental fetch, the partitions with nothing new) or creates one.
@@ -107,12 +126,18 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		case sess != nil:
 			sess.mu.Lock()
 			sess.respondLocked(kresp, true)
+			if sr != nil {
+				sess.settleLocked(sr.got, sr.at)
+			}
 			sess.mu.Unlock()
 			kresp.SessionID = sess.id
 		case create && kresp.ErrorCode == 0:
-			if s := b.sessions.create(req.ReplicaID >= 0, time.Now()); s != nil {
+			if s := b.sessions.create(req.ReplicaID >= 0, watch, time.Now()); s != nil {
 				s.mu.Lock()
 				s.fillLocked(req, kresp)
+				if sr != nil {
+					s.settleLocked(sr.got, sr.at)
+				}
 				s.mu.Unlock()
 				kresp.SessionID = s.id
 			}
@@ -136,21 +161,26 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	// A fetch short of min_bytes waits in the purgatory of its partitions,
 	// which count the bytes appends make readable (to the log end for a
 	// follower, to the high-watermark for a consumer): it reads again
-	// once they may add up to what it lacks, not on every append.
+	// once they may add up to what it lacks, not on every append. A
+	// follower session's fetch waits on its watch instead, and reads
+	// again what changed (fetchsession.go).
 	var waiter *replica.Waiter
 	defer func() {
 		if waiter != nil {
 			waiter.Close()
 		}
 	}()
+	read := func() (int, bool) {
+		resp.Reset()
+		kresp.Topics = kresp.Topics[:0]
+		return b.fetchOnce(req, resp, &acct, denied, time.Now().Add(fetchReadBudget(req.MaxWaitMillis)), sr)
+	}
 	for {
 		var seen int64 // bytes counted before this read
 		if waiter != nil {
 			seen = waiter.Bytes()
 		}
-		resp.Reset()
-		kresp.Topics = kresp.Topics[:0]
-		bytes, failed := b.fetchOnce(req, resp, &acct, denied, time.Now().Add(fetchReadBudget(req.MaxWaitMillis)))
+		bytes, failed := read()
 		if bytes >= int(req.MinBytes) || failed || req.MaxWaitMillis <= 0 {
 			b.served(req, bytes)
 			return finish()
@@ -160,7 +190,11 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			b.served(req, bytes)
 			return finish()
 		}
-		if waiter == nil {
+		var wake <-chan struct{}
+		switch {
+		case sess != nil && sr != nil:
+			wake = sr.watch.C()
+		case waiter == nil:
 			waiter = replica.NewWaiter()
 			for _, rt := range req.Topics {
 				for _, rp := range rt.Partitions {
@@ -171,22 +205,23 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			}
 			// Data may have arrived between the read and the watch.
 			continue
+		default:
+			// Appended bytes counted during the read may be in bytes too:
+			// the wake may come early, never late.
+			waiter.Arm(seen + int64(req.MinBytes) - int64(bytes))
+			wake = waiter.C()
 		}
-		// Appended bytes counted during the read may be in bytes too:
-		// the wake may come early, never late.
-		waiter.Arm(seen + int64(req.MinBytes) - int64(bytes))
 		timer := time.NewTimer(wait)
 		waitStart := time.Now()
 		select {
-		case <-waiter.C():
+		case <-wake:
 			timer.Stop()
 			metrics.AddRemote(ctx, time.Since(waitStart))
 		case <-timer.C:
 			metrics.AddRemote(ctx, time.Since(waitStart))
 			// One last read at the deadline.
-			resp.Reset()
-			kresp.Topics = kresp.Topics[:0]
-			bytes, _ := b.fetchOnce(req, resp, &acct, denied, time.Now().Add(fetchReadBudget(req.MaxWaitMillis)))
+			req = sr.next(sess, req)
+			bytes, _ := read()
 			b.served(req, bytes)
 			return finish()
 		case <-ctx.Done():
@@ -194,7 +229,31 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			resp.Release()
 			return nil, ctx.Err()
 		}
+		req = sr.next(sess, req)
 	}
+}
+
+// sessionReads is what a follower session's fetch reads (fetchsession.go):
+// its watch, the time its last read began, and what that read found in
+// each partition.
+type sessionReads struct {
+	watch       *replica.SessionWatch
+	incremental *kmsg.FetchRequest // the request as received (incremental fetch)
+	at          time.Time
+	got         []sessionRead
+}
+
+// next returns the request for the next read of an incremental follower
+// session's fetch: the partitions pending, with those changed since;
+// req itself otherwise.
+func (sr *sessionReads) next(sess *fetchSession, req *kmsg.FetchRequest) *kmsg.FetchRequest {
+	if sr == nil || sess == nil {
+		return req
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sr.at = time.Now()
+	return sess.pendingRequestLocked(sr.incremental, sr.at)
 }
 
 // served counts the record bytes of a response to a consumer
@@ -318,8 +377,13 @@ func (b *Broker) fetchDenied(c *server.Conn, req *kmsg.FetchRequest) map[string]
 // read with no bytes (fetchReadBudget); a zero readUntil reads them all.
 //
 // acct keeps what it read, for the topics' metrics.
-func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct, denied map[string]bool, readUntil time.Time) (total int, failed bool) {
+func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, acct *fetchAcct, denied map[string]bool, readUntil time.Time, sr *sessionReads) (total int, failed bool) {
 	acct.reset()
+	var watch *replica.SessionWatch
+	if sr != nil {
+		sr.got = sr.got[:0]
+		watch = sr.watch
+	}
 	resp := wresp.FetchResponse
 	diverged, redirected := false, false
 	defer func() { failed = failed || diverged || redirected }()
@@ -357,6 +421,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 			sp.LogStartOffset = -1
 			sp.PreferredReadReplica = -1
 			sp.RecordBatches = []byte{}
+			if sr != nil {
+				sr.got = append(sr.got, sessionRead{key: sessionKey{rt.Topic, rp.Partition}})
+			}
 			if denied[rt.Topic] {
 				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				failed = true
@@ -364,6 +431,9 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 				continue
 			}
 			p := b.replicas.Get(rt.Topic, rp.Partition)
+			if sr != nil {
+				sr.got[len(sr.got)-1].p = p
+			}
 			if p == nil {
 				sp.ErrorCode = b.absentCode(rt.Topic, rp.Partition)
 				failed = true
@@ -443,7 +513,10 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 				b.replicas.LeaderSent(p, req.ReplicaID, slice.Length)
 			}
 			if follower && err == nil {
-				b.replicas.FollowerFetched(p, req.ReplicaID, rp.FetchOffset, rp.LogStartOffset)
+				settled := b.replicas.FollowerFetched(p, req.ReplicaID, rp.FetchOffset, rp.LogStartOffset, watch)
+				if sr != nil {
+					sr.got[len(sr.got)-1].settled = settled && slice.Length == 0 && len(slice.Data) == 0
+				}
 			}
 			sp.HighWatermark = res.HighWatermark
 			sp.LastStableOffset = res.LastStableOffset

@@ -58,7 +58,7 @@ func TestFetchReadBudget(t *testing.T) {
 		resp := &wire.FetchResponse{FetchResponse: req.ResponseKind().(*kmsg.FetchResponse)}
 		defer resp.Release()
 		var acct fetchAcct
-		if _, failed := b.fetchOnce(req, resp, &acct, nil, readUntil); failed {
+		if _, failed := b.fetchOnce(req, resp, &acct, nil, readUntil, nil); failed {
 			t.Fatalf("fetch failed: %+v", resp.Topics)
 		}
 		for _, sp := range resp.Topics[0].Partitions {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/replica"
 )
 
 // Fetch sessions (KIP-227, Fetch v7+), as Kafka's FetchManager and
@@ -25,6 +27,26 @@ import (
 // session gets FETCH_SESSION_ID_NOT_FOUND, one with another epoch than the
 // session expects INVALID_FETCH_SESSION_EPOCH; the client then starts
 // over with a full fetch.
+
+// A follower's session goes further than Kafka's (issue 13): Kafka reads
+// every partition of the session on each incremental fetch and drops the
+// unchanged ones from the response, so an idle cluster of 10,000
+// partitions per follower burnt CPU walking them twice a second. Here
+// the session registers a replica.SessionWatch with each of its
+// partitions, which marks them on each change (appends, high-watermark,
+// truncation, markers, DeleteRecords, leadership, ISR, removal); an
+// incremental fetch reads only the partitions it names, the marked ones,
+// and those whose last read was not settled (an error, records, a
+// follower not at the log end or not in the ISR). Its fetch time counts
+// for the partitions it did not read (the ISR's replica.lag.time.max.ms,
+// see SessionWatch). Every sessionSweepInterval it reads them all, which
+// carries what no mark covers (a log start offset moved by retention)
+// and bounds any change missed. Per-partition fetch counts
+// (TotalFetchRequestsPerSec) then count the partitions read.
+
+// sessionSweepInterval is how often a follower's session reads every
+// partition it holds (see above).
+const sessionSweepInterval = 30 * time.Second
 
 // sessionEvictionAge is how long a session must have been idle before a
 // new one may take its slot (Kafka's
@@ -54,6 +76,15 @@ type fetchSession struct {
 	// records move to the end, so that max_bytes does not starve the
 	// last ones (Kafka's ImplicitLinkedHashCollection rotation).
 	order []*sessionPartition
+
+	// watch marks the partitions of a follower's session that changed;
+	// nil for a consumer's, which reads all of them each time.
+	watch *replica.SessionWatch
+	// pending are the partitions the next fetch reads (each with
+	// pending set; removed ones are skipped).
+	pending   []*sessionPartition
+	lastSweep time.Time // when every partition was last made pending
+	closed    bool      // evicted or removed: registers no more watches
 }
 
 type sessionKey struct {
@@ -74,6 +105,12 @@ type sessionPartition struct {
 	highWatermark, lastStableOffset, respLogStart int64
 	removed                                       bool // forgotten, being dropped from order
 	returned                                      bool // returned records, moving to the end of order
+
+	// Follower sessions: part is the partition the session's watch is
+	// registered with (nil: none); pending, that the next fetch reads
+	// it (in fetchSession.pending).
+	part    *replica.Partition
+	pending bool
 }
 
 func newFetchSessions(slots int32) *fetchSessions {
@@ -87,10 +124,13 @@ func (fs *fetchSessions) Len() int {
 	return len(fs.byID)
 }
 
+// remove drops session id and unregisters its watches.
 func (fs *fetchSessions) remove(id int32) {
 	fs.mu.Lock()
+	s := fs.byID[id]
 	delete(fs.byID, id)
 	fs.mu.Unlock()
+	s.close()
 }
 
 // lookup returns session id, marking it used.
@@ -107,12 +147,19 @@ func (fs *fetchSessions) lookup(id int32, now time.Time) *fetchSession {
 // create makes a session for a full fetch's partitions, or returns nil
 // when every slot is taken by a session it may not evict: one idle for
 // sessionEvictionAge, else, for a follower's session, the least recently
-// used consumer session.
-func (fs *fetchSessions) create(follower bool, now time.Time) *fetchSession {
+// used consumer session. watch is a follower session's (nil: its fetches
+// read every partition, as a consumer's).
+func (fs *fetchSessions) create(follower bool, watch *replica.SessionWatch, now time.Time) *fetchSession {
+	s, victim := fs.createEvicting(follower, watch, now)
+	victim.close()
+	return s
+}
+
+func (fs *fetchSessions) createEvicting(follower bool, watch *replica.SessionWatch, now time.Time) (s, victim *fetchSession) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if fs.slots <= 0 {
-		return nil
+		return nil, nil
 	}
 	if len(fs.byID) >= fs.slots {
 		var stale, consumer *fetchSession
@@ -124,16 +171,16 @@ func (fs *fetchSessions) create(follower bool, now time.Time) *fetchSession {
 				consumer = s
 			}
 		}
-		victim := stale
+		victim = stale
 		if victim == nil && follower {
 			victim = consumer
 		}
 		if victim == nil {
-			return nil
+			return nil, nil
 		}
 		delete(fs.byID, victim.id)
 	}
-	s := &fetchSession{follower: follower, lastUsed: now, epoch: 1, parts: map[sessionKey]*sessionPartition{}}
+	s = &fetchSession{follower: follower, lastUsed: now, epoch: 1, parts: map[sessionKey]*sessionPartition{}, watch: watch, lastSweep: now}
 	for {
 		s.id = rand.Int32N(math.MaxInt32) + 1
 		if fs.byID[s.id] == nil {
@@ -141,7 +188,24 @@ func (fs *fetchSessions) create(follower bool, now time.Time) *fetchSession {
 		}
 	}
 	fs.byID[s.id] = s
-	return s
+	return s, victim
+}
+
+// close unregisters s's watches (s evicted or removed); nil does
+// nothing.
+func (s *fetchSession) close() {
+	if s == nil || s.watch == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, sp := range s.order {
+		if sp.part != nil {
+			sp.part.Unwatch(s.watch)
+			sp.part = nil
+		}
+	}
 }
 
 // updateLocked applies an incremental request's partitions and forgotten
@@ -158,6 +222,7 @@ func (s *fetchSession) updateLocked(req *kmsg.FetchRequest) {
 				s.order = append(s.order, sp)
 			}
 			sp.set(rp)
+			s.markPendingLocked(sp)
 		}
 	}
 	removed := false
@@ -168,6 +233,10 @@ func (s *fetchSession) updateLocked(req *kmsg.FetchRequest) {
 				sp.removed = true
 				delete(s.parts, k)
 				removed = true
+				if sp.part != nil {
+					sp.part.Unwatch(s.watch)
+					sp.part = nil
+				}
 			}
 		}
 	}
@@ -195,10 +264,98 @@ func (sp *sessionPartition) set(rp *kmsg.FetchRequestTopicPartition) {
 // s's order (topics repeat when their partitions are not adjacent, which
 // the response handling does not mind). Called with s.mu held.
 func (s *fetchSession) requestLocked(req *kmsg.FetchRequest) *kmsg.FetchRequest {
+	return requestFor(req, s.order, false)
+}
+
+// markPendingLocked makes the next fetch of a follower's session read sp.
+// Called with s.mu held.
+func (s *fetchSession) markPendingLocked(sp *sessionPartition) {
+	if s.watch != nil && !sp.pending {
+		sp.pending = true
+		s.pending = append(s.pending, sp)
+	}
+}
+
+// pendingRequestLocked returns req with the partitions of a follower's
+// session that this fetch reads: those its requests named, those whose
+// watch marked them since, and those not settled at their last read;
+// every one once per sessionSweepInterval. O(partitions read), and
+// O(partitions of s) once per sweep. Called with s.mu held.
+func (s *fetchSession) pendingRequestLocked(req *kmsg.FetchRequest, now time.Time) *kmsg.FetchRequest {
+	if now.Sub(s.lastSweep) >= sessionSweepInterval {
+		s.lastSweep = now
+		for _, sp := range s.order {
+			s.markPendingLocked(sp)
+		}
+	}
+	for _, p := range s.watch.Drain(nil) {
+		if sp := s.parts[sessionKey{p.Topic, p.Partition}]; sp != nil {
+			s.markPendingLocked(sp)
+		}
+	}
+	if len(s.pending)*4 >= len(s.order) {
+		return requestFor(req, s.order, true) // many: keep s's order
+	}
+	return requestFor(req, s.pending, true)
+}
+
+// settleLocked applies what a follower session's fetch found in the
+// partitions it read: the watch moves to a partition that was made
+// anew, and a settled one is read again only once it changes. Then it
+// stamps the fetch, whose reads began at readAt, on the watch. Called
+// with s.mu held.
+func (s *fetchSession) settleLocked(reads []sessionRead, readAt time.Time) {
+	for _, r := range reads {
+		sp := s.parts[r.key]
+		if sp == nil {
+			continue
+		}
+		if r.p != sp.part {
+			if sp.part != nil {
+				sp.part.Unwatch(s.watch)
+				sp.part = nil
+			}
+			if r.p != nil && !s.closed {
+				r.p.Watch(s.watch)
+				sp.part = r.p
+			}
+			continue // changes between the read and the watch: read again
+		}
+		if r.settled {
+			sp.pending = false
+		}
+	}
+	kept := s.pending[:0]
+	for _, sp := range s.pending {
+		if sp.pending && !sp.removed {
+			kept = append(kept, sp)
+		}
+	}
+	clear(s.pending[len(kept):])
+	s.pending = kept
+	s.watch.Fetched(readAt)
+}
+
+// sessionRead is what a follower session's fetch found in one partition
+// it read (fetchOnce): the partition hosted (nil: none), and whether the
+// read settled it (the follower in the ISR, at the log end, no error).
+type sessionRead struct {
+	key     sessionKey
+	p       *replica.Partition
+	settled bool
+}
+
+// requestFor returns req naming the partitions parts (when pendingOnly,
+// those of them pending and not removed), in that order, and no forgotten
+// topics.
+func requestFor(req *kmsg.FetchRequest, parts []*sessionPartition, pendingOnly bool) *kmsg.FetchRequest {
 	full := *req
 	full.Topics = nil
 	full.ForgottenTopics = nil
-	for _, sp := range s.order {
+	for _, sp := range parts {
+		if pendingOnly && (!sp.pending || sp.removed) {
+			continue
+		}
 		if n := len(full.Topics); n == 0 || full.Topics[n-1].Topic != sp.key.topic {
 			rt := kmsg.NewFetchRequestTopic()
 			rt.Topic = sp.key.topic

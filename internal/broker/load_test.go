@@ -20,7 +20,7 @@ func (refuseISR) AlterPartition(context.Context, [16]byte, int32, int32, int32, 
 // newReplicas is a replica manager of node 1 on a storage manager in a
 // temporary dir, whose controller refuses every ISR change and which knows
 // no leader's address; both are closed at the end of the test.
-func newReplicas(t *testing.T) *replica.Manager {
+func newReplicas(t testing.TB) *replica.Manager {
 	t.Helper()
 	logs, err := storage.OpenManager(storage.ManagerOptions{Dirs: []string{t.TempDir()}, NodeID: 1, ClusterID: "broker-test"})
 	if err != nil {

@@ -1,6 +1,8 @@
 package metadata
 
 import (
+	"encoding/json"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -38,6 +40,45 @@ func FuzzDecode(f *testing.F) {
 		r2, err := Decode(k2, v2)
 		if err != nil || !reflect.DeepEqual(r, r2) {
 			t.Fatalf("%#v re-decoded as %#v, %v", r, r2, err)
+		}
+	})
+}
+
+// FuzzDecodePartition: the partition record's own decoder
+// (decodePartitionFast) accepts only what encoding/json reads the same
+// way: whatever it decodes, encoding/json decodes without error to an
+// equal record. Seeded with Encode's layout and its near misses.
+func FuzzDecodePartition(f *testing.F) {
+	for _, r := range []PartitionRecord{
+		{TopicID: UUID{1, 255, 3}, Partition: 7, Replicas: []int32{1, 2, 3}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 4},
+		{Partition: -1, Replicas: []int32{}, ISR: []int32{}, Leader: -1, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}},
+		{Partition: math.MaxInt32, LeaderEpoch: math.MinInt32},
+	} {
+		_, v, err := Encode(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(v)
+	}
+	for _, v := range []string{
+		`{}`, ` { "partition" : 1 , "isr" : [ 1 , 2 ] } `, `{"partition":1,"partition":2}`, `{"Partition":1}`,
+		`{"partition":01}`, `{"partition":-0}`, `{"partition":1.0}`, `{"partition":1e2}`, `{"partition":2147483648}`,
+		`{"replicas":null}`, `{"topic_id":[1,2]}`, `{"topic_id":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}`,
+		`{"topic_id":[256,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]}`, `{"p\u0061rtition":1}`, `{"partition":1}x`, `{"partition":1,}`,
+	} {
+		f.Add([]byte(v))
+	}
+	f.Fuzz(func(t *testing.T, value []byte) {
+		fast, ok := decodePartitionFast(value)
+		if !ok {
+			return
+		}
+		var slow PartitionRecord
+		if err := json.Unmarshal(value, &slow); err != nil {
+			t.Fatalf("%q: decoded %+v, encoding/json: %v", value, fast, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: decoded %+v, encoding/json %+v", value, fast, slow)
 		}
 	})
 }

@@ -168,13 +168,18 @@ func Encode(r Record) (key, value []byte, err error) {
 	return []byte(r.Type()), value, err
 }
 
-// Decode parses a record from its key and value.
+// Decode parses a record from its key and value. A partition record in
+// the layout Encode writes is read by a decoder of its own
+// (decodePartitionFast), anything else by encoding/json.
 func Decode(key, value []byte) (Record, error) {
 	var r Record
 	switch string(key) {
 	case "topic":
 		r = new(TopicRecord)
 	case "partition":
+		if p, ok := decodePartitionFast(value); ok {
+			return p, nil
+		}
 		r = new(PartitionRecord)
 	case "remove_topic":
 		r = new(RemoveTopicRecord)

@@ -58,3 +58,22 @@ func FuzzDecodeACLRecords(f *testing.F) {
 		a.Authorize("User:a", "h", kmsg.ACLOperationRead, kmsg.ACLResourceTypeTopic, "t")
 	})
 }
+
+// TestDecodePartitionFast: what Encode writes for partition records is
+// read by their own decoder (not encoding/json), to the same record.
+func TestDecodePartitionFast(t *testing.T) {
+	for _, r := range []PartitionRecord{
+		{TopicID: UUID{1, 255, 3, 15: 9}, Partition: 7, Replicas: []int32{1, 2, 3}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 4},
+		{Partition: -1, Replicas: []int32{}, ISR: []int32{}, Leader: -1, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}},
+		{},
+	} {
+		_, v, err := Encode(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := decodePartitionFast(v)
+		if !ok || !reflect.DeepEqual(got, r) {
+			t.Fatalf("%s: decoded %+v (%v), want %+v", v, got, ok, r)
+		}
+	}
+}

@@ -30,8 +30,17 @@
 // fetch, each request names only the partitions whose fetch offset, log
 // start offset or epochs changed.
 //
+// Fetch sessions cost what changed (sessionwatch.go, issue 13): a
+// follower's session on the leader and each fetcher register a
+// SessionWatch with their partitions, which mark it on every change, so
+// that a fetch or a request looks only at the marked partitions; the
+// watch's stamp of the session's fetches keeps the ISR rules for the
+// partitions a fetch did not read.
+//
 // Locks: Manager.mu guards the partition map; Partition.mu serializes
-// appends and HW changes; Partition.purg.mu, a leaf taken inside
-// Partition.mu, guards the partition's waiters. Never take Manager.mu
-// while holding a Partition lock.
+// appends and HW changes; Partition.purg.mu, taken inside Partition.mu,
+// guards the partition's waiters and watches, and takes only
+// SessionWatch.mu, a leaf. A fetcher's mu is taken inside Manager.mu and
+// takes Partition.purg.mu and Partition.mu (Watch, Unwatch). Never take
+// Manager.mu while holding a Partition lock.
 package replica

@@ -34,8 +34,22 @@ type fetcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex // guards parts
+	mu    sync.Mutex // guards parts and changed
 	parts map[TopicPartition]*Partition
+	// changed are the partitions added or removed since run last took
+	// them (update).
+	changed map[TopicPartition]bool
+	// watch is registered with every partition in parts: it marks those
+	// whose fetch parameters may have moved (appends, truncation, log
+	// start, leadership), so that an incremental request looks at those
+	// only (SessionWatch).
+	watch *SessionWatch
+
+	// view is run's copy of parts, updated from changed (update);
+	// lastSweep is when a request last looked at every partition. Only
+	// run uses them.
+	view      map[TopicPartition]*Partition
+	lastSweep time.Time
 
 	// sess is the fetch session (KIP-227) with the leader; only run uses
 	// it.
@@ -55,9 +69,12 @@ type fetchSession struct {
 	id    int32 // 0: none, the next request is a full one
 	epoch int32 // the epoch of the next incremental request
 	held  map[TopicPartition]fetchParams
-	// next is what held becomes when the request in flight succeeds.
-	next map[TopicPartition]fetchParams
-	full bool // the request in flight is a full one
+	// next is what held becomes when the request in flight succeeds: the
+	// whole of it when nextAll, else the changes to it (a zero
+	// fetchParams, p nil, for a partition forgotten).
+	next    map[TopicPartition]fetchParams
+	nextAll bool
+	full    bool // the request in flight is a full one
 }
 
 // fetchParams are the per-partition fields of a follower's fetch.
@@ -72,7 +89,8 @@ func (s *fetchSession) reset() { s.id, s.epoch, s.held = 0, 0, nil }
 
 func newFetcher(m *Manager, leader int32) *fetcher {
 	ctx, cancel := context.WithCancel(m.ctx)
-	f := &fetcher{m: m, leader: leader, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}), parts: map[TopicPartition]*Partition{}}
+	f := &fetcher{m: m, leader: leader, kick: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		parts: map[TopicPartition]*Partition{}, changed: map[TopicPartition]bool{}, watch: NewSessionWatch(), view: map[TopicPartition]*Partition{}}
 	if !m.spawn(f.run) {
 		cancel() // the manager is closing: a fetcher that never runs
 	}
@@ -81,7 +99,14 @@ func newFetcher(m *Manager, leader int32) *fetcher {
 
 func (f *fetcher) add(p *Partition) {
 	f.mu.Lock()
+	if old := f.parts[p.TopicPartition]; old != p {
+		if old != nil {
+			old.Unwatch(f.watch)
+		}
+		p.Watch(f.watch)
+	}
 	f.parts[p.TopicPartition] = p
+	f.changed[p.TopicPartition] = true
 	f.mu.Unlock()
 	select {
 	case f.kick <- struct{}{}:
@@ -95,20 +120,29 @@ func (f *fetcher) remove(p *Partition) int {
 	defer f.mu.Unlock()
 	if f.parts[p.TopicPartition] == p {
 		delete(f.parts, p.TopicPartition)
+		f.changed[p.TopicPartition] = true
+		p.Unwatch(f.watch)
 	}
 	return len(f.parts)
 }
 
 func (f *fetcher) stop() { f.cancel() }
 
-func (f *fetcher) snapshot() map[TopicPartition]*Partition {
+// update brings run's view of the partitions up to date and returns it
+// with the partitions added or removed since the last call; O(those).
+func (f *fetcher) update() (view map[TopicPartition]*Partition, changed []TopicPartition) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[TopicPartition]*Partition, len(f.parts))
-	for k, v := range f.parts {
-		out[k] = v
+	for tp := range f.changed {
+		if p, ok := f.parts[tp]; ok {
+			f.view[tp] = p
+		} else {
+			delete(f.view, tp)
+		}
+		changed = append(changed, tp)
 	}
-	return out
+	clear(f.changed)
+	return f.view, changed
 }
 
 func (f *fetcher) sleep(d time.Duration) bool {
@@ -130,8 +164,10 @@ func (f *fetcher) run() {
 			client.Close()
 		}
 	}()
+	var changed []TopicPartition // added or removed, not yet in a request
 	for f.ctx.Err() == nil {
-		parts := f.snapshot()
+		parts, more := f.update()
+		changed = append(changed, more...)
 		if len(parts) == 0 {
 			select {
 			case <-f.ctx.Done():
@@ -152,7 +188,8 @@ func (f *fetcher) run() {
 			f.sess.reset()
 			client = wire.NewClient(addr, "samsa-replica-"+strconv.Itoa(int(f.m.opts.NodeID)), f.m.opts.FetchMaxBytes+(1<<20)).WithDial(f.m.opts.Dial)
 		}
-		req := f.request(parts)
+		req := f.request(parts, changed)
+		changed = changed[:0]
 		if f.sess.full && len(req.Topics) == 0 {
 			// Every partition is throttled (wait for the quota window)
 			// or delayed after corrupt data (wait for the first due).
@@ -192,8 +229,14 @@ func (f *fetcher) run() {
 // not throttled when there is no session (asking for one with epoch 0),
 // else an incremental one naming only the partitions whose fetch
 // parameters changed since the session last saw them, and forgetting
-// those no longer fetched.
-func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchRequest {
+// those no longer fetched. changed are the partitions added to or removed
+// from parts since the last request.
+//
+// An incremental request looks only at changed and at the partitions the
+// watch marked (O(those)), unless a throttle or a delayed partition is in
+// play or followerSweep passed since it last looked at every one (which
+// carries a log start offset moved by this broker's retention).
+func (f *fetcher) request(parts map[TopicPartition]*Partition, changed []TopicPartition) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(followerFetchVersion)
 	req.ReplicaID = f.m.opts.NodeID
@@ -206,9 +249,40 @@ func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchReques
 	if s.full {
 		req.SessionEpoch = 0 // INITIAL: a full fetch that asks for a session
 	}
-	s.next = make(map[TopicPartition]fetchParams, len(parts))
 	byTopic := map[string]int{}
 	now := time.Now()
+	marked := f.watch.Drain(nil)
+	if !s.full && len(f.delayed) == 0 && !f.m.opts.FollowerThrottle.Exceeded(now) && now.Sub(f.lastSweep) < followerSweep {
+		s.next, s.nextAll = map[TopicPartition]fetchParams{}, false
+		look := func(tp TopicPartition) {
+			if _, ok := s.next[tp]; ok {
+				return
+			}
+			p, ok := parts[tp]
+			if !ok {
+				if _, held := s.held[tp]; held {
+					s.next[tp] = fetchParams{}
+					f.forget(req, tp)
+				}
+				return
+			}
+			fp := paramsOf(p)
+			if s.held[tp] == fp {
+				return
+			}
+			s.next[tp] = fp
+			f.name(req, byTopic, tp, fp)
+		}
+		for _, tp := range changed {
+			look(tp)
+		}
+		for _, p := range marked {
+			look(p.TopicPartition)
+		}
+		return req
+	}
+	f.lastSweep = now
+	s.next, s.nextAll = make(map[TopicPartition]fetchParams, len(parts)), true
 	for tp := range f.delayed {
 		if _, ok := parts[tp]; !ok {
 			delete(f.delayed, tp) // no longer fetched from this leader
@@ -225,50 +299,68 @@ func (f *fetcher) request(parts map[TopicPartition]*Partition) *kmsg.FetchReques
 			}
 			delete(f.delayed, tp)
 		}
-		fp := fetchParams{p: p, offset: p.LogEndOffset(), logStart: p.LogStartOffset(), leaderEpoch: p.LeaderEpoch(), lastEp: -1}
-		if e, ok := p.log.LatestEpoch(); ok {
-			fp.lastEp = e
-		}
+		fp := paramsOf(p)
 		s.next[tp] = fp
 		if !s.full && s.held[tp] == fp {
 			continue // the session has it
 		}
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = tp.Topic
-			req.Topics = append(req.Topics, rt)
-			i = len(req.Topics) - 1
-			byTopic[tp.Topic] = i
-		}
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = tp.Partition
-		rp.CurrentLeaderEpoch = fp.leaderEpoch
-		rp.FetchOffset = fp.offset
-		rp.LastFetchedEpoch = fp.lastEp
-		rp.LogStartOffset = fp.logStart
-		rp.PartitionMaxBytes = followerPartitionMaxBytes
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		f.m.fetchPartitionsSent.Add(1)
+		f.name(req, byTopic, tp, fp)
 	}
 	if !s.full {
-		forgot := map[string]int{}
 		for tp := range s.held {
-			if _, ok := s.next[tp]; ok {
-				continue
+			if _, ok := s.next[tp]; !ok {
+				f.forget(req, tp)
 			}
-			i, ok := forgot[tp.Topic]
-			if !ok {
-				ft := kmsg.NewFetchRequestForgottenTopic()
-				ft.Topic = tp.Topic
-				req.ForgottenTopics = append(req.ForgottenTopics, ft)
-				i = len(req.ForgottenTopics) - 1
-				forgot[tp.Topic] = i
-			}
-			req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
 		}
 	}
 	return req
+}
+
+// followerSweep is how often a follower's incremental request looks at
+// every partition it fetches, not only those marked (request).
+const followerSweep = 30 * time.Second
+
+// paramsOf is p's fetch parameters now.
+func paramsOf(p *Partition) fetchParams {
+	fp := fetchParams{p: p, offset: p.LogEndOffset(), logStart: p.LogStartOffset(), leaderEpoch: p.LeaderEpoch(), lastEp: -1}
+	if e, ok := p.log.LatestEpoch(); ok {
+		fp.lastEp = e
+	}
+	return fp
+}
+
+// name adds tp with fp to req; byTopic indexes req's topics.
+func (f *fetcher) name(req *kmsg.FetchRequest, byTopic map[string]int, tp TopicPartition, fp fetchParams) {
+	i, ok := byTopic[tp.Topic]
+	if !ok {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = tp.Topic
+		req.Topics = append(req.Topics, rt)
+		i = len(req.Topics) - 1
+		byTopic[tp.Topic] = i
+	}
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition = tp.Partition
+	rp.CurrentLeaderEpoch = fp.leaderEpoch
+	rp.FetchOffset = fp.offset
+	rp.LastFetchedEpoch = fp.lastEp
+	rp.LogStartOffset = fp.logStart
+	rp.PartitionMaxBytes = followerPartitionMaxBytes
+	req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	f.m.fetchPartitionsSent.Add(1)
+}
+
+// forget adds tp to req's forgotten topics (consecutive partitions of a
+// topic share an entry; the leader does not mind a topic twice).
+func (f *fetcher) forget(req *kmsg.FetchRequest, tp TopicPartition) {
+	if n := len(req.ForgottenTopics); n > 0 && req.ForgottenTopics[n-1].Topic == tp.Topic {
+		req.ForgottenTopics[n-1].Partitions = append(req.ForgottenTopics[n-1].Partitions, tp.Partition)
+		return
+	}
+	ft := kmsg.NewFetchRequestForgottenTopic()
+	ft.Topic = tp.Topic
+	ft.Partitions = []int32{tp.Partition}
+	req.ForgottenTopics = append(req.ForgottenTopics, ft)
 }
 
 // sessionDone moves the session on after a response: a new session from a
@@ -288,7 +380,17 @@ func (s *fetchSession) done(resp *kmsg.FetchResponse) {
 		s.id, s.epoch, s.held = resp.SessionID, 1, s.next
 	default:
 		s.epoch = NextSessionEpoch(s.epoch)
-		s.held = s.next
+		if s.nextAll {
+			s.held = s.next
+			break
+		}
+		for tp, fp := range s.next {
+			if fp.p == nil {
+				delete(s.held, tp)
+			} else {
+				s.held[tp] = fp
+			}
+		}
 	}
 	s.next = nil
 }
@@ -394,7 +496,7 @@ func (f *fetcher) apply(p *Partition, rp *kmsg.FetchResponseTopicPartition) erro
 	// Follow the leader's log start offset (retention, DeleteRecords), so
 	// that this replica deletes the same records.
 	if ls := min(rp.LogStartOffset, p.LogEndOffset()); ls > p.LogStartOffset() {
-		if err := p.log.SetLogStartOffset(ls); err != nil {
+		if err := p.SetLogStartOffset(ls); err != nil {
 			return err
 		}
 	}

@@ -374,19 +374,24 @@ func (m *Manager) LeaderSent(p *Partition, replica int32, n int64) {
 // FollowerFetched is called by the Fetch handler after serving a follower:
 // it records the follower's progress (fetch offset and log start offset,
 // -1 when unknown) and asks the controller to add it to the ISR once it
-// caught up.
-func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset, logStartOffset int64) {
-	if isr := p.UpdateFollower(replica, fetchOffset, logStartOffset, time.Now()); isr != nil {
+// caught up. w is the follower's fetch session (KIP-227) when the fetch
+// has one, else nil. settled reports that p need not be read for this
+// follower again until it changes (see SessionWatch): the follower is in
+// the ISR and at the log end offset.
+func (m *Manager) FollowerFetched(p *Partition, replica int32, fetchOffset, logStartOffset int64, w *SessionWatch) (settled bool) {
+	isr, settled := p.updateFollower(replica, fetchOffset, logStartOffset, time.Now(), w)
+	if isr != nil {
 		if m.opts.Eligible != nil && !m.opts.Eligible(replica) {
 			// A fenced broker still fetching (in controlled shutdown, or
 			// registering): asking would only be refused. Asked again
 			// on a later fetch.
 			_, gen := p.isrState()
 			p.isrCancel(gen)
-			return
+			return false
 		}
 		m.alterISR(p, isr)
 	}
+	return settled
 }
 
 // alterISR sends AlterPartition in the background; the partition allows one

@@ -100,6 +100,19 @@ type followerState struct {
 	lastCaughtUp    time.Time
 	lastFetch       time.Time
 	lastFetchLeader int64 // leader LEO at the last fetch
+	// clock is the fetch session whose fetches after the last read of
+	// this partition count as fetches of it (SessionWatch), nil when
+	// none; clockCaughtUp: the follower's fetch offset was at the log
+	// end offset at that read. foldClock applies them.
+	clock         *SessionWatch
+	clockCaughtUp bool
+}
+
+// caughtUp is the last time the follower was caught up, its session's
+// fetches counted. Called with Partition.mu held.
+func (f *followerState) caughtUp() time.Time {
+	f.foldClock()
+	return f.lastCaughtUp
 }
 
 // Partition is one hosted partition, as leader or follower. Safe for
@@ -153,7 +166,8 @@ type Partition struct {
 }
 
 func newPartition(tp TopicPartition, id [16]byte, localID int32, log *storage.Log, cfg LogConfig) *Partition {
-	p := &Partition{TopicPartition: tp, TopicID: id, localID: localID, log: log, purg: newPurgatory()}
+	p := &Partition{TopicPartition: tp, TopicID: id, localID: localID, log: log}
+	p.purg = newPurgatory(p)
 	p.cfg.Store(&cfg)
 	empty := []int32{}
 	p.isr.Store(&empty)
@@ -595,12 +609,23 @@ func (p *Partition) ReadSlice(offset int64, maxBytes int32, untilLogEnd, minOne 
 // the controller for when the follower caught up and is not in the ISR yet
 // (nil otherwise).
 func (p *Partition) UpdateFollower(replica int32, fetchOffset, logStartOffset int64, now time.Time) (expand []int32) {
+	expand, _ = p.updateFollower(replica, fetchOffset, logStartOffset, now, nil)
+	return expand
+}
+
+// updateFollower is UpdateFollower for a fetch of session w (nil: none).
+// settled reports that nothing is left to do for the follower until the
+// partition changes: it is in the ISR, no ISR change is in flight, and
+// its fetch offset is at the log end offset; w's later fetches then count
+// as its fetches of p (SessionWatch).
+func (p *Partition) updateFollower(replica int32, fetchOffset, logStartOffset int64, now time.Time, w *SessionWatch) (expand []int32, settled bool) {
 	p.mu.Lock()
 	f := p.followers[replica]
 	if f == nil || !p.leader.Load() {
 		p.mu.Unlock()
-		return nil
+		return nil, false
 	}
+	f.foldClock()
 	leo := p.log.LogEndOffset()
 	switch {
 	case fetchOffset >= leo:
@@ -610,18 +635,21 @@ func (p *Partition) UpdateFollower(replica int32, fetchOffset, logStartOffset in
 	}
 	f.logEndOffset, f.lastFetch, f.lastFetchLeader = fetchOffset, now, leo
 	f.logStartOffset = logStartOffset
+	f.clock, f.clockCaughtUp = w, fetchOffset >= leo
 	p.maybeAdvanceHWLocked()
 	isr := p.ISR()
+	in := slices.Contains(isr, replica)
 	// Kafka's isFollowerInSync: caught up to the HW and to the start of
 	// this leader's epoch (the HW of a new leader may lag records that
 	// were committed under the previous one).
-	if !slices.Contains(isr, replica) && !p.isrPending && !now.Before(p.isrRetryAt) &&
+	if !in && !p.isrPending && !now.Before(p.isrRetryAt) &&
 		fetchOffset >= p.hw.Load() && fetchOffset >= p.epochStartOffset {
 		expand = append(slices.Clone(isr), replica)
 		p.isrPending = true
 	}
+	settled = in && !p.isrPending && fetchOffset >= leo
 	p.mu.Unlock()
-	return expand
+	return expand, settled
 }
 
 // laggingFollowers returns the ISR without followers that have not caught
@@ -639,7 +667,7 @@ func (p *Partition) laggingFollowers(now time.Time, lag time.Duration) (shrunk [
 	out := make([]int32, 0, len(isr))
 	for _, r := range isr {
 		f := p.followers[r]
-		if r != p.localID && (f == nil || now.Sub(f.lastCaughtUp) > lag) {
+		if r != p.localID && (f == nil || now.Sub(f.caughtUp()) > lag) {
 			continue
 		}
 		out = append(out, r)

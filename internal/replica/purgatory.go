@@ -137,6 +137,10 @@ type purgatory struct {
 	// pending is the appends above the high-watermark, oldest first: the
 	// bytes a consumer can read once the high-watermark passes end.
 	pending []pendingAppend
+	// sessions are the fetch sessions watching the partition, marked on
+	// each change (SessionWatch).
+	sessions map[*SessionWatch]struct{}
+	p        *Partition // the partition, for the marks
 }
 
 type pendingAppend struct {
@@ -144,8 +148,16 @@ type pendingAppend struct {
 	bytes int64
 }
 
-func newPurgatory() purgatory {
-	return purgatory{leo: map[*Waiter]struct{}{}, hw: map[*Waiter]struct{}{}}
+func newPurgatory(p *Partition) purgatory {
+	return purgatory{leo: map[*Waiter]struct{}{}, hw: map[*Waiter]struct{}{}, sessions: map[*SessionWatch]struct{}{}, p: p}
+}
+
+// markSessions marks the partition dirty in the sessions watching it.
+// Called with g.mu held.
+func (g *purgatory) markSessions() {
+	for w := range g.sessions {
+		w.mark(g.p)
+	}
 }
 
 // appended counts bytes appended up to end (the new log end offset) for
@@ -161,6 +173,7 @@ func (g *purgatory) appended(end, bytes int64) {
 	} else {
 		g.pending = append(g.pending, pendingAppend{end, bytes})
 	}
+	g.markSessions()
 	g.mu.Unlock()
 }
 
@@ -184,6 +197,7 @@ func (g *purgatory) advanced(hw int64) {
 	for len(g.offsets) > 0 && g.offsets[0].offset < hw {
 		heap.Pop(&g.offsets).(*hwWait).w.wake()
 	}
+	g.markSessions()
 	g.mu.Unlock()
 }
 
@@ -196,6 +210,7 @@ func (g *purgatory) truncated(offset int64) {
 		i--
 	}
 	g.pending = g.pending[:i]
+	g.markSessions()
 	g.mu.Unlock()
 }
 
@@ -211,6 +226,7 @@ func (g *purgatory) wakeAll() {
 	for _, hw := range g.offsets {
 		hw.w.wake()
 	}
+	g.markSessions()
 	g.mu.Unlock()
 }
 
@@ -220,6 +236,7 @@ func (g *purgatory) wakeFetches() {
 	for w := range g.hw {
 		w.wake()
 	}
+	g.markSessions()
 	g.mu.Unlock()
 }
 

@@ -33,7 +33,7 @@ func (p *Partition) PreferredReadReplica(clientRack, leaderRack string, offset i
 		if r, ok := rack(id); !ok || r != clientRack {
 			continue
 		}
-		lag := now.Sub(f.lastCaughtUp)
+		lag := now.Sub(f.caughtUp())
 		if best < 0 || f.logEndOffset > bestEnd || (f.logEndOffset == bestEnd && (lag < bestLag || (lag == bestLag && id < best))) {
 			best, bestEnd, bestLag = id, f.logEndOffset, lag
 		}

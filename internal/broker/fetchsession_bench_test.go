@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/samsahq/samsa/internal/config"
+	"github.com/samsahq/samsa/internal/replica"
+	"github.com/samsahq/samsa/internal/wire"
+)
+
+// idleFollowerSession makes a leader (node 1) of n empty partitions, in
+// topics of 100 (n a multiple of 100), and opens the fetch session of
+// its follower (node 2) with a full fetch; fetch sends the follower's
+// next incremental fetch (max_wait_ms 0), naming nothing, and fails tb
+// unless the answer is empty.
+func idleFollowerSession(tb testing.TB, n int) (fetch func()) {
+	tb.Helper()
+	m := newReplicas(tb)
+	for i := range int32(n) {
+		if _, err := m.Apply(replica.TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: i % 100}, [16]byte{1},
+			replica.State{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, replica.LogConfig{}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	br := &Broker{node: &config.Node{FetchMaxBytes: 1 << 20}, replicas: m, sessions: newFetchSessions(10)}
+	full := kmsg.NewPtrFetchRequest()
+	full.Version, full.ReplicaID, full.MaxBytes, full.SessionEpoch = 12, 2, 1<<20, 0
+	for t := range n / 100 {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = fmt.Sprintf("t%d", t)
+		for p := range int32(100) {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch = p, 1<<20, 1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		full.Topics = append(full.Topics, rt)
+	}
+	ctx := context.Background()
+	kresp, err := handleFetch(ctx, br, nil, full)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id := kresp.(*wire.FetchResponse).SessionID
+	if id == 0 {
+		tb.Fatal("no session")
+	}
+	epoch := int32(1)
+	fetch = func() {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxBytes = 12, 2, 1<<20
+		req.SessionID, req.SessionEpoch = id, epoch
+		epoch = replica.NextSessionEpoch(epoch)
+		kresp, err := handleFetch(ctx, br, nil, req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if r := kresp.(*wire.FetchResponse); r.ErrorCode != 0 || len(r.Topics) != 0 {
+			tb.Fatalf("incremental fetch: error %d, %d topics; want none", r.ErrorCode, len(r.Topics))
+		}
+	}
+	fetch() // the first incremental fetch may read the session whole
+	return fetch
+}
+
+// BenchmarkFollowerFetchIdle is the leader's work for one incremental
+// follower fetch (KIP-227, max_wait_ms 0) of a session over n partitions
+// none of which changed: the cost an idle cluster pays on every fetch of
+// every follower (issue 13).
+func BenchmarkFollowerFetchIdle(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			fetch := idleFollowerSession(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				fetch()
+			}
+		})
+	}
+}
+
+// TestFollowerFetchIdleCost: an incremental follower fetch of a session
+// none of whose partitions changed costs the leader the same whatever
+// the session's size (fetchsession.go): allocations counted over a
+// session of 100 and of 1,000 partitions. When every fetch read every
+// partition of the session they grew with it (22 and 174).
+func TestFollowerFetchIdleCost(t *testing.T) {
+	small := testing.AllocsPerRun(20, idleFollowerSession(t, 100))
+	large := testing.AllocsPerRun(20, idleFollowerSession(t, 1000))
+	if large > small+2 {
+		t.Fatalf("idle follower fetch: %.0f allocations over 1,000 partitions, %.0f over 100: the leader reads every partition of the session", large, small)
+	}
+}
