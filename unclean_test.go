@@ -67,6 +67,40 @@ func uncleanDir(t *testing.T, dir string, fsys vfs.FS, partitions int32) []*kgo.
 	return recs
 }
 
+// startHeld shuts gate and starts a node of cfg, which must return while
+// a data log's open is held by the gate (its controller does not wait for
+// the data logs). The node is closed at the end of the test.
+func startHeld(t *testing.T, gate *logGate, cfg samsa.Config) *samsa.Node {
+	t.Helper()
+	gate.shut.Store(true)
+	type started struct {
+		n   *samsa.Node
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		n, err := samsa.Start(context.Background(), cfg)
+		done <- started{n, err}
+	}()
+	<-gate.hit // a data log is being opened, and stays so
+	select {
+	case s := <-done:
+		if s.err != nil {
+			gate.release()
+			t.Fatal(s.err)
+		}
+		t.Cleanup(func() { s.n.Close() })
+		return s.n
+	case <-time.After(30 * time.Second): // a deadline, not a measure: Start waits for nothing the gate holds
+		gate.release()
+		if s := <-done; s.err == nil {
+			s.n.Close()
+		}
+		t.Fatal("Start did not return while a data log's open was held: the controller waits for every log to be recovered")
+		return nil
+	}
+}
+
 // TestUncleanRestartControllerFirst: after an unclean shutdown a node
 // opens its metadata log and runs its controller before its data logs are
 // recovered (Kafka's order: the raft manager and controller start, then
@@ -80,34 +114,7 @@ func TestUncleanRestartControllerFirst(t *testing.T) {
 	fsys := errorfs.Wrap(vfs.Default, gate)
 	recs := uncleanDir(t, dir, fsys, 8)
 
-	gate.shut.Store(true)
-	type started struct {
-		n   *samsa.Node
-		err error
-	}
-	done := make(chan started, 1)
-	go func() {
-		n, err := samsa.Start(context.Background(), samsa.Config{Dir: dir, FS: fsys, HTTPListener: "127.0.0.1:0"})
-		done <- started{n, err}
-	}()
-	<-gate.hit // a data log is being opened, and stays so
-	var n *samsa.Node
-	select {
-	case s := <-done:
-		if s.err != nil {
-			gate.release()
-			t.Fatal(s.err)
-		}
-		n = s.n
-	case <-time.After(30 * time.Second): // a deadline, not a measure: Start waits for nothing held by the gate
-		gate.release()
-		s := <-done
-		if s.err == nil {
-			s.n.Close()
-		}
-		t.Fatal("Start did not return while the data logs were held: the controller waits for every log to be recovered")
-	}
-	t.Cleanup(func() { n.Close() })
+	n := startHeld(t, gate, samsa.Config{Dir: dir, FS: fsys, HTTPListener: "127.0.0.1:0"})
 	if !samsa.ControllerActive(n) {
 		t.Error("controller not active while the data logs load")
 	}
@@ -164,13 +171,7 @@ func TestCloseDuringLogRecovery(t *testing.T) {
 	fsys := errorfs.Wrap(vfs.Default, gate)
 	recs := uncleanDir(t, dir, fsys, 8)
 
-	gate.shut.Store(true)
-	n, err := samsa.Start(context.Background(), samsa.Config{Dir: dir, FS: fsys, Properties: map[string]string{"num.recovery.threads.per.data.dir": "1"}})
-	if err != nil {
-		gate.release()
-		t.Fatal(err)
-	}
-	<-gate.hit
+	n := startHeld(t, gate, samsa.Config{Dir: dir, FS: fsys, Properties: map[string]string{"num.recovery.threads.per.data.dir": "1"}})
 	closed := make(chan error, 1)
 	go func() { closed <- n.Close() }()
 	gate.release() // the one log being opened finishes; the others are never begun
