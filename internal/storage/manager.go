@@ -334,7 +334,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	m.loaded, m.pending = make(chan struct{}), map[TopicPartition]bool{}
 	loads := make([]*dirLoad, 0, len(m.dirs))
 	in := map[TopicPartition]*logDir{} // the dir each partition was found in
-	allClean := true
+	allClean, later := true, 0 // later: logs Background would load after OpenManager returns
 	for i, d := range m.dirs {
 		dl, err := m.scanDir(d, in)
 		if err != nil {
@@ -342,13 +342,18 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		}
 		loads = append(loads, dl)
 		allClean = allClean && dl.clean
+		for _, j := range dl.jobs {
+			if !slices.Contains(m.opts.First, j.tp) {
+				later++
+			}
+		}
 		if i == 0 {
 			m.cleanEpoch = dl.cleanEpoch
 		} else if dl.cleanEpoch != m.cleanEpoch {
 			m.cleanEpoch = -1
 		}
 	}
-	if !m.opts.Background || allClean {
+	if !m.opts.Background || allClean || later == 0 {
 		for _, dl := range loads {
 			m.openLogs(dl, dl.jobs)
 			if err := m.dropMarker(dl); err != nil {
