@@ -334,7 +334,7 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 	m.loaded, m.pending = make(chan struct{}), map[TopicPartition]bool{}
 	loads := make([]*dirLoad, 0, len(m.dirs))
 	in := map[TopicPartition]*logDir{} // the dir each partition was found in
-	allClean, later := true, 0 // later: logs Background would load after OpenManager returns
+	allClean, later := true, 0         // later: logs Background would load after OpenManager returns
 	for i, d := range m.dirs {
 		dl, err := m.scanDir(d, in)
 		if err != nil {
