@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,31 +17,6 @@ import (
 	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
-
-// logGate holds every filesystem call on the partition directories of
-// topic "t" in dir while it is shut: a log recovery as slow as the test
-// needs, without timing.
-type logGate struct {
-	prefix string
-	shut   atomic.Bool
-	open   chan struct{} // closed by release
-	hit    chan struct{} // closed at the first call held
-	once   sync.Once
-}
-
-func newLogGate(dir string) *logGate {
-	return &logGate{prefix: filepath.Join(dir, "t-"), open: make(chan struct{}), hit: make(chan struct{})}
-}
-
-func (g *logGate) MaybeError(op errorfs.Op) error {
-	if g.shut.Load() && strings.HasPrefix(op.Path, g.prefix) {
-		g.once.Do(func() { close(g.hit) })
-		<-g.open
-	}
-	return nil
-}
-
-func (g *logGate) release() { g.shut.Store(false); close(g.open) }
 
 // uncleanDir makes a node in dir with topic t of partitions partitions
 // holding acknowledged records, and leaves it as a crash would: no
@@ -67,12 +40,12 @@ func uncleanDir(t *testing.T, dir string, fsys vfs.FS, partitions int32) []*kgo.
 	return recs
 }
 
-// startHeld shuts gate and starts a node of cfg, which must return while
+// startHeld shuts gate (holding the data logs of topic t) and starts a node of cfg, which must return while
 // a data log's open is held by the gate (its controller does not wait for
 // the data logs). The node is closed at the end of the test.
-func startHeld(t *testing.T, gate *logGate, cfg samsa.Config) *samsa.Node {
+func startHeld(t *testing.T, gate *errorfs.Gate, cfg samsa.Config) *samsa.Node {
 	t.Helper()
-	gate.shut.Store(true)
+	gate.Shut()
 	type started struct {
 		n   *samsa.Node
 		err error
@@ -82,17 +55,17 @@ func startHeld(t *testing.T, gate *logGate, cfg samsa.Config) *samsa.Node {
 		n, err := samsa.Start(context.Background(), cfg)
 		done <- started{n, err}
 	}()
-	<-gate.hit // a data log is being opened, and stays so
+	<-gate.Held() // a data log is being opened, and stays so
 	select {
 	case s := <-done:
 		if s.err != nil {
-			gate.release()
+			gate.Release()
 			t.Fatal(s.err)
 		}
 		t.Cleanup(func() { s.n.Close() })
 		return s.n
 	case <-time.After(30 * time.Second): // a deadline, not a measure: Start waits for nothing the gate holds
-		gate.release()
+		gate.Release()
 		if s := <-done; s.err == nil {
 			s.n.Close()
 		}
@@ -110,7 +83,7 @@ func startHeld(t *testing.T, gate *logGate, cfg samsa.Config) *samsa.Node {
 // Before, Start recovered every log before the quorum and controller ran.
 func TestUncleanRestartControllerFirst(t *testing.T) {
 	dir := t.TempDir()
-	gate := newLogGate(dir)
+	gate := errorfs.NewGate(filepath.Join(dir, "t-"))
 	fsys := errorfs.Wrap(vfs.Default, gate)
 	recs := uncleanDir(t, dir, fsys, 8)
 
@@ -143,11 +116,12 @@ func TestUncleanRestartControllerFirst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	go func() { produced <- cl.ProduceSync(ctx, late).FirstErr() }()
-	gate.release()
+	gate.Release()
 	if err := <-produced; err != nil {
 		t.Fatalf("produce while the logs loaded: %v", err)
 	}
 	<-n.Serving()
+	waitHosted(t, cl, "t", 8)
 	got := consumeAll(t, n, "t", len(recs)+1)
 	want := map[string]bool{"late": true}
 	for _, r := range recs {
@@ -167,14 +141,14 @@ func TestUncleanRestartControllerFirst(t *testing.T) {
 // recovered): the next start recovers them and finds every record.
 func TestCloseDuringLogRecovery(t *testing.T) {
 	dir := t.TempDir()
-	gate := newLogGate(dir)
+	gate := errorfs.NewGate(filepath.Join(dir, "t-"))
 	fsys := errorfs.Wrap(vfs.Default, gate)
 	recs := uncleanDir(t, dir, fsys, 8)
 
 	n := startHeld(t, gate, samsa.Config{Dir: dir, FS: fsys, Properties: map[string]string{"num.recovery.threads.per.data.dir": "1"}})
 	closed := make(chan error, 1)
 	go func() { closed <- n.Close() }()
-	gate.release() // the one log being opened finishes; the others are never begun
+	gate.Release() // the one log being opened finishes; the others are never begun
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +157,7 @@ func TestCloseDuringLogRecovery(t *testing.T) {
 	}
 	n = startConfig(t, samsa.Config{Dir: dir})
 	<-n.Serving()
+	waitHosted(t, newClient(t, n), "t", 8)
 	if got := consumeAll(t, n, "t", len(recs)); len(got) != len(recs) {
 		t.Errorf("%d records after the restart, want %d", len(got), len(recs))
 	}

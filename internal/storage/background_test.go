@@ -4,32 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/samsahq/samsa/internal/storage/vfs"
 	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
-
-// heldFS holds every call on paths under prefix while shut, a log open as
-// slow as a test needs.
-type heldFS struct {
-	prefix string
-	shut   atomic.Bool
-	open   chan struct{}
-	hit    chan struct{} // closed at the first call held
-	once   sync.Once
-}
-
-func (h *heldFS) MaybeError(op errorfs.Op) error {
-	if h.shut.Load() && strings.HasPrefix(op.Path, h.prefix) {
-		h.once.Do(func() { close(h.hit) })
-		<-h.open
-	}
-	return nil
-}
 
 // uncleanManagerDir makes logs meta-0 and t-0..t-3 in dir, each with one
 // batch, and leaves them as a crash would (no clean-shutdown marker).
@@ -56,9 +35,21 @@ func uncleanManagerDir(t *testing.T, dir string) {
 	}
 }
 
-func backgroundOpts(dir string, h *heldFS) ManagerOptions {
-	return ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "bg", RollCheckInterval: -1, RecoveryThreads: 1,
-		FS: errorfs.Wrap(vfs.Default, h), Background: true, First: []TopicPartition{{"meta", 0}}}
+// openHeld opens dir with Background and First meta-0, one recovery
+// thread, and the t-* logs held by a gate until Release; it returns once
+// a t log's open is held.
+func openHeld(t *testing.T, dir string) (*Manager, *errorfs.Gate) {
+	t.Helper()
+	g := errorfs.NewGate(filepath.Join(dir, "t-"))
+	g.Shut()
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "bg", RollCheckInterval: -1, RecoveryThreads: 1,
+		FS: errorfs.Wrap(vfs.Default, g), Background: true, First: []TopicPartition{{"meta", 0}}})
+	if err != nil {
+		g.Release()
+		t.Fatal(err)
+	}
+	<-g.Held()
+	return m, g
 }
 
 // TestBackgroundLoad: after an unclean shutdown OpenManager with
@@ -75,13 +66,7 @@ func TestBackgroundLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &heldFS{prefix: filepath.Join(dir, "t-"), open: make(chan struct{}), hit: make(chan struct{})}
-	h.shut.Store(true)
-	m, err := OpenManager(backgroundOpts(dir, h))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-h.hit
+	m, g := openHeld(t, dir)
 	if m.Get(TopicPartition{"meta", 0}) == nil {
 		t.Fatal("First log not open when OpenManager returned")
 	}
@@ -104,8 +89,7 @@ func TestBackgroundLoad(t *testing.T) {
 		}
 		created <- l
 	}()
-	h.shut.Store(false)
-	close(h.open)
+	g.Release()
 	<-m.Loaded()
 	l := <-created
 	if l != m.Get(TopicPartition{"t", 3}) || l.LogEndOffset() != 3 {
@@ -128,17 +112,10 @@ func TestBackgroundLoad(t *testing.T) {
 func TestCloseDuringBackgroundLoad(t *testing.T) {
 	dir := t.TempDir()
 	uncleanManagerDir(t, dir)
-	h := &heldFS{prefix: filepath.Join(dir, "t-"), open: make(chan struct{}), hit: make(chan struct{})}
-	h.shut.Store(true)
-	m, err := OpenManager(backgroundOpts(dir, h))
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-h.hit
+	m, g := openHeld(t, dir)
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
-	h.shut.Store(false)
-	close(h.open)
+	g.Release()
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +125,7 @@ func TestCloseDuringBackgroundLoad(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); !os.IsNotExist(err) {
 		t.Fatalf("clean-shutdown marker after a close during the load: %v", err)
 	}
-	m, err = OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "bg", RollCheckInterval: -1})
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "bg", RollCheckInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
