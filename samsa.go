@@ -171,7 +171,10 @@ func (n *Node) halt(why error) {
 }
 
 // Start starts a node and returns once it accepts connections. The context
-// bounds startup only.
+// bounds startup only. After an unclean shutdown it returns once the
+// metadata quorum and controller run, before the data logs are recovered:
+// the node serves clients (Serving) once they are, requests waiting until
+// then.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	props := map[string]string{}
 	for k, v := range cfg.Properties {
