@@ -1115,7 +1115,8 @@ const deleteChunk = 512
 // directory fsyncs in the metadata apply), and one background goroutine
 // removes the renamed directories. Kafka's LogManager.asyncDelete also
 // renames inline and leaves the removal to a later task. A tp whose log is
-// being created waits for that creation. It returns one error per tp, nil
+// being created waits for that creation, one still to be loaded in the
+// background for the load. It returns one error per tp, nil
 // when deleted or without a log: ErrClosed, I/O errors of the rename or
 // the fsync. Safe for concurrent use.
 func (m *Manager) DeleteBatch(tps []TopicPartition) []error {
