@@ -33,3 +33,6 @@ func FetchSessions(n *Node) int { return n.broker.FetchSessions() }
 
 // FetchPartitionsSent is how many partitions n's follower fetches named.
 func FetchPartitionsSent(n *Node) int64 { return n.broker.FetchPartitionsSent() }
+
+// ControllerActive reports whether n's controller is the active one.
+func ControllerActive(n *Node) bool { return n.ctrl.Active() }

@@ -279,6 +279,11 @@ func (n *Node) ready(started <-chan struct{}) error {
 	select {
 	case <-started:
 	default:
+		select {
+		case <-n.logs.Loaded():
+		default:
+			return errors.New("loading the logs (recovering them after an unclean shutdown)")
+		}
 		return errors.New("starting")
 	}
 	if n.raft != nil || n.observer != nil {

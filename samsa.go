@@ -103,9 +103,17 @@ type Node struct {
 	haltStarted atomic.Bool
 	haltCancel  atomic.Pointer[context.CancelFunc]
 	startDone   chan struct{}
-	closeMu     sync.Mutex
-	closed      bool
-	closeErr    error
+	// late dispatches the listeners' requests; its ready is closed once
+	// the broker serves clients.
+	late *lateHandler
+	// bgCancel stops serveWhenLoaded (bg), which starts the broker once
+	// the data logs are loaded after an unclean shutdown; nil when they
+	// were loaded at start.
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+	closeMu  sync.Mutex
+	closed   bool
+	closeErr error
 }
 
 // Halted is closed once an I/O error has taken every log dir of the node
@@ -163,7 +171,10 @@ func (n *Node) halt(why error) {
 }
 
 // Start starts a node and returns once it accepts connections. The context
-// bounds startup only.
+// bounds startup only. After an unclean shutdown it returns once the
+// metadata quorum and controller run, before the data logs are recovered:
+// the node serves clients (Serving) once they are, requests waiting until
+// then.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	props := map[string]string{}
 	for k, v := range cfg.Properties {
@@ -337,6 +348,11 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		},
 		Logger: logger.With("component", "storage"),
 		FS:     fsys,
+		// After an unclean shutdown only the metadata log is opened
+		// (recovered) now; the data logs load in the background while
+		// the quorum voter and the controller run (serveWhenLoaded).
+		Background: true,
+		First:      []storage.TopicPartition{{Topic: quorum.MetadataTopic, Partition: 0}},
 		OnDirOffline: func(path, dirID string, all bool) {
 			if b := dirBroker.Load(); b != nil {
 				b.LogDirOffline()
@@ -536,9 +552,18 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	}
 	h.ctrl.Store(n.ctrl)
 	// A controller-only node has a Broker too, unregistered and hosting
-	// nothing: it answers the controller listener's APIs.
+	// nothing: it answers the controller listener's APIs. While the data
+	// logs load (after an unclean shutdown) the Broker answers only
+	// those: it hosts nothing and is not registered until they are
+	// loaded (serveWhenLoaded).
+	var loaded bool
+	select {
+	case <-n.logs.Loaded():
+		loaded = true
+	default:
+	}
 	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Topics: om.topicStats(), Logger: logger.With("component", "broker"), Levels: levels,
-		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}, DialBroker: dialBroker, DialController: dialController})
+		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}, DialBroker: dialBroker, DialController: dialController, HostLater: !loaded})
 	if err != nil {
 		return nil, err
 	}
@@ -546,6 +571,14 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	dirBroker.Store(n.broker)
 	if len(n.logs.OfflineDirs()) > 0 {
 		n.broker.LogDirOffline() // a dir failed while the broker was made
+	}
+	n.late = h
+	if !loaded {
+		bg, cancel := context.WithCancel(context.Background())
+		n.bgCancel = cancel
+		n.bg.Add(1)
+		go n.serveWhenLoaded(bg, endpoints)
+		return n, nil
 	}
 	if nc.HasRole("broker") {
 		if err := n.broker.Start(ctx, endpoints); err != nil {
@@ -557,6 +590,45 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 	// schedule (replica.high.watermark.checkpoint.interval.ms).
 	return n, nil
 }
+
+// serveWhenLoaded waits for the data logs loading in the background after
+// an unclean shutdown, then has the broker host its partitions, registers
+// it and serves clients (closing the lateHandler's ready), as Kafka's
+// broker leaves state RECOVERY once its LogManager loaded the logs. Until
+// then client requests wait (as for any node starting), the readiness
+// probe says the logs are loading, and the broker is not registered: the
+// controller fences its previous registration when its session expires,
+// and the registration moves it out of its ISRs and leaderships, as after
+// any unclean shutdown. Close (ctx) stops it; a failed registration halts
+// the node.
+func (n *Node) serveWhenLoaded(ctx context.Context, endpoints []metadata.Endpoint) {
+	defer n.bg.Done()
+	start := time.Now()
+	select {
+	case <-n.logs.Loaded():
+	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	n.logger.Info("logs loaded: the broker starts", "waited", time.Since(start).Round(time.Millisecond))
+	n.broker.Host()
+	if n.node.HasRole("broker") {
+		if err := n.broker.Start(ctx, endpoints); err != nil {
+			if ctx.Err() == nil {
+				n.haltOnce.Do(func() { n.halt(fmt.Errorf("registering broker: %w", err)) })
+			}
+			return
+		}
+	}
+	close(n.late.ready)
+}
+
+// Serving is closed once the node serves clients on its broker listeners:
+// when Start returns, or, after an unclean shutdown, once its data logs
+// are loaded (Start returns as soon as its controller runs) and its broker
+// registered.
+func (n *Node) Serving() <-chan struct{} { return n.late.ready }
 
 // startConsole starts the web console (internal/console) for the
 // http.listener: a Kafka client of this node's first broker listener
@@ -680,6 +752,20 @@ func (n *Node) Close() error {
 	return err
 }
 
+// serving reports whether the broker serves clients (Serving): one still
+// loading its logs is not registered, and has no leadership to move.
+func (n *Node) serving() bool {
+	if n.late == nil {
+		return false
+	}
+	select {
+	case <-n.late.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // close is Close without waiting for a halt's goroutine (which calls it).
 func (n *Node) close() error {
 	n.closeMu.Lock()
@@ -688,8 +774,12 @@ func (n *Node) close() error {
 		return n.closeErr
 	}
 	n.closed = true
+	if n.bgCancel != nil {
+		n.bgCancel()
+	}
+	n.bg.Wait()
 	var errs []error
-	if n.broker != nil && n.local == nil && n.node.HasRole("broker") && !n.noControlledShutdown.Load() {
+	if n.broker != nil && n.local == nil && n.node.HasRole("broker") && !n.noControlledShutdown.Load() && n.serving() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := n.broker.Shutdown(ctx); err != nil {
 			n.logger.Warn("controlled shutdown did not finish", "err", err)

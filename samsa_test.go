@@ -61,6 +61,15 @@ func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32, c
 	// the broker hosts each partition once its log is made, a moment later
 	// (NOT_LEADER_OR_FOLLOWER before, which clients retry and the raw
 	// requests of some tests do not): wait until every one answers.
+	waitHosted(t, cl, topic, partitions)
+}
+
+// waitHosted waits until every partition of topic answers ListOffsets.
+func waitHosted(t *testing.T, cl *kgo.Client, topic string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
 	waitFor(t, 10*time.Second, "every partition of "+topic+" hosted", func() bool {
 		offs, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil || offs.Error() != nil {

@@ -89,6 +89,13 @@ type Config struct {
 	// Topics, when set, counts each hosted topic's traffic
 	// (BrokerTopicMetrics).
 	Topics *metrics.Topics
+	// HostLater makes New apply no metadata image (host no partition,
+	// load no coordinator, apply no dynamic config) until Host is
+	// called: a node whose data logs are still being loaded after an
+	// unclean shutdown answers its controller listeners' APIs meanwhile
+	// (Kafka's broker in state RECOVERY: its LogManager loads the logs
+	// while its controller and raft manager run).
+	HostLater bool
 }
 
 // Broker handles requests. Safe for concurrent use.
@@ -105,6 +112,7 @@ type Broker struct {
 	// quotaNext is the connection limits to apply next (updateQuotas).
 	quotaNext *server.QuotaConfig
 	ctrl      *controller.Controller
+	hosting   atomic.Bool    // Host was called
 	quorum    MetadataQuorum // nil: not a voter
 	replicas  *replica.Manager
 	logger    *slog.Logger
@@ -236,11 +244,24 @@ func New(cfg Config) (*Broker, error) {
 	b.startGroups()
 	b.startShareGroups()
 	b.startTxns()
+	if !cfg.HostLater {
+		b.Host()
+	}
+	return b, nil
+}
+
+// Host starts applying the metadata image: the broker hosts the partitions
+// the image assigns it, in the logs of Config.Logs, and loads the
+// coordinators of those it leads. New calls it unless Config.HostLater;
+// later calls do nothing.
+func (b *Broker) Host() {
+	if b.hosting.Swap(true) {
+		return
+	}
 	// A partition this broker cannot host (its log failed to load or be
 	// created) is logged and offline (KAFKA_STORAGE_ERROR), never a reason
 	// not to start: one bad log must not make a node unbootable.
-	cfg.Controller.OnImage(func(old, next *metadata.Image) { b.applyImage(old, next) })
-	return b, nil
+	b.ctrl.OnImage(func(old, next *metadata.Image) { b.applyImage(old, next) })
 }
 
 // SupportedVersions returns the tables of supported APIs of broker

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,18 @@ type ManagerOptions struct {
 	// It is called from the goroutine that met the error, possibly with
 	// a log's lock held: it must not block or call into the Manager.
 	OnDirOffline func(path, dirID string, all bool)
+	// Background, when set and a log dir was not shut down cleanly (no
+	// CleanShutdownFile), has OpenManager open only the logs of First
+	// before it returns, and every other log in the background, still
+	// RecoveryThreads per dir (see Loaded). A node opens its metadata
+	// log first, so that its metadata quorum voter and controller run
+	// while its data logs recover, as Kafka's KafkaRaftManager opens
+	// __cluster_metadata-0 on its own before the broker's LogManager
+	// loads the logs. After a clean shutdown every log is opened before
+	// OpenManager returns, Background or not (from the manifest: fast).
+	Background bool
+	// First are the logs Background opens before OpenManager returns.
+	First []TopicPartition
 }
 
 // CleanerOptions configure a Manager's log cleaner.
@@ -196,8 +209,16 @@ type Manager struct {
 	brokerEpoch atomic.Int64
 	cleanEpoch  int64
 	// fromManifest counts the logs OpenManager set up from the log
-	// dirs' ManifestFile (for tests and the log line).
+	// dirs' ManifestFile (for tests and the log line); guarded by mu.
 	fromManifest int64
+
+	// loaded is closed once every log found at open is loaded (offline
+	// when it failed), or the loading stopped because Close was called;
+	// pending (guarded by mu) holds the logs still to be loaded in the
+	// background (ManagerOptions.Background), loadWG its goroutine.
+	loaded  chan struct{}
+	pending map[TopicPartition]bool
+	loadWG  sync.WaitGroup
 }
 
 type logDir struct {
@@ -206,6 +227,11 @@ type logDir struct {
 	unsynced atomic.Bool           // partition directories were created since the last fsync of this one
 	offline  atomic.Pointer[error] // the I/O error that took the dir offline (dirFailed), nil while online
 	syncMu   sync.Mutex            // one syncLogDir at a time
+	// loading is set while logs found in the dir at open are still to be
+	// loaded in the background: its checkpoints, manifest and
+	// clean-shutdown marker are not written (they would drop or vouch
+	// for logs never opened).
+	loading atomic.Bool
 }
 
 // syncLogDir fsyncs the log dir when partition directories were created
@@ -243,9 +269,13 @@ type managedLog struct {
 // Directories of deleted partitions left by a crash are removed. The logs
 // of a dir are opened RecoveryThreads at a time, with progress logged every
 // tenth of a dir of 1,000 logs or more. A log that fails to open is
-// offline (see Offline, ErrOffline), not an error. Errors: a
-// meta.properties mismatch, a partition in two dirs, I/O errors of the log
-// dirs themselves.
+// offline (see Offline, ErrOffline), not an error. With
+// ManagerOptions.Background, after a shutdown that was not clean, only
+// the logs of ManagerOptions.First are open when it returns: the others
+// are loaded in the background (Loaded), and the background tasks
+// (retention, the cleaner, rolls, checkpoints) start once they are.
+// Errors: a meta.properties mismatch, a partition in two dirs, I/O errors
+// of the log dirs themselves.
 func OpenManager(opts ManagerOptions) (*Manager, error) {
 	if len(opts.Dirs) == 0 {
 		return nil, errors.New("storage: no log dirs")
@@ -294,25 +324,100 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 		m.unlockDirs()
 		return nil, err
 	}
+	fail := func(err error) (*Manager, error) {
+		m.closeLogs()
+		m.wg.Wait()
+		m.unlockDirs()
+		return nil, err
+	}
 	m.cleanEpoch = -1
+	m.loaded, m.pending = make(chan struct{}), map[TopicPartition]bool{}
+	loads := make([]*dirLoad, 0, len(m.dirs))
+	in := map[TopicPartition]*logDir{} // the dir each partition was found in
+	allClean, later := true, 0         // later: logs Background would load after OpenManager returns
 	for i, d := range m.dirs {
-		epoch, err := m.loadDir(d)
+		dl, err := m.scanDir(d, in)
 		if err != nil {
-			m.closeLogs()
-			m.wg.Wait()
-			m.unlockDirs()
-			return nil, err
+			return fail(err)
+		}
+		loads = append(loads, dl)
+		allClean = allClean && dl.clean
+		for _, j := range dl.jobs {
+			if !slices.Contains(m.opts.First, j.tp) {
+				later++
+			}
 		}
 		if i == 0 {
-			m.cleanEpoch = epoch
-		} else if epoch != m.cleanEpoch {
+			m.cleanEpoch = dl.cleanEpoch
+		} else if dl.cleanEpoch != m.cleanEpoch {
 			m.cleanEpoch = -1
 		}
 	}
-	m.startTasks()
+	if !m.opts.Background || allClean || later == 0 {
+		for _, dl := range loads {
+			m.openLogs(dl, dl.jobs)
+			if err := m.dropMarker(dl); err != nil {
+				return fail(err)
+			}
+			m.logLoaded(dl)
+		}
+		m.startTasks()
+		close(m.loaded)
+	} else {
+		rest := make([][]*loadJob, len(loads))
+		for i, dl := range loads {
+			var first []*loadJob
+			for _, j := range dl.jobs {
+				if slices.Contains(m.opts.First, j.tp) {
+					first = append(first, j)
+				} else {
+					rest[i] = append(rest[i], j)
+					m.pending[j.tp] = true
+				}
+			}
+			m.openLogs(dl, first)
+			// Before the first write to any log: a crash from now on
+			// recovers from the checkpoints.
+			if err := m.dropMarker(dl); err != nil {
+				return fail(err)
+			}
+			dl.d.loading.Store(len(rest[i]) > 0)
+		}
+		m.logger.Info("loading logs in the background", "logs", len(m.pending), "dirs", len(m.dirs))
+		m.loadWG.Add(1)
+		go m.loadInBackground(loads, rest)
+	}
 	m.tasks.Add(1)
 	go m.flushTask()
 	return m, nil
+}
+
+// Loaded is closed once every log found in the log dirs at open is
+// loaded (or offline when it failed to), or the loading stopped because
+// Close was called. Until then Get, Logs and the checkpoints know only
+// the logs loaded so far, and Create or Delete of a log still to be
+// loaded waits for it. Without ManagerOptions.Background it is closed
+// when OpenManager returns.
+func (m *Manager) Loaded() <-chan struct{} { return m.loaded }
+
+// loadInBackground opens the logs of rest (by dir, as loads), then starts
+// the background tasks and closes loaded; Close stops it between logs.
+func (m *Manager) loadInBackground(loads []*dirLoad, rest [][]*loadJob) {
+	defer m.loadWG.Done()
+	defer close(m.loaded)
+	for i, dl := range loads {
+		if !m.openLogs(dl, rest[i]) {
+			m.logger.Info("stopped loading logs: the log manager is closing", "dir", dl.d.path)
+			return
+		}
+		dl.d.loading.Store(false)
+		m.logLoaded(dl)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.closed {
+		m.startTasks()
+	}
 }
 
 // prepareDirs creates the dirs and settles meta.properties.
@@ -405,48 +510,66 @@ func (m *Manager) unlockDirs() {
 	m.locks = nil
 }
 
-// loadDir opens the partition logs of one log dir. It returns the broker
-// epoch its CleanShutdownFile held, -1 when the dir was not shut down
-// cleanly or the file held none.
-func (m *Manager) loadDir(d *logDir) (int64, error) {
-	cleanPath := filepath.Join(d.path, CleanShutdownFile)
-	marker, err := vfs.ReadFile(m.fsys, cleanPath)
-	clean := err == nil
-	cleanEpoch, manifestID := int64(-1), ""
-	if clean {
-		cleanEpoch, manifestID = decodeCleanShutdown(marker)
+// dirLoad is what scanDir found in one log dir at open: the logs to load
+// and what loading them needs.
+type dirLoad struct {
+	d          *logDir
+	clean      bool  // the dir was shut down cleanly (its CleanShutdownFile)
+	cleanEpoch int64 // the broker epoch the marker held, -1 for none
+	removed    bool  // readManifest removed a manifest
+	lsos       map[TopicPartition]int64
+	cleaned    map[TopicPartition]int64
+	jobs       []*loadJob
+	start      time.Time
+	done       atomic.Int64 // jobs opened (or failed), for the progress lines
+	fromManif  atomic.Int64 // logs set up from the manifest
+	offline    int          // jobs that failed, guarded by the Manager's mu
+}
+
+// loadJob is one partition directory to open.
+type loadJob struct {
+	tp   TopicPartition
+	path string
+	rp   int64
+	man  *logManifest // its entry of the dir's ManifestFile; nil: none
+	log  *Log
+	err  error
+}
+
+// scanDir reads the markers, checkpoints and manifest of one log dir and
+// lists its partition directories (in maps each partition found so far
+// to its dir: one in two dirs is an error). Directories of deleted
+// partitions are removed in the background.
+func (m *Manager) scanDir(d *logDir, in map[TopicPartition]*logDir) (*dirLoad, error) {
+	dl := &dirLoad{d: d, cleanEpoch: -1}
+	marker, err := vfs.ReadFile(m.fsys, filepath.Join(d.path, CleanShutdownFile))
+	dl.clean = err == nil
+	manifestID := ""
+	if dl.clean {
+		dl.cleanEpoch, manifestID = decodeCleanShutdown(marker)
 	}
 	rps, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile))
 	if err != nil {
 		m.logger.Warn("ignoring recovery point checkpoint: every log will be recovered in full", "err", err)
-		rps, clean = map[TopicPartition]int64{}, false
+		rps, dl.clean = map[TopicPartition]int64{}, false
 	}
-	lsos, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile))
+	dl.lsos, err = ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile))
 	if err != nil {
 		m.logger.Warn("ignoring log start offset checkpoint", "err", err)
-		lsos = map[TopicPartition]int64{}
+		dl.lsos = map[TopicPartition]int64{}
 	}
-	cleaned, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile))
+	dl.cleaned, err = ReadOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile))
 	if err != nil {
 		m.logger.Warn("ignoring cleaner offset checkpoint: compacted logs will be cleaned in full", "err", err)
-		cleaned = map[TopicPartition]int64{}
+		dl.cleaned = map[TopicPartition]int64{}
 	}
-	start := time.Now()
-	manifest, removed := m.readManifest(d, clean, manifestID)
+	dl.start = time.Now()
+	var manifest map[string]*logManifest
+	manifest, dl.removed = m.readManifest(d, dl.clean, manifestID)
 	entries, err := m.fsys.ReadDir(d.path)
 	if err != nil {
-		return -1, fmt.Errorf("storage: read log dir: %w", err)
+		return nil, fmt.Errorf("storage: read log dir: %w", err)
 	}
-	type job struct {
-		tp   TopicPartition
-		path string
-		rp   int64
-		man  *logManifest // its entry of the dir's ManifestFile; nil: none
-		log  *Log
-		err  error
-	}
-	var jobs []*job
-	seen := map[TopicPartition]bool{}
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -462,34 +585,43 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 			m.logger.Warn("ignoring directory in log dir", "dir", path)
 			continue
 		}
-		if other, dup := m.logs[tp]; dup {
-			return -1, fmt.Errorf("storage: partition %s in both %s and %s", tp, other.dir.path, d.path)
+		if other, dup := in[tp]; dup && other != d {
+			return nil, fmt.Errorf("storage: partition %s in both %s and %s", tp, other.path, d.path)
 		}
-		if o, dup := m.offline[tp]; dup {
-			return -1, fmt.Errorf("storage: partition %s in both %s and %s", tp, o.dir.path, d.path)
-		}
-		if seen[tp] {
+		if in[tp] == d {
 			continue
 		}
-		seen[tp] = true
+		in[tp] = d
 		rp, found := rps[tp]
-		if clean && found {
+		if dl.clean && found {
 			rp = -1
 		}
-		jobs = append(jobs, &job{tp: tp, path: path, rp: rp, man: manifest[name]})
+		dl.jobs = append(dl.jobs, &loadJob{tp: tp, path: path, rp: rp, man: manifest[name]})
 	}
-	var fromManifest atomic.Int64 // logs set up from the manifest
-	// num.recovery.threads.per.data.dir goroutines open (and recover) the
-	// logs, reporting progress every tenth of a large dir.
+	return dl, nil
+}
+
+// openLogs opens (and recovers) the logs of jobs, of dl's dir,
+// num.recovery.threads.per.data.dir at a time, reporting progress every
+// tenth of a dir of 1,000 logs or more, and adds them to the Manager (a
+// log that fails to open is offline). It returns false when Close
+// stopped it before every job was opened.
+func (m *Manager) openLogs(dl *dirLoad, jobs []*loadJob) bool {
 	threads := max(1, min(m.opts.RecoveryThreads, len(jobs)))
-	var done atomic.Int64
+	var stopped atomic.Bool
 	parallel.For(threads, len(jobs), func(i int) {
+		select {
+		case <-m.stop:
+			stopped.Store(true)
+			return
+		default:
+		}
 		j := jobs[i]
 		opts := OpenOptions{
 			Dir:            j.path,
 			Config:         m.opts.Default,
 			RecoveryPoint:  j.rp,
-			LogStartOffset: lsos[j.tp],
+			LogStartOffset: dl.lsos[j.tp],
 			Logger:         lazyWith(m.logger, slog.String("topic", j.tp.Topic), slog.Int("partition", int(j.tp.Partition))),
 			Now:            m.opts.Now,
 			Files:          m.files,
@@ -497,7 +629,7 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 		}
 		if j.man != nil {
 			if j.log, j.err = open(opts, j.man); j.err == nil {
-				fromManifest.Add(1)
+				dl.fromManif.Add(1)
 			} else {
 				m.logger.Warn("opening log from its files: its manifest entry does not match them", "dir", j.path, "err", j.err)
 			}
@@ -505,47 +637,64 @@ func (m *Manager) loadDir(d *logDir) (int64, error) {
 		if j.log == nil {
 			j.log, j.err = Open(opts)
 		}
-		n := done.Add(1)
-		if total := int64(len(jobs)); total >= 1000 && n*10/total != (n-1)*10/total {
-			m.logger.Info("loading logs", "dir", d.path, "loaded", n, "total", total, "clean_shutdown", clean, "elapsed", time.Since(start))
+		n := dl.done.Add(1)
+		if total := int64(len(dl.jobs)); total >= 1000 && n*10/total != (n-1)*10/total {
+			m.logger.Info("loading logs", "dir", dl.d.path, "loaded", n, "total", total, "clean_shutdown", dl.clean, "elapsed", time.Since(dl.start))
 		}
 	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, j := range jobs {
+		if j.log == nil && j.err == nil {
+			continue // stopped before it was opened
+		}
+		delete(m.pending, j.tp)
 		if j.err != nil {
 			// One log that cannot be opened does not stop the node: it
 			// is offline (KAFKA_STORAGE_ERROR) until a restart opens it.
 			m.logger.Error("log offline: opening it failed", "topic", j.tp.Topic, "partition", j.tp.Partition, "dir", j.path, "err", j.err)
-			m.offline[j.tp] = offlineLog{dir: d, path: j.path, err: j.err}
+			m.offline[j.tp] = offlineLog{dir: dl.d, path: j.path, err: j.err}
+			dl.offline++
 			continue
 		}
 		l := j.log
-		if off, ok := cleaned[j.tp]; ok {
+		if off, ok := dl.cleaned[j.tp]; ok {
 			l.SetCleanerCheckpoint(off)
 		}
 		m.adopt(l)
 		m.adoptFlush(l)
-		m.watchIO(l, j.tp, d)
-		m.logs[j.tp] = &managedLog{log: l, dir: d}
-		m.perDir[d]++
+		m.watchIO(l, j.tp, dl.d)
+		m.logs[j.tp] = &managedLog{log: l, dir: dl.d}
+		m.perDir[dl.d]++
 	}
-	m.fromManifest += fromManifest.Load()
-	if clean {
-		// From now on a crash must recover from the checkpoints.
-		if err := m.fsys.Remove(cleanPath); err != nil {
-			return -1, fmt.Errorf("storage: %w", err)
+	return !stopped.Load()
+}
+
+// dropMarker removes dl's clean-shutdown marker, if any, and makes that
+// and the manifest's removal durable, before the first write: from now on
+// a crash must recover from the checkpoints. The manifest describes the
+// logs as they were closed, and is never read again.
+func (m *Manager) dropMarker(dl *dirLoad) error {
+	if dl.clean {
+		if err := m.fsys.Remove(filepath.Join(dl.d.path, CleanShutdownFile)); err != nil {
+			return fmt.Errorf("storage: %w", err)
 		}
 	}
-	if clean || removed {
-		// The marker and the manifest are gone for good before the
-		// first write: the manifest describes the logs as they were
-		// closed, and is never read again.
-		if err := syncDir(m.fsys, d.path); err != nil {
-			return -1, err
-		}
+	if dl.clean || dl.removed {
+		return syncDir(m.fsys, dl.d.path)
 	}
-	m.logger.Info("loaded log dir", "dir", d.path, "logs", m.perDir[d], "offline", len(jobs)-m.perDir[d], "clean_shutdown", clean,
-		"from_manifest", fromManifest.Load(), "threads", threads, "duration", time.Since(start))
-	return cleanEpoch, nil
+	return nil
+}
+
+// logLoaded logs that every log of dl's dir is loaded.
+func (m *Manager) logLoaded(dl *dirLoad) {
+	m.mu.Lock()
+	logs, offline := m.perDir[dl.d], dl.offline
+	m.fromManifest += dl.fromManif.Load()
+	m.mu.Unlock()
+	threads := max(1, min(m.opts.RecoveryThreads, len(dl.jobs)))
+	m.logger.Info("loaded log dir", "dir", dl.d.path, "logs", logs, "offline", offline, "clean_shutdown", dl.clean,
+		"from_manifest", dl.fromManif.Load(), "threads", threads, "duration", time.Since(dl.start))
 }
 
 // readManifest reads and removes the ManifestFile of d, returning its
@@ -614,6 +763,9 @@ func (m *Manager) writeManifests(id manifestID, perDir map[*logDir][][]byte) map
 	start := time.Now()
 	written := map[*logDir]bool{}
 	for _, d := range m.dirs {
+		if d.loading.Load() {
+			continue // Close marks it no clean shutdown
+		}
 		entries := perDir[d]
 		h := make([]byte, manifestHeaderSize)
 		putManifestHeader(h, id, len(entries))
@@ -827,6 +979,10 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("%w: %q %d", ErrInvalidPartition, tp.Topic, tp.Partition)
 	}
 	m.mu.Lock()
+	if err := m.awaitLoadLocked(tp); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
 	if err := m.awaitCreationLocked(tp); err != nil {
 		m.mu.Unlock()
 		return nil, err
@@ -907,6 +1063,25 @@ func (m *Manager) awaitCreationLocked(tp TopicPartition) error {
 	}
 }
 
+// awaitLoadLocked waits, releasing m.mu meanwhile, until tp is not a log
+// still to be loaded in the background (its directory exists: creating
+// or deleting it now would race with its load); ErrClosed once the
+// Manager is closed.
+func (m *Manager) awaitLoadLocked(tp TopicPartition) error {
+	for m.pending[tp] && !m.closed {
+		m.mu.Unlock()
+		select {
+		case <-m.loaded:
+		case <-m.stop:
+		}
+		m.mu.Lock()
+	}
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
 // deletedDirName is <topic>-<partition>.<uuid>-delete with the topic cut
 // so that the name fits in 255 bytes (a topic name may be 249 characters;
 // Kafka shortens it the same way).
@@ -940,7 +1115,8 @@ const deleteChunk = 512
 // directory fsyncs in the metadata apply), and one background goroutine
 // removes the renamed directories. Kafka's LogManager.asyncDelete also
 // renames inline and leaves the removal to a later task. A tp whose log is
-// being created waits for that creation. It returns one error per tp, nil
+// being created waits for that creation, one still to be loaded in the
+// background for the load. It returns one error per tp, nil
 // when deleted or without a log: ErrClosed, I/O errors of the rename or
 // the fsync. Safe for concurrent use.
 func (m *Manager) DeleteBatch(tps []TopicPartition) []error {
@@ -984,6 +1160,9 @@ func (m *Manager) DeleteBatch(tps []TopicPartition) []error {
 // renames its directory for deletion; it returns the log dir and the new
 // path, or a nil dir when tp has no log (loaded or offline).
 func (m *Manager) renameForDeleteLocked(tp TopicPartition) (*logDir, string, error) {
+	if err := m.awaitLoadLocked(tp); err != nil {
+		return nil, "", err
+	}
 	if err := m.awaitCreationLocked(tp); err != nil {
 		return nil, "", err
 	}
@@ -1065,6 +1244,13 @@ func (m *Manager) checkpoint() error {
 			// next start reads them.
 			continue
 		}
+		if d.loading.Load() {
+			// Written without the logs still to be loaded, they
+			// would lose their recovery points and start offsets;
+			// the files hold what they were opened with.
+			m.ckptMoved.Store(true)
+			continue
+		}
 		err := errors.Join(
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
 			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
@@ -1128,7 +1314,10 @@ func (m *Manager) CleanShutdownBrokerEpoch() int64 { return m.cleanEpoch }
 
 // Close flushes and closes every log, writes the checkpoints, marks each
 // log dir cleanly shut down (so the next open skips recovery) and waits for
-// background removals. Later calls give ErrClosed.
+// background removals. A background load (ManagerOptions.Background) stops
+// after the logs being opened: a dir with logs it did not load keeps the
+// checkpoints it was opened with and gets no manifest nor clean-shutdown
+// marker (the next start recovers it). Later calls give ErrClosed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -1137,6 +1326,8 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	close(m.stop)
+	m.loadWG.Wait()
 	m.stopTasks()
 	manifests, err := m.closeLogs()
 	if cerr := m.checkpoint(); cerr != nil {
@@ -1149,6 +1340,10 @@ func (m *Manager) Close() error {
 		rand.Read(id[:]) // never fails (crypto/rand)
 		written := m.writeManifests(id, manifests)
 		for _, d := range m.dirs {
+			if d.loading.Load() {
+				m.logger.Info("not marking the log dir cleanly shut down: some of its logs were never loaded", "dir", d.path)
+				continue
+			}
 			var mid string
 			if written[d] {
 				mid = hex.EncodeToString(id[:])

@@ -163,11 +163,9 @@ func (m *Manager) startTasks() {
 }
 
 func (m *Manager) stopTasks() {
-	if m.cancel == nil {
-		return
+	if m.cancel != nil { // nil: never started (Close during a background load)
+		m.cancel()
 	}
-	close(m.stop)
-	m.cancel()
 	m.tasks.Wait()
 }
 

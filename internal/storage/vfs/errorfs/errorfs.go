@@ -387,3 +387,41 @@ type Func func(Op) error
 
 // MaybeError implements Injector.
 func (f Func) MaybeError(op Op) error { return f(op) }
+
+// Gate is an injector that fails nothing but holds every call on a path
+// under its prefix while it is shut, until Release: a log recovery (or any
+// file work) as slow as a test needs, without timing. Safe for concurrent
+// use.
+type Gate struct {
+	prefix string
+	shut   atomic.Bool
+	open   chan struct{} // closed by Release
+	held   chan struct{} // closed at the first call held
+	once   sync.Once
+}
+
+// NewGate returns an open Gate for the paths beginning with prefix.
+func NewGate(prefix string) *Gate {
+	return &Gate{prefix: prefix, open: make(chan struct{}), held: make(chan struct{})}
+}
+
+// Shut makes the gate hold the calls from now until Release.
+func (g *Gate) Shut() { g.shut.Store(true) }
+
+// Release lets the held calls and every later one run. Call it once.
+func (g *Gate) Release() {
+	g.shut.Store(false)
+	close(g.open)
+}
+
+// Held is closed once a call was held.
+func (g *Gate) Held() <-chan struct{} { return g.held }
+
+// MaybeError implements Injector.
+func (g *Gate) MaybeError(op Op) error {
+	if g.shut.Load() && strings.HasPrefix(op.Path, g.prefix) {
+		g.once.Do(func() { close(g.held) })
+		<-g.open
+	}
+	return nil
+}
