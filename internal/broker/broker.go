@@ -377,6 +377,8 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 			// connection before (a CreateTopics while the quorum
 			// re-elected under load).
 			resp, err = b.forward(ctx, body)
+		} else if err == nil && forwarded[a.key] && !mutations[a.key] {
+			b.awaitLocalApply(ctx)
 		}
 	}
 	if err != nil {
@@ -425,6 +427,18 @@ var forwarded = map[kmsg.Key]bool{
 var forwardsItself = map[kmsg.Key]bool{
 	kmsg.AlterConfigs:            true,
 	kmsg.IncrementalAlterConfigs: true,
+}
+
+// awaitLocalApply waits, at most until ctx ends, until this node's broker
+// has applied the image committed now. The controller answers a write
+// once committed, before its node's broker applied it; the writes other
+// than creations and deletions of topics and partitions (mutations: their
+// apply to logs takes seconds at thousands of partitions) are cheap to
+// apply, and a client that changed a config, an ACL or a quota here sees
+// it in force here once answered, as before.
+func (b *Broker) awaitLocalApply(ctx context.Context) {
+	off := b.ctrl.Image().Offset
+	b.ctrl.WaitApplied(ctx, func(im *metadata.Image) bool { return im.Offset >= off })
 }
 
 // mutations are the APIs controller_mutation_rate applies to (KIP-599).

@@ -53,10 +53,23 @@ func (cc *controllerChannel) client(id int32) (*wire.Client, error) {
 	return nil, fmt.Errorf("%w: controller %d is not in controller.quorum.voters", errNoController, id)
 }
 
+// attemptTimeout bounds one attempt of the broker's own requests to the
+// controller (heartbeats, registrations, AlterPartition), which are safe
+// to send again.
+const attemptTimeout = 10 * time.Second
+
 // send sends req to the active controller, retrying with backoff while
-// none is known or the one asked is no longer active, until ctx ends.
+// none is known or the one asked is no longer active, until ctx ends; an
+// attempt that gets no answer in attemptTimeout is sent again.
 // notController tells whether a response says NOT_CONTROLLER.
 func (cc *controllerChannel) send(ctx context.Context, req kmsg.Request, notController func(kmsg.Response) bool) (kmsg.Response, error) {
+	return cc.sendWithin(ctx, req, notController, attemptTimeout)
+}
+
+// sendWithin is send with attempt bounding each attempt; zero means ctx
+// alone bounds it, so that a request sent is never sent again for want of
+// an answer.
+func (cc *controllerChannel) sendWithin(ctx context.Context, req kmsg.Request, notController func(kmsg.Response) bool, attempt time.Duration) (kmsg.Response, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		leader := cc.b.ctrl.Leader()
@@ -71,7 +84,10 @@ func (cc *controllerChannel) send(ctx context.Context, req kmsg.Request, notCont
 					return nil, errLocalController
 				}
 			} else if err == nil {
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				rctx, cancel := ctx, context.CancelFunc(func() {})
+				if attempt > 0 {
+					rctx, cancel = context.WithTimeout(ctx, attempt)
+				}
 				var resp kmsg.Response
 				resp, err = c.Request(rctx, req)
 				cancel()
@@ -265,11 +281,84 @@ func (b *Broker) allocateProducerIDs(ctx context.Context) (int64, int, error) {
 	return ar.ProducerIDStart, int(ar.ProducerIDLen), nil
 }
 
+// forwardTimeout bounds a forwarded request (Kafka's forwarding channel
+// uses request.timeout.ms, 30 s by default); a request whose own
+// timeout_ms is longer gets that.
+const forwardTimeout = 30 * time.Second
+
 // forward sends a client's admin request to the active controller and
 // returns its answer (KIP-590 forwarding, without the envelope: the
-// controller listener answers the same APIs).
+// controller listener answers the same APIs). A request that got no
+// answer in time is not sent again, since the controller may have done
+// it (a DeleteTopics sent again answered UNKNOWN_TOPIC_OR_PARTITION for
+// the topics the first deleted): as Kafka's ForwardingManager on timeout,
+// the client gets REQUEST_TIMED_OUT (timedOut) and decides.
 func (b *Broker) forward(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	fctx, cancel := context.WithTimeout(ctx, max(forwardTimeout, requestTimeout(req)))
 	defer cancel()
-	return b.ctrlChan.send(ctx, req, func(kmsg.Response) bool { return false })
+	resp, err := b.ctrlChan.sendWithin(fctx, req, func(kmsg.Response) bool { return false }, 0)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		if r := timedOut(req); r != nil {
+			b.logger.Warn("forwarded request timed out", "api", kmsg.NameForKey(req.Key()), "err", err)
+			return r, nil
+		}
+	}
+	return resp, err
+}
+
+// requestTimeout is the timeout_ms of the requests that carry one, zero
+// for the others.
+func requestTimeout(req kmsg.Request) time.Duration {
+	var ms int32
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.DeleteTopicsRequest:
+		ms = r.TimeoutMillis
+	case *kmsg.CreatePartitionsRequest:
+		ms = r.TimeoutMillis
+	}
+	return time.Duration(max(ms, 0)) * time.Millisecond
+}
+
+// timedOut is the answer to req whose every entry is REQUEST_TIMED_OUT,
+// nil for the APIs it does not build (their forward fails as before).
+func timedOut(req kmsg.Request) kmsg.Response {
+	code := kerr.RequestTimedOut.Code
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	case *kmsg.DeleteTopicsRequest:
+		resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		add := func(name *string, id [16]byte) {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = name, id, code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		if r.Version >= 6 {
+			for _, t := range r.Topics {
+				add(t.Topic, t.TopicID)
+			}
+		} else {
+			for _, n := range r.TopicNames {
+				add(kmsg.StringPtr(n), [16]byte{})
+			}
+		}
+		return resp
+	case *kmsg.CreatePartitionsRequest:
+		resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		for _, t := range r.Topics {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, code
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	return nil
 }

@@ -114,13 +114,14 @@ func (c *coordinatorLoads) ensureTopic(ctx context.Context, b *Broker, partition
 	b.logger.Info("created internal topic", "topic", c.topic, "partitions", partitions, "replication_factor", rf)
 	// The topic is committed (or was being created by another broker:
 	// TOPIC_ALREADY_EXISTS) but this node may not have applied it yet,
-	// the active controller's CreateTopics not waiting for it: wait for it
-	// here, else the caller fails (a share acknowledgement applied in
+	// CreateTopics answering once committed: wait until this node's
+	// broker applied it (internal topics' logs are made in the apply),
+	// else the caller fails (a share acknowledgement applied in
 	// memory but never written to __share_group_state).
 	wctx, cancel := context.WithTimeout(ctx, topicVisibleTimeout)
 	defer cancel()
 	var t *metadata.Topic
-	if b.ctrl.WaitImage(wctx, func(im *metadata.Image) bool { t = im.Topic(c.topic); return t != nil }) {
+	if b.ctrl.WaitApplied(wctx, func(im *metadata.Image) bool { t = im.Topic(c.topic); return t != nil }) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("%s not in the metadata after creation", c.topic)

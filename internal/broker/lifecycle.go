@@ -34,7 +34,10 @@ func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error
 		return err
 	}
 	epoch := b.brokerEpoch.Load()
-	caughtUp := b.ctrl.WaitImage(ctx, func(im *metadata.Image) bool {
+	// Applied, not only committed: clients are served once this broker
+	// hosts and leads what the image says (Kafka's BrokerServer waits
+	// for its metadata publisher's first publish).
+	caughtUp := b.ctrl.WaitApplied(ctx, func(im *metadata.Image) bool {
 		br := im.Broker(b.node.NodeID)
 		return br != nil && br.Epoch >= epoch && im.Bootstrapped
 	})

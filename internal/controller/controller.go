@@ -79,9 +79,18 @@ type Controller struct {
 	// by onLeaderChange (the log's delivery goroutine).
 	lastLeader int32
 
-	imgMu     sync.Mutex // guards listeners and imgCond's condition (image advances)
-	imgCond   *sync.Cond
+	// applied is the latest image every OnImage listener has been called
+	// with: image runs ahead of it while the listeners (the broker's
+	// apply to its logs) work on a commit.
+	applied atomic.Pointer[metadata.Image]
+	// lisMu guards listeners and orders their calls: held by onCommit
+	// from the image's apply to the last listener's return, and by
+	// OnImage, so that a listener sees every image once, in order. It
+	// comes before imgMu.
+	lisMu     sync.Mutex
 	listeners []func(old, next *metadata.Image)
+	imgMu     sync.Mutex // guards imgCond's condition (image or applied advances)
+	imgCond   *sync.Cond
 
 	brokers *brokerTracker
 	// brokerIncarnation is the incarnation id of each registered broker
@@ -128,6 +137,7 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 		return nil, fmt.Errorf("replaying metadata log: %w", err)
 	}
 	c.image.Store(im)
+	c.applied.Store(im)
 	c.reqc = make(chan *writeReq)
 	c.kickc = make(chan struct{}, 1)
 	c.loopDone = make(chan struct{})
@@ -188,18 +198,38 @@ func (c *Controller) Leader() int32 { return c.log.Leader().LeaderID }
 
 // OnImage registers fn to be called, in commit order, with every newly
 // committed image, from the goroutine that delivers commits. fn is first
-// called at once with (nil, current). fn must not wait for a controller
-// write.
+// called at once with (nil, current). Writes are answered once their
+// image is committed, before fn is called with it (as Kafka's
+// QuorumController completes a write independently of the brokers'
+// metadata publishers): WaitApplied waits for fn. fn must not wait for a
+// controller write.
 func (c *Controller) OnImage(fn func(old, next *metadata.Image)) {
-	c.imgMu.Lock()
-	defer c.imgMu.Unlock()
+	c.lisMu.Lock()
+	defer c.lisMu.Unlock()
 	c.listeners = append(c.listeners, fn)
 	fn(nil, c.image.Load())
 }
 
-// WaitImage waits until cond holds for the image or ctx ends; it reports
-// whether cond held.
+// WaitImage waits until cond holds for the committed image or ctx ends;
+// it reports whether cond held. The OnImage listeners (this node's
+// broker) may not have applied that image yet: see WaitApplied.
 func (c *Controller) WaitImage(ctx context.Context, cond func(*metadata.Image) bool) bool {
+	return c.waitFor(ctx, &c.image, cond)
+}
+
+// WaitApplied waits until cond holds for the latest image every OnImage
+// listener has returned from (this node's broker hosts, leads and deletes
+// its partitions as it says, creations aside: the replica manager makes
+// new logs afterwards) or ctx ends; it reports whether cond held.
+func (c *Controller) WaitApplied(ctx context.Context, cond func(*metadata.Image) bool) bool {
+	return c.waitFor(ctx, &c.applied, cond)
+}
+
+// Applied is the latest image every OnImage listener has returned from;
+// its Offset is at most Image's.
+func (c *Controller) Applied() *metadata.Image { return c.applied.Load() }
+
+func (c *Controller) waitFor(ctx context.Context, im *atomic.Pointer[metadata.Image], cond func(*metadata.Image) bool) bool {
 	stop := context.AfterFunc(ctx, func() {
 		c.imgMu.Lock()
 		c.imgCond.Broadcast()
@@ -208,7 +238,7 @@ func (c *Controller) WaitImage(ctx context.Context, cond func(*metadata.Image) b
 	defer stop()
 	c.imgMu.Lock()
 	defer c.imgMu.Unlock()
-	for !cond(c.image.Load()) {
+	for !cond(im.Load()) {
 		if ctx.Err() != nil || c.closed.Load() {
 			return false
 		}
@@ -217,20 +247,33 @@ func (c *Controller) WaitImage(ctx context.Context, cond func(*metadata.Image) b
 	return true
 }
 
-// onCommit applies a committed batch to the image and tells the listeners.
-func (c *Controller) onCommit(offset int64, recs []metadata.Record) {
+// publish stores next in p and wakes the waiters.
+func (c *Controller) publish(p *atomic.Pointer[metadata.Image], next *metadata.Image) {
 	c.imgMu.Lock()
-	defer c.imgMu.Unlock()
+	p.Store(next)
+	c.imgCond.Broadcast()
+	c.imgMu.Unlock()
+}
+
+// onCommit applies a committed batch to the image, completes the writes it
+// holds (the loop's parked ones) and then tells the listeners: a write is
+// answered once committed, not once this node's broker applied it to its
+// logs, which took 10-25 s for a DeleteTopics of thousands of partitions
+// (the forwarding broker's and the client's timeouts fired, and the
+// re-sent request found the topics gone).
+func (c *Controller) onCommit(offset int64, recs []metadata.Record) {
+	c.lisMu.Lock()
+	defer c.lisMu.Unlock()
 	start := time.Now()
 	old := c.image.Load()
 	next := old.Apply(offset, recs)
-	c.image.Store(next)
+	c.publish(&c.image, next)
+	c.kickLoop()
 	applied := time.Now()
 	for _, fn := range c.listeners {
 		fn(old, next)
 	}
-	c.imgCond.Broadcast()
-	c.kickLoop()
+	c.publish(&c.applied, next)
 	if d := time.Since(start); d > slowApply {
 		// The next commit, and a new controller's activation, wait for
 		// this one (the log delivers commits on one goroutine).
