@@ -1,6 +1,8 @@
 package samsa
 
 import (
+	"sync"
+
 	"github.com/samsahq/samsa/internal/metadata"
 	"github.com/samsahq/samsa/internal/quorum"
 )
@@ -36,3 +38,22 @@ func FetchPartitionsSent(n *Node) int64 { return n.broker.FetchPartitionsSent() 
 
 // ControllerActive reports whether n's controller is the active one.
 func ControllerActive(n *Node) bool { return n.ctrl.Active() }
+
+// HoldMetadataApply holds n's metadata listeners (its broker's apply to
+// its logs) on the first commit whose image satisfies cond, until release
+// is called; held closes once that commit is held. A stand-in for an
+// apply that takes seconds (the deletion of thousands of partitions).
+func HoldMetadataApply(n *Node, cond func(*metadata.Image) bool) (held <-chan struct{}, release func()) {
+	h, r := make(chan struct{}), make(chan struct{})
+	var once, armed sync.Once
+	n.ctrl.OnImage(func(old, next *metadata.Image) {
+		if old == nil || !cond(next) {
+			return
+		}
+		armed.Do(func() {
+			close(h)
+			<-r
+		})
+	})
+	return h, func() { once.Do(func() { close(r) }) }
+}
