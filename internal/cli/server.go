@@ -85,7 +85,23 @@ SIGINT or SIGTERM stops the node cleanly (logs flushed, checkpoints written).`,
 					logger.Warn("writing profiles", "err", err)
 				}
 			}
-			logger.Info("samsa started", "version", buildinfo.Version(), "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr(), "http", n.HTTPAddr())
+			// After an unclean shutdown the node's controller runs while
+			// its data logs load in the background (docs/architecture.md):
+			// "samsa started" means serving clients, as Kafka logs its
+			// server started at the end of its startup, and harnesses
+			// (internal/proctest) wait for it.
+			serving := n.Serving()
+			select {
+			case <-serving:
+			default:
+				logger.Info("controller started: loading the logs before serving clients", "node_id", nc.NodeID)
+			}
+			select {
+			case <-serving:
+				logger.Info("samsa started", "version", buildinfo.Version(), "node_id", nc.NodeID, "cluster_id", n.ClusterID(), "log_dirs", strings.Join(nc.LogDirs, ","), "bootstrap", n.Addr(), "http", n.HTTPAddr())
+			case <-cmd.Context().Done():
+			case <-n.Halted():
+			}
 			select {
 			case <-cmd.Context().Done():
 			case <-n.Halted():
