@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/storage"
@@ -160,5 +163,67 @@ func TestCloseDuringLogRecovery(t *testing.T) {
 	waitHosted(t, newClient(t, n), "t", 8)
 	if got := consumeAll(t, n, "t", len(recs)); len(got) != len(recs) {
 		t.Errorf("%d records after the restart, want %d", len(got), len(recs))
+	}
+}
+
+// TestDeleteWhileLoading: topics deleted (and one created again under the
+// same name) while a node loads its data logs after an unclean shutdown
+// leave no log behind once it hosts: the deleted topic's logs are removed,
+// and the new topic starts empty instead of serving the deleted one's
+// records. Kafka's broker, in RECOVERY, removes the logs its first
+// metadata image no longer assigns it (stray replicas). Before, the broker
+// applied only the image it found once the logs were loaded, never saw the
+// deletions, and hosted the new topic on the old logs.
+func TestDeleteWhileLoading(t *testing.T) {
+	dir := t.TempDir()
+	gate := errorfs.NewGate(filepath.Join(dir, "t-"))
+	fsys := errorfs.Wrap(vfs.Default, gate)
+	uncleanDir(t, dir, fsys, 8)
+
+	n := startHeld(t, gate, samsa.Config{Dir: dir, FS: fsys})
+	ctl, err := kgo.NewClient(kgo.SeedBrokers(n.ListenerAddr("CONTROLLER")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TimeoutMillis = 30000
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("t")
+	del.Topics = append(del.Topics, dt)
+	del.TopicNames = []string{"t"}
+	dresp, err := del.RequestWith(ctx, ctl.SeedBrokers()[0])
+	if err != nil || dresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("DeleteTopics while loading: %v %+v", err, dresp)
+	}
+	create := kmsg.NewPtrCreateTopicsRequest()
+	create.TimeoutMillis = 30000
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "t", 4, 1
+	create.Topics = append(create.Topics, ct)
+	cresp, err := create.RequestWith(ctx, ctl.SeedBrokers()[0])
+	if err != nil || cresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics while loading: %v %+v", err, cresp)
+	}
+	gate.Release()
+	<-n.Serving()
+	cl := newClient(t, n)
+	waitHosted(t, cl, "t", 4)
+	offs, err := kadm.NewClient(cl).ListEndOffsets(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Offset != 0 {
+			t.Errorf("new topic t partition %d ends at %d: it serves the deleted topic's records", o.Partition, o.Offset)
+		}
+	})
+	for p := 4; p < 8; p++ {
+		name := filepath.Join(dir, "t-"+strconv.Itoa(p))
+		if _, err := os.Stat(name); !os.IsNotExist(err) {
+			t.Errorf("log %s of the deleted topic is still there (%v)", name, err)
+		}
 	}
 }

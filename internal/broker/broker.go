@@ -112,12 +112,16 @@ type Broker struct {
 	// quotaNext is the connection limits to apply next (updateQuotas).
 	quotaNext *server.QuotaConfig
 	ctrl      *controller.Controller
-	hosting   atomic.Bool    // Host was called
-	quorum    MetadataQuorum // nil: not a voter
-	replicas  *replica.Manager
-	logger    *slog.Logger
-	versions  *wire.Versions // advertised on broker listeners
-	ctrlVers  *wire.Versions // advertised on controller listeners
+	hosting   atomic.Bool // Host was called
+	// hostFrom is, with Config.HostLater, the image when New ran (the
+	// metadata log replayed at start, which the data logs were written
+	// under): Host removes the logs of what it no longer assigns.
+	hostFrom *metadata.Image
+	quorum   MetadataQuorum // nil: not a voter
+	replicas *replica.Manager
+	logger   *slog.Logger
+	versions *wire.Versions // advertised on broker listeners
+	ctrlVers *wire.Versions // advertised on controller listeners
 
 	leaderThrottle, followerThrottle *replica.Throttle
 
@@ -244,7 +248,9 @@ func New(cfg Config) (*Broker, error) {
 	b.startGroups()
 	b.startShareGroups()
 	b.startTxns()
-	if !cfg.HostLater {
+	if cfg.HostLater {
+		b.hostFrom = cfg.Controller.Image()
+	} else {
 		b.Host()
 	}
 	return b, nil
@@ -261,7 +267,50 @@ func (b *Broker) Host() {
 	// A partition this broker cannot host (its log failed to load or be
 	// created) is logged and offline (KAFKA_STORAGE_ERROR), never a reason
 	// not to start: one bad log must not make a node unbootable.
-	b.ctrl.OnImage(func(old, next *metadata.Image) { b.applyImage(old, next) })
+	from := b.hostFrom
+	b.ctrl.OnImage(func(old, next *metadata.Image) {
+		if old == nil && from != nil {
+			b.removeStray(from, next)
+		}
+		b.applyImage(old, next)
+	})
+}
+
+// removeStray deletes the logs of the partitions this broker was a
+// replica of in from but is not in next: topics deleted while its data
+// logs loaded (their partitions unhosted), those deleted and created
+// again under the same name (whose new partitions start on new logs, not
+// on the deleted topic's records), and replicas moved away. The first
+// image applied (applyImage with no previous one) sees none of these
+// changes. Kafka's broker likewise deletes the stray logs its first
+// metadata image no longer assigns it (LogManager.findStrayReplicas).
+func (b *Broker) removeStray(from, next *metadata.Image) {
+	self := b.node.NodeID
+	var gone []replica.TopicPartition
+	for t := range from.Topics() {
+		now := next.TopicByID(t.ID)
+		for i, p := range t.Partitions {
+			if !slices.Contains(p.Replicas, self) {
+				continue
+			}
+			if now != nil && i < len(now.Partitions) && slices.Contains(now.Partitions[i].Replicas, self) {
+				continue
+			}
+			if b.logs.Get(storage.TopicPartition{Topic: t.Name, Partition: int32(i)}) == nil {
+				continue
+			}
+			gone = append(gone, replica.TopicPartition{Topic: t.Name, Partition: int32(i)})
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	b.logger.Info("deleting the logs of partitions deleted or moved away while the logs loaded", "partitions", len(gone))
+	for i, err := range b.replicas.RemoveBatch(gone) {
+		if err != nil {
+			b.logger.Error("deleting partition failed", "topic", gone[i].Topic, "partition", gone[i].Partition, "err", err)
+		}
+	}
 }
 
 // SupportedVersions returns the tables of supported APIs of broker
