@@ -51,9 +51,12 @@ type acked struct {
 	fatal atomic.Int64
 }
 
-// failed records a producer's error.
+// failed records a producer's error. kgo.ErrRecordRetries is not fatal:
+// kgo gives it when a batch used up its retries (kgo.RecordRetries) on
+// retriable errors, dead connections among them; a non-retriable error
+// code fails the batch at once with that code.
 func (a *acked) failed(err error) {
-	if !kerr.IsRetriable(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrRecordTimeout) && !errors.Is(err, kgo.ErrClientClosed) {
+	if !kerr.IsRetriable(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, kgo.ErrRecordTimeout) && !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, kgo.ErrRecordRetries) {
 		a.fatal.Add(1)
 	}
 	a.mu.Lock()
