@@ -65,8 +65,8 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	follower := req.ReplicaID >= 0
 	var sess *fetchSession          // the session of an incremental fetch
 	create := false                 // a full fetch asking for a session
-	var watch *replica.SessionWatch // a follower session's (fetchsession.go)
-	var sr *sessionReads            // what a follower session's fetch reads
+	var watch *replica.SessionWatch // a new session's (fetchsession.go)
+	var sr *sessionReads            // what a session's fetch reads
 	if follower && b.authorizer().Enabled && !b.authorizedCluster(c, opClusterAction) {
 		follower = false // read as a consumer's session: every partition, each denied
 	}
@@ -83,10 +83,8 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 				b.sessions.remove(req.SessionID)
 			}
 			create = true
-			if follower {
-				watch = replica.NewSessionWatch()
-				sr = &sessionReads{watch: watch}
-			}
+			watch = replica.NewSessionWatch()
+			sr = &sessionReads{watch: watch}
 		default:
 			sess = b.sessions.lookup(req.SessionID, time.Now())
 			if sess != nil {
@@ -101,7 +99,8 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			}
 			sess.updateLocked(req)
 			sess.epoch = replica.NextSessionEpoch(sess.epoch)
-			if sess.watch != nil && follower {
+			if sess.watch != nil {
+				sess.accessLocked(b.fetchAccess(c))
 				sr = &sessionReads{watch: sess.watch, incremental: req}
 				sr.at = time.Now()
 				req = sess.pendingRequestLocked(req, sr.at)
@@ -122,25 +121,31 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	// finish records the response in the session (dropping, for an
 	// incremental fetch, the partitions with nothing new) or creates one.
 	finish := func() (kmsg.Response, error) {
+		var s *fetchSession
 		switch {
 		case sess != nil:
-			sess.mu.Lock()
-			sess.respondLocked(kresp, true)
-			if sr != nil {
-				sess.settleLocked(sr.got, sr.at)
-			}
-			sess.mu.Unlock()
-			kresp.SessionID = sess.id
+			s = sess
+			s.mu.Lock()
+			s.respondLocked(kresp, true)
 		case create && kresp.ErrorCode == 0:
-			if s := b.sessions.create(req.ReplicaID >= 0, watch, time.Now()); s != nil {
-				s.mu.Lock()
-				s.fillLocked(req, kresp)
-				if sr != nil {
-					s.settleLocked(sr.got, sr.at)
-				}
-				s.mu.Unlock()
-				kresp.SessionID = s.id
+			if s = b.sessions.create(req.ReplicaID >= 0, watch, time.Now()); s == nil {
+				return resp, nil
 			}
+			s.mu.Lock()
+			s.accessLocked(b.fetchAccess(c))
+			s.fillLocked(req, kresp)
+		default:
+			return resp, nil
+		}
+		if sr != nil {
+			s.settleLocked(sr.got, sr.at)
+		}
+		s.mu.Unlock()
+		kresp.SessionID = s.id
+		resp.Unsent = func() {
+			s.mu.Lock()
+			s.unsentLocked(kresp)
+			s.mu.Unlock()
 		}
 		return resp, nil
 	}
@@ -233,7 +238,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	}
 }
 
-// sessionReads is what a follower session's fetch reads (fetchsession.go):
+// sessionReads is what a session's fetch reads (fetchsession.go):
 // its watch, the time its last read began, and what that read found in
 // each partition.
 type sessionReads struct {
@@ -243,8 +248,8 @@ type sessionReads struct {
 	got         []sessionRead
 }
 
-// next returns the request for the next read of an incremental follower
-// session's fetch: the partitions pending, with those changed since;
+// next returns the request for the next read of an incremental session
+// fetch: the partitions pending, with those changed since;
 // req itself otherwise.
 func (sr *sessionReads) next(sess *fetchSession, req *kmsg.FetchRequest) *kmsg.FetchRequest {
 	if sr == nil || sess == nil {
@@ -333,6 +338,16 @@ func dedupFetch(req *kmsg.FetchRequest) *kmsg.FetchRequest {
 type fetchRef struct {
 	t *kmsg.FetchRequestTopic
 	p *kmsg.FetchRequestTopicPartition
+}
+
+// fetchAccess is who fetches on c, for a session's checks of the ACLs
+// (sessionAccess).
+func (b *Broker) fetchAccess(c *server.Conn) sessionAccess {
+	a := b.authorizer()
+	if !a.Enabled {
+		return sessionAccess{}
+	}
+	return sessionAccess{authz: a, principal: connPrincipal(c), host: connHost(c)}
 }
 
 // fetchDenied is the set of requested topics c may not fetch, as Kafka's
@@ -517,6 +532,22 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 				if sr != nil {
 					sr.got[len(sr.got)-1].settled = settled && slice.Length == 0 && len(slice.Data) == 0
 				}
+			}
+			if !follower && err == nil && sr != nil {
+				// A consumer's read settles once it is at the end of
+				// what it may read (fetchsession.go): nothing to
+				// return, nothing cut by the limits. With a rack-aware
+				// selector the answer depends on the followers: read
+				// every time.
+				end := res.HighWatermark
+				if req.IsolationLevel == 1 {
+					end = res.LastStableOffset
+				}
+				sr.got[len(sr.got)-1].settled = !selector && slice.Length == 0 && len(slice.Data) == 0 &&
+					len(res.AbortedTransactions) == 0 && (rp.FetchOffset == end || req.IsolationLevel == 1 && rp.FetchOffset > end && rp.FetchOffset <= res.HighWatermark)
+			}
+			if sr != nil {
+				sr.got[len(sr.got)-1].records = slice.Length > 0 || len(slice.Data) > 0
 			}
 			sp.HighWatermark = res.HighWatermark
 			sp.LastStableOffset = res.LastStableOffset

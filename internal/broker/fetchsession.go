@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa/internal/acl"
 	"github.com/samsahq/samsa/internal/replica"
 )
 
@@ -28,24 +29,38 @@ import (
 // session expects INVALID_FETCH_SESSION_EPOCH; the client then starts
 // over with a full fetch.
 
-// A follower's session goes further than Kafka's (issue 13): Kafka reads
-// every partition of the session on each incremental fetch and drops the
+// Sessions go further than Kafka's (issue 13): Kafka reads every
+// partition of the session on each incremental fetch and drops the
 // unchanged ones from the response, so an idle cluster of 10,000
-// partitions per follower burnt CPU walking them twice a second. Here
-// the session registers a replica.SessionWatch with each of its
+// partitions per follower burnt CPU walking them twice a second, and a
+// consumer of 10,000 mostly idle partitions cost as much on each poll.
+// Here the session registers a replica.SessionWatch with each of its
 // partitions, which marks them on each change (appends, high-watermark,
-// truncation, markers, DeleteRecords, leadership, ISR, removal); an
-// incremental fetch reads only the partitions it names, the marked ones,
-// and those whose last read was not settled (an error, records, a
-// follower not at the log end or not in the ISR). Its fetch time counts
-// for the partitions it did not read (the ISR's replica.lag.time.max.ms,
-// see SessionWatch). Every sessionSweepInterval it reads them all, which
-// carries what no mark covers (a log start offset moved by retention)
-// and bounds any change missed. Per-partition fetch counts
-// (TotalFetchRequestsPerSec) then count the partitions read.
+// truncation, markers and so the last stable offset, a log start offset
+// raised by DeleteRecords or retention, leadership, epochs, ISR,
+// removal); an incremental fetch reads only the partitions it names, the
+// marked ones, and those whose last read was not settled. A follower's
+// read settles when it found no records and no error with the follower
+// in the ISR at the log end; its fetch time counts for the partitions it
+// did not read (the ISR's replica.lag.time.max.ms, see SessionWatch). A
+// consumer's read settles when it found no records, no aborted
+// transaction and no error, with the fetch offset at the high-watermark
+// (read_uncommitted) or at or past the last stable offset
+// (read_committed), and no preferred read replica to choose (KIP-392: a
+// rack-aware selector's answer depends on the followers' state, which no
+// mark covers, so such a consumer's partitions are read every time); a
+// read cut by max_bytes, the read budget or a quota is then not settled
+// and is read again. A fetch answered empty by a quota (throttle.go)
+// forgets what it answered (fetchSession.unsentLocked). The session
+// reads everything again when the ACLs or the principal change. Every
+// sessionSweepInterval it reads them all, which bounds any change
+// missed. A session idle for sessionEvictionAge drops its watches
+// (fetchSessions.expire) and reads everything at its next fetch.
+// Per-partition fetch counts (TotalFetchRequestsPerSec) then count the
+// partitions read.
 
-// sessionSweepInterval is how often a follower's session reads every
-// partition it holds (see above).
+// sessionSweepInterval is how often a session reads every partition it
+// holds (see above).
 const sessionSweepInterval = 30 * time.Second
 
 // sessionEvictionAge is how long a session must have been idle before a
@@ -77,9 +92,15 @@ type fetchSession struct {
 	// last ones (Kafka's ImplicitLinkedHashCollection rotation).
 	order []*sessionPartition
 
-	// watch marks the partitions of a follower's session that changed;
-	// nil for a consumer's, which reads all of them each time.
+	// watch marks the partitions of the session that changed.
 	watch *replica.SessionWatch
+	// access is the authorizer and client of the last fetch: another
+	// one reads every partition (ACLs are checked on the partitions
+	// read).
+	access sessionAccess
+	// dormant: idle for sessionEvictionAge, its watches dropped
+	// (fetchSessions.expire); the next fetch reads every partition.
+	dormant bool
 	// pending are the partitions the next fetch reads (each with
 	// pending set; removed ones are skipped).
 	pending   []*sessionPartition
@@ -106,9 +127,9 @@ type sessionPartition struct {
 	removed                                       bool // forgotten, being dropped from order
 	returned                                      bool // returned records, moving to the end of order
 
-	// Follower sessions: part is the partition the session's watch is
-	// registered with (nil: none); pending, that the next fetch reads
-	// it (in fetchSession.pending).
+	// part is the partition the session's watch is registered with
+	// (nil: none); pending, that the next fetch reads it (in
+	// fetchSession.pending).
 	part    *replica.Partition
 	pending bool
 }
@@ -147,8 +168,8 @@ func (fs *fetchSessions) lookup(id int32, now time.Time) *fetchSession {
 // create makes a session for a full fetch's partitions, or returns nil
 // when every slot is taken by a session it may not evict: one idle for
 // sessionEvictionAge, else, for a follower's session, the least recently
-// used consumer session. watch is a follower session's (nil: its fetches
-// read every partition, as a consumer's).
+// used consumer session. watch is the session's (nil: its fetches read
+// every partition).
 func (fs *fetchSessions) create(follower bool, watch *replica.SessionWatch, now time.Time) *fetchSession {
 	s, victim := fs.createEvicting(follower, watch, now)
 	victim.close()
@@ -200,11 +221,79 @@ func (s *fetchSession) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	s.unwatchLocked()
+}
+
+// unwatchLocked unregisters s's watches. Called with s.mu held.
+func (s *fetchSession) unwatchLocked() {
 	for _, sp := range s.order {
 		if sp.part != nil {
 			sp.part.Unwatch(s.watch)
 			sp.part = nil
 		}
+	}
+}
+
+// expire drops the watches of the sessions unused for
+// sessionEvictionAge at now, which Kafka would evict for a new session
+// and clients have most likely left (a consumer that closed without a
+// FINAL fetch): their partitions no longer mark them on each change.
+// Such a session stays in the cache; its next fetch reads every
+// partition and watches them again. O(sessions).
+func (fs *fetchSessions) expire(now time.Time) {
+	fs.mu.Lock()
+	var idle []*fetchSession
+	for _, s := range fs.byID {
+		if now.Sub(s.lastUsed) >= sessionEvictionAge {
+			idle = append(idle, s)
+		}
+	}
+	fs.mu.Unlock()
+	for _, s := range idle {
+		s.mu.Lock()
+		if s.watch != nil && !s.dormant && !s.closed {
+			s.dormant = true
+			s.unwatchLocked()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// sessionExpireInterval is how often the broker looks for idle sessions
+// whose watches to drop (fetchSessions.expire).
+const sessionExpireInterval = 30 * time.Second
+
+// expireSessions drops the watches of idle sessions every
+// sessionExpireInterval until b stops. Started by Start, waited for by
+// Close.
+func (b *Broker) expireSessions() {
+	defer b.wg.Done()
+	t := time.NewTicker(sessionExpireInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-t.C:
+			b.sessions.expire(now)
+		}
+	}
+}
+
+// sessionAccess is who fetches through a session, as far as the ACLs
+// are concerned.
+type sessionAccess struct {
+	authz           *acl.Authorizer // nil: no authorizer enabled
+	principal, host string
+}
+
+// accessLocked records who fetches now; when that changed since the
+// last fetch, the next read covers every partition. Called with s.mu
+// held.
+func (s *fetchSession) accessLocked(a sessionAccess) {
+	if a != s.access {
+		s.access = a
+		s.lastSweep = time.Time{}
 	}
 }
 
@@ -267,8 +356,8 @@ func (s *fetchSession) requestLocked(req *kmsg.FetchRequest) *kmsg.FetchRequest 
 	return requestFor(req, s.order, false)
 }
 
-// markPendingLocked makes the next fetch of a follower's session read sp.
-// Called with s.mu held.
+// markPendingLocked makes the next fetch of s read sp. Called with s.mu
+// held.
 func (s *fetchSession) markPendingLocked(sp *sessionPartition) {
 	if s.watch != nil && !sp.pending {
 		sp.pending = true
@@ -276,13 +365,15 @@ func (s *fetchSession) markPendingLocked(sp *sessionPartition) {
 	}
 }
 
-// pendingRequestLocked returns req with the partitions of a follower's
-// session that this fetch reads: those its requests named, those whose
-// watch marked them since, and those not settled at their last read;
-// every one once per sessionSweepInterval. O(partitions read), and
-// O(partitions of s) once per sweep. Called with s.mu held.
+// pendingRequestLocked returns req with the partitions of s that this
+// fetch reads: those its requests named, those whose watch marked them
+// since, and those not settled at their last read; every one once per
+// sessionSweepInterval, after the session was dormant or its access
+// changed. O(partitions read), and O(partitions of s) once per sweep.
+// Called with s.mu held.
 func (s *fetchSession) pendingRequestLocked(req *kmsg.FetchRequest, now time.Time) *kmsg.FetchRequest {
-	if now.Sub(s.lastSweep) >= sessionSweepInterval {
+	if s.dormant || now.Sub(s.lastSweep) >= sessionSweepInterval {
+		s.dormant = false
 		s.lastSweep = now
 		for _, sp := range s.order {
 			s.markPendingLocked(sp)
@@ -299,11 +390,12 @@ func (s *fetchSession) pendingRequestLocked(req *kmsg.FetchRequest, now time.Tim
 	return requestFor(req, s.pending, true)
 }
 
-// settleLocked applies what a follower session's fetch found in the
-// partitions it read: the watch moves to a partition that was made
-// anew, and a settled one is read again only once it changes. Then it
-// stamps the fetch, whose reads began at readAt, on the watch. Called
-// with s.mu held.
+// settleLocked applies what a session's fetch found in the partitions
+// it read: the watch moves to a partition that was made anew, and a
+// settled one is read again only once it changes. Those that returned
+// records go to the end of the pending ones, so that max_bytes does not
+// starve the others. Then it stamps the fetch, whose reads began at
+// readAt, on the watch. Called with s.mu held.
 func (s *fetchSession) settleLocked(reads []sessionRead, readAt time.Time) {
 	for _, r := range reads {
 		sp := s.parts[r.key]
@@ -324,25 +416,53 @@ func (s *fetchSession) settleLocked(reads []sessionRead, readAt time.Time) {
 		if r.settled {
 			sp.pending = false
 		}
+		if r.records {
+			sp.returned = true
+		}
 	}
 	kept := s.pending[:0]
+	var moved []*sessionPartition
 	for _, sp := range s.pending {
-		if sp.pending && !sp.removed {
+		switch {
+		case !sp.pending || sp.removed:
+			sp.returned = false
+		case sp.returned:
+			sp.returned = false
+			moved = append(moved, sp)
+		default:
 			kept = append(kept, sp)
 		}
 	}
+	kept = append(kept, moved...)
 	clear(s.pending[len(kept):])
 	s.pending = kept
 	s.watch.Fetched(readAt)
 }
 
-// sessionRead is what a follower session's fetch found in one partition
-// it read (fetchOnce): the partition hosted (nil: none), and whether the
-// read settled it (the follower in the ISR, at the log end, no error).
+// unsentLocked makes s forget what it answered in resp, a response
+// replaced by an empty one before it was sent (a consumer over its
+// quota, throttle.go), as Kafka's throttled response leaves the session
+// as it was: each partition of resp is answered again at the next fetch
+// that reads it, which is the next one. Called with s.mu held.
+func (s *fetchSession) unsentLocked(resp *kmsg.FetchResponse) {
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if sp := s.parts[sessionKey{rt.Topic, rp.Partition}]; sp != nil {
+				sp.highWatermark, sp.lastStableOffset, sp.respLogStart = -2, -2, -2
+				s.markPendingLocked(sp)
+			}
+		}
+	}
+}
+
+// sessionRead is what a session's fetch found in one partition it read
+// (fetchOnce): the partition hosted (nil: none), whether the read settled
+// it (see above) and whether it returned records.
 type sessionRead struct {
 	key     sessionKey
 	p       *replica.Partition
 	settled bool
+	records bool
 }
 
 // requestFor returns req naming the partitions parts (when pendingOnly,

@@ -48,8 +48,9 @@ func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error
 		}
 		return fmt.Errorf("catching up with the metadata log to broker epoch %d and the bootstrap records: %w", epoch, err)
 	}
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.heartbeats()
+	go b.expireSessions()
 	return nil
 }
 

@@ -120,6 +120,9 @@ func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response,
 		if fetchRate != nil {
 			fetchRate.Record(-float64(fetched.RecordBytes()), now)
 		}
+		if fetched.Unsent != nil {
+			fetched.Unsent()
+		}
 		fetched.Reset()
 		fetched.Topics = nil
 	}

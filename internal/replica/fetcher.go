@@ -513,7 +513,7 @@ func (p *Partition) restartAt(offset int64) error {
 	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
 		return err
 	}
-	p.purg.truncated(-1)
 	p.setHW(offset)
+	p.purg.truncated(-1) // after the high-watermark: it marks the sessions
 	return nil
 }

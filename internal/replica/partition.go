@@ -174,6 +174,9 @@ func newPartition(tp TopicPartition, id [16]byte, localID int32, log *storage.Lo
 	p.leaderEpoch.Store(-1)
 	// Retention stays below the high-watermark, the cleaner below the LSO.
 	log.SetBounds(func() (int64, int64) { return p.HighWatermark(), p.LastStableOffset() })
+	// A log start raised by DeleteRecords or retention changes what a
+	// fetch of the partition answers.
+	log.OnLogStartRaised(p.purg.startRaised)
 	return p
 }
 
@@ -788,9 +791,9 @@ func (p *Partition) truncateAsFollower(offset int64) error {
 	if err := p.log.Truncate(offset); err != nil {
 		return err
 	}
-	p.purg.truncated(offset)
 	if p.hw.Load() > offset {
 		p.setHW(offset)
 	}
+	p.purg.truncated(offset) // after the high-watermark: it marks the sessions
 	return nil
 }

@@ -230,6 +230,14 @@ func (g *purgatory) wakeAll() {
 	g.mu.Unlock()
 }
 
+// startRaised marks the sessions watching the partition: its log start
+// offset moved up (storage.Log.OnLogStartRaised).
+func (g *purgatory) startRaised() {
+	g.mu.Lock()
+	g.markSessions()
+	g.mu.Unlock()
+}
+
 // wakeFetches wakes the consumers' fetches (the last stable offset moved).
 func (g *purgatory) wakeFetches() {
 	g.mu.Lock()

@@ -6,18 +6,20 @@ import (
 	"time"
 )
 
-// SessionWatch lets a follower's fetch session (KIP-227) on the leader
-// cost what changed instead of what the session holds (issue 13). It is
+// SessionWatch lets a fetch session (KIP-227), a follower's on the
+// leader or a consumer's, cost what changed instead of what the session
+// holds (issue 13). It is
 // registered once with each partition of the session (Partition.Watch);
 // the partition marks it dirty on whatever can change what a fetch of it
 // answers: an append (log end offset), a high-watermark move, a
 // truncation, a transaction marker (last stable offset), a log start
-// offset raised by DeleteRecords (Partition.SetLogStartOffset), a change
-// of leadership, ISR or epochs, the partition's removal. The session then
+// offset raised by DeleteRecords (Partition.SetLogStartOffset) or by
+// retention, a change of leadership, ISR or epochs, the partition's
+// removal. The session then
 // reads only the dirty partitions, those its request names, and those
 // whose last read was not quiet.
 //
-// It is also the follower's fetch clock (Kafka's lastFetchTimeMs for the
+// For a follower's session it is also the follower's fetch clock (Kafka's lastFetchTimeMs for the
 // partitions the fetch did not read): Fetched stamps the time of each
 // session fetch, and a partition whose follower was caught up to the log
 // end offset at its last read (UpdateFollower with this watch) counts it
@@ -109,18 +111,11 @@ func (p *Partition) Unwatch(w *SessionWatch) {
 }
 
 // SetLogStartOffset raises the log start offset of p's log to offset
-// (DeleteRecords; see storage.Log.SetLogStartOffset) and tells the fetch
-// sessions watching p. Retention moves it in the log alone: sessions
-// see that at their next full sweep.
+// (DeleteRecords; see storage.Log.SetLogStartOffset). The fetch sessions
+// watching p are told of the move, as of one by retention
+// (storage.Log.OnLogStartRaised, set in newPartition).
 func (p *Partition) SetLogStartOffset(offset int64) error {
-	before := p.log.LogStartOffset()
-	err := p.log.SetLogStartOffset(offset)
-	if p.log.LogStartOffset() != before {
-		p.purg.mu.Lock()
-		p.purg.markSessions()
-		p.purg.mu.Unlock()
-	}
-	return err
+	return p.log.SetLogStartOffset(offset)
 }
 
 // foldClock moves f's fetch times up to its session's last fetch, when

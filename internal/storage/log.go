@@ -103,6 +103,7 @@ type Log struct {
 	// Retention and cleaning (retention.go, clean.go).
 	bounds         atomic.Pointer[BoundsFunc]
 	startMoved     atomic.Pointer[func()]       // called when SetLogStartOffset raised the log start
+	startRaised    atomic.Pointer[func()]       // OnLogStartRaised's, called without mu held
 	parentSync     atomic.Pointer[func() error] // the Manager's fsync of the log dir holding a new log, due before its first flush completes
 	cleanerOffset  atomic.Int64                 // first dirty offset: below it the cleaner has cleaned; -1 unknown
 	deleteHorizon  atomic.Int64                 // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
@@ -181,14 +182,16 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 // but the newest at or below it.
 func (l *Log) SetLogStartOffset(offset int64) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closing {
+		l.mu.Unlock()
 		return ErrClosed
 	}
 	if leo := l.logEndOffset.Load(); offset > leo {
+		l.mu.Unlock()
 		return fmt.Errorf("%w: log start offset %d past log end offset %d", ErrOffsetOutOfRange, offset, leo)
 	}
-	if offset > l.logStartOffset.Load() {
+	raised := offset > l.logStartOffset.Load()
+	if raised {
 		l.logStartOffset.Store(offset)
 		l.checkpointMoved()
 		l.deleteSnapshotsBelowLocked()
@@ -196,7 +199,31 @@ func (l *Log) SetLogStartOffset(offset int64) error {
 			(*fn)()
 		}
 	}
+	l.mu.Unlock()
+	if raised {
+		l.logStartRaised()
+	}
 	return nil
+}
+
+// OnLogStartRaised sets fn, called each time SetLogStartOffset
+// (DeleteRecords, a follower following its leader) or DeleteOldSegments
+// (retention) raised the log start offset, after the move and without
+// the log's lock held; nil removes it. The replica layer tells the fetch
+// sessions watching the partition with it (replica.SessionWatch). Safe
+// for concurrent use.
+func (l *Log) OnLogStartRaised(fn func()) {
+	if fn == nil {
+		l.startRaised.Store(nil)
+		return
+	}
+	l.startRaised.Store(&fn)
+}
+
+func (l *Log) logStartRaised() {
+	if fn := l.startRaised.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 // Append writes batches, a concatenation of whole v2 batches already checked

@@ -293,6 +293,7 @@ func (l *Log) DeleteOldSegments() (deleted int, err error) {
 		if b := rest[0].baseOffset; b > l.logStartOffset.Load() {
 			l.logStartOffset.Store(b)
 			l.checkpointMoved()
+			defer l.logStartRaised() // after mu is released below
 		}
 		l.deleteSnapshotsBelowLocked()
 		l.logger.Info("deleted segments", "segments", len(victims), "reasons", reasons,

@@ -37,7 +37,13 @@ type FetchResponse struct {
 	// otherwise they are read with pread(2) into one pooled 1 MiB
 	// buffer and written with writev(2) each time it fills.
 	Sendfile bool
-	regions  []markedRegion
+	// Unsent, when set, is called by whoever replaces the response's
+	// topics with none before it is sent (a consumer's fetch over its
+	// quota), before it does: the fetch session forgets what the
+	// response answered. Not safe for concurrent use with the
+	// response.
+	Unsent  func()
+	regions []markedRegion
 }
 
 type markedRegion struct {
