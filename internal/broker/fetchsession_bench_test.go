@@ -19,6 +19,19 @@ import (
 // unless the answer is empty.
 func idleFollowerSession(tb testing.TB, n int) (fetch func()) {
 	tb.Helper()
+	return idleSession(tb, n, 2, 0)
+}
+
+// idleConsumerSession is idleFollowerSession for a consumer (replica id
+// -1) with isolation level iso (0 read_uncommitted, 1 read_committed) at
+// the end of each partition.
+func idleConsumerSession(tb testing.TB, n int, iso int8) (fetch func()) {
+	tb.Helper()
+	return idleSession(tb, n, -1, iso)
+}
+
+func idleSession(tb testing.TB, n int, replicaID int32, iso int8) (fetch func()) {
+	tb.Helper()
 	m := newReplicas(tb)
 	for i := range int32(n) {
 		if _, err := m.Apply(replica.TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: i % 100}, [16]byte{1},
@@ -28,7 +41,7 @@ func idleFollowerSession(tb testing.TB, n int) (fetch func()) {
 	}
 	br := &Broker{node: &config.Node{FetchMaxBytes: 1 << 20}, replicas: m, sessions: newFetchSessions(10)}
 	full := kmsg.NewPtrFetchRequest()
-	full.Version, full.ReplicaID, full.MaxBytes, full.SessionEpoch = 12, 2, 1<<20, 0
+	full.Version, full.ReplicaID, full.MaxBytes, full.SessionEpoch, full.IsolationLevel = 12, replicaID, 1<<20, 0, iso
 	for t := range n / 100 {
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = fmt.Sprintf("t%d", t)
@@ -51,7 +64,7 @@ func idleFollowerSession(tb testing.TB, n int) (fetch func()) {
 	epoch := int32(1)
 	fetch = func() {
 		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.ReplicaID, req.MaxBytes = 12, 2, 1<<20
+		req.Version, req.ReplicaID, req.MaxBytes, req.IsolationLevel = 12, replicaID, 1<<20, iso
 		req.SessionID, req.SessionEpoch = id, epoch
 		epoch = replica.NextSessionEpoch(epoch)
 		kresp, err := handleFetch(ctx, br, nil, req)
@@ -93,5 +106,38 @@ func TestFollowerFetchIdleCost(t *testing.T) {
 	large := testing.AllocsPerRun(20, idleFollowerSession(t, 1000))
 	if large > small+2 {
 		t.Fatalf("idle follower fetch: %.0f allocations over 1,000 partitions, %.0f over 100: the leader reads every partition of the session", large, small)
+	}
+}
+
+// BenchmarkConsumerFetchIdle is BenchmarkFollowerFetchIdle for a
+// consumer's session (read_uncommitted, at the end of every partition):
+// the broker's work for each poll of a consumer of n idle partitions.
+func BenchmarkConsumerFetchIdle(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			fetch := idleConsumerSession(b, n, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				fetch()
+			}
+		})
+	}
+}
+
+// TestConsumerFetchIdleCost: an incremental consumer fetch of a session
+// none of whose partitions changed costs the broker the same whatever
+// the session's size, read_uncommitted and read_committed: allocations
+// counted over a session of 100 and of 1,000 partitions. When every
+// consumer fetch read every partition of the session they grew with it.
+func TestConsumerFetchIdleCost(t *testing.T) {
+	for _, iso := range []int8{0, 1} {
+		t.Run(fmt.Sprintf("isolation_level=%d", iso), func(t *testing.T) {
+			small := testing.AllocsPerRun(20, idleConsumerSession(t, 100, iso))
+			large := testing.AllocsPerRun(20, idleConsumerSession(t, 1000, iso))
+			if large > small+2 {
+				t.Fatalf("idle consumer fetch: %.0f allocations over 1,000 partitions, %.0f over 100: the broker reads every partition of the session", large, small)
+			}
+		})
 	}
 }

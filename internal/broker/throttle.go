@@ -141,8 +141,11 @@ func (b *Broker) throttle(c *server.Conn, req *wire.Request, resp kmsg.Response,
 // as Kafka's ClientQuotaManager.getMaxValueInQuotaWindow; ok false when no
 // quota applies.
 func (b *Broker) fetchQuotaBytes(c *server.Conn, clientID string) (n int32, ok bool) {
+	if c == nil {
+		return 0, false
+	}
 	cs := b.image().Quotas()
-	if len(cs) == 0 || c == nil {
+	if len(cs) == 0 {
 		return 0, false
 	}
 	if a := b.authorizer(); a.Enabled && a.SuperUsers[connPrincipal(c)] {
