@@ -36,6 +36,10 @@ func FetchSessions(n *Node) int { return n.broker.FetchSessions() }
 // FetchPartitionsSent is how many partitions n's follower fetches named.
 func FetchPartitionsSent(n *Node) int64 { return n.broker.FetchPartitionsSent() }
 
+// ConsumerPartitionsRead is how many partitions consumers' fetches read
+// on n's broker.
+func ConsumerPartitionsRead(n *Node) int64 { return n.broker.ConsumerPartitionsRead() }
+
 // ControllerActive reports whether n's controller is the active one.
 func ControllerActive(n *Node) bool { return n.ctrl.Active() }
 

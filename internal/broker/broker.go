@@ -178,7 +178,16 @@ type Broker struct {
 	// consumerBytesOut counts the bytes of records served to consumers
 	// (not to followers) by Fetch, for tests of KIP-392.
 	consumerBytesOut atomic.Int64
+	// consumerPartitionsRead counts the partitions consumers' fetches
+	// read (each read of a fetch that waited counts again), for tests
+	// of fetch sessions' cost.
+	consumerPartitionsRead atomic.Int64
 }
+
+// ConsumerPartitionsRead is how many partitions consumers' fetches
+// (replica id -1) read since the broker started: an incremental fetch
+// reads only what changed (fetchsession.go). Safe for concurrent use.
+func (b *Broker) ConsumerPartitionsRead() int64 { return b.consumerPartitionsRead.Load() }
 
 // ConsumerBytesOut is the total of record bytes this broker has served
 // to consumers (Fetch with replica id -1) since it started. Safe for

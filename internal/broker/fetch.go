@@ -402,6 +402,13 @@ func (b *Broker) fetchOnce(req *kmsg.FetchRequest, wresp *wire.FetchResponse, ac
 	resp := wresp.FetchResponse
 	diverged, redirected := false, false
 	defer func() { failed = failed || diverged || redirected }()
+	if req.ReplicaID < 0 {
+		n := 0
+		for _, rt := range req.Topics {
+			n += len(rt.Partitions)
+		}
+		b.consumerPartitionsRead.Add(int64(n))
+	}
 	// Kafka's min(max_bytes, fetch.max.bytes): a max_bytes of 0 or less
 	// caps the response at the first batch found (KIP-74 returns it
 	// whatever the cap), not at fetch.max.bytes. Fetch v0-v2 have no
