@@ -149,17 +149,22 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		}
 		return resp, nil
 	}
+	// A consumer may not ask for more than its consumer_byte_rate allows
+	// in a quota window: more would be throttled for sure. A quota
+	// allowing less than a byte still returns the first batch (KIP-74),
+	// as Kafka's fetch with max bytes 0. Applied to each request a
+	// session's fetch reads (sessionReads.next makes new ones).
+	quotaBytes, quota := int32(0), false
 	if req.ReplicaID < 0 {
-		// A consumer may not ask for more than its consumer_byte_rate
-		// allows in a quota window: more would be throttled for sure.
-		// A quota allowing less than a byte still returns the first
-		// batch (KIP-74), as Kafka's fetch with max bytes 0.
-		if n, ok := b.fetchQuotaBytes(c, clientIDFrom(ctx)); ok {
-			req.MaxBytes = max(min(req.MaxBytes, n), 1)
+		quotaBytes, quota = b.fetchQuotaBytes(c, clientIDFrom(ctx))
+	}
+	capQuota := func() {
+		if quota {
+			req.MaxBytes = max(min(req.MaxBytes, quotaBytes), 1)
 			req.MinBytes = min(req.MinBytes, req.MaxBytes)
 		}
 	}
-	denied := b.fetchDenied(c, req)
+	capQuota()
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	var acct fetchAcct
 	defer func() { acct.count(req.ReplicaID >= 0) }()
@@ -178,7 +183,9 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	read := func() (int, bool) {
 		resp.Reset()
 		kresp.Topics = kresp.Topics[:0]
-		return b.fetchOnce(req, resp, &acct, denied, time.Now().Add(fetchReadBudget(req.MaxWaitMillis)), sr)
+		// The ACLs of the topics read, each time: a session's next
+		// read may name others.
+		return b.fetchOnce(req, resp, &acct, b.fetchDenied(c, req), time.Now().Add(fetchReadBudget(req.MaxWaitMillis)), sr)
 	}
 	for {
 		var seen int64 // bytes counted before this read
@@ -226,6 +233,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			metrics.AddRemote(ctx, time.Since(waitStart))
 			// One last read at the deadline.
 			req = sr.next(sess, req)
+			capQuota()
 			bytes, _ := read()
 			b.served(req, bytes)
 			return finish()
@@ -235,6 +243,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 			return nil, ctx.Err()
 		}
 		req = sr.next(sess, req)
+		capQuota()
 	}
 }
 

@@ -31,7 +31,8 @@
 // start offset or epochs changed.
 //
 // Fetch sessions cost what changed (sessionwatch.go, issue 13): a
-// follower's session on the leader and each fetcher register a
+// follower's or a consumer's session on the broker and each fetcher
+// register a
 // SessionWatch with their partitions, which mark it on every change, so
 // that a fetch or a request looks only at the marked partitions; the
 // watch's stamp of the session's fetches keeps the ISR rules for the
