@@ -282,38 +282,39 @@ func TestConsumerFetchSessionLogStart(t *testing.T) {
 }
 
 // TestConsumerFetchSessionRetention: a log start offset raised by
-// retention (retention.ms lowered below the records' age) is answered at
-// the next incremental fetch of a consumer's session whose partition was
-// read to its end, not at the session's next sweep of every partition
-// (30 s).
+// retention (retention.ms passing the records' age, nothing else
+// happening to the partition) is answered at the next incremental fetch
+// of a consumer's session whose partition was read to its end, not at
+// the session's next sweep of every partition (30 s).
 func TestConsumerFetchSessionRetention(t *testing.T) {
-	const topic = "lsr"
+	const topic, margin = "lsr", 15 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	n := startNode(t, t.TempDir(), map[string]string{"log.retention.check.interval.ms": "100"})
 	cl := newClient(t, n, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	createTopic(t, cl, topic, 2, map[string]*string{"segment.bytes": ptr("16384"), "file.delete.delay.ms": ptr("0")})
-	old := time.Now().Add(-2 * time.Hour)
-	for i := range 200 {
-		r := &kgo.Record{Partition: 0, Value: fmt.Appendf(nil, "%0200d", i), Timestamp: old.Add(time.Duration(i) * time.Millisecond)}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+	createTopic(t, cl, topic, 2, map[string]*string{"retention.ms": ptr("3600000"), "file.delete.delay.ms": ptr("0")})
+	// Records that pass retention.ms margin from now.
+	ts := time.Now().Add(-time.Hour + margin)
+	for i := range 20 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: 0, Value: []byte(fmt.Sprint(i)), Timestamp: ts}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f := &sessionFetcher{t: t, br: direct(t, cl), topic: topic}
-	full := answered(f.fetch(ctx, map[int32]int64{0: 200, 1: 0}))
-	if full[0].HighWatermark != 200 || full[0].LogStartOffset != 0 {
-		t.Fatalf("full fetch: partition 0 %+v, want high-watermark 200, log start 0", full[0])
+	full := answered(f.fetch(ctx, map[int32]int64{0: 20, 1: 0}))
+	if full[0].HighWatermark != 20 || full[0].LogStartOffset != 0 {
+		t.Fatalf("full fetch: partition 0 %+v, want high-watermark 20, log start 0", full[0])
 	}
-	if got := answered(f.fetch(ctx, nil)); len(got) != 0 {
-		t.Fatalf("idle incremental fetch answered %v", got)
+	for range 3 {
+		if got := answered(f.fetch(ctx, nil)); len(got) != 0 {
+			t.Fatalf("idle incremental fetch answered %v", got)
+		}
 	}
-	adm := kadm.NewClient(cl)
-	if res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: ptr("3600000")}}, topic); err != nil || res[0].Err != nil {
-		t.Fatalf("alter retention.ms: %v %v", err, res)
+	if s := startOffset(t, cl, topic); s != 0 || time.Now().After(ts.Add(time.Hour)) {
+		t.Fatalf("setup slower than %v: log start %d before the session settled", margin, s)
 	}
 	var start int64
-	pollUntil(t, 30*time.Second, func() error {
+	pollUntil(t, 2*margin, func() error {
 		if start = startOffset(t, cl, topic); start == 0 {
 			return errors.New("log start offset still 0")
 		}
@@ -327,8 +328,11 @@ func TestConsumerFetchSessionRetention(t *testing.T) {
 		if p0, ok := got[0]; ok && p0.LogStartOffset >= start {
 			return
 		}
+		if len(got) != 0 {
+			t.Fatalf("after retention moved the log start to %d, the fetch answered %v", start, got)
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("5 s after retention moved the log start to %d, the fetches answered %v, want partition 0 with it", start, got)
+			t.Fatalf("5 s after retention moved the log start to %d, the fetches answered nothing, want partition 0 with it", start)
 		}
 	}
 }
