@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -139,5 +140,73 @@ func TestConsumerFetchIdleCost(t *testing.T) {
 				t.Fatalf("idle consumer fetch: %.0f allocations over 1,000 partitions, %.0f over 100: the broker reads every partition of the session", large, small)
 			}
 		})
+	}
+}
+
+// TestIdleSessionDropsWatches: a consumer session idle for
+// sessionEvictionAge stops being marked by its partitions' changes
+// (fetchSessions.expire: its watches are dropped), and its next fetch
+// reads every partition again. Before, a session no new one needed to
+// evict kept its watches for good.
+func TestIdleSessionDropsWatches(t *testing.T) {
+	m := newReplicas(t)
+	tp := replica.TopicPartition{Topic: "t", Partition: 0}
+	st := replica.State{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}}
+	if _, err := m.Apply(tp, [16]byte{1}, st, replica.LogConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	br := &Broker{node: &config.Node{FetchMaxBytes: 1 << 20}, replicas: m, sessions: newFetchSessions(10)}
+	ctx := context.Background()
+	fetch := func(id, epoch int32) *wire.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxBytes, req.SessionID, req.SessionEpoch = 12, -1, 1<<20, id, epoch
+		if epoch == 0 {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "t"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 1<<20, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		kresp, err := handleFetch(ctx, br, nil, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kresp.(*wire.FetchResponse)
+	}
+	id := fetch(0, 0).SessionID
+	fetch(id, 1)
+	fetch(id, 2)
+	s := br.sessions.lookup(id, time.Now())
+	// markedBy reports whether a change of the partition (a new leader
+	// epoch) marks the session's watch.
+	epoch := int32(1)
+	markedBy := func() bool {
+		t.Helper()
+		s.watch.Drain(nil)
+		epoch++
+		st.LeaderEpoch = epoch
+		if _, err := m.Apply(tp, [16]byte{1}, st, replica.LogConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		return len(s.watch.Drain(nil)) > 0
+	}
+	if !markedBy() {
+		t.Fatal("an active session's watch was not marked by a new leader epoch")
+	}
+	br.sessions.expire(time.Now().Add(sessionEvictionAge))
+	if markedBy() {
+		t.Fatal("a session idle for sessionEvictionAge is still marked by its partitions")
+	}
+	before := br.ConsumerPartitionsRead()
+	if r := fetch(id, 3); r.ErrorCode != 0 {
+		t.Fatalf("fetch after idling: error %d", r.ErrorCode)
+	}
+	if br.ConsumerPartitionsRead() == before {
+		t.Fatal("the fetch after idling read nothing")
+	}
+	if !markedBy() {
+		t.Fatal("the session, used again, is not marked by its partition")
 	}
 }
