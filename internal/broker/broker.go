@@ -438,6 +438,12 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 		} else if err == nil && forwarded[a.key] && !mutations[a.key] {
 			b.awaitLocalApply(ctx)
 		}
+		if err == nil && resp != nil && forwarded[a.key] && b.node.IsControllerListener(c.Listener) {
+			// A forwarding broker waits for its image to hold the
+			// write before it answers (forwardcommit.go): the
+			// committed image holds it now.
+			replyCommitOffset(body, resp, b.ctrl.Image().Offset)
+		}
 	}
 	if err != nil {
 		return resp, err

@@ -288,37 +288,42 @@ const forwardTimeout = 30 * time.Second
 
 // forward sends a client's admin request to the active controller and
 // returns its answer (KIP-590 forwarding, without the envelope: the
-// controller listener answers the same APIs). A request that got no
-// answer in time is not sent again, since the controller may have done
+// controller listener answers the same APIs), once this broker's image
+// holds the write (readYourWrite, forwardcommit.go). A request that got
+// no answer in time is not sent again, since the controller may have done
 // it (a DeleteTopics sent again answered UNKNOWN_TOPIC_OR_PARTITION for
 // the topics the first deleted): as Kafka's ForwardingManager on timeout,
 // the client gets REQUEST_TIMED_OUT (timedOut) and decides.
 func (b *Broker) forward(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	fctx, cancel := context.WithTimeout(ctx, max(forwardTimeout, requestTimeout(req)))
+	start := time.Now()
+	d, _ := requestTimeout(req)
+	fctx, cancel := context.WithTimeout(ctx, max(forwardTimeout, d))
 	defer cancel()
+	undo := askCommitOffset(req)
 	resp, err := b.ctrlChan.sendWithin(fctx, req, func(kmsg.Response) bool { return false }, 0)
+	undo()
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		if r := timedOut(req); r != nil {
 			b.logger.Warn("forwarded request timed out", "api", kmsg.NameForKey(req.Key()), "err", err)
 			return r, nil
 		}
 	}
+	if err == nil {
+		b.readYourWrite(ctx, start, req, resp)
+	}
 	return resp, err
 }
 
-// requestTimeout is the timeout_ms of the requests that carry one, zero
-// for the others.
-func requestTimeout(req kmsg.Request) time.Duration {
-	var ms int32
-	switch r := req.(type) {
-	case *kmsg.CreateTopicsRequest:
-		ms = r.TimeoutMillis
-	case *kmsg.DeleteTopicsRequest:
-		ms = r.TimeoutMillis
-	case *kmsg.CreatePartitionsRequest:
-		ms = r.TimeoutMillis
+// requestTimeout is the timeout_ms of the requests that carry one
+// (kmsg.TimeoutRequest: CreateTopics, DeleteTopics, CreatePartitions,
+// ElectLeaders, AlterPartitionReassignments, UpdateFeatures, ...;
+// negative: zero), and whether req does.
+func requestTimeout(req kmsg.Request) (time.Duration, bool) {
+	r, ok := req.(kmsg.TimeoutRequest)
+	if !ok {
+		return 0, false
 	}
-	return time.Duration(max(ms, 0)) * time.Millisecond
+	return time.Duration(max(r.Timeout(), 0)) * time.Millisecond, true
 }
 
 // timedOut is the answer to req whose every entry is REQUEST_TIMED_OUT,

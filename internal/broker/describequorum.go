@@ -66,11 +66,15 @@ func handleDescribeQuorum(ctx context.Context, b *Broker, c *server.Conn, kreq k
 	}
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return b.ctrlChan.send(fctx, req, func(r kmsg.Response) bool {
-		dr := r.(*kmsg.DescribeQuorumResponse)
-		return dr.ErrorCode == kerr.NotController.Code || dr.ErrorCode == kerr.NotLeaderForPartition.Code ||
-			len(dr.Topics) == 1 && len(dr.Topics[0].Partitions) == 1 && dr.Topics[0].Partitions[0].ErrorCode == kerr.NotLeaderForPartition.Code
-	})
+	return b.ctrlChan.send(fctx, req, describeQuorumNotLeader)
+}
+
+// describeQuorumNotLeader reports whether a DescribeQuorum answer came
+// from a node that does not lead the metadata quorum (ask the next).
+func describeQuorumNotLeader(r kmsg.Response) bool {
+	dr := r.(*kmsg.DescribeQuorumResponse)
+	return dr.ErrorCode == kerr.NotController.Code || dr.ErrorCode == kerr.NotLeaderForPartition.Code ||
+		len(dr.Topics) == 1 && len(dr.Topics[0].Partitions) == 1 && dr.Topics[0].Partitions[0].ErrorCode == kerr.NotLeaderForPartition.Code
 }
 
 // isMetadataPartitionOnly reports whether req asks for __cluster_metadata

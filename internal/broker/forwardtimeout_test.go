@@ -60,8 +60,8 @@ func TestForwardTimedOutAnswer(t *testing.T) {
 		}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := requestTimeout(tc.req); got != tc.timeout {
-				t.Errorf("requestTimeout %v, want %v", got, tc.timeout)
+			if got, ok := requestTimeout(tc.req); got != tc.timeout || !ok {
+				t.Errorf("requestTimeout %v %v, want %v true", got, ok, tc.timeout)
 			}
 			resp := timedOut(tc.req)
 			if resp == nil {
@@ -77,6 +77,9 @@ func TestForwardTimedOutAnswer(t *testing.T) {
 				}
 			}
 		})
+	}
+	if _, ok := requestTimeout(kmsg.NewPtrAlterClientQuotasRequest()); ok {
+		t.Error("AlterClientQuotas has no timeout_ms")
 	}
 	if timedOut(kmsg.NewPtrAlterClientQuotasRequest()) != nil {
 		t.Fatal("an answer built for an API timedOut does not cover")

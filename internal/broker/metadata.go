@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -231,8 +230,9 @@ func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic
 }
 
 // createTopics creates topics on the active controller: directly when this
-// node is it, otherwise with a CreateTopics request to it, then waits
-// until this node's image has the topics. It returns one error per topic.
+// node is it, otherwise with a CreateTopics request to it, which waits up
+// to its timeout_ms, 2 s, until this node's image has the topics
+// (forward). It returns one error per topic.
 func (b *Broker) createTopics(ctx context.Context, topics []controller.CreateTopic) ([]error, error) {
 	if b.ctrl.Active() {
 		errs, err := b.ctrl.CreateTopics(ctx, topics, false)
@@ -241,8 +241,8 @@ func (b *Broker) createTopics(ctx context.Context, topics []controller.CreateTop
 		}
 	}
 	req := kmsg.NewPtrCreateTopicsRequest()
-	req.SetVersion(4)
-	req.TimeoutMillis = 10000
+	req.SetVersion(5) // flexible: the answer carries the commit offset (forwardcommit.go)
+	req.TimeoutMillis = 2000
 	for _, t := range topics {
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Name, t.Partitions, t.ReplicationFactor
@@ -266,21 +266,5 @@ func (b *Broker) createTopics(ctx context.Context, topics []controller.CreateTop
 			}
 		}
 	}
-	b.waitForTopics(ctx, topics)
 	return errs, nil
-}
-
-// waitForTopics waits briefly until the local image has the topics (the
-// active controller committed them; this node applies them shortly).
-func (b *Broker) waitForTopics(ctx context.Context, topics []controller.CreateTopic) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	b.ctrl.WaitImage(ctx, func(im *metadata.Image) bool {
-		for _, t := range topics {
-			if im.Topic(t.Name) == nil {
-				return false
-			}
-		}
-		return true
-	})
 }

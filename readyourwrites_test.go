@@ -1,0 +1,319 @@
+package samsa_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// TestForwardedWritesReadBack: on a 3-node cluster, every admin write sent
+// to a broker that is not the active controller (forwarded, KIP-590) is
+// in force on that broker once answered: a DescribeConfigs, DescribeAcls,
+// FindCoordinator (authorized by the ACLs), DescribeClientQuotas,
+// DescribeUserScramCredentials or Metadata sent right after the answer to
+// the same broker shows the write, every time. Each write is sent by a
+// client of the newest versions (flexible requests) and by one of Kafka
+// 2.3's (IncrementalAlterConfigs v0, AlterConfigs v1, CreateAcls v1,
+// CreateTopics v3, AlterClientQuotas v0: not flexible). The forwarding
+// broker waited only for its own image of the moment, which often did not
+// hold the controller's commit yet: the read showed the old value.
+func TestForwardedWritesReadBack(t *testing.T) {
+	c := startCluster(t, 3, aclProps(map[string]string{"allow.everyone.if.no.acl.found": "true"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	newest, adm := clusterClients(t, c)
+	old23 := kversion.V2_3_0()
+	old23.SetMaxKeyVersion(int16(kmsg.AlterClientQuotas), 0)
+	old23.SetMaxKeyVersion(int16(kmsg.DescribeClientQuotas), 0)
+	old, _ := clusterClients(t, c, kgo.MaxVersions(old23))
+	for _, name := range []string{"rw-incremental", "rw-replace"} {
+		if _, err := adm.CreateTopic(ctx, 1, 3, nil, name); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	var ctrl int32
+	waitFor(t, time.Minute, "an active controller", func() bool { ctrl = c.ActiveController(); return ctrl >= 0 })
+	via := ctrl%3 + 1
+	// ANONYMOUS may do everything; a DENY on one group takes that away.
+	for _, res := range []struct {
+		typ  kmsg.ACLResourceType
+		name string
+	}{{kmsg.ACLResourceTypeCluster, "kafka-cluster"}, {kmsg.ACLResourceTypeTopic, "*"}, {kmsg.ACLResourceTypeGroup, "*"}} {
+		createACL(t, ctx, newest, via, res.typ, res.name, kmsg.ACLPermissionTypeAllow, kmsg.ACLOperationAll)
+	}
+
+	const rounds = 30
+	stale := map[string]int{}
+	check := func(what string, ok bool, got string) {
+		t.Helper()
+		if !ok {
+			if stale[what] == 0 {
+				t.Logf("%s: read back %s", what, got)
+			}
+			stale[what]++
+		}
+	}
+	for i := range rounds {
+		for _, cl := range []struct {
+			name string
+			cl   *kgo.Client
+		}{{"newest", newest}, {"2.3", old}} {
+			br := cl.cl.Broker(int(via))
+			tag := fmt.Sprintf("%s-%d", cl.name, i)
+			value := strconv.Itoa(1_000_000 + i)
+
+			// A topic config, incrementally.
+			ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			ir := kmsg.NewIncrementalAlterConfigsRequestResource()
+			ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, "rw-incremental"
+			ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			ic.Name, ic.Value = "retention.ms", kmsg.StringPtr(value)
+			ir.Configs = append(ir.Configs, ic)
+			ia.Resources = append(ia.Resources, ir)
+			iresp, err := ia.RequestWith(ctx, br)
+			if err != nil || iresp.Resources[0].ErrorCode != 0 {
+				t.Fatalf("%s IncrementalAlterConfigs: %v %+v", tag, err, iresp)
+			}
+			got := describeConfig(t, ctx, br, kmsg.ConfigResourceTypeTopic, "rw-incremental", "retention.ms")
+			check(cl.name+" IncrementalAlterConfigs topic", got == value, got)
+
+			// A topic's configs, replaced.
+			aa := kmsg.NewPtrAlterConfigsRequest()
+			ar := kmsg.NewAlterConfigsRequestResource()
+			ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "rw-replace"
+			ac := kmsg.NewAlterConfigsRequestResourceConfig()
+			ac.Name, ac.Value = "segment.ms", kmsg.StringPtr(value)
+			ar.Configs = append(ar.Configs, ac)
+			aa.Resources = append(aa.Resources, ar)
+			aresp, err := aa.RequestWith(ctx, br)
+			if err != nil || aresp.Resources[0].ErrorCode != 0 {
+				t.Fatalf("%s AlterConfigs: %v %+v", tag, err, aresp)
+			}
+			got = describeConfig(t, ctx, br, kmsg.ConfigResourceTypeTopic, "rw-replace", "segment.ms")
+			check(cl.name+" AlterConfigs topic", got == value, got)
+
+			// A dynamic config of the broker itself.
+			ba := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			bres := kmsg.NewIncrementalAlterConfigsRequestResource()
+			bres.ResourceType, bres.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(via))
+			bc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			bc.Name, bc.Value = "log.cleaner.backoff.ms", kmsg.StringPtr(value)
+			bres.Configs = append(bres.Configs, bc)
+			ba.Resources = append(ba.Resources, bres)
+			bresp, err := ba.RequestWith(ctx, br)
+			if err != nil || bresp.Resources[0].ErrorCode != 0 {
+				t.Fatalf("%s IncrementalAlterConfigs broker: %v %+v", tag, err, bresp)
+			}
+			got = describeConfig(t, ctx, br, kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(via)), "log.cleaner.backoff.ms")
+			check(cl.name+" IncrementalAlterConfigs broker", got == value, got)
+
+			// An ACL denying a group: DescribeAcls lists it and the
+			// authorizer applies it at once; deleted, it no longer does.
+			group := "rw-group-" + tag
+			createACL(t, ctx, cl.cl, via, kmsg.ACLResourceTypeGroup, group, kmsg.ACLPermissionTypeDeny, kmsg.ACLOperationDescribe)
+			n := describeGroupACLs(t, ctx, br, group)
+			check(cl.name+" CreateAcls then DescribeAcls", n == 1, strconv.Itoa(n)+" bindings")
+			code := findCoordinatorCode(t, ctx, br, group)
+			check(cl.name+" CreateAcls then FindCoordinator", code == kerr.GroupAuthorizationFailed.Code, fmt.Sprint(kerr.ErrorForCode(code)))
+			da := kmsg.NewPtrDeleteACLsRequest()
+			df := kmsg.NewDeleteACLsRequestFilter()
+			df.ResourceType, df.ResourceName, df.ResourcePatternType = kmsg.ACLResourceTypeGroup, kmsg.StringPtr(group), kmsg.ACLResourcePatternTypeLiteral
+			df.Operation, df.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+			da.Filters = append(da.Filters, df)
+			dresp, err := da.RequestWith(ctx, br)
+			if err != nil || dresp.Results[0].ErrorCode != 0 || len(dresp.Results[0].MatchingACLs) != 1 {
+				t.Fatalf("%s DeleteAcls: %v %+v", tag, err, dresp)
+			}
+			code = findCoordinatorCode(t, ctx, br, group)
+			check(cl.name+" DeleteAcls then FindCoordinator", code != kerr.GroupAuthorizationFailed.Code, fmt.Sprint(kerr.ErrorForCode(code)))
+
+			// A client quota.
+			rate := float64(1_000_000 + i)
+			qa := kmsg.NewPtrAlterClientQuotasRequest()
+			qe := kmsg.NewAlterClientQuotasRequestEntry()
+			qc := kmsg.NewAlterClientQuotasRequestEntryEntity()
+			qc.Type, qc.Name = "client-id", kmsg.StringPtr("rw-"+cl.name)
+			qe.Entity = append(qe.Entity, qc)
+			qo := kmsg.NewAlterClientQuotasRequestEntryOp()
+			qo.Key, qo.Value = "producer_byte_rate", rate
+			qe.Ops = append(qe.Ops, qo)
+			qa.Entries = append(qa.Entries, qe)
+			qresp, err := qa.RequestWith(ctx, br)
+			if err != nil || qresp.Entries[0].ErrorCode != 0 {
+				t.Fatalf("%s AlterClientQuotas: %v %+v", tag, err, qresp)
+			}
+			q := describeQuota(t, ctx, br, "rw-"+cl.name, "producer_byte_rate")
+			check(cl.name+" AlterClientQuotas", q == rate, fmt.Sprint(q))
+
+			// A topic created, then deleted.
+			topic := "rw-topic-" + tag
+			ct := kmsg.NewPtrCreateTopicsRequest()
+			ct.TimeoutMillis = 30_000
+			ctt := kmsg.NewCreateTopicsRequestTopic()
+			ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = topic, 1, 3
+			ct.Topics = append(ct.Topics, ctt)
+			cresp, err := ct.RequestWith(ctx, br)
+			if err != nil || cresp.Topics[0].ErrorCode != 0 {
+				t.Fatalf("%s CreateTopics: %v %+v", tag, err, cresp)
+			}
+			code, parts := topicMetadata(t, ctx, br, topic)
+			check(cl.name+" CreateTopics then Metadata", code == 0 && parts == 1, fmt.Sprintf("%v, %d partitions", kerr.ErrorForCode(code), parts))
+			dt := kmsg.NewPtrDeleteTopicsRequest()
+			dt.TimeoutMillis = 30_000
+			dtt := kmsg.NewDeleteTopicsRequestTopic()
+			dtt.Topic = kmsg.StringPtr(topic)
+			dt.Topics, dt.TopicNames = append(dt.Topics, dtt), []string{topic}
+			dtresp, err := dt.RequestWith(ctx, br)
+			if err != nil || dtresp.Topics[0].ErrorCode != 0 {
+				t.Fatalf("%s DeleteTopics: %v %+v", tag, err, dtresp)
+			}
+			code, parts = topicMetadata(t, ctx, br, topic)
+			check(cl.name+" DeleteTopics then Metadata", code == kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("%v, %d partitions", kerr.ErrorForCode(code), parts))
+		}
+
+		// SCRAM credentials (AlterUserScramCredentials is flexible in
+		// every version).
+		user := "rw-user-" + strconv.Itoa(i)
+		sa := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+		su := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		su.Name, su.Mechanism, su.Iterations = user, 1, 4096
+		su.Salt, su.SaltedPassword = []byte("salt-"+user), make([]byte, 32)
+		sa.Upsertions = append(sa.Upsertions, su)
+		br := newest.Broker(int(via))
+		sresp, err := sa.RequestWith(ctx, br)
+		if err != nil || sresp.Results[0].ErrorCode != 0 {
+			t.Fatalf("AlterUserScramCredentials: %v %+v", err, sresp)
+		}
+		sd := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		sdu := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+		sdu.Name = user
+		sd.Users = append(sd.Users, sdu)
+		sdresp, err := sd.RequestWith(ctx, br)
+		if err != nil || len(sdresp.Results) != 1 {
+			t.Fatalf("DescribeUserScramCredentials: %v %+v", err, sdresp)
+		}
+		code := sdresp.Results[0].ErrorCode
+		check("AlterUserScramCredentials", code == 0, fmt.Sprint(kerr.ErrorForCode(code)))
+	}
+	if now := c.ActiveController(); now != ctrl {
+		t.Logf("the active controller moved from %d to %d during the test", ctrl, now)
+	}
+	for what, n := range stale {
+		t.Errorf("%s through broker %d (the active controller: %d): the write was not in force %d times of %d", what, via, ctrl, n, rounds)
+	}
+}
+
+// createACL creates one binding for ANONYMOUS through broker via.
+func createACL(t *testing.T, ctx context.Context, cl *kgo.Client, via int32, typ kmsg.ACLResourceType, name string, perm kmsg.ACLPermissionType, op kmsg.ACLOperation) {
+	t.Helper()
+	req := kmsg.NewPtrCreateACLsRequest()
+	cr := kmsg.NewCreateACLsRequestCreation()
+	cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = typ, name, kmsg.ACLResourcePatternTypeLiteral
+	cr.Principal, cr.Host, cr.Operation, cr.PermissionType = anon, "*", op, perm
+	req.Creations = append(req.Creations, cr)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(via)))
+	if err != nil || resp.Results[0].ErrorCode != 0 {
+		t.Fatalf("CreateAcls %s %s: %v %+v", typ, name, err, resp)
+	}
+}
+
+// describeConfig is the value of config name of a resource, as broker br
+// describes it ("<null>" when null, "<missing>" when not listed).
+func describeConfig(t *testing.T, ctx context.Context, br *kgo.Broker, typ kmsg.ConfigResourceType, resource, name string) string {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType, r.ResourceName, r.ConfigNames = typ, resource, []string{name}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("DescribeConfigs %s: %v %+v", resource, err, resp)
+	}
+	for _, c := range resp.Resources[0].Configs {
+		if c.Name == name {
+			return orNull(c.Value)
+		}
+	}
+	return "<missing>"
+}
+
+// describeGroupACLs counts the bindings of the literal group resource
+// broker br lists.
+func describeGroupACLs(t *testing.T, ctx context.Context, br *kgo.Broker, group string) int {
+	t.Helper()
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType, req.ResourceName, req.ResourcePatternType = kmsg.ACLResourceTypeGroup, kmsg.StringPtr(group), kmsg.ACLResourcePatternTypeLiteral
+	req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("DescribeAcls %s: %v %+v", group, err, resp)
+	}
+	n := 0
+	for _, r := range resp.Resources {
+		n += len(r.ACLs)
+	}
+	return n
+}
+
+// findCoordinatorCode is broker br's error code for the group's
+// coordinator (GROUP_AUTHORIZATION_FAILED without DESCRIBE on it).
+func findCoordinatorCode(t *testing.T, ctx context.Context, br *kgo.Broker, group string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey, req.CoordinatorKeys = group, []string{group}
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		t.Fatalf("FindCoordinator %s: %v", group, err)
+	}
+	if resp.Version >= 4 {
+		if len(resp.Coordinators) != 1 {
+			t.Fatalf("FindCoordinator %s: %+v", group, resp)
+		}
+		return resp.Coordinators[0].ErrorCode
+	}
+	return resp.ErrorCode
+}
+
+// describeQuota is the value of quota key of a client id as broker br
+// describes it, -1 when it has none.
+func describeQuota(t *testing.T, ctx context.Context, br *kgo.Broker, clientID, key string) float64 {
+	t.Helper()
+	req := kmsg.NewPtrDescribeClientQuotasRequest()
+	comp := kmsg.NewDescribeClientQuotasRequestComponent()
+	comp.EntityType, comp.MatchType, comp.Match = "client-id", kmsg.QuotasMatchTypeExact, kmsg.StringPtr(clientID)
+	req.Components, req.Strict = append(req.Components, comp), true
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("DescribeClientQuotas %s: %v %+v", clientID, err, resp)
+	}
+	for _, e := range resp.Entries {
+		for _, v := range e.Values {
+			if v.Key == key {
+				return v.Value
+			}
+		}
+	}
+	return -1
+}
+
+// topicMetadata is broker br's Metadata error code for topic and its
+// number of partitions.
+func topicMetadata(t *testing.T, ctx context.Context, br *kgo.Broker, topic string) (int16, int) {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics, req.AllowAutoTopicCreation = append(req.Topics, rt), false
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil || len(resp.Topics) != 1 {
+		t.Fatalf("Metadata %s: %v %+v", topic, err, resp)
+	}
+	return resp.Topics[0].ErrorCode, len(resp.Topics[0].Partitions)
+}
