@@ -103,17 +103,7 @@ func forwardedWritesReadBack(t *testing.T, c *samsa.Cluster) {
 			value := strconv.Itoa(1_000_000 + i)
 
 			// A topic config, incrementally.
-			ia := kmsg.NewPtrIncrementalAlterConfigsRequest()
-			ir := kmsg.NewIncrementalAlterConfigsRequestResource()
-			ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeTopic, "rw-incremental"
-			ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-			ic.Name, ic.Value = "retention.ms", kmsg.StringPtr(value)
-			ir.Configs = append(ir.Configs, ic)
-			ia.Resources = append(ia.Resources, ir)
-			iresp, err := ia.RequestWith(ctx, br)
-			if err != nil || iresp.Resources[0].ErrorCode != 0 {
-				t.Fatalf("%s IncrementalAlterConfigs: %v %+v", tag, err, iresp)
-			}
+			incrementalAlter(t, ctx, br, kmsg.ConfigResourceTypeTopic, "rw-incremental", "retention.ms", value)
 			got := describeConfig(t, ctx, br, kmsg.ConfigResourceTypeTopic, "rw-incremental", "retention.ms")
 			check(cl.name+" IncrementalAlterConfigs topic", got == value, got)
 
@@ -133,17 +123,7 @@ func forwardedWritesReadBack(t *testing.T, c *samsa.Cluster) {
 			check(cl.name+" AlterConfigs topic", got == value, got)
 
 			// A dynamic config of the broker itself.
-			ba := kmsg.NewPtrIncrementalAlterConfigsRequest()
-			bres := kmsg.NewIncrementalAlterConfigsRequestResource()
-			bres.ResourceType, bres.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(via))
-			bc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-			bc.Name, bc.Value = "log.cleaner.backoff.ms", kmsg.StringPtr(value)
-			bres.Configs = append(bres.Configs, bc)
-			ba.Resources = append(ba.Resources, bres)
-			bresp, err := ba.RequestWith(ctx, br)
-			if err != nil || bresp.Resources[0].ErrorCode != 0 {
-				t.Fatalf("%s IncrementalAlterConfigs broker: %v %+v", tag, err, bresp)
-			}
+			incrementalAlter(t, ctx, br, kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(via)), "log.cleaner.backoff.ms", value)
 			got = describeConfig(t, ctx, br, kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(via)), "log.cleaner.backoff.ms")
 			check(cl.name+" IncrementalAlterConfigs broker", got == value, got)
 
@@ -379,31 +359,45 @@ func BenchmarkForwardedWrite(b *testing.B) {
 	if resp, err := ct.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
 		b.Fatalf("create: %v %+v", err, resp)
 	}
+	v0 := kversion.Stable()
+	v0.SetMaxKeyVersion(int16(kmsg.IncrementalAlterConfigs), 0)
+	old, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...), kgo.MaxVersions(v0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer old.Close()
 	ctrl := c.ActiveController()
 	for _, bc := range []struct {
-		name    string
-		via     int32
-		version int16
-	}{{"controller", ctrl, 1}, {"forwarded", ctrl%3 + 1, 1}, {"forwarded-v0", ctrl%3 + 1, 0}} {
+		name string
+		cl   *kgo.Client
+		via  int32
+	}{{"controller", cl, ctrl}, {"forwarded", cl, ctrl%3 + 1}, {"forwarded-v0", old, ctrl%3 + 1}} {
 		b.Run(bc.name, func(b *testing.B) {
-			br := cl.Broker(int(bc.via))
+			br := bc.cl.Broker(int(bc.via))
 			for i := 0; b.Loop(); i++ {
-				req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-				req.SetVersion(bc.version)
-				r := kmsg.NewIncrementalAlterConfigsRequestResource()
-				r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, "bench"
-				rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-				rc.Name, rc.Value = "retention.ms", kmsg.StringPtr(strconv.Itoa(1_000_000+i))
-				r.Configs = append(r.Configs, rc)
-				req.Resources = append(req.Resources, r)
-				resp, err := req.RequestWith(ctx, br)
-				if err != nil || resp.Resources[0].ErrorCode != 0 {
-					b.Fatalf("IncrementalAlterConfigs: %v %+v", err, resp)
-				}
+				incrementalAlter(b, ctx, br, kmsg.ConfigResourceTypeTopic, "bench", "retention.ms", strconv.Itoa(1_000_000+i))
 			}
 		})
 	}
 	if now := c.ActiveController(); now != ctrl {
 		b.Logf("the active controller moved from %d to %d", ctrl, now)
+	}
+}
+
+// incrementalAlter sets config name of a resource to value through
+// broker br with IncrementalAlterConfigs (the version br's client
+// negotiates) and fails tb unless it succeeded.
+func incrementalAlter(tb testing.TB, ctx context.Context, br *kgo.Broker, typ kmsg.ConfigResourceType, resource, name, value string) {
+	tb.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	r := kmsg.NewIncrementalAlterConfigsRequestResource()
+	r.ResourceType, r.ResourceName = typ, resource
+	rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	rc.Name, rc.Value = name, kmsg.StringPtr(value)
+	r.Configs = append(r.Configs, rc)
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil || resp.Resources[0].ErrorCode != 0 {
+		tb.Fatalf("IncrementalAlterConfigs %s %s=%s: %v %+v", resource, name, value, err, resp)
 	}
 }
