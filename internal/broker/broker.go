@@ -438,7 +438,7 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 		} else if err == nil && forwarded[a.key] && !mutations[a.key] {
 			b.awaitLocalApply(ctx)
 		}
-		if err == nil && resp != nil && forwarded[a.key] && b.node.IsControllerListener(c.Listener) {
+		if err == nil && resp != nil && forwarded[a.key] && b.onControllerListener(c) {
 			// A forwarding broker waits for its image to hold the
 			// write before it answers (forwardcommit.go): the
 			// committed image holds it now.
