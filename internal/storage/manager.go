@@ -1232,18 +1232,10 @@ func (m *Manager) checkpoint() error {
 		return nil // the files hold what they would be written with
 	}
 	m.mu.Lock()
-	rps := map[*logDir]map[TopicPartition]int64{}
-	lsos := map[*logDir]map[TopicPartition]int64{}
-	cleaned := map[*logDir]map[TopicPartition]int64{}
-	for _, d := range m.dirs {
-		rps[d], lsos[d], cleaned[d] = map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
-	}
+	entries := map[*logDir][]dirCheckpointEntry{}
 	for tp, ml := range m.logs {
-		rps[ml.dir][tp] = ml.log.RecoveryPoint()
-		lsos[ml.dir][tp] = ml.log.LogStartOffset()
-		if off := ml.log.CleanerCheckpoint(); off >= 0 {
-			cleaned[ml.dir][tp] = off
-		}
+		entries[ml.dir] = append(entries[ml.dir], dirCheckpointEntry{tp: tp, recoveryPoint: ml.log.RecoveryPoint(),
+			logStartOffset: ml.log.LogStartOffset(), cleanerOffset: max(-1, ml.log.CleanerCheckpoint())})
 	}
 	m.mu.Unlock()
 	var errs []error
@@ -1260,10 +1252,7 @@ func (m *Manager) checkpoint() error {
 			m.ckptMoved.Store(true)
 			continue
 		}
-		err := errors.Join(
-			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
-			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
-			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
+		err := writeDirCheckpoints(m.fsys, d.path, entries[d])
 		if err != nil && !errors.Is(err, syscall.ENOSPC) && !outOfDescriptors(err) {
 			// A full disk, or a process out of descriptors (clients
 			// holding every one the limit allows), leaves the last
