@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -134,27 +135,11 @@ func TestTopicAlterPartitionsArgs(t *testing.T) {
 	}
 }
 
-// waitPartitions polls the metadata until topic has n partitions, each
-// with a leader, or fails the test when ctx ends.
+// waitPartitions waits until topic has n partitions, each with a leader.
 func waitPartitions(ctx context.Context, t *testing.T, addr, topic string, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	pollAdmin(ctx, t, addr, fmt.Sprintf("topic %s having %d partitions with leaders", topic, n), func(adm *kadm.Client) bool {
 		md, err := adm.Metadata(ctx, topic)
-		if err == nil && len(md.Topics[topic].Partitions) == n && topicReady(md.Topics[topic]) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("topic %s never had %d partitions with leaders: %v %v", topic, n, md.Topics[topic], err)
-		case <-tick.C:
-		}
-	}
+		return err == nil && len(md.Topics[topic].Partitions) == n && topicReady(md.Topics[topic])
+	})
 }

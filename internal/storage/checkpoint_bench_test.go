@@ -2,10 +2,8 @@ package storage
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,14 +26,7 @@ import (
 //
 //	go test -run '^$' -bench DirCheckpoints -benchtime 50x ./internal/storage
 func BenchmarkDirCheckpoints(b *testing.B) {
-	logs := 30_000
-	if s := os.Getenv("SAMSA_BENCH_LOGS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			b.Fatalf("SAMSA_BENCH_LOGS: %v", err)
-		}
-		logs = n
-	}
+	logs := benchLogs(b, 30_000)
 	entries := make([]dirCheckpointEntry, logs)
 	for i := range entries {
 		entries[i] = dirCheckpointEntry{tp: TopicPartition{Topic: fmt.Sprintf("t%d", i/100), Partition: int32(i % 100)},
