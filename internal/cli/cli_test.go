@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/samsahq/samsa"
@@ -106,4 +108,26 @@ func mustRun(t *testing.T, stdin io.Reader, args ...string) result {
 		t.Fatalf("samsa %s: %v\nstderr: %s", strings.Join(args, " "), r.err, r.stderr)
 	}
 	return r
+}
+
+// pollAdmin calls done with an admin client of addr every 20 ms until it
+// returns true, or fails the test, saying it never saw what, when ctx
+// ends.
+func pollAdmin(ctx context.Context, t *testing.T, addr, what string, done func(adm *kadm.Client) bool) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !done(adm) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never saw %s", what)
+		case <-tick.C:
+		}
+	}
 }

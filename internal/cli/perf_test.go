@@ -342,28 +342,12 @@ func startSamsaAt(t *testing.T) (addr string, stop func()) {
 // waitAppended waits until topic holds at least n records.
 func waitAppended(ctx context.Context, t *testing.T, addr, topic string, n int64) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if ends, err := adm.ListEndOffsets(ctx, topic); err == nil {
-			var sum int64
-			ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
-			if sum >= n {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("topic %s never held %d records", topic, n)
-		case <-tick.C:
-		}
-	}
+	pollAdmin(ctx, t, addr, fmt.Sprintf("topic %s holding %d records", topic, n), func(adm *kadm.Client) bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		var sum int64
+		ends.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+		return err == nil && sum >= n
+	})
 }
 
 // TestPerfBrokerDies: with the idempotent producer (--acks all), which kgo

@@ -26,7 +26,7 @@ func newTopicCommand() *cobra.Command {
 	f := new(topicFlags)
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe, delete topics, delete their records and alter their configs",
+		Short: "Create, list, describe, delete topics, add partitions, delete their records and alter their configs",
 		Args:  cobra.NoArgs,
 	}
 	f.addWithTimeout(cmd)
@@ -36,6 +36,7 @@ func newTopicCommand() *cobra.Command {
 		newTopicDescribeCommand(f),
 		newTopicDeleteCommand(f),
 		newTopicDeleteRecordsCommand(f),
+		newTopicAlterCommand(f),
 		newTopicAlterConfigCommand(f),
 	)
 	return cmd

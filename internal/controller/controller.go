@@ -550,8 +550,11 @@ func (c *Controller) createPartitionRecords(im *metadata.Image, topic string, co
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopic, topic)
 	}
 	have := int32(len(t.Partitions))
-	if count <= have {
-		return nil, fmt.Errorf("%w: topic has %d partitions, asked for %d", ErrInvalidPartitions, have, count)
+	switch {
+	case count == have:
+		return nil, fmt.Errorf("%w: topic %s already has %d partitions", ErrInvalidPartitions, topic, have)
+	case count < have:
+		return nil, fmt.Errorf("%w: topic %s has %d partitions; %d would not be an increase", ErrInvalidPartitions, topic, have, count)
 	}
 	if assignments != nil && len(assignments) != int(count-have) {
 		return nil, fmt.Errorf("%w: %d assignments for %d new partitions", ErrInvalidReplicaAssignment, len(assignments), count-have)

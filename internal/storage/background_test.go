@@ -2,6 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -40,10 +42,16 @@ func uncleanManagerDir(t *testing.T, dir string) {
 // a t log's open is held.
 func openHeld(t *testing.T, dir string) (*Manager, *errorfs.Gate) {
 	t.Helper()
+	return openHeldLogged(t, dir, nil)
+}
+
+// openHeldLogged is openHeld with the Manager's logger.
+func openHeldLogged(t *testing.T, dir string, logger *slog.Logger) (*Manager, *errorfs.Gate) {
+	t.Helper()
 	g := errorfs.NewGate(filepath.Join(dir, "t-"))
 	g.Shut()
 	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "bg", RollCheckInterval: -1, RecoveryThreads: 1,
-		FS: errorfs.Wrap(vfs.Default, g), Background: true, First: []TopicPartition{{"meta", 0}}})
+		FS: errorfs.Wrap(vfs.Default, g), Background: true, First: []TopicPartition{{"meta", 0}}, Logger: logger})
 	if err != nil {
 		g.Release()
 		t.Fatal(err)
@@ -137,5 +145,51 @@ func TestCloseDuringBackgroundLoad(t *testing.T) {
 	}
 	if n := len(m.Logs()); n != 5 {
 		t.Errorf("%d logs after the restart, want 5", n)
+	}
+}
+
+// TestBackgroundLoadLogCounts: the line that starts a background load and
+// the dir's line once loaded count the same logs, those found in the dir
+// (the First one opened before OpenManager returned included, a log
+// created during the load not).
+func TestBackgroundLoadLogCounts(t *testing.T) {
+	dir := t.TempDir()
+	uncleanManagerDir(t, dir)
+	var out bytes.Buffer // slog's handler serializes the writes
+	m, g := openHeldLogged(t, dir, slog.New(slog.NewJSONHandler(&out, nil)))
+	if _, err := m.Create(TopicPartition{"new", 0}, Config{}); err != nil {
+		g.Release()
+		t.Fatal(err)
+	}
+	g.Release()
+	<-m.Loaded()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]map[string]any{}
+	for _, line := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		lines[rec["msg"].(string)] = rec
+	}
+	for _, tc := range []struct {
+		msg  string
+		want map[string]float64
+	}{
+		{"loading logs in the background", map[string]float64{"logs": 5, "first": 1, "background": 4}},
+		{"loaded log dir", map[string]float64{"logs": 5, "offline": 0}},
+	} {
+		rec, ok := lines[tc.msg]
+		if !ok {
+			t.Errorf("no %q line in:\n%s", tc.msg, out.Bytes())
+			continue
+		}
+		for k, want := range tc.want {
+			if got, _ := rec[k].(float64); got != want {
+				t.Errorf("%q: %s=%v, want %v", tc.msg, k, rec[k], want)
+			}
+		}
 	}
 }

@@ -12,8 +12,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
 
 func TestOffsetCheckpointRoundTrip(t *testing.T) {
@@ -206,4 +211,150 @@ func FuzzDecodeCleanShutdown(f *testing.F) {
 			t.Fatalf("epoch %d", epoch)
 		}
 	})
+}
+
+// checkpointFiles reads the Manager's three checkpoint files of dir.
+func checkpointFiles(t *testing.T, dir string) map[string]map[TopicPartition]int64 {
+	t.Helper()
+	out := map[string]map[TopicPartition]int64{}
+	for _, name := range []string{RecoveryPointCheckpointFile, LogStartOffsetCheckpointFile, CleanerOffsetCheckpointFile} {
+		m, err := ReadOffsetCheckpoint(nil, filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out[name] = m
+	}
+	return out
+}
+
+// movedCheckpointManager opens a Manager on dir through fsys with two logs
+// whose recovery points are checkpointed, then moves them (an append and
+// a flush) without a checkpoint. (A new log start offset would kick a
+// checkpoint of the retention task.)
+func movedCheckpointManager(t *testing.T, dir string, fsys vfs.FS) *Manager {
+	t.Helper()
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "ck", RollCheckInterval: -1, FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	var logs []*Log
+	for _, tp := range []TopicPartition{{"a", 0}, {"b", 1}} {
+		l, err := m.Create(tp, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(testBatch(t, 3, 1000, tp.String()), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+	}
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logs {
+		if _, err := l.Append(testBatch(t, 2, 2000, "more"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// TestCheckpointSyncFailure: when the fsync of one of a dir's checkpoint
+// files fails, none of the three is replaced (they are renamed only once
+// all three are durable) and no temporary file stays; the next
+// checkpoint writes them. ENOSPC keeps the dir online.
+func TestCheckpointSyncFailure(t *testing.T) {
+	dir := t.TempDir()
+	fail := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpSync, PathContains: LogStartOffsetCheckpointFile + ".tmp"}, Err: syscall.ENOSPC}
+	m := movedCheckpointManager(t, dir, errorfs.Wrap(vfs.Default, fail))
+	before := checkpointFiles(t, dir)
+	fail.Set(true)
+	if err := m.Checkpoint(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("checkpoint with a failing fsync: %v, want ENOSPC", err)
+	}
+	if got := checkpointFiles(t, dir); !reflect.DeepEqual(got, before) {
+		t.Errorf("a failed checkpoint replaced files:\n%v\nwere\n%v", got, before)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmps) > 0 {
+		t.Errorf("temporary files left: %v", tmps)
+	}
+	fail.Set(false)
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if after := checkpointFiles(t, dir); reflect.DeepEqual(after[RecoveryPointCheckpointFile], before[RecoveryPointCheckpointFile]) {
+		t.Errorf("recovery points not rewritten by the checkpoint after the failure: %v", after)
+	}
+	if len(m.OfflineDirs()) != 0 {
+		t.Errorf("ENOSPC took the dir offline")
+	}
+}
+
+// TestCheckpointCrash: a crash of the machine at any filesystem call of a
+// checkpoint leaves each checkpoint file as it was or as the checkpoint
+// writes it, never empty or partial; a crash after it returned leaves
+// the new ones. The three files of the dir wait on the disk together:
+// three fsyncs of files, one of the dir.
+func TestCheckpointCrash(t *testing.T) {
+	var want map[string]map[TopicPartition]int64 // what the checkpoint writes: k = 0 crashes at no call
+	for k := 0; ; k++ {
+		dir := t.TempDir()
+		crash := errorfs.NewCrashFS(nil)
+		var armed, crashed atomic.Bool
+		var calls, fileSyncs, dirSyncs atomic.Int64
+		hook := errorfs.Func(func(op errorfs.Op) error {
+			if !armed.Load() || op.Kind&errorfs.OpMutate == 0 || !strings.HasPrefix(op.Path, dir) {
+				return nil
+			}
+			switch {
+			case op.Kind == errorfs.OpSync && op.Path == dir:
+				dirSyncs.Add(1)
+			case op.Kind == errorfs.OpSync:
+				fileSyncs.Add(1)
+			}
+			if calls.Add(1) == int64(k) {
+				crashed.Store(true)
+				crash.Crash(errorfs.CrashOptions{})
+				return errorfs.ErrCrashed
+			}
+			return nil
+		})
+		m := movedCheckpointManager(t, dir, errorfs.Wrap(crash, hook))
+		before := checkpointFiles(t, dir)
+		armed.Store(true)
+		err := m.Checkpoint()
+		if !crashed.Load() {
+			if err != nil {
+				t.Fatal(err)
+			}
+			crash.Crash(errorfs.CrashOptions{})
+			got := checkpointFiles(t, dir)
+			if k == 0 {
+				want = got
+				if fileSyncs.Load() != 3 || dirSyncs.Load() != 1 {
+					t.Errorf("a checkpoint of one dir made %d fsyncs of files and %d of the dir, want 3 and 1", fileSyncs.Load(), dirSyncs.Load())
+				}
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("crash after the checkpoint returned: %v, want %v", got, want)
+			}
+			break
+		}
+		for name, offs := range checkpointFiles(t, dir) {
+			if !reflect.DeepEqual(offs, before[name]) && !reflect.DeepEqual(offs, want[name]) {
+				t.Errorf("crash at call %d: %s holds %v, neither %v nor %v", k, name, offs, before[name], want[name])
+			}
+		}
+	}
+	if len(want[RecoveryPointCheckpointFile]) != 2 {
+		t.Fatalf("the checkpoint wrote recovery points %v", want[RecoveryPointCheckpointFile])
+	}
 }

@@ -15,6 +15,14 @@
 //	<log.dir>/<topic>-<partition>/                 one partition's log
 //	<log.dir>/<topic>-<partition>.<uuid>-delete/   a deleted partition, removed in the background
 //
+// Each checkpoint file is replaced as Kafka replaces it: written to
+// <name>.tmp, fsynced, renamed over <name>, and the log dir fsynced. The
+// Manager replaces its three (recovery points, log start offsets, cleaner
+// offsets) together: the three temporary files fsynced at once, then the
+// renames and one fsync of the dir. A crash leaves each file old or new,
+// not necessarily the three from the same checkpoint (as before, when
+// they were written one after the other).
+//
 // A partition directory holds segments, each named by its base offset (the
 // offset of its first batch) written as 20 decimal digits, zero-padded:
 //
@@ -178,8 +186,8 @@
 // is in manifest.go. Each log's entry is encoded by the close worker that
 // closed it (num.recovery.threads.per.data.dir of them), straight from
 // the log's state; the file is streamed from those entries like the
-// checkpoints are written (temporary file, one fsync, rename, fsync of
-// the dir), then the clean-shutdown marker, which
+// checkpoint files are written (temporary file, fsync, rename, fsync
+// of the dir), then the clean-shutdown marker, which
 // holds the id in hex ("samsa_manifest_id"). The next OpenManager trusts the
 // manifest only when the marker is there and names it: a manifest
 // without the marker (a shutdown that died between them), or with a

@@ -383,7 +383,14 @@ func OpenManager(opts ManagerOptions) (*Manager, error) {
 			}
 			dl.d.loading.Store(len(rest[i]) > 0)
 		}
-		m.logger.Info("loading logs in the background", "logs", len(m.pending), "dirs", len(m.dirs))
+		// logs counts every log found, as the dirs' "loaded log dir" lines
+		// do once loaded (logs plus offline): first were opened above,
+		// background are still to load.
+		found := 0
+		for _, dl := range loads {
+			found += len(dl.jobs)
+		}
+		m.logger.Info("loading logs in the background", "logs", found, "first", found-len(m.pending), "background", len(m.pending), "dirs", len(m.dirs))
 		m.loadWG.Add(1)
 		go m.loadInBackground(loads, rest)
 	}
@@ -686,14 +693,16 @@ func (m *Manager) dropMarker(dl *dirLoad) error {
 	return nil
 }
 
-// logLoaded logs that every log of dl's dir is loaded.
+// logLoaded logs that every log found in dl's dir is loaded: logs counts
+// those found, offline those of them that failed to open (logs created
+// while they loaded are not counted).
 func (m *Manager) logLoaded(dl *dirLoad) {
 	m.mu.Lock()
-	logs, offline := m.perDir[dl.d], dl.offline
+	offline := dl.offline
 	m.fromManifest += dl.fromManif.Load()
 	m.mu.Unlock()
 	threads := max(1, min(m.opts.RecoveryThreads, len(dl.jobs)))
-	m.logger.Info("loaded log dir", "dir", dl.d.path, "logs", logs, "offline", offline, "clean_shutdown", dl.clean,
+	m.logger.Info("loaded log dir", "dir", dl.d.path, "logs", len(dl.jobs), "offline", offline, "clean_shutdown", dl.clean,
 		"from_manifest", dl.fromManif.Load(), "threads", threads, "duration", time.Since(dl.start))
 }
 
@@ -1223,18 +1232,10 @@ func (m *Manager) checkpoint() error {
 		return nil // the files hold what they would be written with
 	}
 	m.mu.Lock()
-	rps := map[*logDir]map[TopicPartition]int64{}
-	lsos := map[*logDir]map[TopicPartition]int64{}
-	cleaned := map[*logDir]map[TopicPartition]int64{}
-	for _, d := range m.dirs {
-		rps[d], lsos[d], cleaned[d] = map[TopicPartition]int64{}, map[TopicPartition]int64{}, map[TopicPartition]int64{}
-	}
+	entries := map[*logDir][]dirCheckpointEntry{}
 	for tp, ml := range m.logs {
-		rps[ml.dir][tp] = ml.log.RecoveryPoint()
-		lsos[ml.dir][tp] = ml.log.LogStartOffset()
-		if off := ml.log.CleanerCheckpoint(); off >= 0 {
-			cleaned[ml.dir][tp] = off
-		}
+		entries[ml.dir] = append(entries[ml.dir], dirCheckpointEntry{tp: tp, recoveryPoint: ml.log.RecoveryPoint(),
+			logStartOffset: ml.log.LogStartOffset(), cleanerOffset: max(-1, ml.log.CleanerCheckpoint())})
 	}
 	m.mu.Unlock()
 	var errs []error
@@ -1251,10 +1252,7 @@ func (m *Manager) checkpoint() error {
 			m.ckptMoved.Store(true)
 			continue
 		}
-		err := errors.Join(
-			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, RecoveryPointCheckpointFile), rps[d]),
-			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, LogStartOffsetCheckpointFile), lsos[d]),
-			WriteOffsetCheckpoint(m.fsys, filepath.Join(d.path, CleanerOffsetCheckpointFile), cleaned[d]))
+		err := writeDirCheckpoints(m.fsys, d.path, entries[d])
 		if err != nil && !errors.Is(err, syscall.ENOSPC) && !outOfDescriptors(err) {
 			// A full disk, or a process out of descriptors (clients
 			// holding every one the limit allows), leaves the last

@@ -34,15 +34,21 @@ func BenchmarkManagerRestart(b *testing.B) {
 //
 //	go test -run '^$' -bench ManagerRestartMany -benchtime 3x -benchmem ./internal/storage
 func BenchmarkManagerRestartMany(b *testing.B) {
-	logs := 20_000
-	if s := os.Getenv("SAMSA_BENCH_LOGS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			b.Fatalf("SAMSA_BENCH_LOGS: %v", err)
-		}
-		logs = n
+	benchmarkManagerRestartLogs(b, true, benchLogs(b, 20_000))
+}
+
+// benchLogs is the count of logs in $SAMSA_BENCH_LOGS, or def.
+func benchLogs(b *testing.B, def int) int {
+	b.Helper()
+	s := os.Getenv("SAMSA_BENCH_LOGS")
+	if s == "" {
+		return def
 	}
-	benchmarkManagerRestartLogs(b, true, logs)
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		b.Fatalf("SAMSA_BENCH_LOGS: %v", err)
+	}
+	return n
 }
 
 func benchmarkManagerRestart(b *testing.B, manifest bool) {
