@@ -1,6 +1,7 @@
 package samsa_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -18,35 +19,31 @@ import (
 	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
 
-// TestStrayLogsAfterKill: a node killed after a DeleteTopics was
-// committed to its metadata log but before its broker deleted the
-// topic's logs restarts with an image that already lacks the topic, so no
-// image change ever names those logs again. The restarted broker deletes
-// them once caught up (Kafka's stray replicas, found by topic id), and a
-// topic created again under the same name serves only its own records.
-// Before, the logs stayed on disk, loaded, and the new topic's partitions
-// were hosted on them: a client read the deleted topic's records under
-// the new topic.
-func TestStrayLogsAfterKill(t *testing.T) {
-	dir := t.TempDir()
+// killDuringDelete makes a node in dir with topic t of 4 partitions
+// holding 100 records, deletes t and kills the node once the deletion is
+// committed to its metadata log but before its broker deleted any of
+// t's logs; with recreate, a topic t of 4 partitions is created again
+// and committed before the kill too. What the node wrote stays on disk
+// (a killed process's writes are in the page cache), nothing after the
+// kill does.
+func killDuringDelete(ctx context.Context, t *testing.T, dir string, recreate bool) {
+	t.Helper()
 	// gate holds the deletion's first file call on the topic's logs;
-	// kill then fails every later change to the disk, as a process
-	// killed there makes none (what it wrote stays, in the page cache).
+	// kill then fails every later change to the disk.
 	gate := errorfs.NewGate(filepath.Join(dir, "t-"))
 	kill := &errorfs.Toggle{Match: errorfs.Match{Kinds: errorfs.OpMutate}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	n, err := samsa.Start(ctx, samsa.Config{Dir: dir, FS: errorfs.Wrap(vfs.Default, gate, kill)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer n.Close() // fails: nothing reaches the disk after the kill
 	cl := newClient(t, n)
 	createTopic(t, cl, "t", 4, nil)
-	old := produceN(t, cl, "t", 100)
-	cl.Close()
+	produceN(t, cl, "t", 100)
+	adm := kadm.NewClient(cl)
 
 	gate.Shut()
-	dresp, err := kadm.NewClient(newClient(t, n)).DeleteTopics(ctx, "t")
+	dresp, err := adm.DeleteTopics(ctx, "t")
 	if err != nil || dresp.Error() != nil {
 		t.Fatalf("delete topic t: %v %v", err, dresp.Error())
 	}
@@ -55,38 +52,34 @@ func TestStrayLogsAfterKill(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the deletion's apply never touched the topic's logs")
 	}
+	if recreate {
+		// The creation commits, but is answered only after the
+		// deletion's apply (held) and its own: not before the kill.
+		committed := samsa.MetadataCommitted(n)
+		cctx, cancel := context.WithCancel(ctx)
+		created := make(chan struct{})
+		go func() {
+			defer close(created)
+			adm.CreateTopic(cctx, 4, 1, nil, "t") // cut short by the kill
+		}()
+		defer func() { cancel(); <-created }()
+		waitFor(t, time.Minute, "the creation committed", func() bool { return samsa.MetadataCommitted(n) > committed })
+	}
 	kill.Set(true)
 	gate.Release()
-	n.Close() // fails: nothing reaches the disk any more
+	cl.Close()
 	for p := range 4 {
 		if _, err := os.Stat(filepath.Join(dir, "t-"+strconv.Itoa(p))); err != nil {
 			t.Fatalf("the kill did not leave the deleted topic's log t-%d: %v", p, err)
 		}
 	}
+}
 
-	n = startConfig(t, samsa.Config{Dir: dir})
-	select {
-	case <-n.Serving():
-	case <-ctx.Done():
-		t.Fatal("the restarted node never served")
-	}
-	for p := range 4 {
-		if _, err := os.Stat(filepath.Join(dir, "t-"+strconv.Itoa(p))); !os.IsNotExist(err) {
-			t.Errorf("log t-%d of the deleted topic is still there after the restart (%v)", p, err)
-		}
-	}
-	ck, err := storage.ReadOffsetCheckpoint(vfs.Default, filepath.Join(dir, storage.RecoveryPointCheckpointFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for tp := range ck {
-		if tp.Topic == "t" {
-			t.Errorf("the recovery-point checkpoint still names the deleted %s", tp)
-		}
-	}
-
-	cl = newClient(t, n)
-	createTopic(t, cl, "t", 4, nil)
+// checkOwnRecords produces 10 records to the topic t of n and checks
+// that t holds those and no other.
+func checkOwnRecords(ctx context.Context, t *testing.T, n *samsa.Node) {
+	t.Helper()
+	cl := newClient(t, n)
 	var recs []*kgo.Record
 	for i := range 10 {
 		recs = append(recs, &kgo.Record{Topic: "t", Value: []byte("new-" + strconv.Itoa(i))})
@@ -101,11 +94,86 @@ func TestStrayLogsAfterKill(t *testing.T) {
 	var total int64
 	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	if total != int64(len(recs)) {
-		t.Errorf("the new topic t holds %d records, produced %d (the deleted one had %d)", total, len(recs), len(old))
+		t.Errorf("the new topic t holds %d records, produced %d (the deleted one had 100)", total, len(recs))
 	}
 	for _, r := range consumeAll(t, n, "t", len(recs)) {
 		if !strings.HasPrefix(string(r.Value), "new-") {
 			t.Fatalf("the new topic t serves a deleted topic's record at %d/%d: %.20q", r.Partition, r.Offset, r.Value)
 		}
 	}
+}
+
+// TestStrayLogsAfterKill: a node killed after a DeleteTopics was
+// committed to its metadata log but before its broker deleted the
+// topic's logs restarts with an image that already lacks the topic, so no
+// image change ever names those logs again. The restarted broker deletes
+// them once caught up (Kafka's stray replicas), with their checkpoint
+// entries, and a topic created again under the same name serves only its
+// own records. Before, the logs stayed on disk, loaded, and the new
+// topic's partitions were hosted on them: a client read the deleted
+// topic's records under the new topic.
+func TestStrayLogsAfterKill(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	killDuringDelete(ctx, t, dir, false)
+
+	n := startConfig(t, samsa.Config{Dir: dir})
+	select {
+	case <-n.Serving():
+	case <-ctx.Done():
+		t.Fatal("the restarted node never served")
+	}
+	for p := range 4 {
+		if _, err := os.Stat(filepath.Join(dir, "t-"+strconv.Itoa(p))); !os.IsNotExist(err) {
+			t.Errorf("log t-%d of the deleted topic is still there after the restart (%v)", p, err)
+		}
+	}
+	for _, name := range []string{storage.RecoveryPointCheckpointFile, storage.LogStartOffsetCheckpointFile} {
+		ck, err := storage.ReadOffsetCheckpoint(vfs.Default, filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tp := range ck {
+			if tp.Topic == "t" {
+				t.Errorf("%s still names the deleted %s", name, tp)
+			}
+		}
+	}
+	createTopic(t, newClient(t, n), "t", 4, nil)
+	checkOwnRecords(ctx, t, n)
+}
+
+// TestStrayLogsRecreatedAfterKill: as TestStrayLogsAfterKill, but the
+// topic was created again under the same name before the kill: the
+// restarted node's image assigns it t, of a new topic id, and its log
+// dir holds the deleted t's logs. It hosts the new t on new, empty logs
+// whose partition.metadata names the new id, never on the deleted
+// topic's records (Kafka tells them apart by the topic id of
+// partition.metadata).
+func TestStrayLogsRecreatedAfterKill(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	killDuringDelete(ctx, t, dir, true)
+
+	n := startConfig(t, samsa.Config{Dir: dir})
+	select {
+	case <-n.Serving():
+	case <-ctx.Done():
+		t.Fatal("the restarted node never served")
+	}
+	tp := samsa.MetadataImage(n).Topic("t")
+	if tp == nil {
+		t.Fatal("the restarted node's image lacks the topic t created again")
+	}
+	waitHosted(t, newClient(t, n), "t", 4)
+	want := storage.EncodePartitionMetadata(tp.ID)
+	for p := range 4 {
+		got, err := os.ReadFile(filepath.Join(dir, "t-"+strconv.Itoa(p), storage.PartitionMetadataFile))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("t-%d: partition.metadata %q (%v), want %q", p, got, err, want)
+		}
+	}
+	checkOwnRecords(ctx, t, n)
 }
