@@ -113,7 +113,7 @@ type Log struct {
 	idMu    sync.Mutex   // guards the fields below; a leaf lock
 	topicID [16]byte     // with idState topicIDKnown
 	idState topicIDState // unread until TopicID or SetTopicID
-	retired        []*segment                   // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
+	retired []*segment   // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
 }
 
 // Dir is the partition directory.

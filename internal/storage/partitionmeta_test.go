@@ -40,7 +40,7 @@ func TestPartitionMetadataFormat(t *testing.T) {
 		{"version: 0\r\ntopic_id: Ogfbplq0u_GAi9aivEFOsw\r\n", true},
 		{"version: 0\rtopic_id: Ogfbplq0u_GAi9aivEFOsw", true},
 		{"version:  3\ntopic_id:\t Ogfbplq0u_GAi9aivEFOsw\nextra\n", true}, // a later version, later lines: read
-		{"version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw==", true},            // Java's decoder takes padding
+		{"version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw==", true},           // Java's decoder takes padding
 		{"", false},
 		{"version: 0", false},
 		{"version: 0\n", false},
