@@ -108,12 +108,12 @@ type Log struct {
 	cleanerOffset  atomic.Int64                 // first dirty offset: below it the cleaner has cleaned; -1 unknown
 	deleteHorizon  atomic.Int64                 // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
 	pendingDeletes []pendingDelete              // files renamed .deleted, removed when due; guarded by mu
+	retired        []*segment                   // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
 
 	// The topic id of partition.metadata (partitionmeta.go).
 	idMu    sync.Mutex   // guards the fields below; a leaf lock
 	topicID [16]byte     // with idState topicIDKnown
 	idState topicIDState // unread until TopicID or SetTopicID
-	retired []*segment   // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
 }
 
 // Dir is the partition directory.

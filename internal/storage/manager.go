@@ -1040,7 +1040,7 @@ func (m *Manager) CreateTopic(tp TopicPartition, topicID [16]byte, cfg Config) (
 		Stats:  m.opts.Stats,
 	})
 	if err == nil && topicID != ([16]byte{}) {
-		if err = l.SetTopicID(topicID); err != nil {
+		if err = l.initTopicID(topicID); err != nil {
 			l.closeDiscarding()
 		}
 	}

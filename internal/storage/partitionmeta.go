@@ -177,3 +177,26 @@ func (l *Log) SetTopicID(id [16]byte) error {
 	l.topicID, l.idState = id, topicIDKnown
 	return nil
 }
+
+// initTopicID writes partition.metadata into the directory of a log
+// just created (CreateTopic): straight to its name, as the file is new (no
+// temporary file and rename; a torn file after a power loss reads as
+// none, see TopicID), with no fsync.
+func (l *Log) initTopicID(id [16]byte) error {
+	l.idMu.Lock()
+	defer l.idMu.Unlock()
+	path := filepath.Join(l.dir, PartitionMetadataFile)
+	f, err := l.fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	_, err = f.Write(EncodePartitionMetadata(id))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("storage: write %s: %w", path, err)
+	}
+	l.topicID, l.idState = id, topicIDKnown
+	return nil
+}
