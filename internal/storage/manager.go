@@ -1160,8 +1160,10 @@ const deleteChunk = 512
 // under one hold of the Manager's lock; then each log dir that renamed one
 // is fsynced once, not once per partition (10,000 deletions were 10,000
 // directory fsyncs in the metadata apply), and one background goroutine
-// removes the renamed directories. Kafka's LogManager.asyncDelete also
-// renames inline and leaves the removal to a later task. A tp whose log is
+// removes the renamed directories; the recovery-point, log-start-offset
+// and cleaner-offset checkpoints are then written without them, once for
+// the batch. Kafka's LogManager.asyncDelete also renames inline,
+// checkpoints the dirs and leaves the removal to a later task. A tp whose log is
 // being created waits for that creation, one still to be loaded in the
 // background for the load. It returns one error per tp, nil
 // when deleted or without a log: ErrClosed, I/O errors of the rename or
