@@ -75,6 +75,21 @@ func killDuringDelete(ctx context.Context, t *testing.T, dir string, recreate bo
 	}
 }
 
+// restartAfterKill is killDuringDelete in a new dir, then a restart of
+// the node there, returned once it serves clients.
+func restartAfterKill(ctx context.Context, t *testing.T, recreate bool) (string, *samsa.Node) {
+	t.Helper()
+	dir := t.TempDir()
+	killDuringDelete(ctx, t, dir, recreate)
+	n := startConfig(t, samsa.Config{Dir: dir})
+	select {
+	case <-n.Serving():
+	case <-ctx.Done():
+		t.Fatal("the restarted node never served")
+	}
+	return dir, n
+}
+
 // checkOwnRecords produces 10 records to the topic t of n and checks
 // that t holds those and no other.
 func checkOwnRecords(ctx context.Context, t *testing.T, n *samsa.Node) {
@@ -113,17 +128,9 @@ func checkOwnRecords(ctx context.Context, t *testing.T, n *samsa.Node) {
 // topic's partitions were hosted on them: a client read the deleted
 // topic's records under the new topic.
 func TestStrayLogsAfterKill(t *testing.T) {
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	killDuringDelete(ctx, t, dir, false)
-
-	n := startConfig(t, samsa.Config{Dir: dir})
-	select {
-	case <-n.Serving():
-	case <-ctx.Done():
-		t.Fatal("the restarted node never served")
-	}
+	dir, n := restartAfterKill(ctx, t, false)
 	for p := range 4 {
 		if _, err := os.Stat(filepath.Join(dir, "t-"+strconv.Itoa(p))); !os.IsNotExist(err) {
 			t.Errorf("log t-%d of the deleted topic is still there after the restart (%v)", p, err)
@@ -152,17 +159,9 @@ func TestStrayLogsAfterKill(t *testing.T) {
 // topic's records (Kafka tells them apart by the topic id of
 // partition.metadata).
 func TestStrayLogsRecreatedAfterKill(t *testing.T) {
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	killDuringDelete(ctx, t, dir, true)
-
-	n := startConfig(t, samsa.Config{Dir: dir})
-	select {
-	case <-n.Serving():
-	case <-ctx.Done():
-		t.Fatal("the restarted node never served")
-	}
+	dir, n := restartAfterKill(ctx, t, true)
 	tp := samsa.MetadataImage(n).Topic("t")
 	if tp == nil {
 		t.Fatal("the restarted node's image lacks the topic t created again")
