@@ -1,6 +1,7 @@
 package samsa
 
 import (
+	"context"
 	"sync"
 
 	"github.com/samsahq/samsa/internal/metadata"
@@ -60,4 +61,11 @@ func HoldMetadataApply(n *Node, cond func(*metadata.Image) bool) (held <-chan st
 		})
 	})
 	return h, func() { once.Do(func() { close(r) }) }
+}
+
+// MetadataCommitted is the committed end of single node n's metadata log
+// (its high-watermark): the records below it are in the log, fsynced.
+func MetadataCommitted(n *Node) int64 {
+	info, _ := n.local.Describe(context.Background()) // never fails
+	return info.HighWatermark
 }

@@ -48,6 +48,11 @@ func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error
 		}
 		return fmt.Errorf("catching up with the metadata log to broker epoch %d and the bootstrap records: %w", epoch, err)
 	}
+	// Caught up: what the image does not assign this broker was deleted
+	// or moved away, not yet to be learned of (a voter may replay fewer
+	// committed records after a crash until the quorum's leader tells it
+	// the rest).
+	b.ctrl.Exclusive(b.removeStrayReplicas)
 	b.wg.Add(2)
 	go b.heartbeats()
 	go b.expireSessions()

@@ -210,6 +210,16 @@ func (c *Controller) OnImage(fn func(old, next *metadata.Image)) {
 	fn(nil, c.image.Load())
 }
 
+// Exclusive calls fn with the image every OnImage listener has applied
+// last, as a listener would be: no listener runs until fn returns, so fn
+// may change what they maintain (this node's broker removing the logs
+// that image no longer assigns it). fn must not call OnImage.
+func (c *Controller) Exclusive(fn func(im *metadata.Image)) {
+	c.lisMu.Lock()
+	defer c.lisMu.Unlock()
+	fn(c.image.Load())
+}
+
 // WaitImage waits until cond holds for the committed image or ctx ends;
 // it reports whether cond held. The OnImage listeners (this node's
 // broker) may not have applied that image yet: see WaitApplied.

@@ -75,7 +75,9 @@ func (m *Manager) ApplyBatch(items []ApplyItem) []error {
 
 // deferLocked reports whether it waits for a creator: its partition is
 // pending already (the state is updated to it), or neither hosted nor
-// with a log on disk, loaded or offline (it is queued).
+// with a log on disk, loaded or offline, of its topic id (it is queued; a
+// log known to be of another topic id is replaced by the creator, see
+// storage.Manager.CreateTopic).
 func (m *Manager) deferLocked(it *ApplyItem) bool {
 	if pl := m.pending[it.TopicPartition]; pl != nil {
 		pl.item = *it
@@ -83,7 +85,10 @@ func (m *Manager) deferLocked(it *ApplyItem) bool {
 		return true
 	}
 	stp := storage.TopicPartition{Topic: it.Topic, Partition: it.Partition}
-	if m.parts[it.TopicPartition] != nil || m.logs.Get(stp) != nil {
+	if m.parts[it.TopicPartition] != nil {
+		return false
+	}
+	if l := m.logs.Get(stp); l != nil && !otherTopic(l, it.TopicID) {
 		return false
 	}
 	if m.logs.Offline(stp) != nil {
@@ -116,7 +121,7 @@ func (m *Manager) signalCreators() {
 // creator creates the logs of pending partitions until Close.
 func (m *Manager) creator() {
 	for {
-		tp, cfg, ok := m.nextPending()
+		tp, id, cfg, ok := m.nextPending()
 		if !ok {
 			select {
 			case <-m.ctx.Done():
@@ -125,13 +130,13 @@ func (m *Manager) creator() {
 			}
 			continue
 		}
-		m.create(tp, cfg)
+		m.create(tp, id, cfg)
 	}
 }
 
 // nextPending takes the next partition of the queue whose log is still
 // wanted and marks it creating.
-func (m *Manager) nextPending() (TopicPartition, LogConfig, bool) {
+func (m *Manager) nextPending() (TopicPartition, [16]byte, LogConfig, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for len(m.createQ) > 0 && m.ctx.Err() == nil {
@@ -148,16 +153,16 @@ func (m *Manager) nextPending() (TopicPartition, LogConfig, bool) {
 			continue // removed before its turn, or queued twice
 		}
 		pl.creating = true
-		return tp, pl.item.Config, true
+		return tp, pl.item.TopicID, pl.item.Config, true
 	}
-	return TopicPartition{}, LogConfig{}, false
+	return TopicPartition{}, [16]byte{}, LogConfig{}, false
 }
 
-// create makes tp's log and hosts the partition at its latest pending
+// create makes tp's log, of topic id, and hosts the partition at its latest pending
 // state, or deletes the log when the partition was removed meanwhile.
-func (m *Manager) create(tp TopicPartition, cfg LogConfig) {
+func (m *Manager) create(tp TopicPartition, id [16]byte, cfg LogConfig) {
 	stp := storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
-	_, err := m.logs.Create(stp, cfg.Storage)
+	_, err := m.logs.CreateTopic(stp, id, cfg.Storage)
 	m.mu.Lock()
 	pl := m.pending[tp]
 	delete(m.pending, tp)

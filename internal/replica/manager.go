@@ -192,9 +192,12 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 	}
 	stp := storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 	log := m.logs.Get(stp)
+	if log != nil && otherTopic(log, topicID) {
+		log = nil // the log of a deleted topic of the same name: CreateTopic replaces it
+	}
 	if log == nil {
 		var err error
-		if log, err = m.logs.Create(stp, cfg.Storage); err != nil {
+		if log, err = m.logs.CreateTopic(stp, topicID, cfg.Storage); err != nil {
 			return nil, err
 		}
 	} else {
@@ -206,6 +209,15 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 	p.setHW(min(m.checkpointedHWLocked(log, tp), log.LogEndOffset()))
 	m.parts[tp] = p
 	return p, nil
+}
+
+// otherTopic reports whether log is known, without I/O, to belong to a
+// topic other than topicID (its partition.metadata; a log loaded at
+// start has not read it: the broker's stray check does, see
+// storage.Log.KnownTopicID).
+func otherTopic(log *storage.Log, topicID [16]byte) bool {
+	had, ok := log.KnownTopicID()
+	return ok && topicID != ([16]byte{}) && had != topicID
 }
 
 // Apply makes this broker lead or follow tp as st says, opening the log
@@ -319,8 +331,10 @@ func (m *Manager) removeLocked(tp TopicPartition) (*Partition, bool) {
 	p := m.parts[tp]
 	delete(m.parts, tp)
 	delete(m.offline, tp)
+	// The checkpoint may still name it (hosted, or a log loaded at start
+	// and never hosted).
+	m.hwMoved.Store(true)
 	if p != nil {
-		m.hwMoved.Store(true) // the checkpoint still names it
 		m.removeFromFetchersLocked(p)
 		p.leader.Store(false)
 		m.opts.Topics.Release(p.Stats)

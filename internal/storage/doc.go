@@ -13,6 +13,7 @@
 //	<log.dir>/.samsa_log_manifest                  present after a clean shutdown: every log of the dir as closed (Samsa's, see below)
 //	<log.dir>/.lock                                locked (fcntl OFD write lock) while a Manager holds the dir; the holder's pid in decimal
 //	<log.dir>/<topic>-<partition>/                 one partition's log
+//	<log.dir>/<topic>-<partition>/partition.metadata  the topic id the log belongs to (see below)
 //	<log.dir>/<topic>-<partition>.<uuid>-delete/   a deleted partition, removed in the background
 //
 // Each checkpoint file is replaced as Kafka replaces it: written to
@@ -144,6 +145,28 @@
 // wall time from its last append, or from the last Open: Kafka counts from
 // the batch's max timestamp, which clients set).
 //
+// # partition.metadata
+//
+// Kafka's file (PartitionMetadataFile, KIP-516) naming the topic id a
+// partition's log belongs to, so that the log of a deleted topic is never
+// taken for the log of a topic created again under the same name. Text,
+// two lines, no newline after the second:
+//
+//	version: 0
+//	topic_id: Ogfbplq0u_GAi9aivEFOsw   the 16-byte topic id, URL-safe base64 without padding
+//
+// Manager.CreateTopic writes it into a new log's directory with the log's
+// first segment, straight to its name and without an fsync (the log dir's
+// syncfs at a clean shutdown makes it durable); Log.SetTopicID replaces
+// it (temporary file, rename, no fsync) for a log that had none, as an
+// older Samsa's logs have. A log reads it on first use (Log.TopicID), not
+// when loaded: a missing, empty or torn file (a power loss after its
+// creation) reads as no topic id, and the log takes the id of the topic
+// that hosts it. CreateTopic deletes an existing log of another topic id
+// and makes a new one; the broker deletes, once caught up with the
+// metadata after a start, every log its image does not assign it or whose
+// topic id is not its topic's (broker.removeStrayReplicas).
+//
 // # Checkpoint files
 //
 // Text, one item a line, lines ending in "\n":
@@ -154,7 +177,12 @@
 //	other 3 0
 //
 // They are replaced atomically: written to <name>.tmp, fsynced, renamed
-// over <name>, and the directory fsynced.
+// over <name>, and the directory fsynced. Besides every
+// log.flush.offset.checkpoint.interval.ms (when an offset moved or a log
+// came or went) and at a clean shutdown, the Manager writes the
+// recovery-point, log-start-offset and cleaner-offset checkpoints after
+// each DeleteBatch (Kafka's asyncDelete), so that a partition created
+// again under the same name never loads with the deleted one's offsets.
 //
 // # Recovery
 //
@@ -246,4 +274,5 @@
 // finish on the old files. Flushes of a log run one at a time through its
 // flush gate (flush.go), which appends waiting for an fsync share. Lock
 // order: the flush gate, Log.mu, segment.rw, index.mu, FileCache.mu.
+// Log.idMu (the topic id) is a leaf taken alone.
 package storage

@@ -65,11 +65,12 @@ func TestWriteCorpus(t *testing.T) {
 		t.Skip("run with -update-corpus to rewrite testdata/fuzz")
 	}
 	for target, seeds := range map[string][][]byte{
-		"FuzzDecodeOffsetIndex":      indexSeeds(),
-		"FuzzDecodeTimeIndex":        timeIndexSeeds(),
-		"FuzzDecodeOffsetCheckpoint": checkpointSeeds(),
-		"FuzzDecodeMetaProperties":   metaSeeds(),
-		"FuzzRecoverSegment":         segmentSeeds(t),
+		"FuzzDecodeOffsetIndex":       indexSeeds(),
+		"FuzzDecodeTimeIndex":         timeIndexSeeds(),
+		"FuzzDecodeOffsetCheckpoint":  checkpointSeeds(),
+		"FuzzDecodeMetaProperties":    metaSeeds(),
+		"FuzzRecoverSegment":          segmentSeeds(t),
+		"FuzzDecodePartitionMetadata": partitionMetadataSeeds(),
 	} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if err := os.MkdirAll(dir, 0o755); err != nil {

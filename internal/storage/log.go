@@ -109,6 +109,11 @@ type Log struct {
 	deleteHorizon  atomic.Int64                 // earliest delete horizon of kept tombstones and markers, ms; MaxInt64 none; horizonUnknown until looked for after Open
 	pendingDeletes []pendingDelete              // files renamed .deleted, removed when due; guarded by mu
 	retired        []*segment                   // deleted or replaced segments still being read when they went, closed later (closeRetired); guarded by mu
+
+	// The topic id of partition.metadata (partitionmeta.go).
+	idMu    sync.Mutex   // guards the fields below; a leaf lock
+	topicID [16]byte     // with idState topicIDKnown
+	idState topicIDState // unread until TopicID or SetTopicID
 }
 
 // Dir is the partition directory.

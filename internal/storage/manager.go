@@ -3,6 +3,7 @@ package storage
 import (
 	"bufio"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -984,6 +985,25 @@ func (m *Manager) appendLogs(buf []*Log) []*Log {
 // waits for that creation. Errors: ErrInvalidPartition, ErrClosed, a
 // Config.Validate error, I/O errors.
 func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
+	return m.CreateTopic(tp, [16]byte{}, cfg)
+}
+
+// CreateTopic is Create for a partition of the topic whose id is topicID
+// (KIP-516): a new log gets a partition.metadata naming it, written with
+// its other files (no fsync: see Log.SetTopicID). An existing log of tp
+// that names another topic id is the log of a deleted topic of the same
+// name (a deletion whose apply a crash cut short): it is deleted first
+// (as Delete does) and a new, empty log created, as Kafka never hosts a
+// partition on a log of another topic id. An existing log without a
+// topic id (an older data dir) takes topicID. A zero topicID is Create:
+// no file is written and no id checked. Errors: Create's, and I/O errors
+// of reading or writing partition.metadata, of the deletion.
+func (m *Manager) CreateTopic(tp TopicPartition, topicID [16]byte, cfg Config) (*Log, error) {
+	if topicID != ([16]byte{}) {
+		if err := m.replaceOtherTopic(tp, topicID); err != nil {
+			return nil, err
+		}
+	}
 	if err := ValidTopic(tp.Topic); err != nil || tp.Partition < 0 {
 		return nil, fmt.Errorf("%w: %q %d", ErrInvalidPartition, tp.Topic, tp.Partition)
 	}
@@ -1028,6 +1048,11 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 		Files:  m.files,
 		Stats:  m.opts.Stats,
 	})
+	if err == nil && topicID != ([16]byte{}) {
+		if err = l.initTopicID(topicID); err != nil {
+			l.closeDiscarding()
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.creating, tp)
@@ -1053,6 +1078,28 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 	m.logs[tp] = &managedLog{log: l, dir: d}
 	m.logger.Info("created log", "topic", tp.Topic, "partition", tp.Partition, "dir", dir)
 	return l, nil
+}
+
+// replaceOtherTopic deletes the log of tp when its partition.metadata
+// names a topic id other than id, and gives a log without one id.
+func (m *Manager) replaceOtherTopic(tp TopicPartition, id [16]byte) error {
+	l := m.Get(tp)
+	if l == nil {
+		return nil
+	}
+	had, ok, err := l.TopicID()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return l.SetTopicID(id)
+	}
+	if had == id {
+		return nil
+	}
+	m.logger.Warn("deleting the log of another topic of the same name (a deleted topic's)", "topic", tp.Topic, "partition", tp.Partition,
+		"log_topic_id", base64.RawURLEncoding.EncodeToString(had[:]), "topic_id", base64.RawURLEncoding.EncodeToString(id[:]))
+	return m.DeleteBatch([]TopicPartition{tp})[0]
 }
 
 // awaitCreationLocked waits, releasing m.mu meanwhile, until no Create of
@@ -1122,8 +1169,10 @@ const deleteChunk = 512
 // under one hold of the Manager's lock; then each log dir that renamed one
 // is fsynced once, not once per partition (10,000 deletions were 10,000
 // directory fsyncs in the metadata apply), and one background goroutine
-// removes the renamed directories. Kafka's LogManager.asyncDelete also
-// renames inline and leaves the removal to a later task. A tp whose log is
+// removes the renamed directories; the recovery-point, log-start-offset
+// and cleaner-offset checkpoints are then written without them, once for
+// the batch. Kafka's LogManager.asyncDelete also renames inline,
+// checkpoints the dirs and leaves the removal to a later task. A tp whose log is
 // being created waits for that creation, one still to be loaded in the
 // background for the load. It returns one error per tp, nil
 // when deleted or without a log: ErrClosed, I/O errors of the rename or
@@ -1156,12 +1205,24 @@ func (m *Manager) DeleteBatch(tps []TopicPartition) []error {
 		}
 	}
 	m.mu.Lock()
-	if len(renamed) > 0 && !m.closed {
+	closed := m.closed
+	if len(renamed) > 0 && !closed {
 		// Else Close may be waiting for the removals already: the
 		// next start removes these directories.
 		m.removeInBackground(renamed)
 	}
 	m.mu.Unlock()
+	if len(renamed) > 0 && !closed {
+		// The checkpoints drop the deleted partitions now, not at the
+		// next interval: a partition of the same name created again
+		// and a crash before that would load the new log with the
+		// deleted one's recovery point and log start offset. Kafka's
+		// LogManager.asyncDelete checkpoints the dirs likewise. A
+		// failure is the periodic checkpoint's to retry.
+		if err := m.checkpoint(); err != nil {
+			m.logger.Warn("writing the checkpoints after deleting partitions failed", "err", err)
+		}
+	}
 	return errs
 }
 

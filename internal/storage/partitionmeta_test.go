@@ -1,0 +1,191 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var testTopicID = [16]byte{0x3a, 0x07, 0xdb, 0xa6, 0x5a, 0xb4, 0xbb, 0xf1, 0x80, 0x8b, 0xd6, 0xa2, 0xbc, 0x41, 0x4e, 0xb3}
+
+// partitionMetadataSeeds are files as Kafka writes them, and variants.
+func partitionMetadataSeeds() [][]byte {
+	return [][]byte{
+		EncodePartitionMetadata(testTopicID),
+		[]byte("version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw\n"),
+		[]byte("version: 1\r\ntopic_id:\tOgfbplq0u_GAi9aivEFOsw==\r\nmore: lines\n"),
+		[]byte("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA"),
+		[]byte("version:0\ntopic_id: x"),
+		{},
+	}
+}
+
+// TestPartitionMetadataFormat: Kafka's form of partition.metadata
+// (PartitionMetadata.encode: no newline at the end) and what its reader
+// takes and refuses.
+func TestPartitionMetadataFormat(t *testing.T) {
+	if got, want := string(EncodePartitionMetadata(testTopicID)), "version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw"; got != want {
+		t.Fatalf("encoded %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw", true},
+		{"version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw\n", true},
+		{"version: 0\r\ntopic_id: Ogfbplq0u_GAi9aivEFOsw\r\n", true},
+		{"version: 0\rtopic_id: Ogfbplq0u_GAi9aivEFOsw", true},
+		{"version:  3\ntopic_id:\t Ogfbplq0u_GAi9aivEFOsw\nextra\n", true}, // a later version, later lines: read
+		{"version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw==", true},           // Java's decoder takes padding
+		{"", false},
+		{"version: 0", false},
+		{"version: 0\n", false},
+		{"\nversion: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw", false},
+		{"version:0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw", false}, // no blank after the colon
+		{"version: -1\ntopic_id: Ogfbplq0u_GAi9aivEFOsw", false},
+		{"version: x\ntopic_id: Ogfbplq0u_GAi9aivEFOsw", false},
+		{"topic_id: Ogfbplq0u_GAi9aivEFOsw\nversion: 0", false},
+		{"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", false}, // the zero id
+		{"version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFO", false},
+		{"version: 0\ntopic_id: Ogfbplq0u_GAi9aivEFOsw ", false},
+		{"version: 0\ntopic_id: Ogfbplq0u+GAi9aivEFOsw", false}, // not URL-safe
+	} {
+		id, err := DecodePartitionMetadata([]byte(tc.in))
+		switch {
+		case tc.ok && (err != nil || id != testTopicID):
+			t.Errorf("%q: %x, %v", tc.in, id, err)
+		case !tc.ok && !errors.Is(err, ErrCorruptPartitionMetadata):
+			t.Errorf("%q: %x, %v; want ErrCorruptPartitionMetadata", tc.in, id, err)
+		}
+	}
+}
+
+func FuzzDecodePartitionMetadata(f *testing.F) {
+	for _, s := range partitionMetadataSeeds() {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, err := DecodePartitionMetadata(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorruptPartitionMetadata) {
+				t.Fatalf("error %v does not wrap ErrCorruptPartitionMetadata", err)
+			}
+			return
+		}
+		again, err := DecodePartitionMetadata(EncodePartitionMetadata(id))
+		if err != nil || again != id {
+			t.Fatalf("round trip: %x %v, want %x", again, err, id)
+		}
+	})
+}
+
+// TestCreateTopicPartitionMetadata: CreateTopic writes partition.metadata
+// with the new log; an existing log of another topic id (a deleted topic
+// of the same name) is deleted and a new, empty one made; a log without
+// the file (an older data dir) takes the id; Create writes none.
+func TestCreateTopicPartitionMetadata(t *testing.T) {
+	dir := t.TempDir()
+	opts := ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "c"}
+	m, err := OpenManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, plain := TopicPartition{"t", 0}, TopicPartition{"plain", 0}
+	l, err := m.CreateTopic(tp, testTopicID, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, &appended{}, 5, 0)
+	if again, err := m.CreateTopic(tp, testTopicID, Config{}); err != nil || again != l {
+		t.Fatalf("CreateTopic of an existing log of the same id: %v, another log %v", err, again != l)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "t-0", PartitionMetadataFile)); err != nil || !bytes.Equal(got, EncodePartitionMetadata(testTopicID)) {
+		t.Fatalf("partition.metadata %q, %v", got, err)
+	}
+	if _, err := m.Create(plain, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "plain-0", PartitionMetadataFile)); !os.IsNotExist(err) {
+		t.Fatalf("Create without an id wrote partition.metadata: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reopened: the logs have not read their files yet.
+	m, err = OpenManager(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, ok := m.Get(tp).KnownTopicID(); ok {
+		t.Fatal("a loaded log knows its topic id before reading partition.metadata")
+	}
+	other := testTopicID
+	other[0]++
+	l, err = m.CreateTopic(tp, other, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatalf("CreateTopic of another topic id hosts the old log: log end offset %d", l.LogEndOffset())
+	}
+	if id, ok, err := l.TopicID(); err != nil || !ok || id != other {
+		t.Fatalf("new log's topic id %x %v %v", id, ok, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "t-0", PartitionMetadataFile)); err != nil || !bytes.Equal(got, EncodePartitionMetadata(other)) {
+		t.Fatalf("partition.metadata %q, %v", got, err)
+	}
+	pl := m.Get(plain)
+	if again, err := m.CreateTopic(plain, other, Config{}); err != nil || again != pl {
+		t.Fatalf("CreateTopic of a log without partition.metadata: %v, another log %v", err, again != pl)
+	}
+	if id, ok, err := pl.TopicID(); err != nil || !ok || id != other {
+		t.Fatalf("adopted topic id %x %v %v", id, ok, err)
+	}
+}
+
+// TestDeleteCheckpoints: DeleteBatch drops the deleted partitions from
+// the recovery-point and log-start-offset checkpoints at once (Kafka's
+// asyncDelete): a partition of the same name created again, then a crash
+// before the next periodic checkpoint, would otherwise load the new log
+// with the deleted one's offsets.
+func TestDeleteCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "c", CheckpointInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for p := range int32(3) {
+		l, err := m.Create(TopicPartition{"t", p}, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, &appended{}, 3, 0)
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range m.DeleteBatch([]TopicPartition{{"t", 0}, {"t", 2}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{RecoveryPointCheckpointFile, LogStartOffsetCheckpointFile} {
+		ck, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ck[TopicPartition{"t", 1}]; !ok || len(ck) != 1 {
+			t.Errorf("%s after deleting t-0 and t-2: %v", name, fmt.Sprint(ck))
+		}
+	}
+}
