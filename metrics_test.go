@@ -239,7 +239,7 @@ type promServer struct {
 }
 
 // startPrometheus runs prometheus on a free loopback port with its data in
-// a temporary directory, scraping every node of c each second.
+// a temporary directory, scraping every node of c every 3 seconds.
 func startPrometheus(t *testing.T, bin string, c *samsa.Cluster) *promServer {
 	t.Helper()
 	dir := t.TempDir()
@@ -255,9 +255,13 @@ func startPrometheus(t *testing.T, bin string, c *samsa.Cluster) *promServer {
 	for _, id := range c.Brokers() {
 		targets = append(targets, strconv.Quote(c.HTTPAddr(id)))
 	}
+	// A scrape of a node of this test process (three nodes, -race) took
+	// 0.3-1.3 s at load 25 on 2 cores: with a 900 ms scrape_timeout the
+	// targets went down for the test's whole minute (and the abandoned
+	// scrapes, which the node still finishes, filled MaxScrapes: 503).
 	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 900ms
+  scrape_interval: 3s
+  scrape_timeout: 3s
   evaluation_interval: 1s
 rule_files: [%q]
 scrape_configs:
@@ -317,13 +321,58 @@ func (p *promServer) query(expr string) (float64, bool) {
 }
 
 // waitValue waits until expr has a value for which ok holds. Prometheus is
-// another process that scrapes every second: its state is polled.
+// another process that scrapes every second: its state is polled. On a
+// timeout it reports the last value and each target's last scrape.
 func (p *promServer) waitValue(t *testing.T, expr string, ok func(float64) bool) {
 	t.Helper()
-	testutil.WaitFor(t, time.Minute, expr, func() bool {
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
 		v, got := p.query(expr)
-		return got && ok(v)
-	})
+		if got && ok(v) {
+			return
+		}
+		select {
+		case <-deadline.C:
+			last := "no single value"
+			if got {
+				last = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			t.Fatalf("timed out after %v waiting for %s: last %s; targets:%s", time.Minute, expr, last, p.targets())
+		case <-tick.C:
+		}
+	}
+}
+
+// targets describes Prometheus's last scrape of each target: health,
+// duration and error.
+func (p *promServer) targets() string {
+	resp, err := http.Get(p.url + "/api/v1/targets")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			ActiveTargets []struct {
+				ScrapeURL          string
+				Health             string
+				LastError          string
+				LastScrape         string
+				LastScrapeDuration float64
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, tg := range r.Data.ActiveTargets {
+		fmt.Fprintf(&b, "\n  %s %s at %s in %.3fs %q", tg.ScrapeURL, tg.Health, tg.LastScrape, tg.LastScrapeDuration, tg.LastError)
+	}
+	return b.String()
 }
 
 // waitSeries waits until expr returns at least one series.

@@ -106,10 +106,22 @@ func produceAcked(t *testing.T, addr, topic, value string) bool {
 	}
 	defer cl.Close()
 	// A halting node may hold the request unanswered until it exits:
-	// not acknowledged either way.
+	// not acknowledged either way. The wait is bounded here, not by the
+	// client: franz-go checks a buffered record's context and delivery
+	// timeout when it sends it or loads metadata; with the node gone and
+	// the record not in any produce request it did neither (ProduceSync
+	// hung 45 min in TestHaltExitsOne at load 25, no produce goroutine
+	// in the dump). Close fails the record.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return cl.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).FirstErr() == nil
+	acked := make(chan error, 1)
+	cl.Produce(ctx, &kgo.Record{Value: []byte(value)}, func(_ *kgo.Record, err error) { acked <- err })
+	select {
+	case err := <-acked:
+		return err == nil
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // readValues reads partition 0 of topic to its high-watermark.

@@ -169,14 +169,12 @@ func (b *browser) shot(name string, docs bool) {
 	}
 }
 
-var (
-	artifactsOnce sync.Once
-	artifactsDir  string
-)
-
+// artifacts is where t's screenshots go when SAMSA_ARTIFACTS is not set:
+// a directory of t's own, removed when t ends. (One directory made by the
+// first subtest and shared was removed at that subtest's end, made again
+// by the next screenshot's MkdirAll and then left in /tmp.)
 func artifacts(t *testing.T) string {
-	artifactsOnce.Do(func() { artifactsDir = t.TempDir() })
-	return artifactsDir
+	return t.TempDir()
 }
 
 // noOverflow checks that the page body is no wider than the viewport at
