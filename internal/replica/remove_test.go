@@ -81,9 +81,10 @@ func TestRemoveBatchSyncsOnce(t *testing.T) {
 	}
 	// One fsync of the log dir for the renames, then the checkpoints
 	// written without the partitions (storage.Manager.DeleteBatch, as
-	// Kafka's asyncDelete): three files, each fsynced, and the dir after
-	// each rename over the old one. None per partition.
-	const want = 1 + 3*2
+	// Kafka's asyncDelete): three files, fsynced together, renamed over
+	// the old ones, and the dir fsynced once after the renames. None per
+	// partition.
+	const want = 1 + 3 + 1
 	if syncs := fsys.syncs.Load() - before; syncs != want {
 		t.Errorf("RemoveBatch of %d partitions made %d fsyncs, want %d (the log dir, the checkpoints)", n, syncs, want)
 	}
