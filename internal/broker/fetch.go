@@ -169,6 +169,7 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	// A partition given to this broker whose log is still being made is
 	// waited for, up to max_wait_ms.
 	b.awaitPending(ctx, deadline, func(add func(string, int32)) {
+		denied := b.fetchDenied(c, req)
 		for _, rt := range req.Topics {
 			if denied[rt.Topic] {
 				continue
