@@ -156,9 +156,9 @@ func (m *Manager) AwaitPending(ctx context.Context, tps []TopicPartition, deadli
 			m.mu.Unlock()
 			continue
 		}
-		cfg := pl.item.Config
+		id, cfg := pl.item.TopicID, pl.item.Config
 		m.mu.Unlock()
-		m.create(tp, cfg)
+		m.create(tp, id, cfg)
 		m.wg.Done()
 	}
 	timer := time.NewTimer(time.Until(deadline))
