@@ -144,7 +144,7 @@ var (
 	descSnapLoads    = prometheus.NewDesc("kafka_server_metadataloader_handleloadsnapshotcount", "Metadata snapshots loaded since the process started (MetadataLoader HandleLoadSnapshotCount).", nil, nil)
 	descRaftLatencyS = prometheus.NewDesc("samsa_raft_commit_seconds_total", "Seconds metadata appends of this node's controller took to commit, in total (divide by samsa_raft_commits_total).", nil, nil)
 	descRaftCommits  = prometheus.NewDesc("samsa_raft_commits_total", "Metadata appends of this node's controller that committed.", nil, nil)
-	descPendingLogs  = prometheus.NewDesc("samsa_replica_pending_log_creations", "Partitions assigned to this broker whose logs its creators have not made yet: not served until then (clients get NOT_LEADER_OR_FOLLOWER).", nil, nil)
+	descPendingLogs  = prometheus.NewDesc("samsa_replica_pending_log_creations", "Partitions assigned to this broker whose logs its creators have not made yet: a Produce or Fetch naming one waits for its log; other requests get NOT_LEADER_OR_FOLLOWER.", nil, nil)
 
 	descCleaner = func() map[string]*prometheus.Desc {
 		out := map[string]*prometheus.Desc{}

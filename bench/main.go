@@ -79,7 +79,7 @@ func run() error {
 	flag.BoolVar(&s.quick, "quick", false, "50,000 records and a 3 s e2e: a smoke test of the script")
 	flag.StringVar(&s.repo, "repo", "..", "the repository root (where cmd/samsa is)")
 	flag.StringVar(&s.out, "out", "", "markdown report to write, its charts and results.json beside it in bench/ (default REPO/docs/BENCHMARKS.md; with -quick TMPDIR/samsa-bench-quick/BENCHMARKS.md)")
-	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp; or replication: Samsa's single node acks=1 and the three-node cluster acks=all")
+	flag.StringVar(&s.only, "only", "", "run only this target: samsa, kfake, blackhole, nats or tcp; or replication: Samsa's single node acks=1 and the three-node cluster acks=all; or many: the many-partitions workload on Samsa and kfake")
 	flag.IntVar(&s.reps, "reps", 2, "runs of each throughput workload (the best is reported)")
 	records := flag.Int("records", 0, "records per throughput workload (default 1,000,000; 50,000 with -quick)")
 	flag.Parse()
@@ -175,7 +175,7 @@ func run() error {
 		add(natsE2E(s))
 	}
 	for _, t := range kafka[:2] {
-		if want(t) {
+		if want(t) || s.only == "many" {
 			add(kafkaManyPartitions(s, t))
 		}
 	}

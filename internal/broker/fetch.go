@@ -166,6 +166,19 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 	}
 	capQuota()
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	// A partition given to this broker whose log is still being made is
+	// waited for, up to max_wait_ms.
+	b.awaitPending(ctx, deadline, func(add func(string, int32)) {
+		denied := b.fetchDenied(c, req)
+		for _, rt := range req.Topics {
+			if denied[rt.Topic] {
+				continue
+			}
+			for _, rp := range rt.Partitions {
+				add(rt.Topic, rp.Partition)
+			}
+		}
+	})
 	var acct fetchAcct
 	defer func() { acct.count(req.ReplicaID >= 0) }()
 	// A fetch short of min_bytes waits in the purgatory of its partitions,

@@ -80,6 +80,18 @@ func handleProduce(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Req
 			}
 		}
 	}
+	// A partition given to this broker whose log is still being made is
+	// waited for, up to the request's timeout.
+	b.awaitPending(ctx, time.Now().Add(time.Duration(req.TimeoutMillis)*time.Millisecond), func(add func(string, int32)) {
+		for _, rt := range req.Topics {
+			if denied[rt.Topic] {
+				continue
+			}
+			for _, rp := range rt.Partitions {
+				add(rt.Topic, rp.Partition)
+			}
+		}
+	})
 	now := time.Now().UnixMilli()
 	type job struct {
 		p       *replica.Partition

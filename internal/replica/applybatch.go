@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/samsahq/samsa/internal/storage"
 )
@@ -29,6 +31,17 @@ type pendingLog struct {
 	item     ApplyItem
 	creating bool // a creator is making the log; Remove leaves it the deletion
 	removed  bool // removed while creating: the creator deletes the new log
+	// done is closed when the partition leaves the pending set (hosted,
+	// offline or removed); made by the first AwaitPending that waits.
+	done chan struct{}
+}
+
+// left closes pl.done, if a waiter made it: pl is out of the pending set.
+// Called with Manager.mu held.
+func (pl *pendingLog) left() {
+	if pl.done != nil {
+		close(pl.done)
+	}
 }
 
 // ApplyBatch is Apply for each item, in order, taking the Manager's lock
@@ -41,9 +54,10 @@ type pendingLog struct {
 // the item says Now): the file system work (a directory, the segment
 // files) goes to Options.CreateWorkers creators, and the partition is led
 // or followed, at the latest state ApplyBatch gave for it, once its log
-// exists; until then Get returns nil (clients get NOT_LEADER_OR_FOLLOWER,
-// retriable, as Kafka's ReplicaManager answers for a partition it does not
-// host yet) and Pending counts it. The metadata listener calls ApplyBatch
+// exists; until then Get returns nil and Pending counts it. Requests
+// naming it wait for its log (AwaitPending) rather than answer
+// NOT_LEADER_OR_FOLLOWER at once: Kafka makes the log while it applies the
+// metadata, so its clients never see the window. The metadata listener calls ApplyBatch
 // for each commit, and a burst of creations (20 topics of 100 partitions)
 // held it for 17-32 s per commit at load 50, during which the next
 // commits, and a new quorum leader's activation as the controller, waited.
@@ -110,6 +124,83 @@ func (m *Manager) Pending() int {
 	return len(m.pending)
 }
 
+// AwaitPending makes the logs of the partitions among tps that are pending
+// exist before deadline where it can, so that a request naming a
+// partition this broker was just given is served instead of answered
+// NOT_LEADER_OR_FOLLOWER: clients back off on that answer and look the
+// metadata up again (franz-go 250 ms doubling to 1 s and more, the Java
+// client retry.backoff.ms), which kept the first records produced to a
+// new topic of 1,000 partitions waiting seconds after its logs were made.
+//
+// It creates on the calling goroutine, in the order of tps, the logs no
+// creator has taken yet (a creation begun finishes past deadline), then
+// waits for those a creator is making. It returns how many of tps were
+// pending when it looked, once none is or at deadline, when ctx is done or
+// when the Manager closes; the caller then looks the partitions up again
+// (Get), and those still missing get the answer they had before.
+// O(len(tps)) under the Manager's lock. Safe for concurrent use.
+func (m *Manager) AwaitPending(ctx context.Context, tps []TopicPartition, deadline time.Time) int {
+	n := 0
+	for _, tp := range tps {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		m.mu.Lock()
+		pl := m.pending[tp]
+		if pl == nil {
+			m.mu.Unlock()
+			continue
+		}
+		n++
+		if pl.creating || !m.claimLocked(pl) {
+			m.mu.Unlock()
+			continue
+		}
+		id, cfg := pl.item.TopicID, pl.item.Config
+		m.mu.Unlock()
+		m.create(tp, id, cfg)
+		m.wg.Done()
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for _, tp := range tps {
+		m.mu.Lock()
+		pl := m.pending[tp]
+		if pl == nil {
+			m.mu.Unlock()
+			continue
+		}
+		if pl.done == nil {
+			pl.done = make(chan struct{})
+		}
+		done := pl.done
+		m.mu.Unlock()
+		select {
+		case <-done:
+		case <-timer.C:
+			return n
+		case <-ctx.Done():
+			return n
+		case <-m.ctx.Done():
+			return n
+		}
+	}
+	return n
+}
+
+// claimLocked marks pl created by the caller, counted in m.wg so that
+// Close waits for it; false once Close has begun.
+func (m *Manager) claimLocked(pl *pendingLog) bool {
+	m.goMu.Lock()
+	defer m.goMu.Unlock()
+	if m.closing {
+		return false
+	}
+	m.wg.Add(1)
+	pl.creating = true
+	return true
+}
+
 // signalCreators wakes a creator without blocking.
 func (m *Manager) signalCreators() {
 	select {
@@ -166,6 +257,11 @@ func (m *Manager) create(tp TopicPartition, id [16]byte, cfg LogConfig) {
 	m.mu.Lock()
 	pl := m.pending[tp]
 	delete(m.pending, tp)
+	if pl != nil {
+		// Waiters wake once the partition is hosted (or not): pl is
+		// out of the pending set, so no one makes pl.done any more.
+		defer pl.left()
+	}
 	switch {
 	case pl == nil:
 		m.mu.Unlock()

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"path/filepath"
@@ -176,5 +177,47 @@ func TestCloseWithPendingCreations(t *testing.T) {
 	}
 	if logs.Get(storage.TopicPartition{Topic: "slow", Partition: 1}) != nil {
 		t.Fatal("slow-1 created after Close")
+	}
+}
+
+// AwaitPending makes the logs no creator has taken on the caller's
+// goroutine and waits for those being made, until its deadline: the one
+// creator here is held on slow-0.
+func TestAwaitPending(t *testing.T) {
+	m, _, g := newGatedManager(t, 1)
+	m.ApplyBatch([]ApplyItem{item("slow", 0, 1, 1, 1), item("slow", 1, 1, 1, 1), item("ok", 0, 1, 1, 2)})
+	if got := <-g.entered; got != "slow-0" {
+		t.Fatalf("first creation %s, want slow-0", got)
+	}
+	ctx := context.Background()
+	slow0, slow1, ok0 := TopicPartition{"slow", 0}, TopicPartition{"slow", 1}, TopicPartition{"ok", 0}
+	// A deadline past: nothing made, nothing waited for.
+	if n := m.AwaitPending(ctx, []TopicPartition{slow1, ok0}, time.Now().Add(-time.Second)); n != 0 || m.Get("ok", 0) != nil {
+		t.Fatalf("past deadline: %d pending seen, ok-0 %v; want 0, not hosted", n, m.Get("ok", 0))
+	}
+	// ok-0 is queued behind the held creator: the caller makes it.
+	if n := m.AwaitPending(ctx, []TopicPartition{ok0}, time.Now().Add(time.Minute)); n != 1 {
+		t.Fatalf("ok-0: %d pending seen, want 1", n)
+	}
+	if p := m.Get("ok", 0); p == nil || !p.IsLeader() || p.TopicID != [16]byte{2} {
+		t.Fatalf("ok-0 after AwaitPending: %+v, want led", p)
+	}
+	// slow-1 is made by the caller, slow-0 waited for.
+	done := make(chan int, 1)
+	go func() { done <- m.AwaitPending(ctx, []TopicPartition{slow0, slow1}, time.Now().Add(time.Minute)) }()
+	if got := <-g.entered; got != "slow-1" {
+		t.Fatalf("the caller made %s, want slow-1", got)
+	}
+	g.release()
+	if n := <-done; n != 2 {
+		t.Fatalf("%d pending seen, want 2", n)
+	}
+	for _, tp := range []TopicPartition{slow0, slow1} {
+		if p := m.Get(tp.Topic, tp.Partition); p == nil || !p.IsLeader() {
+			t.Fatalf("%v after AwaitPending: %+v, want led", tp, p)
+		}
+	}
+	if m.Pending() != 0 {
+		t.Fatalf("%d still pending", m.Pending())
 	}
 }

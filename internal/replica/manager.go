@@ -325,6 +325,7 @@ func (m *Manager) removeLocked(tp TopicPartition) (*Partition, bool) {
 			pl.removed = true
 		} else {
 			delete(m.pending, tp)
+			pl.left()
 		}
 		return nil, false
 	}
