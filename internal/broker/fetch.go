@@ -218,6 +218,12 @@ func handleFetch(ctx context.Context, b *Broker, c *server.Conn, kreq kmsg.Reque
 		var wake <-chan struct{}
 		switch {
 		case sess != nil && sr != nil:
+			// Partitions the session does not watch yet (added by this
+			// fetch, or all after it was dormant) are watched before the
+			// wait, and read again: they may have changed in between.
+			if sr.watchRead(sess) {
+				continue
+			}
 			wake = sr.watch.C()
 		case waiter == nil:
 			waiter = replica.NewWaiter()
@@ -281,6 +287,16 @@ func (sr *sessionReads) next(sess *fetchSession, req *kmsg.FetchRequest) *kmsg.F
 	defer sess.mu.Unlock()
 	sr.at = time.Now()
 	return sess.pendingRequestLocked(sr.incremental, sr.at)
+}
+
+// watchRead registers the session's watch with the partitions the last
+// read found that the session does not watch (fetchSession.watchLocked),
+// so that their changes wake the fetch's wait, and reports whether there
+// were any.
+func (sr *sessionReads) watchRead(sess *fetchSession) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.watchLocked(sr.got)
 }
 
 // served counts the record bytes of a response to a consumer

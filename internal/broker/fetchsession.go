@@ -439,6 +439,33 @@ func (s *fetchSession) settleLocked(reads []sessionRead, readAt time.Time) {
 	s.watch.Fetched(readAt)
 }
 
+// watchLocked registers s's watch with the partitions of reads it holds
+// but does not watch (added to s by the fetch, or every one after s was
+// dormant), so that a fetch waiting on the watch wakes on their changes,
+// and reports whether it registered any: the caller reads them again,
+// for the changes between its read and the watch, and settleLocked then
+// treats them as watched. A closed session registers none. Called with
+// s.mu held.
+func (s *fetchSession) watchLocked(reads []sessionRead) bool {
+	if s.closed {
+		return false
+	}
+	added := false
+	for _, r := range reads {
+		sp := s.parts[r.key]
+		if sp == nil || r.p == nil || r.p == sp.part {
+			continue
+		}
+		if sp.part != nil {
+			sp.part.Unwatch(s.watch)
+		}
+		r.p.Watch(s.watch)
+		sp.part = r.p
+		added = true
+	}
+	return added
+}
+
 // unsentLocked makes s forget what it answered in resp, a response
 // replaced by an empty one before it was sent (a consumer over its
 // quota, throttle.go), as Kafka's throttled response leaves the session
