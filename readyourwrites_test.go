@@ -401,3 +401,66 @@ func incrementalAlter(tb testing.TB, ctx context.Context, br *kgo.Broker, typ km
 		tb.Fatalf("IncrementalAlterConfigs %s %s=%s: %v %+v", resource, name, value, err, resp)
 	}
 }
+
+// TestForwardedWriteAfterLeaderChange: after the active controller
+// stopped cleanly, forwarded writes of versions without tagged fields
+// that write nothing (validate_only, an invalid config) are answered at
+// once by a broker that is not the new active controller. The broker
+// waited until its image reached the quorum's high-watermark less one,
+// which named the new leader's LEADER_CHANGE control batch, counted by no
+// image: each such write waited for its timeout_ms (CreateTopics) or 30 s
+// (AlterConfigs).
+func TestForwardedWriteAfterLeaderChange(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	var ctrl int32
+	waitFor(t, time.Minute, "an active controller", func() bool { ctrl = c.ActiveController(); return ctrl >= 0 })
+	_, adm := clusterClients(t, c)
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, "configured"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StopNode(ctrl); err != nil {
+		t.Fatal(err)
+	}
+	var next int32
+	waitFor(t, time.Minute, "another active controller", func() bool { next = c.ActiveController(); return next >= 0 && next != ctrl })
+	var via int32 = -1
+	for _, id := range c.Brokers() {
+		if id != ctrl && id != next {
+			via = id
+		}
+	}
+	old, _ := clusterClients(t, c, kgo.MaxVersions(kversion.V2_3_0())) // CreateTopics v3, AlterConfigs v1
+	br := old.Broker(int(via))
+	// Far less than the waits before (60 s, 30 s); the answers take
+	// milliseconds.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis, ct.ValidateOnly = 60_000, true
+	tt := kmsg.NewCreateTopicsRequestTopic()
+	tt.Topic, tt.NumPartitions, tt.ReplicationFactor = "validated", 1, 1
+	ct.Topics = append(ct.Topics, tt)
+	cresp, err := ct.RequestWith(ctx, br)
+	if err != nil {
+		t.Fatalf("CreateTopics v%d validate_only via broker %d: %v", ct.Version, via, err)
+	}
+	if code := cresp.Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("CreateTopics validate_only: %v", kerr.ErrorForCode(code))
+	}
+
+	ac := kmsg.NewPtrAlterConfigsRequest()
+	ar := kmsg.NewAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "configured"
+	cfg := kmsg.NewAlterConfigsRequestResourceConfig()
+	cfg.Name, cfg.Value = "retention.ms", kmsg.StringPtr("bogus")
+	ar.Configs = append(ar.Configs, cfg)
+	ac.Resources = append(ac.Resources, ar)
+	aresp, err := ac.RequestWith(ctx, br)
+	if err != nil {
+		t.Fatalf("AlterConfigs v%d of an invalid value via broker %d: %v", ac.Version, via, err)
+	}
+	if code := aresp.Resources[0].ErrorCode; code != kerr.InvalidConfig.Code {
+		t.Fatalf("AlterConfigs of an invalid value: %v, want INVALID_CONFIG", kerr.ErrorForCode(code))
+	}
+}

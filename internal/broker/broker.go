@@ -438,10 +438,11 @@ func (b *Broker) Handle(ctx context.Context, c *server.Conn, req *wire.Request) 
 		} else if err == nil && forwarded[a.key] && !mutations[a.key] {
 			b.awaitLocalApply(ctx)
 		}
-		if err == nil && resp != nil && forwarded[a.key] && b.onControllerListener(c) {
+		if err == nil && resp != nil && (forwarded[a.key] || a.key == kmsg.DescribeQuorum) && b.onControllerListener(c) {
 			// A forwarding broker waits for its image to hold the
 			// write before it answers (forwardcommit.go): the
-			// committed image holds it now.
+			// committed image holds it now. A DescribeQuorum is how
+			// it asks after a write of a version without tags.
 			replyCommitOffset(body, resp, b.ctrl.Image().Offset)
 		}
 	}

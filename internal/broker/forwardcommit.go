@@ -34,9 +34,15 @@ import (
 //     (CreateTopics v0-v4, AlterConfigs v0-v1, IncrementalAlterConfigs v0,
 //     CreateAcls and DeleteAcls v1, AlterClientQuotas v0, ...; librdkafka
 //     sends several), nor do answers of a controller that does not know
-//     the tag: the broker then asks the active controller's quorum its
-//     high-watermark with DescribeQuorum, one more round trip, after the
-//     answer came.
+//     the tag: the broker then asks the active controller with a
+//     DescribeQuorum (flexible in every version) carrying the tag, one
+//     more round trip, after the answer came; the controller listener
+//     answers it with the tag as it answers a write. From a controller
+//     that does not know the tag, the quorum's high-watermark is the
+//     bound instead; it may name a LEADER_CHANGE control batch, which no
+//     image counts (a new quorum leader's first entry, the last one until
+//     the next write): a write answered without records (an error,
+//     validate_only) then waits for its timeout.
 //
 // Topic creations and deletions wait for this broker's committed image
 // (Metadata reads it), the other writes until this broker applied it
@@ -160,23 +166,30 @@ func (b *Broker) takeCommitOffset(resp kmsg.Response) (int64, bool) {
 	return off, true
 }
 
-// quorumCommitted asks the leader of the metadata quorum its
-// high-watermark (DescribeQuorum) and returns the offset of the last
-// committed record: false when it could not be learned before ctx ended.
+// quorumCommitted asks the leader of the metadata quorum (DescribeQuorum
+// with the commit offset tag) the offset of the last record of its
+// committed image, or, from a leader that does not know the tag, of its
+// last committed entry (the high-watermark less one): false when it
+// could not be learned before ctx ended.
 func (b *Broker) quorumCommitted(ctx context.Context) (int64, bool) {
 	req := kmsg.NewPtrDescribeQuorumRequest()
 	rt := kmsg.NewDescribeQuorumRequestTopic()
 	rt.Topic = quorum.MetadataTopic
 	rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
 	req.Topics = append(req.Topics, rt)
+	askCommitOffset(req)
 	resp, err := b.ctrlChan.sendWithin(ctx, req, describeQuorumNotLeader, attemptTimeout)
 	if err != nil {
 		b.logger.Debug("no metadata high-watermark for a forwarded write", "err", err)
 		return 0, false
 	}
+	off, tagged := b.takeCommitOffset(resp)
 	dr := resp.(*kmsg.DescribeQuorumResponse)
 	if dr.ErrorCode != 0 || len(dr.Topics) != 1 || len(dr.Topics[0].Partitions) != 1 || dr.Topics[0].Partitions[0].ErrorCode != 0 {
 		return 0, false
+	}
+	if tagged {
+		return off, true
 	}
 	return dr.Topics[0].Partitions[0].HighWatermark - 1, true
 }
