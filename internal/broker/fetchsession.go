@@ -55,7 +55,11 @@ import (
 // reads everything again when the ACLs or the principal change. Every
 // sessionSweepInterval it reads them all, which bounds any change
 // missed. A session idle for sessionEvictionAge drops its watches
-// (fetchSessions.expire) and reads everything at its next fetch.
+// (fetchSessions.expire) and reads everything at its next fetch. A
+// fetch that waits first watches the partitions it read that its session
+// did not watch (those it added, or all after the session was dormant)
+// and reads them again (fetchSession.watchLocked), so that their changes
+// wake it.
 // Per-partition fetch counts (TotalFetchRequestsPerSec) then count the
 // partitions read.
 
