@@ -329,7 +329,7 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		Dirs:      nc.LogDirs,
 		NodeID:    nc.NodeID,
 		ClusterID: nc.ClusterID,
-		Default:   storage.Config{},
+		Default:   openConfig(nc),
 		// Retention, flush.ms checks and the log cleaner
 		// (log.retention.check.interval.ms, log.flush.scheduler.interval.ms,
 		// log.cleaner.*); topic configs reach each log through the broker.
@@ -829,4 +829,21 @@ func (n *Node) close() error {
 	}
 	n.closeErr = errors.Join(errs...)
 	return n.closeErr
+}
+
+// openConfig is the storage configuration logs found on disk are opened
+// and recovered with, before their topic's configs apply: the broker-level
+// log.index.interval.bytes and log.index.size.max.bytes, so that an index
+// rebuilt at start (a missing or damaged .index) is as dense as the one
+// appends wrote. Topic-level overrides are not known yet (the metadata
+// image loads after the logs); Kafka's KRaft LogManager has them.
+func openConfig(nc *config.Node) storage.Config {
+	var c storage.Config
+	if v, err := config.TopicInt("index.interval.bytes", nc.Topic["index.interval.bytes"]); err == nil {
+		c.IndexIntervalBytes = int32(min(v, math.MaxInt32))
+	}
+	if v, err := config.TopicInt("segment.index.bytes", nc.Topic["segment.index.bytes"]); err == nil {
+		c.SegmentIndexBytes = int32(min(v, math.MaxInt32))
+	}
+	return c
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -34,7 +35,11 @@ func TestKillDuringProduce(t *testing.T) {
 		// Uncompressed: the records are mostly zeros, and the large batches
 		// a loaded machine makes compress 20,000 of them (4.6 MB) into less
 		// than one 256 KiB segment a partition.
-		kgo.ProducerBatchCompression(kgo.NoCompression()))
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		// Small batches: on a loaded machine kgo fills batches up to
+		// 1 MB, and a 256 KiB segment of one batch has no offset index
+		// at all, so there would be nothing to lose and rebuild.
+		kgo.ProducerBatchMaxBytes(32<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +119,15 @@ func TestKillDuringProduce(t *testing.T) {
 	}
 	f.Write([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 2, 1, 2, 3}) // a header promising 256 bytes
 	f.Close()
-	os.Remove(logs[0][:len(logs[0])-len(".log")] + ".index")
+	index0 := logs[0][:len(logs[0])-len(".log")] + ".index"
+	before, err := os.ReadFile(index0)
+	if err != nil || len(before) == 0 {
+		t.Fatalf("the first segment has no offset index to lose (%d bytes): %v", len(before), err)
+	}
+	os.Remove(index0)
 
-	srv2 := proctest.Start(t, dir)
+	// Same configs: the index is rebuilt with the same index.interval.bytes.
+	srv2 := proctest.Start(t, dir, "log.segment.bytes=262144", "log.index.interval.bytes=1024")
 	cl2, err := kgo.NewClient(kgo.SeedBrokers(srv2.Addr), kgo.ConsumeTopics("crash"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -175,8 +186,12 @@ func TestKillDuringProduce(t *testing.T) {
 	// The rebuilt index is written by the clean stop at the latest: the
 	// node opens index files as it needs them (a descriptor cache), so
 	// while it runs the file may not exist yet.
-	if _, err := os.Stat(logs[0][:len(logs[0])-len(".log")] + ".index"); err != nil {
+	if after, err := os.ReadFile(index0); err != nil {
 		t.Errorf("index not rebuilt: %v", err)
+	} else if !bytes.Equal(after, before) {
+		a, _ := storage.DecodeOffsetIndex(after)
+		b, _ := storage.DecodeOffsetIndex(before)
+		t.Errorf("rebuilt index differs: %d bytes, %d before the crash\nafter %v\nbefore %v", len(after), len(before), a, b)
 	}
 }
 
