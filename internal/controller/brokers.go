@@ -440,11 +440,18 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 	// for the other brokers' shutdowns being answered instead
 	// (awaitOtherShutdowns), not for every write before it: when the
 	// other nodes stopping with it have already left, an AlterPartition
-	// queued meanwhile can never commit.
+	// queued meanwhile can never commit. The barrier covers only the
+	// writes posted before it, not the later chunks of a shutdown begun
+	// before it (posted once its first chunk commits): another broker's
+	// shutdown is answered only once no shutdown is moving leaderships
+	// any more (awaitShutdownMoves), or the controller's own node, the
+	// last to stop, is left without a majority for its later chunks.
 	write := c.write
 	switch {
 	case wantShutdown && own:
+		c.shutdownMoves.Add(1)
 		defer func() {
+			c.shutdownMoves.Add(-1)
 			if err == nil {
 				err = c.awaitOtherShutdowns(ctx)
 			}
@@ -453,6 +460,13 @@ func (c *Controller) Heartbeat(ctx context.Context, id int32, epoch int64, wantS
 		write = c.writeBarrier
 		c.otherShutdowns.Add(1)
 		defer c.otherShutdowns.Add(-1)
+		c.shutdownMoves.Add(1)
+		defer func() {
+			c.shutdownMoves.Add(-1)
+			if err == nil {
+				err = c.awaitShutdownMoves(ctx)
+			}
+		}()
 	}
 	offline := len(offlineDirs) > 0 && !wantShutdown
 	stays := false // fenced in controlled shutdown
@@ -902,9 +916,20 @@ func (c *Controller) AwaitPeersShutdown(ctx context.Context, self int32) error {
 // awaitOtherShutdowns waits until no controlled-shutdown heartbeat of
 // another broker is being answered (their moves committed), or ctx ends.
 func (c *Controller) awaitOtherShutdowns(ctx context.Context) error {
+	return awaitZero(ctx, &c.otherShutdowns)
+}
+
+// awaitShutdownMoves waits until no controlled shutdown's moves are being
+// committed (every chunk of each), or ctx ends.
+func (c *Controller) awaitShutdownMoves(ctx context.Context) error {
+	return awaitZero(ctx, &c.shutdownMoves)
+}
+
+// awaitZero polls n every 20 ms until it is zero or ctx ends.
+func awaitZero(ctx context.Context, n *atomic.Int32) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for c.otherShutdowns.Load() > 0 {
+	for n.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

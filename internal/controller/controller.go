@@ -104,9 +104,12 @@ type Controller struct {
 	// otherShutdowns counts the controlled-shutdown heartbeats of other
 	// brokers being answered (Heartbeat).
 	otherShutdowns atomic.Int32
-	unregister     func()
-	closed         atomic.Bool
-	bootstrap      []metadata.Record // written once per cluster (see New)
+	// shutdownMoves counts the controlled-shutdown heartbeats (of any
+	// broker) whose moves are being committed (Heartbeat).
+	shutdownMoves atomic.Int32
+	unregister    func()
+	closed        atomic.Bool
+	bootstrap     []metadata.Record // written once per cluster (see New)
 
 	// UncleanElections counts the leaders this controller chose outside
 	// the ISR (unclean.leader.election.enable, or ElectLeaders UNCLEAN);

@@ -471,3 +471,85 @@ func TestDeposedControllerNotActive(t *testing.T) {
 		t.Fatalf("heartbeat once leading again: %v", err)
 	}
 }
+
+// stepLog holds back, while armed, every append of more than one record
+// (the chunks of a fence): each sends on entered, then waits for a value
+// on release.
+type stepLog struct {
+	quorum.Log
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (l *stepLog) Append(ctx context.Context, recs []metadata.Record) (int64, error) {
+	if l.armed.Load() && len(recs) > 1 {
+		l.entered <- struct{}{}
+		<-l.release
+	}
+	return l.Log.Append(ctx, recs)
+}
+
+// Every node of a cluster stopped at once, the active controller's own
+// broker's controlled shutdown in chunks: another broker whose controlled
+// shutdown has nothing left to move is answered only once every chunk of
+// the controller's own committed. Before, it was answered with the first
+// chunk (its barrier), before the next was posted; its node stopped, and
+// with it the quorum's majority, so the next chunk never committed and
+// the last node waited out its 5 s controlled-shutdown timeout
+// ("controlled shutdown did not finish": 3 nodes of 3,000 partitions
+// stopped together).
+func TestShutdownWaitsForOwnShutdownChunks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sl := &stepLog{entered: make(chan struct{}), release: make(chan struct{})}
+		c, ctx := fenceSetup(t, func(l quorum.Log) quorum.Log { sl.Log = l; return sl }, 3, 3000)
+		epochs := map[int32]int64{}
+		for _, id := range []int32{1, 2, 3} {
+			epochs[id] = c.Image().Broker(id).Epoch
+		}
+		if _, should, err := c.Heartbeat(ctx, 2, epochs[2], true, nil); err != nil || !should {
+			t.Fatalf("broker 2's controlled shutdown: should shut down %v, %v", should, err)
+		}
+		// Broker 1 is the controller's own: its moves out of 3,000 ISRs
+		// take two chunks.
+		sl.armed.Store(true)
+		var wg sync.WaitGroup
+		var ownErr error
+		wg.Go(func() { _, _, ownErr = c.Heartbeat(ctx, 1, epochs[1], true, nil) })
+		<-sl.entered // the first chunk
+		answered := make(chan error, 1)
+		wg.Go(func() {
+			_, should, err := c.Heartbeat(ctx, 3, epochs[3], true, nil)
+			if err == nil && !should {
+				err = errors.New("answered without shouldShutdown")
+			}
+			answered <- err
+		})
+		synctest.Wait()
+		sl.release <- struct{}{}
+		<-sl.entered // the second chunk
+		synctest.Wait()
+		early := false
+		select {
+		case err := <-answered:
+			// Errorf, not Fatalf: the held chunk must go on.
+			t.Errorf("broker 3's controlled shutdown answered (err %v) while a chunk of broker 1's was uncommitted", err)
+			early = true
+		default:
+		}
+		sl.armed.Store(false)
+		sl.release <- struct{}{}
+		if !early {
+			if err := <-answered; err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		if ownErr != nil {
+			t.Fatal(ownErr)
+		}
+		if holds(c.Image(), 1) {
+			t.Fatal("broker 1 still leads or shares an ISR after its controlled shutdown")
+		}
+	})
+}
