@@ -2,6 +2,8 @@ package samsa_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/samsahq/samsa"
 	"github.com/samsahq/samsa/internal/record"
 )
 
@@ -99,6 +102,48 @@ func TestPartitionLimitRefusedUpFront(t *testing.T) {
 	n.Close()
 	n = startNode(t, dir, props)
 	produceN(t, newClient(t, n), "fits", 10)
+}
+
+// TestAutoCreateRefusalsLogOnce: a Metadata request auto-creating
+// thousands of topics past log.partitions.max is answered
+// INVALID_PARTITIONS for each topic that does not fit, and the node logs
+// the refusals of the request as one line. Before, a line each: three
+// requests of 5,000 unknown topics, which any client may send without
+// authentication, wrote 15,000 WARN lines (5 MB) to the node's log.
+func TestAutoCreateRefusalsLogOnce(t *testing.T) {
+	const topics, limit = 2000, 10
+	logs := new(lockedBuffer)
+	n := startConfig(t, samsa.Config{
+		Dir:        t.TempDir(),
+		Properties: map[string]string{"log.partitions.max": fmt.Sprint(limit)},
+		Logger:     slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	cl := newClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	for i := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(fmt.Sprintf("auto-%d", i))
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode == kerr.InvalidPartitions.Code {
+			refused++
+		}
+	}
+	if refused != topics-limit {
+		t.Fatalf("%d of %d topics refused INVALID_PARTITIONS, want %d", refused, topics, topics-limit)
+	}
+	if lines := strings.Count(logs.String(), "auto-creating topic"); lines != 1 {
+		t.Fatalf("%d log lines about the refused auto-creation of %d topics, want 1", lines, refused)
+	}
 }
 
 // TestOfflinePartitionDoesNotStopNode: a partition whose log cannot be

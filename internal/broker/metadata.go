@@ -205,7 +205,9 @@ func clientEndpoint(br *metadata.Broker, listener string) (metadata.Endpoint, bo
 // returns the error codes of the topics the controller refused for a
 // reason retrying cannot change (INVALID_PARTITIONS past
 // log.partitions.max), which Metadata answers for them as Kafka's
-// autoCreateTopics answers its creation errors.
+// autoCreateTopics answers its creation errors. The refusals of one
+// request are logged as one line (the count, the first topic and its
+// error): a Metadata request may name thousands of topics.
 func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic) map[string]int16 {
 	errs, err := b.createTopics(ctx, topics)
 	if err != nil {
@@ -213,6 +215,8 @@ func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic
 		return nil
 	}
 	var refused map[string]int16
+	var first string
+	var firstErr error
 	for i, e := range errs {
 		if e == nil || i >= len(topics) {
 			continue
@@ -221,10 +225,13 @@ func (b *Broker) autoCreate(ctx context.Context, topics []controller.CreateTopic
 		if code == kerr.InvalidPartitions.Code {
 			if refused == nil {
 				refused = map[string]int16{}
+				first, firstErr = topics[i].Name, e
 			}
 			refused[topics[i].Name] = code
-			b.logger.Warn("auto-creating topic refused", "topic", topics[i].Name, "err", e)
 		}
+	}
+	if len(refused) > 0 {
+		b.logger.Warn("auto-creating topics refused", "topics", len(refused), "first", first, "err", firstErr)
 	}
 	return refused
 }
