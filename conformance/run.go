@@ -134,6 +134,9 @@ func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []
 		return nil, err
 	}
 	defer srv.Stop(10 * time.Second)
+	if err := sec.Bound(srv.Logs()); err != nil {
+		return nil, err
+	}
 	v := RunRunner(ctx, *c, time.Minute, "--scenario", "version", "--bootstrap", srv.Addr)
 	if v.Status != Pass {
 		return nil, fmt.Errorf("client %s does not run: %s\n%s", c.ID, v.Detail, v.Output)

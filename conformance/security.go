@@ -6,9 +6,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -36,11 +36,13 @@ const (
 type Security struct {
 	CA, ServerKeystore, ClientCert, ClientKey string
 	// SASLSSLPort and SSLPort are the server's SASL_SSL (SCRAM-SHA-512)
-	// and SSL (client certificate required) listeners' ports.
+	// and SSL (client certificate required) listeners' ports, which the
+	// server picks (Overrides asks for port 0) and Bound reads from its
+	// log; 0 until then.
 	SASLSSLPort, SSLPort int
 }
 
-// NewSecurity writes the PKI under dir and picks two free loopback ports.
+// NewSecurity writes the PKI under dir.
 func NewSecurity(dir string) (*Security, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -76,24 +78,18 @@ func NewSecurity(dir string) (*Security, error) {
 			return nil, err
 		}
 	}
-	for _, p := range []*int{&s.SASLSSLPort, &s.SSLPort} {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		*p = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
 	return s, nil
 }
 
 // Overrides are the server's --override pairs for s: PLAINTEXT (the
 // driver's, ANONYMOUS is a super user), SASL_SSL and SSL listeners, with
-// Kafka's StandardAuthorizer on.
+// Kafka's StandardAuthorizer on. Every listener asks for port 0: a port
+// probed free and closed before the server starts can be taken meanwhile
+// (by any process's outgoing connection on a busy machine), which fails
+// the server's start with "address already in use".
 func (s *Security) Overrides() []string {
 	return []string{
-		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:" + strconv.Itoa(s.SASLSSLPort) +
-			",SSL://127.0.0.1:" + strconv.Itoa(s.SSLPort) + ",CONTROLLER://127.0.0.1:0",
+		"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT",
 		"ssl.keystore.type=PEM",
 		"ssl.keystore.location=" + s.ServerKeystore,
@@ -104,6 +100,31 @@ func (s *Security) Overrides() []string {
 		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 		"super.users=User:ANONYMOUS",
 	}
+}
+
+// listeningRE matches the server's log line for a bound listener (samsa.go:
+// msg=listening listener=NAME addr=HOST:PORT).
+var listeningRE = regexp.MustCompile(`msg=listening .*listener=(\S+) addr=\S+:(\d+)`)
+
+// Bound sets SASLSSLPort and SSLPort from the server's log, which holds
+// its listening lines once it has started (StartServer returned).
+func (s *Security) Bound(logs string) error {
+	for _, m := range listeningRE.FindAllStringSubmatch(logs, -1) {
+		port, err := strconv.Atoi(m[2])
+		if err != nil {
+			return fmt.Errorf("listener %s: port %q: %w", m[1], m[2], err)
+		}
+		switch m[1] {
+		case "SASL_SSL":
+			s.SASLSSLPort = port
+		case "SSL":
+			s.SSLPort = port
+		}
+	}
+	if s.SASLSSLPort == 0 || s.SSLPort == 0 {
+		return fmt.Errorf("the server's log names no SASL_SSL or no SSL listener (ports %d, %d)", s.SASLSSLPort, s.SSLPort)
+	}
+	return nil
 }
 
 // RunnerArgs are the runner flags that connect a client over listener
