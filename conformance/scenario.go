@@ -85,7 +85,12 @@ var Scenarios = []Scenario{
 	produceScenario("zstd"),
 	{ID: "list-offsets-time", Title: "ListOffsets by timestamp, earliest and latest over 10 records with CreateTime 1s apart",
 		Runner: "list-offsets-time", Needs: []kmsg.Key{kmsg.Metadata, kmsg.ListOffsets}, Partitions: 1,
-		Setup: setupTimestamps},
+		// The records' CreateTime is in 2023, past the default
+		// retention.ms (7 days): the broker's first retention check
+		// (log.retention.check.interval.ms, 5 min after its start) would
+		// delete them all, as Kafka's would.
+		Configs: map[string]string{"retention.ms": "-1"},
+		Setup:   setupTimestamps},
 	{ID: "group", Title: "two members of a group split 4 partitions, commit; one leaves, the other takes over from the commits; a new member resumes from the commits",
 		Runner: "group", Needs: append(append([]kmsg.Key{}, produceNeeds...), groupNeeds...), Partitions: 4},
 	{ID: "group-kip848", Title: "the group scenario with the KIP-848 consumer protocol (ConsumerGroupHeartbeat, server-side assignment)",
