@@ -16,7 +16,11 @@ const shareRecords = 300
 // setupShareGroup sets the scenario group's share.auto.offset.reset to
 // earliest (IncrementalAlterConfigs on the GROUP resource), so that the
 // share group reads the records the runner produces before its consumers
-// join, and waits until the broker describes it.
+// join, and waits until every broker describes it: a share-partition
+// starts on its leader, at its first fetch, from the group config the
+// leader's metadata image holds, and on the cluster a broker may apply
+// the change after another already describes it (the start would then be
+// the log end, and the runner would wait for records forever).
 func setupShareGroup(ctx context.Context, e *Env) error {
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -32,20 +36,37 @@ func setupShareGroup(ctx context.Context, e *Env) error {
 	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
 		return fmt.Errorf("share.auto.offset.reset of %s: %w", e.Group, err)
 	}
+	brokers, err := e.Admin.ListBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("setup: list brokers: %w", err)
+	}
 	dreq := kmsg.NewPtrDescribeConfigsRequest()
 	dr := kmsg.NewDescribeConfigsRequestResource()
 	dr.ResourceType, dr.ResourceName, dr.ConfigNames = kmsg.ConfigResourceTypeGroupConfig, e.Group, []string{"share.auto.offset.reset"}
 	dreq.Resources = append(dreq.Resources, dr)
-	for ctx.Err() == nil {
-		dresp, err := dreq.RequestWith(ctx, e.Client)
-		if err == nil && len(dresp.Resources) == 1 && len(dresp.Resources[0].Configs) == 1 {
-			if v := dresp.Resources[0].Configs[0].Value; v != nil && *v == "earliest" {
-				return nil
+	for _, b := range brokers {
+		for {
+			got := "no answer"
+			dresp, err := dreq.RequestWith(ctx, e.Client.Broker(int(b.NodeID)))
+			switch {
+			case err != nil:
+				got = err.Error()
+			case len(dresp.Resources) != 1 || len(dresp.Resources[0].Configs) != 1:
+				got = fmt.Sprintf("%d resources", len(dresp.Resources))
+			case dresp.Resources[0].Configs[0].Value != nil:
+				got = *dresp.Resources[0].Configs[0].Value
+			}
+			if got == "earliest" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("setup: broker %d describes share.auto.offset.reset of %s as %s, want earliest", b.NodeID, e.Group, got)
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return ctx.Err()
+	return nil
 }
 
 // verifyShareGroup checks from the broker's side that every record was
