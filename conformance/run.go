@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -256,6 +257,9 @@ func runScenario(ctx context.Context, c Client, t target, e *Env, s Scenario, gr
 		if err != nil {
 			return Result{Status: Fail, Detail: fmt.Sprintf("setup: create topic %s with franz-go: %v", e.Topic, err)}
 		}
+		if err := waitTopic(setupCtx, e, s.Partitions); err != nil {
+			return Result{Status: Fail, Detail: err.Error()}
+		}
 	}
 	if s.Setup != nil {
 		if err := s.Setup(setupCtx, e); err != nil {
@@ -281,6 +285,80 @@ func runScenario(ctx context.Context, c Client, t target, e *Env, s Scenario, gr
 		}
 	}
 	return r
+}
+
+// waitTopic waits until every broker's metadata lists e.Topic with its
+// partitions, each with a leader. CreateTopics answers once the controller
+// committed the topic (and the broker that forwarded it has it), not once
+// every broker has: on the cluster a runner given another node as
+// bootstrap could see the topic unknown, and a consumer subscribed to an
+// unknown topic may not look again for minutes (librdkafka's
+// topic.metadata.refresh.interval.ms), as Kafka's own tests wait for
+// metadata to propagate after a create.
+func waitTopic(ctx context.Context, e *Env, partitions int32) error {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(e.Topic)
+	req.Topics = append(req.Topics, rt)
+	want := fmt.Sprintf("%d partitions with leaders", partitions)
+	return onEveryBroker(ctx, e, "metadata of "+e.Topic, want, func(b *kgo.Broker) string {
+		return topicState(req.RequestWith(ctx, b))
+	})
+}
+
+// onEveryBroker asks every broker of e's cluster, one after the other,
+// until ask returns want, every 50ms, and logs the brokers that did not
+// at first; it fails when ctx ends first, naming the broker and what it
+// last answered.
+func onEveryBroker(ctx context.Context, e *Env, what, want string, ask func(*kgo.Broker) string) error {
+	brokers, err := e.Admin.ListBrokers(ctx)
+	if err != nil {
+		return fmt.Errorf("setup: list brokers: %w", err)
+	}
+	for _, b := range brokers {
+		start, first := time.Now(), ""
+		for {
+			got := ask(e.Client.Broker(int(b.NodeID)))
+			if got == want {
+				if first != "" {
+					e.logf("broker %d's %s was %s at first; %s after %v", b.NodeID, what, first, want, time.Since(start).Round(time.Millisecond))
+				}
+				break
+			}
+			if first == "" {
+				first = got
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("setup: broker %d's %s: %s, want %s", b.NodeID, what, got, want)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// topicState describes the one topic of a metadata response: an error, or
+// how many partitions it has with leaders.
+func topicState(resp *kmsg.MetadataResponse, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case len(resp.Topics) != 1:
+		return fmt.Sprintf("%d topics", len(resp.Topics))
+	case resp.Topics[0].ErrorCode != 0:
+		return kerr.ErrorForCode(resp.Topics[0].ErrorCode).Error()
+	}
+	led := 0
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode == 0 && p.Leader >= 0 {
+			led++
+		}
+	}
+	if led != len(resp.Topics[0].Partitions) {
+		return fmt.Sprintf("%d of %d partitions with leaders", led, len(resp.Topics[0].Partitions))
+	}
+	return fmt.Sprintf("%d partitions with leaders", led)
 }
 
 // advertised returns the API keys the broker advertises.

@@ -3,9 +3,9 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -36,37 +36,22 @@ func setupShareGroup(ctx context.Context, e *Env) error {
 	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
 		return fmt.Errorf("share.auto.offset.reset of %s: %w", e.Group, err)
 	}
-	brokers, err := e.Admin.ListBrokers(ctx)
-	if err != nil {
-		return fmt.Errorf("setup: list brokers: %w", err)
-	}
 	dreq := kmsg.NewPtrDescribeConfigsRequest()
 	dr := kmsg.NewDescribeConfigsRequestResource()
 	dr.ResourceType, dr.ResourceName, dr.ConfigNames = kmsg.ConfigResourceTypeGroupConfig, e.Group, []string{"share.auto.offset.reset"}
 	dreq.Resources = append(dreq.Resources, dr)
-	for _, b := range brokers {
-		for {
-			got := "no answer"
-			dresp, err := dreq.RequestWith(ctx, e.Client.Broker(int(b.NodeID)))
-			switch {
-			case err != nil:
-				got = err.Error()
-			case len(dresp.Resources) != 1 || len(dresp.Resources[0].Configs) != 1:
-				got = fmt.Sprintf("%d resources", len(dresp.Resources))
-			case dresp.Resources[0].Configs[0].Value != nil:
-				got = *dresp.Resources[0].Configs[0].Value
-			}
-			if got == "earliest" {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("setup: broker %d describes share.auto.offset.reset of %s as %s, want earliest", b.NodeID, e.Group, got)
-			case <-time.After(50 * time.Millisecond):
-			}
+	return onEveryBroker(ctx, e, "share.auto.offset.reset of "+e.Group, "earliest", func(b *kgo.Broker) string {
+		dresp, err := dreq.RequestWith(ctx, b)
+		switch {
+		case err != nil:
+			return err.Error()
+		case len(dresp.Resources) != 1 || len(dresp.Resources[0].Configs) != 1:
+			return fmt.Sprintf("%d resources", len(dresp.Resources))
+		case dresp.Resources[0].Configs[0].Value == nil:
+			return "null"
 		}
-	}
-	return nil
+		return *dresp.Resources[0].Configs[0].Value
+	})
 }
 
 // verifyShareGroup checks from the broker's side that every record was
