@@ -16,8 +16,9 @@ import (
 // secured listeners' ports are taken by another process the moment
 // NewSecurity returns (as any outgoing connection on a busy machine may
 // take a port that was probed free and closed): the server must start
-// anyway, and Bound must name the listeners it bound. CI lost a whole
-// client's row when a probed port was taken before the server bound it.
+// anyway, and Bound must name the listeners it bound. A probed port taken
+// before the server bound it failed the server's start, and with it every
+// scenario of that client's row.
 func TestSecurityListenersBoundByServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a samsa server: not in -short")
