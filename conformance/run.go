@@ -291,10 +291,11 @@ func runScenario(ctx context.Context, c Client, t target, e *Env, s Scenario, gr
 // partitions, each with a leader. CreateTopics answers once the controller
 // committed the topic (and the broker that forwarded it has it), not once
 // every broker has: on the cluster a runner given another node as
-// bootstrap could see the topic unknown, and a consumer subscribed to an
-// unknown topic may not look again for minutes (librdkafka's
-// topic.metadata.refresh.interval.ms), as Kafka's own tests wait for
-// metadata to propagate after a create.
+// bootstrap could see the topic unknown (for up to 262 ms in our runs)
+// and then depend on its client's own retries (librdkafka 2.0's consumer
+// subscribed to a topic not yet created got its assignment 4 s after the
+// create), as Kafka's own tests wait for metadata to propagate after a
+// create.
 func waitTopic(ctx context.Context, e *Env, partitions int32) error {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
