@@ -175,6 +175,9 @@ func verifyProduced(ctx context.Context, e *Env, codec string) error {
 	if total == 0 {
 		return errors.New("broker side: the first fetch returned no records")
 	}
+	if plain > 0 {
+		e.logf("%d of %d records read are in uncompressed batches", plain, total)
+	}
 	if plain*100 > total*maxUncompressedShare {
 		return fmt.Errorf("broker side: %d of %d records read are in uncompressed batches, want %s (at most %d%% may be sent uncompressed when compressing made a batch larger)", plain, total, codec, maxUncompressedShare)
 	}
