@@ -149,7 +149,8 @@ func RunClient(ctx context.Context, bin, dataDir string, c *Client, scenarios []
 				return "the samsa server"
 			}
 			return ""
-		}}
+		},
+		logs: srv.Logs}
 	if err := runOn(ctx, c, on, single, results, logf); err != nil {
 		return nil, err
 	}
@@ -186,6 +187,9 @@ type target struct {
 	sec       *Security
 	prefix    string        // before the scenario ID in topic and group names
 	exited    func() string // which server process exited, "" if none
+	// logs returns the single node's log so far; nil on the cluster,
+	// whose nodes' logs its cleanup prints on failure.
+	logs func() string
 }
 
 // runOn runs scenarios through c's runner on t and puts their results
@@ -230,7 +234,7 @@ func runOn(ctx context.Context, c *Client, t target, scenarios []Scenario, resul
 			r.Detail = who + " exited during the scenario; " + r.Detail
 		}
 		if r.Status == Fail {
-			logf("%s %s: FAIL: %s\n--- runner output:\n%s", c.ID, s.ID, r.Detail, r.Output)
+			logf("%s %s: FAIL: %s\n--- runner output:\n%s%s", c.ID, s.ID, r.Detail, r.Output, serverLines(t, e.Topic))
 		} else {
 			logf("%s %s: %s %s (%v)", c.ID, s.ID, r.Status, r.Detail, r.Duration.Round(time.Millisecond))
 		}
@@ -360,6 +364,25 @@ func topicState(resp *kmsg.MetadataResponse, err error) string {
 		return fmt.Sprintf("%d of %d partitions with leaders", led, len(resp.Topics[0].Partitions))
 	}
 	return fmt.Sprintf("%d partitions with leaders", led)
+}
+
+// serverLines returns, for a failure's log, the last lines of the single
+// node's log that name topic (the scenario's topic and group share the
+// name), or "" on the cluster.
+func serverLines(t target, topic string) string {
+	if t.logs == nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(t.logs(), "\n") {
+		if strings.Contains(l, topic) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return "\n--- the server's log lines naming " + topic + ":\n" + strings.Join(lines, "\n")
 }
 
 // advertised returns the API keys the broker advertises.
