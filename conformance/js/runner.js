@@ -315,7 +315,15 @@ class Client {
     const c = this.kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 200, rebalanceTimeout: 10000 })
     const m = { c, queue: [], assigned: [], polled: new Map(), error: null }
     c.on(c.events.GROUP_JOIN, e => (m.assigned = e.payload.memberAssignment[topic] || []))
-    c.on(c.events.CRASH, e => (m.error = e.payload.error))
+    // kafkajs crashes its consumer on an error its retries did not
+    // outlast and, when the error is retriable (COORDINATOR_LOAD_IN_PROGRESS
+    // while a fresh __consumer_offsets loads on a busy machine), restarts
+    // it: only a crash it does not restart from fails the scenario; one it
+    // does is waited out by the scenario's deadlines.
+    c.on(c.events.CRASH, e => {
+      if (e.payload.restart) log(`consumer crashed, kafkajs restarts it: ${e.payload.error}`)
+      else m.error = e.payload.error
+    })
     await c.connect()
     await c.subscribe({ topic, fromBeginning: true })
     await c.run({ autoCommit: false, eachMessage: async ({ partition, message }) => m.queue.push(fromMessage(message, partition)) })
