@@ -316,11 +316,14 @@ func waitTopic(ctx context.Context, e *Env, partitions int32) error {
 // at first; it fails when ctx ends first, naming the broker and what it
 // last answered.
 func onEveryBroker(ctx context.Context, e *Env, what, want string, ask func(*kgo.Broker) string) error {
-	brokers, err := e.Admin.ListBrokers(ctx)
+	// BrokerMetadata asks for no topic: kadm's ListBrokers asks for all
+	// and leaves franz-go's cache of every topic fresh for 5 s
+	// (MetadataMinAge), which a later ListTopics answers from.
+	md, err := e.Admin.BrokerMetadata(ctx)
 	if err != nil {
 		return fmt.Errorf("setup: list brokers: %w", err)
 	}
-	for _, b := range brokers {
+	for _, b := range md.Brokers {
 		start, first := time.Now(), ""
 		for {
 			got := ask(e.Client.Broker(int(b.NodeID)))
