@@ -159,8 +159,10 @@
 // first segment, straight to its name and without an fsync (the log dir's
 // syncfs at a clean shutdown makes it durable); Log.SetTopicID replaces
 // it (temporary file, rename, no fsync) for a log that had none, as an
-// older Samsa's logs have. A log reads it on first use (Log.TopicID), not
-// when loaded: a missing, empty or torn file (a power loss after its
+// older Samsa's logs have. A log loaded from the log manifest after a
+// clean shutdown knows its id from there (no read); one loaded from its
+// files reads it on first use (Log.TopicID), not when loaded: a missing,
+// empty or torn file (a power loss after its
 // creation) reads as no topic id, and the log takes the id of the topic
 // that hosts it. CreateTopic deletes an existing log of another topic id
 // and makes a new one; the broker deletes, once caught up with the
@@ -209,7 +211,10 @@
 // many index entries each holds, whether a .txnindex may exist, the log
 // start and end offsets, the leader epoch history, and the whole producer
 // state (each producer's last five batches, open and unreplicated
-// transactions, the offset of the latest snapshot). Its layout, big-endian
+// transactions, the offset of the latest snapshot), and the topic id of
+// its partition.metadata when the log knows it (version 2; a version 1
+// file, an older Samsa's, is read without: those logs read
+// partition.metadata on first use). Its layout, big-endian
 // with a CRC-32C over everything after the CRC and a random 16-byte id,
 // is in manifest.go. Each log's entry is encoded by the close worker that
 // closed it (num.recovery.threads.per.data.dir of them), straight from

@@ -748,7 +748,7 @@ func (m *Manager) readManifest(d *logDir, clean bool, wantID string) (logs map[s
 		m.logger.Warn("ignoring unreadable log manifest: opening every log from its files", "dir", d.path, "err", err)
 		return nil, removed
 	}
-	id, entries, err := decodeManifest(data)
+	id, _, entries, err := decodeManifest(data)
 	if err != nil {
 		m.logger.Warn("ignoring corrupt log manifest: opening every log from its files", "dir", d.path, "err", err)
 		return nil, removed

@@ -116,14 +116,15 @@ func TestCreateTopicPartitionMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Reopened: the logs have not read their files yet.
+	// Reopened after a clean shutdown: the log knows its topic id from
+	// the manifest (TestManifestTopicIDs).
 	m, err = OpenManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, ok := m.Get(tp).KnownTopicID(); ok {
-		t.Fatal("a loaded log knows its topic id before reading partition.metadata")
+	if id, ok := m.Get(tp).KnownTopicID(); !ok || id != testTopicID {
+		t.Fatalf("a log loaded from the manifest knows topic id %x %v, want %x", id, ok, testTopicID)
 	}
 	other := testTopicID
 	other[0]++
