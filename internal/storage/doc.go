@@ -182,9 +182,15 @@
 // over <name>, and the directory fsynced. Besides every
 // log.flush.offset.checkpoint.interval.ms (when an offset moved or a log
 // came or went) and at a clean shutdown, the Manager writes the
-// recovery-point, log-start-offset and cleaner-offset checkpoints after
-// each DeleteBatch (Kafka's asyncDelete), so that a partition created
-// again under the same name never loads with the deleted one's offsets.
+// recovery-point, log-start-offset and cleaner-offset checkpoints when a
+// log is created in a dir whose files may still name a deleted log of the
+// same partition (deleted since they were last written), before it makes
+// the new log, so that a partition created again under the same name
+// never loads with the deleted one's offsets after a crash. Kafka writes
+// them after each deletion (asyncDelete); DeleteBatch does not (at
+// 20,000 partitions that was 0.6 MB and four fsyncs for each DeleteTopics
+// applied): a deleted log's entries left in the files name a directory
+// that no longer loads (renamed -delete).
 //
 // # Recovery
 //
