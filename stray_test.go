@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,4 +176,65 @@ func TestStrayLogsRecreatedAfterKill(t *testing.T) {
 		}
 	}
 	checkOwnRecords(ctx, t, n)
+}
+
+// TestRestartTopicIDsFromManifest: the stray-log check of a start asks
+// each loaded log its topic id. After a clean shutdown the logs know it
+// from the log manifest, and a restart to serving reads no
+// partition.metadata (before, one read a log: 100,000 at 100,000
+// partitions, about a second while the other metadata listeners waited);
+// after an unclean shutdown each log still reads its file.
+func TestRestartTopicIDsFromManifest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	var reads atomic.Int64
+	fsys := errorfs.Wrap(vfs.Default, errorfs.Func(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpOpen && filepath.Base(op.Path) == storage.PartitionMetadataFile {
+			reads.Add(1)
+		}
+		return nil
+	}))
+	start := func() *samsa.Node {
+		t.Helper()
+		n, err := samsa.Start(ctx, samsa.Config{Dir: dir, FS: fsys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-n.Serving():
+		case <-ctx.Done():
+			t.Fatal("the node never served")
+		}
+		return n
+	}
+	n := start()
+	cl := newClient(t, n)
+	createTopic(t, cl, "t", 8, nil)
+	produceN(t, cl, "t", 50)
+	cl.Close()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	reads.Store(0)
+	n = start()
+	if got := reads.Load(); got != 0 {
+		t.Errorf("a clean restart read partition.metadata %d times, want 0", got)
+	}
+	waitHosted(t, newClient(t, n), "t", 8)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.Remove(filepath.Join(dir, storage.CleanShutdownFile)); err != nil {
+		t.Fatal(err)
+	}
+	reads.Store(0)
+	n = start()
+	defer n.Close()
+	if got := reads.Load(); got != 8 {
+		t.Errorf("an unclean restart read partition.metadata %d times, want 8 (one a log)", got)
+	}
+	waitHosted(t, newClient(t, n), "t", 8)
 }

@@ -174,11 +174,33 @@ func TestCloseDuringLogRecovery(t *testing.T) {
 // metadata image no longer assigns it (stray replicas). Before, the broker
 // applied only the image it found once the logs were loaded, never saw the
 // deletions, and hosted the new topic on the old logs.
-func TestDeleteWhileLoading(t *testing.T) {
+func TestDeleteWhileLoading(t *testing.T) { deleteWhileLoading(t, false) }
+
+// TestDeleteWhileLoadingNoPartitionMetadata is TestDeleteWhileLoading
+// with logs that have no partition.metadata: a data dir of an older
+// Samsa, or files lost to the power loss that made the start unclean
+// (they are written without an fsync). The start's stray-log check,
+// which goes by that file, would give such a log the new topic's id and
+// serve the deleted topic's records; the broker knows from the image it
+// replayed at start that the log was of the deleted topic id, and
+// deletes it before it hosts anything (Broker.removeStray).
+func TestDeleteWhileLoadingNoPartitionMetadata(t *testing.T) { deleteWhileLoading(t, true) }
+
+// deleteWhileLoading is TestDeleteWhileLoading, with noMetadata the
+// partition.metadata files removed before the unclean restart.
+func deleteWhileLoading(t *testing.T, noMetadata bool) {
+	t.Helper()
 	dir := t.TempDir()
 	gate := errorfs.NewGate(filepath.Join(dir, "t-"))
 	fsys := errorfs.Wrap(vfs.Default, gate)
 	uncleanDir(t, dir, fsys, 8)
+	if noMetadata {
+		for p := range 8 {
+			if err := os.Remove(filepath.Join(dir, "t-"+strconv.Itoa(p), storage.PartitionMetadataFile)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 
 	n := startHeld(t, gate, samsa.Config{Dir: dir, FS: fsys})
 	ctl, err := kgo.NewClient(kgo.SeedBrokers(n.ListenerAddr("CONTROLLER")))

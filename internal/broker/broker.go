@@ -293,6 +293,15 @@ func (b *Broker) Host() {
 // image applied (applyImage with no previous one) sees none of these
 // changes. Kafka's broker likewise deletes the stray logs its first
 // metadata image no longer assigns it (LogManager.findStrayReplicas).
+//
+// Start's removeStrayReplicas, later, finds most of these too, but not
+// all: a log without partition.metadata (an older data dir, or a file
+// lost to the power loss that made the start unclean: it is written
+// without an fsync) of a topic deleted and created again takes the new
+// topic's id there and would serve the deleted topic's records
+// (TestDeleteWhileLoadingNoPartitionMetadata); and until then the first
+// apply would host the new topic on the deleted one's logs (their ids
+// unread), a follower fetching into them.
 func (b *Broker) removeStray(from, next *metadata.Image) {
 	self := b.node.NodeID
 	var gone []replica.TopicPartition

@@ -85,8 +85,11 @@ func (b *Broker) removeStrayReplicas(im *metadata.Image) {
 			b.logger.Error("deleting stray log failed", "topic", gone[i].Topic, "partition", gone[i].Partition, "err", err)
 		}
 	}
-	// The replication-offset-checkpoint drops them now too (the storage
-	// checkpoints did in RemoveBatch).
+	// The checkpoints drop them now, once a start, not at their next
+	// interval (RemoveBatch leaves the storage checkpoints to it).
+	if err := b.logs.Checkpoint(); err != nil {
+		b.logger.Warn("writing the log dirs' checkpoints failed", "err", err)
+	}
 	if err := b.replicas.Checkpoint(); err != nil {
 		b.logger.Warn("writing replication-offset-checkpoint failed", "err", err)
 	}

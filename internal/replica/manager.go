@@ -213,8 +213,8 @@ func (m *Manager) openLocked(tp TopicPartition, topicID [16]byte, cfg LogConfig)
 
 // otherTopic reports whether log is known, without I/O, to belong to a
 // topic other than topicID (its partition.metadata; a log loaded at
-// start has not read it: the broker's stray check does, see
-// storage.Log.KnownTopicID).
+// start from its files, not from the log manifest, has not read it: the
+// broker's stray check does, see storage.Log.KnownTopicID).
 func otherTopic(log *storage.Log, topicID [16]byte) bool {
 	had, ok := log.KnownTopicID()
 	return ok && topicID != ([16]byte{}) && had != topicID

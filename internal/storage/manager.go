@@ -185,7 +185,12 @@ type Manager struct {
 	offline  map[TopicPartition]offlineLog    // logs that failed to load
 	perDir   map[*logDir]int                  // logs in each dir, counting those being created
 	creating map[TopicPartition]chan struct{} // Create under way, closed when it ends
-	closed   bool
+	// dropped holds the partitions deleted from each dir since its
+	// checkpoint files were last written: those files may still name
+	// them (DeleteBatch does not rewrite them), so a Create of one in
+	// that dir writes them first (checkpointDropped). nil when empty.
+	dropped map[droppedLog]struct{}
+	closed  bool
 
 	wg sync.WaitGroup // directory removals in the background
 
@@ -748,7 +753,7 @@ func (m *Manager) readManifest(d *logDir, clean bool, wantID string) (logs map[s
 		m.logger.Warn("ignoring unreadable log manifest: opening every log from its files", "dir", d.path, "err", err)
 		return nil, removed
 	}
-	id, entries, err := decodeManifest(data)
+	id, _, entries, err := decodeManifest(data)
 	if err != nil {
 		m.logger.Warn("ignoring corrupt log manifest: opening every log from its files", "dir", d.path, "err", err)
 		return nil, removed
@@ -996,7 +1001,10 @@ func (m *Manager) Create(tp TopicPartition, cfg Config) (*Log, error) {
 // (as Delete does) and a new, empty log created, as Kafka never hosts a
 // partition on a log of another topic id. An existing log without a
 // topic id (an older data dir) takes topicID. A zero topicID is Create:
-// no file is written and no id checked. Errors: Create's, and I/O errors
+// no file is written and no id checked. A log of tp deleted since the
+// checkpoints were last written (DeleteBatch leaves them) has them written
+// first, so that a crash never loads the new log with the deleted one's
+// recovery point and log start offset. Errors: Create's, and I/O errors
 // of reading or writing partition.metadata, of the deletion.
 func (m *Manager) CreateTopic(tp TopicPartition, topicID [16]byte, cfg Config) (*Log, error) {
 	if topicID != ([16]byte{}) {
@@ -1040,6 +1048,14 @@ func (m *Manager) CreateTopic(tp TopicPartition, topicID [16]byte, cfg Config) (
 	m.creating[tp] = done
 	m.mu.Unlock()
 	dir := filepath.Join(d.path, tp.String())
+	if err := m.checkpointDropped(d, tp); err != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.creating, tp)
+		close(done)
+		m.perDir[d]--
+		return nil, fmt.Errorf("storage: create %s: writing the checkpoints without its deleted log: %w", tp, err)
+	}
 	l, err := Open(OpenOptions{
 		Dir:    dir,
 		Config: cfg.Inherit(m.opts.Default),
@@ -1169,10 +1185,12 @@ const deleteChunk = 512
 // under one hold of the Manager's lock; then each log dir that renamed one
 // is fsynced once, not once per partition (10,000 deletions were 10,000
 // directory fsyncs in the metadata apply), and one background goroutine
-// removes the renamed directories; the recovery-point, log-start-offset
-// and cleaner-offset checkpoints are then written without them, once for
-// the batch. Kafka's LogManager.asyncDelete also renames inline,
-// checkpoints the dirs and leaves the removal to a later task. A tp whose log is
+// removes the renamed directories. The recovery-point, log-start-offset
+// and cleaner-offset checkpoints are written without them by the next
+// checkpoint (periodic, at Close, or by a Create of one of them, before
+// it makes the new log: see CreateTopic), not by each DeleteBatch.
+// Kafka's LogManager.asyncDelete also renames inline and leaves the
+// removal to a later task, but checkpoints the dirs at each deletion. A tp whose log is
 // being created waits for that creation, one still to be loaded in the
 // background for the load. It returns one error per tp, nil
 // when deleted or without a log: ErrClosed, I/O errors of the rename or
@@ -1198,6 +1216,9 @@ func (m *Manager) DeleteBatch(tps []TopicPartition) []error {
 		m.mu.Unlock()
 	}
 	for d, idx := range dirs {
+		// A failed fsync leaves the rename maybe undone by a crash:
+		// the partition is recorded dropped all the same (a Create of
+		// it writes the checkpoints first, which costs nothing else).
 		if err := syncDir(m.fsys, d.path); err != nil {
 			for _, i := range idx {
 				errs[i] = err
@@ -1212,17 +1233,15 @@ func (m *Manager) DeleteBatch(tps []TopicPartition) []error {
 		m.removeInBackground(renamed)
 	}
 	m.mu.Unlock()
-	if len(renamed) > 0 && !closed {
-		// The checkpoints drop the deleted partitions now, not at the
-		// next interval: a partition of the same name created again
-		// and a crash before that would load the new log with the
-		// deleted one's recovery point and log start offset. Kafka's
-		// LogManager.asyncDelete checkpoints the dirs likewise. A
-		// failure is the periodic checkpoint's to retry.
-		if err := m.checkpoint(); err != nil {
-			m.logger.Warn("writing the checkpoints after deleting partitions failed", "err", err)
-		}
-	}
+	// The checkpoint files still name the deleted partitions until the
+	// next checkpoint (periodic, or at Close). A directory of theirs
+	// left by a crash ends in -delete and is not loaded; a partition of
+	// the same name created again before then has them written first
+	// (CreateTopic), so that a crash never loads its new log with the
+	// deleted one's recovery point and log start offset. Kafka's
+	// LogManager.asyncDelete checkpoints the dirs at each deletion: at
+	// 20,000 partitions that was 0.6 MB written and four fsyncs for
+	// each DeleteTopics applied.
 	return errs
 }
 
@@ -1256,6 +1275,12 @@ func (m *Manager) renameForDeleteLocked(tp TopicPartition) (*logDir, string, err
 	} else {
 		return nil, "", nil
 	}
+	if m.dropped == nil {
+		m.dropped = map[droppedLog]struct{}{}
+	}
+	// Before the rename: a failed rename may have happened all the same.
+	m.dropped[droppedLog{d, tp}] = struct{}{}
+	m.ckptMoved.Store(true)
 	target := filepath.Join(d.path, deletedDirName(tp, newDeleteID()))
 	if err := m.fsys.Rename(path, target); err != nil {
 		return nil, "", fmt.Errorf("storage: delete %s: %w", tp, err)
@@ -1298,7 +1323,12 @@ func (m *Manager) checkpoint() error {
 		entries[ml.dir] = append(entries[ml.dir], dirCheckpointEntry{tp: tp, recoveryPoint: ml.log.RecoveryPoint(),
 			logStartOffset: ml.log.LogStartOffset(), cleanerOffset: max(-1, ml.log.CleanerCheckpoint())})
 	}
+	// The files written from entries name none of these any more.
+	dropped := m.dropped
+	m.dropped = nil
 	m.mu.Unlock()
+	unwritten := map[*logDir]bool{}
+	defer func() { m.keepDropped(dropped, unwritten) }()
 	var errs []error
 	for _, d := range m.dirs {
 		if d.offline.Load() != nil {
@@ -1311,6 +1341,7 @@ func (m *Manager) checkpoint() error {
 			// would lose their recovery points and start offsets;
 			// the files hold what they were opened with.
 			m.ckptMoved.Store(true)
+			unwritten[d] = true
 			continue
 		}
 		err := writeDirCheckpoints(m.fsys, d.path, entries[d])
@@ -1324,10 +1355,52 @@ func (m *Manager) checkpoint() error {
 		}
 		if err != nil {
 			m.ckptMoved.Store(true) // tried again next time
+			unwritten[d] = true
 		}
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// droppedLog is a partition deleted from a log dir (Manager.dropped).
+type droppedLog struct {
+	d  *logDir
+	tp TopicPartition
+}
+
+// keepDropped puts back into m.dropped the partitions of dropped, taken
+// by a checkpoint, whose dir's files it did not write (unwritten).
+func (m *Manager) keepDropped(dropped map[droppedLog]struct{}, unwritten map[*logDir]bool) {
+	if len(unwritten) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range dropped {
+		if unwritten[k.d] {
+			if m.dropped == nil {
+				m.dropped = map[droppedLog]struct{}{}
+			}
+			m.dropped[k] = struct{}{}
+		}
+	}
+}
+
+// checkpointDropped writes the checkpoints when d's files may still name
+// tp, deleted from d since they were last written (DeleteBatch leaves
+// them), before a new log of tp is made in d: a crash must never load
+// the new log with the deleted one's recovery point and log start
+// offset. A dir still loading in the background is not written (as
+// before the deletions were coalesced: see checkpoint). Errors: the
+// checkpoint's.
+func (m *Manager) checkpointDropped(d *logDir, tp TopicPartition) error {
+	m.mu.Lock()
+	_, stale := m.dropped[droppedLog{d, tp}]
+	m.mu.Unlock()
+	if !stale {
+		return nil
+	}
+	return m.checkpoint()
 }
 
 // outOfDescriptors reports EMFILE or ENFILE: the process or the system is

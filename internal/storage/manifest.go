@@ -22,12 +22,15 @@ const ManifestFile = ".samsa_log_manifest"
 
 // manifest format (all integers big-endian):
 //
-//	magic    8  "SAMSAMF1"
+//	magic    8  "SAMSAMF2" (version 2; "SAMSAMF1", version 1, is read too)
 //	crc      4  CRC-32C (Castagnoli) of everything after it
 //	id      16  random, also in the marker (cleanShutdown.ManifestID, hex)
 //	count    4  logs
 //	count times a log:
 //	  name              2+n  the partition directory's name
+//	  topicID           1, then 16 when 1: the topic id of partition.metadata
+//	                         (0: not known, the file is read on first use);
+//	                         version 2 only
 //	  logStartOffset    8
 //	  logEndOffset      8    also the recovery point
 //	  epochs            4, then per entry: epoch 4, startOffset 8
@@ -42,14 +45,24 @@ const ManifestFile = ".samsa_log_manifest"
 //	    batches 1 (at most 5), per batch: firstSeq 4, lastSeq 4, firstOffset 8, lastOffset 8, timestamp 8
 //	  ongoing           4, then per transaction: producerID 8, firstOffset 8, lastOffset 8
 //	  unreplicated      4, the same
-const manifestMagic = "SAMSAMF1"
+const manifestMagic = "SAMSAMF2"
+
+// manifestMagicV1 is the magic of version 1, written by Samsa before
+// version 2 added each log's topic id: such a file is read as holding no
+// topic id (each log reads its partition.metadata on first use).
+const manifestMagicV1 = "SAMSAMF1"
 
 // ErrCorruptManifest reports a ManifestFile that does not decode.
 var ErrCorruptManifest = errors.New("storage: corrupt log manifest")
 
 // logManifest is one log's entry of a ManifestFile.
 type logManifest struct {
-	name           string
+	name string
+	// topicID is the topic id of the log's partition.metadata when
+	// hasTopicID (Log.KnownTopicID at close): a restart from the
+	// manifest knows it without reading the file.
+	topicID        [16]byte
+	hasTopicID     bool
 	logStartOffset int64
 	logEndOffset   int64
 	epochs         []EpochEntry
@@ -99,6 +112,7 @@ func (l *Log) appendManifest(b []byte, name string, sc *manifestScratch) (_ []by
 	m := &sc.m
 	*m = logManifest{name: name, logStartOffset: l.logStartOffset.Load(), logEndOffset: leo, segments: m.segments[:0],
 		epochs: m.epochs[:0], producers: producerManifest{producers: m.producers.producers[:0]}}
+	m.topicID, m.hasTopicID = l.KnownTopicID()
 	l.epochs.mu.Lock()
 	m.epochs = append(m.epochs, l.epochs.entries...)
 	l.epochs.mu.Unlock()
@@ -126,17 +140,18 @@ func (l *Log) appendManifest(b []byte, name string, sc *manifestScratch) (_ []by
 	for _, id := range sc.ids {
 		m.producers.producers = append(m.producers.producers, ps.producers[id])
 	}
-	b = appendManifestEntry(b, m)
+	b = appendManifestEntry(b, m, manifestVersion)
 	// The scratch keeps no hold on the log.
 	clear(m.producers.producers)
 	m.producers.ongoing, m.producers.unreplicated = nil, nil
 	return b, true
 }
 
-// loadManifest sets up the segments, offsets, leader epochs and producer
-// state of the new log l from m, as the load of a cleanly closed log
-// would find them, opening no file except the index files of segments
-// that have entries. l takes m's slices and producer entries (m is not
+// loadManifest sets up the segments, offsets, leader epochs, producer
+// state and topic id of the new log l from m, as the load of a cleanly
+// closed log would find them, opening no file except the index files of
+// segments that have entries (a topic id the manifest does not hold is
+// read from partition.metadata on first use, see Log.TopicID). l takes m's slices and producer entries (m is not
 // used again). An error (an index file that does not hold the entries m
 // counts) means the log must be opened from its files.
 func (l *Log) loadManifest(m *logManifest) error {
@@ -195,6 +210,11 @@ func (l *Log) loadManifest(m *logManifest) error {
 	}
 	ps.ongoing, ps.unreplicated = m.producers.ongoing, m.producers.unreplicated
 	ps.mu.Unlock()
+	if m.hasTopicID {
+		l.idMu.Lock()
+		l.topicID, l.idState = m.topicID, topicIDKnown
+		l.idMu.Unlock()
+	}
 	l.logger.Debug("opened log from the manifest", "segments", len(segs), "log_start_offset", m.logStartOffset, "log_end_offset", m.logEndOffset)
 	return nil
 }
@@ -220,16 +240,30 @@ func readIndexEntries[E any](f *cachedFile, path string, n int32, decode func([]
 	return entries, nil
 }
 
-// encodeManifest returns the ManifestFile id holding logs.
+// encodeManifest returns the ManifestFile id holding logs, of the
+// current version.
 func encodeManifest(id manifestID, logs []logManifest) []byte {
+	return encodeManifestVersion(manifestVersion, id, logs)
+}
+
+// manifestVersion is the version of the ManifestFile Samsa writes:
+// 2 (manifestMagic); 1 (manifestMagicV1) has no topic ids.
+const manifestVersion = 2
+
+// encodeManifestVersion is encodeManifest in the format of version 1 or
+// 2 (1 drops the topic ids): what an older Samsa wrote, for tests.
+func encodeManifestVersion(version int, id manifestID, logs []logManifest) []byte {
 	size := manifestHeaderSize
 	for i := range logs {
-		size += manifestEntrySize(&logs[i])
+		size += manifestEntrySize(&logs[i], version)
 	}
 	b := make([]byte, manifestHeaderSize, size)
 	putManifestHeader(b, id, len(logs))
+	if version == 1 {
+		copy(b, manifestMagicV1)
+	}
 	for i := range logs {
-		b = appendManifestEntry(b, &logs[i])
+		b = appendManifestEntry(b, &logs[i], version)
 	}
 	binary.BigEndian.PutUint32(b[8:], crc32.Checksum(b[12:], castagnoli))
 	return b
@@ -247,22 +281,38 @@ func putManifestHeader(h []byte, id manifestID, count int) {
 	binary.BigEndian.PutUint32(h[28:], uint32(count))
 }
 
-// manifestEntrySize is the size of m's entry in a ManifestFile.
-func manifestEntrySize(m *logManifest) int {
+// manifestEntrySize is the size of m's entry in a ManifestFile of
+// version (1 or 2).
+func manifestEntrySize(m *logManifest, version int) int {
 	size := 2 + len(m.name) + 8 + 8 + 4 + 12*len(m.epochs) + 4 + 57*len(m.segments) + 8 + 8 + 4 +
 		4 + 24*len(m.producers.ongoing) + 4 + 24*len(m.producers.unreplicated)
+	if version >= 2 {
+		size++
+		if m.hasTopicID {
+			size += 16
+		}
+	}
 	for _, e := range m.producers.producers {
 		size += 31 + 32*e.nBatches
 	}
 	return size
 }
 
-// appendManifestEntry appends m's entry of a ManifestFile to b.
-func appendManifestEntry(b []byte, m *logManifest) []byte {
-	b = slices.Grow(b, manifestEntrySize(m))
+// appendManifestEntry appends m's entry of a ManifestFile of version (1
+// or 2) to b.
+func appendManifestEntry(b []byte, m *logManifest, version int) []byte {
+	b = slices.Grow(b, manifestEntrySize(m, version))
 	be := binary.BigEndian
 	b = be.AppendUint16(b, uint16(len(m.name)))
 	b = append(b, m.name...)
+	if version >= 2 {
+		if m.hasTopicID {
+			b = append(b, 1)
+			b = append(b, m.topicID[:]...)
+		} else {
+			b = append(b, 0)
+		}
+	}
 	b = be.AppendUint64(b, uint64(m.logStartOffset))
 	b = be.AppendUint64(b, uint64(m.logEndOffset))
 	b = be.AppendUint32(b, uint32(len(m.epochs)))
@@ -385,22 +435,47 @@ func (r *manifestReader) spans() []txnSpan {
 	return out
 }
 
-// decodeManifest parses a ManifestFile: its id and logs. Errors:
+// decodeManifest parses a ManifestFile of version 1 or 2: its id,
+// version and logs (those of version 1 hold no topic id). Errors:
 // ErrCorruptManifest (wrapped) for a wrong magic or CRC, a count past the
-// end, a segment list that is empty or out of order, trailing bytes.
-func decodeManifest(b []byte) (id manifestID, logs []logManifest, err error) {
-	if len(b) < 32 || string(b[:8]) != manifestMagic {
-		return id, nil, fmt.Errorf("%w: no header", ErrCorruptManifest)
+// end, a topic id flag other than 0 or 1 or a zero topic id, a segment
+// list that is empty or out of order, trailing bytes.
+func decodeManifest(b []byte) (id manifestID, version int, logs []logManifest, err error) {
+	if len(b) >= 8 {
+		switch string(b[:8]) {
+		case manifestMagic:
+			version = 2
+		case manifestMagicV1:
+			version = 1
+		}
+	}
+	if len(b) < 32 || version == 0 {
+		return id, 0, nil, fmt.Errorf("%w: no header", ErrCorruptManifest)
 	}
 	if want, got := binary.BigEndian.Uint32(b[8:]), crc32.Checksum(b[12:], castagnoli); want != got {
-		return id, nil, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptManifest, want, got)
+		return id, 0, nil, fmt.Errorf("%w: crc %08x, computed %08x", ErrCorruptManifest, want, got)
 	}
 	copy(id[:], b[12:28])
 	r := &manifestReader{b: b[28:]}
 	n := r.count(2 + 8 + 8 + 4 + 4 + 16 + 12)
 	logs = make([]logManifest, 0, n)
 	for range n {
-		m := logManifest{name: string(r.take(int(r.u16()))), logStartOffset: r.u64(), logEndOffset: r.u64()}
+		m := logManifest{name: string(r.take(int(r.u16())))}
+		if version >= 2 {
+			switch flag := r.u8(); {
+			case flag == 1:
+				if p := r.take(16); p != nil {
+					copy(m.topicID[:], p)
+				}
+				m.hasTopicID = true
+				if r.err == nil && m.topicID == ([16]byte{}) {
+					r.err = fmt.Errorf("%w: %s: zero topic id", ErrCorruptManifest, m.name)
+				}
+			case flag > 1 && r.err == nil:
+				r.err = fmt.Errorf("%w: %s: topic id flag %d", ErrCorruptManifest, m.name, flag)
+			}
+		}
+		m.logStartOffset, m.logEndOffset = r.u64(), r.u64()
 		for range r.count(12) {
 			m.epochs = append(m.epochs, EpochEntry{Epoch: r.u32(), StartOffset: r.u64()})
 		}
@@ -441,7 +516,7 @@ func decodeManifest(b []byte) (id manifestID, logs []logManifest, err error) {
 		}
 		p.ongoing, p.unreplicated = r.spans(), r.spans()
 		if r.err != nil {
-			return id, nil, r.err
+			return id, 0, nil, r.err
 		}
 		logs = append(logs, m)
 	}
@@ -449,7 +524,7 @@ func decodeManifest(b []byte) (id manifestID, logs []logManifest, err error) {
 		r.err = fmt.Errorf("%w: %d trailing bytes", ErrCorruptManifest, len(r.b))
 	}
 	if r.err != nil {
-		return id, nil, r.err
+		return id, 0, nil, r.err
 	}
-	return id, logs, nil
+	return id, version, logs, nil
 }

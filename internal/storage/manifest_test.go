@@ -197,7 +197,7 @@ func TestManifestRestartEquivalent(t *testing.T) {
 			// The streamed file is what encodeManifest lays out for
 			// the entries it holds (header, count, CRC), one a log.
 			written := mustRead(t, filepath.Join(dir, ManifestFile))
-			id, logs, err := decodeManifest(written)
+			id, _, logs, err := decodeManifest(written)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -415,12 +415,13 @@ func manifestSeeds() [][]byte {
 	e := newProducerEntry(7)
 	e.epoch, e.txnFirstOffset = 2, 40
 	e.addBatch(batchMeta{firstSeq: 0, lastSeq: 3, firstOffset: 10, lastOffset: 13, timestamp: 1000})
-	logs := []logManifest{{name: "t-0", logStartOffset: 3, logEndOffset: 50,
+	logs := []logManifest{{name: "t-0", topicID: testTopicID, hasTopicID: true, logStartOffset: 3, logEndOffset: 50,
 		epochs:   []EpochEntry{{0, 0}, {2, 30}},
 		segments: []segmentManifest{{baseOffset: 0, size: 4000, indexEntries: 3, timeIndexEntries: 2, txnIndex: true}, {baseOffset: 30, size: 100, maxTimestamp: 5}},
 		producers: producerManifest{mapEndOffset: 50, lastSnapOffset: 30, producers: []*producerEntry{e},
 			ongoing: []txnSpan{{7, 40, -1}}, unreplicated: []txnSpan{{8, 20, 25}}}}}
-	return [][]byte{encodeManifest(manifestID{1}, logs), encodeManifest(manifestID{}, nil), []byte(manifestMagic)}
+	return [][]byte{encodeManifest(manifestID{1}, logs), encodeManifest(manifestID{}, nil), []byte(manifestMagic),
+		encodeManifestVersion(1, manifestID{2}, logs)}
 }
 
 func FuzzDecodeManifest(f *testing.F) {
@@ -428,14 +429,14 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		id, logs, err := decodeManifest(b)
+		id, version, logs, err := decodeManifest(b)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptManifest) {
 				t.Fatalf("error %v does not wrap ErrCorruptManifest", err)
 			}
 			return
 		}
-		if again := encodeManifest(id, logs); string(again) != string(b) {
+		if again := encodeManifestVersion(version, id, logs); string(again) != string(b) {
 			t.Fatalf("re-encoding differs")
 		}
 	})
@@ -443,7 +444,7 @@ func FuzzDecodeManifest(f *testing.F) {
 
 // TestManifestSize: encodeManifest allocates the file's exact size.
 func TestManifestSize(t *testing.T) {
-	for _, b := range manifestSeeds()[:2] {
+	for _, b := range slices.Delete(manifestSeeds(), 2, 3) {
 		if len(b) != cap(b) {
 			t.Errorf("%d bytes in a buffer of %d", len(b), cap(b))
 		}
@@ -503,6 +504,84 @@ func TestManifestSegmentChanged(t *testing.T) {
 			}
 			if err := m.Offline(TopicPartition{"t", 0}); (err != nil) != c.offline {
 				t.Errorf("offline: %v, want offline %v", err, c.offline)
+			}
+		})
+	}
+}
+
+// TestManifestTopicIDs: a restart from the manifest knows each log's
+// topic id without reading partition.metadata (the broker's stray-log
+// check asks every log for it: 100,000 reads at 100,000 partitions); a
+// log without one (made by Create) reads its file on first use, as do
+// the logs of a version 1 manifest (an older Samsa's) and those opened
+// from their files after an unclean shutdown.
+func TestManifestTopicIDs(t *testing.T) {
+	withID, plain := TopicPartition{"t", 0}, TopicPartition{"plain", 0}
+	for _, c := range []struct {
+		name string
+		// change is made to dir after the clean shutdown.
+		change       func(t *testing.T, dir string)
+		fromManifest int64
+		known        bool // withID's id is known without a read
+	}{
+		{name: "clean", change: func(*testing.T, string) {}, fromManifest: 2, known: true},
+		{name: "version 1 manifest", change: func(t *testing.T, dir string) {
+			path := filepath.Join(dir, ManifestFile)
+			id, version, logs, err := decodeManifest(mustRead(t, path))
+			if err != nil || version != manifestVersion {
+				t.Fatalf("manifest of version %d, %v", version, err)
+			}
+			mustWrite(t, path, encodeManifestVersion(1, id, logs))
+		}, fromManifest: 2},
+		{name: "unclean", change: func(t *testing.T, dir string) {
+			mustRemove(t, filepath.Join(dir, CleanShutdownFile))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			m := openManifestManager(t, dir)
+			l, err := m.CreateTopic(withID, testTopicID, manifestConfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Append(testBatch(t, 3, testEpoch.UnixMilli(), "i"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Create(plain, manifestConfig); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c.change(t, dir)
+			// What the file says after the shutdown is another id: a
+			// log that reads it shows that id.
+			other := testTopicID
+			other[15]++
+			mustWrite(t, filepath.Join(dir, withID.String(), PartitionMetadataFile), EncodePartitionMetadata(other))
+
+			m = openManifestManager(t, dir)
+			defer m.Close()
+			if m.fromManifest != c.fromManifest {
+				t.Errorf("%d logs from the manifest, want %d", m.fromManifest, c.fromManifest)
+			}
+			l = m.Get(withID)
+			id, ok := l.KnownTopicID()
+			if ok != c.known || c.known && id != testTopicID {
+				t.Errorf("known topic id after the restart %x %v, want %x %v", id, ok, testTopicID, c.known)
+			}
+			want := other // read from the file
+			if c.known {
+				want = testTopicID
+			}
+			if id, ok, err := l.TopicID(); err != nil || !ok || id != want {
+				t.Errorf("topic id %x %v %v, want %x", id, ok, err, want)
+			}
+			if id, ok := m.Get(plain).KnownTopicID(); ok {
+				t.Errorf("a log without partition.metadata knows topic id %x", id)
+			}
+			if l.LogEndOffset() != 3 {
+				t.Errorf("log end offset %d, want 3", l.LogEndOffset())
 			}
 		})
 	}

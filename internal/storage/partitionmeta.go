@@ -121,8 +121,9 @@ const (
 )
 
 // TopicID returns the topic id of the log's partition.metadata, reading
-// the file the first time (a log loaded at start, from its files or the
-// manifest, has not read it). ok is false when the log has none: a log
+// the file the first time (a log loaded at start from its files has not
+// read it; one loaded from the log manifest knows the id it had at the
+// clean shutdown, unless it had none then). ok is false when the log has none: a log
 // made by an older Samsa, by CreateTopic without an id, or whose file
 // was lost or torn by a power loss (it is written without an fsync) or
 // does not decode (logged). Errors: I/O errors other than a missing

@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
 
 var testTopicID = [16]byte{0x3a, 0x07, 0xdb, 0xa6, 0x5a, 0xb4, 0xbb, 0xf1, 0x80, 0x8b, 0xd6, 0xa2, 0xbc, 0x41, 0x4e, 0xb3}
@@ -116,14 +121,15 @@ func TestCreateTopicPartitionMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Reopened: the logs have not read their files yet.
+	// Reopened after a clean shutdown: the log knows its topic id from
+	// the manifest (TestManifestTopicIDs).
 	m, err = OpenManager(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if _, ok := m.Get(tp).KnownTopicID(); ok {
-		t.Fatal("a loaded log knows its topic id before reading partition.metadata")
+	if id, ok := m.Get(tp).KnownTopicID(); !ok || id != testTopicID {
+		t.Fatalf("a log loaded from the manifest knows topic id %x %v, want %x", id, ok, testTopicID)
 	}
 	other := testTopicID
 	other[0]++
@@ -149,14 +155,23 @@ func TestCreateTopicPartitionMetadata(t *testing.T) {
 	}
 }
 
-// TestDeleteCheckpoints: DeleteBatch drops the deleted partitions from
-// the recovery-point and log-start-offset checkpoints at once (Kafka's
-// asyncDelete): a partition of the same name created again, then a crash
-// before the next periodic checkpoint, would otherwise load the new log
-// with the deleted one's offsets.
+// TestDeleteCheckpoints: a partition deleted, then created again under
+// the same name, never loads after a crash with the deleted log's log
+// start offset or recovery point: CreateTopic writes the checkpoints
+// first when they may still name the deleted log. DeleteBatch itself
+// does not rewrite them (Kafka's asyncDelete does, at each deletion: at
+// 20,000 partitions 0.6 MB and four fsyncs for each DeleteTopics
+// applied, each topic deleted by its own request paying it again).
 func TestDeleteCheckpoints(t *testing.T) {
 	dir := t.TempDir()
-	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "c", CheckpointInterval: time.Hour})
+	var written atomic.Int64 // checkpoint files renamed into place
+	fsys := errorfs.Wrap(vfs.Default, errorfs.Func(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpRename && strings.HasSuffix(op.Path, "-checkpoint.tmp") {
+			written.Add(1)
+		}
+		return nil
+	}))
+	m, err := OpenManager(ManagerOptions{Dirs: []string{dir}, NodeID: 1, ClusterID: "c", CheckpointInterval: time.Hour, FS: fsys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +182,9 @@ func TestDeleteCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		fill(t, l, &appended{}, 3, 0)
+		if err := l.SetLogStartOffset(2); err != nil {
+			t.Fatal(err)
+		}
 		if err := l.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -174,18 +192,49 @@ func TestDeleteCheckpoints(t *testing.T) {
 	if err := m.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range m.DeleteBatch([]TopicPartition{{"t", 0}, {"t", 2}}) {
-		if err != nil {
+	written.Store(0)
+	for _, tp := range []TopicPartition{{"t", 0}, {"t", 2}} {
+		if err := m.Delete(tp); err != nil {
 			t.Fatal(err)
 		}
 	}
+	if n := written.Load(); n != 0 {
+		t.Errorf("deleting two partitions, one call each, wrote %d checkpoint files, want 0", n)
+	}
+
+	l, err := m.Create(TopicPartition{"t", 0}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{RecoveryPointCheckpointFile, LogStartOffsetCheckpointFile} {
-		ck, err := ReadOffsetCheckpoint(m.fsys, filepath.Join(dir, name))
+		ck, err := ReadOffsetCheckpoint(vfs.Default, filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := ck[TopicPartition{"t", 1}]; !ok || len(ck) != 1 {
-			t.Errorf("%s after deleting t-0 and t-2: %v", name, fmt.Sprint(ck))
+			t.Errorf("%s once t-0 is created again: %v, want t-1 only", name, fmt.Sprint(ck))
 		}
+	}
+	fill(t, l, &appended{}, 1, 0)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// A crash now: the dir as it is, without a clean shutdown.
+	crashed := filepath.Join(t.TempDir(), "crashed")
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(crashed, LockFile))
+	mc, err := OpenManager(ManagerOptions{Dirs: []string{crashed}, NodeID: 1, ClusterID: "c", CheckpointInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	l = mc.Get(TopicPartition{"t", 0})
+	if l == nil {
+		t.Fatal("t-0 created again is not there after a crash")
+	}
+	if lso, leo := l.LogStartOffset(), l.LogEndOffset(); lso != 0 || leo != 1 {
+		t.Fatalf("t-0 created again, after a crash: log start offset %d, log end offset %d; want 0 and 1 (the deleted log's start was 2)", lso, leo)
 	}
 }

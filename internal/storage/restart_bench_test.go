@@ -165,7 +165,7 @@ func BenchmarkManifestCodec(b *testing.B) {
 	})
 	b.Run("decode", func(b *testing.B) {
 		for b.Loop() {
-			if _, _, err := decodeManifest(data); err != nil {
+			if _, _, _, err := decodeManifest(data); err != nil {
 				b.Fatal(err)
 			}
 		}
