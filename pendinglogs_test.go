@@ -83,18 +83,20 @@ func (e *enteredFS) MkdirAll(path string, perm fs.FileMode) error {
 
 func (e *enteredFS) release() { e.once.Do(func() { close(e.gate) }) }
 
-// TestRequestWaitsForPendingLog: a Produce or a Fetch naming partitions
-// of a new topic whose logs the broker has not made yet waits for them
-// (the request makes those no creator has taken) and is served, as from
-// Kafka, which makes a partition's log while it applies the metadata that
-// gives it the partition. It was answered NOT_LEADER_OR_FOLLOWER, on which
-// franz-go backs off and refreshes its metadata: the first records to a
-// new topic of 1,000 partitions waited seconds after the logs existed.
+// TestRequestWaitsForPendingLog: a Produce, a Fetch or a ListOffsets
+// naming partitions of a new topic whose logs the broker has not made yet
+// waits for them (the request makes those no creator has taken) and is
+// served, as from Kafka, which makes a partition's log while it applies
+// the metadata that gives it the partition. It was answered
+// NOT_LEADER_OR_FOLLOWER, on which franz-go backs off and refreshes its
+// metadata: the first records to a new topic of 1,000 partitions waited
+// seconds after the logs existed, and a consumer's first ListOffsets was
+// refused three times over 1.6-2.0 s.
 //
 // The node has one creator, held on partition 0: the request itself must
 // make partition 1's log, and is answered only once both exist.
 func TestRequestWaitsForPendingLog(t *testing.T) {
-	for _, kind := range []string{"produce", "fetch"} {
+	for _, kind := range []string{"produce", "fetch", "listoffsets"} {
 		t.Run(kind, func(t *testing.T) {
 			topic := "wait" + kind
 			held := &enteredFS{FS: vfs.Default, prefix: topic + "-", entered: make(chan string, 4), gate: make(chan struct{})}
@@ -140,6 +142,27 @@ func TestRequestWaitsForPendingLog(t *testing.T) {
 					resp, err := req.RequestWith(ctx, broker)
 					if err != nil {
 						t.Errorf("produce: %v", err)
+						return
+					}
+					for _, rp := range resp.Topics[0].Partitions {
+						got = append(got, rp.ErrorCode)
+					}
+					return
+				}
+				if kind == "listoffsets" {
+					req := kmsg.NewPtrListOffsetsRequest()
+					req.ReplicaID = -1
+					rt := kmsg.NewListOffsetsRequestTopic()
+					rt.Topic = topic
+					for p := range int32(2) {
+						rp := kmsg.NewListOffsetsRequestTopicPartition()
+						rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = p, -1, -1
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					req.Topics = append(req.Topics, rt)
+					resp, err := req.RequestWith(ctx, broker)
+					if err != nil {
+						t.Errorf("list offsets: %v", err)
 						return
 					}
 					for _, rp := range resp.Topics[0].Partitions {

@@ -79,6 +79,7 @@ func (m *Manager) ApplyBatch(items []ApplyItem) []error {
 			}
 			_, errs[i] = m.applyLocked(it.TopicPartition, it.TopicID, it.State, it.Config)
 		}
+		queued = queued || len(m.epochQ) > 0
 		m.mu.Unlock()
 	}
 	if queued {
@@ -209,19 +210,55 @@ func (m *Manager) signalCreators() {
 	}
 }
 
-// creator creates the logs of pending partitions until Close.
+// creator creates the logs of pending partitions, and writes the
+// leader-epoch-checkpoint of partitions led at a new epoch (epochQ), until
+// Close.
 func (m *Manager) creator() {
 	for {
-		tp, id, cfg, ok := m.nextPending()
-		if !ok {
-			select {
-			case <-m.ctx.Done():
-				return
-			case <-m.createSig:
-			}
+		if tp, id, cfg, ok := m.nextPending(); ok {
+			m.create(tp, id, cfg)
 			continue
 		}
-		m.create(tp, id, cfg)
+		if p := m.nextEpochs(); p != nil {
+			m.writeEpochs(p)
+			continue
+		}
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.createSig:
+		}
+	}
+}
+
+// nextEpochs takes the next partition of epochQ, nil when none (or
+// closing).
+func (m *Manager) nextEpochs() *Partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.epochQ) == 0 || m.ctx.Err() != nil {
+		return nil
+	}
+	p := m.epochQ[0]
+	m.epochQ[0] = nil
+	m.epochQ = m.epochQ[1:]
+	if len(m.epochQ) == 0 {
+		m.epochQ = nil // let the backing array go
+	} else {
+		m.signalCreators() // another creator takes the next one
+	}
+	return p
+}
+
+// writeEpochs writes the leader-epoch-checkpoint of p's log if its
+// history has an epoch the file lacks (storage.Log.WriteEpochs): a
+// partition just led at a new epoch, so that its first Produce only
+// appends, as Kafka writes the epoch when the partition becomes leader
+// (Partition.makeLeader), not on the produce path. A failure is logged;
+// the log's next append writes the file before its batches.
+func (m *Manager) writeEpochs(p *Partition) {
+	if err := p.log.WriteEpochs(); err != nil && !errors.Is(err, storage.ErrClosed) {
+		m.logger.Warn("writing leader-epoch-checkpoint failed: the next append writes it", "topic", p.Topic, "partition", p.Partition, "err", err)
 	}
 }
 
@@ -279,14 +316,21 @@ func (m *Manager) create(tp TopicPartition, id [16]byte, cfg LogConfig) {
 		m.mu.Unlock()
 		return
 	}
+	var p *Partition
+	epochDue := false
 	if err == nil {
 		it := &pl.item
-		_, err = m.applyLocked(tp, it.TopicID, it.State, it.Config)
+		p, epochDue, err = m.hostLocked(tp, it.TopicID, it.State, it.Config)
 	} else {
 		m.offline[tp] = err
 	}
 	m.mu.Unlock()
 	if err != nil {
 		m.logger.Error("hosting partition failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	}
+	if epochDue {
+		// Here, while the log's files are fresh in the page cache and
+		// before the first Produce, which then only appends.
+		m.writeEpochs(p)
 	}
 }

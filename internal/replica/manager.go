@@ -70,12 +70,13 @@ type Manager struct {
 	opts   Options
 	logger *slog.Logger
 
-	mu            sync.RWMutex // guards parts, offline, pending, createQ, fetchers and hwCheckpoints
+	mu            sync.RWMutex // guards parts, offline, pending, createQ, epochQ, fetchers and hwCheckpoints
 	parts         map[TopicPartition]*Partition
 	offline       map[TopicPartition]error                    // partitions whose log could not be opened, with why
 	pending       map[TopicPartition]*pendingLog              // assigned, waiting for a creator to make the log (applybatch.go)
 	createQ       []TopicPartition                            // pending partitions in the order assigned; may name one twice or a removed one
 	createSig     chan struct{}                               // wakes a creator (capacity 1)
+	epochQ        []*Partition                                // led at a new epoch: the creators write their leader-epoch-checkpoint (applybatch.go)
 	fetchers      map[int32]*fetcher                          // by leader id
 	hwCheckpoints map[string]map[storage.TopicPartition]int64 // by log dir, read once
 	// hwMoved: a high-watermark moved, or a partition went, since the
@@ -225,22 +226,40 @@ func otherTopic(log *storage.Log, topicID [16]byte) bool {
 // leader (-1) is hosted as a follower that fetches nothing.
 func (m *Manager) Apply(tp TopicPartition, topicID [16]byte, st State, cfg LogConfig) (*Partition, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.applyLocked(tp, topicID, st, cfg)
+	p, err := m.applyLocked(tp, topicID, st, cfg)
+	queued := len(m.epochQ) > 0
+	m.mu.Unlock()
+	if queued {
+		m.signalCreators()
+	}
+	return p, err
 }
 
+// applyLocked is hostLocked, handing the leader-epoch-checkpoint of a
+// new leader epoch to the creators (queueEpochsLocked); the caller
+// signals them.
 func (m *Manager) applyLocked(tp TopicPartition, topicID [16]byte, st State, cfg LogConfig) (*Partition, error) {
-	p, err := m.openLocked(tp, topicID, cfg)
+	p, epochDue, err := m.hostLocked(tp, topicID, st, cfg)
+	if epochDue {
+		m.epochQ = append(m.epochQ, p)
+	}
+	return p, err
+}
+
+// hostLocked is Apply under mu; epochDue reports that this broker became
+// the partition's leader at an epoch its log's history did not have, whose
+// leader-epoch-checkpoint is the caller's to write, outside mu.
+func (m *Manager) hostLocked(tp TopicPartition, topicID [16]byte, st State, cfg LogConfig) (p *Partition, epochDue bool, err error) {
+	p, err = m.openLocked(tp, topicID, cfg)
 	if err != nil {
 		// Clients asking for it get KAFKA_STORAGE_ERROR at once.
 		m.offline[tp] = err
-		return nil, err
+		return nil, false, err
 	}
 	delete(m.offline, tp)
 	if st.Leader == m.opts.NodeID {
 		m.removeFromFetchersLocked(p)
-		p.makeLeader(st, time.Now())
-		return p, nil
+		return p, p.makeLeader(st, time.Now()), nil
 	}
 	prevLeader := p.Leader()
 	p.makeFollower(st)
@@ -250,7 +269,7 @@ func (m *Manager) applyLocked(tp TopicPartition, topicID [16]byte, st State, cfg
 	if st.Leader >= 0 {
 		m.fetcherLocked(st.Leader).add(p)
 	}
-	return p, nil
+	return p, false, nil
 }
 
 func (m *Manager) removeFromFetchersLocked(p *Partition) {

@@ -289,8 +289,12 @@ func (p *Partition) CheckEpoch(current int32) error {
 // makeLeader switches the partition to leader for st (st.Leader is this
 // broker). Followers start with unknown log end offsets; those in the ISR
 // count as caught up now, so that they are not dropped before their first
-// fetch (Kafka does the same on a leader change).
-func (p *Partition) makeLeader(st State, now time.Time) {
+// fetch (Kafka does the same on a leader change). A new leader epoch
+// starts at the log end offset in the log's epoch history (Kafka's
+// makeLeader assigns it there); epochDue reports that the history changed
+// and its leader-epoch-checkpoint is to be written (storage.Log.WriteEpochs),
+// which the Manager does on its creators rather than here, under its lock.
+func (p *Partition) makeLeader(st State, now time.Time) (epochDue bool) {
 	p.mu.Lock()
 	newEpoch := st.LeaderEpoch != p.leaderEpoch.Load() || !p.leader.Load()
 	changed := newEpoch || st.PartitionEpoch != p.partitionEpoch
@@ -324,6 +328,9 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 	}
 	if newEpoch {
 		p.epochStartOffset = p.log.LogEndOffset()
+		// Under mu, so that no append comes between: the epoch starts
+		// exactly where this leader's first batch will.
+		epochDue = p.log.AssignEpoch(st.LeaderEpoch)
 	}
 	p.verifications = nil
 	p.leaderEpoch.Store(st.LeaderEpoch)
@@ -340,6 +347,7 @@ func (p *Partition) makeLeader(st State, now time.Time) {
 	p.maybeAdvanceHWLocked()
 	p.mu.Unlock()
 	p.purg.wakeAll()
+	return epochDue
 }
 
 // makeFollower switches the partition to follow st.Leader.

@@ -102,7 +102,11 @@ func loadEpochCache(fsys vfs.FS, dir string, logEnd int64, segs []*segment) (*ep
 }
 
 // assign records that epoch wrote from offset on, when it is newer than
-// the latest epoch; it reports whether the history changed.
+// the latest epoch; it reports whether the history changed. Entries that
+// start at or past offset go first, as Kafka's
+// LeaderEpochFileCache.assign drops them: an epoch a leader was assigned
+// (Log.AssignEpoch) but wrote nothing in is replaced by the next one
+// starting at the same offset.
 func (c *epochCache) assign(epoch int32, offset int64) bool {
 	if epoch < 0 {
 		return false
@@ -112,8 +116,18 @@ func (c *epochCache) assign(epoch int32, offset int64) bool {
 	if n := len(c.entries); n > 0 && epoch <= c.entries[n-1].Epoch {
 		return false
 	}
+	for n := len(c.entries); n > 0 && c.entries[n-1].StartOffset >= offset; n-- {
+		c.entries = c.entries[:n-1]
+	}
 	c.entries = append(c.entries, EpochEntry{epoch, offset})
 	return true
+}
+
+// restore sets the history back to entries (a snapshot).
+func (c *epochCache) restore(entries []EpochEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = entries
 }
 
 // truncateFromEnd drops epochs that start at or after offset.
@@ -205,40 +219,91 @@ func (l *Log) EndOffsetForEpoch(requested int32) (epoch int32, endOffset int64) 
 // EpochHistory returns the leader epoch entries, oldest first.
 func (l *Log) EpochHistory() []EpochEntry { return l.epochs.snapshot() }
 
+// AssignEpoch records that epoch starts at the log end offset, as a
+// partition's new leader does before it appends anything (Kafka's
+// Partition.makeLeader, UnifiedLog.maybeAssignEpochStartOffset): an
+// OffsetForLeaderEpoch for an earlier epoch then ends there. It reports
+// whether the history changed, that is whether epoch is newer than the
+// latest one (an older or equal epoch changes nothing; false once the
+// log is closing). Only the history in memory changes: WriteEpochs
+// replaces the leader-epoch-checkpoint off the produce path, and the next
+// append does it before writing its batches if WriteEpochs has not, so
+// that no batch is ever on disk ahead of its epoch in the file. Safe for
+// concurrent use.
+func (l *Log) AssignEpoch(epoch int32) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing || !l.epochs.assign(epoch, l.logEndOffset.Load()) {
+		return false
+	}
+	l.epochsUnwritten = true
+	return true
+}
+
+// WriteEpochs replaces the leader-epoch-checkpoint when the history holds
+// what the file lacks (an epoch given by AssignEpoch) or the file holds
+// what the history dropped; otherwise it does nothing (one lock). As an
+// append's write, it does not fsync: the next flush of the log does. The
+// replica manager calls it on its log creators once a partition is led,
+// so that the first Produce of a new epoch only appends. Errors:
+// ErrClosed; the write's, classified by ioError (a failure of the disk
+// takes the log dir offline; out of space or descriptors, the next
+// append writes the file before its batches).
+func (l *Log) WriteEpochs() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return ErrClosed
+	}
+	if !l.epochsUnwritten && !l.epochsStale {
+		return nil
+	}
+	if err := l.epochs.write(false); err != nil {
+		return l.ioError(fmt.Errorf("storage: write leader-epoch-checkpoint: %w", err))
+	}
+	l.epochsUnwritten, l.epochsStale = false, false
+	l.epochsUnsynced, l.dirDirty = true, true
+	return nil
+}
+
 // recordEpochsLocked adds the epochs of hs, batches about to be written
 // at the log end, to the history and replaces the checkpoint file when it
-// changed (or a failed write left it stale), before the batches are
-// written: a crash between the two leaves an entry at or past the log
-// end, which loadEpochCache drops. undo takes the new entries back out of
-// the history when the batches are not written after all (the file keeps
-// them until the next append replaces it). On error the
+// changed (or the file differs from the history: an epoch AssignEpoch
+// gave that WriteEpochs has not written yet, or a failed write), before
+// the batches are written: a crash between the two leaves an entry at or
+// past the log end, which loadEpochCache drops. undo sets the history
+// back when the batches are not written after all (the file keeps the
+// new entries until the next append replaces it). On error the
 // history is as before and nothing else changed; the error is the
 // write's, for ioError to classify (Kafka's LeaderEpochFileCache writes
 // through a CheckpointFileWithFailureHandler: an IOException takes the
 // dir offline).
 func (l *Log) recordEpochsLocked(hs []record.Header) (undo func(), err error) {
-	changed := false
+	latest, ok := l.epochs.latest()
+	newer := false
 	for i := range hs {
-		if l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset) {
-			changed = true
+		if e := hs[i].PartitionLeaderEpoch; e >= 0 && (!ok || e > latest) {
+			newer = true
+			break
 		}
 	}
-	if !changed && !l.epochsStale {
+	if !newer && !l.epochsStale && !l.epochsUnwritten {
 		return func() {}, nil
 	}
-	first := hs[0].BaseOffset
+	before := l.epochs.snapshot()
+	for i := range hs {
+		l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset)
+	}
 	// Without an fsync on the append path (as Kafka since KAFKA-15046):
 	// the next flush of the log syncs it, and a crash before that
 	// rebuilds the history from the batches' epochs.
 	if err := l.epochs.write(false); err != nil {
-		if changed {
-			l.epochs.truncateFromEnd(first)
-		}
+		l.epochs.restore(before)
 		return nil, fmt.Errorf("storage: write leader-epoch-checkpoint: %w", err)
 	}
-	l.epochsStale = false
+	l.epochsStale, l.epochsUnwritten = false, false
 	undo = func() {
-		l.epochs.truncateFromEnd(first)
+		l.epochs.restore(before)
 		l.epochsStale = true // the file has them: the next append replaces it
 	}
 	l.epochsUnsynced = true
@@ -252,7 +317,7 @@ func (l *Log) recordEpochsLocked(hs []record.Header) (undo func(), err error) {
 // append writes it again (epochsStale). A failure of the disk takes the
 // dir offline, as Kafka's.
 func (l *Log) truncateEpochsLocked(offset int64) error {
-	if !l.epochs.truncateFromEnd(offset) && !l.epochsStale {
+	if !l.epochs.truncateFromEnd(offset) && !l.epochsStale && !l.epochsUnwritten {
 		return nil
 	}
 	if err := l.epochs.flush(); err != nil {
@@ -264,6 +329,6 @@ func (l *Log) truncateEpochsLocked(offset int64) error {
 		}
 		return err
 	}
-	l.epochsStale = false
+	l.epochsStale, l.epochsUnwritten = false, false
 	return nil
 }

@@ -1,11 +1,19 @@
 package storage
 
 import (
+	"errors"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/samsahq/samsa/internal/record"
+	"github.com/samsahq/samsa/internal/storage/vfs"
+	"github.com/samsahq/samsa/internal/storage/vfs/errorfs"
 )
 
 func epochBatch(t *testing.T, n int) []byte {
@@ -88,4 +96,173 @@ func FuzzEpochCheckpoint(f *testing.F) {
 			t.Fatalf("round trip: %v %v", entries, err)
 		}
 	})
+}
+
+// TestAssignEpoch: a new leader's epoch starts at the log end (Kafka's
+// Partition.makeLeader) in memory; WriteEpochs writes it to the
+// leader-epoch-checkpoint, after which the first append of that epoch
+// writes no file; an append before WriteEpochs writes the file itself,
+// before its batches. A newer epoch assigned at the same offset replaces
+// one nothing was written in, as Kafka's LeaderEpochFileCache.assign
+// does, and a restart forgets an epoch nothing was written in.
+func TestAssignEpoch(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, LeaderEpochCheckpointFile)
+	l, err := Open(OpenOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFile := func(want string) os.FileInfo {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil || string(data) != want {
+			t.Fatalf("checkpoint %q, %v; want %q", data, err, want)
+		}
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi
+	}
+	if !l.AssignEpoch(2) || l.AssignEpoch(2) || l.AssignEpoch(1) {
+		t.Fatal("AssignEpoch: want true for 2, then false for 2 again and for 1")
+	}
+	if got := l.EpochHistory(); !slices.Equal(got, []EpochEntry{{2, 0}}) {
+		t.Fatalf("history %v, want [{2 0}]", got)
+	}
+	if e, end := l.EndOffsetForEpoch(2); e != 2 || end != 0 {
+		t.Fatalf("EndOffsetForEpoch(2) = %d, %d; want 2, 0", e, end)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("AssignEpoch wrote the checkpoint (%v): that is WriteEpochs' work", err)
+	}
+	if err := l.WriteEpochs(); err != nil {
+		t.Fatal(err)
+	}
+	written := checkFile("0\n1\n2 0\n")
+	if _, err := l.Append(epochBatch(t, 3), 2); err != nil {
+		t.Fatal(err)
+	}
+	if fi := checkFile("0\n1\n2 0\n"); !os.SameFile(fi, written) {
+		t.Fatal("the first append of an epoch already written replaced the checkpoint")
+	}
+	if err := l.WriteEpochs(); err != nil {
+		t.Fatal(err)
+	}
+	if fi := checkFile("0\n1\n2 0\n"); !os.SameFile(fi, written) {
+		t.Fatal("WriteEpochs with nothing new replaced the checkpoint")
+	}
+	// Led at 4, then at 5 before anything was written: 5 replaces 4.
+	l.AssignEpoch(4)
+	l.AssignEpoch(5)
+	if got := l.EpochHistory(); !slices.Equal(got, []EpochEntry{{2, 0}, {5, 3}}) {
+		t.Fatalf("history %v, want [{2 0} {5 3}]", got)
+	}
+	if e, end := l.EndOffsetForEpoch(4); e != 2 || end != 3 {
+		t.Fatalf("EndOffsetForEpoch(4) = %d, %d; want 2, 3", e, end)
+	}
+	// No WriteEpochs: the append writes the checkpoint first.
+	if _, err := l.Append(epochBatch(t, 3), 5); err != nil {
+		t.Fatal(err)
+	}
+	checkFile("0\n2\n2 0\n5 3\n")
+	l.AssignEpoch(7)
+	if err := l.WriteEpochs(); err != nil {
+		t.Fatal(err)
+	}
+	checkFile("0\n3\n2 0\n5 3\n7 6\n")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(OpenOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got := l.EpochHistory(); !slices.Equal(got, []EpochEntry{{2, 0}, {5, 3}}) {
+		t.Fatalf("history after a restart %v, want [{2 0} {5 3}]", got)
+	}
+	if !l.AssignEpoch(7) {
+		t.Fatal("AssignEpoch(7) after the restart: want true")
+	}
+}
+
+// TestAssignEpochCrash: a crash of the machine at any filesystem call of
+// a leader's life (epochs assigned at the log end, their checkpoint
+// written by WriteEpochs or by the first append, appends, flushes),
+// keeping a random part of what was not synced, leaves a log whose epoch
+// history, once opened, is the one its surviving batches show: no batch
+// of an epoch the history lacks or places later, so that truncation and
+// OffsetForLeaderEpoch answer from what the log holds.
+func TestAssignEpochCrash(t *testing.T) {
+	script := func(l *Log) error {
+		steps := []func() error{
+			func() error { _, err := l.Append(epochBatch(t, 3), 0); return err },
+			l.Flush,
+			func() error { l.AssignEpoch(2); return l.WriteEpochs() },
+			func() error { _, err := l.Append(epochBatch(t, 2), 2); return err },
+			func() error { _, err := l.Append(epochBatch(t, 2), 2); return err },
+			func() error { l.AssignEpoch(4); l.AssignEpoch(5); return nil },
+			func() error { _, err := l.Append(epochBatch(t, 2), 5); return err }, // writes the checkpoint itself
+			l.Flush,
+			func() error { l.AssignEpoch(7); return l.WriteEpochs() },
+			func() error { _, err := l.Append(epochBatch(t, 1), 7); return err },
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for k := 1; ; k++ {
+		dir := t.TempDir()
+		crash := errorfs.NewCrashFS(nil)
+		var calls atomic.Int64
+		crashed := false
+		hook := errorfs.Func(func(op errorfs.Op) error {
+			if op.Kind&errorfs.OpMutate == 0 || !strings.HasPrefix(op.Path, dir) {
+				return nil
+			}
+			if calls.Add(1) == int64(k) {
+				crashed = true
+				crash.Crash(errorfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(k), 1))})
+				return errorfs.ErrCrashed
+			}
+			return nil
+		})
+		l, err := Open(OpenOptions{Dir: dir, FS: errorfs.Wrap(crash, hook)})
+		if err == nil {
+			err = script(l)
+		}
+		if !crashed {
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			if k < 10 {
+				t.Fatalf("the script made only %d filesystem calls", k-1)
+			}
+			return
+		}
+		l2, err := Open(OpenOptions{Dir: dir})
+		if err != nil {
+			t.Fatalf("crash at call %d: open: %v", k, err)
+		}
+		var want []EpochEntry
+		for _, s := range l2.segments() {
+			if _, err := scanSegment(vfs.Default, s.path(logSuffix), func(b SegmentBatch) error {
+				if e := b.Header.PartitionLeaderEpoch; b.Err == nil && (len(want) == 0 || e > want[len(want)-1].Epoch) {
+					want = append(want, EpochEntry{e, b.Header.BaseOffset})
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := l2.EpochHistory(); !slices.Equal(got, want) {
+			t.Errorf("crash at call %d: history %v, the batches show %v (log end %d)", k, got, want, l2.LogEndOffset())
+		}
+		l2.Close()
+	}
 }

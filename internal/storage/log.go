@@ -86,7 +86,11 @@ type Log struct {
 	dirDirty       bool   // files were created or removed since the last directory fsync
 	epochsUnsynced bool   // leader-epoch-checkpoint was replaced without an fsync
 	epochsStale    bool   // leader-epoch-checkpoint failed to be replaced after a truncation: the next append replaces it
-	flusherOn      bool
+	// epochsUnwritten: the history has an epoch AssignEpoch gave that
+	// leader-epoch-checkpoint lacks; WriteEpochs or the next append
+	// writes it.
+	epochsUnwritten bool
+	flusherOn       bool
 
 	epochs *epochCache // leader epoch history (leader-epoch-checkpoint)
 

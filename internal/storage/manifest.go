@@ -114,7 +114,15 @@ func (l *Log) appendManifest(b []byte, name string, sc *manifestScratch) (_ []by
 		epochs: m.epochs[:0], producers: producerManifest{producers: m.producers.producers[:0]}}
 	m.topicID, m.hasTopicID = l.KnownTopicID()
 	l.epochs.mu.Lock()
-	m.epochs = append(m.epochs, l.epochs.entries...)
+	for _, e := range l.epochs.entries {
+		// An epoch assigned at the log end (AssignEpoch) with nothing
+		// written in it is left out, as loadEpochCache drops it from
+		// the file: the partition's leader assigns it again, and
+		// writes the file, after the restart.
+		if e.StartOffset < leo {
+			m.epochs = append(m.epochs, e)
+		}
+	}
 	l.epochs.mu.Unlock()
 	for _, s := range segs {
 		s.txn.mu.Lock()

@@ -56,8 +56,12 @@ func stateOfLog(t *testing.T, l *Log) logState {
 	t.Helper()
 	producers, aborted, fu := stateOf(t, l)
 	ts, at, _ := l.MaxTimestamp()
+	// An epoch assigned at the log end (AssignEpoch) that nothing was
+	// written in does not outlive a restart, as in Kafka: the leader
+	// assigns it again.
+	epochs := slices.DeleteFunc(l.EpochHistory(), func(e EpochEntry) bool { return e.StartOffset >= l.LogEndOffset() })
 	st := logState{LogStart: l.LogStartOffset(), LogEnd: l.LogEndOffset(), RecoveryPoint: l.RecoveryPoint(),
-		Epochs: l.EpochHistory(), Producers: producers, Aborted: aborted, FirstUnstable: fu,
+		Epochs: epochs, Producers: producers, Aborted: aborted, FirstUnstable: fu,
 		LastSnapshot: l.producers.lastSnapshot(), MaxTimestamp: ts, MaxTimestampAt: at}
 	segs := l.segments()
 	for i, s := range segs {
@@ -150,6 +154,16 @@ func randomLogs(t *testing.T, m *Manager, rng *rand.Rand, logs int) {
 				if err := l.SetLogStartOffset(min(l.LogEndOffset(), l.LogStartOffset()+rng.Int64N(5))); err != nil {
 					t.Fatal(err)
 				}
+			case op == 3:
+				// Led at a new epoch, its checkpoint written by the
+				// creators or by the next append.
+				epoch++
+				l.AssignEpoch(epoch)
+				if rng.IntN(2) == 0 {
+					if err := l.WriteEpochs(); err != nil {
+						t.Fatal(err)
+					}
+				}
 			case op < 8:
 				if _, err := l.Append(testBatch(t, 1+rng.IntN(5), testEpoch.UnixMilli()+rng.Int64N(1000), "x"), epoch); err != nil {
 					t.Fatal(err)
@@ -169,6 +183,12 @@ func randomLogs(t *testing.T, m *Manager, rng *rand.Rand, logs int) {
 					t.Fatal(err)
 				}
 			}
+		}
+		if rng.IntN(2) == 0 {
+			// Led at an epoch nothing was written in yet when the node
+			// stops.
+			epoch++
+			l.AssignEpoch(epoch)
 		}
 	}
 }
