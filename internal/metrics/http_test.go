@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +102,27 @@ func scrapeServer(t *testing.T, reg *prometheus.Registry) func(ctx context.Conte
 	}
 }
 
+// scrapeHandlers counts the goroutines in a /metrics handler, main's
+// (promhttp's, which gathered in the request) or this package's.
+func scrapeHandlers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "promhttp.HandlerForTransactional") || strings.Contains(g, "metrics.scrapeHandler.func") {
+			count++
+		}
+	}
+	return count
+}
+
 const openMetrics = "application/openmetrics-text;version=1.0.0"
 
 // direct is what promhttp serves for reg by itself, in the format accept
@@ -149,6 +171,9 @@ func TestScrapesShareGather(t *testing.T) {
 		cancel()
 		abandoned.Wait()
 		synctest.Wait()
+		if n := scrapeHandlers(); n != 0 {
+			t.Errorf("%d /metrics handlers still run after their clients left, want 0", n)
+		}
 
 		const n = 16
 		type result struct {
