@@ -257,8 +257,9 @@ func startPrometheus(t *testing.T, bin string, c *samsa.Cluster) *promServer {
 	}
 	// A scrape of a node of this test process (three nodes, -race) took
 	// 0.3-1.3 s at load 25 on 2 cores: with a 900 ms scrape_timeout the
-	// targets went down for the test's whole minute (and the abandoned
-	// scrapes, which the node still finishes, filled MaxScrapes: 503).
+	// targets went down for the test's whole minute (and, before
+	// concurrent scrapes shared a gather, the abandoned scrapes, which the
+	// node still finished, filled MaxScrapes: 503).
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 3s
   scrape_timeout: 3s

@@ -9,6 +9,8 @@
 // Hot paths only add to atomics held by handles resolved once (a
 // partition's *Topic, a request's per-API histograms); gauges such as
 // under-replicated partitions are computed when scraped, by iterating the
-// hosted partitions once. Each node has its own Registry, so several nodes
-// in one process (tests) keep separate metrics.
+// hosted partitions once. Scrapes that arrive while a gather runs share
+// its result (scrape.go), so a slow node gathers once however many
+// scrapers ask. Each node has its own Registry, so several nodes in one
+// process (tests) keep separate metrics.
 package metrics

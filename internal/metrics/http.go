@@ -95,7 +95,7 @@ func Listen(addr string, ln net.Listener, tc *tls.Config, reg *prometheus.Regist
 	}
 	gather := &sharedGather{g: reg}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", scrapeHandler(gather, logger))
+	mux.Handle("/metrics", scrapeHandler(gather, ScrapeTimeout, logger))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

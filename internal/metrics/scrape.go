@@ -107,8 +107,9 @@ func (g gathered) Gather() ([]*dto.MetricFamily, error) { return g.mfs, g.err }
 // scrapeHandler serves /metrics from s: promhttp negotiates the format
 // (text or OpenMetrics) and compression and encodes; at most MaxScrapes
 // encode at once, the others wait for one to finish. A request whose
-// client goes away (its context ends) stops waiting at once.
-func scrapeHandler(s *sharedGather, logger *slog.Logger) http.Handler {
+// client goes away (its context ends) stops waiting at once; one not
+// answered within timeout (zero or negative: no limit) gets 503.
+func scrapeHandler(s *sharedGather, timeout time.Duration, logger *slog.Logger) http.Handler {
 	opts := promhttp.HandlerOpts{
 		EnableOpenMetrics: true,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -133,6 +134,9 @@ func scrapeHandler(s *sharedGather, logger *slog.Logger) http.Handler {
 		}
 		promhttp.HandlerFor(gathered{mfs, err}, opts).ServeHTTP(w, r)
 	})
+	if timeout <= 0 {
+		return h
+	}
 	// The message promhttp's own Timeout gives.
-	return http.TimeoutHandler(h, ScrapeTimeout, fmt.Sprintf("Exceeded configured timeout of %v.\n", ScrapeTimeout))
+	return http.TimeoutHandler(h, timeout, fmt.Sprintf("Exceeded configured timeout of %v.\n", timeout))
 }
