@@ -611,7 +611,32 @@ func (m *Manager) scanDir(d *logDir, in map[TopicPartition]*logDir) (*dirLoad, e
 		}
 		dl.jobs = append(dl.jobs, &loadJob{tp: tp, path: path, rp: rp, man: manifest[name]})
 	}
+	m.dropUnfound(d, in, rps, dl.lsos, dl.cleaned)
 	return dl, nil
+}
+
+// dropUnfound records in m.dropped the partitions that d's checkpoint
+// files name but that have no directory in d (in maps each partition
+// found to its dir): deleted before a crash that left the files
+// unwritten (DeleteBatch does not rewrite them), or moved to another
+// dir. A Create of one in d then writes the files first (CreateTopic),
+// as it does for one deleted by this process, so that a second crash
+// never loads the new log with the old one's log start offset and
+// recovery point.
+func (m *Manager) dropUnfound(d *logDir, in map[TopicPartition]*logDir, files ...map[TopicPartition]int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range files {
+		for tp := range f {
+			if in[tp] == d {
+				continue
+			}
+			if m.dropped == nil {
+				m.dropped = map[droppedLog]struct{}{}
+			}
+			m.dropped[droppedLog{d, tp}] = struct{}{}
+		}
+	}
 }
 
 // openLogs opens (and recovers) the logs of jobs, of dl's dir,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,5 +237,105 @@ func TestDeleteCheckpoints(t *testing.T) {
 	}
 	if lso, leo := l.LogStartOffset(), l.LogEndOffset(); lso != 0 || leo != 1 {
 		t.Fatalf("t-0 created again, after a crash: log start offset %d, log end offset %d; want 0 and 1 (the deleted log's start was 2)", lso, leo)
+	}
+}
+
+// TestDeleteCrashRecreateCheckpoints: a partition deleted, a crash before
+// the checkpoints were written again, then the partition created again
+// by the next process and a second crash: the new log must load empty at
+// offset 0, not with the deleted log's start offset, which the checkpoint
+// files still name after the first crash.
+func TestDeleteCrashRecreateCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	opts := func(d string) ManagerOptions {
+		return ManagerOptions{Dirs: []string{d}, NodeID: 1, ClusterID: "c", CheckpointInterval: time.Hour}
+	}
+	// crash copies the dir as it is, without a clean shutdown, but for
+	// the directories of deleted logs (removed in the background, never
+	// loaded).
+	crash := func(from string) string {
+		t.Helper()
+		to := filepath.Join(t.TempDir(), "crashed")
+		err := filepath.WalkDir(from, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(from, path)
+			if err != nil {
+				return err
+			}
+			switch {
+			case e.IsDir() && strings.HasSuffix(e.Name(), deleteSuffix):
+				return filepath.SkipDir
+			case e.IsDir():
+				return os.MkdirAll(filepath.Join(to, rel), 0o755)
+			case e.Name() == LockFile:
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return to
+	}
+	m, err := OpenManager(opts(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tp := TopicPartition{"t", 0}
+	l, err := m.Create(tp, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, &appended{}, 3, 0)
+	if err := l.SetLogStartOffset(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(tp); err != nil {
+		t.Fatal(err)
+	}
+	first := crash(dir) // the checkpoint files still name t-0 (start 2)
+
+	m2, err := OpenManager(opts(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if m2.Get(tp) != nil {
+		t.Fatal("deleted t-0 loaded after a crash")
+	}
+	l, err = m2.Create(tp, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, &appended{}, 1, 0)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	second := crash(first)
+
+	m3, err := OpenManager(opts(second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m3.Close()
+	l = m3.Get(tp)
+	if l == nil {
+		t.Fatal("t-0 created again is not there after a crash")
+	}
+	if lso, leo := l.LogStartOffset(), l.LogEndOffset(); lso != 0 || leo != 1 {
+		t.Fatalf("t-0 deleted, crash, created again, crash: log start offset %d, log end offset %d; want 0 and 1 (the deleted log's start was 2)", lso, leo)
 	}
 }
