@@ -184,7 +184,9 @@
 // came or went) and at a clean shutdown, the Manager writes the
 // recovery-point, log-start-offset and cleaner-offset checkpoints when a
 // log is created in a dir whose files may still name a deleted log of the
-// same partition (deleted since they were last written), before it makes
+// same partition (deleted since they were last written, by this process
+// or by one that crashed before writing them: a partition the files name
+// but no directory of the dir holds at open), before it makes
 // the new log, so that a partition created again under the same name
 // never loads with the deleted one's offsets after a crash. Kafka writes
 // them after each deletion (asyncDelete); DeleteBatch does not (at

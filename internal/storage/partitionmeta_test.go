@@ -177,22 +177,7 @@ func TestDeleteCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	for p := range int32(3) {
-		l, err := m.Create(TopicPartition{"t", p}, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fill(t, l, &appended{}, 3, 0)
-		if err := l.SetLogStartOffset(2); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	createStartingAt2(t, m, TopicPartition{"t", 0}, TopicPartition{"t", 1}, TopicPartition{"t", 2})
 	written.Store(0)
 	for _, tp := range []TopicPartition{{"t", 0}, {"t", 2}} {
 		if err := m.Delete(tp); err != nil {
@@ -289,20 +274,7 @@ func TestDeleteCrashRecreateCheckpoints(t *testing.T) {
 	}
 	defer m.Close()
 	tp := TopicPartition{"t", 0}
-	l, err := m.Create(tp, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill(t, l, &appended{}, 3, 0)
-	if err := l.SetLogStartOffset(2); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Checkpoint(); err != nil {
-		t.Fatal(err)
-	}
+	createStartingAt2(t, m, tp)
 	if err := m.Delete(tp); err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +288,7 @@ func TestDeleteCrashRecreateCheckpoints(t *testing.T) {
 	if m2.Get(tp) != nil {
 		t.Fatal("deleted t-0 loaded after a crash")
 	}
-	l, err = m2.Create(tp, Config{})
+	l, err := m2.Create(tp, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,5 +309,27 @@ func TestDeleteCrashRecreateCheckpoints(t *testing.T) {
 	}
 	if lso, leo := l.LogStartOffset(), l.LogEndOffset(); lso != 0 || leo != 1 {
 		t.Fatalf("t-0 deleted, crash, created again, crash: log start offset %d, log end offset %d; want 0 and 1 (the deleted log's start was 2)", lso, leo)
+	}
+}
+
+// createStartingAt2 creates the logs of tps in m, each of three records
+// with log start offset 2, flushed, and writes m's checkpoints.
+func createStartingAt2(t *testing.T, m *Manager, tps ...TopicPartition) {
+	t.Helper()
+	for _, tp := range tps {
+		l, err := m.Create(tp, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, &appended{}, 3, 0)
+		if err := l.SetLogStartOffset(2); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Checkpoint(); err != nil {
+		t.Fatal(err)
 	}
 }
