@@ -88,6 +88,13 @@ func TestGroupConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	// cl.Broker(id) answers "unknown broker" until the client has loaded
+	// metadata naming the node: load it first.
+	mctx, mcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(mctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	mcancel()
 	if code, msg := alterGroupConfig(t, cl.Broker(2), "g1",
 		set("consumer.heartbeat.interval.ms", "700"), set("consumer.session.timeout.ms", "4000"),
 		set("share.auto.offset.reset", "by_duration:PT1H30M"), set("share.isolation.level", "read_committed"),
