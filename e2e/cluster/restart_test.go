@@ -68,22 +68,35 @@ func TestRestartWholeCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// lastSeen is what the last look at a node found missing, logged
+	// with every node's view of the topic should the wait time out.
+	var lastSeen, lastTopic string
+	defer func() {
+		if t.Failed() && lastTopic != "" {
+			t.Logf("last look: %s\nevery node's view of %s:\n%s", lastSeen, lastTopic, views(c, lastTopic))
+		}
+	}()
 	for _, n := range c.Nodes {
 		for _, name := range names {
+			lastTopic = name
 			waitFor(t, 90*time.Second, fmt.Sprintf("%s with leaders and full ISRs on node %d", name, n.ID), func() bool {
 				v, err := view(n.Addr(), name)
 				if err != nil || len(v.parts) != partitions {
+					lastSeen = fmt.Sprintf("node %d: %d partitions, err %v", n.ID, len(v.parts), err)
 					return false
 				}
-				for _, p := range v.parts {
+				var missing []string
+				for i, p := range v.parts {
 					if p.leader < 0 || len(p.isr) != 3 {
-						return false
+						missing = append(missing, fmt.Sprintf("p%d leader %d epoch %d isr %v", i, p.leader, p.epoch, p.isr))
 					}
 				}
-				return true
+				lastSeen = fmt.Sprintf("node %d: %d partitions without a leader or a full ISR: %v", n.ID, len(missing), missing)
+				return len(missing) == 0
 			})
 		}
 	}
+	lastTopic = ""
 	t.Logf("restarted together: every ISR full after %v", time.Since(start).Round(time.Millisecond))
 	for _, n := range c.Nodes {
 		waitFor(t, 30*time.Second, fmt.Sprintf("3 unfenced brokers in node %d's metadata", n.ID), func() bool {
