@@ -511,6 +511,17 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 		n.quorum, voter = n.raft, n.raft
 		n.transport = transport
+		// The commit point stored in the quorum-state file may be older
+		// than the quorum's (it is not fsynced on its own): build the
+		// first image from the whole committed log, or this node's
+		// broker would apply an old one at start, hosting a topic
+		// deleted before a crash and deleting the logs of the topic
+		// created again under its name (Kafka's controllers and brokers
+		// also catch up with the leader's high-watermark first).
+		logger.Info("catching up with the metadata quorum", "voters", len(nc.QuorumVoters))
+		if err := n.raft.WaitCaughtUp(ctx); err != nil {
+			return nil, fmt.Errorf("catching up with the metadata quorum: %w", err)
+		}
 	case len(nc.QuorumVoters) > 0:
 		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Dial: dialController, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {

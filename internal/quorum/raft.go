@@ -91,7 +91,19 @@ type Raft struct {
 	fetches map[int32]*replicaTimes
 
 	vote atomic.Int32 // node id voted for in the current term, -1 none
+
+	// caughtUp is closed once the committed log reaches catchUp, the
+	// read index the quorum's leader gave after OpenRaft (WaitCaughtUp).
+	caughtUp chan struct{}
+	// Owned by the loop goroutine.
+	catchUp      uint64 // that read index; 0 before the answer
+	committedIdx uint64 // the raft index of the last committed entry delivered
+	readAsked    int    // ticks since the last read-index request; -1 none yet
 }
+
+// catchUpCtx marks the read-index requests of the catch-up after
+// OpenRaft (raft echoes it in the answer's ReadState).
+var catchUpCtx = []byte("samsa-catch-up")
 
 // proposal is one Append waiting for its entry to commit.
 type proposal struct {
@@ -218,9 +230,11 @@ func OpenRaft(cfg RaftConfig) (_ *Raft, err error) {
 		pending:  map[uint64]*proposal{},
 		fetches:  map[int32]*replicaTimes{},
 		done:     make(chan struct{}),
+		caughtUp: make(chan struct{}),
 	}
 	r.vote.Store(-1)
 	commit := store.commit()
+	r.committedIdx, r.readAsked = commit, -1
 	err = r.guard(func() error {
 		var err error
 		r.rn, err = raft.NewRawNode(&raft.Config{
@@ -278,7 +292,13 @@ func (r *Raft) receive(m *raftpb.Message) {
 	if m.GetTo() != r.id {
 		return
 	}
-	for _, e := range m.GetEntries() {
+	// Appends carry log entries; a read-index request and its answer
+	// carry the request's context as an entry's data, not a record batch.
+	var ents []*raftpb.Entry
+	if typ := m.GetType(); typ != raftpb.MsgReadIndex && typ != raftpb.MsgReadIndexResp {
+		ents = m.GetEntries()
+	}
+	for _, e := range ents {
 		if e.GetType() != raftpb.EntryNormal {
 			r.logger.Warn("dropping raft message with a configuration change", "from", nodeID(m.GetFrom()))
 			return
@@ -310,6 +330,11 @@ func (r *Raft) run() {
 	defer close(r.done)
 	ticker := time.NewTicker(r.cfg.TickInterval)
 	defer ticker.Stop()
+	// The first turn handles what OpenRaft left ready (a single voter's
+	// campaign) without waiting for a tick.
+	if r.turn(nil) {
+		return
+	}
 	for {
 		var err error
 		select {
@@ -320,7 +345,7 @@ func (r *Raft) run() {
 			r.finish(ErrClosed)
 			return
 		case <-ticker.C:
-			err = r.guard(func() error { r.rn.Tick(); return nil })
+			err = r.guard(func() error { r.rn.Tick(); r.askCatchUp(true); return nil })
 		case m := <-r.recvc:
 			err = r.guard(func() error {
 				for {
@@ -343,18 +368,31 @@ func (r *Raft) run() {
 		case c := <-r.infoc:
 			err = r.guard(func() error { c <- r.info(); return nil })
 		}
-		if err == nil {
-			err = r.guard(r.handleReady)
-		}
-		if err != nil {
-			r.logger.Error("metadata quorum voter stopped", "err", err)
-			r.finish(err)
-			if r.cfg.OnStop != nil {
-				r.cfg.OnStop(err)
-			}
+		if r.turn(err) {
 			return
 		}
 	}
+}
+
+// turn ends a turn of the loop that err ended (nil: an event stepped):
+// it handles what raft has ready and asks for the catch-up's read index.
+// It reports whether the loop must end (the voter stopped).
+func (r *Raft) turn(err error) bool {
+	if err == nil {
+		err = r.guard(r.handleReady)
+	}
+	if err == nil && r.catchUp == 0 {
+		err = r.guard(func() error { r.askCatchUp(false); return r.handleReady() })
+	}
+	if err != nil {
+		r.logger.Error("metadata quorum voter stopped", "err", err)
+		r.finish(err)
+		if r.cfg.OnStop != nil {
+			r.cfg.OnStop(err)
+		}
+		return true
+	}
+	return false
 }
 
 // finish fails every pending proposal and publishes that no leader is
@@ -432,8 +470,14 @@ func (r *Raft) handleReady() error {
 		for _, m := range rd.Messages {
 			r.cfg.Transport.Send(m)
 		}
+		for _, rs := range rd.ReadStates {
+			if r.catchUp == 0 && bytes.Equal(rs.RequestCtx, catchUpCtx) {
+				r.catchUp = max(rs.Index, 1)
+			}
+		}
 		if n := len(rd.CommittedEntries); n > 0 {
-			r.d.setCommitted(r.store.endOffset(rd.CommittedEntries[n-1].GetIndex()))
+			r.committedIdx = rd.CommittedEntries[n-1].GetIndex()
+			r.d.setCommitted(r.store.endOffset(r.committedIdx))
 			for _, e := range rd.CommittedEntries {
 				if p := r.pending[e.GetIndex()]; p != nil {
 					delete(r.pending, e.GetIndex())
@@ -448,8 +492,40 @@ func (r *Raft) handleReady() error {
 		}
 		r.updateLeadership()
 		r.rn.Advance(rd)
+		if r.catchUp > 0 && r.committedIdx >= r.catchUp {
+			select {
+			case <-r.caughtUp:
+			default:
+				close(r.caughtUp)
+				r.logger.Info("caught up with the metadata quorum", "high_watermark", r.store.endOffset(r.committedIdx))
+			}
+		}
 	}
 	return nil
+}
+
+// askCatchUp asks the leader, until it answers, for its commit index (a
+// read index, raft's ReadIndex: the leader's commit once it committed an
+// entry of its epoch, confirmed by a quorum): every entry committed
+// before this voter started is at or below it. The commit index this
+// voter stored may be older (it is written without an fsync of its own),
+// so the committed log it replays at start may miss deletions and
+// creations the quorum committed before a crash. A request goes when a
+// leader is known, again every election timeout while unanswered (raft
+// drops it when the leadership changes); on the loop goroutine, tick
+// when called for a tick of raft's clock.
+func (r *Raft) askCatchUp(tick bool) {
+	if r.catchUp > 0 {
+		return
+	}
+	if tick && r.readAsked >= 0 {
+		r.readAsked++
+	}
+	if r.rn.BasicStatus().Lead == raft.None || r.readAsked >= 0 && r.readAsked < r.cfg.ElectionTicks {
+		return
+	}
+	r.readAsked = 0
+	r.rn.ReadIndex(catchUpCtx)
 }
 
 // checkProposed fails pending proposals whose index was written with
@@ -604,6 +680,29 @@ func (r *Raft) Append(ctx context.Context, recs []metadata.Record) (int64, error
 			return 0, err
 		default:
 			return 0, r.closedErr()
+		}
+	}
+}
+
+// WaitCaughtUp waits until the committed log this voter delivers reaches
+// the commit point the quorum's leader gave after OpenRaft (a read index,
+// see askCatchUp): a Replay after it covers every entry the quorum
+// committed before this process started, as Kafka's controllers and
+// brokers catch up with the leader's high-watermark before they publish
+// metadata. It needs a quorum of voters and a leader. Errors: ctx.Err(),
+// ErrClosed or the error that stopped the voter.
+func (r *Raft) WaitCaughtUp(ctx context.Context) error {
+	select {
+	case <-r.caughtUp:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.done:
+		select {
+		case <-r.caughtUp:
+			return nil
+		default:
+			return r.closedErr()
 		}
 	}
 }
