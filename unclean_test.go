@@ -91,9 +91,10 @@ func TestUncleanRestartControllerFirst(t *testing.T) {
 	recs := uncleanDir(t, dir, fsys, 8)
 
 	n := startHeld(t, gate, samsa.Config{Dir: dir, FS: fsys, HTTPListener: "127.0.0.1:0"})
-	if !samsa.ControllerActive(n) {
-		t.Error("controller not active while the data logs load")
-	}
+	// The controller learns its leadership from the quorum's listener,
+	// delivered on the quorum's goroutine after Start returned: wait for
+	// it while the gate still holds a data log.
+	waitFor(t, 30*time.Second, "the controller active while the data logs load", func() bool { return samsa.ControllerActive(n) })
 	if samsa.MetadataImage(n).Topic("t") == nil {
 		t.Error("the metadata image lacks topic t: the metadata log was not replayed first")
 	}
