@@ -511,17 +511,6 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		}
 		n.quorum, voter = n.raft, n.raft
 		n.transport = transport
-		// The commit point stored in the quorum-state file may be older
-		// than the quorum's (it is not fsynced on its own): build the
-		// first image from the whole committed log, or this node's
-		// broker would apply an old one at start, hosting a topic
-		// deleted before a crash and deleting the logs of the topic
-		// created again under its name (Kafka's controllers and brokers
-		// also catch up with the leader's high-watermark first).
-		logger.Info("catching up with the metadata quorum", "voters", len(nc.QuorumVoters))
-		if err := n.raft.WaitCaughtUp(ctx); err != nil {
-			return nil, fmt.Errorf("catching up with the metadata quorum: %w", err)
-		}
 	case len(nc.QuorumVoters) > 0:
 		n.observer, err = quorum.OpenObserver(quorum.ObserverConfig{NodeID: nc.NodeID, Voters: nc.QuorumVoters, Dial: dialController, Log: mlog, ClusterID: n.logs.ClusterID(), Logger: logger})
 		if err != nil {
@@ -573,8 +562,12 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		loaded = true
 	default:
 	}
+	// A raft voter's broker hosts nothing before the voter caught up
+	// (catchUp); it answers the controller listener meanwhile (raft
+	// connections are authorized by its ACLs, of the image replayed so
+	// far).
 	n.broker, err = broker.New(broker.Config{Node: nc, Controller: n.ctrl, Logs: n.logs, Quorum: voter, Topics: om.topicStats(), Logger: logger.With("component", "broker"), Levels: levels,
-		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}, DialBroker: dialBroker, DialController: dialController, HostLater: !loaded})
+		ConnectionQuotas: []*server.Quotas{brokerQuotas, ctrlQuotas}, DialBroker: dialBroker, DialController: dialController, HostLater: !loaded || n.raft != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -591,6 +584,10 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		go n.serveWhenLoaded(bg, endpoints)
 		return n, nil
 	}
+	if err := n.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	n.broker.Host()
 	if nc.HasRole("broker") {
 		if err := n.broker.Start(ctx, endpoints); err != nil {
 			return nil, fmt.Errorf("registering broker: %w", err)
@@ -623,6 +620,12 @@ func (n *Node) serveWhenLoaded(ctx context.Context, endpoints []metadata.Endpoin
 		return
 	}
 	n.logger.Info("logs loaded: the broker starts", "waited", time.Since(start).Round(time.Millisecond))
+	if err := n.catchUp(ctx); err != nil {
+		if ctx.Err() == nil {
+			n.haltOnce.Do(func() { n.halt(err) })
+		}
+		return
+	}
 	n.broker.Host()
 	if n.node.HasRole("broker") {
 		if err := n.broker.Start(ctx, endpoints); err != nil {
@@ -633,6 +636,37 @@ func (n *Node) serveWhenLoaded(ctx context.Context, endpoints []metadata.Endpoin
 		}
 	}
 	close(n.late.ready)
+}
+
+// catchUp waits, on a raft voter, until the controller applied the whole
+// log the quorum had committed when this process started: the commit
+// index the voter stored may trail the quorum's (it is written without an
+// fsync of its own), and a broker hosting from the image replayed from it
+// would act on an old view: host a topic deleted before a crash and
+// delete, as a stray of another topic id, the log of the topic created
+// again under its name, with acknowledged records in it. Kafka's
+// controllers and brokers likewise catch up with the leader's
+// high-watermark before they publish metadata. It needs a quorum of
+// voters. Other quorums return at once (an Observer caught up before the
+// controller was made; Local commits what it fsynced).
+func (n *Node) catchUp(ctx context.Context) error {
+	if n.raft == nil {
+		return nil
+	}
+	start := time.Now()
+	if err := n.raft.WaitCaughtUp(ctx); err != nil {
+		return fmt.Errorf("catching up with the metadata quorum: %w", err)
+	}
+	hw := n.raft.HighWatermark()
+	if !n.ctrl.WaitDelivered(ctx, hw) {
+		err := context.Cause(ctx)
+		if err == nil {
+			err = errors.New("controller closed")
+		}
+		return fmt.Errorf("applying the metadata log to offset %d: %w", hw, err)
+	}
+	n.logger.Info("caught up with the metadata quorum", "high_watermark", hw, "waited", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // Serving is closed once the node serves clients on its broker listeners:

@@ -314,7 +314,16 @@ func (b *Broker) removeStray(from, next *metadata.Image) {
 			if now != nil && i < len(now.Partitions) && slices.Contains(now.Partitions[i].Replicas, self) {
 				continue
 			}
-			if b.logs.Get(storage.TopicPartition{Topic: t.Name, Partition: int32(i)}) == nil {
+			l := b.logs.Get(storage.TopicPartition{Topic: t.Name, Partition: int32(i)})
+			if l == nil {
+				continue
+			}
+			if id, ok, err := l.TopicID(); err == nil && ok && id != t.ID {
+				// Another topic's log under the same name: from is older
+				// than that log (a raft voter's replayed image, before
+				// it caught up), whose topic next may well hold; Start's
+				// removeStrayReplicas judges it against the caught-up
+				// image.
 				continue
 			}
 			gone = append(gone, replica.TopicPartition{Topic: t.Name, Partition: int32(i)})

@@ -91,6 +91,9 @@ type Controller struct {
 	listeners []func(old, next *metadata.Image)
 	imgMu     sync.Mutex // guards imgCond's condition (image or applied advances)
 	imgCond   *sync.Cond
+	// delivered: every committed batch below it was applied and given to
+	// the listeners (guarded by imgMu; WaitDelivered).
+	delivered int64
 
 	brokers *brokerTracker
 	// brokerIncarnation is the incarnation id of each registered broker
@@ -147,8 +150,27 @@ func New(node *config.Node, log quorum.Log, clusterID string, bootstrap []metada
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopLoop, c.loopCtx = cancel, ctx
 	go c.run(ctx)
-	c.unregister = log.Register(next, quorum.Listener{Commit: c.onCommit, LeaderChange: c.onLeaderChange})
+	c.delivered = next
+	c.unregister = log.Register(next, quorum.Listener{Commit: c.onCommit, LeaderChange: c.onLeaderChange, Delivered: c.onDelivered})
 	return c, nil
+}
+
+// onDelivered records that every committed batch below next was applied
+// and wakes WaitDelivered.
+func (c *Controller) onDelivered(next int64) {
+	c.imgMu.Lock()
+	c.delivered = max(c.delivered, next)
+	c.imgCond.Broadcast()
+	c.imgMu.Unlock()
+}
+
+// WaitDelivered waits until every committed metadata batch below offset
+// (a metadata log offset, as the quorum's HighWatermark) was applied to
+// the image and given to every OnImage listener, or ctx ends; it reports
+// whether that happened. Unlike WaitApplied it counts the LEADER_CHANGE
+// control batches, which no image's Offset reaches.
+func (c *Controller) WaitDelivered(ctx context.Context, offset int64) bool {
+	return c.waitFor(ctx, &c.applied, func(*metadata.Image) bool { return c.delivered >= offset })
 }
 
 // Close stops following the metadata log, the loop and the broker session

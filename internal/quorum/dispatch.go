@@ -42,6 +42,12 @@ type Listener struct {
 	// log and may act as the active controller. Any other value is
 	// delivered after the batches committed when it was observed.
 	LeaderChange func(Leadership)
+	// Delivered, when set, is called after Commit was given every batch
+	// below next that is committed (LEADER_CHANGE control batches
+	// included, which Commit never sees): a listener waiting for a
+	// committed offset (Raft.WaitCaughtUp's high-watermark) compares it
+	// with next, not with the offsets Commit saw.
+	Delivered func(next int64)
 }
 
 // dispatcher publishes the committed end of the log and the leadership to
@@ -226,6 +232,9 @@ func (d *dispatcher) serve(s *subscription, next int64) {
 				}
 				<-s.stop
 				return
+			}
+			if s.l.Delivered != nil {
+				s.l.Delivered(next)
 			}
 		}
 		if delivered == nil || *delivered != leader {

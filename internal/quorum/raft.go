@@ -497,7 +497,7 @@ func (r *Raft) handleReady() error {
 			case <-r.caughtUp:
 			default:
 				close(r.caughtUp)
-				r.logger.Info("caught up with the metadata quorum", "high_watermark", r.store.endOffset(r.committedIdx))
+				r.logger.Debug("committed log reached the leader's read index", "high_watermark", r.store.endOffset(r.committedIdx))
 			}
 		}
 	}
