@@ -255,10 +255,14 @@ func (m *Manager) nextEpochs() *Partition {
 // partition just led at a new epoch, so that its first Produce only
 // appends, as Kafka writes the epoch when the partition becomes leader
 // (Partition.makeLeader), not on the produce path. A failure is logged;
-// the log's next append writes the file before its batches.
+// the log's next append writes the file before its batches. It then calls
+// the epochsWritten hook, if set.
 func (m *Manager) writeEpochs(p *Partition) {
 	if err := p.log.WriteEpochs(); err != nil && !errors.Is(err, storage.ErrClosed) {
 		m.logger.Warn("writing leader-epoch-checkpoint failed: the next append writes it", "topic", p.Topic, "partition", p.Partition, "err", err)
+	}
+	if m.epochsWritten != nil {
+		m.epochsWritten(p)
 	}
 }
 

@@ -95,6 +95,13 @@ type Manager struct {
 	ISRShrinks, ISRExpands atomic.Int64
 
 	fetchPartitionsSent atomic.Int64 // see FetchPartitionsSent
+
+	// epochsWritten, when set, is called once writeEpochs has written
+	// p's leader-epoch-checkpoint, or failed to, on the goroutine that
+	// wrote it: a test's signal, set after NewManager and before the
+	// first Apply or ApplyBatch. Nil otherwise; the produce path never
+	// reads it.
+	epochsWritten func(p *Partition)
 }
 
 // FetchPartitionsSent is how many partitions this broker's follower
