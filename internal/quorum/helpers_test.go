@@ -44,6 +44,9 @@ type faults struct {
 	// entry data it gets with the last byte of their last entry flipped
 	// (the batch's CRC-32C no longer matches).
 	damage map[int32]int
+	// drop, when set, is asked of every message voter sender sends
+	// (those raft forwards for another included): true drops it.
+	drop func(sender int32, m *raftpb.Message) bool
 }
 
 // damaged returns m, or a copy of it damaged as f.damage asks for to.
@@ -111,7 +114,10 @@ func (ft *faultTransport) Start(receive func(*raftpb.Message), unreachable func(
 }
 
 func (ft *faultTransport) Send(m *raftpb.Message) {
-	if !ft.f.isCut(ft.self, nodeID(m.GetTo())) {
+	ft.f.mu.Lock()
+	drop := ft.f.drop != nil && ft.f.drop(ft.self, m)
+	ft.f.mu.Unlock()
+	if !drop && !ft.f.isCut(ft.self, nodeID(m.GetTo())) {
 		ft.Transport.Send(m)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/samsahq/samsa/internal/metadata"
 )
 
@@ -478,26 +480,11 @@ func TestRaftWaitCaughtUp(t *testing.T) {
 	lead := h.waitLeader(nil, 10*time.Second)
 	f := others(h.ids, lead)[0]
 	h.stop(f)
-	path := filepath.Join(h.dir, fmt.Sprint("node", f), MetadataTopic+"-0", StateFile)
-	st, ok, err := readState(nil, path)
-	if err != nil || !ok {
-		t.Fatalf("node %d quorum-state: %v %v", f, ok, err)
-	}
-	st.CommitIndex = 2 // the crash lost the later commit points
-	if err := writeState(nil, path, st); err != nil {
-		t.Fatal(err)
-	}
+	h.lagCommit(f)
 
 	h.f.isolate(f, h.ids)
 	n := h.start(f)
-	replayed := func() int {
-		var got int
-		if err := n.r.Replay(func(int64, []metadata.Record) error { got++; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	if got := replayed(); got >= len(want) {
+	if got := replayed(t, n.r); got >= len(want) {
 		t.Fatalf("node %d replayed %d batches at start with a stored commit index of 2", f, got)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -511,7 +498,79 @@ func TestRaftWaitCaughtUp(t *testing.T) {
 	if err := n.r.WaitCaughtUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := replayed(); got != len(want) {
+	if got := replayed(t, n.r); got != len(want) {
+		t.Fatalf("node %d replayed %d of %d batches once caught up", f, got, len(want))
+	}
+}
+
+// lagCommit sets the commit index in stopped voter id's quorum-state file
+// to 2, as a crash that lost the later commit points leaves it.
+func (h *harness) lagCommit(id int32) {
+	h.t.Helper()
+	path := filepath.Join(h.dir, fmt.Sprint("node", id), MetadataTopic+"-0", StateFile)
+	st, ok, err := readState(nil, path)
+	if err != nil || !ok {
+		h.t.Fatalf("node %d quorum-state: %v %v", id, ok, err)
+	}
+	st.CommitIndex = 2
+	if err := writeState(nil, path, st); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// replayed is the number of batches r's Replay delivers.
+func replayed(t *testing.T, r *Raft) int {
+	t.Helper()
+	var got int
+	if err := r.Replay(func(int64, []metadata.Record) error { got++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestRaftCatchUpForwarded: a restarted voter asks a voter it takes for
+// the leader for its read index, and that voter, a follower by then,
+// forwards the request to the leader as raft does, with the requester's
+// id as its sender. The leader's transport passes it on (it closed the
+// forwarding voter's connection, a message not from that voter, and the
+// request was lost) and the requester catches up from the answer.
+func TestRaftCatchUpForwarded(t *testing.T) {
+	h := newHarness(t, 3, false)
+	h.startAll()
+	want := map[int64]int64{}
+	h.appendSeqs(want, 1, 10)
+	h.waitCommitted(want, 10*time.Second)
+	lead := h.waitLeader(nil, 10*time.Second)
+	f, x := others(h.ids, lead)[0], others(h.ids, lead)[1]
+	h.stop(f)
+	h.lagCommit(f)
+	// f's own read-index requests are lost: only the one x forwards
+	// reaches the leader.
+	h.f.mu.Lock()
+	h.f.drop = func(sender int32, m *raftpb.Message) bool {
+		return sender == f && m.GetType() == raftpb.MsgReadIndex
+	}
+	h.f.mu.Unlock()
+	n := h.start(f)
+	h.waitFor(fmt.Sprintf("node %d to follow node %d", f, lead), 10*time.Second, func() bool {
+		_, l := n.rec.state()
+		return l.LeaderID == lead
+	})
+	// Over an election timeout (10 ticks of 20 ms): f asked and asked
+	// again, and heard nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := n.r.WaitCaughtUp(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitCaughtUp of a voter whose requests are lost: %v, want a deadline", err)
+	}
+	// f's request, as it reaches x when x no longer leads.
+	h.raft(x).receive(&raftpb.Message{Type: raftpb.MsgReadIndex.Enum(), From: new(raftID(f)), To: new(raftID(x)), Entries: []*raftpb.Entry{{Data: catchUpCtx}}})
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.r.WaitCaughtUp(ctx); err != nil {
+		t.Fatalf("node %d catching up through node %d: %v", f, x, err)
+	}
+	if got := replayed(t, n.r); got != len(want) {
 		t.Fatalf("node %d replayed %d of %d batches once caught up", f, got, len(want))
 	}
 }

@@ -363,7 +363,9 @@ func (t *TCPTransport) removeOutbound(c net.Conn) {
 
 // ServeConn reads raft messages from c, an inbound connection from
 // another voter starting with its handshake (Preamble first), until c
-// fails or the transport closes; it then closes c. It runs on the
+// fails, carries a message not from that voter (a read-index request
+// it forwards excepted, see forwardedRead) or not for this one, or the
+// transport closes; it then closes c. It runs on the
 // caller's goroutine: a listener that also serves Kafka requests peeks at
 // the first four bytes and, seeing Preamble, hands the connection (with
 // those bytes still to be read) to ServeConn.
@@ -394,7 +396,7 @@ func (t *TCPTransport) ServeConn(c net.Conn) {
 	r := bufio.NewReaderSize(countingReader{c, &t.stats.BytesIn}, 64<<10)
 	for {
 		m, err := readFrame(r)
-		if err == nil && (m.GetFrom() != raftID(from) || m.GetTo() != raftID(t.cfg.NodeID)) {
+		if err == nil && (m.GetFrom() != raftID(from) && !t.forwardedRead(m) || m.GetTo() != raftID(t.cfg.NodeID)) {
 			err = fmt.Errorf("%w: message from node %d to node %d on the connection from node %d", ErrFrame, nodeID(m.GetFrom()), nodeID(m.GetTo()), from)
 		}
 		if err != nil {
@@ -406,6 +408,16 @@ func (t *TCPTransport) ServeConn(c net.Conn) {
 		t.stats.MessagesIn.Add(1)
 		t.receive(m)
 	}
+}
+
+// forwardedRead reports whether m is a read-index request another voter
+// made (raft's MsgReadIndex, sent by a voter catching up after a restart,
+// see Raft.WaitCaughtUp) that a voter it took for the leader forwards, as
+// raft does, with its From unchanged: the requester's, not the
+// connection's. The leader answers the requester directly.
+func (t *TCPTransport) forwardedRead(m *raftpb.Message) bool {
+	from := nodeID(m.GetFrom())
+	return m.GetType() == raftpb.MsgReadIndex && from != t.cfg.NodeID && t.voters[from] && raftID(from) == m.GetFrom()
 }
 
 // runPeer sends the queued messages of p over one connection.

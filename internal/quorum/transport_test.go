@@ -101,7 +101,7 @@ func TestHandshake(t *testing.T) {
 
 // TestTCPTransportRefuses checks that a transport closes connections
 // with a wrong handshake or messages not from the handshake's voter, and
-// passes on good ones.
+// passes on good ones, read-index requests other voters forward too.
 func TestTCPTransportRefuses(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,13 +136,22 @@ func TestTCPTransportRefuses(t *testing.T) {
 	}
 	m := testMessage(t)
 	frame, _ := appendFrame(nil, m)
+	// read is a read-index request of voter from (raft's MsgReadIndex, the
+	// context as an entry), as voter 1 forwards it to voter 3.
+	read := func(from uint64) []byte {
+		b, _ := appendFrame(nil, &raftpb.Message{Type: raftpb.MsgReadIndex.Enum(), From: new(from), To: new(raftID(3)), Entries: []*raftpb.Entry{{Data: catchUpCtx}}})
+		return b
+	}
 	for name, b := range map[string][]byte{
-		"to another voter": append(appendHandshake(nil, 2, 1), frame...),
-		"from a non-voter": append(appendHandshake(nil, 9, 3), frame...),
-		"from itself":      append(appendHandshake(nil, 3, 3), frame...),
-		"message from 1":   append(appendHandshake(nil, 1, 3), frame...),
-		"kafka request":    {0, 0, 0, 10, 0, 18, 0, 3, 0, 0, 0, 1, 0, 0},
-		"oversized frame":  binary.BigEndian.AppendUint32(appendHandshake(nil, 2, 3), MaxFrameBytes+1),
+		"to another voter":           append(appendHandshake(nil, 2, 1), frame...),
+		"from a non-voter":           append(appendHandshake(nil, 9, 3), frame...),
+		"from itself":                append(appendHandshake(nil, 3, 3), frame...),
+		"message from 1":             append(appendHandshake(nil, 1, 3), frame...),
+		"read index of a non-voter":  append(appendHandshake(nil, 1, 3), read(raftID(9))...),
+		"read index of the receiver": append(appendHandshake(nil, 1, 3), read(raftID(3))...),
+		"read index of a wrapped id": append(appendHandshake(nil, 1, 3), read(raftID(2)+1<<32)...),
+		"kafka request":              {0, 0, 0, 10, 0, 18, 0, 3, 0, 0, 0, 1, 0, 0},
+		"oversized frame":            binary.BigEndian.AppendUint32(appendHandshake(nil, 2, 3), MaxFrameBytes+1),
 	} {
 		if !dialSend(b) {
 			t.Errorf("%s: connection left open", name)
@@ -157,6 +166,17 @@ func TestTCPTransportRefuses(t *testing.T) {
 		t.Fatalf("a good connection was closed")
 	}
 	if r := <-got; !proto.Equal(r, m) {
+		t.Fatalf("delivered %v", r)
+	}
+	// Voter 2 took voter 1 for the leader
+	// and asked it for a read index; voter 1, a follower of voter 3 by
+	// then, forwards the request with voter 2's id as raft does. The
+	// connection stays open and the request reaches raft.
+	fwd := read(raftID(2))
+	if dialSend(append(appendHandshake(nil, 1, 3), fwd...)) {
+		t.Fatal("the connection forwarding a read-index request was closed")
+	}
+	if r := <-got; r.GetType() != raftpb.MsgReadIndex || r.GetFrom() != raftID(2) {
 		t.Fatalf("delivered %v", r)
 	}
 }
