@@ -286,12 +286,7 @@ func testMinorityPartition(t *testing.T, mem bool) {
 }
 
 func TestRaftRestartFromDisk(t *testing.T) {
-	h := newHarness(t, 3, false)
-	h.startAll()
-	want := map[int64]int64{}
-	h.appendSeqs(want, 1, 10)
-	h.waitCommitted(want, 10*time.Second)
-	lead := h.waitLeader(nil, 10*time.Second)
+	h, want, lead := committedTen(t)
 	_, before := h.nodes[lead].rec.state()
 	for _, id := range h.ids {
 		h.stop(id)
@@ -472,12 +467,7 @@ func BenchmarkRaftAppend(b *testing.B) {
 // and returns once the leader's read index is delivered, after which a
 // Replay covers every entry committed before the restart.
 func TestRaftWaitCaughtUp(t *testing.T) {
-	h := newHarness(t, 3, false)
-	h.startAll()
-	want := map[int64]int64{}
-	h.appendSeqs(want, 1, 10)
-	h.waitCommitted(want, 10*time.Second)
-	lead := h.waitLeader(nil, 10*time.Second)
+	h, want, lead := committedTen(t)
 	f := others(h.ids, lead)[0]
 	h.stop(f)
 	h.lagCommit(f)
@@ -501,6 +491,18 @@ func TestRaftWaitCaughtUp(t *testing.T) {
 	if got := replayed(t, n.r); got != len(want) {
 		t.Fatalf("node %d replayed %d of %d batches once caught up", f, got, len(want))
 	}
+}
+
+// committedTen starts three voters over TCP and appends 10 entries; it
+// returns them as waitCommitted wants them and the leader.
+func committedTen(t *testing.T) (*harness, map[int64]int64, int32) {
+	t.Helper()
+	h := newHarness(t, 3, false)
+	h.startAll()
+	want := map[int64]int64{}
+	h.appendSeqs(want, 1, 10)
+	h.waitCommitted(want, 10*time.Second)
+	return h, want, h.waitLeader(nil, 10*time.Second)
 }
 
 // lagCommit sets the commit index in stopped voter id's quorum-state file
@@ -535,12 +537,7 @@ func replayed(t *testing.T, r *Raft) int {
 // forwarding voter's connection, a message not from that voter, and the
 // request was lost) and the requester catches up from the answer.
 func TestRaftCatchUpForwarded(t *testing.T) {
-	h := newHarness(t, 3, false)
-	h.startAll()
-	want := map[int64]int64{}
-	h.appendSeqs(want, 1, 10)
-	h.waitCommitted(want, 10*time.Second)
-	lead := h.waitLeader(nil, 10*time.Second)
+	h, want, lead := committedTen(t)
 	f, x := others(h.ids, lead)[0], others(h.ids, lead)[1]
 	h.stop(f)
 	h.lagCommit(f)
