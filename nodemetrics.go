@@ -284,6 +284,9 @@ func (n *Node) ready(started <-chan struct{}) error {
 		default:
 			return errors.New("loading the logs (recovering them after an unclean shutdown)")
 		}
+		if n.catchingUp.Load() {
+			return errors.New("catching up with the metadata quorum (it needs a quorum of the controller.quorum.voters up)")
+		}
 		return errors.New("starting")
 	}
 	if n.raft != nil || n.observer != nil {

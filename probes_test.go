@@ -140,6 +140,44 @@ func TestReadyz(t *testing.T) {
 	waitCode(200)
 }
 
+// TestReadyzCatchingUp: a voter started while the two others are down
+// waits for a quorum to catch up with, and /readyz says so; it starts once
+// a second voter does.
+func TestReadyzCatchingUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Dir: t.TempDir(), HTTPListeners: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, id := range c.Controllers() {
+		if err := c.StopNode(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := make(chan error, 1)
+	go func() { started <- c.StartNode(ctx, 1) }()
+	var body string
+	testutil.WaitFor(t, 30*time.Second, "/readyz saying node 1 catches up", func() bool {
+		resp, err := http.Get("http://" + c.HTTPAddr(1) + "/readyz")
+		if err != nil {
+			return false // not listening yet
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		body = string(b)
+		return err == nil && resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "catching up with the metadata quorum")
+	})
+	t.Logf("/readyz: %s", strings.TrimSpace(body))
+	if err := c.StartNode(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func httpGet(t *testing.T, url, accept string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)

@@ -88,6 +88,10 @@ type Node struct {
 	http      *metrics.Server  // http.listener, nil when none
 	console   *console.Console // served on http, nil when none
 
+	// catchingUp is set while the node waits to catch up with the
+	// metadata quorum (an Observer's WaitCaughtUp, a voter's catchUp),
+	// for /readyz's reason.
+	catchingUp atomic.Bool
 	// noControlledShutdown skips moving leadership away in Close (the
 	// whole cluster is stopping).
 	noControlledShutdown atomic.Bool
@@ -520,7 +524,10 @@ func startNode(ctx context.Context, nc *config.Node, logger *slog.Logger, bound 
 		// Build the first image from the whole committed log, as Kafka's
 		// brokers catch up before they start.
 		logger.Info("catching up with the metadata quorum", "voters", len(nc.QuorumVoters))
-		if err := n.observer.WaitCaughtUp(ctx); err != nil {
+		n.catchingUp.Store(true)
+		err := n.observer.WaitCaughtUp(ctx)
+		n.catchingUp.Store(false)
+		if err != nil {
 			return nil, fmt.Errorf("catching up with the metadata quorum: %w", err)
 		}
 	default:
@@ -654,6 +661,8 @@ func (n *Node) catchUp(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
+	n.catchingUp.Store(true)
+	defer n.catchingUp.Store(false)
 	if err := n.raft.WaitCaughtUp(ctx); err != nil {
 		return fmt.Errorf("catching up with the metadata quorum: %w", err)
 	}
