@@ -635,14 +635,6 @@ func TestACLCluster(t *testing.T) {
 // before it caught up with the quorum (waiting for the catch-up before
 // the broker was made, no voter accepted a raft connection: neither
 // start finished).
-
-// TestACLClusterRestart: three voters with an authorizer whose principal
-// (ANONYMOUS on PLAINTEXT) is no super user start (no ACL names the
-// cluster yet: allow.everyone.if.no.acl.found), and, once an ACL allows
-// it CLUSTER_ACTION on the cluster, start again together: a restarted
-// voter authorizes the leader's raft connection with the ACLs of the log
-// it replayed while it catches up (its broker, which authorizes them
-// later, is made once caught up, which needs that connection).
 func TestACLClusterRestart(t *testing.T) {
 	c := startCluster(t, 3, aclProps(map[string]string{"allow.everyone.if.no.acl.found": "true"}))
 	_, adm := clusterClients(t, c)
