@@ -52,6 +52,7 @@ func FuzzDecodePartition(f *testing.F) {
 	for _, r := range []PartitionRecord{
 		{TopicID: UUID{1, 255, 3}, Partition: 7, Replicas: []int32{1, 2, 3}, ISR: []int32{2}, Leader: 2, LeaderEpoch: 3, PartitionEpoch: 4},
 		{Partition: -1, Replicas: []int32{}, ISR: []int32{}, Leader: -1, AddingReplicas: []int32{4}, RemovingReplicas: []int32{1}},
+		{Partition: 3, Replicas: []int32{1, 2}, ISR: []int32{2}, Leader: -1, LostReplicas: []int32{1}},
 		{Partition: math.MaxInt32, LeaderEpoch: math.MinInt32},
 	} {
 		_, v, err := Encode(r)

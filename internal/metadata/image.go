@@ -102,6 +102,9 @@ type Partition struct {
 	// in progress (KIP-455).
 	AddingReplicas   []int32
 	RemovingReplicas []int32
+	// LostReplicas are the replicas their broker cannot host
+	// (PartitionRecord.LostReplicas); nil for almost every partition.
+	LostReplicas []int32
 }
 
 // Broker is a registered broker.
@@ -352,6 +355,7 @@ func (im *Image) Apply(offset int64, recs []Record) *Image {
 
 				AddingReplicas:   slices.Clone(r.AddingReplicas),
 				RemovingReplicas: slices.Clone(r.RemovingReplicas),
+				LostReplicas:     slices.Clone(r.LostReplicas),
 			}
 			if d.Partitions == nil {
 				d.Partitions = map[UUID][]int32{}

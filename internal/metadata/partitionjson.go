@@ -49,6 +49,8 @@ func decodePartitionFast(b []byte) (r PartitionRecord, ok bool) {
 			bit, ok = 1<<7, d.int32s(&r.AddingReplicas)
 		case "removing_replicas":
 			bit, ok = 1<<8, d.int32s(&r.RemovingReplicas)
+		case "lost_replicas":
+			bit, ok = 1<<9, d.int32s(&r.LostReplicas)
 		default:
 			return r, false
 		}

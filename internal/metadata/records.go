@@ -38,6 +38,15 @@ type PartitionRecord struct {
 	// replicas being removed.
 	AddingReplicas   []int32 `json:"adding_replicas,omitempty"`
 	RemovingReplicas []int32 `json:"removing_replicas,omitempty"`
+	// LostReplicas are the replicas whose broker reported that it cannot
+	// host the partition (its log failed to load or be created): KIP-858's
+	// AssignReplicasToDirs to DirectoryId.LOST, which Kafka keeps as the
+	// replica's entry of PartitionChangeRecord.Directories. Samsa keeps
+	// no directory per replica, only this sparse list (empty for almost
+	// every partition). A lost replica neither leads nor joins the ISR
+	// until its broker assigns it to an online directory again. Written
+	// only when non-empty, so older nodes read the record as before.
+	LostReplicas []int32 `json:"lost_replicas,omitempty"`
 }
 
 // RemoveTopicRecord deletes a topic and its partitions.

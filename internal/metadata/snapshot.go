@@ -46,6 +46,7 @@ func (im *Image) Records() []Record {
 				PartitionEpoch:   p.PartitionEpoch,
 				AddingReplicas:   p.AddingReplicas,
 				RemovingReplicas: p.RemovingReplicas,
+				LostReplicas:     p.LostReplicas,
 			})
 		}
 		out = appendConfigs(out, ResourceTopic, t.Name, t.Configs)
@@ -103,7 +104,7 @@ func appendConfigs(out []Record, typ int8, resource string, m map[string]string)
 // created out of order: no replicas, no leader, epochs 0.
 func (p Partition) padding() bool {
 	return p.Replicas == nil && p.ISR == nil && p.Leader == -1 && p.LeaderEpoch == 0 && p.PartitionEpoch == 0 &&
-		p.AddingReplicas == nil && p.RemovingReplicas == nil
+		p.AddingReplicas == nil && p.RemovingReplicas == nil && p.LostReplicas == nil
 }
 
 // FromSnapshot returns the image of a metadata log whose offsets below
