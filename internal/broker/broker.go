@@ -151,6 +151,7 @@ type Broker struct {
 	endpoints     []metadata.Endpoint
 	stop          chan struct{}
 	dirOffline    chan struct{} // LogDirOffline's kick of the heartbeat loop, buffered 1
+	dirs          dirReports    // AssignReplicasToDirs owed to the controller (dirassign.go)
 	wg            sync.WaitGroup
 	// dialBroker and dialController: see Config.
 	dialBroker, dialController wire.DialFunc
@@ -220,6 +221,7 @@ func New(cfg Config) (*Broker, error) {
 		quotas:     cfg.ConnectionQuotas,
 		stop:       make(chan struct{}),
 		dirOffline: make(chan struct{}, 1),
+		dirs:       dirReports{kick: make(chan struct{}, 1)},
 		usage:      newClientQuotas(cfg.Node),
 
 		leaderThrottle:   replica.NewThrottle(cfg.Node.LeaderReplicationThrottledRate),
@@ -251,6 +253,7 @@ func New(cfg Config) (*Broker, error) {
 		FollowerThrottle:                b.followerThrottle,
 		Topics:                          cfg.Topics,
 		CreateWorkers:                   int(cfg.Node.NumRecoveryThreadsPerDataDir) * len(cfg.Node.LogDirs),
+		OnOffline:                       b.replicasOffline,
 		Logger:                          logger.With("component", "replica"),
 	})
 	b.versions, b.ctrlVers = SupportedVersions()
@@ -606,6 +609,7 @@ func (b *Broker) applyImage(old, next *metadata.Image) error {
 		}
 	}
 	note(b.applyPartitions(batch))
+	b.reportHostedAgain(next, batch)
 	var deleted []string
 	var gone []replica.TopicPartition
 	self := b.node.NodeID
@@ -661,6 +665,29 @@ func (b *Broker) applyPartition(batch *[]replica.ApplyItem, t, prev *metadata.To
 	// The coordinators load their partitions as soon as the image names
 	// this broker the leader: their logs are made at once.
 	*batch = append(*batch, replica.ApplyItem{TopicPartition: tp, TopicID: t.ID, State: st, Config: cfg, Now: isInternalTopic(t.Name)})
+}
+
+// reportHostedAgain queues an AssignReplicasToDirs to an online directory
+// for the partitions of batch that next lists as lost on this broker but
+// that it hosts now (or is creating the log of): restarted after the
+// operator fixed what kept it from hosting them, it follows again and
+// rejoins their ISRs once caught up (KIP-858). A log whose creation fails
+// after all is reported lost again (replicasOffline).
+func (b *Broker) reportHostedAgain(next *metadata.Image, batch []replica.ApplyItem) {
+	self := b.node.NodeID
+	var keys []dirKey
+	for _, it := range batch {
+		t := next.TopicByID(it.TopicID)
+		if t == nil || int(it.Partition) >= len(t.Partitions) || !slices.Contains(t.Partitions[it.Partition].LostReplicas, self) {
+			continue
+		}
+		if b.replicas.Offline(it.Topic, it.Partition) == nil {
+			keys = append(keys, dirKey{it.TopicID, it.Partition})
+		}
+	}
+	if len(keys) > 0 {
+		b.queueDirs(keys, b.onlineDir())
+	}
 }
 
 // applyPartitions hosts the partitions of batch (replica.ApplyBatch: the

@@ -36,6 +36,11 @@ import (
 // Version notes:
 //   - v0: the lowest version served
 
+// AssignReplicasToDirs: v0
+//
+// Version notes:
+//   - v0: the lowest version served (KIP-858; only DirectoryId.LOST and its undoing change the image)
+
 // The APIs brokers send to the active controller over the controller
 // listener (KIP-631, KIP-497, KIP-730). A node whose controller is not the
 // active one answers NOT_CONTROLLER.
@@ -44,6 +49,7 @@ func init() {
 	registerController(kmsg.BrokerHeartbeat, 0, 1, handleBrokerHeartbeat)
 	registerController(kmsg.AlterPartition, 2, 2, handleAlterPartition)
 	registerController(kmsg.AllocateProducerIDs, 0, 0, handleAllocateProducerIDs)
+	registerController(kmsg.AssignReplicasToDirs, 0, 0, handleAssignReplicasToDirs)
 }
 
 func handleBrokerRegistration(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
@@ -129,6 +135,45 @@ func handleAllocateProducerIDs(ctx context.Context, b *Broker, _ *server.Conn, k
 	resp.ErrorCode = errCode(err)
 	if err == nil {
 		resp.ProducerIDStart, resp.ProducerIDLen = first, int32(n)
+	}
+	return resp, nil
+}
+
+// handleAssignReplicasToDirs: a broker tells where its replicas live
+// (KIP-858); the whole request is one controller write per chunk
+// (controller.AssignReplicasToDirs).
+func handleAssignReplicasToDirs(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.AssignReplicasToDirsRequest)
+	resp := req.ResponseKind().(*kmsg.AssignReplicasToDirsResponse)
+	var items []controller.DirAssignment
+	for _, d := range req.Directories {
+		for _, t := range d.Topics {
+			for _, p := range t.Partitions {
+				items = append(items, controller.DirAssignment{TopicID: t.TopicID, Partition: p.Partition, Dir: d.ID})
+			}
+		}
+	}
+	errs, err := b.ctrl.AssignReplicasToDirs(ctx, req.BrokerID, req.BrokerEpoch, items)
+	if err != nil {
+		resp.ErrorCode = errCode(err)
+		return resp, nil
+	}
+	i := 0
+	for _, d := range req.Directories {
+		rd := kmsg.NewAssignReplicasToDirsResponseDirectory()
+		rd.ID = d.ID
+		for _, t := range d.Topics {
+			rt := kmsg.NewAssignReplicasToDirsResponseDirectoryTopic()
+			rt.TopicID = t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAssignReplicasToDirsResponseDirectoryTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, errCode(errs[i])
+				rt.Partitions = append(rt.Partitions, rp)
+				i++
+			}
+			rd.Topics = append(rd.Topics, rt)
+		}
+		resp.Directories = append(resp.Directories, rd)
 	}
 	return resp, nil
 }

@@ -74,6 +74,8 @@ var errorCodes = []struct {
 	{controller.ErrResourceNotFound, kerr.ResourceNotFound},
 	{controller.ErrUnsupportedMechanism, kerr.UnsupportedSaslMechanism},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{controller.ErrUnknownTopicID, kerr.UnknownTopicID},
+	{controller.ErrNotReplica, kerr.NotLeaderForPartition},
 	{controller.ErrInvalidTopic, kerr.InvalidTopicException},
 	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
 	{controller.ErrInvalidReplication, kerr.InvalidReplicationFactor},

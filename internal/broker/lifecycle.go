@@ -53,8 +53,9 @@ func (b *Broker) Start(ctx context.Context, endpoints []metadata.Endpoint) error
 	// committed records after a crash until the quorum's leader tells it
 	// the rest).
 	b.ctrl.Exclusive(b.removeStrayReplicas)
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.heartbeats()
+	go b.reportDirs()
 	go b.expireSessions()
 	return nil
 }

@@ -175,6 +175,12 @@ func (b *Broker) metadataTopic(c *server.Conn, im *metadata.Image, name string, 
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR
 		mp.OfflineReplicas = []int32{}
+		if len(p.LostReplicas) > 0 {
+			// Replicas their broker cannot host (KIP-858's
+			// DirectoryId.LOST), as Kafka lists a replica on an
+			// offline directory.
+			mp.OfflineReplicas = p.LostReplicas
+		}
 		if p.Leader < 0 || im.Broker(p.Leader) == nil {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}

@@ -103,6 +103,7 @@ var (
 	descUnderMinISRCount = desc("kafka_server_replicamanager_underminisrpartitioncount", "Partitions this broker leads whose ISR is smaller than min.insync.replicas: acks=all produces fail (UnderMinIsrPartitionCount).")
 	descAtMinISRCount    = desc("kafka_server_replicamanager_atminisrpartitioncount", "Partitions this broker leads whose ISR is exactly min.insync.replicas: one more failure stops acks=all produces (AtMinIsrPartitionCount).")
 	descISRShrinks       = desc("kafka_server_replicamanager_isrshrinks_total", "ISR shrinks of partitions this broker leads, committed by the controller (IsrShrinksPerSec).")
+	descOfflineReplicas  = desc("kafka_server_replicamanager_offlinereplicacount", "Replicas assigned to this broker whose log it could not open or create, answered KAFKA_STORAGE_ERROR and reported lost to the controller (OfflineReplicaCount).")
 	descISRExpands       = desc("kafka_server_replicamanager_isrexpands_total", "ISR expansions of partitions this broker leads, committed by the controller (IsrExpandsPerSec).")
 
 	descPartURP         = desc("kafka_cluster_partition_underreplicated", "1 when the partition (led by this broker) has fewer in-sync replicas than replicas (Kafka's Partition UnderReplicated).", tp...)
@@ -146,7 +147,7 @@ var (
 var brokerDescs = []*prometheus.Desc{
 	descPartitionCount, descLeaderCount, descURP, descUnderMinISRCount, descAtMinISRCount, descISRShrinks, descISRExpands,
 	descPartURP, descPartUnderMinISR, descPartAtMinISR, descPartReplicas, descPartISR, descPartLSOLag,
-	descLogSize, descLogEnd, descLogStart, descLogSegments, descOfflineDirs,
+	descLogSize, descLogEnd, descLogStart, descLogSegments, descOfflineDirs, descOfflineReplicas,
 	descActiveController, descOffline, descGlobalTopics, descGlobalPartitions, descActiveBrokers, descFencedBrokers, descImbalance, descUnclean,
 	descBrokerInfo, descTopicPartitions, descTPCurrentOffset, descTPOldestOffset, descTPReplicas, descTPInSync, descTPUnderReplicated,
 	descTPLeaderIsPreferred, descTPLeader, descCGCurrentOffset, descCGLag, descCGCurrentOffsetSum, descCGLagSum, descCGTruncated,
@@ -199,6 +200,7 @@ func (c brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		if b.logs != nil {
 			gauge(ch, descOfflineDirs, float64(len(b.logs.OfflineDirIDs())))
 		}
+		gauge(ch, descOfflineReplicas, float64(b.replicas.OfflineCount()))
 		if len(b.endpoints) > 0 {
 			ep := b.endpoints[0]
 			gauge(ch, descBrokerInfo, 1, strconv.Itoa(int(b.node.NodeID)), ep.Host+":"+strconv.Itoa(int(ep.Port)))

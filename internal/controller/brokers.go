@@ -760,7 +760,7 @@ func (c *Controller) fenceChunk(im *metadata.Image, id int32, limit int) []metad
 func (c *Controller) fencePartition(im *metadata.Image, t *metadata.Topic, i int32, id int32) (metadata.PartitionRecord, bool) {
 	p := t.Partitions[i]
 	fenced := func(r int32) bool {
-		if r == id {
+		if r == id || slices.Contains(p.LostReplicas, r) {
 			return true
 		}
 		rb := im.Broker(r)
@@ -805,7 +805,7 @@ func (c *Controller) fencePartition(im *metadata.Image, t *metadata.Topic, i int
 	if leader == p.Leader && slices.Equal(isr, p.ISR) {
 		return metadata.PartitionRecord{}, false
 	}
-	return metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
+	return metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, LostReplicas: p.LostReplicas, ISR: isr,
 		Leader: leader, LeaderEpoch: epoch, PartitionEpoch: p.PartitionEpoch + 1}, true
 }
 
@@ -816,7 +816,7 @@ func (c *Controller) electLeaders(im *metadata.Image, id int32) []metadata.Recor
 	for _, name := range im.TopicNames() {
 		t := im.Topic(name)
 		for i, p := range t.Partitions {
-			if p.Leader >= 0 || !slices.Contains(p.Replicas, id) {
+			if p.Leader >= 0 || !slices.Contains(p.Replicas, id) || slices.Contains(p.LostReplicas, id) {
 				continue
 			}
 			isr := p.ISR
@@ -828,7 +828,7 @@ func (c *Controller) electLeaders(im *metadata.Image, id int32) []metadata.Recor
 				c.logger.Warn("unclean leader election", "topic", name, "partition", i, "leader", id)
 				c.UncleanElections.Add(1)
 			}
-			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
+			recs = append(recs, metadata.PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, LostReplicas: p.LostReplicas, ISR: isr,
 				Leader: id, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1})
 		}
 	}

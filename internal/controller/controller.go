@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"maps"
 	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -833,14 +834,20 @@ func alterPartitionRecord(im *metadata.Image, brokerID int32, topicID metadata.U
 		if !found || b == nil || b.Fenced {
 			return none, fmt.Errorf("%w: %d", ErrIneligibleReplica, r)
 		}
+		if slices.Contains(p.LostReplicas, r) && !slices.Contains(p.ISR, r) {
+			// Its broker cannot host it (AssignReplicasToDirs to
+			// DirectoryId.LOST, KIP-858) until it says otherwise.
+			return none, fmt.Errorf("%w: %d (its broker reported it lost)", ErrIneligibleReplica, r)
+		}
 	}
 	if !hasLeader {
 		return none, fmt.Errorf("%w: the ISR must hold the leader", ErrInvalidRequest)
 	}
-	rec := metadata.PartitionRecord{TopicID: topicID, Partition: partition, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: isr,
+	rec := metadata.PartitionRecord{TopicID: topicID, Partition: partition, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, LostReplicas: p.LostReplicas, ISR: isr,
 		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
 	// A reassignment completes once every adding replica is in sync.
 	maybeCompleteReassignment(im, &rec)
+	rec.LostReplicas = lostAmong(p.LostReplicas, rec.Replicas)
 	return rec, nil
 }
 

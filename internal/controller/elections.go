@@ -101,10 +101,10 @@ func preferredElection(im *metadata.Image, t *metadata.Topic, i int32, p metadat
 	if p.Leader == pref {
 		return nil, ErrElectionNotNeeded
 	}
-	if !slices.Contains(p.ISR, pref) || !live(im, pref) {
+	if !slices.Contains(p.ISR, pref) || !live(im, pref) || slices.Contains(p.LostReplicas, pref) {
 		return nil, ErrPreferredLeaderNotAvailable
 	}
-	return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: p.ISR,
+	return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, LostReplicas: p.LostReplicas, ISR: p.ISR,
 		Leader: pref, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1}, nil
 }
 
@@ -116,8 +116,8 @@ func uncleanElection(im *metadata.Image, t *metadata.Topic, i int32, p metadata.
 		return nil, ErrElectionNotNeeded
 	}
 	for _, r := range p.Replicas {
-		if live(im, r) {
-			return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, ISR: []int32{r},
+		if live(im, r) && !slices.Contains(p.LostReplicas, r) {
+			return &metadata.PartitionRecord{TopicID: t.ID, Partition: i, Replicas: p.Replicas, AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas, LostReplicas: p.LostReplicas, ISR: []int32{r},
 				Leader: r, LeaderEpoch: p.LeaderEpoch + 1, PartitionEpoch: p.PartitionEpoch + 1}, nil
 		}
 	}

@@ -101,6 +101,7 @@ func retarget(im *metadata.Image, t *metadata.Topic, i int32, p metadata.Partiti
 		AddingReplicas: adding, RemovingReplicas: removing,
 		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch + 1}
 	maybeCompleteReassignment(im, &rec)
+	rec.LostReplicas = lostAmong(p.LostReplicas, rec.Replicas)
 	return rec
 }
 
@@ -125,7 +126,7 @@ func maybeCompleteReassignment(im *metadata.Image, rec *metadata.PartitionRecord
 	if !slices.Contains(target, rec.Leader) {
 		rec.Leader = -1
 		for _, r := range target {
-			if slices.Contains(isr, r) && live(im, r) {
+			if slices.Contains(isr, r) && live(im, r) && !slices.Contains(rec.LostReplicas, r) {
 				rec.Leader = r
 				break
 			}

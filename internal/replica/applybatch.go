@@ -85,6 +85,13 @@ func (m *Manager) ApplyBatch(items []ApplyItem) []error {
 	if queued {
 		m.signalCreators()
 	}
+	var offline []OfflineReplica
+	for i, err := range errs {
+		if err != nil {
+			offline = append(offline, OfflineReplica{items[i].TopicPartition, items[i].TopicID})
+		}
+	}
+	m.notifyOffline(offline)
 	return errs
 }
 
@@ -331,6 +338,7 @@ func (m *Manager) create(tp TopicPartition, id [16]byte, cfg LogConfig) {
 	m.mu.Unlock()
 	if err != nil {
 		m.logger.Error("hosting partition failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+		m.notifyOffline([]OfflineReplica{{tp, id}})
 	}
 	if epochDue {
 		// Here, while the log's files are fresh in the page cache and

@@ -60,7 +60,27 @@ type Options struct {
 	// times the log dirs, as Kafka sizes its log loading); zero or
 	// negative means 2.
 	CreateWorkers int
-	Logger        *slog.Logger // nil discards
+	// OnOffline, when set, is told of the partitions whose log could not
+	// be opened or created (Offline) as they fail, those of one ApplyBatch
+	// in one call, outside the Manager's lock; it must not block. The
+	// broker reports them to the controller (AssignReplicasToDirs to
+	// DirectoryId.LOST, KIP-858).
+	OnOffline func([]OfflineReplica)
+	Logger    *slog.Logger // nil discards
+}
+
+// OfflineReplica is a partition whose log this broker could not open or
+// create, with its topic id (Options.OnOffline).
+type OfflineReplica struct {
+	TopicPartition
+	TopicID [16]byte
+}
+
+// notifyOffline hands offline to Options.OnOffline, if any.
+func (m *Manager) notifyOffline(offline []OfflineReplica) {
+	if len(offline) > 0 && m.opts.OnOffline != nil {
+		m.opts.OnOffline(offline)
+	}
 }
 
 // Manager owns the hosted partitions, the follower fetchers and the ISR
@@ -238,6 +258,9 @@ func (m *Manager) Apply(tp TopicPartition, topicID [16]byte, st State, cfg LogCo
 	m.mu.Unlock()
 	if queued {
 		m.signalCreators()
+	}
+	if err != nil {
+		m.notifyOffline([]OfflineReplica{{tp, topicID}})
 	}
 	return p, err
 }
