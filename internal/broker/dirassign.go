@@ -36,9 +36,9 @@ type dirKey struct {
 // as Kafka's AssignmentsManager batches them: 1,000 partitions failing at
 // start are one request, not 1,000.
 type dirReports struct {
-	mu      sync.Mutex                 // guards pending
+	mu      sync.Mutex               // guards pending
 	pending map[dirKey]metadata.UUID // the latest directory of each partition
-	kick    chan struct{}              // buffered 1: something is pending
+	kick    chan struct{}            // buffered 1: something is pending
 }
 
 // queueDirs queues the directory dir for each of keys and wakes the

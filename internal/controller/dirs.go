@@ -82,7 +82,7 @@ func (c *Controller) AssignReplicasToDirs(ctx context.Context, id int32, epoch i
 // its per-item errors in errs.
 func (c *Controller) assignDirs(im *metadata.Image, id int32, items []DirAssignment, errs []error) []metadata.Record {
 	var marks []metadata.Record // the replicas becoming lost or online
-	var lost []int               // the items becoming lost
+	var lost []int              // the items becoming lost
 	for i, it := range items {
 		t := im.TopicByID(it.TopicID)
 		switch {
