@@ -144,7 +144,13 @@ func handleAllocateProducerIDs(ctx context.Context, b *Broker, _ *server.Conn, k
 // (controller.AssignReplicasToDirs).
 func handleAssignReplicasToDirs(ctx context.Context, b *Broker, _ *server.Conn, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AssignReplicasToDirsRequest)
-	resp := req.ResponseKind().(*kmsg.AssignReplicasToDirsResponse)
+	errs, err := b.ctrl.AssignReplicasToDirs(ctx, req.BrokerID, req.BrokerEpoch, dirAssignments(req))
+	return dirAssignmentsResponse(req, errs, err), nil
+}
+
+// dirAssignments flattens an AssignReplicasToDirs request into one item
+// per partition, in request order.
+func dirAssignments(req *kmsg.AssignReplicasToDirsRequest) []controller.DirAssignment {
 	var items []controller.DirAssignment
 	for _, d := range req.Directories {
 		for _, t := range d.Topics {
@@ -153,10 +159,16 @@ func handleAssignReplicasToDirs(ctx context.Context, b *Broker, _ *server.Conn, 
 			}
 		}
 	}
-	errs, err := b.ctrl.AssignReplicasToDirs(ctx, req.BrokerID, req.BrokerEpoch, items)
+	return items
+}
+
+// dirAssignmentsResponse answers req: err for the whole request, else
+// errs[i] for the i-th partition of dirAssignments(req).
+func dirAssignmentsResponse(req *kmsg.AssignReplicasToDirsRequest, errs []error, err error) *kmsg.AssignReplicasToDirsResponse {
+	resp := req.ResponseKind().(*kmsg.AssignReplicasToDirsResponse)
 	if err != nil {
 		resp.ErrorCode = errCode(err)
-		return resp, nil
+		return resp
 	}
 	i := 0
 	for _, d := range req.Directories {
@@ -167,7 +179,10 @@ func handleAssignReplicasToDirs(ctx context.Context, b *Broker, _ *server.Conn, 
 			rt.TopicID = t.TopicID
 			for _, p := range t.Partitions {
 				rp := kmsg.NewAssignReplicasToDirsResponseDirectoryTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, errCode(errs[i])
+				rp.Partition = p.Partition
+				if i < len(errs) {
+					rp.ErrorCode = errCode(errs[i])
+				}
 				rt.Partitions = append(rt.Partitions, rp)
 				i++
 			}
@@ -175,5 +190,5 @@ func handleAssignReplicasToDirs(ctx context.Context, b *Broker, _ *server.Conn, 
 		}
 		resp.Directories = append(resp.Directories, rd)
 	}
-	return resp, nil
+	return resp
 }
