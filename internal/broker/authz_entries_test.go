@@ -160,7 +160,7 @@ func TestClusterDenied(t *testing.T) {
 		kmsg.AlterPartitionAssignments, kmsg.ListPartitionReassignments, kmsg.DescribeACLs,
 		kmsg.DescribeClientQuotas, kmsg.DescribeUserSCRAMCredentials, kmsg.BrokerRegistration,
 		kmsg.BrokerHeartbeat, kmsg.AlterPartition, kmsg.AllocateProducerIDs, kmsg.DescribeQuorum,
-		kmsg.DescribeLogDirs, kmsg.ElectLeaders,
+		kmsg.DescribeLogDirs, kmsg.ElectLeaders, kmsg.AssignReplicasToDirs,
 	} {
 		req := kmsg.RequestForKey(int16(k))
 		req.SetVersion(req.MaxVersion())

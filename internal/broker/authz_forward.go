@@ -45,10 +45,12 @@ var gates = map[kmsg.Key]gate{
 	kmsg.BrokerHeartbeat:     gateCluster(opClusterAction),
 	kmsg.AlterPartition:      gateCluster(opClusterAction),
 	kmsg.AllocateProducerIDs: gateCluster(opClusterAction),
-	kmsg.WriteTxnMarkers:     gateCluster(opClusterAction),
-	kmsg.DescribeQuorum:      gateCluster(opDescribe),
-	kmsg.DescribeLogDirs:     gateCluster(opDescribe),
-	kmsg.ElectLeaders:        gateCluster(opAlter),
+	// KIP-858: ControllerApis.handleAssignReplicasToDirs.
+	kmsg.AssignReplicasToDirs: gateCluster(opClusterAction),
+	kmsg.WriteTxnMarkers:      gateCluster(opClusterAction),
+	kmsg.DescribeQuorum:       gateCluster(opDescribe),
+	kmsg.DescribeLogDirs:      gateCluster(opDescribe),
+	kmsg.ElectLeaders:         gateCluster(opAlter),
 }
 
 // noGate passes a request unchanged.
