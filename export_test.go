@@ -31,6 +31,9 @@ func StopWithoutControlledShutdown(c *Cluster, id int32) error {
 	return c.StopNode(id)
 }
 
+// DirReportsSent is how many AssignReplicasToDirs n's broker sent.
+func DirReportsSent(n *Node) int64 { return n.broker.DirReportsSent() }
+
 // FetchSessions is the number of fetch sessions n's broker caches.
 func FetchSessions(n *Node) int { return n.broker.FetchSessions() }
 

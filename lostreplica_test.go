@@ -314,3 +314,67 @@ func testutilWait(t *testing.T, d time.Duration, what func() string, cond func()
 	}()
 	waitFor(t, d, "the condition", cond)
 }
+
+// TestLostReplicasOneReport: the partitions a node finds it cannot host
+// at start are reported in one AssignReplicasToDirs, however many (Kafka's
+// AssignmentsManager batches them too): the cost follows the failures,
+// not the partitions.
+func TestLostReplicasOneReport(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 1, Dir: dir, HTTPListeners: true})
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	id := c.Brokers()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	const partitions, broken = 200, 50
+	createTopicRF(t, ctx, cl, "many", partitions, 1)
+	nodeDir := filepath.Join(dir, "node-"+strconv.Itoa(int(id)))
+	waitFor(t, 20*time.Second, "the logs of every partition", func() bool {
+		for p := range partitions {
+			if _, err := os.Stat(filepath.Join(nodeDir, "many-"+strconv.Itoa(p))); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if err := c.StopNode(id); err != nil {
+		t.Fatal(err)
+	}
+	for p := 0; p < partitions; p += partitions / broken {
+		breakPartitionDir(t, nodeDir, "many-"+strconv.Itoa(p))
+	}
+	if err := c.StartNode(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	var offline, led int
+	testutilWait(t, 20*time.Second, func() string { return fmt.Sprintf("%d offline, %d led", offline, led) }, func() bool {
+		ps, err := partitionMetadata(ctx, cl, id, "many")
+		if err != nil {
+			return false
+		}
+		offline, led = 0, 0
+		for _, p := range ps {
+			switch {
+			case p.Leader == -1 && p.Partition%(partitions/broken) == 0:
+				offline++
+			case p.Leader == id && p.Partition%(partitions/broken) != 0:
+				led++
+			}
+		}
+		return offline == broken && led == partitions-broken
+	})
+	if n := samsa.DirReportsSent(c.Node(id)); n != 1 {
+		t.Fatalf("%d AssignReplicasToDirs sent for %d lost replicas, want 1", n, broken)
+	}
+	if v := scrapeGauge(t, c.HTTPAddr(id), "kafka_server_replicamanager_offlinereplicacount"); v != strconv.Itoa(broken) {
+		t.Fatalf("OfflineReplicaCount: %q, want %d", v, broken)
+	}
+}

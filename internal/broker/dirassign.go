@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,7 +40,13 @@ type dirReports struct {
 	mu      sync.Mutex               // guards pending
 	pending map[dirKey]metadata.UUID // the latest directory of each partition
 	kick    chan struct{}            // buffered 1: something is pending
+	sent    atomic.Int64             // AssignReplicasToDirs sent (DirReportsSent)
 }
+
+// DirReportsSent is how many AssignReplicasToDirs this broker sent (or
+// asked its own active controller directly), successful or not. Safe for
+// concurrent use.
+func (b *Broker) DirReportsSent() int64 { return b.dirs.sent.Load() }
 
 // queueDirs queues the directory dir for each of keys and wakes the
 // sender. It does not block.
@@ -190,6 +197,7 @@ func (b *Broker) sendDirs(ctx context.Context, items []controller.DirAssignment)
 	if epoch < 0 {
 		return errors.New("not registered yet")
 	}
+	b.dirs.sent.Add(1)
 	logErrs := func(errs []error) {
 		for i, err := range errs {
 			if err != nil {
