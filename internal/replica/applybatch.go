@@ -168,6 +168,7 @@ func (m *Manager) AwaitPending(ctx context.Context, tps []TopicPartition, deadli
 		m.mu.Unlock()
 		m.create(tp, id, cfg)
 		m.wg.Done()
+		m.flushFailed()
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -206,6 +207,7 @@ func (m *Manager) claimLocked(pl *pendingLog) bool {
 	}
 	m.wg.Add(1)
 	pl.creating = true
+	m.inCreate++
 	return true
 }
 
@@ -224,8 +226,10 @@ func (m *Manager) creator() {
 	for {
 		if tp, id, cfg, ok := m.nextPending(); ok {
 			m.create(tp, id, cfg)
+			m.flushFailed()
 			continue
 		}
+		m.flushFailed()
 		if p := m.nextEpochs(); p != nil {
 			m.writeEpochs(p)
 			continue
@@ -292,6 +296,7 @@ func (m *Manager) nextPending() (TopicPartition, [16]byte, LogConfig, bool) {
 			continue // removed before its turn, or queued twice
 		}
 		pl.creating = true
+		m.inCreate++
 		return tp, pl.item.TopicID, pl.item.Config, true
 	}
 	return TopicPartition{}, [16]byte{}, LogConfig{}, false
@@ -303,6 +308,7 @@ func (m *Manager) create(tp TopicPartition, id [16]byte, cfg LogConfig) {
 	stp := storage.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 	_, err := m.logs.CreateTopic(stp, id, cfg.Storage)
 	m.mu.Lock()
+	m.inCreate--
 	pl := m.pending[tp]
 	delete(m.pending, tp)
 	if pl != nil {
@@ -335,10 +341,16 @@ func (m *Manager) create(tp TopicPartition, id [16]byte, cfg LogConfig) {
 	} else {
 		m.offline[tp] = err
 	}
+	if err != nil {
+		// Reported with the others of its burst (flushFailed).
+		if len(m.failed) == 0 {
+			m.failedSince = time.Now()
+		}
+		m.failed = append(m.failed, OfflineReplica{tp, id})
+	}
 	m.mu.Unlock()
 	if err != nil {
 		m.logger.Error("hosting partition failed", "topic", tp.Topic, "partition", tp.Partition, "err", err)
-		m.notifyOffline([]OfflineReplica{{tp, id}})
 	}
 	if epochDue {
 		// Here, while the log's files are fresh in the page cache and

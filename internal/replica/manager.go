@@ -76,6 +76,29 @@ type OfflineReplica struct {
 	TopicID [16]byte
 }
 
+// failedLinger and failedBatch bound how long and how many failed
+// creations wait for the rest of their burst (flushFailed).
+const (
+	failedLinger = time.Second
+	failedBatch  = 1000
+)
+
+// flushFailed hands the creations that failed to Options.OnOffline once
+// none is queued or under way, or once the first waited failedLinger or
+// failedBatch are waiting: the failures of a burst of creations (the logs
+// of a new topic, those missing at start) go together, one report to the
+// controller rather than one per partition, and a long burst (100,000
+// logs) does not hold them to its end.
+func (m *Manager) flushFailed() {
+	m.mu.Lock()
+	var failed []OfflineReplica
+	if len(m.failed) > 0 && (len(m.createQ) == 0 && m.inCreate == 0 || len(m.failed) >= failedBatch || time.Since(m.failedSince) >= failedLinger) {
+		failed, m.failed = m.failed, nil
+	}
+	m.mu.Unlock()
+	m.notifyOffline(failed)
+}
+
 // notifyOffline hands offline to Options.OnOffline, if any.
 func (m *Manager) notifyOffline(offline []OfflineReplica) {
 	if len(offline) > 0 && m.opts.OnOffline != nil {
@@ -93,6 +116,9 @@ type Manager struct {
 	mu            sync.RWMutex // guards parts, offline, pending, createQ, epochQ, fetchers and hwCheckpoints
 	parts         map[TopicPartition]*Partition
 	offline       map[TopicPartition]error                    // partitions whose log could not be opened, with why
+	failed        []OfflineReplica                            // creations that failed, for OnOffline once no creation is left (flushFailed)
+	failedSince   time.Time                                   // when the first of failed failed
+	inCreate      int                                         // creations under way (nextPending, claimLocked to create)
 	pending       map[TopicPartition]*pendingLog              // assigned, waiting for a creator to make the log (applybatch.go)
 	createQ       []TopicPartition                            // pending partitions in the order assigned; may name one twice or a removed one
 	createSig     chan struct{}                               // wakes a creator (capacity 1)
