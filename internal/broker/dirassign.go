@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -133,7 +134,13 @@ func (b *Broker) reportDirs() {
 		if ctx.Err() != nil {
 			return
 		}
-		b.logger.Warn("reporting replica directories to the controller failed; retrying", "partitions", len(items), "err", err)
+		// Warned once per run of failures: a controller of an older
+		// Samsa never serves the API, and the broker retries every 2 s.
+		level := slog.LevelWarn
+		if backoff > 100*time.Millisecond {
+			level = slog.LevelDebug
+		}
+		b.logger.Log(ctx, level, "reporting replica directories to the controller failed; retrying", "partitions", len(items), "err", err)
 		// Back in the queue, unless a newer report replaced them.
 		r.mu.Lock()
 		if r.pending == nil {
