@@ -726,8 +726,8 @@ func scrapeGauge(t *testing.T, httpAddr, name string) string {
 	return ""
 }
 
-// startReplicatedTopic starts a 3-node cluster with cfg (Nodes, Dir and
-// the replication properties filled in: RF 3, min.insync.replicas=2,
+// startReplicatedTopic starts a 3-node cluster with cfg (Nodes, Dir when
+// empty, and the replication properties filled in: RF 3, min.insync.replicas=2,
 // heartbeats every 500 ms, cfg.Properties on top) and creates topic with
 // partitions partitions and configs. It returns the cluster and an admin
 // client of it (and its kgo client), which close at the end of the test.
@@ -735,7 +735,22 @@ func startReplicatedTopic(t *testing.T, ctx context.Context, topic string, parti
 	t.Helper()
 	props := map[string]string{"broker.heartbeat.interval.ms": "500", "min.insync.replicas": "2", "default.replication.factor": "3"}
 	maps.Copy(props, cfg.Properties)
-	cfg.Nodes, cfg.Dir, cfg.Properties = 3, t.TempDir(), props
+	cfg.Nodes, cfg.Properties = 3, props
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	c, cl := startClusterClient(t, ctx, cfg)
+	adm := kadm.NewClient(cl)
+	if resp, err := adm.CreateTopic(ctx, partitions, 3, configs, topic); err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	return c, cl, adm
+}
+
+// startClusterClient starts a cluster of cfg and a client of its brokers,
+// both closed at the end of t.
+func startClusterClient(t *testing.T, ctx context.Context, cfg samsa.ClusterConfig) (*samsa.Cluster, *kgo.Client) {
+	t.Helper()
 	c, err := samsa.StartCluster(ctx, cfg)
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
@@ -746,11 +761,7 @@ func startReplicatedTopic(t *testing.T, ctx context.Context, topic string, parti
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
-	if resp, err := adm.CreateTopic(ctx, partitions, 3, configs, topic); err != nil || resp.Err != nil {
-		t.Fatalf("create: %v %v", err, resp.Err)
-	}
-	return c, cl, adm
+	return c, cl
 }
 
 // fullISR reports whether each of the partitions of topic has a leader

@@ -125,23 +125,12 @@ func TestLostReplicaMovesLeadership(t *testing.T) {
 	defer cancel()
 	const topic = "lost"
 	dir := t.TempDir()
-	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 3, Dir: dir, HTTPListeners: true, Properties: map[string]string{
-		"broker.heartbeat.interval.ms": "500", "min.insync.replicas": "2", "default.replication.factor": "3",
+	c, cl, _ := startReplicatedTopic(t, ctx, topic, 2, nil, samsa.ClusterConfig{Dir: dir, HTTPListeners: true, Properties: map[string]string{
 		// A session far longer than the test: leadership must move
 		// because the broker reported the replica, not because its
 		// session expired.
 		"broker.session.timeout.ms": "60000",
 	}})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	createTopicRF(t, ctx, cl, topic, 2, 3)
 	waitFor(t, 30*time.Second, "full ISR", func() bool {
 		ps, err := partitionMetadata(ctx, cl, c.Brokers()[0], topic)
 		return err == nil && len(ps) == 2 && len(ps[0].ISR) == 3 && len(ps[1].ISR) == 3 && ps[0].Leader >= 0
@@ -222,18 +211,7 @@ func TestLostReplicaMovesLeadership(t *testing.T) {
 func TestLostReplicaSingleReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 1, Dir: dir, HTTPListeners: true})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	id := c.Brokers()[0]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	c, dir, id, cl := startSingleNode(t, ctx)
 	createTopicRF(t, ctx, cl, "solo", 2, 1)
 	createTopicRF(t, ctx, cl, "other", 1, 1)
 	produceAndConsume(t, c.Addrs(), "solo", 0, 5)
@@ -285,6 +263,16 @@ func TestLostReplicaSingleReplica(t *testing.T) {
 	produceAndConsume(t, c.Addrs(), "solo", 0, 5)
 }
 
+// startSingleNode starts a cluster of one node with an HTTP listener in a
+// directory of its own, and a client of it; it returns the cluster, that
+// directory, the node's id and the client, closed at the end of t.
+func startSingleNode(t *testing.T, ctx context.Context) (*samsa.Cluster, string, int32, *kgo.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	c, cl := startClusterClient(t, ctx, samsa.ClusterConfig{Nodes: 1, Dir: dir, HTTPListeners: true})
+	return c, dir, c.Brokers()[0], cl
+}
+
 // createTopicRF creates topic with partitions partitions of replication
 // factor rf.
 func createTopicRF(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, partitions int32, rf int16) {
@@ -322,18 +310,7 @@ func testutilWait(t *testing.T, d time.Duration, what func() string, cond func()
 func TestLostReplicasOneReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	c, err := samsa.StartCluster(ctx, samsa.ClusterConfig{Nodes: 1, Dir: dir, HTTPListeners: true})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	id := c.Brokers()[0]
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	c, dir, id, cl := startSingleNode(t, ctx)
 	const partitions, broken = 200, 50
 	createTopicRF(t, ctx, cl, "many", partitions, 1)
 	nodeDir := filepath.Join(dir, "node-"+strconv.Itoa(int(id)))
