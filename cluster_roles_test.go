@@ -335,7 +335,7 @@ func TestControllerListenerAPIs(t *testing.T) {
 	}
 	slices.Sort(got)
 	want := []string{"AllocateProducerIDs", "AlterClientQuotas", "AlterConfigs", "AlterPartition", "AlterPartitionAssignments", "AlterUserSCRAMCredentials",
-		"ApiVersions", "BrokerHeartbeat", "BrokerRegistration", "CreateACLs", "CreatePartitions", "CreateTopics",
+		"ApiVersions", "AssignReplicasToDirs", "BrokerHeartbeat", "BrokerRegistration", "CreateACLs", "CreatePartitions", "CreateTopics",
 		"DeleteACLs", "DeleteTopics", "DescribeACLs", "DescribeCluster", "DescribeConfigs", "DescribeQuorum",
 		"ElectLeaders", "Fetch", "IncrementalAlterConfigs", "ListPartitionReassignments", "SASLAuthenticate", "SASLHandshake",
 		"UpdateFeatures"}
@@ -343,7 +343,7 @@ func TestControllerListenerAPIs(t *testing.T) {
 		t.Errorf("controller listener advertises %v, want %v", got, want)
 	}
 	brokerKeys := apiKeys(brokerAddr)
-	for _, k := range []kmsg.Key{kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition, kmsg.AllocateProducerIDs} {
+	for _, k := range []kmsg.Key{kmsg.BrokerRegistration, kmsg.BrokerHeartbeat, kmsg.AlterPartition, kmsg.AllocateProducerIDs, kmsg.AssignReplicasToDirs} {
 		if _, ok := brokerKeys[int16(k)]; ok {
 			t.Errorf("broker listener advertises %s", kmsg.NameForKey(int16(k)))
 		}
