@@ -186,6 +186,35 @@ func TestFollowerTruncatesToOwnEpochEnd(t *testing.T) {
 	}
 }
 
+// TestFollowerDropsUnwrittenEpochAtLogEnd: a replica that led epoch 2
+// (its start assigned at the log end, 10) and wrote nothing in it before
+// another leader took over follows a leader that never had epoch 2. The
+// leader answers its fetch (last fetched epoch 2) with the diverging epoch
+// 0 ending at 10, its log end: nothing to remove, but epoch 2 must leave
+// the history, or every fetch names it again and the follower spins,
+// fetching and "truncating" in a loop (found by hand: millions of log
+// lines a minute after kill -9 restarts of a 3-node cluster). Kafka's
+// UnifiedLog.truncateTo truncates the epoch cache from the log end.
+func TestFollowerDropsUnwrittenEpochAtLogEnd(t *testing.T) {
+	m := newTestManager(t)
+	p := follow(t, m, 3, 0, batch(t, 0, 0, 10))
+	if !p.log.AssignEpoch(2) {
+		t.Fatal("AssignEpoch(2): want true")
+	}
+	if fp := paramsOf(p); fp.lastEp != 2 || fp.offset != 10 {
+		t.Fatalf("fetch params before: last epoch %d offset %d, want 2 and 10", fp.lastEp, fp.offset)
+	}
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = 0, 10
+	f := &fetcher{m: m, leader: 2}
+	if err := f.apply(p, &rp); err != nil {
+		t.Fatal(err)
+	}
+	if fp := paramsOf(p); fp.lastEp != 0 || fp.offset != 10 {
+		t.Fatalf("fetch params after the diverging epoch: last epoch %d offset %d, want 0 and 10 (the leader's history)", fp.lastEp, fp.offset)
+	}
+}
+
 // Metadata that re-applies the same partition state leaves an AlterPartition
 // in flight alone (one request per partition, not one per image); new
 // metadata for the partition makes the answer of the one in flight stale

@@ -793,8 +793,14 @@ func checkFetchedBatches(batches []byte) error {
 func (p *Partition) truncateAsFollower(offset int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.leader.Load() || offset >= p.log.LogEndOffset() {
+	if p.leader.Load() {
 		return nil
+	}
+	if offset >= p.log.LogEndOffset() {
+		// No record to remove, but an epoch this replica assigned at its
+		// log end as a leader is not the leader's history: the log drops
+		// it, or the next fetch names it again and diverges again.
+		return p.log.Truncate(offset)
 	}
 	if err := p.log.Truncate(offset); err != nil {
 		return err

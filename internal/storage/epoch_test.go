@@ -266,3 +266,38 @@ func TestAssignEpochCrash(t *testing.T) {
 		l2.Close()
 	}
 }
+
+// TestTruncateAtLogEndDropsAssignedEpoch: a truncation at or past the log
+// end removes no record but drops the epochs starting at the log end, in
+// memory and in the leader-epoch-checkpoint (an epoch assigned as a leader
+// with nothing written in it, which the leader being followed never had),
+// as Kafka's UnifiedLog.truncateTo does; earlier epochs stay.
+func TestTruncateAtLogEndDropsAssignedEpoch(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(OpenOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Append(epochBatch(t, 3), 1); err != nil {
+		t.Fatal(err)
+	}
+	l.AssignEpoch(4)
+	if err := l.WriteEpochs(); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []int64{3, 10} {
+		if err := l.Truncate(to); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.EpochHistory(); !slices.Equal(got, []EpochEntry{{1, 0}}) {
+			t.Fatalf("history after Truncate(%d) %v, want [{1 0}]", to, got)
+		}
+		if l.LogEndOffset() != 3 {
+			t.Fatalf("log end %d after Truncate(%d), want 3", l.LogEndOffset(), to)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, LeaderEpochCheckpointFile)); err != nil || string(data) != "0\n1\n1 0\n" {
+		t.Fatalf("checkpoint %q, %v; want %q", data, err, "0\n1\n1 0\n")
+	}
+}

@@ -866,8 +866,11 @@ func (s *segment) offsetOfTimestamp(offset, ts int64) (int64, error) {
 // Truncate removes every record at or above offset (a follower truncating
 // to its leader's history). Used by replication. A batch holding offset is
 // removed whole, so the log end offset becomes offset or the base offset of
-// that batch, whichever is lower. An offset at or past the log end does
-// nothing; one below the log start offset empties the log and restarts it
+// that batch, whichever is lower. An offset at or past the log end removes
+// no record but drops the leader epochs that start at the log end (an
+// epoch this replica assigned as a leader and wrote nothing in, not the
+// history of the leader it truncates to, as Kafka's UnifiedLog.truncateTo
+// does); one below the log start offset empties the log and restarts it
 // there (TruncateFullyAndStartAt). Errors: ErrClosed, I/O errors.
 func (l *Log) Truncate(offset int64) error {
 	l.mu.Lock()
@@ -877,7 +880,7 @@ func (l *Log) Truncate(offset int64) error {
 	}
 	leo := l.logEndOffset.Load()
 	if offset >= leo {
-		return nil
+		return l.truncateEpochsLocked(leo)
 	}
 	if offset < 0 {
 		return fmt.Errorf("%w: truncate to %d", ErrOffsetOutOfRange, offset)
