@@ -204,6 +204,10 @@ func TestFollowerDropsUnwrittenEpochAtLogEnd(t *testing.T) {
 	if fp := paramsOf(p); fp.lastEp != 2 || fp.offset != 10 {
 		t.Fatalf("fetch params before: last epoch %d offset %d, want 2 and 10", fp.lastEp, fp.offset)
 	}
+	w := NewSessionWatch()
+	p.Watch(w)
+	defer p.Unwatch(w)
+	w.Drain(nil)
 	rp := kmsg.NewFetchResponseTopicPartition()
 	rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = 0, 10
 	f := &fetcher{m: m, leader: 2}
@@ -212,6 +216,11 @@ func TestFollowerDropsUnwrittenEpochAtLogEnd(t *testing.T) {
 	}
 	if fp := paramsOf(p); fp.lastEp != 0 || fp.offset != 10 {
 		t.Fatalf("fetch params after the diverging epoch: last epoch %d offset %d, want 0 and 10 (the leader's history)", fp.lastEp, fp.offset)
+	}
+	// The incremental fetch session sends the new parameters at once,
+	// not at its next sweep of every partition (30 s of spinning).
+	if marked := w.Drain(nil); !slices.Contains(marked, p) {
+		t.Fatalf("partition not marked in the fetch session's watch after the truncation (marked %v)", marked)
 	}
 }
 

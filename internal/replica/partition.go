@@ -796,12 +796,10 @@ func (p *Partition) truncateAsFollower(offset int64) error {
 	if p.leader.Load() {
 		return nil
 	}
-	if offset >= p.log.LogEndOffset() {
-		// No record to remove, but an epoch this replica assigned at its
-		// log end as a leader is not the leader's history: the log drops
-		// it, or the next fetch names it again and diverges again.
-		return p.log.Truncate(offset)
-	}
+	// At or past the log end no record goes, but the log drops an epoch
+	// this replica assigned there as a leader, not the leader's history;
+	// the sessions are marked either way, so that the next fetch carries
+	// the new last fetched epoch, not the one that diverged again.
 	if err := p.log.Truncate(offset); err != nil {
 		return err
 	}
