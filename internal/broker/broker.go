@@ -332,6 +332,31 @@ func (b *Broker) removeStray(from, next *metadata.Image) {
 			gone = append(gone, replica.TopicPartition{Topic: t.Name, Partition: int32(i)})
 		}
 	}
+	// Topics next assigns this broker that from does not hold (by id):
+	// created, or deleted and created again, after from (an old replayed
+	// image of a raft voter). A log under such a name whose
+	// partition.metadata names another topic id holds the deleted
+	// topic's records: the first apply must not host the new topic on it
+	// (a follower would fetch into it), so it goes now, not only at
+	// Start's removeStrayReplicas.
+	for t := range next.Topics() {
+		if from.TopicByID(t.ID) != nil {
+			continue
+		}
+		for i, p := range t.Partitions {
+			if !slices.Contains(p.Replicas, self) {
+				continue
+			}
+			tp := storage.TopicPartition{Topic: t.Name, Partition: int32(i)}
+			l := b.logs.Get(tp)
+			if l == nil {
+				continue
+			}
+			if id, ok, err := l.TopicID(); err == nil && ok && id != t.ID {
+				gone = append(gone, replica.TopicPartition{Topic: t.Name, Partition: int32(i)})
+			}
+		}
+	}
 	if len(gone) == 0 {
 		return
 	}
