@@ -1,10 +1,15 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -217,5 +222,131 @@ func TestRecreatedTopicSurvivesCrash(t *testing.T) {
 	})
 	if want := []string{"new-0", "new-1", "new-2"}; !slices.Equal(got, want) {
 		t.Fatalf("read %v after the crash, want %v", got, want)
+	}
+}
+
+// TestRecreatedWhileDownNotHostedOnOldLog: a node killed right after a
+// topic was created (its stored commit index, written without an fsync of
+// its own, still before the creation), the topic deleted and created again
+// while it was down: at restart its old replayed image lacks the topic
+// and the caught-up one holds the new one, while its disk holds the
+// deleted topic's logs under the same name. Those logs go before the
+// first apply (Broker.removeStray): before, the new topic was hosted on
+// them, a follower fetching into the deleted topic's log, until Start's
+// stray check 10-180 ms later (found by a review in session 20).
+func TestRecreatedWhileDownNotHostedOnOldLog(t *testing.T) {
+	c := proctest.StartCluster(t, proctest.ClusterConfig{Nodes: 3})
+	cl := newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	n3 := c.Node(3)
+	state := filepath.Join(n3.Dir, "__cluster_metadata-0", "quorum-state")
+	readState := func() map[string]any {
+		t.Helper()
+		b, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// The commit index node 3 stores before x exists.
+	if err := n3.Stop(60 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := readState()["commitIndex"]
+	if err := n3.Start(); err != nil {
+		t.Fatal(err)
+	}
+	createTopic(t, c, cl, "x", 2, nil)
+	produce := func(cl *kgo.Client, tag string, n int) {
+		t.Helper()
+		for i := range n {
+			r := &kgo.Record{Topic: "x", Value: fmt.Appendf(nil, "%s-%d", tag, i)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce %s-%d: %v", tag, i, err)
+			}
+		}
+	}
+	produce(cl, "old", 40)
+	n3.Kill()
+	if _, err := n3.Wait(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// As a crash right after the creation can leave it.
+	st := readState()
+	st["commitIndex"] = before
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(state, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	waitFor(t, 30*time.Second, "x deleted", func() bool {
+		resp, err := adm.DeleteTopic(ctx, "x")
+		return err == nil && (resp.Err == nil || errors.Is(resp.Err, kerr.UnknownTopicOrPartition))
+	})
+	waitFor(t, 30*time.Second, "x created again", func() bool {
+		resp, err := adm.CreateTopic(ctx, 2, 3, nil, "x")
+		return err == nil && (resp.Err == nil || errors.Is(resp.Err, kerr.TopicAlreadyExists))
+	})
+	// A new client: the first holds the deleted x's topic id.
+	produce(newClient(t, c, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(20), kgo.ProducerBatchCompression(kgo.NoCompression())), "new", 10)
+	mark := len(n3.Logs())
+	if err := n3.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "node 3 back in x's ISRs", func() bool {
+		v, err := view(c.Node(1).Addr(), "x")
+		if err != nil || len(v.parts) != 2 {
+			return false
+		}
+		for _, p := range v.parts {
+			if len(p.isr) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	logs := n3.Logs()[mark:]
+	if !strings.Contains(logs, "deleting the logs of partitions deleted or moved away while the logs loaded") {
+		t.Errorf("node 3 did not delete the deleted x's logs before its first apply")
+	}
+	if strings.Contains(logs, "deleting stray logs") {
+		t.Errorf("node 3 hosted the new x on the deleted x's logs until its stray check")
+	}
+	// Node 3's logs of x hold the new records, none of the deleted x's
+	// (records are sent uncompressed, so their values are in the
+	// segment files as written).
+	newRecs := 0
+	for p := range 2 {
+		dir := filepath.Join(n3.Dir, "x-"+strconv.Itoa(p))
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data []byte
+		for _, e := range ents {
+			if strings.HasSuffix(e.Name(), ".log") {
+				b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				data = append(data, b...)
+			}
+		}
+		if bytes.Contains(data, []byte("old-")) {
+			t.Errorf("node 3's x-%d holds records of the deleted x", p)
+		}
+		newRecs += bytes.Count(data, []byte("new-"))
+	}
+	if newRecs != 10 {
+		t.Errorf("node 3's logs of x hold %d new records, want 10", newRecs)
 	}
 }
