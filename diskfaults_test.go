@@ -646,17 +646,11 @@ func TestLogDirFailure(t *testing.T) {
 	// that asks it meets a closed connection.
 	survivor := victim%3 + 1
 	out := func() bool {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		req := kmsg.NewPtrMetadataRequest()
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, admCl.Broker(int(survivor)))
-		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 3 {
+		ps, err := partitionMetadata(ctx, admCl, survivor, topic)
+		if err != nil || len(ps) != 3 {
 			return false
 		}
-		for _, p := range resp.Topics[0].Partitions {
+		for _, p := range ps {
 			if p.ErrorCode != 0 || p.Leader < 0 || p.Leader == victim || slices.Contains(p.ISR, victim) {
 				return false
 			}
