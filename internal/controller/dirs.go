@@ -49,9 +49,10 @@ type DirAssignment struct {
 //     its disk was fixed); otherwise the broker follows and rejoins the
 //     ISR through AlterPartition once caught up.
 //
-// epoch must be the broker's registered epoch (ErrStaleBrokerEpoch). The
-// items are committed in writes of at most chunkRecords partitions. It
-// returns one error per item (nil, ErrUnknownTopicID, ErrUnknownTopic for
+// epoch must be the broker's registered epoch (ErrStaleBrokerEpoch). A
+// partition named more than once is judged by its last entry (the others
+// get its answer). The items are committed in writes of at most
+// chunkRecords partitions. It returns one error per item (nil, ErrUnknownTopicID, ErrUnknownTopic for
 // a partition out of range, ErrNotReplica), or a write's error
 // (ErrNotController, ErrStaleBrokerEpoch, a commit failure) for all.
 // Safe for concurrent use.
@@ -59,9 +60,10 @@ func (c *Controller) AssignReplicasToDirs(ctx context.Context, id int32, epoch i
 	if !c.Active() {
 		return nil, ErrNotController
 	}
-	errs := make([]error, len(items))
-	for lo := 0; lo < len(items) || lo == 0; lo += chunkRecords {
-		hi := min(lo+chunkRecords, len(items))
+	uniq, at := lastPerItem(items)
+	errs := make([]error, len(uniq))
+	for lo := 0; lo < len(uniq) || lo == 0; lo += chunkRecords {
+		hi := min(lo+chunkRecords, len(uniq))
 		err := c.write(ctx, func(im *metadata.Image) ([]metadata.Record, error) {
 			if !c.Active() {
 				return nil, ErrNotController
@@ -69,13 +71,52 @@ func (c *Controller) AssignReplicasToDirs(ctx context.Context, id int32, epoch i
 			if b := im.Broker(id); b == nil || b.Epoch != epoch {
 				return nil, ErrStaleBrokerEpoch
 			}
-			return c.assignDirs(im, id, items[lo:hi], errs[lo:hi]), nil
+			return c.assignDirs(im, id, uniq[lo:hi], errs[lo:hi]), nil
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	return errs, nil
+	if at == nil {
+		return errs, nil
+	}
+	out := make([]error, len(items))
+	for i, j := range at {
+		out[i] = errs[j]
+	}
+	return out, nil
+}
+
+// lastPerItem is items with one entry per partition, its last (in the
+// order of those last entries), and at[i], the index in uniq of item i's
+// partition; at is nil (and uniq items) when no partition repeats. A
+// request naming a partition many times would otherwise mark it once per
+// entry, across writes: lost, online, lost again, each moving its
+// leadership.
+func lastPerItem(items []DirAssignment) (uniq []DirAssignment, at []int) {
+	type key struct {
+		id metadata.UUID
+		p  int32
+	}
+	last := make(map[key]int, len(items))
+	for i, it := range items {
+		last[key{it.TopicID, it.Partition}] = i
+	}
+	if len(last) == len(items) {
+		return items, nil
+	}
+	idx := make(map[key]int, len(last))
+	for i, it := range items {
+		if k := (key{it.TopicID, it.Partition}); last[k] == i {
+			idx[k] = len(uniq)
+			uniq = append(uniq, it)
+		}
+	}
+	at = make([]int, len(items))
+	for i, it := range items {
+		at[i] = idx[key{it.TopicID, it.Partition}]
+	}
+	return uniq, at
 }
 
 // assignDirs is the records of one chunk of AssignReplicasToDirs over im,

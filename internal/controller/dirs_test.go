@@ -111,3 +111,32 @@ func TestAssignReplicasToDirsLost(t *testing.T) {
 		t.Fatalf("other: lost %v, want [1]", l)
 	}
 }
+
+// One AssignReplicasToDirs naming a partition many times (more than a
+// write's chunk of items) is judged by its last entry, in one write: the
+// partition is marked once, not flapped between lost and online write
+// after write (each moving its leadership), and every entry is answered.
+func TestAssignReplicasToDirsDuplicates(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, epochs, part := sharedAndAlone(t, ctx)
+	id := c.Image().Topic("shared").ID
+	p0 := part("shared")
+	items := make([]DirAssignment, 2*chunkRecords+3) // the last one LOST
+	for i := range items {
+		items[i] = DirAssignment{id, 0, DirectoryLost}
+		if i%2 == 1 {
+			items[i].Dir = metadata.UUID{9, 9}
+		}
+	}
+	off := c.Image().Offset
+	errs, err := c.AssignReplicasToDirs(ctx, 1, epochs[1], items)
+	if err != nil || len(errs) != len(items) || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		t.Fatalf("assign: %v, %d answers (%d items)", err, len(errs), len(items))
+	}
+	p := part("shared")
+	if n := c.Image().Offset - off; n != 1 || p.LeaderEpoch != p0.LeaderEpoch+1 || !slices.Equal(p.LostReplicas, []int32{1}) {
+		t.Fatalf("shared: %d records written, leader epoch %d (was %d), lost %v; want one record, one leadership move, lost [1]",
+			n, p.LeaderEpoch, p0.LeaderEpoch, p.LostReplicas)
+	}
+}
